@@ -1,0 +1,98 @@
+#include "core/cpu.h"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace tmill {
+namespace {
+
+unsigned long long xgetbv0() {
+  unsigned eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  if (!osxsave || !avx) return CpuFeatures{};
+  const unsigned long long xcr0 = xgetbv0();
+  const bool ymm_os = (xcr0 & 0x6) == 0x6;
+  const bool zmm_os = (xcr0 & 0xe6) == 0xe6;
+  if (!ymm_os) return CpuFeatures{};
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & (1u << 5);
+  if (zmm_os) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avx512bf16 = a & (1u << 5);
+  }
+  return f;
+}
+
+std::atomic<int> g_limit{-1};
+
+int env_limit() {
+  static const int v = [] {
+    const char* e = std::getenv("TOKENMILL_ISA");
+    Isa isa;
+    if (e && parse_isa(e, &isa)) return static_cast<int>(isa);
+    return static_cast<int>(Isa::Avx512);
+  }();
+  return v;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+Isa detected_isa() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 && f.avx2 && f.fma &&
+      f.f16c)
+    return Isa::Avx512;
+  if (f.avx2 && f.fma && f.f16c) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+Isa active_isa() {
+  int lim = g_limit.load(std::memory_order_relaxed);
+  if (lim < 0) lim = env_limit();
+  int det = static_cast<int>(detected_isa());
+  return static_cast<Isa>(det < lim ? det : lim);
+}
+
+void set_isa_limit(Isa limit) { g_limit.store(static_cast<int>(limit)); }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+bool parse_isa(std::string_view s, Isa* out) {
+  if (s == "scalar") *out = Isa::Scalar;
+  else if (s == "avx2") *out = Isa::Avx2;
+  else if (s == "avx512") *out = Isa::Avx512;
+  else return false;
+  return true;
+}
+
+}  // namespace tmill

@@ -1,0 +1,26 @@
+// Run-time CPU feature detection and the ISA level kernels dispatch on.
+#pragma once
+
+#include <string_view>
+
+namespace tmill {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512vnni = false, avx512bf16 = false;
+};
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+const CpuFeatures& cpu_features();
+// Best level this CPU (and OS) supports: Avx512 needs F/BW/VL/DQ/VNNI/BF16, Avx2 needs AVX2/FMA/F16C.
+Isa detected_isa();
+// The level kernels use: min(detected, override). The override comes from set_isa_limit() or the
+// environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way).
+Isa active_isa();
+void set_isa_limit(Isa limit);
+const char* isa_name(Isa isa);
+bool parse_isa(std::string_view s, Isa* out);
+
+}  // namespace tmill

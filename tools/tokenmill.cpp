@@ -1,0 +1,42 @@
+// tokenmill: the command-line entry point. Each subcommand lives in tools/commands/ and registers
+// itself; a name with a space ("bench engine") becomes a nested subcommand.
+#include <algorithm>
+#include <map>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  using namespace tmill::cli;
+  CLI::App app{"tokenmill: an LLM inference server and toolkit"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", version_string());
+  auto& reg = command_registry();
+  std::sort(reg.begin(), reg.end(), [](const CommandDef& a, const CommandDef& b) { return a.name < b.name; });
+  std::map<std::string, CLI::App*> groups;
+  std::vector<std::pair<CLI::App*, CommandRun>> runs;
+  for (auto& def : reg) {
+    CLI::App* parent = &app;
+    std::string leaf = def.name;
+    if (auto sp = def.name.find(' '); sp != std::string::npos) {
+      std::string group = def.name.substr(0, sp);
+      leaf = def.name.substr(sp + 1);
+      auto it = groups.find(group);
+      if (it == groups.end()) {
+        CLI::App* g = app.add_subcommand(group, group + " commands");
+        g->require_subcommand(1);
+        it = groups.emplace(group, g).first;
+      }
+      parent = it->second;
+    }
+    CLI::App* sub = parent->add_subcommand(leaf, def.help);
+    runs.emplace_back(sub, def.setup(*sub));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, run] : runs)
+    if (sub->parsed()) return run();
+  return 2;
+}
