@@ -1,5 +1,6 @@
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,9 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
+// Counts read from the file are only bounded by the file size (a corrupt multi-GB model may claim
+// billions of entries), so containers grow as entries are actually read, never reserved up front.
+constexpr uint64_t kMaxReserve = 1024;
 
 size_t scalar_size(GgufType t) {
   switch (t) {
@@ -85,12 +89,14 @@ Status read_value(Cursor& c, GgufType type, GgufValue* out, int depth, const std
       return Error{fmt::format("key '{}': absurd array length {} (only {} bytes left in the file)", key, out->count,
                                c.remaining())};
     if (out->elem_type == GgufType::STRING) {
-      out->strings.resize(out->count);
-      for (auto& s : out->strings) TM_TRY(c.read_string(&s, "string array element"));
+      out->strings.reserve(std::min(out->count, kMaxReserve));
+      for (uint64_t i = 0; i < out->count; ++i) {
+        TM_TRY(c.read_string(&out->strings.emplace_back(), "string array element"));
+      }
     } else if (out->elem_type == GgufType::ARRAY) {
-      out->arrays.resize(out->count);
-      for (auto& a : out->arrays) {
-        TM_TRY(read_value(c, GgufType::ARRAY, &a, depth + 1, key));
+      out->arrays.reserve(std::min(out->count, kMaxReserve));
+      for (uint64_t i = 0; i < out->count; ++i) {
+        TM_TRY(read_value(c, GgufType::ARRAY, &out->arrays.emplace_back(), depth + 1, key));
       }
     } else {
       const size_t n = static_cast<size_t>(out->count) * scalar_size(out->elem_type);
@@ -339,7 +345,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size) {
   TM_TRY(c.read(&f.version_, "version"));
   if (f.version_ == 1) return Error{"GGUF version 1 is not supported (only versions 2 and 3)"};
   if (f.version_ != 2 && f.version_ != 3) {
-    if ((f.version_ & 0xffff) == 0 && (f.version_ >> 24) <= 3)
+    if (f.version_ != 0 && (f.version_ & 0xffff) == 0 && (f.version_ >> 24) <= 3)
       return Error{"big-endian GGUF files are not supported"};
     return Error{fmt::format("unsupported GGUF version {} (only versions 2 and 3)", f.version_)};
   }
@@ -350,7 +356,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size) {
   if (n_kv > c.remaining() / 14) return Error{fmt::format("absurd metadata count {}", n_kv)};
   if (n_tensors > c.remaining() / 33) return Error{fmt::format("absurd tensor count {}", n_tensors)};
 
-  f.kv_.reserve(n_kv);
+  f.kv_.reserve(std::min(n_kv, kMaxReserve));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     TM_TRY(c.read_string(&key, "metadata key"));
@@ -372,7 +378,7 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size) {
     f.alignment_ = al;
   }
 
-  f.tensors_.reserve(n_tensors);
+  f.tensors_.reserve(std::min(n_tensors, kMaxReserve));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo ti;
     TM_TRY(c.read_string(&ti.name, "tensor name"));
@@ -469,6 +475,8 @@ GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
 }
 
 void GgufWriter::set(const std::string& key, GgufValue value) {
+  // The layout must follow the declared alignment, however it was declared (emit() rejects bad values).
+  if (key == "general.alignment") alignment_ = value.type == GgufType::U32 ? static_cast<uint32_t>(value.bits) : 0;
   for (auto& kv : kv_)
     if (kv.first == key) {
       kv.second = std::move(value);
@@ -484,6 +492,7 @@ bool GgufWriter::has(const std::string& key) const {
 }
 
 void GgufWriter::remove(const std::string& key) {
+  if (key == "general.alignment") alignment_ = 32;
   for (auto it = kv_.begin(); it != kv_.end(); ++it)
     if (it->first == key) {
       kv_.erase(it);
@@ -542,6 +551,28 @@ class ByteSink {
   uint64_t written_ = 0;
 };
 
+// A value whose parts disagree (count vs. elements) would serialize into an unreadable file.
+Status check_value(const GgufValue& v, const std::string& key) {
+  if (static_cast<uint32_t>(v.type) > static_cast<uint32_t>(GgufType::F64))
+    return Error{fmt::format("key '{}': invalid value type {}", key, static_cast<uint32_t>(v.type))};
+  if (v.type != GgufType::ARRAY) return {};
+  const size_t es = scalar_size(v.elem_type);
+  bool ok;
+  switch (v.elem_type) {
+    case GgufType::STRING: ok = v.strings.size() == v.count; break;
+    case GgufType::ARRAY:
+      ok = v.arrays.size() == v.count;
+      for (const auto& a : v.arrays) {
+        if (a.type != GgufType::ARRAY) return Error{fmt::format("key '{}': nested element is not an array", key)};
+        TM_TRY(check_value(a, key));
+      }
+      break;
+    default: ok = es != 0 && v.raw.size() == v.count * es; break;
+  }
+  if (!ok) return Error{fmt::format("key '{}': array of {} elements does not match its contents", key, v.count)};
+  return {};
+}
+
 void put_value(ByteSink& s, const GgufValue& v, bool with_type) {
   if (with_type) s.put<uint32_t>(static_cast<uint32_t>(v.type));
   switch (v.type) {
@@ -563,6 +594,12 @@ void put_value(ByteSink& s, const GgufValue& v, bool with_type) {
 }  // namespace
 
 Status GgufWriter::emit(const std::function<Status(const void*, size_t)>& sink) const {
+  for (const auto& [k, v] : kv_) {
+    TM_TRY(check_value(v, k));
+    if (k == "general.alignment" && v.type != GgufType::U32) return Error{"general.alignment must be a u32"};
+  }
+  if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
+    return Error{fmt::format("general.alignment {} is not a power of two", alignment_)};
   ByteSink s(sink);
   s.put<uint32_t>(kMagic);
   s.put<uint32_t>(3);
