@@ -1,0 +1,43 @@
+// Matrix products of weights (any supported dtype) with float32 activations.
+//   Y[t][r] = sum_c W[r][c] * X[t][c]   for t < n_tokens, r < W.rows
+// The dispatcher picks the best implementation for the weight type and the active ISA
+// (core/cpu.h); `matmul_reference` is the plain oracle the fast paths are tested against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/matrix.h"
+
+namespace tmill {
+
+class ThreadPool;
+
+// A weight prepared for fast products (e.g. repacked into a SIMD-friendly layout at load time).
+// Holds a view of the original when no repacking applies. Create once per weight, reuse forever.
+class PreparedMatrix {
+ public:
+  PreparedMatrix() = default;
+  explicit PreparedMatrix(const Matrix& m);
+  const Matrix& source() const { return src_; }
+  int64_t rows() const { return src_.rows; }
+  int64_t cols() const { return src_.cols; }
+  // Opaque per-implementation data (repacked weights etc.), owned here.
+  std::shared_ptr<void> packed;
+  int packed_kind = 0;
+
+ private:
+  Matrix src_;
+};
+
+// X: n_tokens rows of W.cols floats (row stride ldx); Y: n_tokens rows (row stride ldy) of W.rows.
+void matmul(const PreparedMatrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens,
+            ThreadPool* pool);
+
+// The oracle: dequantizes each row (quant/quant.h) and accumulates in float32 in index order.
+void matmul_reference(const Matrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens);
+
+// Dequantizes row r of W into dst (W.cols floats): embedding lookups.
+void get_row(const Matrix& w, int64_t r, float* dst);
+
+}  // namespace tmill

@@ -1,0 +1,137 @@
+#include "model/config.h"
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace tmill {
+namespace {
+std::map<std::string, ArchSpec>& registry() {
+  static std::map<std::string, ArchSpec> r;
+  return r;
+}
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+void register_builtin_archs();
+
+Result<int64_t> req_int(const GgufFile& f, const std::string& key, int64_t min, int64_t max) {
+  const GgufValue* v = f.find(key);
+  if (!v) return Error{fmt::format("missing metadata key '{}'", key)};
+  auto i = v->as_int();
+  if (!i) return Error{fmt::format("metadata key '{}' must be an integer", key)};
+  if (*i < min || *i > max) return Error{fmt::format("metadata key '{}' = {} is out of range [{}, {}]", key, *i, min, max)};
+  return *i;
+}
+
+Result<int64_t> opt_int(const GgufFile& f, const std::string& key, int64_t def, int64_t min, int64_t max) {
+  if (!f.find(key)) return def;
+  return req_int(f, key, min, max);
+}
+
+Result<float> opt_float(const GgufFile& f, const std::string& key, float def) {
+  const GgufValue* v = f.find(key);
+  if (!v) return def;
+  auto d = v->as_number();
+  if (!d || v->type == GgufType::BOOL) return Error{fmt::format("metadata key '{}' must be a number", key)};
+  return static_cast<float>(*d);
+}
+}  // namespace
+
+void register_arch(const ArchSpec& spec) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[spec.name] = spec;
+}
+
+const ArchSpec* find_arch(const std::string& name) {
+  register_builtin_archs();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> known_archs() {
+  register_builtin_archs();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> out;
+  for (auto& [k, v] : registry()) out.push_back(k);
+  return out;
+}
+
+// Each family file defines one of these (explicit calls: static registration in a static library
+// would be dropped by the linker).
+ArchSpec arch_llama();
+ArchSpec arch_qwen2();
+ArchSpec arch_qwen3();
+
+namespace {
+void register_builtin_archs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3()}) registry()[s.name] = s;
+  });
+}
+}  // namespace
+
+Result<ModelConfig> read_model_config(const GgufFile& f) {
+  auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) return Error{"missing metadata key 'general.architecture'"};
+  const ArchSpec* spec = find_arch(*arch_name);
+  if (!spec) {
+    std::string known;
+    for (auto& k : known_archs()) known += (known.empty() ? "" : ", ") + k;
+    return Error{fmt::format("unsupported architecture '{}' (supported: {})", *arch_name, known)};
+  }
+  ModelConfig c;
+  c.arch = *spec;
+  const std::string a = *arch_name + ".";
+  constexpr int64_t kMaxDim = 1 << 20;
+  TM_ASSIGN_OR_RETURN(c.n_embd, req_int(f, a + "embedding_length", 1, kMaxDim));
+  TM_ASSIGN_OR_RETURN(c.n_layer, req_int(f, a + "block_count", 1, 4096));
+  TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
+  TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, a + "attention.head_count_kv", c.n_head, 1, 4096));
+  TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
+  TM_ASSIGN_OR_RETURN(c.n_ctx_train, opt_int(f, a + "context_length", 2048, 1, 1ll << 32));
+  if (c.n_head % c.n_head_kv != 0)
+    return Error{fmt::format("attention.head_count {} is not a multiple of head_count_kv {}", c.n_head, c.n_head_kv)};
+  const int64_t def_hd = c.n_embd / c.n_head;
+  TM_ASSIGN_OR_RETURN(c.head_dim, opt_int(f, a + "attention.key_length", def_hd, 1, 4096));
+  TM_ASSIGN_OR_RETURN(int64_t vdim, opt_int(f, a + "attention.value_length", c.head_dim, 1, 4096));
+  if (vdim != c.head_dim) return Error{"attention.value_length != key_length is not supported"};
+  if (c.head_dim % 2 != 0) return Error{fmt::format("head dimension {} must be even", c.head_dim)};
+  TM_ASSIGN_OR_RETURN(c.n_rot, opt_int(f, a + "rope.dimension_count", c.head_dim, 2, c.head_dim));
+  if (c.n_rot % 2 != 0) return Error{"rope.dimension_count must be even"};
+  TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  TM_ASSIGN_OR_RETURN(c.rope_theta, opt_float(f, a + "rope.freq_base", 10000.0f));
+  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return Error{"rms epsilon and rope.freq_base must be positive"};
+  if (auto st = f.get_string(a + "rope.scaling.type")) {
+    if (*st == "linear") {
+      c.rope_scaling = RopeScaling::Linear;
+      TM_ASSIGN_OR_RETURN(c.rope_scale_factor, opt_float(f, a + "rope.scaling.factor", 1.0f));
+      if (!(c.rope_scale_factor > 0)) return Error{"rope.scaling.factor must be positive"};
+    } else if (*st != "none") {
+      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, llama3 via rope_freqs)", *st)};
+    }
+  } else if (auto sl = f.get_number(a + "rope.scale_linear")) {
+    if (*sl > 0 && *sl != 1.0) {
+      c.rope_scaling = RopeScaling::Linear;
+      c.rope_scale_factor = static_cast<float>(*sl);
+    }
+  }
+  if (f.find_tensor("rope_freqs.weight")) c.rope_scaling = RopeScaling::Llama3;
+
+  const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (!emb) return Error{"missing tensor 'token_embd.weight'"};
+  if (emb->ne.size() != 2 || emb->ne[0] != c.n_embd)
+    return Error{fmt::format("token_embd.weight has shape {}x{}, expected {} columns", emb->ne[0],
+                             emb->ne.size() > 1 ? emb->ne[1] : 1, c.n_embd)};
+  c.n_vocab = emb->ne[1];
+  if (auto v = f.get_int(a + "vocab_size"); v && *v != c.n_vocab)
+    return Error{fmt::format("{}vocab_size {} disagrees with token_embd.weight rows {}", a, *v, c.n_vocab)};
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace tmill

@@ -1,0 +1,223 @@
+#include "model/dummy.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
+
+namespace tmill {
+
+std::vector<ModelShape> llama_shapes();
+std::vector<ModelShape> qwen2_shapes();
+std::vector<ModelShape> qwen3_shapes();
+
+std::vector<ModelShape> known_shapes() {
+  std::vector<ModelShape> out;
+  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes})
+    for (auto& s : (*f)()) out.push_back(s);
+  return out;
+}
+
+std::optional<ModelShape> find_shape(const std::string& name) {
+  for (auto& s : known_shapes())
+    if (s.name == name) return s;
+  return std::nullopt;
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed, name, row).
+void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int64_t row, float center,
+              float spread) {
+  uint64_t s = seed ^ name_hash(name) ^ (static_cast<uint64_t>(row) * 0x632be59bd9b4e019ull);
+  for (int64_t i = 0; i < n; ++i) {
+    const double u = static_cast<double>(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);  // [0,1)
+    dst[i] = center + spread * static_cast<float>(2.0 * u - 1.0);
+  }
+}
+
+// llama.cpp's llama3 rope frequency factors (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors).
+std::vector<float> llama3_rope_factors(const ModelShape& s) {
+  const int64_t n_rot = s.head_dim;
+  const double low_wavelen = static_cast<double>(s.rope_orig_ctx) / s.rope_low;
+  const double high_wavelen = static_cast<double>(s.rope_orig_ctx) / s.rope_high;
+  std::vector<float> f;
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const double freq = 1.0 / std::pow(static_cast<double>(s.rope_theta), 2.0 * i / n_rot);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) f.push_back(1.0f);
+    else if (wavelen > low_wavelen) f.push_back(s.rope_llama3_factor);
+    else {
+      const double smooth = (s.rope_orig_ctx / wavelen - s.rope_low) / (s.rope_high - s.rope_low);
+      f.push_back(static_cast<float>(1.0 / ((1 - smooth) / s.rope_llama3_factor + smooth)));
+    }
+  }
+  return f;
+}
+
+void synthetic_vocab(GgufWriter& w, int64_t n_vocab) {
+  // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then filler pieces.
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  tokens = {"<unk>", "<s>", "</s>"};
+  scores = {0, 0, 0};
+  types = {2, 3, 3};
+  for (int b = 0; b < 256 && static_cast<int64_t>(tokens.size()) < n_vocab; ++b) {
+    tokens.push_back(fmt::format("<0x{:02X}>", b));
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (int64_t i = static_cast<int64_t>(tokens.size()); i < n_vocab; ++i) {
+    tokens.push_back(fmt::format("\xe2\x96\x81tok{}", i));
+    scores.push_back(-static_cast<float>(i));
+    types.push_back(1);
+  }
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
+  w.set("tokenizer.ggml.scores", GgufValue::f32_array(scores));
+  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
+}  // namespace
+
+Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
+  ModelShape s = o.shape;
+  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
+      o.dtype != DType::Q4_0)
+    return Error{fmt::format("--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0)", dtype_name(o.dtype))};
+  if (s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0)
+    return Error{"invalid model dimensions"};
+
+  GgufWriter w;
+  std::unique_ptr<GgufFile> vocab;
+  if (!o.vocab_path.empty()) {
+    auto vf = GgufFile::open(o.vocab_path);
+    if (!vf.ok()) return vf.error_value();
+    vocab = std::make_unique<GgufFile>(std::move(vf).value());
+    const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
+    if (!toks || !toks->as_string_array()) return Error{fmt::format("{}: no tokenizer.ggml.tokens", o.vocab_path)};
+    const auto n = static_cast<int64_t>(toks->as_string_array()->size());
+    if (n != s.n_vocab) log_warn("vocab file has {} tokens; shape {} says {}: using {}", n, s.name, s.n_vocab, n);
+    s.n_vocab = n;
+  }
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
+  // llama_ftype: ALL_F32=0, MOSTLY_F16=1, MOSTLY_Q4_0=2, MOSTLY_Q8_0=7, MOSTLY_BF16=32
+  const uint32_t ftype = o.dtype == DType::F32 ? 0 : o.dtype == DType::F16 ? 1 : o.dtype == DType::Q4_0 ? 2
+                         : o.dtype == DType::Q8_0 ? 7 : 32;
+  w.set_u32("general.file_type", ftype);
+  if (o.dtype == DType::Q8_0 || o.dtype == DType::Q4_0) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (s.head_dim != s.n_embd / s.n_head) {
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+  }
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+  w.set_f32(a + "rope.freq_base", s.rope_theta);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
+  if (vocab) {
+    for (const auto& [k, v] : vocab->metadata())
+      if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
+  } else {
+    synthetic_vocab(w, s.n_vocab);
+  }
+
+  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
+  const uint64_t seed = o.seed;
+  // 2-D weight: rows x cols, uniform in +-spread, stored as `type`.
+  auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, DType type, float spread) -> Status {
+    if (cols % dtype_info(type).block_size != 0) type = DType::F16;  // rows that don't fit the block size
+    return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
+      const size_t row_bytes = nbytes / static_cast<size_t>(rows);
+      pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+        std::vector<float> buf(static_cast<size_t>(cols));
+        for (int64_t r = r0; r < r1; ++r) {
+          fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
+          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
+        }
+      });
+      return {};
+    });
+  };
+  auto add_vector = [&](const std::string& name, int64_t n, float center, float spread) -> Status {
+    return w.add_tensor(name, DType::F32, {n}, [=](uint8_t* dst, size_t) -> Status {
+      std::vector<float> buf(static_cast<size_t>(n));
+      fill_row(buf.data(), n, seed, name, 0, center, spread);
+      std::memcpy(dst, buf.data(), buf.size() * 4);
+      return {};
+    });
+  };
+
+  const DType wt = o.dtype;
+  // llama.cpp's default mix: the output matrix (or the tied embedding) gets Q6_K, or Q8_0 when rows
+  // don't fit 256-blocks; --pure keeps everything in the chosen type.
+  DType out_t = wt;
+  if (wt == DType::Q4_0 && !o.pure) out_t = s.n_embd % 256 == 0 ? DType::Q6_K : DType::Q8_0;
+  const float emb_spread = 0.05f, w_spread = 0.035f;
+  const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  TM_TRY(add_matrix("token_embd.weight", s.n_vocab, s.n_embd, s.tied ? out_t : wt, emb_spread));
+  if (s.rope_llama3_factor > 0) {
+    auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(s));
+    TM_TRY(w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors->size())},
+                        [factors](uint8_t* dst, size_t n) -> Status {
+                          std::memcpy(dst, factors->data(), n);
+                          return {};
+                        }));
+  }
+  TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
+  if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
+    if (s.arch == "qwen2") {
+      TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
+      TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
+      TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
+    }
+    if (s.arch == "qwen3") {
+      TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
+      TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
+    }
+    TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
+    TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    TM_TRY(add_matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));
+  }
+  return w.write(out_path);
+}
+
+}  // namespace tmill

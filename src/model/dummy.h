@@ -1,0 +1,42 @@
+// Random-weight models of real shapes (vLLM's `--load-format dummy`): what users size hardware with
+// before downloading weights, and what our speed benchmarks run on (speed does not depend on values).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/result.h"
+
+namespace tmill {
+
+struct ModelShape {
+  std::string name;  // "qwen2.5-0.5b"
+  std::string arch;  // "qwen2"
+  int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+  float rope_theta, rms_eps;
+  bool tied;
+  // llama3-style rope scaling (factor, low_freq_factor, high_freq_factor, original context), 0 = none
+  float rope_llama3_factor = 0, rope_low = 1, rope_high = 4;
+  int64_t rope_orig_ctx = 0;
+};
+
+// Known shapes (see arch_*.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
+std::vector<ModelShape> known_shapes();
+std::optional<ModelShape> find_shape(const std::string& name);
+
+struct DummyOptions {
+  ModelShape shape;
+  DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0 (2-D weights; norms stay F32)
+  bool pure = false;          // Q4_0 only: also the output/tied embedding in Q4_0 (else Q8_0/Q6_K like llama.cpp)
+  uint64_t seed = 42;
+  std::string vocab_path;     // GGUF whose tokenizer.* keys are copied (its token count sets n_vocab)
+  int threads = 0;            // 0 = all cores
+};
+
+// Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
+Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);
+
+}  // namespace tmill

@@ -1,0 +1,131 @@
+#include "model/model.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "quant/quant.h"
+
+namespace tmill {
+namespace {
+
+class Loader {
+ public:
+  explicit Loader(const GgufFile& f) : f_(f) {}
+
+  Result<Matrix> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) return Error{fmt::format("missing tensor '{}'", name)};
+    if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows)
+      return Error{fmt::format("tensor '{}' has shape [{}], expected [{}, {}]", name, shape(*t), cols, rows)};
+    if (!can_dequantize(t->type))
+      return Error{fmt::format("tensor '{}' has type {}, which tokenmill cannot compute with yet", name,
+                               dtype_name(t->type))};
+    Matrix m;
+    m.type = t->type;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t->data;
+    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(rows));
+    m.name = name;
+    used(*t);
+    return m;
+  }
+
+  // 1-D tensors (norm weights, biases) are small: converted to f32 once.
+  Result<std::vector<float>> vec(const std::string& name, int64_t n) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) return Error{fmt::format("missing tensor '{}'", name)};
+    if (t->n_elements != n || t->ne[0] != n)
+      return Error{fmt::format("tensor '{}' has shape [{}], expected [{}]", name, shape(*t), n)};
+    if (!can_dequantize(t->type))
+      return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row(t->type, t->data, out.data(), n);
+    used(*t);
+    return out;
+  }
+
+  Result<std::vector<float>> opt_vec(const std::string& name, int64_t n, bool required) {
+    if (!required && !f_.find_tensor(name)) return std::vector<float>{};
+    return vec(name, n);
+  }
+
+  uint64_t bytes = 0;
+  int64_t params = 0;
+  std::map<DType, uint64_t> bytes_by_type;
+
+ private:
+  static std::string shape(const GgufTensorInfo& t) {
+    std::string s;
+    for (size_t i = 0; i < t.ne.size(); ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+    return s;
+  }
+  void used(const GgufTensorInfo& t) {
+    bytes += t.nbytes;
+    params += t.n_elements;
+    if (t.ne.size() == 2) bytes_by_type[t.type] += t.nbytes;
+  }
+  const GgufFile& f_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Model>> Model::load(const std::string& path) {
+  auto f = GgufFile::open(path);
+  if (!f.ok()) return f.error_value();
+  auto m = from_gguf(std::make_shared<const GgufFile>(std::move(f).value()));
+  if (!m.ok()) return Error{fmt::format("{}: {}", path, m.error())};
+  (*m)->path_ = path;
+  return m;
+}
+
+Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
+  auto model = std::shared_ptr<Model>(new Model());
+  model->file_ = file;
+  model->path_ = file->path();
+  TM_ASSIGN_OR_RETURN(model->config_, read_model_config(*file));
+  const ModelConfig& c = model->config_;
+  ModelWeights& w = model->weights_;
+  Loader ld(*file);
+  TM_ASSIGN_OR_RETURN(w.token_embd, ld.matrix("token_embd.weight", c.n_vocab, c.n_embd));
+  TM_ASSIGN_OR_RETURN(w.output_norm, ld.vec("output_norm.weight", c.n_embd));
+  if (c.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    TM_ASSIGN_OR_RETURN(w.output, ld.matrix("output.weight", c.n_vocab, c.n_embd));
+  }
+  if (c.rope_scaling == RopeScaling::Llama3) {
+    TM_ASSIGN_OR_RETURN(w.rope_freqs, ld.vec("rope_freqs.weight", c.n_rot / 2));
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = fmt::format("blk.{}.", l);
+    TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
+    TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
+    TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+    TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", c.head_dim, c.arch.qk_norm));
+    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", c.head_dim, c.arch.qk_norm));
+    TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.w_gate, ld.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+  }
+  model->weight_bytes_ = ld.bytes;
+  model->n_params_ = ld.params;
+  uint64_t best = 0;
+  for (auto& [t, b] : ld.bytes_by_type)
+    if (b > best) {
+      best = b;
+      model->main_type_ = t;
+    }
+  return model;
+}
+
+}  // namespace tmill

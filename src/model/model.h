@@ -1,0 +1,64 @@
+// A loaded model: hyper-parameters plus weight views into the mapped GGUF file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/matrix.h"
+#include "model/config.h"
+
+namespace tmill {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (n_embd)
+  Matrix wq;                     // (n_head*head_dim rows, n_embd cols)
+  Matrix wk;                     // (n_head_kv*head_dim, n_embd)
+  Matrix wv;                     // (n_head_kv*head_dim, n_embd)
+  std::vector<float> bq, bk, bv; // (q_dim), (kv_dim), (kv_dim) — qwen2 only, else empty
+  std::vector<float> q_norm;     // (head_dim) — qwen3 only, else empty
+  std::vector<float> k_norm;     // (head_dim) — qwen3 only, else empty
+  Matrix wo;                     // (n_embd, n_head*head_dim)
+  std::vector<float> ffn_norm;   // (n_embd)
+  Matrix w_gate;                 // (n_ff, n_embd)
+  Matrix w_up;                   // (n_ff, n_embd)
+  Matrix w_down;                 // (n_embd, n_ff)
+};
+
+struct ModelWeights {
+  Matrix token_embd;               // (n_vocab, n_embd)
+  std::vector<float> output_norm;  // (n_embd)
+  Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
+  std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
+  std::vector<LayerWeights> layers;
+};
+
+class Model {
+ public:
+  // Loads a GGUF model file (mmap; weights are used in place).
+  static Result<std::shared_ptr<Model>> load(const std::string& path);
+  static Result<std::shared_ptr<Model>> from_gguf(std::shared_ptr<const GgufFile> file);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const GgufFile& file() const { return *file_; }
+  std::shared_ptr<const GgufFile> file_ptr() const { return file_; }
+  const std::string& path() const { return path_; }
+  // Bytes of all weight tensors (what decode streams per token, roughly).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  int64_t n_params() const { return n_params_; }
+  // The dtype most weights are stored in (for "auto" choices like the KV cache type).
+  DType main_weight_type() const { return main_type_; }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+  std::string path_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  uint64_t weight_bytes_ = 0;
+  int64_t n_params_ = 0;
+  DType main_type_ = DType::F32;
+};
+
+}  // namespace tmill

@@ -1,0 +1,156 @@
+#include "model/reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/log.h"
+#include "quant/quant.h"
+
+namespace tmill {
+namespace ref {
+
+void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row) {
+  row.resize(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, w.row(r), row.data(), w.cols);
+    float val = 0.0f;
+    for (int64_t j = 0; j < w.cols; ++j) val += row[j] * x[j];
+    y[r] = val;
+  }
+}
+
+void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t j = 0; j < n; ++j) ss += x[j] * x[j];
+  ss /= static_cast<float>(n);
+  ss += eps;
+  ss = 1.0f / std::sqrt(ss);
+  for (int64_t j = 0; j < n; ++j) o[j] = weight[j] * (ss * x[j]);
+}
+
+void softmax(float* x, int64_t n) {
+  float max_val = x[0];
+  for (int64_t i = 1; i < n; ++i) max_val = std::max(max_val, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_val);
+    sum += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+float silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }
+
+void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors) {
+  float p = static_cast<float>(pos);
+  if (c.rope_scaling == RopeScaling::Linear) p /= c.rope_scale_factor;
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(n_rot));
+    if (freq_factors) freq /= freq_factors[i];
+    const float val = p * freq;
+    const float fcr = std::cos(val), fci = std::sin(val);
+    // Adjacent: pairs (2i, 2i+1). NeoX: pairs (i, i + n_rot/2).
+    const int64_t a = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i : i;
+    const int64_t b = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
+    const float v0 = vec[a], v1 = vec[b];
+    vec[a] = v0 * fcr - v1 * fci;
+    vec[b] = v0 * fci + v1 * fcr;
+  }
+}
+
+}  // namespace ref
+
+ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t max_seq)
+    : model_(std::move(model)), max_seq_(max_seq) {
+  const ModelConfig& c = model_->config();
+  x_.resize(c.n_embd);
+  xb_.resize(c.n_embd);
+  q_.resize(c.q_dim());
+  k_.resize(c.kv_dim());
+  v_.resize(c.kv_dim());
+  att_out_.resize(c.q_dim());
+  att_.resize(max_seq);
+  hb_.resize(c.n_ff);
+  hb2_.resize(c.n_ff);
+  logits_.resize(c.n_vocab);
+  key_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
+  value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
+}
+
+const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  TM_ASSERT(pos >= 0 && pos < max_seq_, "position outside the reference KV cache");
+  TM_ASSERT(token >= 0 && token < c.n_vocab, "token id out of range");
+  const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
+  const float* freq_factors = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
+
+  // token embedding
+  dequantize_row(w.token_embd.type, w.token_embd.row(token), x_.data(), c.n_embd);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    // attention rmsnorm
+    ref::rmsnorm(xb_.data(), x_.data(), L.attn_norm.data(), c.n_embd, c.rms_eps);
+    // q, k, v projections (+ bias)
+    ref::matvec(L.wq, xb_.data(), q_.data(), row_);
+    ref::matvec(L.wk, xb_.data(), k_.data(), row_);
+    ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+    if (!L.bq.empty()) {
+      for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
+      for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
+      for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+    }
+    // per-head q/k norm (qwen3), then RoPE
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      float* qh = q_.data() + h * hd;
+      if (!L.q_norm.empty()) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+      ref::rope(qh, c.n_rot, pos, c, freq_factors);
+    }
+    for (int64_t h = 0; h < c.n_head_kv; ++h) {
+      float* kh = k_.data() + h * hd;
+      if (!L.k_norm.empty()) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+      ref::rope(kh, c.n_rot, pos, c, freq_factors);
+    }
+    // store k, v at this position
+    float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
+    float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+    std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
+    std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
+    // multi-head attention over positions 0..pos; query head h reads kv head h / group
+    const float sqrt_hd = std::sqrt(static_cast<float>(hd));
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      const float* qh = q_.data() + h * hd;
+      const int64_t kvh = h / c.gqa_group();
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* kt = kc + t * kv_dim + kvh * hd;
+        float score = 0.0f;
+        for (int64_t i = 0; i < hd; ++i) score += qh[i] * kt[i];
+        att_[t] = score / sqrt_hd;
+      }
+      ref::softmax(att_.data(), pos + 1);
+      float* out = att_out_.data() + h * hd;
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* vt = vc + t * kv_dim + kvh * hd;
+        for (int64_t i = 0; i < hd; ++i) out[i] += att_[t] * vt[i];
+      }
+    }
+    // output projection and residual
+    ref::matvec(L.wo, att_out_.data(), xb_.data(), row_);
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+    // ffn rmsnorm, SwiGLU, residual
+    ref::rmsnorm(xb_.data(), x_.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps);
+    ref::matvec(L.w_gate, xb_.data(), hb_.data(), row_);
+    ref::matvec(L.w_up, xb_.data(), hb2_.data(), row_);
+    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
+    ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+  }
+  // final norm and classifier
+  ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
+  ref::matvec(w.output, x_.data(), logits_.data(), row_);
+  return logits_;
+}
+
+}  // namespace tmill

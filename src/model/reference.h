@@ -1,0 +1,54 @@
+// The reference forward pass: one sequence, one token at a time, plain scalar float32 code written
+// for clarity (llama2.c's run.c style). It is the oracle every faster path is tested against; keep it
+// simple and never optimize it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+
+namespace tmill {
+
+class ReferenceForward {
+ public:
+  // max_seq: positions the private (contiguous, float32) KV cache can hold.
+  ReferenceForward(std::shared_ptr<const Model> model, int64_t max_seq);
+
+  // Runs token `token` at position `pos` (positions must be fed in order 0, 1, 2, ...)
+  // and returns the logits over the vocabulary.
+  const std::vector<float>& forward(int32_t token, int64_t pos);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  int64_t max_seq_;
+  // activations
+  std::vector<float> x_;       // (n_embd) residual stream
+  std::vector<float> xb_;      // (n_embd) normed input of a sub-block
+  std::vector<float> q_;       // (q_dim)
+  std::vector<float> k_;       // (kv_dim)
+  std::vector<float> v_;       // (kv_dim)
+  std::vector<float> att_out_; // (q_dim) attention output before wo
+  std::vector<float> att_;     // (max_seq) scores of one head
+  std::vector<float> hb_;      // (n_ff) gate
+  std::vector<float> hb2_;     // (n_ff) up
+  std::vector<float> logits_;  // (n_vocab)
+  std::vector<float> row_;     // (max(n_embd, n_ff, q_dim)) one dequantized weight row
+  // caches
+  std::vector<float> key_cache_;    // (n_layer, max_seq, kv_dim)
+  std::vector<float> value_cache_;  // (n_layer, max_seq, kv_dim)
+};
+
+// Building blocks of the reference, exposed for kernel tests.
+namespace ref {
+// y (rows) = W (rows x cols) x (cols), W dequantized row by row, accumulation in float in index order.
+void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_scratch);
+// o = weight * x / sqrt(mean(x^2) + eps)
+void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
+void softmax(float* x, int64_t n);
+float silu(float x);
+// Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos.
+void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors);
+}  // namespace ref
+
+}  // namespace tmill

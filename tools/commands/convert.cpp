@@ -1,0 +1,43 @@
+// tokenmill convert: llama2.c checkpoints (and, via the HF branch, Hugging Face folders) to GGUF.
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "formats/llama2c.h"
+
+namespace {
+struct ConvertOpts {
+  std::string llama2c;
+  std::string tokenizer;
+  std::string out;
+  std::string name = "llama2.c model";
+};
+
+TM_COMMAND("convert", "convert a llama2.c checkpoint (or HF folder) to GGUF", [](CLI::App& app) -> tmill::cli::CommandRun {
+  auto o = std::make_shared<ConvertOpts>();
+  app.add_option("--llama2c", o->llama2c, "llama2.c checkpoint (.bin)");
+  app.add_option("--tokenizer", o->tokenizer, "llama2.c tokenizer.bin (with --llama2c)");
+  app.add_option("--name", o->name, "general.name to record");
+  app.add_option("-o,--output", o->out, "output GGUF file")->required();
+  return [o] {
+    if (!o->llama2c.empty()) {
+      if (o->tokenizer.empty()) {
+        tmill::log_error("--llama2c needs --tokenizer TOKENIZER.bin");
+        return 2;
+      }
+      tmill::Llama2cConvertOptions opts;
+      opts.name = o->name;
+      auto st = tmill::convert_llama2c_to_gguf(o->llama2c, o->tokenizer, o->out, opts);
+      if (!st.ok()) {
+        tmill::log_error("convert failed: {}", st.error());
+        return 1;
+      }
+      tmill::log_info("wrote {}", o->out);
+      return 0;
+    }
+    tmill::log_error("nothing to convert: pass --llama2c MODEL.bin --tokenizer TOK.bin");
+    return 2;
+  };
+});
+}  // namespace

@@ -1,0 +1,104 @@
+// tokenmill dummy: write a random-weight model of a real shape (like vLLM's --load-format dummy).
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "model/dummy.h"
+
+namespace {
+struct DummyCli {
+  std::string shape, dtype = "F16", vocab, out;
+  uint64_t seed = 42;
+  bool pure = false, list = false;
+  int threads = 0;
+  // explicit dimensions (override or define a shape)
+  std::string arch = "llama";
+  int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
+  bool tied = false;
+};
+
+TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::App& app) -> tmill::cli::CommandRun {
+  auto o = std::make_shared<DummyCli>();
+  app.add_option("--shape", o->shape, "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, ... (--list)");
+  app.add_option("--dtype", o->dtype, "F32, F16, BF16, Q8_0 or Q4_0")->capture_default_str();
+  app.add_option("--vocab", o->vocab, "GGUF file whose tokenizer (tokenizer.* keys) the model gets");
+  app.add_option("--seed", o->seed, "random seed (same seed, same bytes)")->capture_default_str();
+  app.add_flag("--pure", o->pure, "Q4_0: keep the output matrix in Q4_0 too (default: Q8_0/Q6_K like llama.cpp)");
+  app.add_option("--threads", o->threads, "threads (default: all cores)");
+  app.add_option("-o,--output", o->out, "output GGUF file");
+  app.add_flag("--list", o->list, "list known shapes");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3)");
+  app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
+  app.add_option("--n-embd", o->n_embd, "hidden size");
+  app.add_option("--n-layer", o->n_layer, "layers");
+  app.add_option("--n-head", o->n_head, "attention heads");
+  app.add_option("--n-head-kv", o->n_head_kv, "KV heads");
+  app.add_option("--head-dim", o->head_dim, "head dimension (default n_embd / n_head)");
+  app.add_option("--n-ff", o->n_ff, "feed-forward size");
+  app.add_option("--n-ctx", o->n_ctx, "context length");
+  app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions)");
+  return [o] {
+    using namespace tmill;
+    if (o->list) {
+      for (auto& s : known_shapes())
+        std::printf("%-16s %-6s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s\n",
+                    s.name.c_str(), s.arch.c_str(), (long long)s.n_vocab, (long long)s.n_embd, (long long)s.n_layer,
+                    (long long)s.n_head, (long long)s.n_head_kv, (long long)s.head_dim, (long long)s.n_ff,
+                    (long long)s.n_ctx, s.tied ? " tied" : "");
+      return 0;
+    }
+    if (o->out.empty()) {
+      log_error("dummy: -o OUTPUT is required");
+      return 2;
+    }
+    DummyOptions d;
+    if (!o->shape.empty()) {
+      auto s = find_shape(o->shape);
+      if (!s) {
+        log_error("unknown shape '{}' (see tokenmill dummy --list)", o->shape);
+        return 2;
+      }
+      d.shape = *s;
+    } else {
+      d.shape = ModelShape{"custom", o->arch, 32000, 0, 0, 0, 0, 0, 0, 4096, 10000.0f, 1e-5f, o->tied};
+    }
+    auto& s = d.shape;
+    if (o->n_vocab) s.n_vocab = o->n_vocab;
+    if (o->n_embd) s.n_embd = o->n_embd;
+    if (o->n_layer) s.n_layer = o->n_layer;
+    if (o->n_head) s.n_head = o->n_head;
+    if (o->n_head_kv) s.n_head_kv = o->n_head_kv;
+    if (o->n_ff) s.n_ff = o->n_ff;
+    if (o->n_ctx) s.n_ctx = o->n_ctx;
+    if (o->shape.empty()) {
+      s.arch = o->arch;
+      s.tied = o->tied;
+      if (!s.n_head_kv) s.n_head_kv = s.n_head;
+    }
+    if (o->head_dim) s.head_dim = o->head_dim;
+    else if (o->shape.empty() && s.n_head) s.head_dim = s.n_embd / s.n_head;
+    if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_ff <= 0 || s.head_dim <= 0) {
+      log_error("dummy: give --shape or all of --n-embd --n-layer --n-head --n-ff");
+      return 2;
+    }
+    auto t = dtype_from_name(o->dtype);
+    if (!t) {
+      log_error("unknown dtype '{}'", o->dtype);
+      return 2;
+    }
+    d.dtype = *t;
+    d.pure = o->pure;
+    d.seed = o->seed;
+    d.vocab_path = o->vocab;
+    d.threads = o->threads;
+    auto st = write_dummy_model(d, o->out);
+    if (!st.ok()) {
+      log_error("dummy: {}", st.error());
+      return 1;
+    }
+    log_info("wrote {} ({} {})", o->out, s.name, o->dtype);
+    return 0;
+  };
+});
+}  // namespace

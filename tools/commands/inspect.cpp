@@ -1,0 +1,86 @@
+// tokenmill inspect FILE: architecture, hyper-parameters, tensor types and sizes, tokenizer, template.
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "formats/gguf.h"
+#include "model/config.h"
+
+namespace {
+struct InspectCli {
+  std::string path;
+  bool tensors = false, metadata = false;
+};
+
+TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and tensors", [](CLI::App& app) -> tmill::cli::CommandRun {
+  auto o = std::make_shared<InspectCli>();
+  app.add_option("file", o->path, "GGUF file")->required();
+  app.add_flag("--tensors", o->tensors, "list every tensor");
+  app.add_flag("--metadata", o->metadata, "list every metadata key");
+  return [o] {
+    using namespace tmill;
+    auto f = GgufFile::open(o->path);
+    if (!f.ok()) {
+      log_error("{}", f.error());
+      return 1;
+    }
+    const GgufFile& g = *f;
+    auto str = [&](const char* k) { return g.get_string(k).value_or("(none)"); };
+    std::printf("file:          %s\n", o->path.c_str());
+    std::printf("format:        GGUF v%u, alignment %llu, %zu metadata keys, %zu tensors\n", g.version(),
+                (unsigned long long)g.alignment(), g.metadata().size(), g.tensors().size());
+    std::printf("name:          %s\n", str("general.name").c_str());
+    std::printf("architecture:  %s\n", str("general.architecture").c_str());
+    auto cfg = read_model_config(g);
+    if (cfg.ok()) {
+      const ModelConfig& c = *cfg;
+      std::printf("hyper-params:  vocab %lld, hidden %lld, layers %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld\n",
+                  (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
+                  (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.n_ff);
+      std::printf("context:       %lld trained; rope theta %g, %s layout, n_rot %lld%s; rms eps %g\n",
+                  (long long)c.n_ctx_train, c.rope_theta,
+                  c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,
+                  c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
+                  : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling" : "",
+                  c.rms_eps);
+      std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate output.weight");
+    } else if (g.find("general.architecture")) {
+      std::printf("model config:  not loadable: %s\n", cfg.error().c_str());
+    } else {
+      std::printf("model config:  none (vocabulary-only file)\n");
+    }
+    const GgufValue* toks = g.find("tokenizer.ggml.tokens");
+    std::printf("tokenizer:     %s (pre: %s), %zu tokens\n", str("tokenizer.ggml.model").c_str(),
+                str("tokenizer.ggml.pre").c_str(), toks && toks->as_string_array() ? toks->as_string_array()->size() : 0);
+    auto tmpl = g.get_string("tokenizer.chat_template");
+    std::printf("chat template: %s\n", tmpl ? fmt::format("present ({} bytes)", tmpl->size()).c_str() : "absent");
+    std::map<std::string, std::pair<int, uint64_t>> by_type;
+    int64_t params = 0;
+    uint64_t bytes = 0;
+    for (auto& t : g.tensors()) {
+      auto& e = by_type[dtype_name(t.type)];
+      e.first++;
+      e.second += t.nbytes;
+      params += t.n_elements;
+      bytes += t.nbytes;
+    }
+    std::printf("parameters:    %lld (%.3f B), %s of tensor data\n", (long long)params, params / 1e9,
+                format_bytes(bytes).c_str());
+    for (auto& [name, e] : by_type)
+      std::printf("  %-8s %5d tensors %12s\n", name.c_str(), e.first, format_bytes(e.second).c_str());
+    if (o->metadata)
+      for (auto& [k, v] : g.metadata()) std::printf("  %-48s %s\n", k.c_str(), v.to_display().c_str());
+    if (o->tensors)
+      for (auto& t : g.tensors()) {
+        std::string shape;
+        for (size_t i = 0; i < t.ne.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.ne[i]);
+        std::printf("  %-40s %-6s [%s] %s\n", t.name.c_str(), dtype_name(t.type), shape.c_str(),
+                    format_bytes(t.nbytes).c_str());
+      }
+    return 0;
+  };
+});
+}  // namespace
