@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (tests/fuzz/fuzz_*.cpp) with clang and runs each for N seconds
+# (default 60) on a scratch copy of its seed corpus (tests/fuzz/corpus/<name>/, if any).
+# Usage: tests/fuzz/smoke.sh [SECONDS] [TARGET...]     env: BUILD_DIR (default build-fuzz), JOBS (default 2)
+# Exit status: non-zero if the build fails or any target finds a crash/leak/timeout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs="${1:-60}"
+shift || true
+build="${BUILD_DIR:-build-fuzz}"
+jobs="${JOBS:-2}"
+
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTM_FUZZ=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+if [ "$#" -gt 0 ]; then
+  targets=("$@")
+else
+  targets=()
+  for f in tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+
+status=0
+for t in "${targets[@]}"; do
+  name="${t#fuzz_}"
+  work="$build/fuzz-work/$name"
+  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  if [ -d "tests/fuzz/corpus/$name" ]; then cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"; fi
+  echo "== $t: ${secs}s"
+  if "$build/tests/$t" "$work/corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+      -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$work/log.txt" 2>&1; then
+    grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log.txt" | tr '\n' ' '
+    echo "-> ok"
+  else
+    echo "-> FAILED (log: $work/log.txt, reproducer in $work/artifacts/)"
+    tail -40 "$work/log.txt"
+    status=1
+  fi
+done
+exit $status
