@@ -1,0 +1,185 @@
+// GGUF / ggml tensor block layouts, byte for byte. Plain data only (plus `static inline` helpers),
+// so SIMD kernels in *_avx2.cpp / *_avx512.cpp may include this header.
+//
+// Every block is little-endian; `uint16_t` halves are IEEE fp16 bit patterns (core/fp16.h).
+// Element order inside a block (i = element index within the block):
+//
+//   Q4_0  (32 el, 18 B)  d:f16 | qs[16]            x[i] = d * (q - 8)
+//         q(i) = qs[i] & 15 for i < 16, qs[i-16] >> 4 for i >= 16   (low nibbles = 0..15)
+//   Q4_1  (32 el, 20 B)  d:f16 m:f16 | qs[16]      x[i] = d * q + m        (same nibble order)
+//   Q5_0  (32 el, 22 B)  d:f16 | qh[4] | qs[16]    x[i] = d * (q - 16), q = nibble | bit i of qh (u32 LE) << 4
+//   Q5_1  (32 el, 24 B)  d:f16 m:f16 | qh[4] | qs[16]  x[i] = d * q + m
+//   Q8_0  (32 el, 34 B)  d:f16 | qs[32] int8       x[i] = d * qs[i]
+//   Q8_1  (32 el, 36 B)  d:f16 s:f16 | qs[32]      x[i] = d * qs[i];  s = d * sum(qs)
+//
+// K-quants work on super-blocks of QK_K = 256 elements:
+//   Q2_K (84 B)  scales[16] | qs[64] | d:f16 dmin:f16
+//        16 sub-blocks of 16; scales[j] = scale4 | min4 << 4; x = d*scale*q - dmin*min, q in 0..3.
+//        Element e: half h = e / 128, shift = 2 * ((e % 128) / 32), byte qs[32*h + e % 32].
+//   Q3_K (110 B) hmask[32] | qs[64] | scales[12] | d:f16
+//        16 sub-blocks of 16 with 6-bit signed scales (stored +32); q = low2 | (hmask bit ? 4 : 0) - 4.
+//        Low 2 bits as in Q2_K; high bit of element e: hmask[e % 32] bit (e / 32).
+//        6-bit scale j: low 4 bits = scales[j % 8] >> (4 * (j / 8)), high 2 bits = scales[8 + j % 4] >> (2 * (j / 4)).
+//   Q4_K (144 B) d:f16 dmin:f16 | scales[12] | qs[128]
+//        8 sub-blocks of 32, 6-bit scale and min each (packed, see get_scale_min_k4);
+//        x = d*sc*q - dmin*m, q in 0..15. Element e: pair p = e / 64, byte qs[32*p + e % 32],
+//        low nibble for (e % 64) < 32, high nibble otherwise.
+//   Q5_K (176 B) d:f16 dmin:f16 | scales[12] | qh[32] | qs[128]
+//        as Q4_K plus a fifth bit: qh[e % 32] bit (e / 32).
+//   Q6_K (210 B) ql[128] | qh[64] | scales[16] int8 | d:f16
+//        16 sub-blocks of 16, x = d * scales[e/16] * (q - 32), q in 0..63.
+//        Element e: half h = e / 128, r = e % 128, l = r % 32, quarter k = r / 32:
+//        low 4 bits  = ql[64*h + l + 32*(k & 1)] >> (4 * (k >> 1)),
+//        high 2 bits = qh[32*h + l] >> (2 * k).
+//   Q8_K (292 B) d:f32 | qs[256] int8 | bsums[16] int16   x = d * qs; bsums[j] = sum of qs[16j..16j+15]
+//        (Q8_K is only an activation format for K-quant dot products; it never appears in files.)
+#pragma once
+
+#include <cstdint>
+
+namespace tmill {
+
+inline constexpr int QK4_0 = 32;
+inline constexpr int QK4_1 = 32;
+inline constexpr int QK5_0 = 32;
+inline constexpr int QK5_1 = 32;
+inline constexpr int QK8_0 = 32;
+inline constexpr int QK8_1 = 32;
+inline constexpr int QK_K = 256;
+inline constexpr int K_SCALE_SIZE = 12;
+
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[QK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes");
+
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[QK4_1 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes");
+
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
+
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes");
+
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[QK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
+
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;  // d * sum(qs)
+  int8_t qs[QK8_1];
+};
+static_assert(sizeof(BlockQ8_1) == 36, "Q8_1 block must be 36 bytes");
+
+struct BlockQ2_K {
+  uint8_t scales[QK_K / 16];  // low nibble: scale, high nibble: min
+  uint8_t qs[QK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84, "Q2_K block must be 84 bytes");
+
+struct BlockQ3_K {
+  uint8_t hmask[QK_K / 8];
+  uint8_t qs[QK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110, "Q3_K block must be 110 bytes");
+
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes");
+
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes");
+
+struct BlockQ6_K {
+  uint8_t ql[QK_K / 2];
+  uint8_t qh[QK_K / 4];
+  int8_t scales[QK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
+
+struct BlockQ8_K {
+  float d;
+  int8_t qs[QK_K];
+  int16_t bsums[QK_K / 16];
+};
+static_assert(sizeof(BlockQ8_K) == 292, "Q8_K block must be 292 bytes");
+
+// Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
+//   j < 4:  sc = s[j] & 63,                       m = s[j+4] & 63
+//   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4
+static inline void get_scale_min_k4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// Inverse of get_scale_min_k4: packs eight 6-bit scales and mins (each 0..63).
+static inline void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t s[12]) {
+  for (int j = 0; j < 12; ++j) s[j] = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      s[j] = sc[j];
+      s[j + 4] = m[j];
+    } else {
+      s[j + 4] = static_cast<uint8_t>((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
+      s[j - 4] |= static_cast<uint8_t>((sc[j] >> 4) << 6);
+      s[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
+    }
+  }
+}
+
+// Q3_K: signed 6-bit scale of sub-block j (0..15), already minus 32.
+static inline int q3k_scale(int j, const uint8_t* s) {
+  const int lo = (s[j % 8] >> (4 * (j / 8))) & 0xF;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Q3_K: packs sixteen 6-bit scales given as 0..63 (i.e. scale + 32).
+static inline void pack_q3k_scales(const uint8_t l[16], uint8_t s[12]) {
+  for (int j = 0; j < 12; ++j) s[j] = 0;
+  for (int j = 0; j < 16; ++j) {
+    if (j < 8) s[j] = l[j] & 0xF;
+    else s[j - 8] |= static_cast<uint8_t>((l[j] & 0xF) << 4);
+    s[j % 4 + 8] |= static_cast<uint8_t>((l[j] >> 4) << (2 * (j / 4)));
+  }
+}
+
+}  // namespace tmill

@@ -1,0 +1,40 @@
+// Scalar reference (de)quantizers for the GGUF tensor formats (layouts in quant/blocks.h).
+// The quantizers follow ggml's reference algorithms (ggml-quants.c) so that files we write have
+// the same quality as llama.cpp's; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and Q8_K reproduce ggml's
+// *_ref functions bit for bit. These are the oracles the optimized kernels are tested against.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tmill {
+
+class ThreadPool;
+
+// True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K.
+bool can_dequantize(DType t);
+// n elements (a multiple of the block size) from src (n / block_size blocks) into dst.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// True for the same set as can_dequantize.
+bool can_quantize(DType t);
+// Quantizes ONE row of n elements (a multiple of the block size) and returns the bytes written
+// (dtype_row_bytes(t, n)). `importance` (n per-column weights, e.g. mean squared activations from an
+// imatrix) selects llama.cpp's importance-weighted search where ggml has one (Q4_0, Q4_1, Q5_0,
+// Q5_1, Q2_K..Q6_K); it is ignored by F32/F16/BF16/Q8_0/Q8_1/Q8_K. Some types (Q4_0 ... with an
+// importance vector) use statistics of the whole row, so pass rows, not arbitrary chunks.
+size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float* importance = nullptr);
+
+// rows x cols row-major matrix, each row quantized independently into dst (rows * row_bytes).
+// `importance` has `cols` entries (may be null). Rows are split over the pool (null = this thread).
+size_t quantize_tensor(DType t, const float* src, void* dst, int64_t rows, int64_t cols,
+                       const float* importance, ThreadPool* pool);
+// Dequantizes `n_elements` (a multiple of the block size) using the pool.
+void dequantize_tensor(DType t, const void* src, float* dst, int64_t n_elements, ThreadPool* pool);
+
+// Activation quantizer used by K-quant dot products: one Q8_K block per 256 floats.
+void quantize_row_q8_K(const float* src, void* dst, int64_t n);
+
+}  // namespace tmill
