@@ -1,0 +1,120 @@
+// KvCacheManager: per-request block tables over one BlockPool, with automatic prefix caching,
+// sharing (fork) and copy-on-write. Block management only: it never sees tensors; the engine maps
+// block ids to KV storage (token position p of a request lives in block table[p / block_size] at
+// slot p % block_size).
+//
+// Protocol (what the scheduler does each step):
+//   hit = get_computed_blocks(tokens)                  // new or preempted request only
+//   r = allocate_slots(id, num_computed, n, &hit)      // nullopt: no room, NOTHING changed
+//   ... engine applies r->copies, runs the forward pass over the n tokens ...
+//   commit(id, block_hashes, num_computed + n)         // registers the now-full computed blocks
+//   free(id)                                           // finished / aborted / preempted
+//
+// Blocks enter the prefix cache only at commit, i.e. once every token in them has been computed, so
+// another request can never hit a block whose KV is still being written.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+
+namespace tmill {
+
+using KvRequestId = uint64_t;
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;   // including the null block 0
+  int32_t block_size = 16;  // tokens per block
+  bool enable_prefix_caching = true;
+};
+
+// What a prefix lookup needs: all known tokens of the request and the keys of its full blocks
+// (compute/extend them with extend_block_hashes(tokens, block_size, extra_key, hashes)).
+struct RequestTokens {
+  std::span<const int32_t> tokens;
+  std::span<const BlockHash> block_hashes;
+};
+
+// Longest cached prefix of a request, capped so that at least one token remains to compute.
+struct PrefixHit {
+  std::vector<int32_t> blocks;   // cached block ids, in prefix order
+  int32_t num_tokens = 0;        // blocks.size() * block_size
+  int32_t num_query_tokens = 0;  // tokens of the request at lookup time (for hit-rate stats)
+};
+
+struct AllocResult {
+  std::vector<int32_t> new_blocks;  // freshly allocated ids appended to the table (not CoW ones)
+  std::vector<BlockCopy> copies;    // CoW copies the engine must perform before this step
+};
+
+struct KvStats {
+  int32_t num_blocks = 0;            // usable blocks (null block excluded)
+  int32_t num_free_blocks = 0;       // free queue, including evictable cached blocks
+  int32_t num_cached_blocks = 0;     // blocks holding a prefix-cache key (in use or evictable)
+  double usage = 0.0;                // fraction of usable blocks held by live requests
+  int64_t prefix_query_tokens = 0;   // tokens looked up (counted when the allocation succeeds)
+  int64_t prefix_hit_tokens = 0;     // tokens served from the prefix cache
+  int64_t allocated_slots = 0;       // in-use blocks * block_size
+  int64_t used_slots = 0;            // of those, slots reserved for a token (waste = difference)
+  uint64_t num_evictions = 0;        // cached blocks whose key was dropped to reuse the block
+};
+
+class KvCacheManager {
+ public:
+  static Result<KvCacheManager> create(const KvCacheConfig& config);
+
+  int32_t block_size() const { return pool_.block_size(); }
+  bool prefix_caching() const { return caching_; }
+  // Tokens the whole pool can hold (what one request alone can reach).
+  int64_t capacity_tokens() const { return int64_t{pool_.num_usable_blocks()} * block_size(); }
+
+  // Longest run of cached full blocks matching the request's prefix, at most
+  // (num_tokens - 1) / block_size blocks. Does not change any state.
+  PrefixHit get_computed_blocks(const RequestTokens& req) const;
+
+  // Reserves slots so the request can hold num_computed_tokens (+ hit tokens) + num_new_tokens
+  // tokens. `hit` (from get_computed_blocks, same step) is only for a request with no blocks and
+  // num_computed_tokens == 0; its blocks are shared (ref+1) and its tokens count as computed.
+  // A shared partially-filled block that would be written is replaced by a fresh block (copy
+  // reported in AllocResult::copies). Returns nullopt when the pool lacks free blocks; then no state
+  // (tables, ref counts, free queue, cache, stats) has changed.
+  std::optional<AllocResult> allocate_slots(KvRequestId id, int32_t num_computed_tokens,
+                                            int32_t num_new_tokens, const PrefixHit* hit = nullptr);
+
+  // Registers the request's full blocks below num_computed_tokens in the prefix cache.
+  void commit(KvRequestId id, std::span<const BlockHash> block_hashes, int32_t num_computed_tokens);
+
+  // Releases the request's blocks (last block first). Unknown ids are ignored.
+  void free(KvRequestId id);
+
+  // child shares every block of parent (ref+1 each). child must not exist.
+  void fork(KvRequestId parent, KvRequestId child);
+
+  bool has_request(KvRequestId id) const { return reqs_.count(id) != 0; }
+  const std::vector<int32_t>& block_table(KvRequestId id) const;  // empty for unknown ids
+  int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
+  double usage() const;
+  KvStats stats() const;
+  bool reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct ReqState {
+    std::vector<int32_t> table;
+    int32_t num_cached_blocks = 0;  // table prefix already committed (or hit) in the cache
+  };
+  KvCacheManager(const KvCacheConfig& config);
+
+  BlockPool pool_;
+  bool caching_;
+  std::unordered_map<KvRequestId, ReqState> reqs_;
+  int64_t query_tokens_ = 0, hit_tokens_ = 0;
+};
+
+}  // namespace tmill
