@@ -37,5 +37,6 @@ std::string version_string();
 
 #define TM_CLI_CONCAT_INNER_(a, b) a##b
 #define TM_CLI_CONCAT_(a, b) TM_CLI_CONCAT_INNER_(a, b)
-#define TM_COMMAND(name, help, setup) \
-  static ::tmill::cli::CommandRegistrar TM_CLI_CONCAT_(tm_cmd_registrar_, __LINE__)(name, help, setup)
+// Variadic so the setup lambda may contain unparenthesized commas.
+#define TM_COMMAND(name, help, ...) \
+  static ::tmill::cli::CommandRegistrar TM_CLI_CONCAT_(tm_cmd_registrar_, __LINE__)(name, help, __VA_ARGS__)

@@ -1,0 +1,25 @@
+// Element-wise and row-wise operations of the transformer block (everything except matmul and
+// attention). Plain loops the compiler vectorizes; hot enough to matter only at small models.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tmill {
+
+// out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps) for n_rows rows of n (rows may be strided).
+void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
+                  float eps);
+// gate[i] = silu(gate[i]) * up[i]
+void silu_mul(float* gate, const float* up, int64_t n);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// RoPE for one token: rotates the first n_rot dims of each of n_heads vectors (head_dim apart).
+// inv_freq: n_rot/2 frequencies (theta^(-2i/n_rot) / freq_factor_i); neox selects half-split pairs.
+void rope_heads(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, float pos, const float* inv_freq,
+                bool neox);
+// The frequencies rope_heads expects, computed exactly as the reference does.
+std::vector<float> rope_inv_freq(int64_t n_rot, float theta, const float* freq_factors);
+
+}  // namespace tmill

@@ -1,0 +1,141 @@
+#include "model/forward.h"
+
+#include <cmath>
+
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace tmill {
+
+Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(std::move(model)), pool_(pool) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  for (const LayerWeights& L : w.layers)
+    layers_.push_back({PreparedMatrix(L.wq), PreparedMatrix(L.wk), PreparedMatrix(L.wv), PreparedMatrix(L.wo),
+                       PreparedMatrix(L.w_gate), PreparedMatrix(L.w_up), PreparedMatrix(L.w_down)});
+  output_ = PreparedMatrix(w.output);
+  inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, w.rope_freqs.empty() ? nullptr : w.rope_freqs.data());
+  if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
+}
+
+void Forward::ensure_scratch(int64_t n) {
+  if (n <= cap_) return;
+  const ModelConfig& c = model_->config();
+  cap_ = n;
+  const auto N = static_cast<size_t>(n);
+  x_.resize(N * c.n_embd);
+  xb_.resize(N * c.n_embd);
+  q_.resize(N * c.q_dim());
+  k_.resize(N * c.kv_dim());
+  v_.resize(N * c.kv_dim());
+  att_.resize(N * c.q_dim());
+  hb_.resize(N * c.n_ff);
+  hb2_.resize(N * c.n_ff);
+  pos_.resize(N);
+}
+
+void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
+  const ModelConfig& c = model_->config();
+  const KvLayout& lay = kv.layout();
+  PagedKvView view{kv.keys(layer), kv.values(layer), lay.dtype, lay.n_head_kv, lay.block_size, lay.head_dim};
+  const int64_t group = c.gqa_group(), hd = c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
+  const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
+  std::vector<int32_t> seq_of(static_cast<size_t>(n_tokens));
+  for (size_t s = 0; s < batch.seqs.size(); ++s)
+    for (int32_t i = 0; i < batch.seqs[s].n_tokens; ++i) seq_of[batch.seqs[s].token_begin + i] = static_cast<int32_t>(s);
+  auto body = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t t = item / c.n_head_kv, h = item % c.n_head_kv;
+      const SeqSlice& s = batch.seqs[seq_of[t]];
+      const float* q = q_.data() + t * c.q_dim() + h * group * hd;
+      float* out = att_.data() + t * c.q_dim() + h * group * hd;
+      paged_attention_group(q, group, h, view, s.block_table.data(), pos_[t] + 1, scale, out);
+    }
+  };
+  if (pool_) pool_->parallel_for(n_tokens * c.n_head_kv, 1, body);
+  else body(0, n_tokens * c.n_head_kv, 0);
+}
+
+void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& logits) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t N = static_cast<int64_t>(batch.tokens.size());
+  TM_ASSERT(N > 0, "empty batch");
+  ensure_scratch(N);
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), F = c.n_ff, hd = c.head_dim;
+  const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
+
+  for (const SeqSlice& s : batch.seqs) {
+    TM_ASSERT(static_cast<int64_t>(s.block_table.size()) * kv.layout().block_size >= s.pos_begin + s.n_tokens,
+              "block table too short for the sequence");
+    for (int32_t i = 0; i < s.n_tokens; ++i) pos_[s.token_begin + i] = s.pos_begin + i;
+  }
+  // token embeddings: x (N, E)
+  for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, batch.tokens[t], x_.data() + t * E);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    const PreparedLayer& P = layers_[l];
+    // attention block
+    rmsnorm_rows(x_.data(), E, L.attn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    matmul(P.wq, xb_.data(), E, q_.data(), QD, N, pool_);
+    matmul(P.wk, xb_.data(), E, k_.data(), KD, N, pool_);
+    matmul(P.wv, xb_.data(), E, v_.data(), KD, N, pool_);
+    PagedKvView view{kv.keys(l), kv.values(l), kv.layout().dtype, kv.layout().n_head_kv, kv.layout().block_size,
+                     kv.layout().head_dim};
+    for (int64_t t = 0; t < N; ++t) {
+      float* q = q_.data() + t * QD;
+      float* k = k_.data() + t * KD;
+      float* v = v_.data() + t * KD;
+      if (!L.bq.empty()) {
+        add_inplace(q, L.bq.data(), QD);
+        add_inplace(k, L.bk.data(), KD);
+        add_inplace(v, L.bv.data(), KD);
+      }
+      if (!L.q_norm.empty()) {
+        rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
+        rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+      }
+      const float p = static_cast<float>(pos_[t]) * pos_scale_;
+      rope_heads(q, c.n_head, hd, c.n_rot, p, inv_freq_.data(), neox);
+      rope_heads(k, c.n_head_kv, hd, c.n_rot, p, inv_freq_.data(), neox);
+    }
+    // every token's K/V goes into the cache before attention: tokens of one chunk see each other causally
+    for (const SeqSlice& s : batch.seqs)
+      for (int32_t i = 0; i < s.n_tokens; ++i) {
+        const int64_t t = s.token_begin + i;
+        paged_kv_store(view, s.block_table.data(), pos_[t], k_.data() + t * KD, v_.data() + t * KD);
+      }
+    attention(batch, kv, l);
+    matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
+    add_inplace(x_.data(), xb_.data(), N * E);
+    // feed-forward block (SwiGLU)
+    rmsnorm_rows(x_.data(), E, L.ffn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    matmul(P.gate, xb_.data(), E, hb_.data(), F, N, pool_);
+    matmul(P.up, xb_.data(), E, hb2_.data(), F, N, pool_);
+    silu_mul(hb_.data(), hb2_.data(), N * F);
+    matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+    add_inplace(x_.data(), xb_.data(), N * E);
+  }
+
+  // Final norm and classifier, only for the rows that need logits.
+  std::vector<int64_t> rows;
+  for (const SeqSlice& s : batch.seqs) {
+    if (s.logits == SeqSlice::Logits::All)
+      for (int32_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
+    else if (s.logits == SeqSlice::Logits::Last)
+      rows.push_back(s.token_begin + s.n_tokens - 1);
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  logits.resize(static_cast<size_t>(R * c.n_vocab));
+  if (R == 0) return;
+  for (int64_t r = 0; r < R; ++r)
+    rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+  matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
+}
+
+}  // namespace tmill

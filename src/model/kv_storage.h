@@ -1,0 +1,61 @@
+// Memory for the paged KV cache. Block management (which request owns which block) lives in
+// src/kv/; this is only the storage the attention kernels read and write.
+//
+// Per layer, keys and values each form one array shaped
+//   (num_blocks, n_head_kv, block_size, head_dim)
+// so one KV head of one block is a contiguous (block_size x head_dim) tile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/result.h"
+
+namespace tmill {
+
+struct KvLayout {
+  int64_t n_layer = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;
+  DType dtype = DType::F16;  // F32, F16 or BF16
+
+  size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
+  // Bytes of one block of one layer, keys only.
+  size_t block_bytes_per_layer() const {
+    return static_cast<size_t>(n_head_kv * block_size * head_dim) * elem_bytes();
+  }
+  // Bytes one block costs across all layers, keys and values.
+  size_t bytes_per_block() const { return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer(); }
+  size_t total_bytes() const { return bytes_per_block() * static_cast<size_t>(num_blocks); }
+};
+
+class KvStorage {
+ public:
+  static Result<KvStorage> create(const KvLayout& layout);
+  KvStorage() = default;
+  ~KvStorage();
+  KvStorage(KvStorage&&) noexcept;
+  KvStorage& operator=(KvStorage&&) noexcept;
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  uint8_t* keys(int64_t layer) const { return base_ + layer_offset(layer, 0); }
+  uint8_t* values(int64_t layer) const { return base_ + layer_offset(layer, 1); }
+  // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
+  void copy_block(int32_t src, int32_t dst);
+
+ private:
+  size_t layer_offset(int64_t layer, int kv) const {
+    return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * layout_.block_bytes_per_layer() *
+           static_cast<size_t>(layout_.num_blocks);
+  }
+  KvLayout layout_;
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tmill

@@ -1,0 +1,115 @@
+// An independent float64 implementation of the transformer math, used only to check that the
+// float32 reference forward computes the right thing (not just the same thing as itself).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "model/model.h"
+#include "quant/quant.h"
+
+namespace tmill::test {
+
+class F64Forward {
+ public:
+  explicit F64Forward(const Model& m) : m_(m), c_(m.config()) {
+    kc_.resize(c_.n_layer);
+    vc_.resize(c_.n_layer);
+  }
+
+  std::vector<double> forward(int32_t token, int64_t pos) {
+    const auto& w = m_.weights();
+    std::vector<double> x = row(w.token_embd, token);
+    for (int64_t l = 0; l < c_.n_layer; ++l) {
+      const LayerWeights& L = w.layers[l];
+      auto xb = norm(x, L.attn_norm);
+      auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
+      if (!L.bq.empty())
+        for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
+      if (!L.bk.empty())
+        for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
+      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, L.q_norm, pos);
+      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, L.k_norm, pos);
+      kc_[l].push_back(k);
+      vc_[l].push_back(v);
+      std::vector<double> att(c_.q_dim(), 0.0);
+      const int64_t hd = c_.head_dim;
+      for (int64_t h = 0; h < c_.n_head; ++h) {
+        const int64_t kvh = h / (c_.n_head / c_.n_head_kv);
+        std::vector<double> s(pos + 1);
+        double mx = -1e300;
+        for (int64_t t = 0; t <= pos; ++t) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[l][t][kvh * hd + i];
+          s[t] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[t]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t t = 0; t <= pos; ++t)
+          for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t] / sum * vc_[l][t][kvh * hd + i];
+      }
+      auto o = mv(L.wo, att);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      xb = norm(x, L.ffn_norm);
+      auto g = mv(L.w_gate, xb), u = mv(L.w_up, xb);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      auto d = mv(L.w_down, g);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+    }
+    return mv(w.output, norm(x, w.output_norm));
+  }
+
+ private:
+  std::vector<double> row(const Matrix& m, int64_t r) {
+    std::vector<float> f(m.cols);
+    dequantize_row(m.type, m.row(r), f.data(), m.cols);
+    return {f.begin(), f.end()};
+  }
+  std::vector<double> mv(const Matrix& m, const std::vector<double>& x) {
+    std::vector<double> y(m.rows);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      auto w = row(m, r);
+      double a = 0;
+      for (int64_t c = 0; c < m.cols; ++c) a += w[c] * x[c];
+      y[r] = a;
+    }
+    return y;
+  }
+  std::vector<double> norm(const std::vector<double>& x, const std::vector<float>& w) {
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    const double s = 1.0 / std::sqrt(ss / x.size() + c_.rms_eps);
+    std::vector<double> o(x.size());
+    for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * s;
+    return o;
+  }
+  void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos) {
+    const int64_t hd = c_.head_dim;
+    double* p = v.data() + h * hd;
+    if (!nw.empty()) {
+      double ss = 0;
+      for (int64_t i = 0; i < hd; ++i) ss += p[i] * p[i];
+      const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
+      for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
+    }
+    const auto& ff = m_.weights().rope_freqs;
+    double fpos = static_cast<double>(pos);
+    if (c_.rope_scaling == RopeScaling::Linear) fpos /= c_.rope_scale_factor;
+    for (int64_t i = 0; i < c_.n_rot / 2; ++i) {
+      double freq = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.n_rot);
+      if (!ff.empty()) freq /= ff[i];
+      const double a = fpos * freq, cs = std::cos(a), sn = std::sin(a);
+      const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
+      const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;
+      const double v0 = p[i0], v1 = p[i1];
+      p[i0] = v0 * cs - v1 * sn;
+      p[i1] = v0 * sn + v1 * cs;
+    }
+  }
+  const Model& m_;
+  const ModelConfig& c_;
+  std::vector<std::vector<std::vector<double>>> kc_, vc_;
+};
+
+}  // namespace tmill::test
