@@ -1,0 +1,216 @@
+#include "quant/model_quantizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "quant/imatrix.h"
+#include "quant/quant.h"
+
+namespace tmill {
+
+uint64_t QuantizeReport::kv_bytes_per_token() const {
+  const int64_t kv_heads = shape.n_head_kv > 0 ? shape.n_head_kv : shape.n_head;
+  return static_cast<uint64_t>(2 * shape.n_layer * kv_heads * head_dim * 2);
+}
+
+namespace {
+
+// Integer metadata that may be stored per layer as an array (first element then).
+int64_t meta_int(const GgufFile& f, const std::string& key, int64_t def = 0) {
+  const GgufValue* v = f.find(key);
+  if (!v) return def;
+  if (auto i = v->as_int()) return *i;
+  if (auto a = v->as_int_array(); a && !a->empty()) return (*a)[0];
+  return def;
+}
+
+struct Job {
+  const GgufTensorInfo* info;
+  TensorPlan plan;
+  std::optional<std::vector<float>> importance;
+};
+
+// Converts one tensor into `dst` and fills the error statistics of its report.
+Status convert_tensor(const Job& job, uint8_t* dst, size_t nbytes, ThreadPool& pool, std::vector<float>& f32_buf,
+                      TensorReport& rep) {
+  const GgufTensorInfo& t = *job.info;
+  const DType to = job.plan.target;
+  if (!can_dequantize(t.type))
+    return Error{fmt::format("tensor {}: cannot convert from {} (no dequantizer)", t.name, dtype_name(t.type))};
+  if (!can_quantize(to)) return Error{fmt::format("tensor {}: cannot quantize to {}", t.name, dtype_name(to))};
+
+  const float* src;
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % 4 == 0;  // GGUF alignment is normally 32
+  if (t.type == DType::F32 && aligned) {
+    src = reinterpret_cast<const float*>(t.data);
+  } else {
+    f32_buf.resize(static_cast<size_t>(t.n_elements));
+    if (aligned) {
+      dequantize_tensor(t.type, t.data, f32_buf.data(), t.n_elements, &pool);
+    } else {
+      std::vector<uint8_t> copy(t.data, t.data + t.nbytes);
+      dequantize_tensor(t.type, copy.data(), f32_buf.data(), t.n_elements, &pool);
+    }
+    src = f32_buf.data();
+  }
+  const int64_t cols = t.ne[0];
+  const int64_t rows = t.n_elements / cols;
+  const int64_t rows_per_mat = t.ne.size() >= 2 ? t.ne[1] : 1;
+  const size_t row_bytes = *dtype_row_bytes(to, static_cast<uint64_t>(cols));
+  TM_ASSERT(row_bytes * static_cast<size_t>(rows) == nbytes, "output size mismatch");
+  const float* imp = job.importance ? job.importance->data() : nullptr;
+
+  // Quantize rows in chunks of ~16K elements; dequantize each row back to measure the error.
+  struct Acc {
+    double err = 0, ref = 0;
+    std::vector<float> row;
+  };
+  std::vector<Acc> acc(static_cast<size_t>(pool.size()));
+  const int64_t grain = std::max<int64_t>(1, 16384 / cols);
+  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int tid) {
+    Acc& a = acc[static_cast<size_t>(tid)];
+    a.row.resize(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = src + r * cols;
+      uint8_t* q = dst + static_cast<size_t>(r) * row_bytes;
+      const float* w = imp ? imp + (r / rows_per_mat) * cols : nullptr;  // one vector per expert
+      quantize_row(to, x, q, cols, w);
+      dequantize_row(to, q, a.row.data(), cols);
+      double e = 0, s = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double d = static_cast<double>(x[j]) - a.row[static_cast<size_t>(j)];
+        e += d * d;
+        s += static_cast<double>(x[j]) * x[j];
+      }
+      a.err += e;
+      a.ref += s;
+    }
+  });
+  double err = 0, ref = 0;
+  for (const Acc& a : acc) {
+    err += a.err;
+    ref += a.ref;
+  }
+  rep.rel_rms = ref > 0 ? std::sqrt(err / ref) : (err > 0 ? INFINITY : 0.0);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TM_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(opt.input));
+  QuantizeReport report;
+  const std::string arch = in.get_string("general.architecture").value_or("llama");
+  report.shape.arch = arch;
+  report.shape.n_layer = meta_int(in, arch + ".block_count");
+  report.shape.n_head = meta_int(in, arch + ".attention.head_count");
+  report.shape.n_head_kv = meta_int(in, arch + ".attention.head_count_kv", report.shape.n_head);
+  report.shape.n_expert = meta_int(in, arch + ".expert_count");
+  report.context_length = meta_int(in, arch + ".context_length");
+  report.head_dim = meta_int(in, arch + ".attention.key_length");
+  if (report.head_dim == 0 && report.shape.n_head > 0)
+    report.head_dim = meta_int(in, arch + ".embedding_length") / report.shape.n_head;
+
+  Imatrix imatrix;
+  PlanOptions plan_opt = opt.plan;
+  if (!opt.imatrix_path.empty()) {
+    TM_ASSIGN_OR_RETURN(imatrix, load_imatrix(opt.imatrix_path));
+    plan_opt.has_imatrix = true;
+  }
+
+  std::vector<TensorDesc> descs;
+  for (const GgufTensorInfo& t : in.tensors()) descs.push_back({t.name, t.ne, t.type});
+  TM_ASSIGN_OR_RETURN(std::vector<TensorPlan> plans, plan_tensor_types(opt.recipe, report.shape, descs, plan_opt));
+
+  // Output metadata: everything from the input, in order, plus the file type and quantization version.
+  GgufWriter w(static_cast<uint32_t>(in.alignment()));
+  for (const auto& [k, v] : in.metadata()) w.set(k, v);
+  for (const char* k : {"split.no", "split.count", "split.tensors.count"}) w.remove(k);
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", static_cast<uint32_t>(opt.recipe.ftype));
+  if (plan_opt.has_imatrix) {
+    w.set_string("quantize.imatrix.file", opt.imatrix_path);
+    if (!imatrix.datasets.empty()) w.set_string("quantize.imatrix.dataset", imatrix.datasets.front());
+    w.set_u32("quantize.imatrix.entries_count", static_cast<uint32_t>(imatrix.entries.size()));
+    w.set_u32("quantize.imatrix.chunks_count", static_cast<uint32_t>(imatrix.chunk_count));
+  }
+
+  const auto& tensors = in.tensors();
+  std::vector<Job> jobs(tensors.size());
+  report.tensors.resize(tensors.size());
+  int64_t total_convert = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const GgufTensorInfo& t = tensors[i];
+    Job& job = jobs[i];
+    job.info = &t;
+    job.plan = plans[i];
+    TensorReport& rep = report.tensors[i];
+    rep.name = t.name;
+    rep.ne = t.ne;
+    rep.from = t.type;
+    rep.to = job.plan.target;
+    rep.bytes_in = t.nbytes;
+    rep.converted = job.plan.target != t.type;
+    rep.note = job.plan.note;
+    if (!rep.note.empty()) ++report.n_fallback;
+    const auto row_bytes = dtype_row_bytes(rep.to, static_cast<uint64_t>(t.ne[0]));
+    if (!row_bytes)
+      return Error{fmt::format("tensor {}: rows of {} do not fit {}", t.name, t.ne[0], dtype_name(rep.to))};
+    rep.bytes_out = *row_bytes * static_cast<uint64_t>(t.n_elements / t.ne[0]);
+    if (rep.converted) total_convert += t.n_elements;
+    if (rep.converted && plan_opt.has_imatrix && dtype_info(rep.to).quantized) {
+      if (auto v = imatrix.importance(t.name)) {
+        const int64_t n_mat = t.ne.size() >= 3 ? t.ne[2] : 1;
+        if (static_cast<int64_t>(v->size()) == t.ne[0] * n_mat) {
+          job.importance = std::move(*v);
+          rep.used_imatrix = true;
+        } else if (t.name != "token_embd.weight") {
+          return Error{fmt::format("imatrix entry for {} has {} values, the tensor needs {}", t.name, v->size(),
+                                   t.ne[0] * n_mat)};
+        }
+      } else {
+        rep.note += std::string(rep.note.empty() ? "" : "; ") + "no imatrix entry";
+      }
+    }
+    report.bytes_in += rep.bytes_in;
+    report.bytes_out += rep.bytes_out;
+    report.n_elements += t.n_elements;
+  }
+
+  ThreadPool pool(opt.threads > 0 ? opt.threads : default_thread_count());
+  std::vector<float> f32_buf;
+  size_t done = 0;
+  int64_t done_elems = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TM_TRY(w.add_tensor(tensors[i].name, report.tensors[i].to, tensors[i].ne, [&, i](uint8_t* dst, size_t nbytes) -> Status {
+      const Job& jb = jobs[i];
+      TensorReport& r = report.tensors[i];
+      if (!r.converted) {
+        std::memcpy(dst, jb.info->data, nbytes);
+      } else {
+        TM_TRY(convert_tensor(jb, dst, nbytes, pool, f32_buf, r));
+        done_elems += jb.info->n_elements;
+      }
+      ++done;
+      if (opt.progress) opt.progress(done, tensors.size(), done_elems, total_convert, r.name);
+      return ok_status();
+    }));
+  }
+  TM_TRY(w.write(opt.output));
+  std::error_code ec;
+  report.file_bytes_out = std::filesystem::file_size(opt.output, ec);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace tmill

@@ -1,0 +1,57 @@
+// Whole-model quantization: GGUF in, GGUF out (same metadata and tensor order, per-tensor types from
+// a recipe), with a per-tensor report. The engine of `tokenmill quantize`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/result.h"
+#include "quant/recipe.h"
+
+namespace tmill {
+
+struct TensorReport {
+  std::string name;
+  std::vector<int64_t> ne;
+  DType from = DType::F32;
+  DType to = DType::F32;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  bool converted = false;   // false: bytes copied unchanged
+  double rel_rms = 0;       // RMS(dequant(out) - in) / RMS(in), 0 for copies
+  bool used_imatrix = false;
+  std::string note;         // fallback explanation, missing imatrix entry, ...
+};
+
+struct QuantizeReport {
+  std::vector<TensorReport> tensors;
+  uint64_t bytes_in = 0, bytes_out = 0;  // tensor data only
+  uint64_t file_bytes_out = 0;           // the written file
+  int64_t n_elements = 0;
+  double seconds = 0;
+  ModelShape shape;
+  int64_t context_length = 0;  // {arch}.context_length, 0 if absent
+  int64_t head_dim = 0;        // {arch}.attention.key_length, else n_embd / n_head
+  int n_fallback = 0;
+
+  // f16 K and V for every layer: 2 * n_layer * n_kv_heads * head_dim * 2 bytes.
+  uint64_t kv_bytes_per_token() const;
+};
+
+struct QuantizeModelOptions {
+  std::string input;
+  std::string output;
+  Recipe recipe;
+  PlanOptions plan;          // has_imatrix is set from imatrix_path
+  std::string imatrix_path;  // optional
+  int threads = 0;           // 0: default_thread_count()
+  // After each tensor: (tensors done, tensor count, elements done, total elements, name).
+  std::function<void(size_t, size_t, int64_t, int64_t, const std::string&)> progress;
+};
+
+Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt);
+
+}  // namespace tmill

@@ -1,0 +1,276 @@
+// Quantization mixtures: per-tensor types of llama.cpp's recipes, computed by hand for a synthetic
+// 8-layer llama (use_more_bits(i, 8) is true for layers 0, 3, 6, 7).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "quant/recipe.h"
+
+namespace tmill {
+namespace {
+
+constexpr int kLayers = 8;
+
+std::vector<TensorDesc> llama_tensors(int64_t n_embd = 256, int64_t n_ff = 512, bool tied = false) {
+  std::vector<TensorDesc> t;
+  t.push_back({"token_embd.weight", {n_embd, 1000}, DType::F16});
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t.push_back({p + "attn_norm.weight", {n_embd}, DType::F32});
+    t.push_back({p + "attn_q.weight", {n_embd, n_embd}, DType::F16});
+    t.push_back({p + "attn_k.weight", {n_embd, n_embd / 4}, DType::F16});
+    t.push_back({p + "attn_v.weight", {n_embd, n_embd / 4}, DType::F16});
+    t.push_back({p + "attn_output.weight", {n_embd, n_embd}, DType::F16});
+    t.push_back({p + "ffn_norm.weight", {n_embd}, DType::F32});
+    t.push_back({p + "ffn_gate.weight", {n_embd, n_ff}, DType::F16});
+    t.push_back({p + "ffn_up.weight", {n_embd, n_ff}, DType::F16});
+    t.push_back({p + "ffn_down.weight", {n_ff, n_embd}, DType::F16});
+  }
+  t.push_back({"output_norm.weight", {n_embd}, DType::F32});
+  if (!tied) t.push_back({"output.weight", {n_embd, 1000}, DType::F16});
+  return t;
+}
+
+ModelShape llama_shape(int64_t n_head = 8, int64_t n_head_kv = 2) {
+  ModelShape s;
+  s.arch = "llama";
+  s.n_layer = kLayers;
+  s.n_head = n_head;
+  s.n_head_kv = n_head_kv;
+  return s;
+}
+
+std::map<std::string, DType> plan(const std::string& recipe, const std::vector<TensorDesc>& t,
+                                  const PlanOptions& opt = {}, const ModelShape& shape = llama_shape()) {
+  auto r = recipe_from_name(recipe);
+  EXPECT_TRUE(r.ok()) << recipe;
+  auto p = plan_tensor_types(*r, shape, t, opt);
+  EXPECT_TRUE(p.ok()) << p.error();
+  std::map<std::string, DType> out;
+  for (size_t i = 0; i < t.size(); ++i) out[t[i].name] = (*p)[i].target;
+  return out;
+}
+
+std::string blk(int l, const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; }
+bool more_bits(int l) { return l == 0 || l == 3 || l == 6 || l == 7; }
+
+TEST(Recipe, NamesAndFileTypeNumbers) {
+  struct Case {
+    const char* name;
+    uint32_t ftype;
+    DType def;
+  } cases[] = {{"q4_k_m", 15, DType::Q4_K}, {"Q4_K", 15, DType::Q4_K}, {"Q4_K_S", 14, DType::Q4_K},
+               {"q5_k_m", 17, DType::Q5_K}, {"Q5_K", 17, DType::Q5_K}, {"Q5_K_S", 16, DType::Q5_K},
+               {"Q6_K", 18, DType::Q6_K},   {"q8_0", 7, DType::Q8_0},  {"Q4_0", 2, DType::Q4_0},
+               {"Q4_1", 3, DType::Q4_1},    {"Q5_0", 8, DType::Q5_0},  {"Q5_1", 9, DType::Q5_1},
+               {"Q3_K", 12, DType::Q3_K},   {"Q3_K_S", 11, DType::Q3_K}, {"Q3_K_L", 13, DType::Q3_K},
+               {"Q2_K", 10, DType::Q2_K},   {"Q2_K_S", 21, DType::Q2_K}, {"f16", 1, DType::F16},
+               {"BF16", 32, DType::BF16},   {"F32", 0, DType::F32},    {"15", 15, DType::Q4_K}};
+  for (const auto& c : cases) {
+    auto r = recipe_from_name(c.name);
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.error();
+    EXPECT_EQ(static_cast<uint32_t>(r->ftype), c.ftype) << c.name;
+    EXPECT_EQ(r->default_type, c.def) << c.name;
+  }
+  EXPECT_EQ(recipe_from_name("q4_k")->name, "Q4_K_M");
+  auto bad = recipe_from_name("IQ2_XXS");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("Q4_K_M"), std::string::npos);  // lists what is supported
+  EXPECT_FALSE(recipe_from_name("Q4_K_X").ok());
+  EXPECT_FALSE(recipe_from_name("4").ok());  // ftype 4 no longer exists
+}
+
+TEST(Recipe, WhichTensorsAreQuantizable) {
+  EXPECT_TRUE(tensor_allows_quantization({"blk.0.attn_q.weight", {256, 256}, DType::F16}));
+  EXPECT_TRUE(tensor_allows_quantization({"token_embd.weight", {256, 1000}, DType::F16}));
+  EXPECT_TRUE(tensor_allows_quantization({"blk.0.ffn_down_exps.weight", {512, 256, 8}, DType::F16}));
+  EXPECT_FALSE(tensor_allows_quantization({"blk.0.attn_norm.weight", {256}, DType::F32}));
+  EXPECT_FALSE(tensor_allows_quantization({"blk.0.attn_q.bias", {256}, DType::F32}));
+  EXPECT_FALSE(tensor_allows_quantization({"blk.0.attn_q.weight", {256, 1}, DType::F32}));  // 1-D in ggml terms
+  EXPECT_FALSE(tensor_allows_quantization({"blk.0.ffn_gate_inp.weight", {256, 8}, DType::F32}));
+  EXPECT_FALSE(tensor_allows_quantization({"blk.0.attn_k_norm.weight", {64, 2}, DType::F32}));
+  EXPECT_FALSE(tensor_allows_quantization({"position_embd.weight", {256, 512}, DType::F32}));
+  EXPECT_FALSE(tensor_allows_quantization({"rope_freqs", {256, 2}, DType::F32}));
+}
+
+TEST(Recipe, Q4_K_M) {
+  const auto t = llama_tensors();
+  auto p = plan("Q4_K_M", t);
+  EXPECT_EQ(p["token_embd.weight"], DType::Q4_K);
+  EXPECT_EQ(p["output.weight"], DType::Q6_K);
+  EXPECT_EQ(p["output_norm.weight"], DType::F32);
+  for (int l = 0; l < kLayers; ++l) {
+    const DType more = more_bits(l) ? DType::Q6_K : DType::Q4_K;
+    EXPECT_EQ(p[blk(l, "attn_v")], more) << l;
+    EXPECT_EQ(p[blk(l, "ffn_down")], more) << l;
+    for (const char* w : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"}) EXPECT_EQ(p[blk(l, w)], DType::Q4_K);
+    EXPECT_EQ(p[blk(l, "attn_norm")], DType::F32);
+  }
+}
+
+TEST(Recipe, Q4_K_SAndQ5Mixes) {
+  const auto t = llama_tensors();
+  auto s = plan("Q4_K_S", t);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(s[blk(l, "attn_v")], l < 4 ? DType::Q5_K : DType::Q4_K) << l;
+    EXPECT_EQ(s[blk(l, "ffn_down")], l < 1 ? DType::Q5_K : DType::Q4_K) << l;
+    EXPECT_EQ(s[blk(l, "attn_q")], DType::Q4_K);
+  }
+  EXPECT_EQ(s["output.weight"], DType::Q6_K);
+  auto m5 = plan("Q5_K_M", t);
+  auto s5 = plan("Q5_K_S", t);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(m5[blk(l, "attn_v")], more_bits(l) ? DType::Q6_K : DType::Q5_K);
+    EXPECT_EQ(m5[blk(l, "ffn_down")], more_bits(l) ? DType::Q6_K : DType::Q5_K);
+    EXPECT_EQ(m5[blk(l, "ffn_up")], DType::Q5_K);
+    EXPECT_EQ(s5[blk(l, "attn_v")], DType::Q5_K);
+    EXPECT_EQ(s5[blk(l, "ffn_down")], DType::Q5_K);
+  }
+  EXPECT_EQ(m5["output.weight"], DType::Q6_K);
+  EXPECT_EQ(s5["token_embd.weight"], DType::Q5_K);
+}
+
+TEST(Recipe, Q3AndQ2Mixes) {
+  const auto t = llama_tensors();
+  auto m = plan("Q3_K_M", t);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(m[blk(l, "attn_v")], l < 2 ? DType::Q5_K : DType::Q4_K) << l;
+    EXPECT_EQ(m[blk(l, "ffn_down")], DType::Q4_K) << l;  // n_layer/16 == 0 layers get Q5_K
+    EXPECT_EQ(m[blk(l, "attn_output")], DType::Q4_K);
+    EXPECT_EQ(m[blk(l, "attn_q")], DType::Q3_K);
+  }
+  auto L = plan("Q3_K_L", t);
+  EXPECT_EQ(L[blk(5, "attn_v")], DType::Q5_K);
+  EXPECT_EQ(L[blk(5, "ffn_down")], DType::Q5_K);
+  EXPECT_EQ(L[blk(5, "attn_output")], DType::Q5_K);
+  EXPECT_EQ(L[blk(5, "ffn_up")], DType::Q3_K);
+  auto S = plan("Q3_K_S", t);
+  EXPECT_EQ(S[blk(0, "attn_v")], DType::Q3_K);
+  EXPECT_EQ(S["output.weight"], DType::Q6_K);
+  // Q2_K: attn_v Q3_K with GQA 4 -> Q4_K; ffn_down and attn_output Q3_K.
+  auto q2 = plan("Q2_K", t, {}, llama_shape(8, 8));
+  EXPECT_EQ(q2[blk(3, "attn_v")], DType::Q3_K);
+  EXPECT_EQ(q2[blk(3, "ffn_down")], DType::Q3_K);
+  EXPECT_EQ(q2[blk(3, "attn_output")], DType::Q3_K);
+  EXPECT_EQ(q2[blk(3, "ffn_gate")], DType::Q2_K);
+  auto q2gqa = plan("Q2_K", t, {}, llama_shape(8, 2));
+  EXPECT_EQ(q2gqa[blk(3, "attn_v")], DType::Q4_K);
+}
+
+TEST(Recipe, SingleTypeRecipesAndOutputHandling) {
+  const auto t = llama_tensors();
+  auto q8 = plan("Q8_0", t);
+  EXPECT_EQ(q8["output.weight"], DType::Q8_0);
+  EXPECT_EQ(q8[blk(0, "attn_v")], DType::Q8_0);
+  // Q4_0 ("default mix"): output.weight goes to Q6_K when its rows fit 256-blocks.
+  auto q4 = plan("Q4_0", t);
+  EXPECT_EQ(q4["output.weight"], DType::Q6_K);
+  EXPECT_EQ(q4["token_embd.weight"], DType::Q4_0);
+  EXPECT_EQ(q4[blk(0, "ffn_down")], DType::Q4_0);
+  auto q6 = plan("Q6_K", t);
+  EXPECT_EQ(q6[blk(4, "ffn_up")], DType::Q6_K);
+  auto f16 = plan("F16", t);
+  EXPECT_EQ(f16["output.weight"], DType::F16);
+  EXPECT_EQ(f16[blk(4, "attn_norm")], DType::F32);
+  auto bf = plan("BF16", t);
+  EXPECT_EQ(bf[blk(4, "attn_v")], DType::BF16);
+}
+
+TEST(Recipe, TiedEmbeddingsTakeTheOutputType) {
+  auto p = plan("Q4_K_M", llama_tensors(256, 512, /*tied=*/true));
+  EXPECT_EQ(p["token_embd.weight"], DType::Q6_K);
+  // Rows of 896 (Qwen2.5-0.5B) do not fit 256-blocks: the output-type rule picks Q8_0, and every
+  // other Q4_K matrix falls back to Q5_0.
+  auto q = plan("Q4_K_M", llama_tensors(896, 4864, true));
+  EXPECT_EQ(q["token_embd.weight"], DType::Q8_0);
+  EXPECT_EQ(q[blk(1, "attn_q")], DType::Q5_0);
+  EXPECT_EQ(q[blk(0, "attn_v")], DType::Q8_0);    // Q6_K -> Q8_0 fallback
+  EXPECT_EQ(q[blk(1, "ffn_down")], DType::Q4_K);  // 4864 = 19 * 256
+  EXPECT_EQ(q[blk(0, "ffn_down")], DType::Q6_K);
+}
+
+TEST(Recipe, PureAndOverrides) {
+  const auto t = llama_tensors();
+  PlanOptions pure;
+  pure.pure = true;
+  auto p = plan("Q4_K_M", t, pure);
+  for (const auto& d : t) {
+    if (tensor_allows_quantization(d)) {
+      EXPECT_EQ(p[d.name], DType::Q4_K) << d.name;
+    }
+  }
+  PlanOptions ov;
+  ov.output_tensor_type = DType::F16;
+  ov.token_embedding_type = DType::Q8_0;
+  auto o = plan("Q4_K_M", t, ov);
+  EXPECT_EQ(o["output.weight"], DType::F16);
+  EXPECT_EQ(o["token_embd.weight"], DType::Q8_0);
+  EXPECT_EQ(o[blk(0, "attn_v")], DType::Q6_K);
+  PlanOptions leave;
+  leave.leave_output_tensor = true;
+  auto lv = plan("Q4_K_M", t, leave);
+  EXPECT_EQ(lv["output.weight"], DType::F16);  // unchanged input type
+}
+
+TEST(Recipe, FallbacksAreReported) {
+  std::vector<TensorDesc> t = {{"blk.0.attn_q.weight", {96, 64}, DType::F32},
+                               {"blk.0.attn_v.weight", {96, 64}, DType::F32},
+                               {"blk.0.ffn_up.weight", {40, 64}, DType::F32},
+                               {"blk.0.ffn_gate.weight", {300, 64}, DType::F32}};
+  ModelShape s = llama_shape();
+  s.n_layer = 1;
+  auto r = plan_tensor_types(*recipe_from_name("Q4_K_M"), s, t, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].target, DType::Q5_0);
+  EXPECT_NE((*r)[0].note.find("Q5_0"), std::string::npos);
+  EXPECT_EQ((*r)[1].target, DType::Q8_0);  // layer 0 of 1 gets Q6_K -> Q8_0
+  EXPECT_EQ((*r)[2].target, DType::F16);   // 40 fits no block
+  EXPECT_EQ((*r)[3].target, DType::F16);   // 300 is not a multiple of 32 either
+  auto q8 = plan_tensor_types(*recipe_from_name("Q8_0"), s, t, {});
+  EXPECT_EQ((*q8)[0].target, DType::Q8_0);
+  EXPECT_TRUE((*q8)[0].note.empty());
+  EXPECT_EQ((*q8)[2].target, DType::F16);
+}
+
+TEST(Recipe, LayerChoicesDoNotDependOnFileOrder) {
+  auto t = llama_tensors();
+  const auto ref = plan("Q4_K_M", t);
+  std::mt19937 rng(1);
+  std::shuffle(t.begin(), t.end(), rng);
+  EXPECT_EQ(plan("Q4_K_M", t), ref);
+  EXPECT_EQ(plan("Q3_K_M", t), plan("Q3_K_M", llama_tensors()));
+}
+
+TEST(Recipe, ImatrixAndExpertRules) {
+  const auto t = llama_tensors();
+  PlanOptions im;
+  im.has_imatrix = true;
+  auto q4 = plan("Q4_0", t, im);
+  EXPECT_EQ(q4[blk(0, "ffn_down")], DType::Q4_1);  // first n_layer/8 layers
+  EXPECT_EQ(q4[blk(1, "ffn_down")], DType::Q4_0);
+  EXPECT_EQ(plan("Q5_0", t, im)[blk(0, "ffn_down")], DType::Q5_1);
+  EXPECT_EQ(plan("Q4_0", t)[blk(0, "ffn_down")], DType::Q4_0);
+
+  ModelShape moe = llama_shape();
+  moe.n_expert = 8;
+  std::vector<TensorDesc> e = {{"blk.0.attn_v.weight", {256, 64}, DType::F16},
+                               {"blk.0.attn_k.weight", {256, 64}, DType::F16},
+                               {"blk.0.attn_output.weight", {256, 256}, DType::F16},
+                               {"blk.7.ffn_down_exps.weight", {512, 256, 8}, DType::F16},
+                               {"blk.1.ffn_down_exps.weight", {512, 256, 8}, DType::F16}};
+  auto m = plan("Q4_K_M", e, {}, moe);
+  EXPECT_EQ(m["blk.0.attn_v.weight"], DType::Q8_0);
+  EXPECT_EQ(m["blk.0.attn_k.weight"], DType::Q8_0);
+  EXPECT_EQ(m["blk.0.attn_output.weight"], DType::Q5_K);
+  EXPECT_EQ(m["blk.7.ffn_down_exps.weight"], DType::Q6_K);  // layer parsed from the name
+  EXPECT_EQ(m["blk.1.ffn_down_exps.weight"], DType::Q4_K);
+
+  // Q2_K_S needs an importance matrix.
+  EXPECT_FALSE(plan_tensor_types(*recipe_from_name("Q2_K_S"), llama_shape(), t, {}).ok());
+  EXPECT_TRUE(plan_tensor_types(*recipe_from_name("Q2_K_S"), llama_shape(), t, im).ok());
+}
+
+}  // namespace
+}  // namespace tmill
