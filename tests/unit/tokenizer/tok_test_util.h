@@ -1,0 +1,67 @@
+// Helpers for the tokenizer tests: conformance vectors and data paths.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_support.h"
+
+namespace tmill::test {
+
+inline std::string slurp_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::string vocab_path(const std::string& name) {
+  return source_path("tests/data/tokenizers/ggml-vocab-" + name + ".gguf");
+}
+
+// NAME.gguf.inp / .out: strings separated by "\n__ggml_vocab_test__\n" (the last marker ends the
+// file) and one line of space-separated ids per string.
+inline std::vector<std::pair<std::string, std::vector<int32_t>>> load_vectors(const std::string& name) {
+  const std::string inp = slurp_file(vocab_path(name) + ".inp");
+  const std::string out = slurp_file(vocab_path(name) + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  size_t pos = 0;
+  while (pos < inp.size()) {
+    size_t f = inp.find(sep, pos);
+    if (f == std::string::npos) break;
+    texts.push_back(inp.substr(pos, f - pos));
+    pos = f + sep.size();
+  }
+  std::vector<std::pair<std::string, std::vector<int32_t>>> v;
+  std::istringstream lines(out);
+  std::string line;
+  for (const auto& t : texts) {
+    if (!std::getline(lines, line)) break;
+    std::istringstream ids(line);
+    std::vector<int32_t> expect;
+    int64_t id;
+    while (ids >> id) expect.push_back(int32_t(id));
+    v.emplace_back(t, std::move(expect));
+  }
+  return v;
+}
+
+// The HF folders are stored with tokenizer.json gzip-compressed; this unpacks one into a temp
+// directory (once per process) and returns the folder.
+inline std::string hf_dir(const std::string& name) {
+  static std::vector<std::pair<std::string, std::string>> done;
+  for (auto& [n, d] : done) if (n == name) return d;
+  const std::string src = source_path("tests/data/tokenizers/hf/" + name);
+  const std::string dst = temp_dir() + "/hf-" + name;
+  run_command("mkdir -p '" + dst + "' && gzip -dc '" + src + "/tokenizer.json.gz' > '" + dst +
+              "/tokenizer.json' && cp '" + src + "/tokenizer_config.json' '" + dst + "/'");
+  done.emplace_back(name, dst);
+  return dst;
+}
+
+}  // namespace tmill::test
