@@ -151,15 +151,17 @@ Result<VocabIndex> finalize_vocab(VocabData& v) {
     if (*id >= n || *id < -1) *id = -1;
   }
 
-  // Auto-detect special tokens by their text (llama.cpp does the same; ids in order, so the
-  // first matching id wins deterministically).
+  // Auto-detect special tokens by their text, as llama.cpp does. llama.cpp takes whichever
+  // candidate its hash map yields first; we take the first name of the list that exists, so
+  // "<|eot_id|>" wins over "<|end_of_text|>" deterministically.
   auto mark_control = [&](int32_t id) { v.tokens[id].attr |= kAttrControl; };
   auto detect = [&](int32_t& slot, std::initializer_list<std::string_view> names) {
     if (slot != -1) return;
-    for (int32_t i = 0; i < n; ++i) {
-      if (is_one_of(v.tokens[i].text, names)) {
-        slot = i;
-        mark_control(i);
+    for (std::string_view name : names) {
+      auto it = idx.token_to_id.find(name);
+      if (it != idx.token_to_id.end()) {
+        slot = it->second;
+        mark_control(slot);
         return;
       }
     }

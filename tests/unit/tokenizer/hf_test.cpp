@@ -1,0 +1,149 @@
+// Hugging Face tokenizer.json folders: the Qwen3 and Llama 3 files must give the ids of their
+// GGUF twins (qwen2 and llama-bpe vectors), also after conversion to a vocab-only GGUF.
+#include <gtest/gtest.h>
+
+#include "formats/gguf.h"
+#include "tok_test_util.h"
+#include "tokenizer/hf_json.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tmill {
+namespace {
+
+struct Twin {
+  const char* hf;
+  const char* gguf;
+  const char* pre;
+};
+const Twin kTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
+
+int count_passing(const Tokenizer& tok, const std::string& vectors) {
+  int pass = 0;
+  for (const auto& [text, expect] : test::load_vectors(vectors)) {
+    auto got = tok.encode(text, false, false);
+    if (got == expect) ++pass;
+    else ADD_FAILURE() << vectors << ": '" << text << "'";
+  }
+  return pass;
+}
+
+class HfTwins : public ::testing::TestWithParam<Twin> {};
+
+TEST_P(HfTwins, HfFolderPassesTheGgufVectors) {
+  const Twin t = GetParam();
+  auto tok = Tokenizer::load(test::hf_dir(t.hf));
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  EXPECT_EQ((*tok)->data().pre, t.pre);  // the detected GGUF pre-tokenizer family
+  int pass = count_passing(**tok, t.gguf);
+  std::printf("[ hf/%s ] %d/46 %s vectors pass\n", t.hf, pass, t.gguf);
+  EXPECT_EQ(pass, 46);
+}
+
+TEST_P(HfTwins, ConvertedToGgufTokenizesIdentically) {
+  const Twin t = GetParam();
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  Status st = hf_tokenizer_to_gguf(test::hf_dir(t.hf), w);
+  ASSERT_TRUE(st.ok()) << st.error();
+  const std::string path = test::temp_dir() + "/" + t.hf + "-vocab.gguf";
+  ASSERT_TRUE(w.write(path).ok());
+  auto gguf = GgufFile::open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.error();
+  EXPECT_EQ(gguf->get_string("tokenizer.ggml.model").value_or(""), "gpt2");
+  EXPECT_EQ(gguf->get_string("tokenizer.ggml.pre").value_or(""), t.pre);
+  auto conv = Tokenizer::from_gguf(*gguf);
+  ASSERT_TRUE(conv.ok()) << conv.error();
+  auto hf = Tokenizer::load(test::hf_dir(t.hf));
+  ASSERT_TRUE(hf.ok());
+  EXPECT_EQ(count_passing(**conv, t.gguf), 46);
+  EXPECT_EQ((*conv)->n_vocab(), (*hf)->n_vocab());
+  EXPECT_EQ((*conv)->eos_id(), (*hf)->eos_id());
+  EXPECT_EQ((*conv)->add_bos(), (*hf)->add_bos());
+  EXPECT_EQ((*conv)->chat_template(), (*hf)->chat_template());
+  EXPECT_EQ((*conv)->eog_ids(), (*hf)->eog_ids());
+  // Special-token parsing and BOS handling agree too.
+  const std::string chat = "<|im_start|>user\nHi there<|im_end|>\n<|eot_id|><|begin_of_text|> x";
+  for (bool add : {false, true})
+    for (bool parse : {false, true}) EXPECT_EQ((*conv)->encode(chat, add, parse), (*hf)->encode(chat, add, parse));
+}
+
+INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(kTwins),
+                         [](const auto& info) { return std::string(info.param.hf); });
+
+TEST(HfTokenizer, Qwen3SpecialsAndConfig) {
+  auto tok = Tokenizer::load(test::hf_dir("qwen3"));
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.n_vocab(), 151669);
+  EXPECT_EQ(t.eos_id(), 151645);  // <|im_end|> per tokenizer_config.json
+  EXPECT_EQ(t.pad_id(), 151643);
+  EXPECT_EQ(t.bos_id(), -1);
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_TRUE(t.is_eog(151643));  // <|endoftext|>
+  EXPECT_TRUE(t.is_eog(151645));
+  EXPECT_FALSE(t.is_eog(151644));
+  ASSERT_TRUE(t.chat_template().has_value());
+  EXPECT_NE(t.chat_template()->find("<|im_start|>"), std::string::npos);
+  // <think> is a non-special added token: matched even without parse_special.
+  EXPECT_EQ(t.encode("<think>", false, false), std::vector<int32_t>{151667});
+  EXPECT_EQ(t.encode("<|im_start|>", false, true), std::vector<int32_t>{151644});
+  EXPECT_GT(t.encode("<|im_start|>", false, false).size(), 1u);
+  // NFC normalizer: a decomposed "é" (e + U+0301) tokenizes like the composed one.
+  EXPECT_EQ(t.encode("caf\x65\xCC\x81", false, false), t.encode("caf\xC3\xA9", false, false));
+}
+
+TEST(HfTokenizer, Llama3BosFromFamily) {
+  auto tok = Tokenizer::load(test::hf_dir("llama3"));
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  EXPECT_EQ((*tok)->bos_id(), 128000);
+  EXPECT_EQ((*tok)->eos_id(), 128001);
+  EXPECT_TRUE((*tok)->add_bos());
+  auto ids = (*tok)->encode("Hello", true, false);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], 128000);
+  EXPECT_TRUE((*tok)->is_eog(128009));  // <|eot_id|>
+  EXPECT_EQ((*tok)->eot_id(), 128009);
+}
+
+TEST(HfTokenizer, RejectsBrokenAndUnsupportedFiles) {
+  EXPECT_FALSE(tok::vocab_from_hf_json("", "").ok());
+  EXPECT_FALSE(tok::vocab_from_hf_json("{\"model\": 3}", "").ok());
+  EXPECT_FALSE(tok::vocab_from_hf_json("[1,2]", "").ok());
+  auto r = tok::vocab_from_hf_json(R"({"model":{"type":"WordPiece","vocab":{"a":0}}})", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("WordPiece"), std::string::npos);
+  EXPECT_FALSE(Tokenizer::load(test::temp_dir() + "/no-such-dir-or-file").ok());
+}
+
+// A minimal SentencePiece-style BPE folder (Mistral/Llama-2 tokenizer.json shape): Metaspace
+// pre-tokenizer, byte fallback, merges over raw UTF-8.
+TEST(HfTokenizer, MetaspaceByteFallbackBpe) {
+  const std::string json = R"({
+    "added_tokens": [{"id":0,"content":"<unk>","special":true},{"id":1,"content":"<s>","special":true},
+                     {"id":2,"content":"</s>","special":true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":false},
+    "decoder": {"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":false},
+    "model": {"type":"BPE","byte_fallback":true,"unk_token":"<unk>",
+      "vocab": {"<unk>":0,"<s>":1,"</s>":2,"<0xE4>":3,"<0xB8>":4,"<0xAD>":5,"▁":6,"h":7,"i":8,"▁h":9,"▁hi":10,
+                "▁▁":11},
+      "merges": ["▁ h", "▁h i", "▁ ▁"]}})";
+  const std::string cfg = R"({"bos_token":"<s>","eos_token":"</s>","add_bos_token":true})";
+  auto v = tok::vocab_from_hf_json(json, cfg);
+  ASSERT_TRUE(v.ok()) << v.error();
+  auto tok = Tokenizer::from_data(std::move(*v));
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.encode("hi", false, false), (std::vector<int32_t>{10}));
+  EXPECT_EQ(t.encode("hi", true, false), (std::vector<int32_t>{1, 10}));
+  EXPECT_EQ(t.encode("hi hi", false, false), (std::vector<int32_t>{10, 10}));
+  // "中" is not in the vocabulary: its three UTF-8 bytes become <0xNN> tokens.
+  EXPECT_EQ(t.encode("hi中", false, false), (std::vector<int32_t>{10, 3, 4, 5}));
+  // prepend_scheme "first": no extra "▁" after a special token; a leading space is not doubled.
+  EXPECT_EQ(t.encode("<s>hi", false, true), (std::vector<int32_t>{1, 7, 8}));
+  EXPECT_EQ(t.encode(" hi", false, false), (std::vector<int32_t>{10}));
+  EXPECT_EQ(t.decode(t.encode("hi hi中", true, false), true), "hi hi中");
+}
+
+}  // namespace
+}  // namespace tmill
