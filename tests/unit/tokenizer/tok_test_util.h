@@ -8,7 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/strings.h"
 #include "test_support.h"
+
+namespace tmill {
+inline bool is_valid_utf8_for_test(std::string_view s) { return is_valid_utf8(s); }
+}  // namespace tmill
 
 namespace tmill::test {
 
