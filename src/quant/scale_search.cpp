@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/log.h"
+
 namespace tmill::qsearch {
 namespace {
 
@@ -44,14 +46,17 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
   }
   const bool return_early = rmse_type < 0;
   if (return_early) rmse_type = -rmse_type;
+  constexpr int kMaxN = 32;
+  TM_ASSERT(n <= kMaxN, "make_qx_quants: group too large");
+  float w[kMaxN] = {};
+  for (int i = 0; i < n; ++i) w[i] = sym_weight(qw, i, x[i], rmse_type);
 
   float sumlx = 0, suml2 = 0;
   for (int i = 0; i < n; ++i) {
     const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
     L[i] = static_cast<int8_t>(l + nmax);
-    const float w = sym_weight(qw, i, x[i], rmse_type);
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
+    sumlx += w[i] * x[i] * l;
+    suml2 += w[i] * l * l;
   }
   float scale = suml2 ? sumlx / suml2 : 0.0f;
   if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
@@ -64,9 +69,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, 
     sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
       const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-      const float w = sym_weight(qw, i, x[i], rmse_type);
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
+      sumlx += w[i] * x[i] * l;
+      suml2 += w[i] * l * l;
     }
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
       for (int i = 0; i < n; ++i)
@@ -135,23 +139,29 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse) {
 
 namespace {
 
-// Shared body of make_qkx2_quants / make_qkx3_quants. `guard` selects the qkx3 behaviour (weights
+// Shared body of make_qkx2_quants / make_qkx3_quants. kGuard selects the qkx3 behaviour (weights
 // default to x^2, refit levels computed with a clamp before rounding, max <= min treated as flat).
+// Templated so the inner loops carry no per-element branches; the arithmetic (and so every result)
+// is the same as the straightforward loops.
+template <bool kUseMad, bool kGuard>
 float affine_search(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                    uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad, bool guard) {
-  auto weight = [&](int i) { return weights ? weights[i] : x[i] * x[i]; };
+                    uint8_t* Laux, float rmin, float rdelta, int nstep) {
+  constexpr int kMaxN = 32;
+  TM_ASSERT(n <= kMaxN, "affine_search: group too large");
+  float w[kMaxN] = {};
+  for (int i = 0; i < n; ++i) w[i] = weights ? weights[i] : x[i] * x[i];
+  auto err = [](float diff) { return kUseMad ? std::fabs(diff) : diff * diff; };
   float min = x[0], max = x[0];
-  float sum_w = weight(0);
+  float sum_w = w[0];
   float sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     if (x[i] < min) min = x[i];
     if (x[i] > max) max = x[i];
-    const float w = weight(i);
-    sum_w += w;
-    sum_x += w * x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
   }
   if (min > 0) min = 0;
-  if (guard ? max <= min : max == min) {
+  if (kGuard ? max <= min : max == min) {
     std::fill(L, L + n, uint8_t{0});
     *the_min = -min;
     return 0.f;
@@ -162,9 +172,7 @@ float affine_search(int n, int nmax, const float* x, const float* weights, uint8
   for (int i = 0; i < n; ++i) {
     const int l = nearest_int(iscale * (x[i] - min));
     L[i] = static_cast<uint8_t>(clamp_int(l, 0, nmax));
-    float diff = scale * L[i] + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_error += weight(i) * diff;
+    best_error += w[i] * err(scale * L[i] + min - x[i]);
   }
   if (nstep < 1) {
     *the_min = -min;
@@ -175,17 +183,16 @@ float affine_search(int n, int nmax, const float* x, const float* weights, uint8
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
       int l;
-      if (guard) {
+      if (kGuard) {
         const float v = iscale * (x[i] - min);
         l = v > 0 ? nearest_int(std::min(v, static_cast<float>(nmax))) : 0;
       } else {
         l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
       }
       Laux[i] = static_cast<uint8_t>(l);
-      const float w = weight(i);
-      sum_l += w * l;
-      sum_l2 += w * l * l;
-      sum_xl += w * l * x[i];
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
     }
     // Weighted least squares for x ~ scale * l + offset; the offset may not be positive.
     const float D = sum_w * sum_l2 - sum_l * sum_l;
@@ -197,11 +204,7 @@ float affine_search(int n, int nmax, const float* x, const float* weights, uint8
         this_scale = sum_xl / sum_l2;
       }
       float cur_error = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * Laux[i] + this_min - x[i];
-        diff = use_mad ? std::fabs(diff) : diff * diff;
-        cur_error += weight(i) * diff;
-      }
+      for (int i = 0; i < n; ++i) cur_error += w[i] * err(this_scale * Laux[i] + this_min - x[i]);
       if (cur_error < best_error) {
         std::copy(Laux, Laux + n, L);
         best_error = cur_error;
@@ -218,12 +221,14 @@ float affine_search(int n, int nmax, const float* x, const float* weights, uint8
 
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
                        uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
-  return affine_search(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, use_mad, false);
+  return use_mad ? affine_search<true, false>(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep)
+                 : affine_search<false, false>(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep);
 }
 
 float make_qkx3_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
                        uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
-  return affine_search(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, use_mad, true);
+  return use_mad ? affine_search<true, true>(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep)
+                 : affine_search<false, true>(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep);
 }
 
 float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* quant_weights) {
