@@ -1,0 +1,88 @@
+// Scheduler request lifecycle: add_request, update, finish/abort, fork.
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+#include "sched/scheduler.h"
+
+namespace tmill {
+
+Status Scheduler::add_request(RequestParams params) {
+  if (requests_.count(params.id)) return Error{"duplicate request id " + std::to_string(params.id)};
+  if (params.prompt.empty()) return Error{"empty prompt"};
+  if (params.max_tokens < 1) return Error{"max_tokens must be >= 1"};
+  if (params.min_tokens < 0) return Error{"min_tokens must be >= 0"};
+  int32_t max_len = config_.max_model_len;
+  if (params.max_model_len > 0) max_len = std::min(max_len, params.max_model_len);
+  if (static_cast<int64_t>(params.prompt.size()) > max_len)
+    return Error{"prompt of " + std::to_string(params.prompt.size()) + " tokens exceeds max_model_len " +
+                 std::to_string(max_len) + " (including the KV cache capacity)"};
+  const RequestId id = params.id;
+  requests_.emplace(id, Request(std::move(params), next_arrival_++, max_len, kv_.block_size()));
+  enqueue_waiting(id, /*front=*/false);
+  return ok_status();
+}
+
+void Scheduler::remove_request(RequestId id) {
+  if (auto it = std::find(running_.begin(), running_.end(), id); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), id); it != waiting_.end()) waiting_.erase(it);
+  kv_.free(id);  // blocks go back to the pool; full computed ones stay in the prefix cache
+  requests_.erase(id);
+}
+
+bool Scheduler::finish(RequestId id, FinishReason reason) {
+  if (!requests_.count(id)) return false;
+  log_debug("request {} finished by the engine: {}", id, to_string(reason));
+  remove_request(id);
+  return true;
+}
+
+std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::span<const int32_t> sampled) {
+  TM_ASSERT(sampled.size() == out.scheduled.size(), "one sampled entry per scheduled request");
+  in_flight_ = false;
+  std::vector<RequestEvent> events;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    auto it = requests_.find(s.id);
+    if (it == requests_.end() || it->second.status != RequestStatus::Running) continue;  // aborted
+    Request& r = it->second;
+    TM_ASSERT(r.num_computed_tokens == s.start_pos, "update() does not match the request state");
+    r.num_computed_tokens += s.num_tokens;
+    kv_.commit(r.id(), r.block_hashes(), r.num_computed_tokens);
+    if (!s.produces_sample) continue;
+    RequestEvent ev{s.id, sampled[i], r.append_output(sampled[i])};
+    if (ev.finish != FinishReason::None) {
+      r.status = finished_status(ev.finish);
+      remove_request(s.id);
+    }
+    events.push_back(ev);
+  }
+  return events;
+}
+
+Result<RequestEvent> Scheduler::fork(RequestId parent, RequestId child,
+                                     std::optional<int32_t> child_last_token) {
+  if (in_flight_) return Error{"fork: a step is in flight; call it after update()"};
+  auto it = requests_.find(parent);
+  if (it == requests_.end()) return Error{"fork: unknown parent request"};
+  const Request& p = it->second;
+  if (p.status != RequestStatus::Running || p.num_computed_tokens < p.num_prompt_tokens())
+    return Error{"fork: the parent must be running with its prompt computed"};
+  if (requests_.count(child)) return Error{"fork: child id already in use"};
+  Request c = p.fork_as(child, next_arrival_++);
+  RequestEvent ev{child, std::nullopt, FinishReason::None};
+  if (child_last_token) {
+    if (c.num_output_tokens() == 0 || c.num_computed_tokens >= c.num_tokens())
+      return Error{"fork: the parent has no uncomputed output token to replace"};
+    c.replace_last_output(*child_last_token);
+    ev.token = *child_last_token;
+  }
+  ev.finish = c.check_stop();
+  kv_.fork(parent, child);
+  requests_.emplace(child, std::move(c));
+  running_.push_back(child);
+  if (ev.finish != FinishReason::None) remove_request(child);
+  return ev;
+}
+
+}  // namespace tmill
