@@ -11,6 +11,8 @@
 // it re-enters the waiting queue at the front (FCFS) keeping its outputs, which are then prefilled
 // again as part of its tokens (prefix caching usually makes that cheap).
 // No tensors and no text here: the engine handles stop strings and calls finish().
+// Not thread-safe: one engine thread owns the scheduler (HTTP threads talk to it through queues).
+// Request ids must not be reused while an output that names them is still in flight.
 #pragma once
 
 #include <cstdint>
