@@ -25,11 +25,11 @@ struct StTensor {
 
 // header length u64 | JSON header | data
 inline std::vector<uint8_t> raw_safetensors(const std::string& header, const std::vector<uint8_t>& data) {
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + header.size() + data.size());
   const uint64_t n = header.size();
   std::memcpy(out.data(), &n, 8);
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
+  if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
   return out;
 }
 

@@ -1,0 +1,231 @@
+#include "formats/hf_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "core/mmap.h"
+
+namespace tmill {
+namespace {
+
+using json = nlohmann::json;
+
+struct Family {
+  const char* hf_arch;
+  const char* gguf_arch;
+  int64_t default_max_pos;  // transformers' default max_position_embeddings
+  bool qkv_bias;            // q/k/v biases regardless of attention_bias
+  bool qk_norm;
+  bool permute_qk;
+};
+constexpr Family kFamilies[] = {
+    {"LlamaForCausalLM", "llama", 2048, false, false, true},
+    {"MistralForCausalLM", "llama", 4096 * 32, false, false, true},
+    {"Qwen2ForCausalLM", "qwen2", 32768, true, false, false},
+    {"Qwen3ForCausalLM", "qwen3", 32768, false, true, false},
+};
+
+class Reader {
+ public:
+  Reader(const json& j, const std::string& src) : j_(j), src_(src) {}
+
+  Error err(const std::string& msg) const { return Error{fmt::format("{}: {}", src_, msg)}; }
+
+  // Present, non-null field.
+  const json* get(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  Result<int64_t> integer(const char* key, std::optional<int64_t> def, int64_t min, int64_t max) const {
+    const json* v = get(key);
+    if (!v) {
+      if (def) return *def;
+      return err(fmt::format("missing required field \"{}\"", key));
+    }
+    if (!v->is_number_integer()) return err(fmt::format("\"{}\" must be an integer, got {}", key, v->dump()));
+    const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                          ? INT64_MAX
+                          : v->get<int64_t>();
+    if (i < min || i > max) return err(fmt::format("\"{}\" = {} is out of range [{}, {}]", key, i, min, max));
+    return i;
+  }
+
+  Result<double> number(const json& obj, const char* key, double def, const std::string& ctx) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return def;
+    if (!it->is_number()) return err(fmt::format("\"{}{}\" must be a number, got {}", ctx, key, it->dump()));
+    const double d = it->get<double>();
+    if (!std::isfinite(d) || d <= 0) return err(fmt::format("\"{}{}\" = {} must be positive", ctx, key, d));
+    return d;
+  }
+
+  Result<bool> boolean(const char* key, bool def) const {
+    const json* v = get(key);
+    if (!v) return def;
+    if (!v->is_boolean()) return err(fmt::format("\"{}\" must be true or false, got {}", key, v->dump()));
+    return v->get<bool>();
+  }
+
+ private:
+  const json& j_;
+  const std::string& src_;
+};
+
+Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
+  if (!rs.is_object()) return r.err(fmt::format("\"rope_scaling\" must be an object, got {}", rs.dump()));
+  std::string type;
+  for (const char* k : {"rope_type", "type"}) {
+    auto it = rs.find(k);
+    if (it != rs.end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  }
+  auto& s = c->rope_scaling;
+  const std::string ctx = "rope_scaling.";
+  if (type.empty() || type == "default") return {};
+  auto orig_ctx = [&](int64_t def) -> Result<int64_t> {
+    auto it = rs.find("original_max_position_embeddings");
+    if (it == rs.end() || it->is_null()) return def;
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
+      return r.err(fmt::format("\"rope_scaling.original_max_position_embeddings\" must be a positive integer"));
+    return it->get<int64_t>();
+  };
+  if (type == "linear") {
+    s.type = HfRopeScalingType::Linear;
+    TM_ASSIGN_OR_RETURN(s.factor, r.number(rs, "factor", 0, ctx));
+    if (s.factor <= 0) return r.err("linear rope_scaling needs a positive \"factor\"");
+  } else if (type == "llama3") {
+    s.type = HfRopeScalingType::Llama3;
+    TM_ASSIGN_OR_RETURN(s.factor, r.number(rs, "factor", 8.0, ctx));
+    TM_ASSIGN_OR_RETURN(s.low_freq_factor, r.number(rs, "low_freq_factor", 1.0, ctx));
+    TM_ASSIGN_OR_RETURN(s.high_freq_factor, r.number(rs, "high_freq_factor", 4.0, ctx));
+    if (s.high_freq_factor <= s.low_freq_factor)
+      return r.err("llama3 rope_scaling needs high_freq_factor > low_freq_factor");
+    // transformers reads it from rope_scaling; older llama.cpp converters from the top level.
+    TM_ASSIGN_OR_RETURN(int64_t top, r.integer("original_max_position_embeddings", 8192, 1, INT64_MAX));
+    TM_ASSIGN_OR_RETURN(s.original_max_position_embeddings, orig_ctx(top));
+  } else if (type == "yarn") {
+    s.type = HfRopeScalingType::Yarn;
+    TM_ASSIGN_OR_RETURN(s.factor, r.number(rs, "factor", 0, ctx));
+    if (s.factor <= 0) return r.err("yarn rope_scaling needs a positive \"factor\"");
+    TM_ASSIGN_OR_RETURN(s.original_max_position_embeddings, orig_ctx(0));
+  } else {
+    return r.err(fmt::format("unsupported rope_scaling type '{}' (supported: linear, llama3, yarn)", type));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<HfConfig> parse_hf_config(std::string_view text, const std::string& source) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
+  if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
+  Reader r(j, source);
+  HfConfig c;
+
+  const json* archs = r.get("architectures");
+  if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+    return r.err("missing \"architectures\" (e.g. [\"LlamaForCausalLM\"])");
+  c.hf_arch = (*archs)[0].get<std::string>();
+  const Family* fam = nullptr;
+  for (const auto& f : kFamilies)
+    if (c.hf_arch == f.hf_arch) fam = &f;
+  if (!fam) {
+    std::string known;
+    for (const auto& f : kFamilies) known += (known.empty() ? "" : ", ") + std::string(f.hf_arch);
+    return r.err(fmt::format("unsupported architecture '{}' (supported: {})", c.hf_arch, known));
+  }
+  c.gguf_arch = fam->gguf_arch;
+  c.qk_norm = fam->qk_norm;
+  c.permute_qk = fam->permute_qk;
+
+  constexpr int64_t kMaxDim = 1 << 24;
+  TM_ASSIGN_OR_RETURN(c.hidden_size, r.integer("hidden_size", std::nullopt, 1, kMaxDim));
+  TM_ASSIGN_OR_RETURN(c.intermediate_size, r.integer("intermediate_size", std::nullopt, 1, kMaxDim));
+  TM_ASSIGN_OR_RETURN(c.num_hidden_layers, r.integer("num_hidden_layers", std::nullopt, 1, 100000));
+  TM_ASSIGN_OR_RETURN(c.num_attention_heads, r.integer("num_attention_heads", std::nullopt, 1, 65536));
+  TM_ASSIGN_OR_RETURN(c.num_key_value_heads, r.integer("num_key_value_heads", c.num_attention_heads, 1, 65536));
+  TM_ASSIGN_OR_RETURN(c.vocab_size, r.integer("vocab_size", std::nullopt, 1, 1 << 28));
+  TM_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                      r.integer("max_position_embeddings", fam->default_max_pos, 1, int64_t{1} << 32));
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    return r.err(fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                             c.num_attention_heads, c.num_key_value_heads));
+  c.head_dim_in_config = r.get("head_dim") != nullptr;
+  if (c.head_dim_in_config) {
+    TM_ASSIGN_OR_RETURN(c.head_dim, r.integer("head_dim", std::nullopt, 1, 65536));
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      return r.err(fmt::format("hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim given)",
+                               c.hidden_size, c.num_attention_heads));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) return r.err(fmt::format("head_dim {} must be even for RoPE", c.head_dim));
+
+  TM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number(j, "rms_norm_eps", 1e-6, ""));
+  TM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
+  TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", false));
+  c.attention_bias = fam->qkv_bias || (attn_bias && std::string(fam->gguf_arch) != "qwen2");
+  if (c.gguf_arch == "llama") {
+    TM_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));
+  }
+  for (const char* k : {"torch_dtype", "dtype"})
+    if (const json* d = r.get(k); d && d->is_string() && c.torch_dtype.empty()) c.torch_dtype = d->get<std::string>();
+
+  // transformers >= 5 folds rope_theta and the scaling into "rope_parameters".
+  const json* rp = r.get("rope_parameters");
+  if (rp && !rp->is_object()) return r.err("\"rope_parameters\" must be an object");
+  TM_ASSIGN_OR_RETURN(c.rope_theta, r.number(rp && !r.get("rope_theta") ? *rp : j, "rope_theta", 10000.0, ""));
+  if (const json* rs = r.get("rope_scaling")) {
+    TM_TRY(parse_rope_scaling(r, *rs, &c));
+  } else if (rp) {
+    TM_TRY(parse_rope_scaling(r, *rp, &c));
+  }
+
+  if (const json* sw = r.get("sliding_window"); sw && sw->is_number_integer() && c.gguf_arch == "llama" &&
+                                                 sw->get<int64_t>() < c.max_position_embeddings)
+    log_warn("{}: sliding_window {} is ignored (GGUF llama models use full attention, as in llama.cpp)", source,
+             sw->get<int64_t>());
+  return c;
+}
+
+Result<HfConfig> load_hf_config(const std::string& hf_dir) {
+  const std::string path = (std::filesystem::path(hf_dir) / "config.json").string();
+  TM_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_hf_config(text, path);
+}
+
+std::vector<float> llama3_rope_factors(const HfConfig& c) {
+  const auto& s = c.rope_scaling;
+  const int64_t dim = c.head_dim;
+  const float base = static_cast<float>(c.rope_theta);
+  const float factor = static_cast<float>(s.factor);
+  const float lo = static_cast<float>(s.low_freq_factor), hi = static_cast<float>(s.high_freq_factor);
+  const float old_ctx = static_cast<float>(s.original_max_position_embeddings);
+  const float low_freq_wavelen = old_ctx / lo;
+  const float high_freq_wavelen = old_ctx / hi;
+  std::vector<float> out;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(base, static_cast<float>(i) / static_cast<float>(dim));
+    const float wavelen = static_cast<float>(6.283185307179586) / freq;
+    if (wavelen < high_freq_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wavelen - lo) / (hi - lo);
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+}  // namespace tmill

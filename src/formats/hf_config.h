@@ -1,0 +1,63 @@
+// Hyper-parameters from a Hugging Face config.json for the decoder-only families we convert:
+// LlamaForCausalLM and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
+// Qwen3ForCausalLM ("qwen3"). Missing optional fields take the transformers defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace tmill {
+
+enum class HfRopeScalingType { None, Linear, Llama3, Yarn };
+
+struct HfRopeScaling {
+  HfRopeScalingType type = HfRopeScalingType::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  // llama3: the pre-extension context (default 8192); yarn: written when the config has it (else 0).
+  int64_t original_max_position_embeddings = 0;
+};
+
+struct HfConfig {
+  std::string hf_arch;    // architectures[0], e.g. "Qwen2ForCausalLM"
+  std::string gguf_arch;  // "llama", "qwen2" or "qwen3"
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // defaults to num_attention_heads
+  int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  bool head_dim_in_config = false;  // llama.cpp writes attention.key_length/value_length only then
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  HfRopeScaling rope_scaling;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  int64_t vocab_size = 0;
+  std::string torch_dtype;      // "bfloat16", "float16", "float32" or "" when absent
+  bool attention_bias = false;  // q/k/v projections have biases (always for qwen2; llama: also o_proj)
+  bool mlp_bias = false;        // llama: gate/up/down have biases
+  bool qk_norm = false;         // qwen3: RMSNorm on each q/k head
+  // llama family: HF stores q/k rows in "rotate half" order; GGUF llama wants adjacent pairs, so the
+  // converter permutes them. qwen2/qwen3 keep HF order and run NeoX-style RoPE.
+  bool permute_qk = false;
+
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+};
+
+// `source` names the file in error messages.
+Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& source = "config.json");
+Result<HfConfig> load_hf_config(const std::string& hf_dir);  // reads HF_DIR/config.json
+
+// llama3 RoPE scaling as llama.cpp's converter stores it: the `rope_freqs.weight` F32 tensor of
+// head_dim/2 factors by which each rotary frequency is divided (1 for high frequencies, `factor` for
+// low ones, smoothly interpolated in between), computed in float32 like the converter's torch code.
+std::vector<float> llama3_rope_factors(const HfConfig& c);
+
+}  // namespace tmill

@@ -1,0 +1,272 @@
+#include "formats/hf_model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/fp16.h"
+#include "core/log.h"
+
+namespace tmill {
+namespace {
+
+// HF sub-module of a decoder layer -> GGUF tensor base name (gguf-py's tensor_mapping for these archs).
+constexpr std::pair<const char*, const char*> kLayerNames[] = {
+    {"input_layernorm", "attn_norm"},         {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},           {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"},      {"self_attn.q_norm", "attn_q_norm"},
+    {"self_attn.k_norm", "attn_k_norm"},      {"post_attention_layernorm", "ffn_norm"},
+    {"mlp.gate_proj", "ffn_gate"},            {"mlp.up_proj", "ffn_up"},
+    {"mlp.down_proj", "ffn_down"},
+};
+
+// llama.cpp's general.file_type (LlamaFileType) for the type of the 2-D weights.
+uint32_t file_type_of(DType t) { return t == DType::F16 ? 1 : t == DType::BF16 ? 32 : 0; }
+
+std::optional<DType> float_dtype(StDType t) {
+  switch (t) {
+    case StDType::F32: return DType::F32;
+    case StDType::F16: return DType::F16;
+    case StDType::BF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+// Expected HF shape (outermost first) of every tensor the config implies, keyed by GGUF name.
+std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  std::map<std::string, std::vector<int64_t>> m;
+  m["token_embd.weight"] = {c.vocab_size, H};
+  m["output_norm.weight"] = {H};
+  if (!c.tie_word_embeddings) m["output.weight"] = {c.vocab_size, H};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string b = fmt::format("blk.{}.", i);
+    m[b + "attn_norm.weight"] = {H};
+    m[b + "attn_q.weight"] = {Q, H};
+    m[b + "attn_k.weight"] = {KV, H};
+    m[b + "attn_v.weight"] = {KV, H};
+    m[b + "attn_output.weight"] = {H, Q};
+    m[b + "ffn_norm.weight"] = {H};
+    m[b + "ffn_gate.weight"] = {F, H};
+    m[b + "ffn_up.weight"] = {F, H};
+    m[b + "ffn_down.weight"] = {H, F};
+    if (c.attention_bias) {
+      m[b + "attn_q.bias"] = {Q};
+      m[b + "attn_k.bias"] = {KV};
+      m[b + "attn_v.bias"] = {KV};
+      if (c.gguf_arch != "qwen2") m[b + "attn_output.bias"] = {H};
+    }
+    if (c.mlp_bias) {
+      m[b + "ffn_gate.bias"] = {F};
+      m[b + "ffn_up.bias"] = {F};
+      m[b + "ffn_down.bias"] = {H};
+    }
+    if (c.qk_norm) {
+      m[b + "attn_q_norm.weight"] = {c.head_dim};
+      m[b + "attn_k_norm.weight"] = {c.head_dim};
+    }
+  }
+  return m;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// One GGUF tensor converted from one HF tensor: rows of `cols` elements, optionally row-permuted.
+Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute_head_dim, uint8_t* dst,
+                    size_t nbytes) {
+  const SafetensorsTensor& t = *src.tensor;
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  const int64_t cols = rows ? t.n_elements / rows : 0;
+  const size_t out_esz = out == DType::F32 ? 4 : 2;
+  if (nbytes != static_cast<size_t>(t.n_elements) * out_esz) return Error{"internal: tensor size mismatch"};
+  const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits (exact, NaN payloads kept)
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t sr = permute_head_dim ? llama_qk_permuted_source_row(r, permute_head_dim) : r;
+    uint8_t* d = dst + static_cast<size_t>(r * cols) * out_esz;
+    if (raw) {
+      std::memcpy(d, t.data + static_cast<size_t>(sr * cols) * out_esz, static_cast<size_t>(cols) * out_esz);
+      continue;
+    }
+    TM_TRY(src.file->read_f32(t, static_cast<uint64_t>(sr * cols), static_cast<uint64_t>(cols), tmp.data()));
+    for (int64_t k = 0; k < cols; ++k) {
+      if (out == DType::F32) {
+        std::memcpy(d + k * 4, &tmp[k], 4);
+      } else {
+        const uint16_t h = out == DType::F16 ? fp32_to_fp16(tmp[k]) : fp32_to_bf16(tmp[k]);
+        std::memcpy(d + k * 2, &h, 2);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
+  if (n == "model.embed_tokens.weight") return std::string("token_embd.weight");
+  if (n == "model.norm.weight") return std::string("output_norm.weight");
+  if (n == "lm_head.weight") return std::string("output.weight");
+  if (n.ends_with(".rotary_emb.inv_freq")) return std::string();  // recomputed at run time
+  const std::string prefix = "model.layers.";
+  if (n.compare(0, prefix.size(), prefix) == 0) {
+    size_t p = prefix.size(), q = p;
+    while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
+    if (q > p && q - p < 7 && q < n.size() && n[q] == '.' && !(n[p] == '0' && q - p > 1)) {
+      const std::string rest = n.substr(q + 1);
+      for (const std::string suffix : {".weight", ".bias"}) {
+        if (!rest.ends_with(suffix)) continue;
+        const std::string mod = rest.substr(0, rest.size() - suffix.size());
+        for (const auto& [hf, gg] : kLayerNames)
+          if (mod == hf) return fmt::format("blk.{}.{}{}", n.substr(p, q - p), gg, suffix);
+      }
+    }
+  }
+  return Error{fmt::format("cannot map tensor '{}' to a GGUF name", n)};
+}
+
+int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const int64_t h = out_row / head_dim, w = out_row % head_dim;
+  return h * head_dim + (w % 2) * half + w / 2;
+}
+
+Result<HfModel> HfModel::open(const std::string& hf_dir) {
+  HfModel m;
+  m.dir = hf_dir;
+  TM_ASSIGN_OR_RETURN(m.config, load_hf_config(hf_dir));
+  TM_ASSIGN_OR_RETURN(m.weights, SafetensorsModel::open(hf_dir));
+  return m;
+}
+
+Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, GgufWriter& w) {
+  const HfConfig& c = m.config;
+  const std::string& a = c.gguf_arch;
+
+  // Map, validate and type every tensor before touching the writer.
+  struct Item {
+    std::string name;
+    SafetensorsModel::Ref src;
+    bool two_d;
+    int64_t permute_head_dim;
+  };
+  std::vector<Item> items;
+  auto expected = expected_tensors(c);
+  std::set<StDType> weight_dtypes;
+  for (const std::string& hf : m.weights.names()) {
+    TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
+    if (gg.empty()) continue;
+    const auto ref = *m.weights.find(hf);
+    const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+    if (gg == "output.weight" && c.tie_word_embeddings) {
+      log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);
+      continue;
+    }
+    auto e = expected.find(gg);
+    if (e == expected.end())
+      return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, attention_bias={}, "
+                               "tie_word_embeddings={})",
+                               where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
+    if (ref.tensor->shape != e->second)
+      return Error{fmt::format("{}: shape {} does not match config.json (expected {})", where,
+                               shape_str(ref.tensor->shape), shape_str(e->second))};
+    if (!st_dtype_is_float(ref.tensor->dtype))
+      return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
+                               st_dtype_name(ref.tensor->dtype))};
+    expected.erase(e);
+    const bool two_d = ref.tensor->shape.size() == 2;
+    if (two_d) weight_dtypes.insert(ref.tensor->dtype);
+    int64_t perm = 0;
+    if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
+      perm = c.head_dim;
+    items.push_back({gg, ref, two_d, perm});
+  }
+  if (!expected.empty()) {
+    return Error{fmt::format("{}: missing tensor '{}' ({} missing in all)", m.dir, expected.begin()->first,
+                             expected.size())};
+  }
+
+  DType wtype;
+  if (opts.outtype == "auto") {
+    wtype = weight_dtypes.size() == 1 ? *float_dtype(*weight_dtypes.begin()) : DType::F32;
+  } else if (opts.outtype == "f32" || opts.outtype == "F32") {
+    wtype = DType::F32;
+  } else if (opts.outtype == "f16" || opts.outtype == "F16") {
+    wtype = DType::F16;
+  } else if (opts.outtype == "bf16" || opts.outtype == "BF16") {
+    wtype = DType::BF16;
+  } else {
+    return Error{fmt::format("unknown output type '{}' (use f32, f16, bf16 or auto)", opts.outtype)};
+  }
+
+  // Metadata, in the order llama.cpp's converter writes it.
+  std::string name = opts.name;
+  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().parent_path().filename().string();
+  w.set_string("general.architecture", a);
+  w.set_string("general.type", "model");
+  if (!name.empty()) w.set_string("general.name", name);
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(c.num_hidden_layers));
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
+  w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  if (c.head_dim_in_config) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  }
+  w.set_u32("general.file_type", file_type_of(wtype));
+  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  const auto& rs = c.rope_scaling;
+  if (rs.type == HfRopeScalingType::Linear || rs.type == HfRopeScalingType::Yarn) {
+    w.set_string(a + ".rope.scaling.type", rs.type == HfRopeScalingType::Linear ? "linear" : "yarn");
+    w.set_f32(a + ".rope.scaling.factor", static_cast<float>(rs.factor));
+    if (rs.type == HfRopeScalingType::Yarn && rs.original_max_position_embeddings > 0)
+      w.set_u32(a + ".rope.scaling.original_context_length",
+                static_cast<uint32_t>(rs.original_max_position_embeddings));
+  }
+  if (opts.add_tokenizer) TM_TRY(opts.add_tokenizer(m.dir, w));
+  w.set_u32("general.quantization_version", 2);
+
+  // Tensors: generated ones first, then the HF tensors in llama.cpp's visiting order.
+  if (rs.type == HfRopeScalingType::Llama3) {
+    auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(c));
+    TM_TRY(w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors->size())},
+                        [factors](uint8_t* dst, size_t n) -> Status {
+                          std::memcpy(dst, factors->data(), n);
+                          return {};
+                        }));
+  }
+  for (const Item& it : items) {
+    std::vector<int64_t> ne(it.src.tensor->shape.rbegin(), it.src.tensor->shape.rend());
+    const DType out = it.two_d ? wtype : DType::F32;
+    const SafetensorsModel::Ref src = it.src;
+    const int64_t perm = it.permute_head_dim;
+    TM_TRY(w.add_tensor(it.name, out, std::move(ne), [src, out, perm](uint8_t* dst, size_t n) {
+      return convert_rows(src, out, perm, dst, n);
+    }));
+  }
+  log_info("{}: {} tensors, weights as {}", m.dir, items.size(), dtype_name(wtype));
+  return {};
+}
+
+Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path, const HfConvertOptions& opts) {
+  TM_ASSIGN_OR_RETURN(HfModel m, HfModel::open(hf_dir));
+  GgufWriter w;
+  TM_TRY(add_hf_model_to_gguf(m, opts, w));
+  return w.write(out_path);
+}
+
+}  // namespace tmill

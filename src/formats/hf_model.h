@@ -1,0 +1,51 @@
+// Hugging Face model folder (config.json + safetensors) -> GGUF, following llama.cpp's
+// convert_hf_to_gguf.py: the same architecture names, metadata keys, tensor names, shapes (ggml
+// order: ne[0] = the HF last dimension), 1-D tensors in F32, llama-family q/k row permutation and
+// llama3 `rope_freqs.weight`. Tokenizer metadata is added by a caller-supplied hook
+// (HfConvertOptions::add_tokenizer) so this module does not depend on the tokenizer module; see
+// src/convert/hf_convert.h for the complete conversion.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/result.h"
+#include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
+
+namespace tmill {
+
+struct HfConvertOptions {
+  // Type of the 2-D weights: "f32", "f16", "bf16", or "auto" = the source dtype when all 2-D source
+  // weights share one (F32/F16/BF16), else f32 (lossless). 1-D tensors are always F32.
+  std::string outtype = "auto";
+  std::string name;  // general.name; default: the folder's name
+  // Adds the tokenizer.ggml.* metadata; called after the hyper-parameters. Optional.
+  std::function<Status(const std::string& hf_dir, GgufWriter& w)> add_tokenizer;
+};
+
+struct HfModel {
+  std::string dir;
+  HfConfig config;
+  SafetensorsModel weights;
+  static Result<HfModel> open(const std::string& hf_dir);
+};
+
+// HF tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
+// Empty string for tensors llama.cpp drops (rotary_emb.inv_freq); an error for unknown names.
+Result<std::string> hf_tensor_to_gguf_name(const std::string& hf_name);
+
+// Row permutation llama.cpp applies to llama q/k weights and biases (HF "rotate half" -> GGUF adjacent
+// pairs): for rows = n_head * head_dim, output row h*head_dim + 2*j + k comes from input row
+// h*head_dim + k*head_dim/2 + j (the reshape(n_head, 2, head_dim/2, ...).swapaxes(1, 2) of the script).
+int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim);
+
+// Adds the metadata and tensors of `m` to `w`. The tensors' producers read from `m`, which must
+// outlive w.write(). Fails (before anything is written) on missing/extra/misshapen tensors.
+Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, GgufWriter& w);
+
+// Opens hf_dir, converts and writes out_path (atomically: a .tmp file renamed at the end).
+Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path, const HfConvertOptions& opts);
+
+}  // namespace tmill

@@ -1,0 +1,151 @@
+// config.json parsing: real configs' fields, defaults, rope scaling variants and validation errors.
+#include <gtest/gtest.h>
+
+#include "formats/hf_config.h"
+
+using namespace tmill;
+
+namespace {
+#define EXPECT_ERROR_HAS(err, phrase) EXPECT_NE((err).find(phrase), std::string::npos) << "error: " << (err)
+
+std::string error_of(const std::string& json) {
+  auto r = parse_hf_config(json, "cfg.json");
+  return r.ok() ? "<parsed OK>" : r.error();
+}
+}  // namespace
+
+// Field values as in Qwen2.5-0.5B's config.json.
+TEST(HfConfig, Qwen25) {
+  auto c = parse_hf_config(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true,
+    "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 151936})");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->gguf_arch, "qwen2");
+  EXPECT_EQ(c->hidden_size, 896);
+  EXPECT_EQ(c->intermediate_size, 4864);
+  EXPECT_EQ(c->num_hidden_layers, 24);
+  EXPECT_EQ(c->num_attention_heads, 14);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_FALSE(c->head_dim_in_config);
+  EXPECT_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->max_position_embeddings, 32768);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_EQ(c->torch_dtype, "bfloat16");
+  EXPECT_TRUE(c->attention_bias);  // qwen2 always has q/k/v biases
+  EXPECT_FALSE(c->permute_qk);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_EQ(c->rope_scaling.type, HfRopeScalingType::None);
+}
+
+// Field values as in Llama-3.2-1B's config.json.
+TEST(HfConfig, Llama32WithLlama3Scaling) {
+  auto c = parse_hf_config(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "head_dim": 64, "hidden_size": 2048,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->gguf_arch, "llama");
+  EXPECT_TRUE(c->permute_qk);
+  EXPECT_TRUE(c->head_dim_in_config);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->rope_scaling.type, HfRopeScalingType::Llama3);
+  EXPECT_EQ(c->rope_scaling.factor, 32.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+  auto f = llama3_rope_factors(*c);
+  ASSERT_EQ(f.size(), 32u);
+  EXPECT_EQ(f.front(), 1.0f);   // highest frequency: unscaled
+  EXPECT_EQ(f.back(), 32.0f);   // lowest: divided by the factor
+}
+
+TEST(HfConfig, DefaultsAndVariants) {
+  // Mistral: no head_dim, kv heads given; defaults for eps/theta; sliding_window only warned about.
+  auto m = parse_hf_config(R"({"architectures": ["MistralForCausalLM"], "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "vocab_size": 32000, "sliding_window": 4096, "max_position_embeddings": 32768})");
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m->gguf_arch, "llama");
+  EXPECT_EQ(m->head_dim, 128);
+  EXPECT_EQ(m->rms_norm_eps, 1e-6);
+  EXPECT_EQ(m->rope_theta, 10000.0);
+  EXPECT_FALSE(m->tie_word_embeddings);
+  // Minimal llama: kv heads default to heads, max_position_embeddings to transformers' 2048.
+  auto l = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5, "rope_scaling": null})");
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_EQ(l->num_key_value_heads, 2);
+  EXPECT_EQ(l->max_position_embeddings, 2048);
+  // Qwen3 with explicit head_dim and attention_bias false.
+  auto q = parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "head_dim": 128,
+    "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "vocab_size": 151936, "attention_bias": false, "rope_theta": 1000000})");
+  ASSERT_TRUE(q.ok()) << q.error();
+  EXPECT_TRUE(q->qk_norm);
+  EXPECT_FALSE(q->attention_bias);
+  EXPECT_EQ(q->q_dim(), 2048);
+  EXPECT_EQ(q->kv_dim(), 1024);
+  EXPECT_EQ(q->rope_theta, 1e6);  // an integer in JSON is fine for a float field
+  // transformers 5 style rope_parameters.
+  auto p = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5,
+    "rope_parameters": {"rope_theta": 500000.0, "rope_type": "linear", "factor": 2.0}})");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->rope_theta, 500000.0);
+  EXPECT_EQ(p->rope_scaling.type, HfRopeScalingType::Linear);
+  EXPECT_EQ(p->rope_scaling.factor, 2.0);
+  // "default" rope type is no scaling; llama3 defaults (factor 8, orig 8192 from the top level).
+  auto d = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5, "rope_scaling": {"rope_type": "default"}})");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->rope_scaling.type, HfRopeScalingType::None);
+  auto l3 = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5, "original_max_position_embeddings": 4096,
+    "rope_scaling": {"rope_type": "llama3"}})");
+  ASSERT_TRUE(l3.ok()) << l3.error();
+  EXPECT_EQ(l3->rope_scaling.factor, 8.0);
+  EXPECT_EQ(l3->rope_scaling.original_max_position_embeddings, 4096);
+}
+
+TEST(HfConfig, Errors) {
+  const std::string base = R"("hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 5)";
+  auto with = [&](const std::string& extra) {
+    return error_of("{\"architectures\": [\"LlamaForCausalLM\"], " + base + extra + "}");
+  };
+  EXPECT_EQ(with(""), "<parsed OK>");
+  EXPECT_ERROR_HAS(error_of("{"), "cfg.json: not valid JSON");
+  EXPECT_ERROR_HAS(error_of("[]"), "not a JSON object");
+  EXPECT_ERROR_HAS(error_of("{" + base + "}"), "missing \"architectures\"");
+  EXPECT_ERROR_HAS(error_of("{\"architectures\": [\"BertModel\"], " + base + "}"),
+                   "unsupported architecture 'BertModel' (supported: LlamaForCausalLM, MistralForCausalLM, "
+                   "Qwen2ForCausalLM, Qwen3ForCausalLM)");
+  EXPECT_ERROR_HAS(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8})"),
+                   "missing required field \"intermediate_size\"");
+  EXPECT_ERROR_HAS(with(R"(, "num_key_value_heads": 3)"), "not a multiple of num_key_value_heads 3");
+  EXPECT_ERROR_HAS(with(R"(, "head_dim": 3)"), "head_dim 3 must be even");
+  EXPECT_ERROR_HAS(with(R"(, "rms_norm_eps": "small")"), "\"rms_norm_eps\" must be a number");
+  EXPECT_ERROR_HAS(with(R"(, "rope_theta": -1)"), "must be positive");
+  EXPECT_ERROR_HAS(with(R"(, "tie_word_embeddings": 1)"), "must be true or false");
+  EXPECT_ERROR_HAS(with(R"(, "max_position_embeddings": 1.5)"), "must be an integer");
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0})"),
+                   "unsupported rope_scaling type 'dynamic' (supported: linear, llama3, yarn)");
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"rope_type": "longrope"})"), "unsupported rope_scaling type 'longrope'");
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"type": "linear"})"), "needs a positive \"factor\"");
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": 2)"), "\"rope_scaling\" must be an object");
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"rope_type": "llama3", "low_freq_factor": 4, "high_freq_factor": 1})"),
+                   "high_freq_factor > low_freq_factor");
+  auto wrong = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 9, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5})");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_ERROR_HAS(wrong.error(), "hidden_size 9 is not a multiple of num_attention_heads 2");
+}
