@@ -19,7 +19,7 @@ std::string source_path(const std::string& rel) {
 
 std::string tokenmill_binary() {
   const char* e = std::getenv("TM_BINARY");
-  return e && *e ? e : "tokenmill";
+  return e && *e ? e : TM_BINARY_PATH;
 }
 
 namespace {

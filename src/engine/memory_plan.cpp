@@ -1,0 +1,87 @@
+#include "engine/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/strings.h"
+
+namespace tmill {
+
+uint64_t available_memory_bytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, KvLayout* layout) {
+  const ModelConfig& c = model.config();
+  KvLayout lay;
+  lay.n_layer = c.n_layer;
+  lay.n_head_kv = c.n_head_kv;
+  lay.head_dim = c.head_dim;
+  if (cfg.block_size < 1 || cfg.block_size > 1024) return Error{"block size must be in [1, 1024]"};
+  lay.block_size = cfg.block_size;
+  std::string dt = cfg.kv_cache_dtype;
+  if (dt == "auto") dt = model.main_weight_type() == DType::F32 ? "f32" : "f16";
+  if (dt == "f32") lay.dtype = DType::F32;
+  else if (dt == "f16") lay.dtype = DType::F16;
+  else if (dt == "bf16") lay.dtype = DType::BF16;
+  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16)", cfg.kv_cache_dtype)};
+
+  const uint64_t per_block = lay.bytes_per_block();
+  const uint64_t per_token = per_block / static_cast<uint64_t>(lay.block_size);
+  const int64_t trained = c.n_ctx_train;
+  uint64_t bytes = cfg.kv_cache_bytes;
+  MemoryPlan plan;
+  if (bytes == 0) {
+    const int64_t want_len = cfg.max_model_len > 0 ? cfg.max_model_len : trained;
+    const uint64_t want = static_cast<uint64_t>(std::max(1, cfg.max_num_seqs)) * static_cast<uint64_t>(want_len) * per_token;
+    const uint64_t avail = available_memory_bytes();
+    const uint64_t cap = avail ? avail / 4 : (4ull << 30);
+    bytes = std::min(want, cap);
+    plan.note = fmt::format("KV cache sized automatically: {} (min of {} for {} sequences of {} tokens, 25% of {} available)",
+                            format_bytes(bytes), format_bytes(want), cfg.max_num_seqs, want_len, format_bytes(avail));
+  }
+  const int64_t blocks = static_cast<int64_t>(bytes / per_block);
+  if (blocks < 1)
+    return Error{fmt::format("--kv-cache-memory {} is smaller than one KV block ({})", format_bytes(bytes),
+                             format_bytes(per_block))};
+  lay.num_blocks = blocks + 1;  // + the null block 0 the KV manager reserves
+  const int64_t tokens = blocks * lay.block_size;
+  int64_t max_len;
+  if (cfg.max_model_len > 0) {
+    if (cfg.max_model_len > tokens)
+      return Error{fmt::format("--max-model-len {} does not fit the KV cache: {} holds {} tokens ({} per token); "
+                               "raise --kv-cache-memory to at least {} or lower --max-model-len",
+                               cfg.max_model_len, format_bytes(bytes), tokens, format_bytes(per_token),
+                               format_bytes((static_cast<uint64_t>(cfg.max_model_len) + lay.block_size) * per_token))};
+    max_len = cfg.max_model_len;
+  } else {
+    max_len = std::min<int64_t>(trained, tokens);
+    if (max_len < trained) {
+      std::string n = fmt::format("max_model_len lowered from the trained context {} to {} tokens: that is what the "
+                                  "KV cache ({}) holds",
+                                  trained, max_len, format_bytes(bytes));
+      plan.note = plan.note.empty() ? n : plan.note + "; " + n;
+    }
+  }
+  plan.weight_bytes = model.weight_bytes();
+  plan.kv_bytes = per_block * static_cast<uint64_t>(blocks);
+  plan.num_blocks = blocks;
+  plan.kv_tokens = tokens;
+  plan.max_model_len = static_cast<int32_t>(std::min<int64_t>(max_len, INT32_MAX));
+  plan.max_full_sequences = tokens / std::max<int64_t>(1, max_len);
+  plan.kv_dtype = dt;
+  *layout = lay;
+  return plan;
+}
+
+}  // namespace tmill

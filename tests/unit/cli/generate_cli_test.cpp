@@ -1,0 +1,93 @@
+// The tokenmill binary as users run it: golden output of the default model, --json, --prompts-file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+using namespace tmill;
+
+namespace {
+std::string bin() { return test::tokenmill_binary(); }
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+}  // namespace
+
+// The foundation's golden test: greedy 200 tokens from BOS on the bundled default model print
+// exactly llama2.c's run.c output (trailing newline aside).
+TEST(GenerateCli, DefaultModelGreedyMatchesLlama2c) {
+  auto r = test::run_command(bin() + " generate --temperature 0 --max-tokens 200");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string expected = slurp(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  auto strip = [](std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  };
+  EXPECT_EQ(strip(r.out), strip(expected));
+}
+
+TEST(GenerateCli, JsonOutput) {
+  auto r = test::run_command(bin() + " generate --prompt 'Once upon a time' --temperature 0 --max-tokens 20 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["prompt_tokens"].is_array());
+  EXPECT_EQ(j["prompt_tokens"][0], 1);  // BOS added: the model's metadata says add_bos
+  EXPECT_GT(j["prompt_tokens"].size(), 2u);
+  EXPECT_EQ(j["tokens"].size(), 20u);
+  EXPECT_FALSE(j["text"].get<std::string>().empty());
+  // same prompt without --json prints the same text
+  auto plain = test::run_command(bin() + " generate --prompt 'Once upon a time' --temperature 0 --max-tokens 20");
+  ASSERT_EQ(plain.exit_code, 0);
+  std::string t = plain.out;
+  if (!t.empty() && t.back() == '\n') t.pop_back();
+  EXPECT_EQ(t, j["text"].get<std::string>());
+}
+
+TEST(GenerateCli, PromptsFileKeepsInputOrderAndMatchesSingleRuns) {
+  std::string dir = test::temp_dir();
+  std::ofstream(dir + "/p.jsonl") << R"({"prompt": "Lily went to the park", "max_tokens": 30, "temperature": 0})" "\n"
+                                  << R"({"prompt": "Tom had a red ball", "max_tokens": 5, "temperature": 0})" "\n"
+                                  << "\n"
+                                  << R"({"prompt": "The sun", "max_tokens": 17, "temperature": 1.0, "seed": 3})" "\n";
+  auto r = test::run_command(bin() + " generate --prompts-file " + dir + "/p.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["tokens"].size(), 30u);
+  EXPECT_EQ(lines[1]["tokens"].size(), 5u);
+  EXPECT_EQ(lines[2]["tokens"].size(), 17u);
+  auto single = test::run_command(bin() + " generate --prompt 'Tom had a red ball' --temperature 0 --max-tokens 5 --json");
+  ASSERT_EQ(single.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(single.out)["tokens"], lines[1]["tokens"]);
+  auto seeded = test::run_command(bin() + " generate --prompt 'The sun' --temperature 1.0 --seed 3 --max-tokens 17 --json");
+  EXPECT_EQ(nlohmann::json::parse(seeded.out)["tokens"], lines[2]["tokens"]);
+}
+
+TEST(GenerateCli, BadInputFailsClearly) {
+  auto r = test::run_command(bin() + " generate --model /nonexistent.gguf");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos);
+  std::string dir = test::temp_dir();
+  std::ofstream(dir + "/bad.jsonl") << "{not json\n";
+  r = test::run_command(bin() + " generate --prompts-file " + dir + "/bad.jsonl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bad.jsonl:1"), std::string::npos);
+}
+
+TEST(BenchEngineCli, JsonShape) {
+  auto r = test::run_command(bin() + " bench engine --batch 1,4 --prompt-len 16 --gen-len 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["batch"], 1);
+  EXPECT_EQ(j[1]["batch"], 4);
+  EXPECT_GT(j[1]["prompt_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j[1]["gen_tokens_per_s"].get<double>(), 0);
+}

@@ -1,0 +1,152 @@
+// tokenmill bench engine: prompt and generation throughput per batch size on one GGUF file, measured
+// like llama.cpp's llama-batched-bench (B sequences, each a prompt of P tokens then G generated).
+//   prompt phase: from submission until every sequence has its first token  -> B*P / t
+//   generation:   the remaining G-1 decode steps of every sequence          -> B*(G-1) / t
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "engine_options.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+struct BenchCli {
+  tmill::cli::EngineCli engine;
+  std::string batches = "1,4,16,32";
+  int32_t prompt_len = 128, gen_len = 128, repetitions = 1;
+  uint64_t seed = 1;
+  bool json_out = false;
+};
+
+struct Run {
+  double prompt_tps = 0, gen_tps = 0, prompt_s = 0, gen_s = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) {
+  using namespace tmill;
+  const int32_t n_vocab = static_cast<int32_t>(e.model().config().n_vocab);
+  Rng rng(seed);
+  auto tok = e.tokenizer();
+  int32_t have_first = 0, done = 0;
+  Clock::time_point t_first{}, t_done{};
+  const auto t0 = Clock::now();
+  for (int32_t b = 0; b < batch; ++b) {
+    GenerateRequest r;
+    // random tokens that are not control tokens, so every prompt is distinct (no prefix-cache hits)
+    while (static_cast<int32_t>(r.prompt.size()) < o.prompt_len) {
+      const auto t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n_vocab));
+      if (!tok->is_control(t) && t < tok->n_vocab()) r.prompt.push_back(t);
+    }
+    r.max_tokens = o.gen_len;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    r.skip_special_tokens = true;
+    auto id = e.submit(std::move(r), [&](const RequestOutput& out) {
+      if (!out.token_ids.empty() && out.completion_tokens == static_cast<int32_t>(out.token_ids.size())) {
+        if (++have_first == batch) t_first = Clock::now();
+      }
+      if (out.finished && ++done == batch) t_done = Clock::now();
+    });
+    if (!id.ok()) {
+      log_error("bench request rejected: {}", id.error());
+      return {};
+    }
+  }
+  e.run_until_idle();
+  Run r;
+  r.prompt_s = std::chrono::duration<double>(t_first - t0).count();
+  r.gen_s = std::chrono::duration<double>(t_done - t_first).count();
+  r.prompt_tps = batch * static_cast<double>(o.prompt_len) / r.prompt_s;
+  r.gen_tps = o.gen_len > 1 ? batch * static_cast<double>(o.gen_len - 1) / r.gen_s : 0;
+  return r;
+}
+
+int run(BenchCli& o) {
+  using namespace tmill;
+  std::vector<int32_t> batches;
+  for (auto& s : split(o.batches, ',')) {
+    try {
+      batches.push_back(std::stoi(s));
+    } catch (...) {
+      log_error("--batch: '{}' is not a number", s);
+      return 2;
+    }
+    if (batches.back() < 1) {
+      log_error("--batch sizes must be >= 1");
+      return 2;
+    }
+  }
+  const int32_t max_b = *std::max_element(batches.begin(), batches.end());
+  cli::EngineCli ec = o.engine;
+  ec.max_num_seqs = std::max(ec.max_num_seqs, max_b);
+  if (ec.max_model_len == 0) ec.max_model_len = o.prompt_len + o.gen_len;
+  if (ec.kv_cache_memory.empty()) {
+    // room for every sequence of the largest batch, plus one block each of slack
+    auto m = Model::load(ec.model.empty() ? cli::default_model_path() : ec.model);
+    if (!m.ok()) {
+      log_error("{}", m.error());
+      return 1;
+    }
+    const auto& c = (*m)->config();
+    const uint64_t per_token = 2ull * c.n_layer * c.n_head_kv * c.head_dim * ((*m)->main_weight_type() == DType::F32 ? 4 : 2);
+    const uint64_t tokens = static_cast<uint64_t>(max_b) * (ec.max_model_len + 2 * ec.block_size);
+    ec.kv_cache_memory = std::to_string(per_token * tokens);
+  }
+  auto eng = cli::create_engine(ec);
+  if (!eng.ok()) {
+    log_error("{}", eng.error());
+    return 1;
+  }
+  Engine& e = **eng;
+  nlohmann::json out = nlohmann::json::array();
+  if (!o.json_out)
+    std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s |\n", "batch", "prompt", "gen", "prompt tok/s",
+                "gen tok/s", "prompt s", "gen s");
+  for (int32_t b : batches) {
+    std::vector<double> p, g, ps, gs;
+    for (int32_t rep = 0; rep < std::max(1, o.repetitions); ++rep) {
+      Run r = run_once(e, b, o, o.seed + static_cast<uint64_t>(rep) * 1000 + static_cast<uint64_t>(b));
+      p.push_back(r.prompt_tps);
+      g.push_back(r.gen_tps);
+      ps.push_back(r.prompt_s);
+      gs.push_back(r.gen_s);
+    }
+    const double mp = median(p), mg = median(g);
+    out.push_back({{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg}});
+    if (!o.json_out)
+      std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f |\n", b, o.prompt_len, o.gen_len, mp, mg,
+                  median(ps), median(gs));
+    std::fflush(stdout);
+  }
+  if (o.json_out) std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+TM_COMMAND("bench engine", "prompt and generation throughput per batch size (like llama-batched-bench)",
+           [](CLI::App& app) -> tmill::cli::CommandRun {
+             auto o = std::make_shared<BenchCli>();
+             tmill::cli::add_engine_options(app, o->engine);
+             app.add_option("--batch", o->batches, "comma-separated batch sizes")->capture_default_str();
+             app.add_option("--prompt-len", o->prompt_len, "prompt tokens per sequence")->capture_default_str();
+             app.add_option("--gen-len", o->gen_len, "generated tokens per sequence")->capture_default_str();
+             app.add_option("--repetitions", o->repetitions, "runs per batch size (median reported)")->capture_default_str();
+             app.add_option("--seed", o->seed, "seed for the random prompts")->capture_default_str();
+             app.add_flag("--json", o->json_out, "print [{\"batch\",\"prompt_tokens_per_s\",\"gen_tokens_per_s\"}]");
+             return [o] { return run(*o); };
+           });
+}  // namespace

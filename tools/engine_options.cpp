@@ -1,0 +1,66 @@
+#include "engine_options.h"
+
+#include <chrono>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "model/model.h"
+
+namespace tmill::cli {
+
+void add_engine_options(CLI::App& app, EngineCli& o) {
+  app.add_option("--model", o.model, "GGUF model file (default: the bundled stories260K)");
+  app.add_option("--threads", o.threads, "compute threads (default: all cores)");
+  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 2GiB (default: automatic)");
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16 or bf16")->capture_default_str();
+  app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
+  app.add_option("--max-num-seqs", o.max_num_seqs, "sequences per step")->capture_default_str();
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")->capture_default_str();
+  app.add_option("--max-model-len", o.max_model_len, "context length (default: the model's, if the KV cache holds it)");
+  app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
+  app.add_option("--scheduling-policy", o.policy, "fcfs or priority")->capture_default_str();
+}
+
+Result<EngineConfig> engine_config(const EngineCli& o) {
+  EngineConfig c;
+  c.model_path = o.model.empty() ? default_model_path() : o.model;
+  c.threads = o.threads;
+  if (!o.kv_cache_memory.empty()) {
+    auto b = parse_size(o.kv_cache_memory);
+    if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};
+    c.kv_cache_bytes = *b;
+  }
+  c.kv_cache_dtype = o.kv_cache_dtype;
+  c.block_size = o.block_size;
+  if (o.max_num_seqs < 1) return Error{"--max-num-seqs must be at least 1"};
+  if (o.max_num_batched_tokens < 1) return Error{"--max-num-batched-tokens must be at least 1"};
+  if (o.max_model_len < 0) return Error{"--max-model-len must be positive"};
+  c.max_num_seqs = o.max_num_seqs;
+  c.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.max_model_len = o.max_model_len;
+  c.enable_prefix_caching = !o.no_prefix_caching;
+  if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
+  else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;
+  else return Error{"--scheduling-policy must be fcfs or priority"};
+  return c;
+}
+
+Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o) {
+  TM_ASSIGN_OR_RETURN(EngineConfig c, engine_config(o));
+  const auto t0 = std::chrono::steady_clock::now();
+  TM_ASSIGN_OR_RETURN(auto e, Engine::create(c));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& p = e->memory_plan();
+  const auto& mc = e->model().config();
+  log_info("model {} ({}, {} layers, {} params) loaded in {:.2f} s", c.model_path, mc.arch.name, mc.n_layer,
+           e->model().n_params(), secs);
+  log_info("memory: weights {}, KV cache {} ({} blocks of {} tokens, {} tokens, {}), max_model_len {}, "
+           "{} full-length sequences fit",
+           format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,
+           p.kv_dtype, p.max_model_len, p.max_full_sequences);
+  if (!p.note.empty()) log_info("{}", p.note);
+  return e;
+}
+
+}  // namespace tmill::cli

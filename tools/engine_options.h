@@ -1,0 +1,34 @@
+// Engine options shared by the commands that run the engine (generate, bench engine, serve, eval).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "core/result.h"
+#include "engine/engine.h"
+
+namespace tmill::cli {
+
+struct EngineCli {
+  std::string model;
+  int threads = 0;
+  std::string kv_cache_memory;  // "2GiB"; empty = automatic
+  std::string kv_cache_dtype = "auto";
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 1024;
+  int32_t max_model_len = 0;
+  bool no_prefix_caching = false;
+  std::string policy = "fcfs";
+};
+
+// Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
+// --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy.
+void add_engine_options(CLI::App& app, EngineCli& o);
+// Fills an EngineConfig (default model when --model is absent).
+Result<EngineConfig> engine_config(const EngineCli& o);
+// Creates the engine and logs the model and memory plan.
+Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o);
+
+}  // namespace tmill::cli
