@@ -239,7 +239,7 @@ TEST(Tokenizer, Stories260KModelFile) {
 }
 
 TEST(TokenizeCli, TokenizeAndDetokenize) {
-  const std::string bin = test::tokenmill_binary();
+  const std::string bin = test::cli_binary();
   const std::string gguf = test::vocab_path("qwen2");
   auto r = test::run_command(bin + " tokenize --model '" + gguf + "' --text 'Hello world'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
