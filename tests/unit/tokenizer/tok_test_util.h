@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -54,6 +55,19 @@ inline std::vector<std::pair<std::string, std::vector<int32_t>>> load_vectors(co
     v.emplace_back(t, std::move(expect));
   }
   return v;
+}
+
+// The CLI: $TM_BINARY when set, else <build>/tokenmill next to this test's <build>/tests/ folder.
+inline std::string cli_binary() {
+  std::string b = tokenmill_binary();
+  if (b != "tokenmill") return b;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto cand = exe.parent_path().parent_path() / "tokenmill";
+    if (std::filesystem::exists(cand, ec)) return cand.string();
+  }
+  return b;
 }
 
 // The HF folders are stored with tokenizer.json gzip-compressed; this unpacks one into a temp
