@@ -48,6 +48,9 @@ struct GenerateRequest {
   bool skip_special_tokens = true;
   int32_t n = 1;                         // choices; they share the prompt's KV blocks
   int32_t priority = 0;
+  // Fail the request (FinishReason::Error, stop_reason "timeout") if it has not been scheduled this
+  // long after submission. 0: wait forever.
+  double queue_timeout_s = 0;
 };
 
 using Clock = std::chrono::steady_clock;

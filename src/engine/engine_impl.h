@@ -85,6 +85,8 @@ struct Engine::Impl {
   void finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason, std::string tail_text);
   void maybe_finish_group(Group& g);
   void update_stats();
+  void expire_queued();  // queue_timeout_s
+  Clock::time_point last_expiry_check{};
 };
 
 }  // namespace tmill

@@ -15,6 +15,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 // Schedules, computes and samples one step. Returns false when nothing was scheduled.
 bool Engine::Impl::step() {
   drain_inbox();
+  expire_queued();
   SchedulerOutput out = sched->schedule();
   if (out.empty()) {
     update_stats();
@@ -284,6 +285,24 @@ void Engine::Impl::maybe_finish_group(Group& g) {
   if (observer) observer->on_request_done(g.timings);
   live_groups.fetch_sub(1);
   groups.erase(g.id);
+}
+
+void Engine::Impl::expire_queued() {
+  const auto now = Clock::now();
+  if (now - last_expiry_check < std::chrono::milliseconds(5)) return;
+  last_expiry_check = now;
+  std::vector<Group*> expired;
+  for (auto& [id, g] : groups)
+    if (g->req.queue_timeout_s > 0 && !g->timings.scheduled &&
+        seconds_between(g->timings.arrival, now) > g->req.queue_timeout_s)
+      expired.push_back(g.get());
+  for (Group* g : expired)
+    for (size_t i = 0; i < g->choices.size() && groups.count(g->id); ++i) {
+      Choice& c = *g->choices[i];
+      if (c.finished) continue;
+      if (c.added) sched->abort(c.sched_id);
+      finish_choice(c, FinishReason::Error, "timeout", {});
+    }
 }
 
 void Engine::Impl::update_stats() {

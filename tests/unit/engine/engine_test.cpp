@@ -251,3 +251,24 @@ TEST(Engine, RejectsInvalidRequests) {
   EXPECT_FALSE(e->submit(greedy(std::vector<int32_t>(600, 5), 5), {}).ok());  // context is 512
   EXPECT_FALSE(e->submit(greedy(std::vector<int32_t>(500, 5), 50), {}).ok());
 }
+
+TEST(Engine, QueueTimeoutFailsRequestsThatWaitTooLong) {
+  // One running request holds the only sequence slot; the second waits past its timeout.
+  EngineConfig c;
+  c.model_path = stories_path();
+  c.threads = 1;
+  c.max_num_seqs = 1;
+  auto e = Engine::create(c);
+  ASSERT_TRUE(e.ok());
+  GenerateRequest first = greedy({1}, 300);
+  first.ignore_eos = true;
+  GenerateRequest second = greedy({1, 5}, 5);
+  second.queue_timeout_s = 0.05;
+  std::vector<GenerateRequest> reqs = {first, second};
+  // run_all submits both, then steps: the first request alone needs far longer than 50 ms
+  auto out = run_all(**e, reqs);
+  EXPECT_EQ(out[0].reason, FinishReason::Length);
+  EXPECT_EQ(out[1].reason, FinishReason::Error);
+  EXPECT_EQ(out[1].stop_reason, "timeout");
+  EXPECT_TRUE(out[1].tokens.empty());
+}
