@@ -1,0 +1,185 @@
+// Matmul micro-benchmarks at Qwen2.5-0.5B shapes (hidden 896, FFN 4864, vocab 151936):
+// (bench/micro/matmul.cpp -> target bench_matmul)
+//   BM_Gemv/<type>/<rows>x<cols>/threads:N   one token: weight bandwidth (GB/s of file bytes)
+//   BM_Gemm/<type>/<rows>x<cols>/n:T/threads:N  T tokens: GOPS (2 * rows * cols * T / time)
+//   BM_MemRead/threads:N                     plain streaming read of 512 MiB (the bandwidth limit)
+// Weights are random bytes with sane scales (no NaN/Inf): values do not change the speed.
+// Run e.g.  bench_matmul --benchmark_filter='Gemv/Q8_0' --benchmark_repetitions=5
+//           --benchmark_report_aggregates_only=true
+// (TOKENMILL_ISA=avx2|scalar measures the fallback paths.)
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+
+using namespace tmill;
+
+namespace {
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  Matrix m;
+  std::unique_ptr<PreparedMatrix> prepared;
+};
+
+// Offsets of the f16 scale fields inside one block, per type (all other bytes are free levels).
+std::vector<int> scale_offsets(DType t) {
+  switch (t) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: return {0};
+    case DType::Q4_1: case DType::Q5_1: return {0, 2};
+    case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+void fill_random(DType t, std::vector<uint8_t>& b, uint64_t n_elements) {
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i + 8 <= b.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&b[i], &v, 8);
+  }
+  const auto& info = dtype_info(t);
+  if (t == DType::F32) {
+    std::uniform_real_distribution<float> ud(-1, 1);
+    for (uint64_t i = 0; i < n_elements; ++i) {
+      const float f = ud(rng);
+      std::memcpy(&b[4 * i], &f, 4);
+    }
+  } else if (t == DType::F16 || t == DType::BF16) {
+    std::uniform_real_distribution<float> ud(-1, 1);
+    for (uint64_t i = 0; i < n_elements; ++i) {
+      const uint16_t h = t == DType::F16 ? fp32_to_fp16(ud(rng)) : fp32_to_bf16(ud(rng));
+      std::memcpy(&b[2 * i], &h, 2);
+    }
+  } else {
+    const uint16_t s = fp32_to_fp16(0.01f);
+    const uint64_t blocks = n_elements / static_cast<uint64_t>(info.block_size);
+    for (uint64_t k = 0; k < blocks; ++k)
+      for (int off : scale_offsets(t)) std::memcpy(&b[k * info.type_size + off], &s, 2);
+  }
+}
+
+// One weight set alive at a time (the vocab matrix is large).
+Weights& weights(DType t, int64_t rows, int64_t cols) {
+  static std::unique_ptr<Weights> cur;
+  static std::string key;
+  const std::string k = std::string(dtype_name(t)) + std::to_string(rows) + "x" + std::to_string(cols);
+  if (!cur || key != k) {
+    cur.reset();
+    cur = std::make_unique<Weights>();
+    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+    cur->bytes.resize(rb * static_cast<size_t>(rows));
+    fill_random(t, cur->bytes, static_cast<uint64_t>(rows * cols));
+    cur->m = Matrix{t, rows, cols, cur->bytes.data(), rb, "w"};
+    cur->prepared = std::make_unique<PreparedMatrix>(cur->m);
+    key = k;
+  }
+  return *cur;
+}
+
+ThreadPool* pool(int n) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[n];
+  if (!p) p = std::make_unique<ThreadPool>(n);
+  return p.get();
+}
+
+void run_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t n, int threads) {
+  Weights& w = weights(t, rows, cols);
+  std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  ThreadPool* p = pool(threads);
+  for (auto _ : state) {
+    matmul(*w.prepared, x.data(), cols, y.data(), rows, n, p);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double it = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes.size()) * it, benchmark::Counter::kIsRate,
+                                              benchmark::Counter::OneK::kIs1000);
+  state.counters["GOPS"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * n) * it,
+                                              benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1000);
+}
+
+void mem_read(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const size_t bytes = size_t{512} << 20;
+  static std::vector<uint64_t> buf(bytes / 8, 1);
+  ThreadPool* p = pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);
+  for (auto _ : state) {
+    p->run([&](int tid, int nt) {
+      const size_t per = buf.size() / static_cast<size_t>(nt);
+      const uint64_t* s = buf.data() + per * static_cast<size_t>(tid);
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      for (size_t i = 0; i < per; i += 8) {
+        a += s[i] + s[i + 4];
+        b += s[i + 1] + s[i + 5];
+        c += s[i + 2] + s[i + 6];
+        d += s[i + 3] + s[i + 7];
+      }
+      sums[static_cast<size_t>(tid) * 8] = a + b + c + d;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()),
+                                              benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1000);
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+const Shape kShapes[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {151936, 896}};
+
+void register_all() {
+  const DType gemv_types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32,
+                              DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q5_0, DType::Q5_1};
+  for (DType t : gemv_types) {
+    for (const Shape& s : kShapes) {
+      const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      for (int th : {1, 2}) {
+        const std::string name = std::string("BM_Gemv/") + dtype_name(t) + "/" + shape + "/threads:" + std::to_string(th);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, s.rows, s.cols, 1, th); })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+      if (s.rows > 5000 && s.cols == 896) continue;  // GEMM on the vocab matrix: only the last token is needed
+      for (int64_t n : {16, 64, 512}) {
+        for (int th : {1, 2}) {
+          const std::string name = std::string("BM_Gemm/") + dtype_name(t) + "/" + shape + "/n:" + std::to_string(n) +
+                                   "/threads:" + std::to_string(th);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& st) { run_matmul(st, t, s.rows, s.cols, n, th); })
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+  benchmark::RegisterBenchmark("BM_MemRead", mem_read)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,157 @@
+// AVX-512 products for float weight types on their row-major file layout ("dot form"):
+// a tile of R = 4 rows x T tokens keeps R*T vector accumulators; each step loads one vector of every
+// row and every token and does R*T FMAs (f32: 16 columns per step; bf16: vdpbf16ps, 32 columns).
+// The 4 row sums of one token are reduced together and stored as one 128-bit vector.
+//   fgemm_*   : f32 FMA, weights converted to f32 on load (F32 / F16 via vcvtph2ps / BF16 by shift);
+//               used for GEMV (exact products) and as the GEMM on machines without the bf16 path.
+//   gemm_bf16 : activations pre-converted to bf16, weights bf16 (BF16 files or the packed copy of F16).
+// Token tiles are outermost within a call so a tile's activations stay in L1 while the call's row
+// range (sized by the dispatcher to fit L2) streams past.
+// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
+// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/kernel_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+  const __m256 b2 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+  const __m256 c2 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+  const __m256 d2 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a2, b2), _mm256_hadd_ps(c2, d2));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// 16 weights at column c as f32; `m` masks a partial tail.
+template <int Type>
+inline __m512 load_w(const uint8_t* row, int64_t c, __mmask16 m) {
+  if constexpr (Type == 0) {
+    return _mm512_maskz_loadu_ps(m, row + 4 * c);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * c);
+    if constexpr (Type == 1) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <int Type, int R, int T>
+void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r + i) * rb;
+  int64_t c = 0;
+  auto step = [&](__mmask16 m) {
+    __m512 wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = load_w<Type>(rows[i], c, m);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);
+      for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+    }
+  };
+  for (; c + 16 <= cols; c += 16) step(static_cast<__mmask16>(0xFFFF));
+  if (c < cols) step(static_cast<__mmask16>((1u << (cols - c)) - 1));
+  for (int t = 0; t < T; ++t) {
+    if constexpr (R == 4) {
+      _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+    } else {
+      for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    }
+  }
+}
+
+template <int Type, int T>
+void rows_tile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
+               int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) ftile<Type, 4, T>(w, rb, cols, x, ldx, y, ldy, r);
+  for (; r < r1; ++r) ftile<Type, 1, T>(w, rb, cols, x, ldx, y, ldy, r);
+}
+
+template <int Type>
+void fgemm(const void* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r0,
+           int64_t r1, int64_t T) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  int64_t t = 0;
+  for (; t + 6 <= T; t += 6) rows_tile<Type, 6>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1);
+  switch (T - t) {
+    case 5: rows_tile<Type, 5>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    case 4: rows_tile<Type, 4>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    case 3: rows_tile<Type, 3>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    case 2: rows_tile<Type, 2>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    case 1: rows_tile<Type, 1>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    default: break;
+  }
+}
+
+// ---- bf16 x bf16 -> f32 (vdpbf16ps: each f32 lane accumulates a pair of products)
+template <int R, int T>
+void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+           int64_t r) {
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = reinterpret_cast<const uint8_t*>(w) + static_cast<size_t>(r + i) * rb;
+  int64_t c = 0;
+  auto step = [&](__mmask32 m) {
+    __m512bh wv[R];
+    for (int i = 0; i < R; ++i) wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[i] + 2 * c);
+    for (int t = 0; t < T; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * ldxb + c);  // zero-padded to 32
+      for (int i = 0; i < R; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
+    }
+  };
+  for (; c + 32 <= cols; c += 32) step(~static_cast<__mmask32>(0));
+  if (c < cols) step(static_cast<__mmask32>((1u << (cols - c)) - 1));
+  for (int t = 0; t < T; ++t) {
+    if constexpr (R == 4) {
+      _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+    } else {
+      for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    }
+  }
+}
+
+template <int T>
+void brows(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+           int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) btile<4, T>(w, rb, cols, xb, ldxb, y, ldy, r);
+  for (; r < r1; ++r) btile<1, T>(w, rb, cols, xb, ldxb, y, ldy, r);
+}
+
+}  // namespace
+
+void gemm_bf16_avx512(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y,
+                      int64_t ldy, int64_t r0, int64_t r1, int64_t T) {
+  int64_t t = 0;
+  for (; t + 6 <= T; t += 6) brows<6>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1);
+  switch (T - t) {
+    case 5: brows<5>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    case 4: brows<4>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    case 3: brows<3>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    case 2: brows<2>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    case 1: brows<1>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    default: break;
+  }
+}
+
+FGemmFn fgemm_avx512(int type) {
+  switch (type) {
+    case 0: return fgemm<0>;
+    case 1: return fgemm<1>;
+    case 2: return fgemm<2>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tmill::kern

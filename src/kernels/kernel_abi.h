@@ -1,0 +1,108 @@
+// Plain-data interface between the generic dispatcher (matmul.cpp, pack.cpp) and the ISA-specific
+// kernels (*_scalar.cpp, *_avx2.cpp, *_avx512.cpp). No inline functions and no STL here: the ISA
+// files are compiled with AVX flags and may include only plain-data headers (see common.md, ODR).
+//
+// ---------------------------------------------------------------------------------------------
+// Packed quantized weights ("x16" layouts, made once by pack.cpp, identical for every ISA)
+//
+// Rows are interleaved in groups of kRows = 16 (the last group is padded with zero rows). Group g
+// covers rows 16g..16g+15 and is stored as nb consecutive "group-blocks"; group-block b holds
+// block b (32 or 256 columns) of all 16 rows. A "chunk" is 4 consecutive bytes of one row, so one
+// 64-byte vector holds the same chunk of all 16 rows: [16 rows][4 bytes]. That is the operand of
+// one vpdpbusd against the 4 activation bytes broadcast to every lane.
+//
+//   Q8_0 (544 B = 16 x 34): d[16] f16 | q[8 c][16 r][4] u8, q = int8 weight + 128 (elements 4c..4c+3)
+//   Q4_0 (288 B = 16 x 18): d[16] f16 | n[4 c][16 r][4] u8, low nibble = element 4c+i, high nibble
+//                            = element 16+4c+i (the GGUF byte order, regrouped); value d*(q-8)
+//   Q4_1 (320 B = 16 x 20): d[16] f16 | m[16] f16 | n as Q4_0;                 value d*q + m
+//   Q5_0 (352 B = 16 x 22): d[16] f16 | h[16 r][4] | n as Q4_0;  value d*(q-16)
+//   Q5_1 (384 B = 16 x 24): d[16] f16 | m[16] f16 | h[16 r][4] | n as Q4_0;  value d*q + m
+//        fifth bit of element 4c+i (c = 0..7) is bit c of byte i of the row's 4 h bytes.
+//
+// K-quants (256-column super-blocks, sub-blocks j):
+//   Q4_K (2368 B = 16 x 148): d[16] f16 | dmin[16] f16 | sc[8 j][16 r] u8 | mp[4 i][16 r][2] u8
+//        (mins m_{2i}, m_{2i+1}) | n[8 j][4 c][16 r][4] (per 32-column sub-block, Q4_0 nibble order)
+//        value d*sc_j*q - dmin*m_j
+//   Q5_K (2880 B = 16 x 180): Q4_K | h[8 j][16 r][4] (fifth bits, Q5_0 order within sub-block j)
+//   Q6_K (3360 B = 16 x 210): d[16] f16 | sc[16 j][16 r] i8 | n[8 s][4 c][16 r][4] (low 4 bits per
+//        32-column slice s, Q4_0 nibble order) | h[8 s][2 k][16 r][4] (high 2 bits: element
+//        32s + 4c + i (c < 4) at bits 2c..2c+1 of byte i of h[s][0]; element 32s + 16 + 4c + i at
+//        bits 2c.. of h[s][1]);  value d*sc_j*(q-32), j = element / 16
+//
+// ---------------------------------------------------------------------------------------------
+// Quantized activations, made per call. Tokens are processed in tiles of T <= kTile tokens; a tile
+// is a sequence of records, one per weight block, holding that block for all T tokens:
+//   Q8 record (32-column blocks, T*40 bytes): qs[T][32] i8 | d[T] f32 | bias[T] i32
+//        x ~ d * qs (per-block max / 127, rounded to nearest); bias = -offset * sum(qs), where
+//        offset is the weight type's zero point (128 for Q8_0, 8 for Q4_0, 16 for Q5_0); for the
+//        types with a min (Q4_1, Q5_1) bias = +sum(qs) (offset -1).
+//   Q8K record (256-column super-blocks, T*340 bytes): qs[T][256] i8 | d[T] f32 |
+//        bsum32[T][8] i16 (sums of each 32 qs) | bias16[T][16] i32 (-32 * sum of each 16 qs)
+//        x ~ d * qs with d = max|x| / 127 per 256 columns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tmill::kern {
+
+inline constexpr int kRows = 16;  // rows per interleaved group
+inline constexpr int kTile = 8;   // tokens per activation tile
+
+enum PackKind : int {
+  kPackNone = 0,
+  kPackQ8_0 = 1,
+  kPackQ4_0 = 2,
+  kPackQ4_1 = 3,
+  kPackQ5_0 = 4,
+  kPackQ5_1 = 5,
+  kPackQ4_K = 6,
+  kPackQ5_K = 7,
+  kPackQ6_K = 8,
+  kPackBf16Copy = 9,  // F16 weights: a row-major bf16 copy (rows padded to 32 columns) for GEMM
+};
+
+// Bytes of one group-block per packed kind (0 for non-interleaved kinds).
+inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0};
+inline constexpr int kQ8RecordBytes = 40;    // per token, 32-column block
+inline constexpr int kQ8KRecordBytes = 340;  // per token, 256-column super-block
+
+// ---- activation quantizers: T tokens (rows of x, stride ldx floats) -> nb records at `rec`
+// cols is a multiple of 32 (Q8) or 256 (Q8K).
+void quant_act_q8_scalar(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
+void quant_act_q8_avx2(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
+void quant_act_q8_avx512(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
+void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
+void quant_act_q8k_avx2(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
+void quant_act_q8k_avx512(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
+
+// ---- quantized GEMM over packed weights
+// Groups [g0, g1) of the packed weight `w` (nb blocks per row) times one activation tile of T
+// tokens (`act`, nb records). Writes y[t * ldy + r] for t < T and real rows r < rows.
+using QGemmFn = void (*)(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T,
+                         float* y, int64_t ldy, int64_t rows);
+// kind is a PackKind; each returns null for kinds it has no kernel for.
+QGemmFn qgemm_scalar(int kind);         // every packed kind
+QGemmFn qgemm_legacy_avx2(int kind);    // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
+QGemmFn qgemm_kquant_avx2(int kind);    // Q4_K Q5_K Q6_K
+QGemmFn qgemm_legacy_avx512(int kind);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
+QGemmFn qgemm_kquant_avx512(int kind);  // Q4_K Q5_K Q6_K
+
+// ---- float-type GEMM on row-major weights (F32, F16, BF16): y[t][r] = sum_c W[r][c] x[t][c]
+// Rows [r0, r1), tokens [0, T) (T any), x f32 with row stride ldx.
+using FGemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, const float* x, int64_t ldx, float* y,
+                         int64_t ldy, int64_t r0, int64_t r1, int64_t T);
+// type: 0 = F32, 1 = F16, 2 = BF16.
+FGemmFn fgemm_scalar(int type);
+FGemmFn fgemm_avx2(int type);
+FGemmFn fgemm_avx512(int type);
+
+// AVX-512 BF16 path: weights bf16 row-major (row_bytes stride; columns >= cols are read only up to
+// cols), activations already converted to bf16 rows of ldxb elements, zero-padded to a multiple of 32.
+void gemm_bf16_avx512(const uint16_t* w, size_t row_bytes, int64_t cols, const uint16_t* xb, int64_t ldxb,
+                      float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t T);
+// Converts T rows of x (cols floats, stride ldx) to bf16 rows of ldxb (a multiple of 32) elements,
+// zero-filled beyond cols.
+void to_bf16_avx512(const float* x, int64_t ldx, int64_t T, int64_t cols, uint16_t* xb, int64_t ldxb);
+
+}  // namespace tmill::kern

@@ -1,0 +1,289 @@
+// Repacking of GGUF weight rows into the interleaved x16 layouts of kernels/kernel_abi.h.
+// Every packed kind is written from unsigned per-element levels q (the integer the block stores,
+// before its zero point / scale) plus the per-row block parameters, so the layout code is shared.
+#include "kernels/pack.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "core/log.h"
+#include "kernels/kernel_abi.h"
+#include "quant/blocks.h"
+
+namespace tmill::kern {
+namespace {
+
+// One row's block decoded into levels and parameters.
+struct RowBlock {
+  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63
+  uint16_t d = 0, m = 0;           // f16 scale and min (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
+  uint8_t sc[16] = {}, mins[8] = {};  // K-quant sub-block scales (Q6_K: int8 bit patterns) and mins
+};
+
+void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
+  switch (kind) {
+    case kPackQ8_0: {
+      BlockQ8_0 b;
+      std::memcpy(&b, src, sizeof b);
+      o->d = b.d;
+      for (int i = 0; i < 32; ++i) o->q[i] = static_cast<uint8_t>(b.qs[i] + 128);
+      return;
+    }
+    case kPackQ4_0:
+    case kPackQ4_1: {
+      const uint8_t* qs;
+      if (kind == kPackQ4_0) {
+        BlockQ4_0 b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        qs = src + 2;
+      } else {
+        BlockQ4_1 b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        o->m = b.m;
+        qs = src + 4;
+      }
+      for (int j = 0; j < 16; ++j) {
+        o->q[j] = qs[j] & 0xF;
+        o->q[j + 16] = qs[j] >> 4;
+      }
+      return;
+    }
+    case kPackQ5_0:
+    case kPackQ5_1: {
+      uint32_t qh;
+      const uint8_t* qs;
+      if (kind == kPackQ5_0) {
+        BlockQ5_0 b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        std::memcpy(&qh, b.qh, 4);
+        qs = src + 6;
+      } else {
+        BlockQ5_1 b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        o->m = b.m;
+        std::memcpy(&qh, b.qh, 4);
+        qs = src + 8;
+      }
+      for (int j = 0; j < 16; ++j) {
+        o->q[j] = static_cast<uint8_t>((qs[j] & 0xF) | (((qh >> j) & 1) << 4));
+        o->q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+      }
+      return;
+    }
+    default: TM_ASSERT(false, "decode_legacy: not a 32-element kind");
+  }
+}
+
+void decode_kquant(int kind, const uint8_t* src, RowBlock* o) {
+  switch (kind) {
+    case kPackQ4_K:
+    case kPackQ5_K: {
+      const uint8_t* scales;
+      const uint8_t* qs;
+      const uint8_t* qh = nullptr;
+      if (kind == kPackQ4_K) {
+        BlockQ4_K b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        o->m = b.dmin;
+        scales = src + offsetof(BlockQ4_K, scales);
+        qs = src + offsetof(BlockQ4_K, qs);
+      } else {
+        BlockQ5_K b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        o->m = b.dmin;
+        scales = src + offsetof(BlockQ5_K, scales);
+        qs = src + offsetof(BlockQ5_K, qs);
+        qh = src + offsetof(BlockQ5_K, qh);
+      }
+      for (int j = 0; j < 8; ++j) get_scale_min_k4(j, scales, &o->sc[j], &o->mins[j]);
+      for (int e = 0; e < 256; ++e) {
+        const int p = e / 64, l = e % 32;
+        const uint8_t byte = qs[32 * p + l];
+        int v = (e % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+        if (qh) v |= ((qh[l] >> (e / 32)) & 1) << 4;
+        o->q[e] = static_cast<uint8_t>(v);
+      }
+      return;
+    }
+    case kPackQ6_K: {
+      BlockQ6_K b;
+      std::memcpy(&b, src, sizeof b);
+      o->d = b.d;
+      for (int j = 0; j < 16; ++j) o->sc[j] = static_cast<uint8_t>(b.scales[j]);
+      for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, r = e % 128, l = r % 32, k = r / 32;
+        const int lo = (b.ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xF;
+        const int hi = (b.qh[32 * h + l] >> (2 * k)) & 3;
+        o->q[e] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+      return;
+    }
+    default: TM_ASSERT(false, "decode_kquant: not a K-quant kind");
+  }
+}
+
+void put_f16(uint8_t* base, int r, uint16_t v) { std::memcpy(base + 2 * r, &v, 2); }
+
+// 32 levels of row r -> nibble chunks [4 c][16 r][4]: low = level 4c+i, high = level 16+4c+i.
+void put_nibbles(uint8_t* n, int r, const uint8_t* q) {
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i)
+      n[(c * 16 + r) * 4 + i] = static_cast<uint8_t>((q[4 * c + i] & 0xF) | ((q[16 + 4 * c + i] & 0xF) << 4));
+}
+
+// Fifth bits of 32 levels -> [16 r][4]: byte i bit c = bit 4 of level 4c+i.
+void put_hbits(uint8_t* h, int r, const uint8_t* q) {
+  for (int i = 0; i < 4; ++i) {
+    int v = 0;
+    for (int c = 0; c < 8; ++c) v |= ((q[4 * c + i] >> 4) & 1) << c;
+    h[r * 4 + i] = static_cast<uint8_t>(v);
+  }
+}
+
+// Q6_K high 2 bits of 32 levels -> h[2 k][16 r][4]: byte i bits 2c.. = bits 4,5 of level 16k+4c+i.
+void put_h2(uint8_t* h, int r, const uint8_t* q) {
+  for (int k = 0; k < 2; ++k)
+    for (int i = 0; i < 4; ++i) {
+      int v = 0;
+      for (int c = 0; c < 4; ++c) v |= ((q[16 * k + 4 * c + i] >> 4) & 3) << (2 * c);
+      h[(k * 16 + r) * 4 + i] = static_cast<uint8_t>(v);
+    }
+}
+
+// Writes row r (0..15) of one group-block.
+void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
+  switch (kind) {
+    case kPackQ8_0:
+      put_f16(gb, r, rb.d);
+      for (int c = 0; c < 8; ++c) std::memcpy(gb + 32 + (c * 16 + r) * 4, rb.q + 4 * c, 4);
+      return;
+    case kPackQ4_0:
+      put_f16(gb, r, rb.d);
+      put_nibbles(gb + 32, r, rb.q);
+      return;
+    case kPackQ4_1:
+      put_f16(gb, r, rb.d);
+      put_f16(gb + 32, r, rb.m);
+      put_nibbles(gb + 64, r, rb.q);
+      return;
+    case kPackQ5_0:
+      put_f16(gb, r, rb.d);
+      put_hbits(gb + 32, r, rb.q);
+      put_nibbles(gb + 96, r, rb.q);
+      return;
+    case kPackQ5_1:
+      put_f16(gb, r, rb.d);
+      put_f16(gb + 32, r, rb.m);
+      put_hbits(gb + 64, r, rb.q);
+      put_nibbles(gb + 128, r, rb.q);
+      return;
+    case kPackQ4_K:
+    case kPackQ5_K:
+      put_f16(gb, r, rb.d);
+      put_f16(gb + 32, r, rb.m);
+      for (int j = 0; j < 8; ++j) gb[64 + j * 16 + r] = rb.sc[j];
+      for (int i = 0; i < 4; ++i) {
+        gb[192 + (i * 16 + r) * 2] = rb.mins[2 * i];
+        gb[192 + (i * 16 + r) * 2 + 1] = rb.mins[2 * i + 1];
+      }
+      for (int j = 0; j < 8; ++j) {
+        put_nibbles(gb + 320 + 256 * j, r, rb.q + 32 * j);
+        if (kind == kPackQ5_K) put_hbits(gb + 2368 + 64 * j, r, rb.q + 32 * j);
+      }
+      return;
+    case kPackQ6_K:
+      put_f16(gb, r, rb.d);
+      for (int j = 0; j < 16; ++j) gb[32 + j * 16 + r] = rb.sc[j];
+      for (int s = 0; s < 8; ++s) {
+        put_nibbles(gb + 288 + 256 * s, r, rb.q + 32 * s);
+        put_h2(gb + 2336 + 128 * s, r, rb.q + 32 * s);
+      }
+      return;
+    default: TM_ASSERT(false, "put_row: bad kind");
+  }
+}
+
+}  // namespace
+
+int pack_kind_for(DType t, bool allow_bf16_copy) {
+  switch (t) {
+    case DType::Q8_0: return kPackQ8_0;
+    case DType::Q4_0: return kPackQ4_0;
+    case DType::Q4_1: return kPackQ4_1;
+    case DType::Q5_0: return kPackQ5_0;
+    case DType::Q5_1: return kPackQ5_1;
+    case DType::Q4_K: return kPackQ4_K;
+    case DType::Q5_K: return kPackQ5_K;
+    case DType::Q6_K: return kPackQ6_K;
+    case DType::F16: return allow_bf16_copy ? kPackBf16Copy : kPackNone;
+    default: return kPackNone;
+  }
+}
+
+int64_t pack_block_cols(int kind) { return kind >= kPackQ4_K && kind <= kPackQ6_K ? 256 : 32; }
+
+std::shared_ptr<void> aligned_buffer(size_t bytes) {
+  const size_t align = bytes >= (size_t{4} << 20) ? (size_t{2} << 20) : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, size == 0 ? align : size);
+  TM_ASSERT(p != nullptr, "out of memory packing weights");
+#ifdef MADV_HUGEPAGE
+  if (align > 64) madvise(p, size, MADV_HUGEPAGE);  // fewer TLB misses while streaming weights
+#endif
+  std::memset(p, 0, size);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {
+  *bytes = 0;
+  if (kind == kPackNone) return nullptr;
+  if (kind == kPackBf16Copy) {
+    const int64_t stride = bf16_copy_stride(m.cols);
+    *bytes = static_cast<size_t>(m.rows * stride) * 2;
+    auto buf = aligned_buffer(*bytes);
+    auto* dst = static_cast<uint16_t*>(buf.get());
+    for (int64_t r = 0; r < m.rows; ++r) {
+      const uint8_t* src = m.row(r);
+      for (int64_t c = 0; c < m.cols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * c, 2);
+        dst[r * stride + c] = fp32_to_bf16(fp16_to_fp32(h));
+      }
+    }
+    return buf;
+  }
+  const int64_t bcols = pack_block_cols(kind);
+  TM_ASSERT(m.cols % bcols == 0, "pack_weights: columns not a multiple of the block size");
+  const int64_t nb = m.cols / bcols;
+  const int64_t groups = (m.rows + kRows - 1) / kRows;
+  const size_t gbb = static_cast<size_t>(kGroupBlockBytes[kind]);
+  const size_t src_block = m.row_bytes / static_cast<size_t>(nb);
+  *bytes = static_cast<size_t>(groups * nb) * gbb;
+  auto buf = aligned_buffer(*bytes);
+  auto* out = static_cast<uint8_t*>(buf.get());
+  RowBlock rb;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = g * kRows + r;
+      if (row >= m.rows) break;  // padding rows stay zero: scale 0 contributes nothing
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* src = m.row(row) + static_cast<size_t>(b) * src_block;
+        if (bcols == 32) decode_legacy(kind, src, &rb);
+        else decode_kquant(kind, src, &rb);
+        put_row(kind, out + static_cast<size_t>(g * nb + b) * gbb, r, rb);
+      }
+    }
+  }
+  return buf;
+}
+
+}  // namespace tmill::kern

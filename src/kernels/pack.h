@@ -1,0 +1,29 @@
+// Load-time repacking of weights into the layouts the kernels read (kernels/kernel_abi.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/matrix.h"
+
+namespace tmill::kern {
+
+// The packed layout used for a weight type (kPackNone when the type is used in place).
+// `allow_bf16_copy`: whether F16 weights get a bf16 copy (only useful where AVX-512 BF16 exists).
+int pack_kind_for(DType t, bool allow_bf16_copy);
+
+// Columns per weight block for a packed kind (32 or 256).
+int64_t pack_block_cols(int kind);
+
+// Packs `m` into a new 64-byte aligned buffer (interleaved x16 layouts or the bf16 copy).
+// Returns null for kPackNone. `bytes` receives the buffer size.
+std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes);
+
+// Row stride (elements) of the bf16 copy: cols rounded up to 32.
+inline int64_t bf16_copy_stride(int64_t cols) { return (cols + 31) / 32 * 32; }
+
+// 64-byte aligned, zero-initialised buffer (large ones are advised to use huge pages).
+std::shared_ptr<void> aligned_buffer(size_t bytes);
+
+}  // namespace tmill::kern

@@ -1,0 +1,174 @@
+// AVX-512 VNNI kernels for the K-quants (Q4_K, Q5_K, Q6_K) on the interleaved x16 layouts
+// (kernels/kernel_abi.h) against Q8K activation records.
+//
+// Per group-superblock (16 rows x 256 columns) and token, everything stays in int32 lanes until the
+// end of the superblock:
+//   Q4_K/Q5_K: isum = sum_j sc_j * dot_j (vpdpbusd per 32-column sub-block, vpmulld by the row's
+//              6-bit scale); msum = sum_j m_j * bsum32_j (vpdpwssd on (m_2i, m_2i+1) pairs);
+//              y += dx * (d * isum - dmin * msum)
+//   Q6_K:      isum = sum_j sc_j * (dot_j - 32 * bsum16_j), the -32 zero point preloaded into the
+//              accumulator from the record's bias16; y += dx * d * isum
+// Unpacked weights of a sub-block are reused for all tokens of the tile.
+// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
+// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernel_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+
+// Nibble chunks of one 32-column sub-block -> 8 level vectors (Q4_0 order), plus fifth bits.
+inline void unpack_q4(const uint8_t* n, const uint8_t* h, __m512i q[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = load(n + 64 * c);
+    q[c] = _mm512_and_si512(v, m4);
+    q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+  if (h) {
+    const __m512i hv = load(h);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    q[0] = _mm512_or_si512(q[0], _mm512_and_si512(_mm512_slli_epi16(hv, 4), b4));
+    q[1] = _mm512_or_si512(q[1], _mm512_and_si512(_mm512_slli_epi16(hv, 3), b4));
+    q[2] = _mm512_or_si512(q[2], _mm512_and_si512(_mm512_slli_epi16(hv, 2), b4));
+    q[3] = _mm512_or_si512(q[3], _mm512_and_si512(_mm512_slli_epi16(hv, 1), b4));
+    q[4] = _mm512_or_si512(q[4], _mm512_and_si512(hv, b4));
+    q[5] = _mm512_or_si512(q[5], _mm512_and_si512(_mm512_srli_epi16(hv, 1), b4));
+    q[6] = _mm512_or_si512(q[6], _mm512_and_si512(_mm512_srli_epi16(hv, 2), b4));
+    q[7] = _mm512_or_si512(q[7], _mm512_and_si512(_mm512_srli_epi16(hv, 3), b4));
+  }
+}
+
+// Q6_K: nibbles plus high 2 bits (bits 2c.. of h0 for chunk c, of h1 for chunk c+4) -> levels 0..63.
+inline void unpack_q6(const uint8_t* n, const uint8_t* h2, __m512i q[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i h0 = load(h2), h1 = load(h2 + 64);
+  const __m512i hs[2][4] = {
+      {_mm512_slli_epi16(h0, 4), _mm512_slli_epi16(h0, 2), h0, _mm512_srli_epi16(h0, 2)},
+      {_mm512_slli_epi16(h1, 4), _mm512_slli_epi16(h1, 2), h1, _mm512_srli_epi16(h1, 2)}};
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = load(n + 64 * c);
+    q[c] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hs[0][c], m30, 0xF8);  // a | (b & c)
+    q[c + 4] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hs[1][c], m30, 0xF8);
+  }
+}
+
+inline __m512i dot4(__m512i a, const __m512i* q, const uint8_t* x) {
+  a = _mm512_dpbusd_epi32(a, q[0], bcast32(x));
+  a = _mm512_dpbusd_epi32(a, q[1], bcast32(x + 4));
+  a = _mm512_dpbusd_epi32(a, q[2], bcast32(x + 8));
+  return _mm512_dpbusd_epi32(a, q[3], bcast32(x + 12));
+}
+
+template <int Kind, int U>
+void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, float* y, int64_t ldy, int64_t r0,
+          __mmask16 mask) {
+  constexpr int64_t BB = kGroupBlockBytes[Kind];
+  __m512 acc[U];
+  for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
+  const uint8_t* rec = act;
+  for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8KRecordBytes) {
+    for (int k = 0; k < BB; k += 256) _mm_prefetch(reinterpret_cast<const char*>(gb + BB + k), _MM_HINT_T0);
+    __m512i isum[U];
+    for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();
+    if constexpr (Kind == kPackQ6_K) {
+      for (int s = 0; s < 8; ++s) {
+        __m512i q[8];
+        unpack_q6(gb + 288 + 256 * s, gb + 2336 + 128 * s, q);
+        const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 32 * s)));
+        const __m512i sc1 =
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 48 + 32 * s)));
+        for (int u = 0; u < U; ++u) {
+          const int t = t0 + u;
+          const uint8_t* x = rec + 256 * t + 32 * s;
+          const uint8_t* bias = rec + T * 276 + 4 * (16 * t + 2 * s);
+          const __m512i a0 = dot4(bcast32(bias), q, x);
+          const __m512i a1 = dot4(bcast32(bias + 4), q + 4, x + 16);
+          isum[u] = _mm512_add_epi32(isum[u], _mm512_add_epi32(_mm512_mullo_epi32(a0, sc0), _mm512_mullo_epi32(a1, sc1)));
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      for (int u = 0; u < U; ++u) {
+        float dx;
+        std::memcpy(&dx, rec + T * 256 + 4 * (t0 + u), 4);
+        acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[u]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[u]);
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        __m512i q[8];
+        unpack_q4(gb + 320 + 256 * j, Kind == kPackQ5_K ? gb + 2368 + 64 * j : nullptr, q);
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 64 + 16 * j)));
+        for (int u = 0; u < U; ++u) {
+          const uint8_t* x = rec + 256 * (t0 + u) + 32 * j;
+          const __m512i a = dot4(dot4(_mm512_setzero_si512(), q, x), q + 4, x + 16);
+          isum[u] = _mm512_add_epi32(isum[u], _mm512_mullo_epi32(a, sc));
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
+      __m512i mp[4];
+      for (int i = 0; i < 4; ++i)
+        mp[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 192 + 32 * i)));
+      for (int u = 0; u < U; ++u) {
+        const int t = t0 + u;
+        const uint8_t* bs = rec + T * 260 + 16 * t;
+        __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast32(bs));
+        ms = _mm512_dpwssd_epi32(ms, mp[1], bcast32(bs + 4));
+        ms = _mm512_dpwssd_epi32(ms, mp[2], bcast32(bs + 8));
+        ms = _mm512_dpwssd_epi32(ms, mp[3], bcast32(bs + 12));
+        float dx;
+        std::memcpy(&dx, rec + T * 256 + 4 * t, 4);
+        const __m512 dxv = _mm512_set1_ps(dx);
+        acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[u]), _mm512_mul_ps(dw, dxv), acc[u]);
+        acc[u] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ms), _mm512_mul_ps(dmw, dxv), acc[u]);
+      }
+    }
+  }
+  for (int u = 0; u < U; ++u) _mm512_mask_storeu_ps(y + (t0 + u) * ldy + r0, mask, acc[u]);
+}
+
+template <int Kind>
+void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
+           int64_t rows) {
+  constexpr int64_t BB = kGroupBlockBytes[Kind];
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t left = rows - g * kRows;
+    const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const uint8_t* gb = w + g * nb * BB;
+    int t = 0;
+    for (; t + 4 <= T; t += 4) tile<Kind, 4>(gb, nb, act, T, t, y, ldy, g * kRows, mask);
+    switch (T - t) {
+      case 3: tile<Kind, 3>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
+      case 2: tile<Kind, 2>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
+      case 1: tile<Kind, 1>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+QGemmFn qgemm_kquant_avx512(int kind) {
+  switch (kind) {
+    case kPackQ4_K: return entry<kPackQ4_K>;
+    case kPackQ5_K: return entry<kPackQ5_K>;
+    case kPackQ6_K: return entry<kPackQ6_K>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tmill::kern

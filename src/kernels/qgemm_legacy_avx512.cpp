@@ -1,0 +1,148 @@
+// AVX-512 VNNI kernels for the 32-element block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) on the
+// interleaved x16 layouts (kernels/kernel_abi.h).
+//
+// Per group-block (16 rows x 32 columns) the 8 chunk vectors are unpacked to unsigned bytes once
+// and reused for all T tokens of the tile. For one token: 8 x vpdpbusd against the token's 4-byte
+// activation chunks broadcast to all lanes gives the 16 row dot products in int32 lanes; the
+// accumulator starts at the activation block's `bias` (-zero_point * sum(x)), so the zero point
+// costs nothing. Then one int->float conversion and two multiplies by the activation and weight
+// scales: y16 += float(dot) * dx * dw16.
+// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
+// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernel_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+constexpr int kPrefetchBytes = 1024;  // software prefetch distance ahead in the weight stream
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Offsets inside a group-block.
+template <int Kind>
+struct Layout;
+template <>
+struct Layout<kPackQ8_0> { static constexpr int q = 32, h = 0, m = 0; };
+template <>
+struct Layout<kPackQ4_0> { static constexpr int q = 32, h = 0, m = 0; };
+template <>
+struct Layout<kPackQ4_1> { static constexpr int q = 64, h = 0, m = 32; };
+template <>
+struct Layout<kPackQ5_0> { static constexpr int q = 96, h = 32, m = 0; };
+template <>
+struct Layout<kPackQ5_1> { static constexpr int q = 128, h = 64, m = 32; };
+
+// Unsigned levels of chunks 0..7 (elements 4c..4c+3 of each row) for one group-block.
+template <int Kind>
+inline void unpack(const uint8_t* gb, __m512i q[8]) {
+  const uint8_t* p = gb + Layout<Kind>::q;
+  if constexpr (Kind == kPackQ8_0) {
+    for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(p + 64 * c);
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(p + 64 * c);
+      q[c] = _mm512_and_si512(v, m4);
+      q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    if constexpr (Kind == kPackQ5_0 || Kind == kPackQ5_1) {
+      // fifth bit of element 4c+i is bit c of byte i: move it to bit 4 (16-bit shifts cannot bleed
+      // into bit 4 of either byte for these shift counts).
+      const __m512i h = _mm512_loadu_si512(gb + Layout<Kind>::h);
+      const __m512i b4 = _mm512_set1_epi8(0x10);
+      q[0] = _mm512_or_si512(q[0], _mm512_and_si512(_mm512_slli_epi16(h, 4), b4));
+      q[1] = _mm512_or_si512(q[1], _mm512_and_si512(_mm512_slli_epi16(h, 3), b4));
+      q[2] = _mm512_or_si512(q[2], _mm512_and_si512(_mm512_slli_epi16(h, 2), b4));
+      q[3] = _mm512_or_si512(q[3], _mm512_and_si512(_mm512_slli_epi16(h, 1), b4));
+      q[4] = _mm512_or_si512(q[4], _mm512_and_si512(h, b4));
+      q[5] = _mm512_or_si512(q[5], _mm512_and_si512(_mm512_srli_epi16(h, 1), b4));
+      q[6] = _mm512_or_si512(q[6], _mm512_and_si512(_mm512_srli_epi16(h, 2), b4));
+      q[7] = _mm512_or_si512(q[7], _mm512_and_si512(_mm512_srli_epi16(h, 3), b4));
+    }
+  }
+}
+
+template <int Kind, int T>
+void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, float* y, int64_t ldy,
+          int64_t rows) {
+  constexpr int64_t BB = kGroupBlockBytes[Kind];
+  constexpr bool kMin = Kind == kPackQ4_1 || Kind == kPackQ5_1;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* gb = w + g * nb * BB;
+    const uint8_t* rec = act;
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
+      _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetchBytes), _MM_HINT_T0);
+      if constexpr (BB > 256) _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetchBytes + 256), _MM_HINT_T0);
+      __m512i q[8];
+      unpack<Kind>(gb, q);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      __m512 mw = _mm512_setzero_ps();
+      if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
+      const float* dx = reinterpret_cast<const float*>(rec + T * 32);
+      const int32_t* bx = reinterpret_cast<const int32_t*>(rec + T * 36);
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* xq = rec + 32 * t;
+        __m512i a0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(bx[t]);
+        __m512i a1 = _mm512_setzero_si512();
+        a0 = _mm512_dpbusd_epi32(a0, q[0], bcast32(xq + 0));
+        a1 = _mm512_dpbusd_epi32(a1, q[1], bcast32(xq + 4));
+        a0 = _mm512_dpbusd_epi32(a0, q[2], bcast32(xq + 8));
+        a1 = _mm512_dpbusd_epi32(a1, q[3], bcast32(xq + 12));
+        a0 = _mm512_dpbusd_epi32(a0, q[4], bcast32(xq + 16));
+        a1 = _mm512_dpbusd_epi32(a1, q[5], bcast32(xq + 20));
+        a0 = _mm512_dpbusd_epi32(a0, q[6], bcast32(xq + 24));
+        a1 = _mm512_dpbusd_epi32(a1, q[7], bcast32(xq + 28));
+        const __m512 dxt = _mm512_set1_ps(dx[t]);
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), dxt);
+        acc[t] = _mm512_fmadd_ps(f, dw, acc[t]);
+        if constexpr (kMin) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), acc[t]);
+      }
+    }
+    const int64_t left = rows - g * kRows;
+    const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
+  }
+}
+
+template <int Kind>
+void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
+           int64_t rows) {
+  switch (T) {
+    case 1: return gemm<Kind, 1>(w, nb, g0, g1, act, y, ldy, rows);
+    case 2: return gemm<Kind, 2>(w, nb, g0, g1, act, y, ldy, rows);
+    case 3: return gemm<Kind, 3>(w, nb, g0, g1, act, y, ldy, rows);
+    case 4: return gemm<Kind, 4>(w, nb, g0, g1, act, y, ldy, rows);
+    case 5: return gemm<Kind, 5>(w, nb, g0, g1, act, y, ldy, rows);
+    case 6: return gemm<Kind, 6>(w, nb, g0, g1, act, y, ldy, rows);
+    case 7: return gemm<Kind, 7>(w, nb, g0, g1, act, y, ldy, rows);
+    default: return gemm<Kind, 8>(w, nb, g0, g1, act, y, ldy, rows);
+  }
+}
+
+}  // namespace
+
+QGemmFn qgemm_legacy_avx512(int kind) {
+  switch (kind) {
+    case kPackQ8_0: return entry<kPackQ8_0>;
+    case kPackQ4_0: return entry<kPackQ4_0>;
+    case kPackQ4_1: return entry<kPackQ4_1>;
+    case kPackQ5_0: return entry<kPackQ5_0>;
+    case kPackQ5_1: return entry<kPackQ5_1>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tmill::kern

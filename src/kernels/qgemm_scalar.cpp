@@ -1,0 +1,200 @@
+// Portable kernels over the packed layouts (kernels/kernel_abi.h): activation quantizers and the
+// quantized GEMM for every packed kind. Used on CPUs without AVX2 and as the readable
+// specification the SIMD versions follow (same integer math, same per-block float scaling).
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/kernel_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+float f16(const uint8_t* p, int i) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return fp16_to_fp32(h);
+}
+template <class V>
+V ld(const uint8_t* p, int64_t i) {
+  V v;
+  std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(V)), sizeof(V));
+  return v;
+}
+template <class V>
+void st(uint8_t* p, int64_t i, V v) {
+  std::memcpy(p + i * static_cast<int64_t>(sizeof(V)), &v, sizeof(V));
+}
+
+// Dot of the 32 levels stored as nibble chunks (row r) with 32 int8 activations; `h`/`h2` add the
+// fifth bits (Q5) or the high 2 bits (Q6_K) when non-null.
+int dot_nibbles(const uint8_t* n, const uint8_t* h, const uint8_t* h2, int r, const int8_t* x) {
+  int s = 0;
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t byte = n[(c * 16 + r) * 4 + i];
+      int lo = byte & 0xF, hi = byte >> 4;
+      if (h) {
+        lo |= ((h[r * 4 + i] >> c) & 1) << 4;
+        hi |= ((h[r * 4 + i] >> (c + 4)) & 1) << 4;
+      }
+      if (h2) {
+        lo |= ((h2[r * 4 + i] >> (2 * c)) & 3) << 4;
+        hi |= ((h2[(16 + r) * 4 + i] >> (2 * c)) & 3) << 4;
+      }
+      s += lo * x[4 * c + i] + hi * x[16 + 4 * c + i];
+    }
+  return s;
+}
+
+template <int Kind>
+void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
+                 int64_t ldy, int64_t rows) {
+  const int64_t gbb = kGroupBlockBytes[Kind];
+  const bool has_min = Kind == kPackQ4_1 || Kind == kPackQ5_1;
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int r = 0; r < kRows && g * kRows + r < rows; ++r) {
+      for (int t = 0; t < T; ++t) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* gb = w + (g * nb + b) * gbb;
+          const uint8_t* rec = act + b * T * kQ8RecordBytes;
+          const auto* x = reinterpret_cast<const int8_t*>(rec + 32 * t);
+          const float dx = ld<float>(rec + T * 32, t);
+          const int32_t bias = ld<int32_t>(rec + T * 36, t);
+          int s = 0;
+          switch (Kind) {
+            case kPackQ8_0:
+              for (int c = 0; c < 8; ++c)
+                for (int i = 0; i < 4; ++i) s += gb[32 + (c * 16 + r) * 4 + i] * x[4 * c + i];
+              break;
+            case kPackQ4_0: s = dot_nibbles(gb + 32, nullptr, nullptr, r, x); break;
+            case kPackQ4_1: s = dot_nibbles(gb + 64, nullptr, nullptr, r, x); break;
+            case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
+            case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
+          }
+          if (has_min) {
+            acc += static_cast<float>(s) * dx * f16(gb, r);
+            acc += f16(gb + 32, r) * (dx * static_cast<float>(bias));
+          } else {
+            acc += static_cast<float>(s + bias) * dx * f16(gb, r);
+          }
+        }
+        y[t * ldy + g * kRows + r] = acc;
+      }
+    }
+  }
+}
+
+template <int Kind>
+void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
+                 int64_t ldy, int64_t rows) {
+  const int64_t gbb = kGroupBlockBytes[Kind];
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int r = 0; r < kRows && g * kRows + r < rows; ++r) {
+      for (int t = 0; t < T; ++t) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* gb = w + (g * nb + b) * gbb;
+          const uint8_t* rec = act + b * T * kQ8KRecordBytes;
+          const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
+          const float dx = ld<float>(rec + T * 256, t);
+          if (Kind == kPackQ6_K) {
+            int s = 0;
+            for (int sl = 0; sl < 8; ++sl) {
+              // dot_nibbles mixes both 16-element halves; split them to apply two scales.
+              int lo = 0, hi = 0;
+              const uint8_t* n = gb + 288 + 256 * sl;
+              const uint8_t* h2 = gb + 2336 + 128 * sl;
+              for (int c = 0; c < 4; ++c)
+                for (int i = 0; i < 4; ++i) {
+                  const uint8_t byte = n[(c * 16 + r) * 4 + i];
+                  const int ql = (byte & 0xF) | (((h2[r * 4 + i] >> (2 * c)) & 3) << 4);
+                  const int qh = (byte >> 4) | (((h2[(16 + r) * 4 + i] >> (2 * c)) & 3) << 4);
+                  lo += ql * x[32 * sl + 4 * c + i];
+                  hi += qh * x[32 * sl + 16 + 4 * c + i];
+                }
+              const int j = 2 * sl;
+              lo += ld<int32_t>(rec + T * 276, t * 16 + j);
+              hi += ld<int32_t>(rec + T * 276, t * 16 + j + 1);
+              s += lo * static_cast<int8_t>(gb[32 + j * 16 + r]) + hi * static_cast<int8_t>(gb[32 + (j + 1) * 16 + r]);
+            }
+            acc += dx * f16(gb, r) * static_cast<float>(s);
+          } else {
+            int s = 0, ms = 0;
+            for (int j = 0; j < 8; ++j) {
+              const uint8_t* h = Kind == kPackQ5_K ? gb + 2368 + 64 * j : nullptr;
+              s += gb[64 + j * 16 + r] * dot_nibbles(gb + 320 + 256 * j, h, nullptr, r, x + 32 * j);
+              const int m = gb[192 + ((j / 2) * 16 + r) * 2 + (j % 2)];
+              ms += m * ld<int16_t>(rec + T * 260, t * 8 + j);
+            }
+            acc += dx * (f16(gb, r) * static_cast<float>(s) - f16(gb + 32, r) * static_cast<float>(ms));
+          }
+        }
+        y[t * ldy + g * kRows + r] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quant_act_q8_scalar(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec) {
+  const int64_t nb = cols / 32;
+  for (int64_t b = 0; b < nb; ++b, rec += T * kQ8RecordBytes) {
+    for (int t = 0; t < T; ++t) {
+      const float* xs = x + t * ldx + 32 * b;
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int q = static_cast<int>(std::lrintf(xs[i] * id));
+        rec[32 * t + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        sum += q;
+      }
+      st<float>(rec + T * 32, t, amax / 127.0f);
+      st<int32_t>(rec + T * 36, t, -offset * sum);
+    }
+  }
+}
+
+void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec) {
+  const int64_t nb = cols / 256;
+  for (int64_t b = 0; b < nb; ++b, rec += T * kQ8KRecordBytes) {
+    for (int t = 0; t < T; ++t) {
+      const float* xs = x + t * ldx + 256 * b;
+      float amax = 0;
+      for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      auto* q = reinterpret_cast<int8_t*>(rec + 256 * t);
+      for (int i = 0; i < 256; ++i) q[i] = static_cast<int8_t>(std::lrintf(xs[i] * id));
+      st<float>(rec + T * 256, t, amax / 127.0f);
+      for (int j = 0; j < 16; ++j) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += q[16 * j + i];
+        st<int32_t>(rec + T * 276, t * 16 + j, -32 * s);
+        if (j % 2 == 0) {
+          for (int i = 16; i < 32; ++i) s += q[16 * j + i];
+          st<int16_t>(rec + T * 260, t * 8 + j / 2, static_cast<int16_t>(s));
+        }
+      }
+    }
+  }
+}
+
+QGemmFn qgemm_scalar(int kind) {
+  switch (kind) {
+    case kPackQ8_0: return gemm_legacy<kPackQ8_0>;
+    case kPackQ4_0: return gemm_legacy<kPackQ4_0>;
+    case kPackQ4_1: return gemm_legacy<kPackQ4_1>;
+    case kPackQ5_0: return gemm_legacy<kPackQ5_0>;
+    case kPackQ5_1: return gemm_legacy<kPackQ5_1>;
+    case kPackQ4_K: return gemm_kquant<kPackQ4_K>;
+    case kPackQ5_K: return gemm_kquant<kPackQ5_K>;
+    case kPackQ6_K: return gemm_kquant<kPackQ6_K>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tmill::kern

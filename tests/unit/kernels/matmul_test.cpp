@@ -1,0 +1,327 @@
+// Fast matmul paths against the oracle (matmul_reference) for every weight type, forcing each ISA
+// level the CPU has, with and without thread pools.
+//
+// Error bounds (u = 2^-24, K = columns, S = sum_c |W[r][c]| * |x[t][c]|):
+//  * float weights, f32 arithmetic: both sides sum K rounded products in different orders, each within
+//    K*u*S of the exact value (standard recursive-summation bound), so |fast - ref| <= 2*K*u*S.
+//  * bf16 path (AVX-512, n_tokens >= 2, F16/BF16 weights): activations are rounded to bf16 (8 significant
+//    bits, relative error <= 2^-8 each) and F16 weights too (another 2^-8):
+//    |err| <= 2^-8 * S (BF16) or (2^-7 + 2^-16) * S (F16), plus 2*K*u*S.
+//  * int8 activations (quantized weights): x is replaced by x^ = round(x * 127/amax) * amax/127 per block
+//    (32 columns, 256 for K-quants), |x - x^| <= amax_block / 254 per element, hence
+//    |W(x - x^)| <= sum_blocks amax_block/254 * sum_{c in block} |W[r][c]|  (rigorous, but loose).
+//    A second, tight check recomputes x^ exactly as the kernels do and compares against
+//    matmul_reference(W, x^): only float rounding remains. The kernels sum exact integer dot products
+//    scaled per block, the oracle rounds each product, so 4*(K+16)*u*sum_c A_c*|x^_c| bounds the
+//    difference, where A_c = max |W| over c's block (>= |w| and >= the K-quant block minimum that the
+//    oracle subtracts). A wrong chunk, scale or zero point gives errors orders of magnitude above it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "quant/quant.h"
+
+using namespace tmill;
+
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);
+
+struct OwnedMatrix {
+  std::vector<uint8_t> bytes;
+  Matrix m;
+};
+
+OwnedMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> f(static_cast<size_t>(rows * cols));
+  for (auto& v : f) v = nd(rng);
+  // A few rows with a different magnitude and a row of zeros exercise the scales.
+  for (int64_t c = 0; c < cols && rows > 2; ++c) {
+    f[static_cast<size_t>(cols + c)] *= 30.0f;
+    f[static_cast<size_t>(2 * cols + c)] = 0.0f;
+  }
+  OwnedMatrix o;
+  const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+  o.bytes.resize(rb * static_cast<size_t>(rows) + 64);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, f.data() + r * cols, o.bytes.data() + r * rb, cols);
+  o.m.type = t;
+  o.m.rows = rows;
+  o.m.cols = cols;
+  o.m.data = o.bytes.data();
+  o.m.row_bytes = rb;
+  o.m.name = "w";
+  return o;
+}
+
+std::vector<float> make_x(int64_t n, int64_t ldx, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(0.05f, 4.0f);
+  std::vector<float> x(static_cast<size_t>(n * ldx), std::nanf(""));  // padding must never be read
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+      const float s = ud(rng);
+      for (int64_t c = c0; c < std::min(cols, c0 + 32); ++c) x[t * ldx + c] = nd(rng) * s;
+    }
+    if (t % 5 == 1)  // one all-zero block (amax = 0)
+      for (int64_t c = 0; c < std::min<int64_t>(cols, 32); ++c) x[t * ldx + c] = 0.0f;
+  }
+  return x;
+}
+
+bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+// Types whose fast path quantizes the activations to int8 (the rest multiply in float).
+bool is_int8_path(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+         is_kquant(t);
+}
+
+// x^ exactly as the activation quantizers compute it (f32 ops, round to nearest even).
+std::vector<float> quantized_x(const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols, int64_t block) {
+  std::vector<float> q(x);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c0 = 0; c0 < cols; c0 += block) {
+      float amax = 0;
+      for (int64_t c = c0; c < c0 + block; ++c) amax = std::max(amax, std::fabs(x[t * ldx + c]));
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      const float d = amax / 127.0f;
+      for (int64_t c = c0; c < c0 + block; ++c)
+        q[t * ldx + c] = std::nearbyint(x[t * ldx + c] * id) * d;
+    }
+  return q;
+}
+
+struct Case {
+  DType type;
+  int64_t rows, cols, n;
+};
+
+// Runs one case on the active ISA and checks both bounds. Returns the fast output for extra checks.
+std::vector<float> check_case(const Case& k, ThreadPool* pool, const std::string& label) {
+  const OwnedMatrix w = make_matrix(k.type, k.rows, k.cols, static_cast<uint32_t>(k.rows * 131 + k.cols));
+  const int64_t ldx = k.cols + 3, ldy = k.rows + 5;
+  const std::vector<float> x = make_x(k.n, ldx, k.cols, static_cast<uint32_t>(k.n * 7 + k.cols));
+  const PreparedMatrix pm(w.m);
+  std::vector<float> y(static_cast<size_t>(k.n * ldy), -12345.0f), ref(y.size()), ref_q(y.size());
+  matmul(pm, x.data(), ldx, y.data(), ldy, k.n, pool);
+  matmul_reference(w.m, x.data(), ldx, ref.data(), ldy, k.n);
+
+  const bool quant = is_int8_path(k.type);
+  const int64_t block = is_kquant(k.type) ? 256 : 32;
+  std::vector<float> xq;
+  if (quant) {
+    xq = quantized_x(x, k.n, ldx, k.cols, block);
+    matmul_reference(w.m, xq.data(), ldx, ref_q.data(), ldy, k.n);
+  }
+  const bool bf16_path = active_isa() == Isa::Avx512 && k.n >= 2 && (k.type == DType::F16 || k.type == DType::BF16);
+
+  std::vector<float> row(static_cast<size_t>(k.cols));
+  int failures = 0;
+  for (int64_t r = 0; r < k.rows && failures < 5; ++r) {
+    get_row(w.m, r, row.data());
+    for (int64_t t = 0; t < k.n && failures < 5; ++t) {
+      const float* xt = x.data() + t * ldx;
+      double S = 0;
+      for (int64_t c = 0; c < k.cols; ++c) S += std::fabs(row[c]) * std::fabs(xt[c]);
+      const double got = y[t * ldy + r], want = ref[t * ldy + r];
+      double tol;
+      if (!quant) {
+        // bf16 keeps 8 significant bits: rounding to it has relative error <= 2^-8.
+        const double rel = !bf16_path ? 0.0 : k.type == DType::BF16 ? 1.0 / 256 : 1.0 / 128 + 1.0 / 65536;
+        tol = 2.0 * k.cols * kU * S + rel * S + 1e-30;
+      } else {
+        double act = 0, tight = 0;
+        for (int64_t c0 = 0; c0 < k.cols; c0 += block) {
+          double amax = 0, wsum = 0, wmax = 0;
+          for (int64_t c = c0; c < c0 + block; ++c) {
+            amax = std::max(amax, static_cast<double>(std::fabs(xt[c])));
+            wsum += std::fabs(row[c]);
+          }
+          for (int64_t c = c0; c < c0 + block; ++c) {
+            if (c % 32 == 0) {
+              wmax = 0;
+              for (int64_t i = c; i < c + 32; ++i) wmax = std::max(wmax, static_cast<double>(std::fabs(row[i])));
+            }
+            tight += wmax * std::fabs(xq[t * ldx + c]);
+          }
+          act += amax / 254.0 * wsum;
+        }
+        tol = 1.001 * act + 4.0 * (k.cols + 16) * kU * tight + 1e-30;
+        const double tight_tol = 4.0 * (k.cols + 16) * kU * tight + 1e-30;
+        const double got_q = ref_q[t * ldy + r];
+        if (!(std::fabs(got - got_q) <= tight_tol)) {
+          ++failures;
+          ADD_FAILURE() << label << " tight: row " << r << " token " << t << " got " << got << " oracle(x^) " << got_q
+                        << " tol " << tight_tol;
+        }
+      }
+      if (!(std::fabs(got - want) <= tol)) {
+        ++failures;
+        ADD_FAILURE() << label << ": row " << r << " token " << t << " got " << got << " want " << want << " tol "
+                      << tol;
+      }
+    }
+  }
+  // Nothing outside the output rows may be written.
+  for (int64_t t = 0; t < k.n; ++t)
+    for (int64_t r = k.rows; r < ldy; ++r)
+      if (y[t * ldy + r] != -12345.0f) {
+        ADD_FAILURE() << label << ": wrote padding at token " << t << " row " << r;
+        return y;
+      }
+  return y;
+}
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> v{Isa::Scalar};
+  if (detected_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
+  if (detected_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
+  return v;
+}
+
+struct IsaGuard {
+  explicit IsaGuard(Isa i) { set_isa_limit(i); }
+  ~IsaGuard() { set_isa_limit(Isa::Avx512); }
+};
+
+class MatmulType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulType, MatchesReferenceOnEveryIsaAndThreadCount) {
+  const DType t = GetParam();
+  std::vector<int64_t> cols_list;
+  if (dtype_info(t).block_size == 256) cols_list = {256, 768};
+  else if (is_float(t)) cols_list = {1, 17, 64, 172, 300};
+  else cols_list = {32, 96, 512};
+  const std::vector<int64_t> rows_list = {1, 5, 17, 33, 100};
+  const std::vector<int64_t> n_list = {1, 2, 3, 7, 16, 33, 64};
+  ThreadPool p2(2), p3(3);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    // Every n on a mid-size shape, every shape at n = 1 and n = 9, each with a different pool.
+    for (int64_t n : n_list) {
+      const Case c{t, 33, cols_list[cols_list.size() / 2], n};
+      check_case(c, n % 2 ? &p2 : &p3, std::string(isa_name(isa)) + " n=" + std::to_string(n));
+    }
+    int i = 0;
+    for (int64_t rows : rows_list)
+      for (int64_t cols : cols_list)
+        for (int64_t n : {int64_t{1}, int64_t{9}}) {
+          ThreadPool* pool = (i % 3 == 0) ? nullptr : (i % 3 == 1 ? &p2 : &p3);
+          ++i;
+          check_case({t, rows, cols, n}, pool,
+                     std::string(isa_name(isa)) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                         " n=" + std::to_string(n));
+        }
+  }
+}
+
+TEST_P(MatmulType, ThreadCountsGiveIdenticalResults) {
+  const DType t = GetParam();
+  const int64_t cols = dtype_info(t).block_size == 256 ? 512 : (is_float(t) ? 200 : 256);
+  const Case c{t, 300, cols, 20};
+  ThreadPool p1(1), p2(2), p3(3);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    const auto y0 = check_case(c, nullptr, std::string(isa_name(isa)) + " no pool");
+    EXPECT_EQ(check_case(c, &p1, "pool1"), y0);
+    EXPECT_EQ(check_case(c, &p2, "pool2"), y0);
+    EXPECT_EQ(check_case(c, &p3, "pool3"), y0);
+  }
+}
+
+// Quantized types: a token's output does not depend on the batch it is computed in (activations are
+// quantized per token and the per-token arithmetic is the same for every tile size).
+TEST_P(MatmulType, QuantizedResultsDoNotDependOnBatch) {
+  const DType t = GetParam();
+  if (!is_int8_path(t)) GTEST_SKIP() << "float products differ between GEMV (f32) and GEMM (bf16)";
+  const int64_t cols = is_kquant(t) ? 512 : 256, rows = 40, n = 11;
+  const OwnedMatrix w = make_matrix(t, rows, cols, 5);
+  const std::vector<float> x = make_x(n, cols, cols, 6);
+  const PreparedMatrix pm(w.m);
+  ThreadPool p2(2);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    std::vector<float> batch(static_cast<size_t>(n * rows)), single(batch.size());
+    matmul(pm, x.data(), cols, batch.data(), rows, n, &p2);
+    for (int64_t i = 0; i < n; ++i) matmul(pm, x.data() + i * cols, cols, single.data() + i * rows, rows, 1, &p2);
+    EXPECT_EQ(batch, single) << isa_name(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulType,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                           DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                           DType::Q2_K, DType::Q3_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Matmul, ReferenceOnHandComputedValues) {
+  // W = [[1, 2, 3], [-1, 0.5, 4]] (F32), x0 = [1, 1, 1], x1 = [2, -2, 0.25]
+  const float w[6] = {1, 2, 3, -1, 0.5f, 4};
+  Matrix m{DType::F32, 2, 3, w, 12, "w"};
+  const float x[6] = {1, 1, 1, 2, -2, 0.25f};
+  float ref[4], y[4];
+  matmul_reference(m, x, 3, ref, 2, 2);
+  EXPECT_EQ(ref[0], 6.0f);
+  EXPECT_EQ(ref[1], 3.5f);
+  EXPECT_EQ(ref[2], -1.25f);
+  EXPECT_EQ(ref[3], -2.0f);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    matmul(PreparedMatrix(m), x, 3, y, 2, 2, nullptr);
+    EXPECT_EQ(std::vector<float>(y, y + 4), std::vector<float>(ref, ref + 4)) << isa_name(isa);
+  }
+}
+
+TEST(Matmul, Q8_0HandComputedBlock) {
+  // One Q8_0 row: d = 0.5, q = 0..31 -> w[c] = c / 2. x = 1 everywhere (quantizes exactly: amax 1,
+  // q = 127, d = 1/127). Sum = 0.5 * (0 + ... + 31) = 248.
+  std::vector<uint8_t> blk(34);
+  const uint16_t d = fp32_to_fp16(0.5f);
+  std::memcpy(blk.data(), &d, 2);
+  for (int i = 0; i < 32; ++i) blk[2 + i] = static_cast<uint8_t>(i);
+  Matrix m{DType::Q8_0, 1, 32, blk.data(), 34, "w"};
+  std::vector<float> x(32, 1.0f);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    float y = 0;
+    matmul(PreparedMatrix(m), x.data(), 32, &y, 1, 1, nullptr);
+    EXPECT_NEAR(y, 248.0f, 248.0f * 1e-6f) << isa_name(isa);
+  }
+}
+
+TEST(Matmul, PackingIsIndependentOfTheIsaUsedLater) {
+  const OwnedMatrix w = make_matrix(DType::Q4_0, 20, 64, 9);
+  const std::vector<float> x = make_x(3, 64, 64, 10);
+  const PreparedMatrix pm(w.m);  // packed with the full ISA
+  std::vector<float> ref(60), y(60);
+  matmul_reference(w.m, quantized_x(x, 3, 64, 64, 32).data(), 64, ref.data(), 20, 3);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    matmul(pm, x.data(), 64, y.data(), 20, 3, nullptr);
+    for (int i = 0; i < 60; ++i) EXPECT_NEAR(y[i], ref[i], 1e-3f * (1 + std::fabs(ref[i]))) << isa_name(isa);
+  }
+}
+
+TEST(Matmul, GetRowDequantizes) {
+  const OwnedMatrix w = make_matrix(DType::Q8_0, 4, 64, 3);
+  std::vector<float> a(64), b(64);
+  get_row(w.m, 2, a.data());
+  dequantize_row(DType::Q8_0, w.m.row(2), b.data(), 64);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
