@@ -318,3 +318,26 @@ TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
   no_chunk.enable_chunked_prefill = false;
   EXPECT_FALSE(Scheduler::create(no_chunk).ok());  // a 252-token prompt could never be scheduled
 }
+
+TEST(Scheduler, ForkedTokenThatCompletesABlockGetsItsOwnKey) {
+  Harness h(config(64, 100));
+  h.add(req(1, prompt_of(0, 7), 4));
+  EXPECT_EQ(h.step(), "1@0+7*^");  // 7 prompt tokens + 1 sampled: block 2 is full, not yet computed
+  ASSERT_TRUE(h.sched.fork(1, 2, 999).ok());
+  const Request* parent = h.sched.request(1);
+  const Request* child = h.sched.request(2);
+  ASSERT_EQ(child->block_hashes().size(), 2u);
+  std::vector<int32_t> child_tokens(child->tokens().begin(), child->tokens().end());
+  EXPECT_EQ(child_tokens.back(), 999);
+  EXPECT_EQ(std::vector<BlockHash>(child->block_hashes().begin(), child->block_hashes().end()),
+            compute_block_hashes(child_tokens, 4));
+  EXPECT_EQ(child->block_hashes()[0], parent->block_hashes()[0]);
+  EXPECT_NE(child->block_hashes()[1], parent->block_hashes()[1]);
+  EXPECT_EQ(h.step(), "1@7+1* 2@7+1*");
+  // Each committed its own version of block 2 under its own key.
+  const auto& tp = h.sched.kv().block_table(1);
+  const auto& tc = h.sched.kv().block_table(2);
+  EXPECT_EQ(h.sched.kv().pool().block_key(tp[1]), parent->block_hashes()[1]);
+  EXPECT_EQ(h.sched.kv().pool().block_key(tc[1]), child->block_hashes()[1]);
+  EXPECT_NE(tp[1], tc[1]);
+}
