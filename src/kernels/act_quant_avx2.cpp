@@ -7,6 +7,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -69,11 +73,13 @@ void quant_act_q8k_avx2(const float* x, int64_t ldx, int T, int64_t cols, uint8_
       const float amax = amax_of(xs, 256);
       const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
       uint8_t* q = rec + 256 * t;
+      TM_UNROLL
       for (int j = 0; j < 8; ++j) {
         const int32_t s = quant32(xs + 32 * j, id, q + 32 * j);
         const int16_t s32 = static_cast<int16_t>(s);
         std::memcpy(rec + T * 260 + 2 * (8 * t + j), &s32, 2);
         int32_t lo = 0;
+        TM_UNROLL
         for (int i = 0; i < 16; ++i) lo += static_cast<int8_t>(q[32 * j + i]);
         const int32_t b0 = -32 * lo, b1 = -32 * (s - lo);
         std::memcpy(rec + T * 276 + 4 * (16 * t + 2 * j), &b0, 4);

@@ -11,6 +11,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 
 void quant_act_q8_avx512(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec) {
@@ -41,10 +45,12 @@ void quant_act_q8k_avx512(const float* x, int64_t ldx, int T, int64_t cols, uint
     for (int t = 0; t < T; ++t) {
       const float* xs = x + t * ldx + 256 * b;
       __m512 m = _mm512_setzero_ps();
+      TM_UNROLL
       for (int i = 0; i < 16; ++i) m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(xs + 16 * i)));
       const float amax = _mm512_reduce_max_ps(m);
       const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
       int32_t s16[16];
+      TM_UNROLL
       for (int i = 0; i < 16; ++i) {
         const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + 16 * i), id));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(rec + 256 * t + 16 * i), _mm512_cvtsepi32_epi8(q));
@@ -52,10 +58,12 @@ void quant_act_q8k_avx512(const float* x, int64_t ldx, int T, int64_t cols, uint
       }
       const float d = amax / 127.0f;
       std::memcpy(rec + T * 256 + 4 * t, &d, 4);
+      TM_UNROLL
       for (int j = 0; j < 8; ++j) {
         const int16_t s32 = static_cast<int16_t>(s16[2 * j] + s16[2 * j + 1]);
         std::memcpy(rec + T * 260 + 2 * (8 * t + j), &s32, 2);
       }
+      TM_UNROLL
       for (int j = 0; j < 16; ++j) {
         const int32_t bias = -32 * s16[j];
         std::memcpy(rec + T * 276 + 4 * (16 * t + j), &bias, 4);

@@ -9,6 +9,10 @@
 #include "core/fp16.h"
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -44,30 +48,39 @@ inline float load_w1(const uint8_t* row, int64_t c) {
 template <int Type, int R, int T>
 void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
   __m256 acc[R][T];
+  TM_UNROLL
   for (int i = 0; i < R; ++i)
+    TM_UNROLL
     for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
   const uint8_t* rows[R];
+  TM_UNROLL
   for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r + i) * rb;
   int64_t c = 0;
   for (; c + 8 <= cols; c += 8) {
     __m256 wv[R];
+    TM_UNROLL
     for (int i = 0; i < R; ++i) wv[i] = load_w<Type>(rows[i], c);
+    TM_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_loadu_ps(x + t * ldx + c);
+      TM_UNROLL
       for (int i = 0; i < R; ++i) acc[i][t] = _mm256_fmadd_ps(wv[i], xv, acc[i][t]);
     }
   }
+  TM_UNROLL
   for (int t = 0; t < T; ++t) {
     float out[R];
     if constexpr (R == 4) {
       _mm_storeu_ps(out, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
     } else {
+      TM_UNROLL
       for (int i = 0; i < R; ++i) {
         const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]), _mm256_extractf128_ps(acc[i][t], 1));
         const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
         out[i] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
       }
     }
+    TM_UNROLL
     for (int i = 0; i < R; ++i) {
       float tail = 0;
       for (int64_t k = c; k < cols; ++k) tail += load_w1<Type>(rows[i], k) * x[t * ldx + k];

@@ -17,6 +17,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -44,25 +48,33 @@ inline __m512 load_w(const uint8_t* row, int64_t c, __mmask16 m) {
 template <int Type, int R, int T>
 void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
   __m512 acc[R][T];
+  TM_UNROLL
   for (int i = 0; i < R; ++i)
+    TM_UNROLL
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   const uint8_t* rows[R];
+  TM_UNROLL
   for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r + i) * rb;
   int64_t c = 0;
   auto step = [&](__mmask16 m) {
     __m512 wv[R];
+    TM_UNROLL
     for (int i = 0; i < R; ++i) wv[i] = load_w<Type>(rows[i], c, m);
+    TM_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);
+      TM_UNROLL
       for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
     }
   };
   for (; c + 16 <= cols; c += 16) step(static_cast<__mmask16>(0xFFFF));
   if (c < cols) step(static_cast<__mmask16>((1u << (cols - c)) - 1));
+  TM_UNROLL
   for (int t = 0; t < T; ++t) {
     if constexpr (R == 4) {
       _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
     } else {
+      TM_UNROLL
       for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
     }
   }
@@ -97,25 +109,33 @@ template <int R, int T>
 void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
            int64_t r) {
   __m512 acc[R][T];
+  TM_UNROLL
   for (int i = 0; i < R; ++i)
+    TM_UNROLL
     for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
   const uint8_t* rows[R];
+  TM_UNROLL
   for (int i = 0; i < R; ++i) rows[i] = reinterpret_cast<const uint8_t*>(w) + static_cast<size_t>(r + i) * rb;
   int64_t c = 0;
   auto step = [&](__mmask32 m) {
     __m512bh wv[R];
+    TM_UNROLL
     for (int i = 0; i < R; ++i) wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[i] + 2 * c);
+    TM_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * ldxb + c);  // zero-padded to 32
+      TM_UNROLL
       for (int i = 0; i < R; ++i) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
     }
   };
   for (; c + 32 <= cols; c += 32) step(~static_cast<__mmask32>(0));
   if (c < cols) step(static_cast<__mmask32>((1u << (cols - c)) - 1));
+  TM_UNROLL
   for (int t = 0; t < T; ++t) {
     if constexpr (R == 4) {
       _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
     } else {
+      TM_UNROLL
       for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
     }
   }

@@ -20,6 +20,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -34,6 +38,7 @@ inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
 // Nibble chunks of one 32-column sub-block -> 8 level vectors (Q4_0 order), plus fifth bits.
 inline void unpack_q4(const uint8_t* n, const uint8_t* h, __m512i q[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
+  TM_UNROLL
   for (int c = 0; c < 4; ++c) {
     const __m512i v = load(n + 64 * c);
     q[c] = _mm512_and_si512(v, m4);
@@ -60,6 +65,7 @@ inline void unpack_q6(const uint8_t* n, const uint8_t* h2, __m512i q[8]) {
   const __m512i hs[2][4] = {
       {_mm512_slli_epi16(h0, 4), _mm512_slli_epi16(h0, 2), h0, _mm512_srli_epi16(h0, 2)},
       {_mm512_slli_epi16(h1, 4), _mm512_slli_epi16(h1, 2), h1, _mm512_srli_epi16(h1, 2)}};
+  TM_UNROLL
   for (int c = 0; c < 4; ++c) {
     const __m512i v = load(n + 64 * c);
     q[c] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hs[0][c], m30, 0xF8);  // a | (b & c)
@@ -79,19 +85,24 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
           __mmask16 mask) {
   constexpr int64_t BB = kGroupBlockBytes[Kind];
   __m512 acc[U];
+  TM_UNROLL
   for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8KRecordBytes) {
+    TM_UNROLL
     for (int k = 0; k < BB; k += 256) _mm_prefetch(reinterpret_cast<const char*>(gb + BB + k), _MM_HINT_T0);
     __m512i isum[U];
+    TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();
     if constexpr (Kind == kPackQ6_K) {
+      TM_UNROLL
       for (int s = 0; s < 8; ++s) {
         __m512i q[8];
         unpack_q6(gb + 288 + 256 * s, gb + 2336 + 128 * s, q);
         const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 32 * s)));
         const __m512i sc1 =
             _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 48 + 32 * s)));
+        TM_UNROLL
         for (int u = 0; u < U; ++u) {
           const int t = t0 + u;
           const uint8_t* x = rec + 256 * t + 32 * s;
@@ -102,16 +113,19 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
         }
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      TM_UNROLL
       for (int u = 0; u < U; ++u) {
         float dx;
         std::memcpy(&dx, rec + T * 256 + 4 * (t0 + u), 4);
         acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[u]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[u]);
       }
     } else {
+      TM_UNROLL
       for (int j = 0; j < 8; ++j) {
         __m512i q[8];
         unpack_q4(gb + 320 + 256 * j, Kind == kPackQ5_K ? gb + 2368 + 64 * j : nullptr, q);
         const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 64 + 16 * j)));
+        TM_UNROLL
         for (int u = 0; u < U; ++u) {
           const uint8_t* x = rec + 256 * (t0 + u) + 32 * j;
           const __m512i a = dot4(dot4(_mm512_setzero_si512(), q, x), q + 4, x + 16);
@@ -121,8 +135,10 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
       const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
       __m512i mp[4];
+      TM_UNROLL
       for (int i = 0; i < 4; ++i)
         mp[i] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 192 + 32 * i)));
+      TM_UNROLL
       for (int u = 0; u < U; ++u) {
         const int t = t0 + u;
         const uint8_t* bs = rec + T * 260 + 16 * t;
@@ -138,6 +154,7 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       }
     }
   }
+  TM_UNROLL
   for (int u = 0; u < U; ++u) _mm512_mask_storeu_ps(y + (t0 + u) * ldy + r0, mask, acc[u]);
 }
 

@@ -13,6 +13,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -41,10 +45,12 @@ inline void unpack(const uint8_t* gb, int hf, __m256i q[8]) {
   const uint8_t* p = gb + Layout<Kind>::q + 32 * hf;
   if constexpr (Kind == kPackQ8_0) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    TM_UNROLL
     for (int c = 0; c < 8; ++c)
       q[c] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * c)), flip);
   } else {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    TM_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * c));
       q[c] = _mm256_and_si256(v, m4);
@@ -71,6 +77,7 @@ inline __m256i dot8(const __m256i q[8], const uint8_t* xq) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (Kind == kPackQ8_0) {
     __m256i s = _mm256_setzero_si256();
+    TM_UNROLL
     for (int c = 0; c < 8; ++c) {
       const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(q[c]), _mm256_sign_epi8(bcast32(xq + 4 * c), q[c]));
       s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
@@ -78,11 +85,13 @@ inline __m256i dot8(const __m256i q[8], const uint8_t* xq) {
     return s;
   } else if constexpr (Kind == kPackQ4_0 || Kind == kPackQ4_1) {
     __m256i p = _mm256_maddubs_epi16(q[0], bcast32(xq));
+    TM_UNROLL
     for (int c = 1; c < 8; ++c) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[c], bcast32(xq + 4 * c)));
     return _mm256_madd_epi16(p, ones);
   } else {
     __m256i p0 = _mm256_maddubs_epi16(q[0], bcast32(xq));
     __m256i p1 = _mm256_maddubs_epi16(q[4], bcast32(xq + 16));
+    TM_UNROLL
     for (int c = 1; c < 4; ++c) {
       p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(q[c], bcast32(xq + 4 * c)));
       p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(q[c + 4], bcast32(xq + 16 + 4 * c)));
@@ -98,6 +107,7 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
   constexpr int64_t BB = kGroupBlockBytes[Kind];
   constexpr bool kMin = Kind == kPackQ4_1 || Kind == kPackQ5_1;
   __m256 acc[U];
+  TM_UNROLL
   for (int u = 0; u < U; ++u) acc[u] = _mm256_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
@@ -107,6 +117,7 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * hf)));
     __m256 mw = _mm256_setzero_ps();
     if constexpr (kMin) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 16 * hf)));
+    TM_UNROLL
     for (int u = 0; u < U; ++u) {
       const int t = t0 + u;
       float dx;
@@ -121,6 +132,7 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
       if constexpr (kMin) acc[u] = _mm256_fmadd_ps(mw, _mm256_set1_ps(dx * static_cast<float>(bias)), acc[u]);
     }
   }
+  TM_UNROLL
   for (int u = 0; u < U; ++u) {
     float* dst = y + (t0 + u) * ldy + r;
     if (nrows == 8) {

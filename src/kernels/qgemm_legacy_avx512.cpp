@@ -18,6 +18,10 @@
 
 #include "kernels/kernel_abi.h"
 
+// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
+// would otherwise keep the arrays in memory).
+#define TM_UNROLL _Pragma("GCC unroll 16")
+
 namespace tmill::kern {
 namespace {
 
@@ -48,9 +52,11 @@ template <int Kind>
 inline void unpack(const uint8_t* gb, __m512i q[8]) {
   const uint8_t* p = gb + Layout<Kind>::q;
   if constexpr (Kind == kPackQ8_0) {
+    TM_UNROLL
     for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(p + 64 * c);
   } else {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    TM_UNROLL
     for (int c = 0; c < 4; ++c) {
       const __m512i v = _mm512_loadu_si512(p + 64 * c);
       q[c] = _mm512_and_si512(v, m4);
@@ -82,6 +88,7 @@ void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* a
     const uint8_t* gb = w + g * nb * BB;
     const uint8_t* rec = act;
     __m512 acc[T];
+    TM_UNROLL
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
       _mm_prefetch(reinterpret_cast<const char*>(gb + kPrefetchBytes), _MM_HINT_T0);
@@ -93,6 +100,7 @@ void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* a
       if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
       const float* dx = reinterpret_cast<const float*>(rec + T * 32);
       const int32_t* bx = reinterpret_cast<const int32_t*>(rec + T * 36);
+      TM_UNROLL
       for (int t = 0; t < T; ++t) {
         const uint8_t* xq = rec + 32 * t;
         __m512i a0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(bx[t]);
@@ -113,6 +121,7 @@ void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* a
     }
     const int64_t left = rows - g * kRows;
     const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    TM_UNROLL
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
   }
 }
