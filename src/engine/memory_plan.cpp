@@ -34,7 +34,8 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, KvLa
   if (dt == "f32") lay.dtype = DType::F32;
   else if (dt == "f16") lay.dtype = DType::F16;
   else if (dt == "bf16") lay.dtype = DType::BF16;
-  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16)", cfg.kv_cache_dtype)};
+  else if (dt == "int8") lay.dtype = DType::I8;
+  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8)", cfg.kv_cache_dtype)};
 
   const uint64_t per_block = lay.bytes_per_block();
   const uint64_t per_token = per_block / static_cast<uint64_t>(lay.block_size);

@@ -2,104 +2,152 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "core/cpu.h"
 #include "core/fp16.h"
+#include "core/log.h"
+#include "kernels/attention_abi.h"
 
 namespace tmill {
 namespace {
 
-inline float load(const uint8_t* base, DType t, int64_t i) {
+int kv_type_code(DType t) {
   switch (t) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, base + i * 4, 4);
-      return f;
-    }
-    case DType::F16: {
-      uint16_t h;
-      std::memcpy(&h, base + i * 2, 2);
-      return fp16_to_fp32(h);
-    }
-    default: {
-      uint16_t h;
-      std::memcpy(&h, base + i * 2, 2);
-      return bf16_to_fp32(h);
-    }
+    case DType::F32: return kern::kKvF32;
+    case DType::F16: return kern::kKvF16;
+    case DType::BF16: return kern::kKvBF16;
+    default: return kern::kKvI8;
   }
 }
 
-inline void store(uint8_t* base, DType t, int64_t i, float f) {
-  switch (t) {
-    case DType::F32: std::memcpy(base + i * 4, &f, 4); break;
-    case DType::F16: {
-      uint16_t h = fp32_to_fp16(f);
-      std::memcpy(base + i * 2, &h, 2);
-      break;
-    }
-    default: {
-      uint16_t h = fp32_to_bf16(f);
-      std::memcpy(base + i * 2, &h, 2);
-      break;
-    }
-  }
+kern::AttnArgs make_args(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
+                         const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
+  kern::AttnArgs a;
+  a.q = q;
+  a.group = group;
+  a.head_dim = kv.head_dim;
+  a.block_size = kv.block_size;
+  a.k_base = kv.k;
+  a.v_base = kv.v;
+  a.tile_bytes = static_cast<int64_t>(kv.tile_bytes());
+  a.n_head_kv = kv.n_head_kv;
+  a.kv_head = kv_head;
+  a.block_table = block_table;
+  a.n_ctx = n_ctx;
+  a.scale = scale;
+  a.kv_type = kv_type_code(kv.dtype);
+  a.out = out;
+  return a;
 }
 
 }  // namespace
 
-void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v) {
-  const int64_t block = block_table[pos / kv.block_size], slot = pos % kv.block_size;
-  const size_t es = kv.dtype == DType::F32 ? 4 : 2;
-  for (int64_t h = 0; h < kv.n_head_kv; ++h) {
-    const int64_t off = ((block * kv.n_head_kv + h) * kv.block_size + slot) * kv.head_dim;
-    uint8_t* kd = const_cast<uint8_t*>(kv.k) + off * static_cast<int64_t>(es);
-    uint8_t* vd = const_cast<uint8_t*>(kv.v) + off * static_cast<int64_t>(es);
-    for (int64_t d = 0; d < kv.head_dim; ++d) {
-      store(kd, kv.dtype, d, k[h * kv.head_dim + d]);
-      store(vd, kv.dtype, d, v[h * kv.head_dim + d]);
-    }
+bool kv_type_supported(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8; }
+
+size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
+  const auto n = static_cast<size_t>(head_dim * block_size);
+  switch (t) {
+    case DType::F32: return n * 4;
+    case DType::F16:
+    case DType::BF16: return n * 2;
+    default: return n + static_cast<size_t>(block_size) * 4;  // int8 + f32 scale per token
   }
+}
+
+void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
+                                     const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
+  kern::attention_scalar(make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out));
 }
 
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
-  const int64_t hd = kv.head_dim, bs = kv.block_size;
-  const size_t es = kv.dtype == DType::F32 ? 4 : 2;
-  std::vector<float> m(static_cast<size_t>(group), -INFINITY), l(static_cast<size_t>(group), 0.0f);
-  std::vector<float> s(static_cast<size_t>(group * bs));
-  std::memset(out, 0, sizeof(float) * static_cast<size_t>(group * hd));
-  for (int64_t b = 0; b * bs < n_ctx; ++b) {
-    const int64_t n = n_ctx - b * bs < bs ? n_ctx - b * bs : bs;
-    const int64_t tile = (static_cast<int64_t>(block_table[b]) * kv.n_head_kv + kv_head) * bs * hd;
-    const uint8_t* kt = kv.k + tile * static_cast<int64_t>(es);
-    const uint8_t* vt = kv.v + tile * static_cast<int64_t>(es);
-    for (int64_t g = 0; g < group; ++g) {
-      const float* qg = q + g * hd;
-      float mx = m[g];
-      for (int64_t t = 0; t < n; ++t) {
-        float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, kv.dtype, t * hd + d);
-        s[g * bs + t] = dot * scale;
-        if (s[g * bs + t] > mx) mx = s[g * bs + t];
-      }
-      // rescale what was accumulated under the previous maximum
-      const float corr = std::exp(m[g] - mx);
-      float* og = out + g * hd;
-      if (corr != 1.0f) {
-        for (int64_t d = 0; d < hd; ++d) og[d] *= corr;
-        l[g] *= corr;
-      }
-      m[g] = mx;
-      for (int64_t t = 0; t < n; ++t) {
-        const float p = std::exp(s[g * bs + t] - mx);
-        l[g] += p;
-        for (int64_t d = 0; d < hd; ++d) og[d] += p * load(vt, kv.dtype, t * hd + d);
+  const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out);
+  kern::AttnFn fn = nullptr;
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) fn = kern::attention_avx512(a);
+  if (!fn && isa >= Isa::Avx2) fn = kern::attention_avx2(a);
+  if (!fn) fn = kern::attention_scalar;
+  fn(a);
+}
+
+void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v) {
+  const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
+  const size_t tb = kv.tile_bytes();
+  const int64_t block = block_table[pos / bs];
+  for (int64_t h = 0; h < kv.n_head_kv; ++h) {
+    uint8_t* kt = kv.k + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+    uint8_t* vt = kv.v + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+    const float* kh = k + h * hd;
+    const float* vh = v + h * hd;
+    switch (kv.dtype) {
+      case DType::F32:
+        for (int64_t d = 0; d < hd; ++d) reinterpret_cast<float*>(kt)[d * bs + slot] = kh[d];
+        std::memcpy(reinterpret_cast<float*>(vt) + slot * hd, vh, static_cast<size_t>(hd) * 4);
+        break;
+      case DType::F16:
+        for (int64_t d = 0; d < hd; ++d) {
+          reinterpret_cast<uint16_t*>(kt)[d * bs + slot] = fp32_to_fp16(kh[d]);
+          reinterpret_cast<uint16_t*>(vt)[slot * hd + d] = fp32_to_fp16(vh[d]);
+        }
+        break;
+      case DType::BF16:
+        for (int64_t d = 0; d < hd; ++d) {
+          reinterpret_cast<uint16_t*>(kt)[d * bs + slot] = fp32_to_bf16(kh[d]);
+          reinterpret_cast<uint16_t*>(vt)[slot * hd + d] = fp32_to_bf16(vh[d]);
+        }
+        break;
+      default: {
+        // int8 with a per-token scale: max |x| maps to 127
+        float km = 0, vm = 0;
+        for (int64_t d = 0; d < hd; ++d) {
+          km = std::fmax(km, std::fabs(kh[d]));
+          vm = std::fmax(vm, std::fabs(vh[d]));
+        }
+        const float ks = km / 127.0f, vs = vm / 127.0f;
+        const float ki = ks > 0 ? 1.0f / ks : 0.0f, vi = vs > 0 ? 1.0f / vs : 0.0f;
+        auto* kq = reinterpret_cast<int8_t*>(kt);
+        auto* vq = reinterpret_cast<int8_t*>(vt);
+        for (int64_t d = 0; d < hd; ++d) {
+          kq[d * bs + slot] = static_cast<int8_t>(std::lrintf(kh[d] * ki));
+          vq[slot * hd + d] = static_cast<int8_t>(std::lrintf(vh[d] * vi));
+        }
+        std::memcpy(kt + hd * bs + slot * 4, &ks, 4);
+        std::memcpy(vt + hd * bs + slot * 4, &vs, 4);
+        break;
       }
     }
   }
-  for (int64_t g = 0; g < group; ++g) {
-    const float inv = 1.0f / l[g];
-    for (int64_t d = 0; d < hd; ++d) out[g * hd + d] *= inv;
+}
+
+void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t pos, int64_t h, float* k, float* v) {
+  const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
+  const size_t tb = kv.tile_bytes();
+  const int64_t block = block_table[pos / bs];
+  const uint8_t* kt = kv.k + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+  const uint8_t* vt = kv.v + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+  for (int64_t d = 0; d < hd; ++d) {
+    switch (kv.dtype) {
+      case DType::F32:
+        k[d] = reinterpret_cast<const float*>(kt)[d * bs + slot];
+        v[d] = reinterpret_cast<const float*>(vt)[slot * hd + d];
+        break;
+      case DType::F16:
+        k[d] = fp16_to_fp32(reinterpret_cast<const uint16_t*>(kt)[d * bs + slot]);
+        v[d] = fp16_to_fp32(reinterpret_cast<const uint16_t*>(vt)[slot * hd + d]);
+        break;
+      case DType::BF16:
+        k[d] = bf16_to_fp32(reinterpret_cast<const uint16_t*>(kt)[d * bs + slot]);
+        v[d] = bf16_to_fp32(reinterpret_cast<const uint16_t*>(vt)[slot * hd + d]);
+        break;
+      default: {
+        float ks, vs;
+        std::memcpy(&ks, kt + hd * bs + slot * 4, 4);
+        std::memcpy(&vs, vt + hd * bs + slot * 4, 4);
+        k[d] = ks * reinterpret_cast<const int8_t*>(kt)[d * bs + slot];
+        v[d] = vs * reinterpret_cast<const int8_t*>(vt)[slot * hd + d];
+        break;
+      }
+    }
   }
 }
 

@@ -38,8 +38,7 @@ void Forward::ensure_scratch(int64_t n) {
 
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
-  const KvLayout& lay = kv.layout();
-  PagedKvView view{kv.keys(layer), kv.values(layer), lay.dtype, lay.n_head_kv, lay.block_size, lay.head_dim};
+  const PagedKvView view = kv.view(layer);
   const int64_t group = c.gqa_group(), hd = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
@@ -85,8 +84,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     matmul(P.wq, xb_.data(), E, q_.data(), QD, N, pool_);
     matmul(P.wk, xb_.data(), E, k_.data(), KD, N, pool_);
     matmul(P.wv, xb_.data(), E, v_.data(), KD, N, pool_);
-    PagedKvView view{kv.keys(l), kv.values(l), kv.layout().dtype, kv.layout().n_head_kv, kv.layout().block_size,
-                     kv.layout().head_dim};
+    const PagedKvView view = kv.view(l);
     for (int64_t t = 0; t < N; ++t) {
       float* q = q_.data() + t * QD;
       float* k = k_.data() + t * KD;

@@ -11,7 +11,7 @@
 namespace tmill {
 
 Result<KvStorage> KvStorage::create(const KvLayout& layout) {
-  if (layout.dtype != DType::F32 && layout.dtype != DType::F16 && layout.dtype != DType::BF16)
+  if (!kv_type_supported(layout.dtype))
     return Error{fmt::format("KV cache dtype {} is not supported", dtype_name(layout.dtype))};
   if (layout.num_blocks <= 0) return Error{"KV cache needs at least one block"};
   KvStorage s;

@@ -1,9 +1,9 @@
 // Memory for the paged KV cache. Block management (which request owns which block) lives in
 // src/kv/; this is only the storage the attention kernels read and write.
 //
-// Per layer, keys and values each form one array shaped
-//   (num_blocks, n_head_kv, block_size, head_dim)
-// so one KV head of one block is a contiguous (block_size x head_dim) tile.
+// Per layer, keys and values each form one array of (num_blocks, n_head_kv) tiles; the layout inside
+// a tile (K transposed, V token-major, int8 scales) belongs to the attention kernels
+// (kernels/attention_abi.h).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "kernels/attention.h"
 
 namespace tmill {
 
@@ -20,12 +21,11 @@ struct KvLayout {
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
-  DType dtype = DType::F16;  // F32, F16 or BF16
+  DType dtype = DType::F16;  // F32, F16, BF16 or I8 (int8 with a per-token scale)
 
-  size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
   // Bytes of one block of one layer, keys only.
   size_t block_bytes_per_layer() const {
-    return static_cast<size_t>(n_head_kv * block_size * head_dim) * elem_bytes();
+    return static_cast<size_t>(n_head_kv) * kv_tile_bytes(dtype, head_dim, block_size);
   }
   // Bytes one block costs across all layers, keys and values.
   size_t bytes_per_block() const { return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer(); }
@@ -43,6 +43,9 @@ class KvStorage {
   KvStorage& operator=(const KvStorage&) = delete;
 
   const KvLayout& layout() const { return layout_; }
+  PagedKvView view(int64_t layer) const {
+    return {keys(layer), values(layer), layout_.dtype, layout_.n_head_kv, layout_.block_size, layout_.head_dim};
+  }
   uint8_t* keys(int64_t layer) const { return base_ + layer_offset(layer, 0); }
   uint8_t* values(int64_t layer) const { return base_ + layer_offset(layer, 1); }
   // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).

@@ -1,0 +1,45 @@
+// Plain-data interface between the attention dispatcher (attention.cpp) and its ISA-specific
+// kernels (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp). No inline functions
+// and no STL (the ISA files are compiled with AVX flags; see kernel_abi.h).
+//
+// KV tile layout — one (block, kv head) tile, `tile_bytes` apart, tile t = block * n_head_kv + head:
+//   K: [head_dim][block_size]  transposed, so one vector load gives one dimension of 16 tokens
+//   V: [block_size][head_dim]  token-major, so one token's row is contiguous
+// element types: F32, F16, BF16, or INT8 with one f32 scale per token appended to the tile
+// (K: int8[head_dim][block_size] then f32 scale[block_size]; V: int8[block_size][head_dim] then
+// f32 scale[block_size]); value = scale[token] * q.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tmill::kern {
+
+enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3 };
+
+struct AttnArgs {
+  const float* q = nullptr;         // (group, head_dim) query heads sharing one KV head
+  int64_t group = 1;
+  int64_t head_dim = 0;
+  int64_t block_size = 0;
+  const uint8_t* k_base = nullptr;  // this layer's key tiles
+  const uint8_t* v_base = nullptr;  // this layer's value tiles
+  int64_t tile_bytes = 0;
+  int64_t n_head_kv = 0;
+  int64_t kv_head = 0;
+  const int32_t* block_table = nullptr;
+  int64_t n_ctx = 0;                // attend to positions [0, n_ctx)
+  float scale = 1.0f;               // 1 / sqrt(head_dim)
+  int kv_type = kKvF16;
+  float* out = nullptr;             // (group, head_dim)
+};
+
+using AttnFn = void (*)(const AttnArgs&);
+
+// Any layout parameters.
+void attention_scalar(const AttnArgs& a);
+// Null when the shape is not covered (block_size != 16, head_dim % 16 != 0, group > 16).
+AttnFn attention_avx2(const AttnArgs& a);
+AttnFn attention_avx512(const AttnArgs& a);
+
+}  // namespace tmill::kern

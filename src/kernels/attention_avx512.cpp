@@ -1,0 +1,127 @@
+// AVX-512 paged attention: block_size 16 (one zmm = one dimension of a block's 16 keys, thanks to
+// the transposed K tile), head_dim a multiple of 16 (<= 256), up to 16 query heads per KV head.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/attention_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+// exp(x) for x <= 0 (arguments are score - max): Cephes-style range reduction + degree-6 polynomial.
+__m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <int T>
+__m512 load16(const uint8_t* p) {  // 16 consecutive elements as floats
+  if constexpr (T == kKvF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  if constexpr (T == kKvF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  if constexpr (T == kKvBF16)
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+template <int T>
+constexpr int64_t elem_bytes() {
+  return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
+}
+
+template <int T>
+void attn(const AttnArgs& a) {
+  constexpr int64_t bs = 16, eb = elem_bytes<T>();
+  const int64_t hd = a.head_dim, G = a.group, nd = hd / 16;
+  alignas(64) float acc[16 * 256];
+  alignas(64) float p[16][16];
+  float m[16], l[16];
+  for (int64_t g = 0; g < G; ++g) {
+    m[g] = -__builtin_inff();
+    l[g] = 0.0f;
+  }
+  std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+    const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
+    const __mmask16 valid = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+    const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
+    const uint8_t* kt = a.k_base + tile * a.tile_bytes;
+    const uint8_t* vt = a.v_base + tile * a.tile_bytes;
+    // scores of the block's 16 keys for every query head
+    __m512 s[16];
+    for (int64_t g = 0; g < G; ++g) s[g] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m512 kd = load16<T>(kt + d * bs * eb);
+      for (int64_t g = 0; g < G; ++g) s[g] = _mm512_fmadd_ps(_mm512_set1_ps(a.q[g * hd + d]), kd, s[g]);
+    }
+    __m512 kscale = _mm512_set1_ps(a.scale), vscale = _mm512_set1_ps(1.0f);
+    if constexpr (T == kKvI8) {
+      kscale = _mm512_mul_ps(kscale, _mm512_loadu_ps(reinterpret_cast<const float*>(kt + hd * bs)));
+      vscale = _mm512_loadu_ps(reinterpret_cast<const float*>(vt + hd * bs));
+    }
+    // online softmax update
+    for (int64_t g = 0; g < G; ++g) {
+      const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(s[g], kscale));
+      const float mx = __builtin_fmaxf(m[g], _mm512_reduce_max_ps(sg));
+      const float corr = __builtin_expf(m[g] - mx);
+      __m512 pg = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(sg, _mm512_set1_ps(mx))));
+      l[g] = l[g] * corr + _mm512_reduce_add_ps(pg);
+      m[g] = mx;
+      if constexpr (T == kKvI8) pg = _mm512_mul_ps(pg, vscale);
+      _mm512_store_ps(p[g], pg);
+      if (corr != 1.0f) {
+        const __m512 c = _mm512_set1_ps(corr);
+        for (int64_t j = 0; j < nd; ++j)
+          _mm512_store_ps(acc + g * hd + j * 16, _mm512_mul_ps(c, _mm512_load_ps(acc + g * hd + j * 16)));
+      }
+    }
+    // acc += p V
+    for (int64_t g = 0; g < G; ++g) {
+      float* ag = acc + g * hd;
+      for (int64_t j0 = 0; j0 < nd; j0 += 4) {
+        const int64_t jn = nd - j0 < 4 ? nd - j0 : 4;
+        __m512 r[4];
+        for (int64_t j = 0; j < jn; ++j) r[j] = _mm512_load_ps(ag + (j0 + j) * 16);
+        for (int64_t t = 0; t < n; ++t) {
+          const __m512 w = _mm512_set1_ps(p[g][t]);
+          const uint8_t* vrow = vt + t * hd * eb;
+          for (int64_t j = 0; j < jn; ++j) r[j] = _mm512_fmadd_ps(w, load16<T>(vrow + (j0 + j) * 16 * eb), r[j]);
+        }
+        for (int64_t j = 0; j < jn; ++j) _mm512_store_ps(ag + (j0 + j) * 16, r[j]);
+      }
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
+    for (int64_t j = 0; j < nd; ++j)
+      _mm512_storeu_ps(a.out + g * hd + j * 16, _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hd + j * 16)));
+  }
+}
+
+}  // namespace
+
+AttnFn attention_avx512(const AttnArgs& a) {
+  if (a.block_size != 16 || a.head_dim % 16 != 0 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
+  switch (a.kv_type) {
+    case kKvF32: return attn<kKvF32>;
+    case kKvF16: return attn<kKvF16>;
+    case kKvBF16: return attn<kKvBF16>;
+    case kKvI8: return attn<kKvI8>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tmill::kern

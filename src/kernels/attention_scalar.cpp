@@ -1,0 +1,108 @@
+// The scalar attention kernel: any block size, head size and KV type. The oracle for the SIMD ones.
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/attention_abi.h"
+
+namespace tmill::kern {
+namespace {
+
+float load_k(const uint8_t* tile, int type, int64_t d, int64_t t, int64_t bs, int64_t hd) {
+  const int64_t i = d * bs + t;
+  switch (type) {
+    case kKvF32: {
+      float f;
+      std::memcpy(&f, tile + i * 4, 4);
+      return f;
+    }
+    case kKvF16: {
+      uint16_t h;
+      std::memcpy(&h, tile + i * 2, 2);
+      return fp16_to_fp32(h);
+    }
+    case kKvBF16: {
+      uint16_t h;
+      std::memcpy(&h, tile + i * 2, 2);
+      return bf16_to_fp32(h);
+    }
+    default: {
+      float s;
+      std::memcpy(&s, tile + hd * bs + t * 4, 4);
+      return s * static_cast<float>(reinterpret_cast<const int8_t*>(tile)[i]);
+    }
+  }
+}
+
+float load_v(const uint8_t* tile, int type, int64_t d, int64_t t, int64_t bs, int64_t hd) {
+  const int64_t i = t * hd + d;
+  switch (type) {
+    case kKvF32: {
+      float f;
+      std::memcpy(&f, tile + i * 4, 4);
+      return f;
+    }
+    case kKvF16: {
+      uint16_t h;
+      std::memcpy(&h, tile + i * 2, 2);
+      return fp16_to_fp32(h);
+    }
+    case kKvBF16: {
+      uint16_t h;
+      std::memcpy(&h, tile + i * 2, 2);
+      return bf16_to_fp32(h);
+    }
+    default: {
+      float s;
+      std::memcpy(&s, tile + hd * bs + t * 4, 4);
+      return s * static_cast<float>(reinterpret_cast<const int8_t*>(tile)[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_scalar(const AttnArgs& a) {
+  const int64_t hd = a.head_dim, bs = a.block_size, G = a.group;
+  constexpr int64_t kMaxGroup = 64;
+  float m[kMaxGroup], l[kMaxGroup];
+  for (int64_t g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(G * hd));
+  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+    const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
+    const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
+    const uint8_t* kt = a.k_base + tile * a.tile_bytes;
+    const uint8_t* vt = a.v_base + tile * a.tile_bytes;
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = a.q + g * hd;
+      float s[1024];
+      float mx = m[g];
+      for (int64_t t = 0; t < n; ++t) {
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load_k(kt, a.kv_type, d, t, bs, hd);
+        s[t] = dot * a.scale;
+        if (s[t] > mx) mx = s[t];
+      }
+      // rescale what was accumulated under the previous maximum
+      const float corr = std::exp(m[g] - mx);
+      float* og = a.out + g * hd;
+      for (int64_t d = 0; d < hd; ++d) og[d] *= corr;
+      l[g] *= corr;
+      m[g] = mx;
+      for (int64_t t = 0; t < n; ++t) {
+        const float p = std::exp(s[t] - mx);
+        l[g] += p;
+        for (int64_t d = 0; d < hd; ++d) og[d] += p * load_v(vt, a.kv_type, d, t, bs, hd);
+      }
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const float inv = 1.0f / l[g];
+    for (int64_t d = 0; d < hd; ++d) a.out[g * hd + d] *= inv;
+  }
+}
+
+}  // namespace tmill::kern

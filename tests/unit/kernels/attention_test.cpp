@@ -1,0 +1,144 @@
+// Paged attention: every SIMD kernel against the scalar oracle (each ISA forced), the scalar oracle
+// against a plain softmax(QK^T)V on the dequantized cache, and KV store/load round trips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/cpu.h"
+#include "kernels/attention.h"
+
+using namespace tmill;
+
+namespace {
+
+struct Cache {
+  PagedKvView view;
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> table;
+};
+
+Cache make_cache(DType t, int64_t n_head_kv, int64_t hd, int64_t bs, int64_t n_ctx, std::mt19937& rng) {
+  Cache c;
+  const int64_t blocks = (n_ctx + bs - 1) / bs;
+  const int64_t pool = blocks * 2 + 3;
+  const size_t tb = kv_tile_bytes(t, hd, bs);
+  c.k.assign(static_cast<size_t>(pool * n_head_kv) * tb, 0);
+  c.v.assign(c.k.size(), 0);
+  c.view = {c.k.data(), c.v.data(), t, n_head_kv, bs, hd};
+  for (int64_t b = 0; b < blocks; ++b) c.table.push_back(static_cast<int32_t>((b * 5 + 2) % pool));  // scrambled
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
+  for (int64_t p = 0; p < n_ctx; ++p) {
+    for (auto& x : k) x = nd(rng);
+    for (auto& x : v) x = nd(rng);
+    paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
+  }
+  return c;
+}
+
+// softmax(q K^T * scale) V in double precision over the values the cache holds.
+std::vector<double> naive(const Cache& c, const std::vector<float>& q, int64_t group, int64_t head, int64_t n_ctx,
+                          float scale) {
+  const int64_t hd = c.view.head_dim;
+  std::vector<double> out(static_cast<size_t>(group * hd), 0.0);
+  std::vector<float> k(hd), v(hd);
+  for (int64_t g = 0; g < group; ++g) {
+    std::vector<double> s(n_ctx);
+    double mx = -1e300;
+    for (int64_t p = 0; p < n_ctx; ++p) {
+      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
+      double d = 0;
+      for (int64_t i = 0; i < hd; ++i) d += double(q[g * hd + i]) * k[i];
+      s[p] = d * scale;
+      mx = std::max(mx, s[p]);
+    }
+    double sum = 0;
+    for (auto& x : s) sum += (x = std::exp(x - mx));
+    for (int64_t p = 0; p < n_ctx; ++p) {
+      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
+      for (int64_t i = 0; i < hd; ++i) out[g * hd + i] += s[p] / sum * v[i];
+    }
+  }
+  return out;
+}
+
+struct Shape {
+  int64_t hd, group, n_head_kv, bs;
+};
+
+}  // namespace
+
+TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
+  std::mt19937 rng(7);
+  const Shape shapes[] = {{64, 7, 2, 16}, {128, 4, 2, 16}, {16, 1, 1, 16}, {64, 2, 3, 16}, {32, 3, 2, 8}};
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+    for (const Shape& sh : shapes) {
+      for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
+        Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> q(static_cast<size_t>(sh.group * sh.hd));
+        for (auto& x : q) x = nd(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+        const int64_t head = sh.n_head_kv - 1;
+        std::vector<float> want(q.size()), got(q.size());
+        paged_attention_group_reference(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, want.data());
+        // the oracle itself against a float64 softmax over the stored values
+        auto exact = naive(c, q, sh.group, head, n_ctx, scale);
+        for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(want[i], exact[i], 1e-4) << dtype_name(t);
+        for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+          if (isa > detected_isa()) continue;
+          set_isa_limit(isa);
+          paged_attention_group(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, got.data());
+          for (size_t i = 0; i < q.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i])))
+                << dtype_name(t) << " isa " << isa_name(isa) << " hd " << sh.hd << " group " << sh.group << " n_ctx "
+                << n_ctx << " i " << i;
+        }
+        set_isa_limit(Isa::Avx512);
+      }
+    }
+  }
+}
+
+TEST(Attention, StoreLoadRoundTrip) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+    Cache c = make_cache(t, 2, 64, 16, 0, rng);
+    c.k.assign(kv_tile_bytes(t, 64, 16) * 2 * 8, 0);
+    c.v.assign(c.k.size(), 0);
+    c.view.k = c.k.data();
+    c.view.v = c.v.data();
+    c.table = {5, 1, 3};
+    std::vector<float> k(128), v(128), k2(64), v2(64);
+    for (int64_t pos : {0, 7, 15, 16, 33}) {
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      paged_kv_store(c.view, c.table.data(), pos, k.data(), v.data());
+      for (int64_t h = 0; h < 2; ++h) {
+        paged_kv_load(c.view, c.table.data(), pos, h, k2.data(), v2.data());
+        float kmax = 0, vmax = 0;
+        for (int i = 0; i < 64; ++i) {
+          kmax = std::max(kmax, std::abs(k[h * 64 + i]));
+          vmax = std::max(vmax, std::abs(v[h * 64 + i]));
+        }
+        for (int i = 0; i < 64; ++i) {
+          const float kv = k[h * 64 + i], vv = v[h * 64 + i];
+          // f32 exact; f16 11-bit and bf16 8-bit mantissas; int8: half a step of max/127
+          const float ktol = t == DType::F32 ? 0 : t == DType::F16 ? std::abs(kv) / 2048 : t == DType::BF16 ? std::abs(kv) / 256 : kmax / 254 * 1.0001f;
+          const float vtol = t == DType::F32 ? 0 : t == DType::F16 ? std::abs(vv) / 2048 : t == DType::BF16 ? std::abs(vv) / 256 : vmax / 254 * 1.0001f;
+          ASSERT_LE(std::abs(k2[i] - kv), ktol) << dtype_name(t);
+          ASSERT_LE(std::abs(v2[i] - vv), vtol) << dtype_name(t);
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, Int8HoldsAboutTwiceTheTokensOfF16) {
+  const double ratio = double(kv_tile_bytes(DType::F16, 64, 16)) / kv_tile_bytes(DType::I8, 64, 16);
+  EXPECT_GT(ratio, 1.85);
+  EXPECT_EQ(kv_tile_bytes(DType::F16, 128, 16), 128u * 16 * 2);
+}
