@@ -47,7 +47,8 @@ Value text(std::string s, const Value& like) { return Value::string(std::move(s)
 std::string soft_str(const Value& v) { return v.kind == Kind::String ? v.str() : to_str(v); }
 
 // make_attrgetter: "a.b.0" -> getitem chain (getitem falls back to attributes).
-Value attr_get(Interp& in, const Value& item, const std::string& attribute) {
+// `dflt` (map's default=) replaces an undefined result after each step, as Jinja does.
+Value attr_get(Interp& in, const Value& item, const std::string& attribute, const Value* dflt = nullptr) {
   Value cur = item;
   size_t start = 0;
   while (start <= attribute.size()) {
@@ -55,6 +56,7 @@ Value attr_get(Interp& in, const Value& item, const std::string& attribute) {
     std::string part = attribute.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     cur = in.getitem(cur, digits ? Value::integer(std::strtoll(part.c_str(), nullptr, 10)) : Value::string(part));
+    if (dflt && !dflt->is_none() && cur.is_undefined()) cur = *dflt;
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -163,7 +165,13 @@ Value f_title(Interp&, const Value& v, Args&) {
   for (size_t pos = 0; pos < s.size();) {
     uint32_t c = py::next_cp(s, pos);
     bool delim = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || py::is_space(c);
-    py::append_utf8(out, delim ? c : start ? py::to_upper(c) : py::to_lower(c));
+    if (delim || !start) {
+      py::append_utf8(out, delim ? c : py::to_lower(c));
+    } else {
+      std::string one;
+      py::append_utf8(one, c);
+      out += py::upper(one);
+    }
     start = delim;
   }
   return text(std::move(out), v);
@@ -398,9 +406,7 @@ Value f_map(Interp& in, const Value& v, Args& a) {
       if (k != "attribute" && k != "default") raise("FilterArgumentError", "Unexpected keyword argument '" + k + "'");
     std::string spec = soft_str(*attr);
     for (const auto& item : items) {
-      Value r = attr_get(in, item, spec);
-      if (dflt && !dflt->is_none() && r.is_undefined()) r = *dflt;
-      out.push_back(std::move(r));
+      out.push_back(attr_get(in, item, spec, dflt));
     }
   } else {
     std::string name = arg_str(a.pos[0], "map filter name");

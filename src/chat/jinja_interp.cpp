@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 
+#include <pthread.h>
+
 namespace tmill::jinja {
 
 namespace {
@@ -146,6 +148,26 @@ Interp::DepthGuard::DepthGuard(Interp& i) : in(i) {
     raise("ResourceLimitError", "maximum template recursion depth (" + std::to_string(in.limits_.max_depth) +
                                     ") exceeded");
   }
+  // Stack frames differ a lot between builds (sanitizers) and threads differ in stack size, so also
+  // stop well before the real end of this thread's stack.
+  if (reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) < in.stack_limit_) {
+    --in.depth_;
+    raise("ResourceLimitError", "template recursion too deep for the thread's stack");
+  }
+}
+
+// Lowest stack address rendering may reach: this thread's stack bottom plus a reserve for the
+// non-recursive work below the deepest guarded frame (sorting, printing nested values, libc).
+static uintptr_t compute_stack_limit() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+  void* addr = nullptr;
+  size_t size = 0;
+  int rc = pthread_attr_getstack(&attr, &addr, &size);
+  pthread_attr_destroy(&attr);
+  if (rc != 0 || !addr) return 0;
+  size_t reserve = std::min<size_t>(size / 4, 1 << 20);
+  return reinterpret_cast<uintptr_t>(addr) + reserve;
 }
 
 std::string Interp::render(const std::vector<std::pair<std::string, Value>>& context) {
@@ -158,6 +180,7 @@ std::string Interp::render(const std::vector<std::pair<std::string, Value>>& con
     ~BudgetScope() { set_current_budget(in.prev_budget_); }
   } budget_scope(*this);
 
+  stack_limit_ = compute_stack_limit();
   try {
     globals_ = std::make_shared<Scope>();
     for (auto& [k, v] : make_globals()) globals_->vars[k] = v;
@@ -365,7 +388,7 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, const Val
   if (args.pos.size() > n && !def.uses_varargs)
     raise("TypeError", "macro '" + def.name + "' takes not more than " + std::to_string(n) + " argument(s)");
   std::vector<std::pair<std::string, Value>> kw = std::move(args.kw);
-  Value caller = bound_caller;
+  Value caller = bound_caller.is_undefined() ? Value::undefined("No caller defined") : bound_caller;
   for (auto it = kw.begin(); it != kw.end();) {
     if (it->first == "caller") {
       caller = it->second;

@@ -99,6 +99,7 @@ class Interp {
   Budget budget_;
   Budget* prev_budget_ = nullptr;
   int depth_ = 0;
+  uintptr_t stack_limit_ = 0;  // lowest frame address we allow (thread stack bottom + reserve)
   int line_ = 0;
   std::string* top_out_ = nullptr;
   ScopePtr globals_;

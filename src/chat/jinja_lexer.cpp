@@ -369,7 +369,8 @@ class Lexer {
         ++pos_;
     }
     std::string d = strip_us(s_.substr(b, pos_ - b));
-    if (d.size() > 18 && d > "9223372036854775807") syntax_error("integer literal too large", line_);
+    if (d.size() > 19 || (d.size() == 19 && d > "9223372036854775807"))
+      syntax_error("integer literal too large (integers are 64-bit)", line_);
     Token t{Tok::Int, d, line_};
     t.ival = std::strtoll(d.c_str(), nullptr, 10);
     out_.push_back(t);
@@ -383,7 +384,8 @@ class Lexer {
       line_ += s_[pos_] == '\n';
       ++pos_;
     }
-    if (pos_ >= s_.size()) syntax_error("unexpected char '" + std::string(1, q) + "' (unterminated string)", start_line);
+    if (pos_ >= s_.size())
+      syntax_error("unexpected char " + py::repr_str(std::string(1, q)) + " at " + std::to_string(b), start_line);
     ++pos_;
     push(Tok::String, decode_escapes(s_.substr(b + 1, pos_ - b - 2), start_line), start_line);
   }
@@ -401,7 +403,7 @@ class Lexer {
       std::string shown;
       size_t p = pos_;
       py::append_utf8(shown, py::next_cp(s_, p));
-      syntax_error("unexpected char '" + shown + "'", line_);
+      syntax_error("unexpected char " + py::repr_str(shown) + " at " + std::to_string(pos_), line_);
     }
     if (c == '(' || c == '[' || c == '{') {
       balance += c == '(' ? ')' : c == '[' ? ']' : '}';

@@ -64,8 +64,26 @@ Body Parser::parse_all() {
 
 // Parses template data, {{ }} and {% %} until a block tag named in `end_tags` (left unconsumed,
 // positioned at its name) or the end of the template.
+std::string Parser::looking_for() const {
+  if (end_stack_.empty()) return "";
+  const auto& tags = end_stack_.back();
+  std::string want;
+  for (size_t k = 0; k < tags.size(); ++k) want += (k ? " or '" : "'") + tags[k] + "'";
+  std::string inner = open_tags_.size() >= 2 ? open_tags_[open_tags_.size() - 2] : open_tags_.back();
+  return " Jinja was looking for the following tags: " + want + ". The innermost block that needs to be closed is '" +
+         inner + "'.";
+}
+
 Body Parser::subparse(const std::vector<std::string>& end_tags) {
   Body body;
+  if (!end_tags.empty()) end_stack_.push_back(end_tags);
+  struct Pop {
+    Parser& p;
+    bool active;
+    ~Pop() {
+      if (active) p.end_stack_.pop_back();
+    }
+  } pop{*this, !end_tags.empty()};
   while (true) {
     const Token& t = cur();
     if (t.type == Tok::Eof) {
@@ -152,7 +170,7 @@ void Parser::parse_statement(Body& out) {
   } else if (tag == "extends" || tag == "include" || tag == "import" || tag == "from") {
     fail("'" + tag + "' is not supported: chat templates are standalone (no template loader)", line);
   } else {
-    fail("Encountered unknown tag '" + tag + "'.", line);
+    fail("Encountered unknown tag '" + tag + "'." + looking_for(), line);
   }
   open_tags_.pop_back();
   --block_depth_;

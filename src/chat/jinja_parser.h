@@ -85,13 +85,23 @@ class Parser {
   bool is_tuple_end(const std::vector<std::string>& extra_end) const;
   [[noreturn]] void fail(const std::string& msg, int line = 0) const;
   std::string describe(const Token& t) const;
+  std::string looking_for() const;  // hint for unknown/misplaced end tags
 
   std::vector<Token> t_;
   size_t p_ = 0;
   int block_depth_ = 0;
+  int expr_nest_ = 0;  // recursion depth of the expression parser
+  struct NestGuard {
+    Parser& p;
+    explicit NestGuard(Parser& parser) : p(parser) {
+      if (++p.expr_nest_ > kMaxExprDepth) p.fail("expression is nested too deeply");
+    }
+    ~NestGuard() { --p.expr_nest_; }
+  };
   int loop_depth_ = 0;
   std::vector<MacroDef*> macro_stack_;
-  std::vector<std::string> open_tags_;  // for error messages
+  std::vector<std::string> open_tags_;                // for error messages
+  std::vector<std::vector<std::string>> end_stack_;   // end tags each open subparse waits for
 };
 
 }  // namespace tmill::jinja

@@ -33,6 +33,7 @@ ExprPtr Parser::finish(ExprPtr e) {
 ExprPtr Parser::parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
 
 ExprPtr Parser::parse_condexpr() {
+  NestGuard nest(*this);
   int line = cur().line;
   ExprPtr expr1 = parse_or();
   while (skip_name("if")) {
@@ -73,6 +74,7 @@ ExprPtr Parser::parse_and() {
 }
 
 ExprPtr Parser::parse_not() {
+  NestGuard nest(*this);
   if (is_name("not")) {
     int line = cur().line;
     next();
@@ -162,6 +164,7 @@ ExprPtr Parser::parse_pow() {
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
+  NestGuard nest(*this);
   int line = cur().line;
   ExprPtr node;
   if (is_op("-") || is_op("+")) {
@@ -475,7 +478,7 @@ ExprPtr Parser::parse_assign_target(bool with_tuple, bool name_only, const std::
   }
   target = with_tuple ? parse_tuple(true, true, extra_end) : parse_primary();
   auto check = [&](const Expr& e) {
-    if (e.kind != EK::Name) fail("can't assign to " + std::string(e.kind == EK::Const ? "literal" : "expression"), line);
+    if (e.kind != EK::Name) fail(std::string("can't assign to ") + (e.kind == EK::Const ? "'const'" : "'expression'"), line);
     if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "True" || e.name == "False" ||
         e.name == "None")
       fail("can't assign to constant", line);

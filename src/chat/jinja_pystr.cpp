@@ -154,28 +154,47 @@ static std::string map_cps(std::string_view s, F f) {
   return out;
 }
 
-std::string upper(std::string_view s) { return map_cps(s, to_upper); }
+// Full (multi-character) uppercase mapping where Python has one that chat text meets: U+00DF -> "SS".
+static void append_upper(std::string& out, uint32_t c, bool title) {
+  if (c == 0xDF) out += title ? "Ss" : "SS";
+  else append_utf8(out, to_upper(c));
+}
+
+std::string upper(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) append_upper(out, next_cp(s, pos), false);
+  return out;
+}
 std::string lower(std::string_view s) { return map_cps(s, to_lower); }
 std::string swapcase(std::string_view s) {
   return map_cps(s, [](uint32_t c) { return is_upper(c) ? to_lower(c) : to_upper(c); });
 }
 
 std::string capitalize(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
   bool first = true;
-  return map_cps(s, [&](uint32_t c) {
-    uint32_t r = first ? to_upper(c) : to_lower(c);
+  for (size_t pos = 0; pos < s.size();) {
+    uint32_t c = next_cp(s, pos);
+    if (first) append_upper(out, c, true);
+    else append_utf8(out, to_lower(c));
     first = false;
-    return r;
-  });
+  }
+  return out;
 }
 
 std::string title(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
   bool prev_cased = false;
-  return map_cps(s, [&](uint32_t c) {
-    uint32_t r = prev_cased ? to_lower(c) : to_upper(c);
+  for (size_t pos = 0; pos < s.size();) {
+    uint32_t c = next_cp(s, pos);
+    if (prev_cased) append_utf8(out, to_lower(c));
+    else append_upper(out, c, true);
     prev_cased = is_cased(c);
-    return r;
-  });
+  }
+  return out;
 }
 
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right) {

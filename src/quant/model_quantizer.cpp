@@ -35,13 +35,13 @@ int64_t meta_int(const GgufFile& f, const std::string& key, int64_t def = 0) {
 
 struct Job {
   const GgufTensorInfo* info;
-  TensorPlan plan;
+  QuantTensorPlan plan;
   std::optional<std::vector<float>> importance;
 };
 
 // Converts one tensor into `dst` and fills the error statistics of its report.
 Status convert_tensor(const Job& job, uint8_t* dst, size_t nbytes, ThreadPool& pool, std::vector<float>& f32_buf,
-                      TensorReport& rep) {
+                      QuantTensorReport& rep) {
   const GgufTensorInfo& t = *job.info;
   const DType to = job.plan.target;
   if (!can_dequantize(t.type))
@@ -72,6 +72,7 @@ Status convert_tensor(const Job& job, uint8_t* dst, size_t nbytes, ThreadPool& p
   // Quantize rows in chunks of ~16K elements; dequantize each row back to measure the error.
   struct Acc {
     double err = 0, ref = 0;
+    bool bad_input = false;
     std::vector<float> row;
   };
   std::vector<Acc> acc(static_cast<size_t>(pool.size()));
@@ -83,6 +84,10 @@ Status convert_tensor(const Job& job, uint8_t* dst, size_t nbytes, ThreadPool& p
       const float* x = src + r * cols;
       uint8_t* q = dst + static_cast<size_t>(r) * row_bytes;
       const float* w = imp ? imp + (r / rows_per_mat) * cols : nullptr;  // one vector per expert
+      if (!std::all_of(x, x + cols, [](float v) { return std::isfinite(v); })) {
+        a.bad_input = true;  // never feed NaN/Inf to the quantizers (float -> int of NaN is undefined)
+        continue;
+      }
       quantize_row(to, x, q, cols, w);
       dequantize_row(to, q, a.row.data(), cols);
       double e = 0, s = 0;
@@ -97,9 +102,15 @@ Status convert_tensor(const Job& job, uint8_t* dst, size_t nbytes, ThreadPool& p
   });
   double err = 0, ref = 0;
   for (const Acc& a : acc) {
+    if (a.bad_input) return Error{fmt::format("tensor {}: the input holds NaN or Inf values", t.name)};
     err += a.err;
     ref += a.ref;
   }
+  // Like llama.cpp's row validation: never write a tensor that dequantizes to NaN/Inf.
+  if (!std::isfinite(err) || !std::isfinite(ref))
+    return Error{fmt::format("tensor {}: non-finite values after conversion to {} (NaN/Inf in the input, or values "
+                             "beyond the type's range)",
+                             t.name, dtype_name(to))};
   rep.rel_rms = ref > 0 ? std::sqrt(err / ref) : (err > 0 ? INFINITY : 0.0);
   return ok_status();
 }
@@ -122,15 +133,15 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
     report.head_dim = meta_int(in, arch + ".embedding_length") / report.shape.n_head;
 
   Imatrix imatrix;
-  PlanOptions plan_opt = opt.plan;
+  QuantPlanOptions plan_opt = opt.plan;
   if (!opt.imatrix_path.empty()) {
     TM_ASSIGN_OR_RETURN(imatrix, load_imatrix(opt.imatrix_path));
     plan_opt.has_imatrix = true;
   }
 
-  std::vector<TensorDesc> descs;
+  std::vector<QuantTensorDesc> descs;
   for (const GgufTensorInfo& t : in.tensors()) descs.push_back({t.name, t.ne, t.type});
-  TM_ASSIGN_OR_RETURN(std::vector<TensorPlan> plans, plan_tensor_types(opt.recipe, report.shape, descs, plan_opt));
+  TM_ASSIGN_OR_RETURN(std::vector<QuantTensorPlan> plans, plan_tensor_types(opt.recipe, report.shape, descs, plan_opt));
 
   // Output metadata: everything from the input, in order, plus the file type and quantization version.
   GgufWriter w(static_cast<uint32_t>(in.alignment()));
@@ -154,7 +165,7 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
     Job& job = jobs[i];
     job.info = &t;
     job.plan = plans[i];
-    TensorReport& rep = report.tensors[i];
+    QuantTensorReport& rep = report.tensors[i];
     rep.name = t.name;
     rep.ne = t.ne;
     rep.from = t.type;
@@ -194,7 +205,7 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     TM_TRY(w.add_tensor(tensors[i].name, report.tensors[i].to, tensors[i].ne, [&, i](uint8_t* dst, size_t nbytes) -> Status {
       const Job& jb = jobs[i];
-      TensorReport& r = report.tensors[i];
+      QuantTensorReport& r = report.tensors[i];
       if (!r.converted) {
         std::memcpy(dst, jb.info->data, nbytes);
       } else {

@@ -13,7 +13,7 @@
 
 namespace tmill {
 
-struct TensorReport {
+struct QuantTensorReport {
   std::string name;
   std::vector<int64_t> ne;
   DType from = DType::F32;
@@ -27,12 +27,12 @@ struct TensorReport {
 };
 
 struct QuantizeReport {
-  std::vector<TensorReport> tensors;
+  std::vector<QuantTensorReport> tensors;
   uint64_t bytes_in = 0, bytes_out = 0;  // tensor data only
   uint64_t file_bytes_out = 0;           // the written file
   int64_t n_elements = 0;
   double seconds = 0;
-  ModelShape shape;
+  QuantModelShape shape;
   int64_t context_length = 0;  // {arch}.context_length, 0 if absent
   int64_t head_dim = 0;        // {arch}.attention.key_length, else n_embd / n_head
   int n_fallback = 0;
@@ -44,8 +44,8 @@ struct QuantizeReport {
 struct QuantizeModelOptions {
   std::string input;
   std::string output;
-  Recipe recipe;
-  PlanOptions plan;          // has_imatrix is set from imatrix_path
+  QuantRecipe recipe;
+  QuantPlanOptions plan;          // has_imatrix is set from imatrix_path
   std::string imatrix_path;  // optional
   int threads = 0;           // 0: default_thread_count()
   // After each tensor: (tensors done, tensor count, elements done, total elements, name).

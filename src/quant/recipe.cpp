@@ -11,10 +11,10 @@
 namespace tmill {
 namespace {
 
-using FT = FileType;
+using FT = LlamaFileType;
 
-const std::vector<Recipe>& recipes() {
-  static const std::vector<Recipe> r = {
+const std::vector<QuantRecipe>& recipes() {
+  static const std::vector<QuantRecipe> r = {
       {"F32", FT::ALL_F32, DType::F32},           {"F16", FT::MOSTLY_F16, DType::F16},
       {"BF16", FT::MOSTLY_BF16, DType::BF16},     {"Q4_0", FT::MOSTLY_Q4_0, DType::Q4_0},
       {"Q4_1", FT::MOSTLY_Q4_1, DType::Q4_1},     {"Q5_0", FT::MOSTLY_Q5_0, DType::Q5_0},
@@ -75,9 +75,9 @@ bool use_more_bits(int i_layer, int n_layers) {
 }
 
 struct State {
-  const Recipe& recipe;
-  const ModelShape& shape;
-  const PlanOptions& opt;
+  const QuantRecipe& recipe;
+  const QuantModelShape& shape;
+  const QuantPlanOptions& opt;
   bool tied = true;
   int n_attention_wv = 0, i_attention_wv = 0;
   int n_ffn = 0, i_ffn_down = 0, i_ffn_gate = 0, i_ffn_up = 0;
@@ -98,7 +98,7 @@ struct State {
   }
 
   // llama_tensor_get_type_impl for the file types we support (no IQ types).
-  Result<DType> mixture_type(const TensorDesc& t, Cat cat, DType nt) {
+  Result<DType> mixture_type(const QuantTensorDesc& t, Cat cat, DType nt) {
     if (cat == Cat::Output || (tied && cat == Cat::TokenEmbd)) {
       if (opt.output_tensor_type) return *opt.output_tensor_type;
       const int64_t nx = t.ne[0];
@@ -185,26 +185,26 @@ DType fallback(DType target, int64_t ncols, std::string* note) {
 
 }  // namespace
 
-Result<Recipe> recipe_from_name(std::string_view name) {
+Result<QuantRecipe> recipe_from_name(std::string_view name) {
   std::string u = upper(name);
   if (u == "Q3_K") u = "Q3_K_M";
   if (u == "Q4_K") u = "Q4_K_M";
   if (u == "Q5_K") u = "Q5_K_M";
-  for (const Recipe& r : recipes())
+  for (const QuantRecipe& r : recipes())
     if (r.name == u) return r;
   int num = -1;
   auto [p, ec] = std::from_chars(u.data(), u.data() + u.size(), num);
   if (ec == std::errc() && p == u.data() + u.size())
-    for (const Recipe& r : recipes())
+    for (const QuantRecipe& r : recipes())
       if (static_cast<int>(r.ftype) == num) return r;
   std::string names;
-  for (const Recipe& r : recipes()) names += (names.empty() ? "" : ", ") + r.name;
+  for (const QuantRecipe& r : recipes()) names += (names.empty() ? "" : ", ") + r.name;
   return Error{fmt::format("unknown quantization type '{}' (supported: {}; aliases Q3_K, Q4_K, Q5_K)", name, names)};
 }
 
-std::vector<Recipe> all_recipes() { return recipes(); }
+std::vector<QuantRecipe> all_recipes() { return recipes(); }
 
-bool tensor_allows_quantization(const TensorDesc& t) {
+bool tensor_allows_quantization(const QuantTensorDesc& t) {
   if (n_dims(t.ne) < 2) return false;
   const std::string& n = t.name;
   if (n.size() < 6 || n.compare(n.size() - 6, 6, "weight") != 0) return false;
@@ -221,10 +221,10 @@ bool tensor_allows_quantization(const TensorDesc& t) {
   return n != "position_embd.weight" && n != "token_types.weight";
 }
 
-Result<std::vector<TensorPlan>> plan_tensor_types(const Recipe& recipe, const ModelShape& shape,
-                                                  const std::vector<TensorDesc>& tensors, const PlanOptions& opt) {
+Result<std::vector<QuantTensorPlan>> plan_tensor_types(const QuantRecipe& recipe, const QuantModelShape& shape,
+                                                  const std::vector<QuantTensorDesc>& tensors, const QuantPlanOptions& opt) {
   State st{recipe, shape, opt};
-  for (const TensorDesc& t : tensors) {
+  for (const QuantTensorDesc& t : tensors) {
     const Cat c = category(t.name);
     if (is_attn_v_like(c)) ++st.n_attention_wv;
     if (c == Cat::Output) st.tied = false;
@@ -232,7 +232,7 @@ Result<std::vector<TensorPlan>> plan_tensor_types(const Recipe& recipe, const Mo
   st.n_ffn = static_cast<int>(shape.n_layer);
   if (st.n_ffn <= 0)  // no block_count: count the FFN-down matrices instead
     st.n_ffn = static_cast<int>(std::count_if(tensors.begin(), tensors.end(),
-                                              [](const TensorDesc& t) { return category(t.name) == Cat::FfnDown; }));
+                                              [](const QuantTensorDesc& t) { return category(t.name) == Cat::FfnDown; }));
 
   // llama.cpp walks tensors sorted by layer number, then name; the counters depend on that order.
   std::vector<size_t> order(tensors.size());
@@ -243,10 +243,10 @@ Result<std::vector<TensorPlan>> plan_tensor_types(const Recipe& recipe, const Mo
   });
 
   const bool quantized_default = dtype_info(recipe.default_type).quantized;
-  std::vector<TensorPlan> plans(tensors.size());
+  std::vector<QuantTensorPlan> plans(tensors.size());
   for (size_t idx : order) {
-    const TensorDesc& t = tensors[idx];
-    TensorPlan& p = plans[idx];
+    const QuantTensorDesc& t = tensors[idx];
+    QuantTensorPlan& p = plans[idx];
     p.target = t.type;
     p.quantize = tensor_allows_quantization(t) && !(opt.leave_output_tensor && t.name == "output.weight");
     if (!p.quantize) continue;

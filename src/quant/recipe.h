@@ -15,27 +15,27 @@
 namespace tmill {
 
 // llama_ftype numbers, written to general.file_type.
-enum class FileType : uint32_t {
+enum class LlamaFileType : uint32_t {
   ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7, MOSTLY_Q5_0 = 8,
   MOSTLY_Q5_1 = 9, MOSTLY_Q2_K = 10, MOSTLY_Q3_K_S = 11, MOSTLY_Q3_K_M = 12, MOSTLY_Q3_K_L = 13,
   MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16, MOSTLY_Q5_K_M = 17, MOSTLY_Q6_K = 18,
   MOSTLY_Q2_K_S = 21, MOSTLY_BF16 = 32,
 };
 
-struct Recipe {
+struct QuantRecipe {
   std::string name;    // canonical llama.cpp spelling ("Q4_K_M")
-  FileType ftype;
+  LlamaFileType ftype;
   DType default_type;  // the type of most 2-D weights
 };
 
 // Case-insensitive; accepts llama.cpp's names (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
 // Q2_K_S, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K) and its aliases Q3_K = Q3_K_M,
 // Q4_K = Q4_K_M, Q5_K = Q5_K_M, as well as the ftype number.
-Result<Recipe> recipe_from_name(std::string_view name);
-std::vector<Recipe> all_recipes();  // for --help
+Result<QuantRecipe> recipe_from_name(std::string_view name);
+std::vector<QuantRecipe> all_recipes();  // for --help
 
 // What the recipe needs to know about the model (from GGUF metadata).
-struct ModelShape {
+struct QuantModelShape {
   std::string arch = "llama";
   int64_t n_layer = 0;
   int64_t n_head = 0;
@@ -43,13 +43,13 @@ struct ModelShape {
   int64_t n_expert = 0;
 };
 
-struct TensorDesc {
+struct QuantTensorDesc {
   std::string name;
   std::vector<int64_t> ne;  // ggml order
   DType type = DType::F32;
 };
 
-struct PlanOptions {
+struct QuantPlanOptions {
   bool pure = false;                         // every quantizable tensor gets the default type
   std::optional<DType> output_tensor_type;   // --output-tensor-type
   std::optional<DType> token_embedding_type; // --token-embedding-type
@@ -57,7 +57,7 @@ struct PlanOptions {
   bool leave_output_tensor = false;          // keep output.weight as it is (--leave-output-tensor)
 };
 
-struct TensorPlan {
+struct QuantTensorPlan {
   bool quantize = false;  // a weight matrix the recipe may convert (else copied as it is)
   DType target = DType::F32;
   std::string note;       // e.g. "ncols 896 not divisible by 256 for Q4_K: fell back to Q5_0"
@@ -65,11 +65,11 @@ struct TensorPlan {
 
 // llama.cpp's rule for which tensors are weight matrices that may be quantized (2-D or 3-D, name ends
 // in "weight", not a norm, not an MoE router, not positional embeddings, ...).
-bool tensor_allows_quantization(const TensorDesc& t);
+bool tensor_allows_quantization(const QuantTensorDesc& t);
 
 // One plan per tensor (same order as `tensors`). The mixture's layer-dependent choices are made in
 // llama.cpp's tensor order (by layer number, then name), whatever the order in the file.
-Result<std::vector<TensorPlan>> plan_tensor_types(const Recipe& recipe, const ModelShape& shape,
-                                                  const std::vector<TensorDesc>& tensors, const PlanOptions& opt);
+Result<std::vector<QuantTensorPlan>> plan_tensor_types(const QuantRecipe& recipe, const QuantModelShape& shape,
+                                                  const std::vector<QuantTensorDesc>& tensors, const QuantPlanOptions& opt);
 
 }  // namespace tmill

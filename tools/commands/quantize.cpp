@@ -61,10 +61,10 @@ class ProgressBar {
   int last_decile_ = -1;
 };
 
-void print_report(const QuantizeReport& r, const QuantizeCli& o, const Recipe& recipe) {
+void print_report(const QuantizeReport& r, const QuantizeCli& o, const QuantRecipe& recipe) {
   std::printf("%-40s %-22s %-6s %-6s %12s %12s %10s  %s\n", "tensor", "shape", "from", "to", "MiB before", "MiB after",
               "rel RMS", "note");
-  for (const TensorReport& t : r.tensors) {
+  for (const QuantTensorReport& t : r.tensors) {
     const std::string err = t.converted ? fmt::format("{:.4f}%", 100.0 * t.rel_rms) : "copied";
     std::string note = t.note;
     if (t.used_imatrix) note = note.empty() ? "imatrix" : "imatrix; " + note;
@@ -143,7 +143,7 @@ tmill::cli::CommandRun setup_quantize(CLI::App& app) {
   app.add_option("input", o->input, "input GGUF (F32/F16/BF16, or quantized: dequantized first)")->required();
   app.add_option("output", o->output, "output GGUF")->required();
   std::string types;
-  for (const Recipe& r : all_recipes()) types += (types.empty() ? "" : ", ") + r.name;
+  for (const QuantRecipe& r : all_recipes()) types += (types.empty() ? "" : ", ") + r.name;
   app.add_option("--type", o->type, "quantization type or mix: " + types + " (Q4_K = Q4_K_M, Q5_K = Q5_K_M, Q3_K = Q3_K_M)")
       ->required();
   app.add_flag("--pure", o->pure, "no mixture: every 2-D weight gets --type (default output handling off too)");

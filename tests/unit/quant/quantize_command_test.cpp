@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "core/fp16.h"
 #include "formats/gguf.h"
@@ -345,6 +347,28 @@ TEST(QuantizeCommand, Errors) {
   EXPECT_EQ(quantize(dir + "/missing.gguf " + dir + "/x.gguf --type Q8_0").exit_code, 1);
   EXPECT_EQ(quantize(f32_model().path + " " + f32_model().path + " --type Q8_0").exit_code, 2);
   EXPECT_NE(quantize(f32_model().path + " " + dir + "/x.gguf").exit_code, 0);  // --type is required
+}
+
+TEST(QuantizeCommand, RefusesToWriteNonFiniteData) {
+  const std::string dir = test::temp_dir();
+  std::vector<float> w(256 * 4, 0.5f);
+  w[300] = NAN;
+  std::vector<float> big(256 * 4, 1.0e6f);  // beyond fp16's range, fine for Q8_0 (d = 1e6 / 127)
+  for (auto [file, name, data] : {std::tuple{"nan.gguf", "blk.0.attn_q.weight", &w},
+                                  std::tuple{"big.gguf", "blk.0.ffn_up.weight", &big}}) {
+    GgufWriter g;
+    g.set_string("general.architecture", "llama");
+    ASSERT_TRUE(g.add_tensor(name, DType::F32, {256, 4}, data->data()).ok());
+    ASSERT_TRUE(g.write(dir + "/" + file).ok());
+  }
+  auto r = quantize(dir + "/nan.gguf " + dir + "/out.gguf --type Q8_0 -q");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("blk.0.attn_q.weight: the input holds NaN"), std::string::npos) << r.err;
+  auto f16 = quantize(dir + "/big.gguf " + dir + "/out.gguf --type F16 -q");
+  EXPECT_EQ(f16.exit_code, 1);
+  EXPECT_NE(f16.err.find("blk.0.ffn_up.weight: non-finite"), std::string::npos) << f16.err;
+  EXPECT_FALSE(std::ifstream(dir + "/out.gguf").good());  // nothing half-written left behind
+  EXPECT_EQ(quantize(dir + "/big.gguf " + dir + "/out.gguf --type Q8_0 -q").exit_code, 0);
 }
 
 }  // namespace

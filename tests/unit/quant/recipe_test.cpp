@@ -13,8 +13,8 @@ namespace {
 
 constexpr int kLayers = 8;
 
-std::vector<TensorDesc> llama_tensors(int64_t n_embd = 256, int64_t n_ff = 512, bool tied = false) {
-  std::vector<TensorDesc> t;
+std::vector<QuantTensorDesc> llama_tensors(int64_t n_embd = 256, int64_t n_ff = 512, bool tied = false) {
+  std::vector<QuantTensorDesc> t;
   t.push_back({"token_embd.weight", {n_embd, 1000}, DType::F16});
   for (int l = 0; l < kLayers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -33,8 +33,8 @@ std::vector<TensorDesc> llama_tensors(int64_t n_embd = 256, int64_t n_ff = 512, 
   return t;
 }
 
-ModelShape llama_shape(int64_t n_head = 8, int64_t n_head_kv = 2) {
-  ModelShape s;
+QuantModelShape llama_shape(int64_t n_head = 8, int64_t n_head_kv = 2) {
+  QuantModelShape s;
   s.arch = "llama";
   s.n_layer = kLayers;
   s.n_head = n_head;
@@ -42,8 +42,8 @@ ModelShape llama_shape(int64_t n_head = 8, int64_t n_head_kv = 2) {
   return s;
 }
 
-std::map<std::string, DType> plan(const std::string& recipe, const std::vector<TensorDesc>& t,
-                                  const PlanOptions& opt = {}, const ModelShape& shape = llama_shape()) {
+std::map<std::string, DType> plan(const std::string& recipe, const std::vector<QuantTensorDesc>& t,
+                                  const QuantPlanOptions& opt = {}, const QuantModelShape& shape = llama_shape()) {
   auto r = recipe_from_name(recipe);
   EXPECT_TRUE(r.ok()) << recipe;
   auto p = plan_tensor_types(*r, shape, t, opt);
@@ -56,7 +56,7 @@ std::map<std::string, DType> plan(const std::string& recipe, const std::vector<T
 std::string blk(int l, const char* what) { return "blk." + std::to_string(l) + "." + what + ".weight"; }
 bool more_bits(int l) { return l == 0 || l == 3 || l == 6 || l == 7; }
 
-TEST(Recipe, NamesAndFileTypeNumbers) {
+TEST(QuantRecipe, NamesAndFileTypeNumbers) {
   struct Case {
     const char* name;
     uint32_t ftype;
@@ -82,7 +82,7 @@ TEST(Recipe, NamesAndFileTypeNumbers) {
   EXPECT_FALSE(recipe_from_name("4").ok());  // ftype 4 no longer exists
 }
 
-TEST(Recipe, WhichTensorsAreQuantizable) {
+TEST(QuantRecipe, WhichTensorsAreQuantizable) {
   EXPECT_TRUE(tensor_allows_quantization({"blk.0.attn_q.weight", {256, 256}, DType::F16}));
   EXPECT_TRUE(tensor_allows_quantization({"token_embd.weight", {256, 1000}, DType::F16}));
   EXPECT_TRUE(tensor_allows_quantization({"blk.0.ffn_down_exps.weight", {512, 256, 8}, DType::F16}));
@@ -95,7 +95,7 @@ TEST(Recipe, WhichTensorsAreQuantizable) {
   EXPECT_FALSE(tensor_allows_quantization({"rope_freqs", {256, 2}, DType::F32}));
 }
 
-TEST(Recipe, Q4_K_M) {
+TEST(QuantRecipe, Q4_K_M) {
   const auto t = llama_tensors();
   auto p = plan("Q4_K_M", t);
   EXPECT_EQ(p["token_embd.weight"], DType::Q4_K);
@@ -110,7 +110,7 @@ TEST(Recipe, Q4_K_M) {
   }
 }
 
-TEST(Recipe, Q4_K_SAndQ5Mixes) {
+TEST(QuantRecipe, Q4_K_SAndQ5Mixes) {
   const auto t = llama_tensors();
   auto s = plan("Q4_K_S", t);
   for (int l = 0; l < kLayers; ++l) {
@@ -132,7 +132,7 @@ TEST(Recipe, Q4_K_SAndQ5Mixes) {
   EXPECT_EQ(s5["token_embd.weight"], DType::Q5_K);
 }
 
-TEST(Recipe, Q3AndQ2Mixes) {
+TEST(QuantRecipe, Q3AndQ2Mixes) {
   const auto t = llama_tensors();
   auto m = plan("Q3_K_M", t);
   for (int l = 0; l < kLayers; ++l) {
@@ -159,7 +159,7 @@ TEST(Recipe, Q3AndQ2Mixes) {
   EXPECT_EQ(q2gqa[blk(3, "attn_v")], DType::Q4_K);
 }
 
-TEST(Recipe, SingleTypeRecipesAndOutputHandling) {
+TEST(QuantRecipe, SingleTypeRecipesAndOutputHandling) {
   const auto t = llama_tensors();
   auto q8 = plan("Q8_0", t);
   EXPECT_EQ(q8["output.weight"], DType::Q8_0);
@@ -178,7 +178,7 @@ TEST(Recipe, SingleTypeRecipesAndOutputHandling) {
   EXPECT_EQ(bf[blk(4, "attn_v")], DType::BF16);
 }
 
-TEST(Recipe, TiedEmbeddingsTakeTheOutputType) {
+TEST(QuantRecipe, TiedEmbeddingsTakeTheOutputType) {
   auto p = plan("Q4_K_M", llama_tensors(256, 512, /*tied=*/true));
   EXPECT_EQ(p["token_embd.weight"], DType::Q6_K);
   // Rows of 896 (Qwen2.5-0.5B) do not fit 256-blocks: the output-type rule picks Q8_0, and every
@@ -191,9 +191,9 @@ TEST(Recipe, TiedEmbeddingsTakeTheOutputType) {
   EXPECT_EQ(q[blk(0, "ffn_down")], DType::Q6_K);
 }
 
-TEST(Recipe, PureAndOverrides) {
+TEST(QuantRecipe, PureAndOverrides) {
   const auto t = llama_tensors();
-  PlanOptions pure;
+  QuantPlanOptions pure;
   pure.pure = true;
   auto p = plan("Q4_K_M", t, pure);
   for (const auto& d : t) {
@@ -201,25 +201,25 @@ TEST(Recipe, PureAndOverrides) {
       EXPECT_EQ(p[d.name], DType::Q4_K) << d.name;
     }
   }
-  PlanOptions ov;
+  QuantPlanOptions ov;
   ov.output_tensor_type = DType::F16;
   ov.token_embedding_type = DType::Q8_0;
   auto o = plan("Q4_K_M", t, ov);
   EXPECT_EQ(o["output.weight"], DType::F16);
   EXPECT_EQ(o["token_embd.weight"], DType::Q8_0);
   EXPECT_EQ(o[blk(0, "attn_v")], DType::Q6_K);
-  PlanOptions leave;
+  QuantPlanOptions leave;
   leave.leave_output_tensor = true;
   auto lv = plan("Q4_K_M", t, leave);
   EXPECT_EQ(lv["output.weight"], DType::F16);  // unchanged input type
 }
 
-TEST(Recipe, FallbacksAreReported) {
-  std::vector<TensorDesc> t = {{"blk.0.attn_q.weight", {96, 64}, DType::F32},
+TEST(QuantRecipe, FallbacksAreReported) {
+  std::vector<QuantTensorDesc> t = {{"blk.0.attn_q.weight", {96, 64}, DType::F32},
                                {"blk.0.attn_v.weight", {96, 64}, DType::F32},
                                {"blk.0.ffn_up.weight", {40, 64}, DType::F32},
                                {"blk.0.ffn_gate.weight", {300, 64}, DType::F32}};
-  ModelShape s = llama_shape();
+  QuantModelShape s = llama_shape();
   s.n_layer = 1;
   auto r = plan_tensor_types(*recipe_from_name("Q4_K_M"), s, t, {});
   ASSERT_TRUE(r.ok());
@@ -234,7 +234,7 @@ TEST(Recipe, FallbacksAreReported) {
   EXPECT_EQ((*q8)[2].target, DType::F16);
 }
 
-TEST(Recipe, LayerChoicesDoNotDependOnFileOrder) {
+TEST(QuantRecipe, LayerChoicesDoNotDependOnFileOrder) {
   auto t = llama_tensors();
   const auto ref = plan("Q4_K_M", t);
   std::mt19937 rng(1);
@@ -243,9 +243,9 @@ TEST(Recipe, LayerChoicesDoNotDependOnFileOrder) {
   EXPECT_EQ(plan("Q3_K_M", t), plan("Q3_K_M", llama_tensors()));
 }
 
-TEST(Recipe, ImatrixAndExpertRules) {
+TEST(QuantRecipe, ImatrixAndExpertRules) {
   const auto t = llama_tensors();
-  PlanOptions im;
+  QuantPlanOptions im;
   im.has_imatrix = true;
   auto q4 = plan("Q4_0", t, im);
   EXPECT_EQ(q4[blk(0, "ffn_down")], DType::Q4_1);  // first n_layer/8 layers
@@ -253,9 +253,9 @@ TEST(Recipe, ImatrixAndExpertRules) {
   EXPECT_EQ(plan("Q5_0", t, im)[blk(0, "ffn_down")], DType::Q5_1);
   EXPECT_EQ(plan("Q4_0", t)[blk(0, "ffn_down")], DType::Q4_0);
 
-  ModelShape moe = llama_shape();
+  QuantModelShape moe = llama_shape();
   moe.n_expert = 8;
-  std::vector<TensorDesc> e = {{"blk.0.attn_v.weight", {256, 64}, DType::F16},
+  std::vector<QuantTensorDesc> e = {{"blk.0.attn_v.weight", {256, 64}, DType::F16},
                                {"blk.0.attn_k.weight", {256, 64}, DType::F16},
                                {"blk.0.attn_output.weight", {256, 256}, DType::F16},
                                {"blk.7.ffn_down_exps.weight", {512, 256, 8}, DType::F16},
