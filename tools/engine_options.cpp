@@ -13,7 +13,7 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--model", o.model, "GGUF model file (default: the bundled stories260K)");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 2GiB (default: automatic)");
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16, bf16 or int8 (per-token scales: about twice the tokens of f16)")->capture_default_str();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16 or bf16")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--max-num-seqs", o.max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")->capture_default_str();
