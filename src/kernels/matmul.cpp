@@ -59,21 +59,11 @@ uint8_t* scratch(size_t bytes) {
   return static_cast<uint8_t*>(buf.get());
 }
 
-int threads_of(ThreadPool* pool) { return pool ? pool->size() : 1; }
-
-// Runs fn(begin, end) over [0, n) in chunks of `grain`, on the pool when worthwhile.
-template <class F>
-void parallel(ThreadPool* pool, bool worth_it, int64_t n, int64_t grain, F&& fn) {
-  if (!pool || pool->size() <= 1 || !worth_it || n <= grain) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  pool->parallel_for(n, grain, [&](int64_t b, int64_t e, int) { fn(b, e); });
-}
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
 // Below this much weight data per call, fork/join costs more than the second core gains.
 constexpr size_t kParallelMinBytes = 48 << 10;
-// Weight bytes a thread works on per task in GEMM (stays in its L2 while token tiles pass).
+// Weight bytes a task works on in GEMM (stays in the core's L2 while the token tiles pass).
 constexpr size_t kGemmChunkBytes = 160 << 10;
 
 int zero_point(int kind) {
@@ -85,141 +75,240 @@ int zero_point(int kind) {
   }
 }
 
-void quantized_matmul(const PreparedMatrix& pw, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n,
-                      ThreadPool* pool, Isa isa) {
-  const int kind = pw.packed_kind;
-  const bool kq = kind == kPackQ4_K || kind == kPackQ5_K || kind == kPackQ6_K;
-  QGemmFn fn = nullptr;
-  if (isa == Isa::Avx512) fn = kq ? qgemm_kquant_avx512(kind) : qgemm_legacy_avx512(kind);
-  if (!fn && isa >= Isa::Avx2) fn = kq ? qgemm_kquant_avx2(kind) : qgemm_legacy_avx2(kind);
-  if (!fn) fn = qgemm_scalar(kind);
+bool is_kquant_kind(int kind) { return kind == kPackQ4_K || kind == kPackQ5_K || kind == kPackQ6_K; }
 
-  const int64_t rows = pw.rows(), cols = pw.cols();
-  const int64_t nb = cols / pack_block_cols(kind);
-  const int64_t groups = (rows + kRows - 1) / kRows;
-  const size_t group_bytes = static_cast<size_t>(nb) * kGroupBlockBytes[kind];
-  const auto* w = static_cast<const uint8_t*>(pw.packed.get());
+enum class Path { Quant, Bf16, Float, Generic };
 
-  // Activations: tiles of kTile tokens, each nb records.
-  const int64_t tiles = (n + kTile - 1) / kTile;
-  const size_t rec = kq ? kQ8KRecordBytes : kQ8RecordBytes;
-  const size_t tile_bytes = static_cast<size_t>(nb) * kTile * rec;
-  uint8_t* act = scratch(tile_bytes * static_cast<size_t>(tiles));
-  const int offset = zero_point(kind);
-  auto quant_tiles = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int T = static_cast<int>(std::min<int64_t>(kTile, n - i * kTile));
-      const float* xt = x + i * kTile * ldx;
-      uint8_t* dst = act + static_cast<size_t>(i) * tile_bytes;
-      if (kq) {
-        if (isa == Isa::Avx512) quant_act_q8k_avx512(xt, ldx, T, cols, dst);
-        else if (isa == Isa::Avx2) quant_act_q8k_avx2(xt, ldx, T, cols, dst);
-        else quant_act_q8k_scalar(xt, ldx, T, cols, dst);
-      } else {
-        if (isa == Isa::Avx512) quant_act_q8_avx512(xt, ldx, T, cols, offset, dst);
-        else if (isa == Isa::Avx2) quant_act_q8_avx2(xt, ldx, T, cols, offset, dst);
-        else quant_act_q8_scalar(xt, ldx, T, cols, offset, dst);
-      }
-    }
-  };
-  parallel(pool, tiles >= 4, tiles, 1, quant_tiles);
+// Activation format of a quantized product: Q8 records with a zero point, or Q8K records.
+struct ActFormat {
+  bool kq = false;
+  int offset = 0;
+  bool operator==(const ActFormat& o) const { return kq == o.kq && offset == o.offset; }
+};
 
-  const int P = threads_of(pool);
-  const bool worth_it = group_bytes * static_cast<size_t>(groups) * static_cast<size_t>(tiles) >= kParallelMinBytes;
-  if (n == 1) {
-    // GEMV: stream the weights once; ~8 chunks per thread balance a noisy machine.
-    const int64_t grain = std::max<int64_t>(1, groups / (8 * P));
-    parallel(pool, worth_it, groups, grain,
-             [&](int64_t g0, int64_t g1) { fn(w, nb, g0, g1, act, 1, y, ldy, rows); });
-    return;
-  }
-  // GEMM: tasks are (group chunk, tile range); a group chunk's weights stay in L2 while the tiles pass.
-  int64_t gc = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / std::max<size_t>(group_bytes, 1)));
-  if (P > 1) gc = std::min(gc, std::max<int64_t>(1, (groups + 2 * P - 1) / (2 * P)));
-  const int64_t n_gc = (groups + gc - 1) / gc;
-  int64_t n_tc = 1;
-  if (P > 1 && n_gc < 2 * P) n_tc = std::min<int64_t>(tiles, (2 * P + n_gc - 1) / n_gc);
-  const int64_t tc = (tiles + n_tc - 1) / n_tc;
-  n_tc = (tiles + tc - 1) / tc;
-  parallel(pool, worth_it, n_gc * n_tc, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t g0 = (i / n_tc) * gc, g1 = std::min(groups, g0 + gc);
-      const int64_t k0 = (i % n_tc) * tc, k1 = std::min(tiles, k0 + tc);
-      for (int64_t k = k0; k < k1; ++k) {
-        const int T = static_cast<int>(std::min<int64_t>(kTile, n - k * kTile));
-        fn(w, nb, g0, g1, act + static_cast<size_t>(k) * tile_bytes, T, y + k * kTile * ldy, ldy, rows);
-      }
-    }
-  });
-}
+// One product of a matmul_many call, split into n_tasks independent tasks.
+struct Job {
+  const PreparedMatrix* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  Path path = Path::Generic;
+  QGemmFn qfn = nullptr;
+  FGemmFn ffn = nullptr;
+  ActFormat fmt;
+  const uint8_t* act = nullptr;  // quantized activations (Quant): act_off bytes into the scratch
+  size_t act_off = 0, tile_bytes = 0;
+  int64_t nb = 0, groups = 0;
+  int64_t chunk = 0;             // groups (Quant) or rows (others) per task
+  int64_t n_chunks = 0, tc = 0, n_tc = 1;  // tiles per task and task count along tokens (Quant GEMM)
+  size_t bytes = 0;              // weight bytes streamed per pass
+  int64_t n_tasks = 0;
+};
 
-void float_matmul(const PreparedMatrix& pw, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n,
-                  ThreadPool* pool, Isa isa) {
+void plan_job(Job& j, int64_t n, int P, Isa isa) {
+  const PreparedMatrix& pw = *j.w;
   const Matrix& m = pw.source();
-  const int type = m.type == DType::F32 ? 0 : m.type == DType::F16 ? 1 : 2;
-  const int P = threads_of(pool);
-  const bool bf16_path =
-      n >= 2 && isa == Isa::Avx512 && (m.type == DType::BF16 || pw.packed_kind == kPackBf16Copy);
-  const size_t row_bytes = bf16_path && m.type == DType::F16 ? static_cast<size_t>(bf16_copy_stride(m.cols)) * 2
-                                                              : m.row_bytes;
-  const bool worth_it = row_bytes * static_cast<size_t>(m.rows) * static_cast<size_t>((n + 5) / 6) >= kParallelMinBytes;
-  int64_t grain;
-  if (n == 1) {
-    grain = std::max<int64_t>(4, m.rows / (8 * P) / 4 * 4);
-  } else {
-    grain = std::max<int64_t>(4, static_cast<int64_t>(kGemmChunkBytes / row_bytes) / 4 * 4);
-    if (P > 1) grain = std::min(grain, std::max<int64_t>(4, (m.rows + 2 * P - 1) / (2 * P) / 4 * 4));
-  }
-  if (bf16_path) {
-    const int64_t ldxb = bf16_copy_stride(m.cols);
-    auto* xb = reinterpret_cast<uint16_t*>(scratch(static_cast<size_t>(n * ldxb) * 2));
-    to_bf16_avx512(x, ldx, n, m.cols, xb, ldxb);
-    const auto* w = m.type == DType::BF16 ? static_cast<const uint16_t*>(m.data)
-                                          : static_cast<const uint16_t*>(pw.packed.get());
-    parallel(pool, worth_it, m.rows, grain, [&](int64_t r0, int64_t r1) {
-      gemm_bf16_avx512(w, row_bytes, m.cols, xb, ldxb, y, ldy, r0, r1, n);
-    });
+  const int kind = pw.packed_kind;
+  if (kind != kPackNone && kind != kPackBf16Copy) {
+    j.path = Path::Quant;
+    const bool kq = is_kquant_kind(kind);
+    if (isa == Isa::Avx512) j.qfn = kq ? qgemm_kquant_avx512(kind) : qgemm_legacy_avx512(kind);
+    if (!j.qfn && isa >= Isa::Avx2) j.qfn = kq ? qgemm_kquant_avx2(kind) : qgemm_legacy_avx2(kind);
+    if (!j.qfn) j.qfn = qgemm_scalar(kind);
+    j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
+    j.nb = m.cols / pack_block_cols(kind);
+    j.groups = (m.rows + kRows - 1) / kRows;
+    const size_t group_bytes = static_cast<size_t>(j.nb) * kGroupBlockBytes[kind];
+    j.bytes = group_bytes * static_cast<size_t>(j.groups);
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    if (n == 1) {
+      // GEMV: stream the weights once; ~8 chunks per thread balance a noisy machine.
+      j.chunk = std::max<int64_t>(1, j.groups / (8 * P));
+      j.tc = j.n_tc = 1;
+    } else {
+      // GEMM: tasks are (group chunk, tile range); a chunk's weights stay in L2 while tiles pass.
+      j.chunk = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / std::max<size_t>(group_bytes, 1)));
+      if (P > 1) j.chunk = std::min(j.chunk, std::max<int64_t>(1, (j.groups + 2 * P - 1) / (2 * P)));
+      const int64_t n_gc = (j.groups + j.chunk - 1) / j.chunk;
+      j.n_tc = (P > 1 && n_gc < 2 * P) ? std::min<int64_t>(tiles, (2 * P + n_gc - 1) / n_gc) : 1;
+      j.tc = (tiles + j.n_tc - 1) / j.n_tc;
+      j.n_tc = (tiles + j.tc - 1) / j.tc;
+    }
+    j.n_chunks = (j.groups + j.chunk - 1) / j.chunk;
+    j.n_tasks = j.n_chunks * j.n_tc;
     return;
   }
-  FGemmFn fn = isa == Isa::Avx512 ? fgemm_avx512(type) : isa == Isa::Avx2 ? fgemm_avx2(type) : fgemm_scalar(type);
-  parallel(pool, worth_it, m.rows, grain,
-           [&](int64_t r0, int64_t r1) { fn(m.data, m.row_bytes, m.cols, x, ldx, y, ldy, r0, r1, n); });
+  const bool fl = m.type == DType::F32 || m.type == DType::F16 || m.type == DType::BF16;
+  if (!fl) {
+    j.path = Path::Generic;
+    j.bytes = m.row_bytes * static_cast<size_t>(m.rows);
+    j.chunk = 16;
+  } else {
+    const bool bf16 = n >= 2 && isa == Isa::Avx512 && (m.type == DType::BF16 || kind == kPackBf16Copy);
+    j.path = bf16 ? Path::Bf16 : Path::Float;
+    const int type = m.type == DType::F32 ? 0 : m.type == DType::F16 ? 1 : 2;
+    if (!bf16) j.ffn = isa == Isa::Avx512 ? fgemm_avx512(type) : isa == Isa::Avx2 ? fgemm_avx2(type) : fgemm_scalar(type);
+    const size_t rb = bf16 && m.type == DType::F16 ? static_cast<size_t>(bf16_copy_stride(m.cols)) * 2 : m.row_bytes;
+    j.bytes = rb * static_cast<size_t>(m.rows);
+    if (n == 1) {
+      j.chunk = std::max<int64_t>(4, m.rows / (8 * P) / 4 * 4);
+    } else {
+      j.chunk = std::max<int64_t>(4, static_cast<int64_t>(kGemmChunkBytes / std::max<size_t>(rb, 1)) / 4 * 4);
+      if (P > 1) j.chunk = std::min(j.chunk, std::max<int64_t>(4, (m.rows + 2 * P - 1) / (2 * P) / 4 * 4));
+    }
+  }
+  j.n_chunks = (m.rows + j.chunk - 1) / j.chunk;
+  j.n_tasks = j.n_chunks;
 }
 
-// Any type quant/ can dequantize: each row dequantized once and dotted with every token.
-void generic_matmul(const Matrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n,
-                    ThreadPool* pool) {
-  auto body = [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(w.cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize_row(w.type, w.row(r), row.data(), w.cols);
-      for (int64_t t = 0; t < n; ++t) {
-        const float* xt = x + t * ldx;
-        float acc = 0.0f;
-        for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * xt[c];
-        y[t * ldy + r] = acc;
+void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uint16_t* xb, int64_t ldxb,
+              int64_t n) {
+  const PreparedMatrix& pw = *j.w;
+  const Matrix& m = pw.source();
+  if (j.path == Path::Quant) {
+    const int64_t g0 = (task / j.n_tc) * j.chunk, g1 = std::min(j.groups, g0 + j.chunk);
+    const int64_t tiles = (n + kTile - 1) / kTile;
+    const int64_t k0 = (task % j.n_tc) * j.tc, k1 = std::min(tiles, k0 + j.tc);
+    const auto* w = static_cast<const uint8_t*>(pw.packed.get());
+    for (int64_t k = k0; k < k1; ++k) {
+      const int T = static_cast<int>(std::min<int64_t>(kTile, n - k * kTile));
+      j.qfn(w, j.nb, g0, g1, j.act + static_cast<size_t>(k) * j.tile_bytes, T, j.y + k * kTile * j.ldy, j.ldy,
+            m.rows);
+    }
+    return;
+  }
+  const int64_t r0 = task * j.chunk, r1 = std::min(m.rows, r0 + j.chunk);
+  switch (j.path) {
+    case Path::Bf16: {
+      const bool copy = m.type == DType::F16;
+      const auto* w = static_cast<const uint16_t*>(copy ? pw.packed.get() : m.data);
+      const size_t rb = copy ? static_cast<size_t>(bf16_copy_stride(m.cols)) * 2 : m.row_bytes;
+      gemm_bf16_avx512(w, rb, m.cols, xb, ldxb, j.y, j.ldy, r0, r1, n);
+      return;
+    }
+    case Path::Float: j.ffn(m.data, m.row_bytes, m.cols, x, ldx, j.y, j.ldy, r0, r1, n); return;
+    default: {
+      std::vector<float> row(static_cast<size_t>(m.cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        dequantize_row(m.type, m.row(r), row.data(), m.cols);
+        for (int64_t t = 0; t < n; ++t) {
+          const float* xt = x + t * ldx;
+          float acc = 0.0f;
+          for (int64_t c = 0; c < m.cols; ++c) acc += row[c] * xt[c];
+          j.y[t * j.ldy + r] = acc;
+        }
       }
     }
-  };
-  parallel(pool, true, w.rows, 16, body);
+  }
+}
+
+void quantize_tiles(const ActFormat& f, const float* x, int64_t ldx, int64_t n, int64_t cols, Isa isa, uint8_t* act,
+                    size_t tile_bytes, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int T = static_cast<int>(std::min<int64_t>(kTile, n - i * kTile));
+    const float* xt = x + i * kTile * ldx;
+    uint8_t* dst = act + static_cast<size_t>(i) * tile_bytes;
+    if (f.kq) {
+      if (isa == Isa::Avx512) quant_act_q8k_avx512(xt, ldx, T, cols, dst);
+      else if (isa == Isa::Avx2) quant_act_q8k_avx2(xt, ldx, T, cols, dst);
+      else quant_act_q8k_scalar(xt, ldx, T, cols, dst);
+    } else {
+      if (isa == Isa::Avx512) quant_act_q8_avx512(xt, ldx, T, cols, f.offset, dst);
+      else if (isa == Isa::Avx2) quant_act_q8_avx2(xt, ldx, T, cols, f.offset, dst);
+      else quant_act_q8_scalar(xt, ldx, T, cols, f.offset, dst);
+    }
+  }
 }
 
 }  // namespace
 
+void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n, ThreadPool* pool) {
+  if (n <= 0 || count <= 0) return;
+  const Isa isa = active_isa();
+  const int P = pool ? pool->size() : 1;
+  constexpr int kMaxJobs = 8;
+  TM_ASSERT(count <= kMaxJobs, "matmul_many: too many outputs");
+  Job jobs[kMaxJobs];
+  const int64_t cols = outs[0].w->cols();
+  int n_jobs = 0;
+  for (int i = 0; i < count; ++i) {
+    if (outs[i].w->rows() <= 0) continue;
+    TM_ASSERT(outs[i].w->cols() == cols, "matmul_many: weights differ in columns");
+    Job& j = jobs[n_jobs++];
+    j.w = outs[i].w;
+    j.y = outs[i].y;
+    j.ldy = outs[i].ldy;
+    plan_job(j, n, P, isa);
+  }
+  if (n_jobs == 0) return;
+
+  // Activation conversions, once per distinct format.
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  ActFormat fmts[kMaxJobs];
+  size_t fmt_off[kMaxJobs], fmt_tile[kMaxJobs];
+  int n_fmts = 0;
+  size_t total = 0;
+  bool need_bf16 = false;
+  for (int i = 0; i < n_jobs; ++i) {
+    Job& j = jobs[i];
+    if (j.path == Path::Bf16) need_bf16 = true;
+    if (j.path != Path::Quant) continue;
+    int f = 0;
+    while (f < n_fmts && !(fmts[f] == j.fmt)) ++f;
+    if (f == n_fmts) {
+      fmts[f] = j.fmt;
+      fmt_tile[f] = static_cast<size_t>(j.nb) * kTile * (j.fmt.kq ? kQ8KRecordBytes : kQ8RecordBytes);
+      fmt_off[f] = total;
+      total += round64(fmt_tile[f] * static_cast<size_t>(tiles));
+      ++n_fmts;
+    }
+    j.tile_bytes = fmt_tile[f];
+    j.act_off = fmt_off[f];
+  }
+  const int64_t ldxb = bf16_copy_stride(cols);
+  const size_t bf16_off = total;
+  if (need_bf16) total += round64(static_cast<size_t>(n * ldxb) * 2);
+  uint8_t* buf = scratch(total);
+  for (int i = 0; i < n_jobs; ++i)
+    if (jobs[i].path == Path::Quant) jobs[i].act = buf + jobs[i].act_off;
+  auto* xb = reinterpret_cast<uint16_t*>(buf + bf16_off);
+  const int64_t conv_items = n_fmts * tiles + (need_bf16 ? 1 : 0);
+  auto convert = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (i < n_fmts * tiles) {
+        const int f = static_cast<int>(i / tiles);
+        const int64_t k = i % tiles;
+        quantize_tiles(fmts[f], x, ldx, n, cols, isa, buf + fmt_off[f], fmt_tile[f], k, k + 1);
+      } else {
+        to_bf16_avx512(x, ldx, n, cols, xb, ldxb);
+      }
+    }
+  };
+  if (pool && P > 1 && tiles >= 4) pool->parallel_for(conv_items, 1, convert);
+  else convert(0, conv_items, 0);
+
+  // All tasks of all jobs in one parallel region.
+  int64_t n_tasks = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < n_jobs; ++i) {
+    n_tasks += jobs[i].n_tasks;
+    bytes += jobs[i].bytes * static_cast<size_t>(jobs[i].path == Path::Quant ? tiles : (n + 5) / 6);
+  }
+  auto body = [&](int64_t t0, int64_t t1, int) {
+    int ji = 0;
+    int64_t base = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      while (t >= base + jobs[ji].n_tasks) base += jobs[ji++].n_tasks;
+      run_task(jobs[ji], t - base, x, ldx, xb, ldxb, n);
+    }
+  };
+  if (pool && P > 1 && bytes >= kParallelMinBytes && n_tasks > 1) pool->parallel_for(n_tasks, 1, body);
+  else body(0, n_tasks, 0);
+}
+
 void matmul(const PreparedMatrix& pw, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens,
             ThreadPool* pool) {
-  if (n_tokens <= 0 || pw.rows() <= 0) return;
-  const Isa isa = active_isa();
-  if (pw.packed_kind != kPackNone && pw.packed_kind != kPackBf16Copy) {
-    quantized_matmul(pw, x, ldx, y, ldy, n_tokens, pool, isa);
-    return;
-  }
-  const DType t = pw.source().type;
-  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
-    float_matmul(pw, x, ldx, y, ldy, n_tokens, pool, isa);
-    return;
-  }
-  generic_matmul(pw.source(), x, ldx, y, ldy, n_tokens, pool);
+  const MatmulOutput out{&pw, y, ldy};
+  matmul_many(&out, 1, x, ldx, n_tokens, pool);
 }
 
 }  // namespace tmill

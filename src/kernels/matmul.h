@@ -34,6 +34,17 @@ class PreparedMatrix {
 void matmul(const PreparedMatrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens,
             ThreadPool* pool);
 
+// Several products with the same activations (e.g. Q/K/V or gate/up): X is converted (quantized or
+// rounded to bf16) once per format and all products run in one parallel region (one fork/join).
+// Every weight must have the same number of columns; outputs must not overlap.
+struct MatmulOutput {
+  const PreparedMatrix* w = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n_tokens,
+                 ThreadPool* pool);
+
 // The oracle: dequantizes each row (quant/quant.h) and accumulates in float32 in index order.
 void matmul_reference(const Matrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens);
 

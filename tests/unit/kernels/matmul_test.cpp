@@ -316,6 +316,37 @@ TEST(Matmul, PackingIsIndependentOfTheIsaUsedLater) {
   }
 }
 
+// matmul_many converts the activations once per format and runs every product in one region; each
+// output must equal its own matmul call exactly (same kernels, same per-token arithmetic).
+TEST(Matmul, ManyEqualsSeparateCalls) {
+  const int64_t cols = 512;
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q2_K};
+  const int64_t rows[] = {48, 17, 40, 33, 16, 1, 20};
+  std::vector<OwnedMatrix> ws;
+  std::vector<std::unique_ptr<PreparedMatrix>> pms;
+  for (int i = 0; i < 7; ++i) {
+    ws.push_back(make_matrix(types[i], rows[i], cols, 100 + i));
+    pms.push_back(std::make_unique<PreparedMatrix>(ws.back().m));
+  }
+  ThreadPool p2(2);
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    for (int64_t n : {1, 5, 40}) {
+      const std::vector<float> x = make_x(n, cols + 1, cols, static_cast<uint32_t>(n));
+      std::vector<std::vector<float>> many(7), single(7);
+      std::vector<MatmulOutput> outs;
+      for (int i = 0; i < 7; ++i) {
+        many[i].assign(static_cast<size_t>(n * rows[i]), 0.0f);
+        single[i].assign(many[i].size(), 1.0f);
+        outs.push_back({pms[i].get(), many[i].data(), rows[i]});
+        matmul(*pms[i], x.data(), cols + 1, single[i].data(), rows[i], n, &p2);
+      }
+      matmul_many(outs.data(), 7, x.data(), cols + 1, n, &p2);
+      for (int i = 0; i < 7; ++i) EXPECT_EQ(many[i], single[i]) << isa_name(isa) << " n=" << n << " output " << i;
+    }
+  }
+}
+
 TEST(Matmul, GetRowDequantizes) {
   const OwnedMatrix w = make_matrix(DType::Q8_0, 4, 64, 3);
   std::vector<float> a(64), b(64);
