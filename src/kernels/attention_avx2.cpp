@@ -1,4 +1,5 @@
-// AVX2 paged attention: like attention_avx512.cpp with each block's 16 keys in two ymm halves.
+// AVX2 paged attention: like attention_avx512.cpp with each block's 16 keys in two ymm halves;
+// head_dim a multiple of 8.
 #include <immintrin.h>
 
 #include <cstring>
@@ -143,7 +144,7 @@ void attn(const AttnArgs& a) {
 }  // namespace
 
 AttnFn attention_avx2(const AttnArgs& a) {
-  if (a.block_size != 16 || a.head_dim % 16 != 0 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
+  if (a.block_size != 16 || a.head_dim % 8 != 0 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
   switch (a.kv_type) {
     case kKvF32: return attn<kKvF32>;
     case kKvF16: return attn<kKvF16>;

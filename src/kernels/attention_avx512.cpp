@@ -1,5 +1,6 @@
 // AVX-512 paged attention: block_size 16 (one zmm = one dimension of a block's 16 keys, thanks to
-// the transposed K tile), head_dim a multiple of 16 (<= 256), up to 16 query heads per KV head.
+// the transposed K tile), any head_dim <= 256 (the last 16-wide chunk of a V row is masked), up to
+// 16 query heads per KV head.
 #include <immintrin.h>
 
 #include <cstring>
@@ -37,6 +38,15 @@ __m512 load16(const uint8_t* p) {  // 16 consecutive elements as floats
 }
 
 template <int T>
+__m512 load16m(const uint8_t* p, __mmask16 m) {  // the first lanes of m only; others read as 0
+  if constexpr (T == kKvF32) return _mm512_maskz_loadu_ps(m, p);
+  if constexpr (T == kKvF16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  if constexpr (T == kKvBF16)
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+}
+
+template <int T>
 constexpr int64_t elem_bytes() {
   return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
 }
@@ -44,7 +54,8 @@ constexpr int64_t elem_bytes() {
 template <int T>
 void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();
-  const int64_t hd = a.head_dim, G = a.group, nd = hd / 16;
+  const int64_t hd = a.head_dim, G = a.group, nd = (hd + 15) / 16, hp = nd * 16;  // acc rows padded to hp
+  const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xffff);
   alignas(64) float acc[16 * 256];
   alignas(64) float p[16][16];
   float m[16], l[16];
@@ -52,7 +63,7 @@ void attn(const AttnArgs& a) {
     m[g] = -__builtin_inff();
     l[g] = 0.0f;
   }
-  std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
+  std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hp));
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
@@ -85,20 +96,25 @@ void attn(const AttnArgs& a) {
       if (corr != 1.0f) {
         const __m512 c = _mm512_set1_ps(corr);
         for (int64_t j = 0; j < nd; ++j)
-          _mm512_store_ps(acc + g * hd + j * 16, _mm512_mul_ps(c, _mm512_load_ps(acc + g * hd + j * 16)));
+          _mm512_store_ps(acc + g * hp + j * 16, _mm512_mul_ps(c, _mm512_load_ps(acc + g * hp + j * 16)));
       }
     }
     // acc += p V
     for (int64_t g = 0; g < G; ++g) {
-      float* ag = acc + g * hd;
+      float* ag = acc + g * hp;
       for (int64_t j0 = 0; j0 < nd; j0 += 4) {
         const int64_t jn = nd - j0 < 4 ? nd - j0 : 4;
+        const bool last_masked = j0 + jn == nd && hd % 16 != 0;
         __m512 r[4];
         for (int64_t j = 0; j < jn; ++j) r[j] = _mm512_load_ps(ag + (j0 + j) * 16);
         for (int64_t t = 0; t < n; ++t) {
           const __m512 w = _mm512_set1_ps(p[g][t]);
           const uint8_t* vrow = vt + t * hd * eb;
-          for (int64_t j = 0; j < jn; ++j) r[j] = _mm512_fmadd_ps(w, load16<T>(vrow + (j0 + j) * 16 * eb), r[j]);
+          for (int64_t j = 0; j < jn; ++j) {
+            const uint8_t* src = vrow + (j0 + j) * 16 * eb;
+            const __m512 v = last_masked && j == jn - 1 ? load16m<T>(src, tail) : load16<T>(src);
+            r[j] = _mm512_fmadd_ps(w, v, r[j]);
+          }
         }
         for (int64_t j = 0; j < jn; ++j) _mm512_store_ps(ag + (j0 + j) * 16, r[j]);
       }
@@ -106,15 +122,18 @@ void attn(const AttnArgs& a) {
   }
   for (int64_t g = 0; g < G; ++g) {
     const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
-    for (int64_t j = 0; j < nd; ++j)
-      _mm512_storeu_ps(a.out + g * hd + j * 16, _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hd + j * 16)));
+    for (int64_t j = 0; j < nd; ++j) {
+      const __m512 o = _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hp + j * 16));
+      if (j == nd - 1) _mm512_mask_storeu_ps(a.out + g * hd + j * 16, tail, o);
+      else _mm512_storeu_ps(a.out + g * hd + j * 16, o);
+    }
   }
 }
 
 }  // namespace
 
 AttnFn attention_avx512(const AttnArgs& a) {
-  if (a.block_size != 16 || a.head_dim % 16 != 0 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
+  if (a.block_size != 16 || a.head_dim < 1 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
   switch (a.kv_type) {
     case kKvF32: return attn<kKvF32>;
     case kKvF16: return attn<kKvF16>;

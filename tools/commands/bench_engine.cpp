@@ -29,6 +29,8 @@ struct BenchCli {
 
 struct Run {
   double prompt_tps = 0, gen_tps = 0, prompt_s = 0, gen_s = 0;
+  double kv_waste = 0;      // at the step with the most allocated KV slots: (allocated - used) / allocated
+  int64_t kv_peak_slots = 0;
 };
 
 double median(std::vector<double> v) {
@@ -67,8 +69,15 @@ Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) 
       return {};
     }
   }
-  e.run_until_idle();
   Run r;
+  // step by hand to watch the KV cache at its fullest
+  while (e.step() || !e.idle()) {
+    const auto kv = e.stats().sched.kv;
+    if (kv.allocated_slots > r.kv_peak_slots) {
+      r.kv_peak_slots = kv.allocated_slots;
+      r.kv_waste = kv.allocated_slots ? double(kv.allocated_slots - kv.used_slots) / kv.allocated_slots : 0;
+    }
+  }
   r.prompt_s = std::chrono::duration<double>(t_first - t0).count();
   r.gen_s = std::chrono::duration<double>(t_done - t_first).count();
   r.prompt_tps = batch * static_cast<double>(o.prompt_len) / r.prompt_s;
@@ -115,22 +124,24 @@ int run(BenchCli& o) {
   Engine& e = **eng;
   nlohmann::json out = nlohmann::json::array();
   if (!o.json_out)
-    std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s |\n", "batch", "prompt", "gen", "prompt tok/s",
-                "gen tok/s", "prompt s", "gen s");
+    std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s | %9s |\n", "batch", "prompt", "gen", "prompt tok/s",
+                "gen tok/s", "prompt s", "gen s", "KV waste");
   for (int32_t b : batches) {
-    std::vector<double> p, g, ps, gs;
+    std::vector<double> p, g, ps, gs, waste;
     for (int32_t rep = 0; rep < std::max(1, o.repetitions); ++rep) {
       Run r = run_once(e, b, o, o.seed + static_cast<uint64_t>(rep) * 1000 + static_cast<uint64_t>(b));
       p.push_back(r.prompt_tps);
       g.push_back(r.gen_tps);
       ps.push_back(r.prompt_s);
       gs.push_back(r.gen_s);
+      waste.push_back(r.kv_waste);
     }
     const double mp = median(p), mg = median(g);
-    out.push_back({{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg}});
+    out.push_back({{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg},
+                   {"kv_waste_at_peak", median(waste)}});
     if (!o.json_out)
-      std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f |\n", b, o.prompt_len, o.gen_len, mp, mg,
-                  median(ps), median(gs));
+      std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f | %8.2f%% |\n", b, o.prompt_len, o.gen_len,
+                  mp, mg, median(ps), median(gs), 100 * median(waste));
     std::fflush(stdout);
   }
   if (o.json_out) std::printf("%s\n", out.dump().c_str());

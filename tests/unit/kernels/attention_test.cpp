@@ -72,7 +72,8 @@ struct Shape {
 
 TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   std::mt19937 rng(7);
-  const Shape shapes[] = {{64, 7, 2, 16}, {128, 4, 2, 16}, {16, 1, 1, 16}, {64, 2, 3, 16}, {32, 3, 2, 8}};
+  const Shape shapes[] = {{64, 7, 2, 16}, {128, 4, 2, 16}, {16, 1, 1, 16}, {64, 2, 3, 16}, {32, 3, 2, 8},
+                         {8, 2, 4, 16}, {40, 3, 1, 16}, {24, 5, 2, 16}, {256, 16, 1, 16}};
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
