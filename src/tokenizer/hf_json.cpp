@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 
 #include "core/log.h"
@@ -20,6 +21,15 @@ using json = nlohmann::json;
 const char* const kHfGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 // Metaspace(split = true): "▁" starts a new piece.
 const char* const kMetaspaceSplit = R"(\x{2581}[^\x{2581}]*|[^\x{2581}]+)";
+
+// A token id: an integer in [0, 2^22) (floats and out-of-range numbers are errors, not UB).
+Result<int64_t> json_id(const json& j) {
+  if (!j.is_number_integer()) return Error{"token id is not an integer"};
+  int64_t id = j.is_number_unsigned() ? (j.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : int64_t(j.get<uint64_t>()))
+                                      : j.get<int64_t>();
+  if (id < 0 || id >= (int64_t(1) << 22)) return Error{"token id out of range (0 .. 4M)"};
+  return id;
+}
 
 std::string json_str(const json& j, const char* key) {
   auto it = j.find(key);
@@ -142,23 +152,28 @@ Result<VocabData> build(const json& j, const json& cfg) {
 
   // Vocabulary: model.vocab plus added_tokens, indexed by id.
   const json& vocab = model.at("vocab");
+  if (!vocab.is_object()) return Error{"model.vocab is not an object"};
   int64_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    TM_ASSIGN_OR_RETURN(int64_t id, json_id(it.value()));
+    max_id = std::max(max_id, id);
+  }
   const json added = j.value("added_tokens", json::array());
-  for (const auto& a : added) max_id = std::max<int64_t>(max_id, a.at("id").get<int64_t>());
+  if (!added.is_array()) return Error{"added_tokens is not an array"};
+  for (const auto& a : added) {
+    TM_ASSIGN_OR_RETURN(int64_t id, json_id(a.at("id")));
+    max_id = std::max(max_id, id);
+  }
   if (max_id < 0) return Error{"tokenizer.json has an empty vocabulary"};
-  if (max_id >= (int64_t(1) << 24)) return Error{"tokenizer.json token id too large"};
   v.tokens.resize(size_t(max_id) + 1);
   std::vector<bool> seen(v.tokens.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int64_t id = it.value().get<int64_t>();
-    if (id < 0) return Error{"negative token id in tokenizer.json"};
+    const int64_t id = *json_id(it.value());  // validated above
     v.tokens[id].text = it.key();
     seen[id] = true;
   }
   for (const auto& a : added) {
-    int64_t id = a.at("id").get<int64_t>();
-    if (id < 0) return Error{"negative added token id in tokenizer.json"};
+    const int64_t id = *json_id(a.at("id"));
     auto& t = v.tokens[id];
     t.text = a.at("content").get<std::string>();
     t.attr = a.value("special", false) ? kAttrControl : kAttrUserDefined;
@@ -170,8 +185,7 @@ Result<VocabData> build(const json& j, const json& cfg) {
     if (!seen[i]) {  // a hole in the id space
       v.tokens[i].text = "[PAD" + std::to_string(i) + "]";
       v.tokens[i].attr = kAttrUnused;
-    } else if (!v.byte_encode && v.tokens[i].attr == kAttrNormal && v.tokens[i].text.size() == 6 &&
-               v.tokens[i].text.compare(0, 3, "<0x") == 0 && v.tokens[i].text.back() == '>') {
+    } else if (!v.byte_encode && v.tokens[i].attr == kAttrNormal && parse_byte_token(v.tokens[i].text) >= 0) {
       v.tokens[i].attr = kAttrByte;
     }
   }

@@ -185,6 +185,13 @@ struct MatchScratch {
   pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
   MatchScratch() {
     if (stack && ctx) pcre2_jit_stack_assign(ctx, nullptr, stack);
+    // Bound the work of one match so a pathological pattern from an untrusted tokenizer.json
+    // cannot hang the process (real pre-tokenizer patterns stay far below these limits).
+    if (ctx) {
+      pcre2_set_match_limit(ctx, 10'000'000);
+      pcre2_set_depth_limit(ctx, 100'000);
+      pcre2_set_heap_limit(ctx, 64 * 1024);  // KiB
+    }
   }
   ~MatchScratch() {
     pcre2_match_context_free(ctx);

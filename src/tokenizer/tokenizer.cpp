@@ -55,8 +55,8 @@ Status Tokenizer::init() {
     } else if (t.attr & kAttrNormal) {
       p = unescape ? replace_all(t.text, kSpm, " ") : data_.byte_encode ? byte_level_decode(t.text) : t.text;
     } else if (t.attr & kAttrByte) {
-      if (t.text.size() == 6 && t.text.compare(0, 3, "<0x") == 0) {
-        p = char(std::stoi(t.text.substr(3, 2), nullptr, 16));
+      if (int b = parse_byte_token(t.text); b >= 0) {
+        p = char(b);
       } else if (data_.byte_encode) {
         p = byte_level_decode(t.text);
       } else {

@@ -156,6 +156,15 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
   return out;
 }
 
+int parse_byte_token(std::string_view t) {
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  int hi = hex(t[3]), lo = hex(t[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 bool nfc_quick_stable(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {

@@ -40,6 +40,9 @@ std::string byte_level_decode(std::string_view text);
 // Raw bytes -> GPT-2 alphabet.
 void byte_level_encode(std::string_view bytes, std::string& out);
 
+// "<0xNN>" (SentencePiece byte token, two hex digits) -> the byte; -1 for any other text.
+int parse_byte_token(std::string_view text);
+
 // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's visible space.
 inline constexpr std::string_view kSpm = "\xE2\x96\x81";
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to);

@@ -1,3 +1,4 @@
+// fuzz-deps: formats
 // libFuzzer target: GgufFile::parse on arbitrary bytes. On success every metadata value and the first
 // and last byte of every tensor are touched, and the file is re-serialized with GgufWriter and parsed
 // again: metadata and tensor bytes must survive the round trip unchanged.

@@ -1,3 +1,4 @@
+// fuzz-deps: formats
 // libFuzzer target: SafetensorsFile::parse on arbitrary bytes. On success every tensor must lie inside
 // the input and not overlap another, its first/last byte is read, and float tensors are converted
 // to f32 (other dtypes must be refused with an "unsupported dtype" error).

@@ -225,6 +225,17 @@ TEST(QuantRoundTrip, BlockFormatsExactOnTheirGrid) {
   }
 }
 
+TEST(QuantRoundTrip, RequantizingDequantizedBlocksGivesTheSameBytes) {
+  // The symmetric formats map the extreme value exactly onto a level, so quantize(dequantize(q)) == q.
+  const auto x = gaussian(8 * 4096, 23);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
+    const auto q = quant(t, x);
+    std::vector<float> y(x.size());
+    dequantize_row(t, q.data(), y.data(), static_cast<int64_t>(y.size()));
+    EXPECT_EQ(quant(t, y), q) << dtype_name(t);
+  }
+}
+
 TEST(QuantRoundTrip, ZerosStayZero) {
   const std::vector<float> x(512, 0.0f);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K,
