@@ -8,34 +8,8 @@
 namespace tmill::kern {
 namespace {
 
-float load_k(const uint8_t* tile, int type, int64_t d, int64_t t, int64_t bs, int64_t hd) {
-  const int64_t i = d * bs + t;
-  switch (type) {
-    case kKvF32: {
-      float f;
-      std::memcpy(&f, tile + i * 4, 4);
-      return f;
-    }
-    case kKvF16: {
-      uint16_t h;
-      std::memcpy(&h, tile + i * 2, 2);
-      return fp16_to_fp32(h);
-    }
-    case kKvBF16: {
-      uint16_t h;
-      std::memcpy(&h, tile + i * 2, 2);
-      return bf16_to_fp32(h);
-    }
-    default: {
-      float s;
-      std::memcpy(&s, tile + hd * bs + t * 4, 4);
-      return s * static_cast<float>(reinterpret_cast<const int8_t*>(tile)[i]);
-    }
-  }
-}
-
-float load_v(const uint8_t* tile, int type, int64_t d, int64_t t, int64_t bs, int64_t hd) {
-  const int64_t i = t * hd + d;
+// Element i of a K or V tile (K: i = d * bs + t, V: i = t * hd + d); int8 tiles scale by token t.
+float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int64_t hd) {
   switch (type) {
     case kKvF32: {
       float f;
@@ -82,7 +56,7 @@ void attention_scalar(const AttnArgs& a) {
       float mx = m[g];
       for (int64_t t = 0; t < n; ++t) {
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load_k(kt, a.kv_type, d, t, bs, hd);
+        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, a.kv_type, d * bs + t, t, bs, hd);
         s[t] = dot * a.scale;
         if (s[t] > mx) mx = s[t];
       }
@@ -95,7 +69,7 @@ void attention_scalar(const AttnArgs& a) {
       for (int64_t t = 0; t < n; ++t) {
         const float p = std::exp(s[t] - mx);
         l[g] += p;
-        for (int64_t d = 0; d < hd; ++d) og[d] += p * load_v(vt, a.kv_type, d, t, bs, hd);
+        for (int64_t d = 0; d < hd; ++d) og[d] += p * load(vt, a.kv_type, t * hd + d, t, bs, hd);
       }
     }
   }
