@@ -1,0 +1,112 @@
+// `tokenmill dummy`: real shapes, reproducible bytes, the vocabulary copied verbatim, and a file
+// that reads back (GgufFile) with exactly the metadata and tensors that were written.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "formats/gguf.h"
+#include "model/dummy.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "test_support.h"
+
+using namespace tmill;
+
+namespace {
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+std::string write(const std::string& shape, DType t, uint64_t seed, const std::string& vocab = "", bool pure = false) {
+  DummyOptions o;
+  o.shape = *find_shape(shape);
+  o.dtype = t;
+  o.seed = seed;
+  o.vocab_path = vocab;
+  o.pure = pure;
+  std::string path = test::temp_dir() + "/m.gguf";
+  auto st = write_dummy_model(o, path);
+  EXPECT_TRUE(st.ok()) << st.error();
+  return path;
+}
+}  // namespace
+
+TEST(Dummy, SameSeedSameBytesDifferentSeedDifferentBytes) {
+  const std::string a = slurp(write("tiny-qwen2", DType::Q8_0, 1));
+  const std::string b = slurp(write("tiny-qwen2", DType::Q8_0, 1));
+  const std::string c = slurp(write("tiny-qwen2", DType::Q8_0, 2));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a.size(), c.size());
+}
+
+TEST(Dummy, ReadsBackWithTheShapeItWasAskedFor) {
+  for (const char* name : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+      auto m = Model::load(write(name, t, 3));
+      ASSERT_TRUE(m.ok()) << name << " " << dtype_name(t) << ": " << m.error();
+      const auto shape = *find_shape(name);
+      const auto& c = (*m)->config();
+      EXPECT_EQ(c.arch.name, shape.arch);
+      EXPECT_EQ(c.n_embd, shape.n_embd);
+      EXPECT_EQ(c.n_layer, shape.n_layer);
+      EXPECT_EQ(c.n_head, shape.n_head);
+      EXPECT_EQ(c.n_head_kv, shape.n_head_kv);
+      EXPECT_EQ(c.head_dim, shape.head_dim);
+      EXPECT_EQ(c.n_ff, shape.n_ff);
+      EXPECT_EQ(c.tied_output, shape.tied);
+      EXPECT_EQ((*m)->weights().layers[0].wq.type, t);
+      // values stay small and finite: uniform in +-0.035 (+ quantization error)
+      const Matrix& wq = (*m)->weights().layers[1].wq;
+      std::vector<float> row(wq.cols);
+      dequantize_row(wq.type, wq.row(wq.rows - 1), row.data(), wq.cols);
+      for (float v : row) ASSERT_LE(std::abs(v), 0.04f);
+    }
+  }
+}
+
+TEST(Dummy, VocabularyIsCopiedVerbatim) {
+  const std::string vocab = test::source_path("tests/data/tokenizers/ggml-vocab-llama-spm.gguf");
+  auto src = GgufFile::open(vocab);
+  ASSERT_TRUE(src.ok());
+  auto out = GgufFile::open(write("tiny-llama", DType::F16, 5, vocab));
+  ASSERT_TRUE(out.ok()) << out.error();
+  int copied = 0;
+  for (const auto& [k, v] : src->metadata()) {
+    if (k.rfind("tokenizer.", 0) != 0) continue;
+    const GgufValue* w = out->find(k);
+    ASSERT_NE(w, nullptr) << k;
+    EXPECT_TRUE(*w == v) << k;
+    ++copied;
+  }
+  EXPECT_GE(copied, 5);
+  // the vocabulary's size decides the embedding rows
+  EXPECT_EQ(out->find_tensor("token_embd.weight")->ne[1], 32000);
+}
+
+TEST(Dummy, Q4_0DefaultMixKeepsTheOutputInQ8_0UnlessPure) {
+  // tiny-qwen2 is tied: the embedding is the output matrix; 64 columns do not fit 256-blocks -> Q8_0
+  auto mix = GgufFile::open(write("tiny-qwen2", DType::Q4_0, 1));
+  ASSERT_TRUE(mix.ok());
+  EXPECT_EQ(mix->find_tensor("token_embd.weight")->type, DType::Q8_0);
+  EXPECT_EQ(mix->find_tensor("blk.0.attn_q.weight")->type, DType::Q4_0);
+  auto pure = GgufFile::open(write("tiny-qwen2", DType::Q4_0, 1, "", true));
+  ASSERT_TRUE(pure.ok());
+  EXPECT_EQ(pure->find_tensor("token_embd.weight")->type, DType::Q4_0);
+}
+
+TEST(Dummy, RealShapesHaveTheirParameterCounts) {
+  // Parameter counts of the real models (embedding counted once when tied), without writing them.
+  auto params = [](const ModelShape& s) {
+    const int64_t q = s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
+    int64_t per_layer = s.n_embd * q + 2 * s.n_embd * kv + q * s.n_embd + 3 * s.n_embd * s.n_ff + 2 * s.n_embd;
+    if (s.arch == "qwen2") per_layer += q + 2 * kv;
+    if (s.arch == "qwen3") per_layer += 2 * s.head_dim;
+    return s.n_vocab * s.n_embd * (s.tied ? 1 : 2) + s.n_layer * per_layer + s.n_embd;
+  };
+  EXPECT_NEAR(params(*find_shape("qwen2.5-0.5b")) / 1e9, 0.494, 0.001);
+  EXPECT_NEAR(params(*find_shape("qwen2.5-1.5b")) / 1e9, 1.544, 0.001);
+  EXPECT_NEAR(params(*find_shape("qwen2.5-7b")) / 1e9, 7.616, 0.001);
+  EXPECT_NEAR(params(*find_shape("llama-3.2-1b")) / 1e9, 1.236, 0.001);
+  EXPECT_NEAR(params(*find_shape("llama-3-8b")) / 1e9, 8.030, 0.001);
+}
