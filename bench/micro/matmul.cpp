@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -240,6 +241,19 @@ void peak(benchmark::State& state, int which) {
   set_best(state, 0, ops, best);
 }
 
+// Fork/join cost of one parallel region with an empty body (what a matmul pays to use both cores).
+void pool_overhead(benchmark::State& state) {
+  ThreadPool* p = pool(static_cast<int>(state.range(0)));
+  std::atomic<int64_t> sink{0};
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    p->parallel_for(64, 1, [&](int64_t b, int64_t, int) { sink.fetch_add(b, std::memory_order_relaxed); });
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  state.counters["best_us"] = best * 1e6;
+}
+
 struct Shape {
   int64_t rows, cols;
 };
@@ -275,6 +289,7 @@ void register_all() {
   benchmark::RegisterBenchmark("BM_PeakVnni", [](benchmark::State& st) { peak(st, 0); })->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PeakBf16", [](benchmark::State& st) { peak(st, 1); })->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PeakFma", [](benchmark::State& st) { peak(st, 2); })->Arg(1)->Arg(2)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_PoolForkJoin", pool_overhead)->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_MemRead", mem_read)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
