@@ -89,7 +89,7 @@ const std::vector<FamilyDef>& families() {
     add({"deepseek-v3", "hunyuan-dense", "joyai-llm"},
         {R"(\p{N}{1,3})", R"([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)", kDeepseek3Main});
     add({"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"});
-    add({"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b",
+    add({"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "minerva",
          "mellum2"}, {R"(\p{N})", kGpt2});
     add({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
          "mellum", "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais",
