@@ -30,6 +30,20 @@ TEST(GenerateCli, DefaultModelGreedyMatchesLlama2c) {
   EXPECT_EQ(strip(r.out), strip(expected));
 }
 
+// Every ISA path (forced with TOKENMILL_ISA) gives the same greedy story.
+TEST(GenerateCli, EveryIsaPathGivesTheSameGreedyOutput) {
+  std::string expected = slurp(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+    auto r = test::run_command(std::string("TOKENMILL_ISA=") + isa + " " + bin() +
+                               " generate --temperature 0 --max-tokens 200 --no-stream");
+    ASSERT_EQ(r.exit_code, 0) << isa << ": " << r.err;
+    std::string got = r.out;
+    while (!got.empty() && got.back() == '\n') got.pop_back();
+    EXPECT_EQ(got, expected) << "isa " << isa;
+  }
+}
+
 TEST(GenerateCli, JsonOutput) {
   auto r = test::run_command(bin() + " generate --prompt 'Once upon a time' --temperature 0 --max-tokens 20 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
