@@ -1,0 +1,106 @@
+// `tokenmill bench serve`: load-test any OpenAI-compatible server (tokenmill, vLLM, llama-server).
+// The work is done by the bench module (src/bench/bench.h); this file only maps flags to options.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "bench/bench.h"
+#include "cli_common.h"
+#include "core/log.h"
+
+namespace {
+
+struct Flags {
+  tmill::bench::BenchOptions o;
+  std::string endpoint = "chat", dataset = "random", rate = "inf", burstiness = "1";
+  std::vector<std::string> goodput;
+  bool no_progress = false, quiet = false;
+};
+
+bool parse_double_or_inf(const std::string& s, double* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || std::isnan(v)) return false;
+  *out = v;
+  return true;
+}
+
+TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/throughput, scenarios, HTML report)",
+           [](CLI::App& app) -> tmill::cli::CommandRun {
+  auto f = std::make_shared<Flags>();
+  auto& o = f->o;
+  app.add_option("--base-url", o.base_url, "server root URL, e.g. http://127.0.0.1:8000")->required();
+  app.add_option("--api-key", o.api_key, "bearer token (default: $OPENAI_API_KEY)");
+  app.add_option("--model", o.model, "model name (default: first id of GET /v1/models)");
+  app.add_option("--endpoint", f->endpoint, "chat or completions")->check(CLI::IsMember({"chat", "completions"}));
+  app.add_option("--num-prompts", o.num_prompts, "requests to send (default 100)");
+  app.add_option("--max-concurrency", o.max_concurrency, "most requests in flight (default: unlimited)");
+  app.add_option("--request-rate", f->rate, "requests/s, Poisson/gamma arrivals; inf = all at once (default)");
+  app.add_option("--burstiness", f->burstiness, "gamma shape of inter-arrival times (1 = Poisson; <1 burstier)");
+  app.add_option("--seed", o.seed, "random seed for prompts and arrivals");
+  app.add_flag("--ignore-eos", o.ignore_eos, "send \"ignore_eos\": true (vLLM/tokenmill extension)");
+  app.add_option("--num-warmups", o.num_warmups, "warm-up requests before measuring");
+  app.add_option("--timeout", o.timeout_s, "per-request timeout in seconds (default 600)");
+  app.add_option("--max-tokens", o.max_tokens, "max_tokens for every request (default: the dataset's output length)");
+  app.add_option("--max-workers", o.max_workers, "HTTP worker threads = most concurrent streams (default 512)");
+  app.add_option("--dataset", f->dataset, "random, shared-prefix or jsonl")
+      ->check(CLI::IsMember({"random", "shared-prefix", "jsonl"}));
+  app.add_option("--dataset-path", o.dataset_path, "JSONL file: {\"prompt\": ...} or {\"messages\": [...]} per line");
+  app.add_option("--input-len", o.input_len, "random/shared-prefix: prompt length in words ~ tokens (default 1024)");
+  app.add_option("--output-len", o.output_len, "output tokens per request (default 128)");
+  app.add_option("--range-ratio", o.range_ratio, "lengths uniform in [len*(1-r), len*(1+r)] (default 0)");
+  app.add_option("--prefix-len", o.prefix_len, "shared-prefix: words in each shared prefix (default 1024)");
+  app.add_option("--num-prefixes", o.num_prefixes, "shared-prefix: number of distinct prefixes (default 4)");
+  app.add_option("--goodput", f->goodput, "SLOs for goodput, e.g. --goodput ttft:500 tpot:50 e2el:10000 (ms)");
+  app.add_flag("--no-progress", f->no_progress, "no progress display on stderr");
+  app.add_flag("--quiet", f->quiet, "no summary table on stdout");
+  app.add_option("--metrics-interval", o.metrics_interval_s, "seconds between /metrics scrapes; 0 = off (default 1)");
+  app.add_option("--json", o.json_path, "write every figure to this JSON file");
+  app.add_option("--report", o.report_path, "write a self-contained HTML report with charts");
+  app.add_option("--scenario", o.scenario,
+                 "single-user, concurrency, long-prompt, long-output, oom-boundary, recovery, or all");
+  app.add_option("--concurrency-levels", o.concurrency_levels, "concurrency sweep levels (default 1,2,4,8,16,32,64)")
+      ->delimiter(',');
+  app.add_option("--slo-ttft-ms", o.slo_ttft_ms, "concurrency scenario: p99 TTFT SLO for the knee (default 2000)");
+  app.add_option("--context-len", o.context_len, "long-prompt/oom: context length (default: server's max_model_len, else 2048)");
+  app.add_option("--time-budget", o.time_budget_s, "seconds for the whole invocation (scenarios share it); 0 = none");
+  app.add_flag("--short", o.short_mode, "shrink every scenario (tests, smoke runs)");
+  return [f, &app]() -> int {
+    auto& o = f->o;
+    for (const char* name : {"num-prompts", "max-concurrency", "request-rate", "input-len", "output-len",
+                             "concurrency-levels", "context-len", "prefix-len"})
+      if (app.count(std::string("--") + name) > 0) o.explicit_opts.insert(name);
+    o.endpoint = f->endpoint == "completions" ? tmill::bench::Endpoint::Completions : tmill::bench::Endpoint::Chat;
+    o.dataset = f->dataset == "jsonl" ? tmill::bench::DatasetKind::Jsonl
+                : f->dataset == "shared-prefix" ? tmill::bench::DatasetKind::SharedPrefix
+                                                : tmill::bench::DatasetKind::Random;
+    if (!parse_double_or_inf(f->rate, &o.request_rate) || !parse_double_or_inf(f->burstiness, &o.burstiness)) {
+      std::fprintf(stderr, "error: --request-rate and --burstiness take a number or inf\n");
+      return 2;
+    }
+    auto slo = tmill::bench::parse_slo(f->goodput);
+    if (!slo) {
+      std::fprintf(stderr, "error: %s\n", slo.error().c_str());
+      return 2;
+    }
+    o.goodput = *slo;
+    o.progress = !f->no_progress;
+    auto report = tmill::bench::run_bench(o, tmill::cli::version_string());
+    if (!report) {
+      std::fprintf(stderr, "error: %s\n", report.error().c_str());
+      return 1;
+    }
+    if (!f->quiet) std::fputs(tmill::bench::render_text_summary(*report).c_str(), stdout);
+    std::fflush(stdout);
+    if (auto st = tmill::bench::write_reports(*report, o); !st) {
+      std::fprintf(stderr, "error: %s\n", st.error().c_str());
+      return 1;
+    }
+    if (!o.json_path.empty()) tmill::log_info("bench: wrote {}", o.json_path);
+    if (!o.report_path.empty()) tmill::log_info("bench: wrote {}", o.report_path);
+    return 0;
+  };
+});
+
+}  // namespace
