@@ -81,6 +81,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const PreparedLayer& P = layers_[l];
     // attention block
     rmsnorm_rows(x_.data(), E, L.attn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    observe(P.wq, xb_.data(), N);
+    observe(P.wk, xb_.data(), N);
+    observe(P.wv, xb_.data(), N);
     matmul(P.wq, xb_.data(), E, q_.data(), QD, N, pool_);
     matmul(P.wk, xb_.data(), E, k_.data(), KD, N, pool_);
     matmul(P.wv, xb_.data(), E, v_.data(), KD, N, pool_);
@@ -109,13 +112,17 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
         paged_kv_store(view, s.block_table.data(), pos_[t], k_.data() + t * KD, v_.data() + t * KD);
       }
     attention(batch, kv, l);
+    observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
     add_inplace(x_.data(), xb_.data(), N * E);
     // feed-forward block (SwiGLU)
     rmsnorm_rows(x_.data(), E, L.ffn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    observe(P.gate, xb_.data(), N);
+    observe(P.up, xb_.data(), N);
     matmul(P.gate, xb_.data(), E, hb_.data(), F, N, pool_);
     matmul(P.up, xb_.data(), E, hb2_.data(), F, N, pool_);
     silu_mul(hb_.data(), hb2_.data(), N * F);
+    observe(P.down, hb_.data(), N);
     matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
     add_inplace(x_.data(), xb_.data(), N * E);
   }
@@ -133,6 +140,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   if (R == 0) return;
   for (int64_t r = 0; r < R; ++r)
     rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+  observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
 }
 

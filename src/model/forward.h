@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -15,6 +16,17 @@ namespace tmill {
 
 class ThreadPool;
 
+// Optional observer of every weight product's input (imatrix collection, activation statistics).
+// Called on the thread that runs Forward::run, before the product, with the weight's tensor name
+// ("blk.0.attn_q.weight"; "token_embd.weight" for a tied output) and its input: n_rows rows of
+// n_cols contiguous floats (one row per batch token; for the output projection only the rows that
+// produce logits). Q/K/V and gate/up share an input and are reported once per weight.
+class ActivationObserver {
+ public:
+  virtual ~ActivationObserver() = default;
+  virtual void on_matmul_input(const std::string& weight_name, const float* x, int64_t n_rows, int64_t n_cols) = 0;
+};
+
 class Forward {
  public:
   // Prepares every weight (one-time repacking) and the RoPE tables. pool may be null (1 thread).
@@ -25,6 +37,8 @@ class Forward {
   void run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& logits);
 
   const Model& model() const { return *model_; }
+  // Null (the default) costs one untaken branch per product. Not owned; must outlive its use.
+  void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
 
  private:
   struct PreparedLayer {
@@ -32,9 +46,13 @@ class Forward {
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
+  void observe(const PreparedMatrix& w, const float* x, int64_t n_rows) const {
+    if (observer_) observer_->on_matmul_input(w.source().name, x, n_rows, w.cols());
+  }
 
   std::shared_ptr<const Model> model_;
   ThreadPool* pool_;
+  ActivationObserver* observer_ = nullptr;
   std::vector<PreparedLayer> layers_;
   PreparedMatrix output_;
   std::vector<float> inv_freq_;  // (n_rot/2)
