@@ -1,0 +1,147 @@
+// The `tokenmill eval ...` commands as users run them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "eval_models.h"
+#include "quant/imatrix.h"
+#include "test_support.h"
+
+using namespace tmill;
+using nlohmann::json;
+
+namespace {
+std::string bin() { return test::tokenmill_binary(); }
+std::string story() { return test::story_text_path(); }
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+json run_json(const std::string& args) {
+  auto r = test::run_command(bin() + " " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  return j;
+}
+}  // namespace
+
+TEST(EvalCli, PerplexityDefaultModel) {
+  json j = run_json("eval perplexity --text " + story() + " --ctx 128 --threads 2");
+  EXPECT_EQ(j["ctx"], 128);
+  EXPECT_EQ(j["kv_cache_dtype"], "f32");  // auto on an F32 model
+  EXPECT_EQ(j["tokens"], j["chunks"].get<int>() * 63);
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+  EXPECT_LT(j["ppl"].get<double>(), 20.0);
+  // the text form prints the same value
+  auto r = test::run_command(bin() + " eval perplexity --text " + story() + " --ctx 128 --threads 2");
+  ASSERT_EQ(r.exit_code, 0);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "PPL = %.4f", j["ppl"].get<double>());
+  EXPECT_NE(r.out.find(buf), std::string::npos) << r.out;
+}
+
+TEST(EvalCli, PerplexityErrors) {
+  auto r = test::run_command(bin() + " eval perplexity --text " + story() + " --ctx 100000 --threads 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
+  r = test::run_command(bin() + " eval perplexity --text /nonexistent.txt");
+  EXPECT_EQ(r.exit_code, 1);
+  r = test::run_command(bin() + " eval perplexity --text " + story() + " --kv-cache-dtype fp8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unsupported KV cache dtype"), std::string::npos);
+}
+
+TEST(EvalCli, CompareJsonKeysSelfAndKvTypes) {
+  const std::string m = test::stories_path();
+  json self = run_json("eval compare --reference " + m + " --model " + m + " --text " + story() + " --ctx 128 --threads 2");
+  for (const char* k : {"kld", "top1_agreement", "ppl_reference", "ppl_model", "tokens"}) EXPECT_TRUE(self.contains(k)) << k;
+  for (const char* k : {"mean", "p99", "max"}) EXPECT_TRUE(self["kld"].contains(k)) << k;
+  EXPECT_EQ(self["kld"]["mean"], 0.0);
+  EXPECT_EQ(self["kld"]["max"], 0.0);
+  EXPECT_EQ(self["top1_agreement"], 1.0);
+  EXPECT_EQ(self["ppl_reference"], self["ppl_model"]);
+  // same model, int8 KV against f32 KV
+  json kv = run_json("eval compare --reference " + m + " --model " + m + " --text " + story() +
+                     " --ctx 128 --threads 2 --kv-cache-dtype int8");
+  EXPECT_EQ(kv["kv_cache_dtype"], "int8");
+  EXPECT_EQ(kv["reference_kv_cache_dtype"], "f32");
+  EXPECT_GT(kv["kld"]["mean"].get<double>(), 0.0);
+  EXPECT_LT(kv["kld"]["mean"].get<double>(), 0.01);
+  EXPECT_EQ(kv["tokens"], self["tokens"]);
+  // perplexity of the reference equals `eval perplexity`
+  json p = run_json("eval perplexity --text " + story() + " --ctx 128 --threads 2");
+  EXPECT_NEAR(self["ppl_reference"].get<double>(), p["ppl"].get<double>(), 1e-9);
+}
+
+TEST(EvalCli, CompareRefusesDifferentVocabularies) {
+  ModelShape s = *find_shape("tiny-llama");
+  s.name = "tiny-llama-v700";
+  s.n_vocab = 700;
+  auto r = test::run_command(bin() + " eval compare --reference " + test::stories_path() + " --model " +
+                             test::dummy_model(s) + " --text " + story());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("different vocabularies"), std::string::npos) << r.err;
+  // same size (512), different tokens
+  r = test::run_command(bin() + " eval compare --reference " + test::stories_path() + " --model " +
+                        test::dummy_model("tiny-llama") + " --text " + story());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("different tokens"), std::string::npos) << r.err;
+}
+
+TEST(EvalCli, ImatrixThenQuantizeWithIt) {
+  const std::string dir = test::temp_dir();
+  const std::string model = test::dummy_model("tiny-qwen2");
+  auto r = test::run_command(bin() + " eval imatrix --model " + model + " --text " +
+                             test::source_path("tests/data/eval/calibration.txt") + " -o " + dir +
+                             "/im.gguf --ctx 64 --chunks 5 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("14 weight matrices, 5 chunk(s) of 64 tokens"), std::string::npos) << r.out;
+  auto im = load_imatrix(dir + "/im.gguf");
+  ASSERT_TRUE(im.ok()) << im.error();
+  EXPECT_EQ(im->chunk_count, 5);
+  EXPECT_EQ(im->entries.at("blk.1.ffn_down.weight").counts, std::vector<float>{320.0f});
+  r = test::run_command(bin() + " quantize " + model + " " + dir + "/q.gguf --type Q4_0 --pure -q --imatrix " + dir +
+                        "/im.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("imatrix"), std::string::npos);
+}
+
+TEST(EvalCli, TasksReports) {
+  const std::string dir = test::temp_dir();
+  const std::string tasks = test::source_path("tests/data/eval/stories_tasks.jsonl");
+  auto r = test::run_command(bin() + " eval tasks --tasks " + tasks + " --threads 2 --json --markdown " + dir +
+                             "/r.md --report " + dir + "/r.html");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["models"].size(), 1u);
+  EXPECT_EQ(j["models"][0]["passed"], 6);
+  EXPECT_EQ(j["models"][0]["cases"][0]["answer"], ", there was a little girl named Lily");
+  EXPECT_NE(slurp(dir + "/r.md").find("| stories260K | 54.5% | 6/11 |"), std::string::npos);
+  EXPECT_NE(slurp(dir + "/r.html").find("<svg"), std::string::npos);
+  // two models (the same file twice: no differences), CI gate
+  const std::string m = test::stories_path();
+  r = test::run_command(bin() + " eval tasks --model " + m + " --model " + m + " --tasks " + tasks +
+                        " --threads 2 --min-accuracy 50");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| id | metric | expected | stories260K | stories260K | differs |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("≠"), std::string::npos);
+  r = test::run_command(bin() + " eval tasks --tasks " + tasks + " --threads 2 --min-accuracy 60");
+  EXPECT_EQ(r.exit_code, 3);
+  // a broken task file names the line
+  std::ofstream(dir + "/bad.jsonl") << R"({"prompt": "x", "expected": "y", "metric": "exact"})" "\n" << "{oops\n";
+  r = test::run_command(bin() + " eval tasks --tasks " + dir + "/bad.jsonl");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.jsonl: line 2: invalid JSON"), std::string::npos) << r.err;
+}
+
+TEST(EvalCli, ExampleTaskFilesParse) {
+  // Written for real chat models; here only checked to load (stories260K cannot answer them).
+  for (const char* f : {"faq.jsonl", "extraction.jsonl", "multiple_choice.jsonl"}) {
+    auto r = test::run_command(bin() + " eval tasks --tasks " + test::source_path(std::string("examples/tasks/") + f) +
+                               " --threads 2 --max-tokens 4 --json");
+    EXPECT_EQ(r.exit_code, 0) << f << ": " << r.err;
+  }
+}
