@@ -159,6 +159,9 @@ Interp::DepthGuard::DepthGuard(Interp& i) : in(i) {
 // Lowest stack address rendering may reach: this thread's stack bottom plus a reserve for the
 // non-recursive work below the deepest guarded frame (sorting, printing nested values, libc).
 static uintptr_t compute_stack_limit() {
+  thread_local uintptr_t cached = 1;  // stack bounds never change for a thread; 1 = not computed yet
+  if (cached != 1) return cached;
+  cached = 0;
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
   void* addr = nullptr;
@@ -167,7 +170,8 @@ static uintptr_t compute_stack_limit() {
   pthread_attr_destroy(&attr);
   if (rc != 0 || !addr) return 0;
   size_t reserve = std::min<size_t>(size / 4, 1 << 20);
-  return reinterpret_cast<uintptr_t>(addr) + reserve;
+  cached = reinterpret_cast<uintptr_t>(addr) + reserve;
+  return cached;
 }
 
 std::string Interp::render(const std::vector<std::pair<std::string, Value>>& context) {
@@ -398,7 +402,8 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, const Val
     }
   }
   for (size_t k = 0; k < n; ++k) {
-    const auto& [pname, def_expr] = def.params[k];
+    const std::string& pname = def.params[k].first;
+    const ExprPtr& def_expr = def.params[k].second;
     auto kit = std::find_if(kw.begin(), kw.end(), [&](const auto& p) { return p.first == pname; });
     if (k < args.pos.size()) {
       if (kit != kw.end()) raise("TypeError", "macro '" + def.name + "' got multiple values for argument '" + pname + "'");
