@@ -264,6 +264,22 @@ CASES = [
     ("raw_with_minus", "x   {%- raw %}  {{ y }}  {% endraw -%}   z"),
     ("for_else_with_break", "{% for x in [1, 2] %}{% break %}{% else %}else{% endfor %}done"),
     ("if_expression_test_precedence", "{{ not none is none }} {{ -2|abs }} {{ (-2)|abs }} {{ 1 + -2|abs }} {{ [1, 2]|length * 2 }}"),
+    # --- idioms from other popular chat templates (Gemma 3, Llama 3/4, Qwen2-VL, Phi, DeepSeek, ...) ---
+    ("idiom_llama3_content", "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}", "RICH"),
+    ("idiom_gemma3_prefix", "{%- if messages[0]['role'] == 'system' -%}{%- if messages[0]['content'] is string -%}{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}{%- endif -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif -%}{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') }}{%- if message['content'] is string -%}{{ message['content'] | trim }}{%- elif message['content'] is iterable -%}{%- for item in message['content'] -%}{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}{%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}{%- endfor -%}{%- endif -%}{{ '<end_of_turn>\\n' }}{%- endfor -%}", "RICH_ALT"),
+    ("idiom_qwen2vl_images", "{% set image_count = namespace(value=0) %}{% for message in messages %}{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}{% set image_count.value = image_count.value + 1 %}Picture {{ image_count.value }}: <|vision_start|><|image_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}|{% endfor %}", "RICH"),
+    ("idiom_llama4_sorted_content", "{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for content in message['content'] | sort(attribute='type') %}{%- if content['type'] == 'image' %}{{- '<|image|>' }}{%- elif content['type'] == 'text' %}{{- content['text'] | trim }}{%- endif %}{%- endfor %}{%- endif %};{%- endfor %}", "RICH"),
+    ("idiom_reasoning_split", "{%- for m in messages if m.role == 'assistant' %}{%- set c = m.content %}{%- if m.reasoning_content is defined and m.reasoning_content is not none %}{%- set r = m.reasoning_content %}{%- elif '</think>' in c %}{%- set r = c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}{%- set c = c.split('</think>')[-1].lstrip('\\n') %}{%- else %}{%- set r = '' %}{%- endif %}[{{ r }}|{{ c }}]{%- endfor %}", "RICH"),
+    ("idiom_tool_call_args_string_or_dict", "{%- for m in messages if m.tool_calls %}{%- for tc in m.tool_calls %}{%- set f = tc.function if tc.function is defined else tc %}{{ f.name }}({{ f.arguments if f.arguments is string else f.arguments | tojson }}){{ ', ' if not loop.last }}{%- endfor %}{%- endfor %}", "RICH"),
+    ("idiom_last_user_index", "{%- set ns = namespace(last=-1) %}{%- for m in messages %}{%- if m.role == 'user' %}{%- set ns.last = loop.index0 %}{%- endif %}{%- endfor %}{{ ns.last }} {% for i in range(messages|length - 1, -1, -1) %}{{ i }}{% endfor %} {{ messages|selectattr('role', 'eq', 'system')|first|attr('content') if messages|selectattr('role', 'eq', 'system')|list else 'none' }}", "RICH"),
+    ("idiom_get_and_default", "{% for m in messages %}{{ m.get('name', 'anon') }}/{{ m.get('reasoning_content') }}/{{ m['content'] | default('', true) | string | length }} {% endfor %}", "RICH"),
+    ("idiom_tools_block", "{%- if tools is defined and tools is not none and tools|length > 0 %}{%- for t in tools %}{{ t.function.name }}: {{ t.function.parameters | tojson(indent=4, ensure_ascii=False) }}\n{%- for pname, pspec in t.function.parameters.properties | dictsort %}\n  {{ pname }} ({{ pspec.type }}){{ ' required' if pname in t.function.parameters.required else '' }}{% if pspec.enum is defined %} one of {{ pspec.enum | join('|') }}{% endif %}\n{%- endfor %}\n{%- endfor %}{%- endif %}", "RICH"),
+    ("idiom_capitalize_roles", "{% for m in messages %}{{ m.role | capitalize }}: {{ m.content if m.content is string else m.content | map(attribute='text') | select('defined') | join(' ') }}\n{% endfor %}", "RICH_ALT"),
+    ("idiom_join_lines", "{{ '\\n'.join(messages | map(attribute='role')) }}|{{ messages | map(attribute='role') | unique | join(',') }}|{{ (messages | map(attribute='role') | list)[-2:] }}", "RICH"),
+    ("idiom_format_percent", "{% for m in messages %}{{ '%-10s|%s' | format(m.role, loop.index) }}\n{% endfor %}", "RICH"),
+    ("idiom_is_tool_response", "{%- for message in messages %}{%- if message.role == 'tool' and (loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool') %}<tools>{%- endif %}{%- if message.role == 'tool' %}<r>{{ message.content }}</r>{%- endif %}{%- if message.role == 'tool' and (loop.last or messages[loop.index0 + 1].role != 'tool') %}</tools>{%- endif %}{%- endfor %}", "RICH"),
+    ("idiom_date_today", "{%- set today = strftime_now('%d %B %Y') %}Today is {{ today }}. {{ strftime_now('%A, %B %-d, %Y') }}"),
+    ("idiom_messages_content_parts_text", "{% for m in messages %}{% if m.content is not string %}{% for p in m.content if p.type == 'text' %}{{ p.text }}{% endfor %}{% endif %}{% endfor %}", "RICH_ALT"),
     # --- syntax errors (line numbers are checked by the C++ tests) ---
     ("syntax_unclosed_if_error", "line1\n{% if true %}\nno end"),
     ("syntax_unknown_tag_error", "{% frobnicate %}"),
@@ -279,12 +295,35 @@ CASES = [
     ("syntax_unterminated_string_error", "{{ 'abc }}"),
 ]
 
+RICH = {"bos_token": "<s>", "eos_token": "</s>", "add_generation_prompt": True, "messages": [
+    {"role": "system", "content": "  You are helpful.  "},
+    {"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image", "image": "x.png"},
+                                 {"type": "image_url", "image_url": {"url": "http://x"}}]},
+    {"role": "assistant", "content": "<think>\nLooking.\n</think>\n\nA cat.", "name": "bot"},
+    {"role": "user", "content": "Weather in Paris and Rome?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Two calls.", "tool_calls": [
+        {"id": "a1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+        {"id": "a2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+    {"role": "tool", "tool_call_id": "a1", "content": "18C"},
+    {"role": "tool", "tool_call_id": "a2", "content": "24C"},
+    {"role": "assistant", "content": "Paris 18C, Rome 24C."}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Get weather",
+        "parameters": {"type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"]},
+        "city": {"type": "string", "description": "City"}}, "required": ["city"]}}}]}
+RICH_ALT = {"bos_token": "<s>", "messages": [
+    {"role": "system", "content": [{"type": "text", "text": "Sys prompt"}]},
+    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe "}]},
+    {"role": "assistant", "content": "A dog."}, {"role": "user", "content": "Thanks"}]}
+NAMED = {"RICH": RICH, "RICH_ALT": RICH_ALT}
+
 def main():
     env = make_env()
     out = {"jinja2_version": jinja2.__version__, "fixed_now": FIXED_NOW.isoformat(), "cases": []}
     for case in CASES:
         name, src = case[0], case[1]
         ctx = case[2] if len(case) > 2 else CTX
+        if isinstance(ctx, str):
+            ctx = NAMED[ctx]
         entry = {"name": name, "template": src, "context": ctx}
         try:
             entry["expected"] = env.from_string(src).render(**ctx)
