@@ -45,7 +45,9 @@ inline __m512 load_w(const uint8_t* row, int64_t c, __mmask16 m) {
   }
 }
 
-template <int Type, int R, int T>
+// PF: prefetch the next R rows while this tile runs (first token tile of a call: the weights come from
+// DRAM, and R interleaved short row streams defeat the hardware prefetcher).
+template <int Type, int R, int T, bool PF>
 void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
   __m512 acc[R][T];
   TM_UNROLL
@@ -60,6 +62,11 @@ void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ld
     __m512 wv[R];
     TM_UNROLL
     for (int i = 0; i < R; ++i) wv[i] = load_w<Type>(rows[i], c, m);
+    if constexpr (PF) {
+      TM_UNROLL
+      for (int i = 0; i < R; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + R * rb + c * (Type == 0 ? 4 : 2)), _MM_HINT_T0);
+    }
     TM_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);
@@ -82,10 +89,11 @@ void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ld
 
 template <int Type, int T>
 void rows_tile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
-               int64_t r0, int64_t r1) {
+               int64_t r0, int64_t r1, bool first, int64_t r_end) {
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) ftile<Type, 4, T>(w, rb, cols, x, ldx, y, ldy, r);
-  for (; r < r1; ++r) ftile<Type, 1, T>(w, rb, cols, x, ldx, y, ldy, r);
+  for (; r + 4 <= r1 && r + 8 <= r_end && first; r += 4) ftile<Type, 4, T, true>(w, rb, cols, x, ldx, y, ldy, r);
+  for (; r + 4 <= r1; r += 4) ftile<Type, 4, T, false>(w, rb, cols, x, ldx, y, ldy, r);
+  for (; r < r1; ++r) ftile<Type, 1, T, false>(w, rb, cols, x, ldx, y, ldy, r);
 }
 
 // One token: rows one after the other (a single sequential stream the hardware prefetcher follows;
@@ -117,24 +125,30 @@ void gemv(const uint8_t* w, size_t rb, int64_t cols, const float* x, float* y, i
 }
 
 template <int Type>
-void fgemm(const void* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r0,
-           int64_t r1, int64_t T) {
-  const auto* wp = static_cast<const uint8_t*>(w);
-  if (T == 1) return gemv<Type>(wp, rb, cols, x, y, r0, r1);
+void fgemm_rows(const uint8_t* wp, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
+                int64_t r0, int64_t r1, int64_t T, int64_t r_end) {
   int64_t t = 0;
-  for (; t + 6 <= T; t += 6) rows_tile<Type, 6>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1);
+  for (; t + 6 <= T; t += 6) rows_tile<Type, 6>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end);
   switch (T - t) {
-    case 5: rows_tile<Type, 5>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
-    case 4: rows_tile<Type, 4>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
-    case 3: rows_tile<Type, 3>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
-    case 2: rows_tile<Type, 2>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
-    case 1: rows_tile<Type, 1>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1); break;
+    case 5: rows_tile<Type, 5>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 4: rows_tile<Type, 4>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 3: rows_tile<Type, 3>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 2: rows_tile<Type, 2>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 1: rows_tile<Type, 1>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
     default: break;
   }
 }
 
+template <int Type>
+void fgemm(const void* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r0,
+           int64_t r1, int64_t T) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  if (T == 1) return gemv<Type>(wp, rb, cols, x, y, r0, r1);
+  fgemm_rows<Type>(wp, rb, cols, x, ldx, y, ldy, r0, r1, T, r1);
+}
+
 // ---- bf16 x bf16 -> f32 (vdpbf16ps: each f32 lane accumulates a pair of products)
-template <int R, int T>
+template <int R, int T, bool PF>
 void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
            int64_t r) {
   __m512 acc[R][T];
@@ -150,6 +164,10 @@ void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64
     __m512bh wv[R];
     TM_UNROLL
     for (int i = 0; i < R; ++i) wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[i] + 2 * c);
+    if constexpr (PF) {
+      TM_UNROLL
+      for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[i] + R * rb + 2 * c), _MM_HINT_T0);
+    }
     TM_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * ldxb + c);  // zero-padded to 32
@@ -172,26 +190,34 @@ void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64
 
 template <int T>
 void brows(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
-           int64_t r0, int64_t r1) {
+           int64_t r0, int64_t r1, bool first, int64_t r_end) {
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) btile<4, T>(w, rb, cols, xb, ldxb, y, ldy, r);
-  for (; r < r1; ++r) btile<1, T>(w, rb, cols, xb, ldxb, y, ldy, r);
+  for (; r + 4 <= r1 && r + 8 <= r_end && first; r += 4) btile<4, T, true>(w, rb, cols, xb, ldxb, y, ldy, r);
+  for (; r + 4 <= r1; r += 4) btile<4, T, false>(w, rb, cols, xb, ldxb, y, ldy, r);
+  for (; r < r1; ++r) btile<1, T, false>(w, rb, cols, xb, ldxb, y, ldy, r);
 }
 
 }  // namespace
 
-void gemm_bf16_avx512(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y,
-                      int64_t ldy, int64_t r0, int64_t r1, int64_t T) {
+namespace {
+void bgemm_rows(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+                int64_t r0, int64_t r1, int64_t T, int64_t r_end) {
   int64_t t = 0;
-  for (; t + 6 <= T; t += 6) brows<6>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1);
+  for (; t + 6 <= T; t += 6) brows<6>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end);
   switch (T - t) {
-    case 5: brows<5>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
-    case 4: brows<4>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
-    case 3: brows<3>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
-    case 2: brows<2>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
-    case 1: brows<1>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1); break;
+    case 5: brows<5>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 4: brows<4>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 3: brows<3>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 2: brows<2>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
+    case 1: brows<1>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
     default: break;
   }
+}
+}  // namespace
+
+void gemm_bf16_avx512(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y,
+                      int64_t ldy, int64_t r0, int64_t r1, int64_t T) {
+  bgemm_rows(w, rb, cols, xb, ldxb, y, ldy, r0, r1, T, r1);
 }
 
 FGemmFn fgemm_avx512(int type) {
