@@ -36,7 +36,7 @@ void matmul(const PreparedMatrix& w, const float* x, int64_t ldx, float* y, int6
 
 // Several products with the same activations (e.g. Q/K/V or gate/up): X is converted (quantized or
 // rounded to bf16) once per format and all products run in one parallel region (one fork/join).
-// Every weight must have the same number of columns; outputs must not overlap.
+// Every weight must have the same number of columns; outputs must not overlap; at most 8 outputs.
 struct MatmulOutput {
   const PreparedMatrix* w = nullptr;
   float* y = nullptr;
