@@ -20,6 +20,9 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--max-model-len", o.max_model_len, "context length (default: the model's, if the KV cache holds it)");
   app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
   app.add_option("--scheduling-policy", o.policy, "fcfs or priority")->capture_default_str();
+  app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                 "most prompt tokens one request computes per step, leaving budget for others (0: no cap)")
+      ->capture_default_str();
 }
 
 Result<EngineConfig> engine_config(const EngineCli& o) {
@@ -40,17 +43,20 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.max_num_batched_tokens = o.max_num_batched_tokens;
   c.max_model_len = o.max_model_len;
   c.enable_prefix_caching = !o.no_prefix_caching;
+  if (o.long_prefill_token_threshold < 0) return Error{"--long-prefill-token-threshold must not be negative"};
+  c.long_prefill_token_threshold = o.long_prefill_token_threshold;
   if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
   else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;
   else return Error{"--scheduling-policy must be fcfs or priority"};
   return c;
 }
 
-Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o) {
+Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_seconds) {
   TM_ASSIGN_OR_RETURN(EngineConfig c, engine_config(o));
   const auto t0 = std::chrono::steady_clock::now();
   TM_ASSIGN_OR_RETURN(auto e, Engine::create(c));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (load_seconds) *load_seconds = secs;
   const auto& p = e->memory_plan();
   const auto& mc = e->model().config();
   log_info("model {} ({}, {} layers, {} params) loaded in {:.2f} s", c.model_path, mc.arch.name, mc.n_layer,
@@ -60,6 +66,10 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o) {
            format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,
            p.kv_dtype, p.max_model_len, p.max_full_sequences);
   if (!p.note.empty()) log_info("{}", p.note);
+  if (o.max_model_len == 0 && p.max_model_len < mc.n_ctx_train)
+    log_warn("max_model_len {} is below the model's trained context of {} tokens (KV cache {}); raise "
+             "--kv-cache-memory for longer prompts",
+             p.max_model_len, mc.n_ctx_train, format_bytes(p.kv_bytes));
   return e;
 }
 

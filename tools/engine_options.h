@@ -21,14 +21,16 @@ struct EngineCli {
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
   std::string policy = "fcfs";
+  int32_t long_prefill_token_threshold = 0;
 };
 
 // Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
-// --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy.
+// --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
+// --long-prefill-token-threshold.
 void add_engine_options(CLI::App& app, EngineCli& o);
 // Fills an EngineConfig (default model when --model is absent).
 Result<EngineConfig> engine_config(const EngineCli& o);
-// Creates the engine and logs the model and memory plan.
-Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o);
+// Creates the engine and logs the model, memory plan and load time (also returned in *load_seconds).
+Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_seconds = nullptr);
 
 }  // namespace tmill::cli

@@ -98,6 +98,9 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void on_step(const StepStats&) {}
+  // Once per request, when it is first scheduled (it leaves the waiting queue); timings has
+  // request_id, arrival, first_scheduled and prompt_tokens set.
+  virtual void on_request_scheduled(const RequestTimings&) {}
   virtual void on_request_done(const RequestTimings&) {}
 };
 

@@ -43,6 +43,8 @@ bool Engine::Impl::step() {
     if (!c->group->timings.scheduled) {
       c->group->timings.scheduled = true;
       c->group->timings.first_scheduled = t0;
+      c->group->cached_prompt_tokens = s.start_pos;  // a first schedule starts past its prefix-cache hit
+      if (observer) observer->on_request_scheduled(c->group->timings);
     }
   }
 
@@ -195,6 +197,7 @@ void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleR
   o.request_id = g.id;
   o.index = c.index;
   o.prompt_tokens = static_cast<int32_t>(g.req.prompt.size());
+  o.cached_prompt_tokens = g.cached_prompt_tokens;
   FinishReason finish = ev.finish;
   std::string reason;
   bool stop_string = false;
@@ -256,6 +259,7 @@ void Engine::Impl::finish_choice(Choice& c, FinishReason reason, const std::stri
   o.request_id = g.id;
   o.index = c.index;
   o.prompt_tokens = static_cast<int32_t>(g.req.prompt.size());
+  o.cached_prompt_tokens = g.cached_prompt_tokens;
   o.completion_tokens = c.completion_tokens;
   o.text = std::move(tail_text);
   o.finished = true;

@@ -1,0 +1,142 @@
+#include "server/generation.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "server/server_metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tmill::server {
+
+struct Generation::Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<OutputItem> items;
+  // Engine thread only (per prompt): for TTFT / end-to-end metrics at the moment outputs happen.
+  ServerMetrics* metrics = nullptr;
+  Clock::time_point arrival;
+  std::vector<char> first_token_seen;
+  std::vector<int32_t> unfinished;
+
+  void push(size_t prompt, const RequestOutput& o) {
+    if (metrics) {
+      const auto now = Clock::now();
+      if (!o.token_ids.empty() && !first_token_seen[prompt]) {
+        first_token_seen[prompt] = 1;
+        metrics->on_first_token(std::chrono::duration<double>(now - arrival).count(), o.prompt_tokens);
+      }
+      if (o.finished && --unfinished[prompt] == 0 && o.finish_reason != FinishReason::Error)
+        metrics->on_request_end(std::chrono::duration<double>(now - arrival).count());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      items.push_back(OutputItem{prompt, o});
+    }
+    cv.notify_one();
+  }
+};
+
+Generation::Generation(Engine& engine, ServerMetrics* metrics, const MappedRequest& request, Clock::time_point arrival)
+    : engine_(engine), metrics_(metrics), req_(request), chan_(std::make_shared<Channel>()) {
+  const size_t np = req_.prompts.size();
+  chan_->metrics = metrics;
+  chan_->arrival = arrival;
+  chan_->first_token_seen.assign(np, 0);
+  chan_->unfinished.assign(np, req_.n);
+  choices_.resize(np * static_cast<size_t>(req_.n));
+  for (size_t i = 0; i < choices_.size(); ++i) choices_[i].index = static_cast<int32_t>(i);
+  completion_tokens_.assign(choices_.size(), 0);
+  cached_tokens_.assign(np, 0);
+}
+
+Generation::~Generation() {
+  if (!finished()) abort();
+}
+
+Status Generation::submit(int64_t* submitted) {
+  *submitted = 0;
+  for (size_t p = 0; p < req_.prompts.size(); ++p) {
+    std::shared_ptr<Channel> chan = chan_;
+    auto id = engine_.submit(req_.prompts[p].request, [chan, p](const RequestOutput& o) { chan->push(p, o); });
+    if (!id.ok()) {
+      abort();
+      return Error{id.error()};
+    }
+    ids_.push_back(*id);
+    unfinished_ += static_cast<size_t>(req_.n);
+    ++*submitted;
+  }
+  return {};
+}
+
+void Generation::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  for (uint64_t id : ids_) engine_.abort(id);
+}
+
+std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
+  std::vector<OutputItem> got;
+  {
+    std::unique_lock<std::mutex> lock(chan_->mu);
+    chan_->cv.wait_for(lock, timeout, [&] { return !chan_->items.empty(); });
+    got.assign(std::make_move_iterator(chan_->items.begin()), std::make_move_iterator(chan_->items.end()));
+    chan_->items.clear();
+  }
+  for (OutputItem& it : got) {
+    const RequestOutput& o = it.out;
+    got_output_ = true;
+    ChoiceOutput& c = choices_[static_cast<size_t>(choice_index(it))];
+    c.text += o.text;
+    c.token_ids.insert(c.token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+    c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    completion_tokens_[static_cast<size_t>(choice_index(it))] = o.completion_tokens;
+    cached_tokens_[it.prompt] = o.cached_prompt_tokens;
+    if (!o.finished) continue;
+    c.finish = o.finish_reason;
+    c.stop_reason = stop_reason(it);
+    if (unfinished_ > 0) unfinished_--;
+    if (o.finish_reason == FinishReason::Error && !error_) {
+      ApiError e;
+      if (o.stop_reason == "timeout") {
+        e.status = 503;
+        e.message = fmt::format("The request waited in the queue longer than the server's request timeout ({} s)",
+                                req_.prompts[it.prompt].request.queue_timeout_s);
+        e.code = "queue_timeout";
+        if (metrics_) metrics_->on_failure("queue_timeout");
+      } else {
+        e.status = 500;
+        e.message = "Engine error: " + o.stop_reason;
+        e.code = "engine_error";
+        if (metrics_) metrics_->on_failure("engine_error");
+      }
+      error_ = e;
+      abort();  // the other prompts' results are useless now
+    }
+  }
+  return got;
+}
+
+Usage Generation::usage() const {
+  Usage u;
+  for (const MappedPrompt& p : req_.prompts) u.prompt_tokens += static_cast<int64_t>(p.request.prompt.size());
+  for (int32_t c : completion_tokens_) u.completion_tokens += c;
+  for (int32_t c : cached_tokens_) u.cached_tokens += c;
+  return u;
+}
+
+json Generation::stop_reason(const OutputItem& it) const {
+  const RequestOutput& o = it.out;
+  if (o.finish_reason != FinishReason::Stop) return nullptr;
+  const GenerateRequest& r = req_.prompts[it.prompt].request;
+  if (!o.token_ids.empty()) {
+    const int32_t last = o.token_ids.back();
+    if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), last) != r.stop_token_ids.end()) return last;
+    if (!r.ignore_eos && engine_.tokenizer()->is_eog(last)) return nullptr;  // end of sequence
+  }
+  if (std::find(r.stop.begin(), r.stop.end(), o.stop_reason) != r.stop.end()) return o.stop_reason;
+  return nullptr;
+}
+
+}  // namespace tmill::server

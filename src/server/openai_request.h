@@ -1,0 +1,89 @@
+// OpenAI request JSON -> engine requests. Pure functions of (body, context): no I/O, no engine, so
+// they are unit-tested and fuzzed directly (tests/unit/server, tests/fuzz/fuzz_request.cpp).
+//
+//   ServerContext ctx{...};                       // model name, tokenizer, chat template, limits
+//   ApiError err;
+//   auto m = map_chat_request(body, ctx, &err);    // Result<MappedRequest>; on failure err has the
+//                                                  // HTTP status, param and code for the response
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "engine/engine.h"
+#include "server/api_error.h"
+
+namespace tmill {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace tmill
+
+namespace tmill::server {
+
+// What request mapping needs to know about the served model and the server's limits.
+struct ServerContext {
+  std::string served_model_name;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::shared_ptr<const ChatTemplate> chat_template;  // null: /v1/chat/completions is a 400
+  int32_t max_model_len = 0;
+  int32_t n_vocab = 0;
+  int32_t max_tokens_default = 4096;  // cap on max_tokens when a chat request omits it; 0: no cap
+  int32_t max_n = 16;                 // largest n (choices per prompt)
+  int32_t max_logprobs = 20;          // largest logprobs / top_logprobs
+  int32_t max_prompts = 64;           // prompts in one /v1/completions request
+  int32_t max_stop = 64;              // stop strings / stop token ids
+  double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
+  bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
+};
+
+enum class ApiKind { Chat, Completion };
+
+// One prompt of a request = one engine request (n choices).
+struct MappedPrompt {
+  GenerateRequest request;    // prompt tokens, sampling, limits; ready for Engine::submit
+  std::string text;           // prompt text for echo (as given, or the decoded token ids)
+  int32_t original_tokens = 0;  // before truncate_prompt_tokens
+  bool truncated = false;
+};
+
+struct MappedRequest {
+  ApiKind kind = ApiKind::Completion;
+  std::string model;                  // the served model name (echoed in responses)
+  std::vector<MappedPrompt> prompts;  // chat: exactly one
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool continuous_usage = false;      // stream_options.continuous_usage_stats (vLLM): usage on every chunk
+  bool echo = false;                  // completions: prepend the prompt text
+  bool logprobs = false;              // return logprobs
+  int32_t top_logprobs = 0;           // alternatives per token (chat top_logprobs / completions logprobs)
+  bool max_tokens_given = false;
+};
+
+Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);
+Result<MappedRequest> map_completion_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);
+
+// The chat prompt text a request renders to (for /tokenize with messages, and for tests).
+Result<std::string> render_chat_prompt(const json& body, const ServerContext& ctx, ApiError* err = nullptr);
+
+// Internal pieces shared by the chat and completion mappers (throw RequestError).
+namespace detail {
+// The "model" field: absent is fine, a different name is a 404.
+std::string check_model(const json& body, const ServerContext& ctx);
+// Sampling, stop conditions, n, logprobs format excluded; fills `base` and the flags in `m`.
+void map_common(const json& body, const ServerContext& ctx, ApiKind kind, GenerateRequest& base, MappedRequest& m);
+// Applies truncate_prompt_tokens, max_tokens defaults and the context-length check to one prompt.
+void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std::optional<int64_t> max_tokens,
+                   MappedPrompt& p);
+// Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,
+// chat_template, chat_template_kwargs, tools).
+std::string render_messages(const json& body, const ServerContext& ctx);
+// Tokenizes rendered chat text: special tokens parsed, BOS added when the vocabulary wants it and the
+// template did not already start with it.
+std::vector<int32_t> tokenize_chat(const std::string& text, const Tokenizer& tok, bool add_special_tokens);
+}  // namespace detail
+
+}  // namespace tmill::server

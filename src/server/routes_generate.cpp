@@ -1,0 +1,248 @@
+// POST /v1/chat/completions and /v1/completions: parse -> map -> admit -> submit, then either wait
+// for the whole result (JSON) or stream Server-Sent Events from httplib's chunked content provider.
+// Both paths poll the client's socket while they wait, so a client that goes away aborts its engine
+// requests (freeing their KV blocks) within one wait slice.
+#include <atomic>
+#include <chrono>
+
+#include "core/log.h"
+#include "server/generation.h"
+#include "server/request_fields.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tmill::server {
+
+namespace {
+
+constexpr std::chrono::milliseconds kWaitSlice{50};
+
+struct InflightGuard {
+  explicit InflightGuard(std::atomic<int64_t>* c) : c_(c) { c_->fetch_add(1); }
+  ~InflightGuard() { c_->fetch_sub(1); }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+
+ private:
+  std::atomic<int64_t>* c_;
+};
+
+// The state of one SSE response, shared by httplib's content provider and its releaser.
+struct StreamState {
+  std::unique_ptr<InflightGuard> guard;  // declared first: released last
+  std::unique_ptr<Generation> gen;
+  ServerMetrics* metrics = nullptr;
+  const std::atomic<bool>* force_stop = nullptr;
+  std::shared_ptr<const Tokenizer> tok;
+  ResponseMeta meta;
+  std::vector<OutputItem> backlog;
+  std::vector<int64_t> offsets;  // completions logprobs: text_offset per choice
+  bool started = false;
+  bool error_sent = false;
+
+  bool client_gone() {
+    if (!gen->finished()) {
+      metrics->on_client_abort();
+      gen->abort();
+    }
+    return false;  // ends the response
+  }
+
+  bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+  json usage_field(bool* attach) const {
+    const MappedRequest& m = gen->request();
+    *attach = m.include_usage || m.continuous_usage;
+    return m.continuous_usage ? usage_json(gen->usage()) : json(nullptr);
+  }
+
+  bool emit(httplib::DataSink& sink, const OutputItem& it) {
+    const RequestOutput& o = it.out;
+    const MappedRequest& m = gen->request();
+    if (o.finish_reason == FinishReason::Abort) return true;  // we aborted it: nothing to tell
+    if (o.finish_reason == FinishReason::Error) {
+      if (error_sent || !gen->error()) return true;
+      error_sent = true;
+      return write(sink, sse_event(error_json(*gen->error())));
+    }
+    const int32_t ci = gen->choice_index(it);
+    json lp = nullptr;
+    if (m.logprobs && !o.token_ids.empty())
+      lp = m.kind == ApiKind::Chat ? chat_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs)
+                                   : completion_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs,
+                                                              &offsets[static_cast<size_t>(ci)]);
+    if (o.text.empty() && lp.is_null() && !o.finished) return true;  // text held back (UTF-8, stop strings)
+    bool attach = false;
+    const json usage = usage_field(&attach);
+    const FinishReason finish = o.finished ? o.finish_reason : FinishReason::None;
+    json chunk;
+    if (m.kind == ApiKind::Chat) {
+      json delta = json::object();
+      if (!o.text.empty()) delta["content"] = o.text;
+      chunk = chat_chunk(meta, ci, std::move(delta), std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
+    } else {
+      chunk = completion_chunk(meta, ci, o.text, std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
+    }
+    return write(sink, sse_event(chunk));
+  }
+
+  bool start(httplib::DataSink& sink) {
+    started = true;
+    const MappedRequest& m = gen->request();
+    bool attach = false;
+    const json usage = usage_field(&attach);
+    for (size_t i = 0; i < gen->choices().size(); ++i) {
+      const int32_t ci = static_cast<int32_t>(i);
+      if (m.kind == ApiKind::Chat) {
+        json delta = {{"role", "assistant"}, {"content", ""}};
+        if (!write(sink, sse_event(chat_chunk(meta, ci, delta, nullptr, FinishReason::None, nullptr,
+                                              attach ? &usage : nullptr))))
+          return false;
+      } else if (m.echo) {
+        const std::string& prompt = m.prompts[i / static_cast<size_t>(m.n)].text;
+        if (!write(sink, sse_event(completion_chunk(meta, ci, prompt, nullptr, FinishReason::None, nullptr,
+                                                    attach ? &usage : nullptr))))
+          return false;
+      }
+    }
+    return true;
+  }
+
+  // One call of httplib's content provider: write what is ready, then wait one slice for more.
+  bool pump(httplib::DataSink& sink) {
+    if (!started && !start(sink)) return client_gone();
+    for (const OutputItem& it : backlog)
+      if (!emit(sink, it)) return client_gone();
+    backlog.clear();
+    if (gen->finished()) {
+      const MappedRequest& m = gen->request();
+      if (m.include_usage && !write(sink, sse_event(usage_chunk(meta, gen->usage())))) return client_gone();
+      if (!write(sink, sse_done())) return client_gone();
+      sink.done();
+      return true;
+    }
+    if (force_stop->load()) {
+      gen->abort();
+      return false;
+    }
+    backlog = gen->wait(kWaitSlice);
+    if (HttpServer::client_disconnected()) return client_gone();
+    return true;
+  }
+};
+
+}  // namespace
+
+void Server::handle_generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                             ApiKind kind) {
+  const auto arrival = Clock::now();
+  if (!check_auth(req, res)) return;
+  std::string body_text;
+  if (!read_body(req, res, reader, &body_text)) return;
+  if (!check_available(res)) return;
+
+  json body;
+  try {
+    body = parse_body(body_text);
+  } catch (const RequestError& e) {
+    reply_error(res, e.error, "invalid_request");
+    return;
+  }
+  ApiError err;
+  auto mapped = kind == ApiKind::Chat ? map_chat_request(body, ctx_, &err) : map_completion_request(body, ctx_, &err);
+  if (!mapped.ok()) {
+    reply_error(res, err,
+                err.status == 404 ? "not_found"
+                : err.code == "context_length_exceeded" ? "context_length_exceeded"
+                                                        : "invalid_request");
+    return;
+  }
+  const MappedRequest& m = *mapped;
+  const int64_t k = static_cast<int64_t>(m.prompts.size());
+  if (!metrics_->try_admit(k, opts_.max_queued_requests)) {
+    ApiError e;
+    e.status = 429;
+    e.message = fmt::format("The server's queue is full ({} requests waiting); retry later.", metrics_->queued());
+    e.type = "rate_limit_error";
+    e.code = "queue_full";
+    res.set_header("Retry-After", "1");
+    reply_error(res, e, "queue_full");
+    return;
+  }
+  auto guard = std::make_unique<InflightGuard>(&inflight_);
+  auto gen = std::make_unique<Generation>(*engine_, metrics_.get(), m, arrival);
+  int64_t submitted = 0;
+  if (Status st = gen->submit(&submitted); !st.ok()) {
+    metrics_->cancel_admission(k - submitted);
+    reply_error(res, bad_request(st.error()), "invalid_request");
+    return;
+  }
+
+  ResponseMeta meta = make_meta(kind, m.model);
+  for (const MappedPrompt& p : m.prompts) meta.prompt_truncated |= p.truncated;
+
+  // Wait for the first output (or the whole result): queue timeouts and errors before any token
+  // still get a real HTTP status, and a vanished client is noticed while the request is queued.
+  std::vector<OutputItem> first;
+  while (!gen->finished() && (!m.stream || !gen->got_output())) {
+    auto items = gen->wait(kWaitSlice);
+    first.insert(first.end(), std::make_move_iterator(items.begin()), std::make_move_iterator(items.end()));
+    if (HttpServer::client_disconnected()) {
+      metrics_->on_client_abort();
+      gen->abort();
+      HttpServer::close_after_response();
+      res.status = 499;  // nginx's "client closed request"; nobody reads it
+      res.set_content("{}", "application/json");
+      return;
+    }
+    if (force_stop_.load()) {
+      gen->abort();
+      ApiError e;
+      e.status = 503;
+      e.message = "The server is shutting down.";
+      reply_error(res, e, "unavailable");
+      return;
+    }
+  }
+  if (gen->error() && (!m.stream || gen->finished())) {
+    reply_error(res, *gen->error(), nullptr);  // counted by Generation
+    return;
+  }
+
+  if (!m.stream) {
+    LogprobsSpec lp{m.logprobs, m.top_logprobs};
+    if (kind == ApiKind::Chat) {
+      reply_json(res, chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
+    } else {
+      std::vector<std::string> echo;
+      if (m.echo)
+        for (size_t i = 0; i < gen->choices().size(); ++i) echo.push_back(m.prompts[i / static_cast<size_t>(m.n)].text);
+      reply_json(res, completion_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp, echo));
+    }
+    return;
+  }
+
+  auto st = std::make_shared<StreamState>();
+  st->guard = std::move(guard);
+  st->metrics = metrics_.get();
+  st->force_stop = &force_stop_;
+  st->tok = ctx_.tokenizer;
+  st->meta = meta;
+  st->backlog = std::move(first);
+  st->offsets.assign(gen->choices().size(), 0);
+  if (m.echo)
+    for (size_t i = 0; i < st->offsets.size(); ++i)
+      st->offsets[i] = static_cast<int64_t>(utf8_length(m.prompts[i / static_cast<size_t>(m.n)].text));
+  st->gen = std::move(gen);
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
+      [st](bool) {
+        // The response is over (sent, failed or cut): whatever is unfinished is aborted now.
+        if (!st->gen->finished()) st->gen->abort();
+      });
+}
+
+}  // namespace tmill::server

@@ -1,0 +1,204 @@
+#include "server/server_metrics.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tmill::server {
+
+namespace {
+
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,   0.75,
+                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                  0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,  15.0, 20.0,
+                                                    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kIterationTokenBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+
+const char* kFailureReasons[] = {"invalid_request", "context_length_exceeded", "unauthorized", "not_found",
+                                 "method_not_allowed", "payload_too_large", "queue_full", "queue_timeout",
+                                 "unavailable", "engine_error"};
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+uint64_t process_resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : model_name_(std::move(model_name)),
+      start_wall_(std::chrono::system_clock::now()),
+      start_mono_(std::chrono::steady_clock::now()) {
+  const Labels m = model();
+  auto& r = reg_;
+  // Gauges and totals refreshed at scrape time (collect()) are registered here so they appear in order.
+  r.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", m);
+  r.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", m);
+  r.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", m);
+  prompt_tokens_ = &r.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m);
+  r.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", m);
+  r.counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", m);
+  r.counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", m);
+  r.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", m);
+  const char* success_help = "Count of successfully processed requests.";
+  success_stop_ = &r.counter("vllm:request_success_total", success_help, model_and("finished_reason", "stop"));
+  success_length_ = &r.counter("vllm:request_success_total", success_help, model_and("finished_reason", "length"));
+  success_abort_ = &r.counter("vllm:request_success_total", success_help, model_and("finished_reason", "abort"));
+  ttft_ = &r.histogram("vllm:time_to_first_token_seconds",
+                       "Histogram of time to first token in seconds (from HTTP request arrival).", kTtftBuckets, m);
+  itl_ = &r.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                      kTokenLatencyBuckets, m);
+  tpot_ = &r.histogram("vllm:request_time_per_output_token_seconds",
+                       "Histogram of time_per_output_token_seconds per request.", kTokenLatencyBuckets, m);
+  e2e_ = &r.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                      kRequestLatencyBuckets, m);
+  queue_ = &r.histogram("vllm:request_queue_time_seconds",
+                        "Histogram of time spent in WAITING phase for request.", kRequestLatencyBuckets, m);
+  inference_ = &r.histogram("vllm:request_inference_time_seconds",
+                            "Histogram of time spent in RUNNING phase for request.", kRequestLatencyBuckets, m);
+  prefill_ = &r.histogram("vllm:request_prefill_time_seconds",
+                          "Histogram of time spent in PREFILL phase for request.", kRequestLatencyBuckets, m);
+  decode_ = &r.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                         kRequestLatencyBuckets, m);
+  iter_tokens_ = &r.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                              kIterationTokenBuckets, m);
+
+  batch_size_ = &r.histogram("tokenmill:batch_size", "Histogram of sequences per engine step.", kBatchBuckets, m);
+  for (const char* reason : kFailureReasons)
+    r.counter("tokenmill:request_failures_total", "Requests that failed, by reason.", model_and("reason", reason));
+  timeouts_ = &r.counter("tokenmill:request_timeouts_total",
+                         "Requests that waited in the queue longer than --request-timeout.", m);
+  rejected_ = &r.counter("tokenmill:requests_rejected_total",
+                         "Requests rejected because the admission queue was full (429).", m);
+  client_aborts_ = &r.counter("tokenmill:requests_aborted_by_client_total",
+                              "Requests aborted because the client disconnected.", m);
+  const char* kv_help = "Out-of-KV-cache events: preemptions, and requests whose prompt could not fit the context.";
+  r.counter("tokenmill:out_of_kv_events_total", kv_help, model_and("kind", "preemption"));
+  r.counter("tokenmill:out_of_kv_events_total", kv_help, model_and("kind", "prompt_too_long"));
+  r.gauge("tokenmill:admission_queue_requests", "Requests submitted to the engine and not yet scheduled.", m);
+  r.gauge("tokenmill:model_load_seconds", "Time taken to load the model and plan memory, in seconds.", m);
+  r.gauge("tokenmill:model_loaded", "1 once the model is loaded and requests are served, 0 while loading.", m);
+  r.gauge("tokenmill:process_resident_memory_bytes", "Resident memory of the server process in bytes.", m);
+  r.counter("tokenmill:process_cpu_seconds_total", "User and system CPU time of the server process in seconds.", m);
+  r.gauge("tokenmill:server_start_time_seconds",
+          "Start time of the server process since the unix epoch in seconds (restarts: changes() of this).", m);
+  r.gauge("tokenmill:uptime_seconds", "Seconds since the server process started.", m);
+  r.add_collector([this] { collect(); });
+}
+
+void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
+  load_seconds_ = load_seconds;
+  const double max_len = std::max(1, engine->max_model_len());
+  prompt_hist_ = &reg_.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+                                 buckets_1_2_5(max_len), model());
+  gen_hist_ = &reg_.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
+                              buckets_1_2_5(max_len), model());
+  engine_.store(engine);
+}
+
+void ServerMetrics::collect() {
+  const Labels m = model();
+  auto& r = reg_;
+  if (const Engine* e = engine_.load()) {
+    const EngineStats st = e->stats();
+    r.gauge("vllm:num_requests_running", "", m).set(st.sched.num_running);
+    r.gauge("vllm:num_requests_waiting", "", m).set(st.sched.num_waiting);
+    r.gauge("vllm:kv_cache_usage_perc", "", m).set(st.sched.kv.usage);
+    r.counter("vllm:generation_tokens_total", "", m).set(static_cast<double>(st.generation_tokens_total));
+    r.counter("vllm:num_preemptions_total", "", m).set(static_cast<double>(st.sched.num_preemptions));
+    r.counter("tokenmill:out_of_kv_events_total", "", model_and("kind", "preemption"))
+        .set(static_cast<double>(st.sched.num_preemptions));
+    r.counter("vllm:prefix_cache_queries_total", "", m).set(static_cast<double>(st.sched.kv.prefix_query_tokens));
+    r.counter("vllm:prefix_cache_hits_total", "", m).set(static_cast<double>(st.sched.kv.prefix_hit_tokens));
+    r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
+    r.gauge("tokenmill:model_loaded", "", m).set(1);
+  }
+  r.gauge("tokenmill:admission_queue_requests", "", m).set(static_cast<double>(queued_.load()));
+  r.gauge("tokenmill:process_resident_memory_bytes", "", m).set(static_cast<double>(process_resident_bytes()));
+  r.counter("tokenmill:process_cpu_seconds_total", "", m).set(process_cpu_seconds());
+  r.gauge("tokenmill:server_start_time_seconds", "", m)
+      .set(std::chrono::duration<double>(start_wall_.time_since_epoch()).count());
+  r.gauge("tokenmill:uptime_seconds", "", m)
+      .set(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_mono_).count());
+}
+
+void ServerMetrics::on_first_token(double ttft_s, int32_t prompt_tokens) {
+  ttft_->observe(ttft_s);
+  prompt_tokens_->inc(prompt_tokens);
+}
+
+void ServerMetrics::on_request_end(double e2e_s) { e2e_->observe(e2e_s); }
+
+void ServerMetrics::on_failure(const std::string& reason) {
+  reg_.counter("tokenmill:request_failures_total", "Requests that failed, by reason.", model_and("reason", reason)).inc();
+  if (reason == "queue_full") rejected_->inc();
+  if (reason == "queue_timeout") timeouts_->inc();
+  if (reason == "context_length_exceeded")
+    reg_.counter("tokenmill:out_of_kv_events_total", "", model_and("kind", "prompt_too_long")).inc();
+}
+
+void ServerMetrics::on_client_abort() { client_aborts_->inc(); }
+
+bool ServerMetrics::try_admit(int64_t k, int64_t limit) {
+  int64_t cur = queued_.load();
+  do {
+    if (limit > 0 && cur + k > limit) return false;
+  } while (!queued_.compare_exchange_weak(cur, cur + k));
+  return true;
+}
+
+void ServerMetrics::cancel_admission(int64_t k) { queued_.fetch_sub(k); }
+
+void ServerMetrics::on_step(const StepStats& s) {
+  iter_tokens_->observe(s.num_tokens);
+  batch_size_->observe(s.num_seqs);
+}
+
+void ServerMetrics::on_request_scheduled(const RequestTimings&) { queued_.fetch_sub(1); }
+
+void ServerMetrics::on_request_done(const RequestTimings& t) {
+  if (!t.scheduled) queued_.fetch_sub(1);  // left the queue without being scheduled (abort, timeout)
+  switch (t.finish_reason) {
+    case FinishReason::Stop: success_stop_->inc(); break;
+    case FinishReason::Length: success_length_->inc(); break;
+    case FinishReason::Abort: success_abort_->inc(); break;
+    default: break;
+  }
+  if (t.finish_reason == FinishReason::Error) return;
+  if (t.scheduled) {
+    queue_->observe(seconds(t.arrival, t.first_scheduled));
+    inference_->observe(seconds(t.first_scheduled, t.finished));
+    if (t.produced_token) prefill_->observe(seconds(t.first_scheduled, t.first_token));
+  }
+  if (t.produced_token) {
+    decode_->observe(seconds(t.first_token, t.last_token));
+    for (double gap : t.itl_s) itl_->observe(gap);
+    if (!t.itl_s.empty()) {
+      double sum = 0;
+      for (double gap : t.itl_s) sum += gap;
+      tpot_->observe(sum / static_cast<double>(t.itl_s.size()));
+    }
+  }
+  if (prompt_hist_) prompt_hist_->observe(t.prompt_tokens);
+  if (gen_hist_) gen_hist_->observe(t.completion_tokens);
+}
+
+}  // namespace tmill::server

@@ -1,0 +1,70 @@
+// The server's Prometheus metrics: vLLM's names (vllm:*) where vLLM has the figure, tokenmill:* for
+// the rest. Fed from three places:
+//  - the engine thread, through EngineObserver (steps, scheduling, request timings);
+//  - per-request output callbacks (TTFT from HTTP arrival, end-to-end latency);
+//  - the HTTP handlers (rejections, failures, client aborts);
+// plus a collector that copies engine and process figures in at scrape time.
+// Also keeps the admission count: requests submitted to the engine and not yet scheduled.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/metrics_registry.h"
+
+namespace tmill::server {
+
+class ServerMetrics : public EngineObserver {
+ public:
+  explicit ServerMetrics(std::string model_name);
+
+  // Once the engine is loaded: scrape-time gauges read its stats; histograms sized to its context.
+  void attach_engine(const Engine* engine, double load_seconds);
+
+  // HTTP side.
+  void on_first_token(double ttft_s, int32_t prompt_tokens);
+  void on_request_end(double e2e_s);
+  // Failure reasons: invalid_request, context_length_exceeded, unauthorized, not_found,
+  // method_not_allowed, payload_too_large, queue_full, queue_timeout, unavailable, engine_error.
+  void on_failure(const std::string& reason);
+  void on_client_abort();
+
+  // Admission (see class comment). try_admit adds k if the count stays within `limit`.
+  bool try_admit(int64_t k, int64_t limit);
+  void cancel_admission(int64_t k);  // submit failed
+  int64_t queued() const { return queued_.load(); }
+
+  // EngineObserver (engine thread).
+  void on_step(const StepStats& s) override;
+  void on_request_scheduled(const RequestTimings& t) override;
+  void on_request_done(const RequestTimings& t) override;
+
+  std::string render() { return reg_.render(); }
+  MetricsRegistry& registry() { return reg_; }
+
+ private:
+  Labels model() const { return {{"model_name", model_name_}}; }
+  Labels model_and(const std::string& k, const std::string& v) const { return {{"model_name", model_name_}, {k, v}}; }
+  void collect();
+
+  std::string model_name_;
+  MetricsRegistry reg_;
+  // Series updated on hot paths (created in the constructor / attach_engine, never removed).
+  Histogram *ttft_, *e2e_, *itl_, *tpot_, *queue_, *prefill_, *decode_, *inference_, *iter_tokens_, *batch_size_;
+  Histogram *prompt_hist_ = nullptr, *gen_hist_ = nullptr;
+  Counter *prompt_tokens_, *client_aborts_, *timeouts_, *rejected_, *success_stop_, *success_length_, *success_abort_;
+  std::atomic<const Engine*> engine_{nullptr};
+  std::atomic<int64_t> queued_{0};
+  std::atomic<int32_t> max_model_len_{0};
+  double load_seconds_ = 0;
+  std::chrono::system_clock::time_point start_wall_;
+  std::chrono::steady_clock::time_point start_mono_;
+};
+
+// Process figures from /proc and getrusage (0 when unknown).
+uint64_t process_resident_bytes();
+double process_cpu_seconds();
+
+}  // namespace tmill::server

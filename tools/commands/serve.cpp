@@ -1,0 +1,148 @@
+// tokenmill serve: the OpenAI-compatible HTTP server (see docs/server.md).
+// Listens first (GET /health answers 503 while the model loads), then loads the engine. SIGINT /
+// SIGTERM drain: new requests get 503, in-flight ones finish (up to --drain-timeout), exit 0. A
+// second signal exits at once.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "cli_common.h"
+#include "core/log.h"
+#include "core/strings.h"
+#include "engine_options.h"
+#include "server/server.h"
+
+namespace {
+
+struct ServeCli {
+  tmill::cli::EngineCli engine;
+  tmill::server::ServerOptions server;
+  std::string max_body = "8MiB";
+  double drain_timeout = 30;
+  bool threshold_given = false;
+};
+
+int run(ServeCli& o) {
+  using namespace tmill;
+  // Signals are handled by one thread with sigwait(); every other thread (created below) inherits
+  // the blocked mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (const char* k = std::getenv("TOKENMILL_API_KEY"); k && *k) o.server.api_keys.push_back(k);
+  for (const auto& k : o.server.api_keys)
+    if (k.empty()) {
+      log_error("--api-key must not be empty");
+      return 1;
+    }
+  auto body = parse_size(o.max_body);
+  if (!body.ok() || *body == 0) {
+    log_error("--max-body-size: {}", body.ok() ? "must be positive" : body.error());
+    return 1;
+  }
+  o.server.http.payload_max_bytes = *body;
+  // Serving default: one long prompt takes at most half of a step's token budget, so requests that
+  // arrive during its prefill start at the next step instead of waiting for all of it.
+  if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
+  auto cfg = cli::engine_config(o.engine);
+  if (!cfg.ok()) {
+    log_error("{}", cfg.error());
+    return 1;
+  }
+  o.server.model_path = cfg->model_path;
+  o.server.version = cli::version_string();
+
+  auto srv = server::Server::create(o.server);
+  if (!srv.ok()) {
+    log_error("{}", srv.error());
+    return 1;
+  }
+  static std::atomic<int> signals{0};
+  static std::atomic<bool> loaded{false};
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      const int n = ++signals;
+      if (n == 1 && !loaded.load()) {
+        log_info("signal {} while loading the model: exiting", sig);
+        std::_Exit(0);
+      }
+      if (n == 1) log_info("signal {}: draining (send it again to exit at once)", sig);
+      else {
+        log_warn("signal {} again: exiting without draining", sig);
+        std::_Exit(1);
+      }
+    }
+  }).detach();
+
+  if (!o.server.api_keys.empty())
+    log_info("API keys required on /v1/*, /tokenize, /detokenize ({} key(s)); /health, /metrics, /version stay open",
+             o.server.api_keys.size());
+  double load_s = 0;
+  auto eng = cli::create_engine(o.engine, &load_s);
+  if (!eng.ok()) {
+    log_error("{}", eng.error());
+    (*srv)->shutdown(0);
+    return 1;
+  }
+  loaded = true;
+  if (Status st = (*srv)->attach_engine(std::move(eng).value(), load_s); !st.ok()) {
+    log_error("{}", st.error());
+    (*srv)->shutdown(0);
+    return 1;
+  }
+  while (signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  (*srv)->shutdown(o.drain_timeout);
+  return 0;
+}
+
+TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models, metrics)",
+           [](CLI::App& app) -> tmill::cli::CommandRun {
+             auto o = std::make_shared<ServeCli>();
+             auto& s = o->server;
+             tmill::cli::add_engine_options(app, o->engine);
+             app.add_option("--host", s.http.host, "address to listen on")->capture_default_str();
+             app.add_option("--port", s.http.port, "port (0: any free port, printed in the log)")->capture_default_str();
+             app.add_option("--served-model-name", s.served_model_name,
+                            "model name in the API (default: the model file name without .gguf)");
+             app.add_option("--api-key", s.api_keys,
+                            "require 'Authorization: Bearer KEY' (repeatable; also env TOKENMILL_API_KEY)");
+             app.add_option("--max-queued-requests", s.max_queued_requests,
+                            "requests waiting to be scheduled before new ones get 429 (0: unlimited)")
+                 ->capture_default_str();
+             app.add_option("--request-timeout", s.request_timeout_s,
+                            "seconds a request may wait in the queue before it fails with 503 (0: forever)")
+                 ->capture_default_str();
+             app.add_option("--max-tokens-default", s.max_tokens_default,
+                            "max_tokens for chat requests that give none: the rest of the context, capped at this "
+                            "(0: no cap, as vLLM)")
+                 ->capture_default_str();
+             app.add_option("--max-n", s.max_n, "largest n (choices) a request may ask for")->capture_default_str();
+             app.add_option("--chat-template", s.chat_template,
+                            "chat template file (or template text) instead of the model's tokenizer.chat_template");
+             app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
+             app.add_option("--max-connections", s.http.max_threads, "connections served at once (one thread each)")
+                 ->capture_default_str();
+             app.add_option("--keep-alive-timeout", s.http.keep_alive_timeout_s, "idle keep-alive seconds")
+                 ->capture_default_str();
+             app.add_option("--drain-timeout", o->drain_timeout,
+                            "seconds to let in-flight requests finish on SIGINT/SIGTERM")
+                 ->capture_default_str();
+             return [o, &app] {
+               o->threshold_given = app.count("--long-prefill-token-threshold") > 0;
+               return run(*o);
+             };
+           });
+
+}  // namespace
