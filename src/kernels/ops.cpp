@@ -2,7 +2,13 @@
 
 #include <cmath>
 
+#include "core/cpu.h"
+
 namespace tmill {
+namespace kern {
+void silu_mul_avx512(float* g, const float* u, int64_t n);
+void silu_mul_avx2(float* g, const float* u, int64_t n);
+}  // namespace kern
 
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
                   float eps) {
@@ -19,6 +25,9 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) return kern::silu_mul_avx512(gate, up, n);
+  if (isa == Isa::Avx2) return kern::silu_mul_avx2(gate, up, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
@@ -37,6 +46,28 @@ std::vector<float> rope_inv_freq(int64_t n_rot, float theta, const float* freq_f
     f[static_cast<size_t>(i)] = freq;
   }
   return f;
+}
+
+void rope_cos_sin(float pos, const float* inv_freq, int64_t half, float* cos_t, float* sin_t) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float val = pos * inv_freq[i];
+    cos_t[i] = std::cos(val);
+    sin_t[i] = std::sin(val);
+  }
+}
+
+void rope_heads_cs(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos_t,
+                   const float* sin_t, bool neox) {
+  const int64_t half = n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      const float v0 = v[a], v1 = v[b];
+      v[a] = v0 * cos_t[i] - v1 * sin_t[i];
+      v[b] = v0 * sin_t[i] + v1 * cos_t[i];
+    }
+  }
 }
 
 void rope_heads(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, float pos, const float* inv_freq,

@@ -10,7 +10,7 @@ namespace tmill {
 // out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps) for n_rows rows of n (rows may be strided).
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
                   float eps);
-// gate[i] = silu(gate[i]) * up[i]
+// gate[i] = silu(gate[i]) * up[i] (vectorized exp on AVX2/AVX-512)
 void silu_mul(float* gate, const float* up, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
@@ -19,6 +19,11 @@ void add_inplace(float* y, const float* x, int64_t n);
 // inv_freq: n_rot/2 frequencies (theta^(-2i/n_rot) / freq_factor_i); neox selects half-split pairs.
 void rope_heads(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, float pos, const float* inv_freq,
                 bool neox);
+// Same rotation with precomputed cos/sin of pos * inv_freq[i] (n_rot/2 each): one table per token
+// serves every layer.
+void rope_heads_cs(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos_t,
+                   const float* sin_t, bool neox);
+void rope_cos_sin(float pos, const float* inv_freq, int64_t half, float* cos_t, float* sin_t);
 // The frequencies rope_heads expects, computed exactly as the reference does.
 std::vector<float> rope_inv_freq(int64_t n_rot, float theta, const float* freq_factors);
 

@@ -34,6 +34,14 @@ void Forward::ensure_scratch(int64_t n) {
   hb_.resize(N * c.n_ff);
   hb2_.resize(N * c.n_ff);
   pos_.resize(N);
+  seq_of_.resize(N);
+  rope_cos_.resize(N * static_cast<size_t>(c.n_rot / 2));
+  rope_sin_.resize(N * static_cast<size_t>(c.n_rot / 2));
+}
+
+void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool_ && n > grain) pool_->parallel_for(n, grain, [&](int64_t b, int64_t e, int) { fn(b, e); });
+  else fn(0, n);
 }
 
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
@@ -43,13 +51,10 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
-  std::vector<int32_t> seq_of(static_cast<size_t>(n_tokens));
-  for (size_t s = 0; s < batch.seqs.size(); ++s)
-    for (int32_t i = 0; i < batch.seqs[s].n_tokens; ++i) seq_of[batch.seqs[s].token_begin + i] = static_cast<int32_t>(s);
   auto body = [&](int64_t i0, int64_t i1, int) {
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / c.n_head_kv, h = item % c.n_head_kv;
-      const SeqSlice& s = batch.seqs[seq_of[t]];
+      const SeqSlice& s = batch.seqs[seq_of_[t]];
       const float* q = q_.data() + t * c.q_dim() + h * group * hd;
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
       paged_attention_group(q, group, h, view, s.block_table.data(), pos_[t] + 1, scale, out);
@@ -71,8 +76,18 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   for (const SeqSlice& s : batch.seqs) {
     TM_ASSERT(static_cast<int64_t>(s.block_table.size()) * kv.layout().block_size >= s.pos_begin + s.n_tokens,
               "block table too short for the sequence");
-    for (int32_t i = 0; i < s.n_tokens; ++i) pos_[s.token_begin + i] = s.pos_begin + i;
+    for (int32_t i = 0; i < s.n_tokens; ++i) {
+      pos_[s.token_begin + i] = s.pos_begin + i;
+      seq_of_[s.token_begin + i] = static_cast<int32_t>(&s - batch.seqs.data());
+    }
   }
+  // RoPE cos/sin per token, shared by every layer
+  const int64_t half = c.n_rot / 2;
+  parallel(N, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      rope_cos_sin(static_cast<float>(pos_[t]) * pos_scale_, inv_freq_.data(), half, rope_cos_.data() + t * half,
+                   rope_sin_.data() + t * half);
+  });
   // token embeddings: x (N, E)
   for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, batch.tokens[t], x_.data() + t * E);
 
@@ -84,33 +99,33 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.wq, xb_.data(), N);
     observe(P.wk, xb_.data(), N);
     observe(P.wv, xb_.data(), N);
-    matmul(P.wq, xb_.data(), E, q_.data(), QD, N, pool_);
-    matmul(P.wk, xb_.data(), E, k_.data(), KD, N, pool_);
-    matmul(P.wv, xb_.data(), E, v_.data(), KD, N, pool_);
+    const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
+    matmul_many(qkv, 3, xb_.data(), E, N, pool_);
     const PagedKvView view = kv.view(l);
-    for (int64_t t = 0; t < N; ++t) {
-      float* q = q_.data() + t * QD;
-      float* k = k_.data() + t * KD;
-      float* v = v_.data() + t * KD;
-      if (!L.bq.empty()) {
-        add_inplace(q, L.bq.data(), QD);
-        add_inplace(k, L.bk.data(), KD);
-        add_inplace(v, L.bv.data(), KD);
+    // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
+    // tokens of one chunk see each other causally)
+    parallel(N, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* q = q_.data() + t * QD;
+        float* k = k_.data() + t * KD;
+        float* v = v_.data() + t * KD;
+        if (!L.bq.empty()) {
+          add_inplace(q, L.bq.data(), QD);
+          add_inplace(k, L.bk.data(), KD);
+          add_inplace(v, L.bv.data(), KD);
+        }
+        if (!L.q_norm.empty()) {
+          rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
+          rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+        }
+        const float* cs = rope_cos_.data() + t * half;
+        const float* sn = rope_sin_.data() + t * half;
+        rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
+        rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
+        const SeqSlice& s = batch.seqs[seq_of_[t]];
+        paged_kv_store(view, s.block_table.data(), pos_[t], k, v);
       }
-      if (!L.q_norm.empty()) {
-        rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
-        rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
-      }
-      const float p = static_cast<float>(pos_[t]) * pos_scale_;
-      rope_heads(q, c.n_head, hd, c.n_rot, p, inv_freq_.data(), neox);
-      rope_heads(k, c.n_head_kv, hd, c.n_rot, p, inv_freq_.data(), neox);
-    }
-    // every token's K/V goes into the cache before attention: tokens of one chunk see each other causally
-    for (const SeqSlice& s : batch.seqs)
-      for (int32_t i = 0; i < s.n_tokens; ++i) {
-        const int64_t t = s.token_begin + i;
-        paged_kv_store(view, s.block_table.data(), pos_[t], k_.data() + t * KD, v_.data() + t * KD);
-      }
+    });
     attention(batch, kv, l);
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
@@ -119,9 +134,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     rmsnorm_rows(x_.data(), E, L.ffn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
     observe(P.gate, xb_.data(), N);
     observe(P.up, xb_.data(), N);
-    matmul(P.gate, xb_.data(), E, hb_.data(), F, N, pool_);
-    matmul(P.up, xb_.data(), E, hb2_.data(), F, N, pool_);
-    silu_mul(hb_.data(), hb2_.data(), N * F);
+    const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
+    matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
+    parallel(N * F, 4096, [&](int64_t i0, int64_t i1) { silu_mul(hb_.data() + i0, hb2_.data() + i0, i1 - i0); });
     observe(P.down, hb_.data(), N);
     matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
     add_inplace(x_.data(), xb_.data(), N * E);

@@ -3,6 +3,7 @@
 // per sequence through its block table. Tested against ReferenceForward.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ class Forward {
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
+  // [0, n) in chunks of at least `grain` over the pool (inline without one).
+  void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void observe(const PreparedMatrix& w, const float* x, int64_t n_rows) const {
     if (observer_) observer_->on_matmul_input(w.source().name, x, n_rows, w.cols());
   }
@@ -62,6 +65,8 @@ class Forward {
   int64_t cap_ = 0;
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
+  std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
+  std::vector<float> rope_cos_, rope_sin_;  // (n_tokens, n_rot/2)
 };
 
 }  // namespace tmill
