@@ -27,13 +27,17 @@ const char* kv_dtype_name(DType t) {
 
 Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<const Model> model,
                                                          const LogitStreamOptions& opt, ThreadPool* pool) {
+  return create(std::make_shared<Forward>(std::move(model), pool), opt);
+}
+
+Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward> forward, const LogitStreamOptions& opt) {
   if (opt.max_ctx < 1) return Error{"context length must be at least 1"};
   if (opt.batch < 1) return Error{"batch must be at least 1"};
   if (opt.block_size < 1) return Error{"block size must be at least 1"};
-  const ModelConfig& c = model->config();
   auto s = std::unique_ptr<LogitStream>(new LogitStream());
-  s->model_ = std::move(model);
+  s->forward_ = std::move(forward);
   s->opt_ = opt;
+  const ModelConfig& c = s->model().config();
   const int64_t n_blocks = (opt.max_ctx + opt.block_size - 1) / opt.block_size;
   KvLayout lay;
   lay.n_layer = c.n_layer;
@@ -45,7 +49,6 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<const M
   TM_ASSIGN_OR_RETURN(s->kv_, KvStorage::create(lay));
   s->block_table_.resize(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) s->block_table_[static_cast<size_t>(b)] = static_cast<int32_t>(b);
-  s->forward_ = std::make_unique<Forward>(s->model_, pool);
   s->batch_.seqs.resize(1);
   return s;
 }

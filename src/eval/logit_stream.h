@@ -42,6 +42,10 @@ class LogitStream {
 
   static Result<std::unique_ptr<LogitStream>> create(std::shared_ptr<const Model> model,
                                                      const LogitStreamOptions& opt, ThreadPool* pool);
+  // Over an existing Forward: two streams of one model (e.g. two KV types) share its prepared
+  // (repacked) weights. They must not feed concurrently; an activation observer is shared too.
+  static Result<std::unique_ptr<LogitStream>> create(std::shared_ptr<Forward> forward, const LogitStreamOptions& opt);
+  std::shared_ptr<Forward> forward() const { return forward_; }
 
   // Starts a new sequence at position 0 (the KV cache is reused, not cleared: positions are overwritten).
   void reset() { pos_ = 0; }
@@ -51,17 +55,16 @@ class LogitStream {
   Status feed(std::span<const int32_t> tokens, int64_t logits_from, const RowFn& fn);
 
   int64_t pos() const { return pos_; }
-  int64_t n_vocab() const { return model_->config().n_vocab; }
-  const Model& model() const { return *model_; }
+  int64_t n_vocab() const { return model().config().n_vocab; }
+  const Model& model() const { return forward_->model(); }  // the Forward keeps it alive
   const LogitStreamOptions& options() const { return opt_; }
   // For imatrix collection (see Forward::set_activation_observer).
   void set_activation_observer(ActivationObserver* o) { forward_->set_activation_observer(o); }
 
  private:
   LogitStream() = default;
-  std::shared_ptr<const Model> model_;
   LogitStreamOptions opt_;
-  std::unique_ptr<Forward> forward_;
+  std::shared_ptr<Forward> forward_;
   KvStorage kv_;
   std::vector<int32_t> block_table_;
   std::vector<float> logits_;

@@ -1,6 +1,8 @@
 #include "eval/task_report.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -41,6 +43,12 @@ std::string md_cell(const std::string& s, size_t max_len = 160) {
     }
   }
   return out;
+}
+
+// An inline code span that survives backticks in the text (CommonMark: a longer fence).
+std::string md_code(const std::string& s) {
+  if (s.find('`') == std::string::npos) return "`" + s + "`";
+  return "`` " + s + " ``";
 }
 
 std::string html_escape(const std::string& s) {
@@ -107,12 +115,28 @@ table{border-collapse:collapse;margin:12px 0;font-size:13px}
 th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}
 th{background:#f3f3f3}
 td.pass{background:#e6f6e6}td.fail{background:#fbe4e4}
-td pre{white-space:pre-wrap;margin:0;font-family:ui-monospace,monospace;max-width:420px}
+td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font-family:ui-monospace,monospace;max-width:420px}
 tr.diff td.id{border-left:4px solid #e0a000}
 .ct{font:bold 14px sans-serif}.cl{font:12px sans-serif}.cv{font:11px sans-serif;fill:#444}
 .small{color:#666;font-size:12px})";
 
 }  // namespace
+
+std::vector<std::string> display_names(const TaskReport& r) {
+  auto dedupe = [](std::vector<std::string>& names, const auto& fix) {
+    std::map<std::string, int> count;
+    for (const auto& n : names) ++count[n];
+    for (size_t i = 0; i < names.size(); ++i)
+      if (count[names[i]] > 1) names[i] = fix(i, names[i]);
+  };
+  std::vector<std::string> names;
+  for (const ModelRun& m : r.runs) names.push_back(m.model_name);
+  dedupe(names, [&](size_t i, const std::string& n) {
+    return n + " (" + std::filesystem::path(r.runs[i].model).filename().string() + ")";
+  });
+  dedupe(names, [](size_t i, const std::string& n) { return n + " #" + std::to_string(i + 1); });
+  return names;
+}
 
 bool case_differs(const TaskReport& r, size_t i) {
   for (size_t m = 1; m < r.runs.size(); ++m) {
@@ -128,7 +152,9 @@ ojson report_json(const TaskReport& r) {
   j["tasks_file"] = r.tasks_file;
   j["cases"] = r.cases.size();
   ojson models = ojson::array();
-  for (const ModelRun& m : r.runs) {
+  const std::vector<std::string> labels = display_names(r);
+  for (size_t k = 0; k < r.runs.size(); ++k) {
+    const ModelRun& m = r.runs[k];
     ojson cases = ojson::array();
     for (const CaseResult& c : m.cases) {
       ojson cj{{"id", c.id}, {"pass", c.pass}, {"answer", c.answer}, {"detail", c.detail}};
@@ -142,6 +168,7 @@ ojson report_json(const TaskReport& r) {
     }
     ojson mj{{"model", m.model},
              {"name", m.model_name},
+             {"label", labels[k]},
              {"accuracy", m.accuracy},
              {"passed", m.passed},
              {"total", m.cases.size()},
@@ -176,12 +203,15 @@ std::string report_markdown(const TaskReport& r) {
   std::string s = fmt::format("# tokenmill eval tasks: {}\n\n{} cases, greedy decoding.\n\n", r.tasks_file, r.cases.size());
   s += "| model | accuracy | passed | latency p50 (s) | latency p95 (s) | TTFT p50 (s) | tokens/s |\n";
   s += "|---|---:|---:|---:|---:|---:|---:|\n";
-  for (const ModelRun& m : r.runs)
-    s += fmt::format("| {} | {:.1f}% | {}/{} | {:.3f} | {:.3f} | {:.3f} | {:.1f} |\n", md_cell(m.model_name),
+  const std::vector<std::string> names = display_names(r);
+  for (size_t k = 0; k < r.runs.size(); ++k) {
+    const ModelRun& m = r.runs[k];
+    s += fmt::format("| {} | {:.1f}% | {}/{} | {:.3f} | {:.3f} | {:.3f} | {:.1f} |\n", md_cell(names[k]),
                      100.0 * m.accuracy, m.passed, m.cases.size(), m.latency_s.median, m.latency_s.p95,
                      m.ttft_s.median, m.tokens_per_s);
+  }
   s += "\n## Cases\n\n| id | metric | expected |";
-  for (const ModelRun& m : r.runs) s += " " + md_cell(m.model_name) + " |";
+  for (const std::string& n : names) s += " " + md_cell(n) + " |";
   if (r.runs.size() > 1) s += " differs |";
   s += "\n|---|---|---|";
   for (size_t m = 0; m < r.runs.size(); ++m) s += "---|";
@@ -192,8 +222,8 @@ std::string report_markdown(const TaskReport& r) {
     s += fmt::format("| {} | {} | {} |", md_cell(c.id), metric_name(c.metric), md_cell(expected_text(c), 80));
     for (const ModelRun& m : r.runs) {
       const CaseResult& cr = m.cases[i];
-      s += fmt::format(" {} `{}` |", cr.pass ? "PASS" : "FAIL",
-                       md_cell(cr.error.empty() ? cr.answer : "error: " + cr.error));
+      s += fmt::format(" {} {} |", cr.pass ? "PASS" : "FAIL",
+                       md_code(md_cell(cr.error.empty() ? cr.answer : "error: " + cr.error)));
     }
     if (r.runs.size() > 1) s += case_differs(r, i) ? " ≠ |" : " |";
     s += "\n";
@@ -203,8 +233,7 @@ std::string report_markdown(const TaskReport& r) {
 
 std::string report_html(const TaskReport& r) {
   static const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
-  std::vector<std::string> names;
-  for (const ModelRun& m : r.runs) names.push_back(m.model_name);
+  const std::vector<std::string> names = display_names(r);
   std::string s = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tokenmill eval tasks</title><style>";
   s += kCss;
   s += "</style></head><body>\n";
@@ -213,11 +242,13 @@ std::string report_html(const TaskReport& r) {
   // summary table
   s += "<table><tr><th>model</th><th>file</th><th>accuracy</th><th>passed</th><th>latency p50 (s)</th>"
        "<th>latency p95 (s)</th><th>TTFT p50 (s)</th><th>tokens/s</th><th>completion tokens</th></tr>\n";
-  for (const ModelRun& m : r.runs)
+  for (size_t k = 0; k < r.runs.size(); ++k) {
+    const ModelRun& m = r.runs[k];
     s += fmt::format("<tr><td>{}</td><td class=\"small\">{}</td><td>{:.1f}%</td><td>{}/{}</td><td>{:.3f}</td><td>{:.3f}</td>"
                      "<td>{:.3f}</td><td>{:.1f}</td><td>{}</td></tr>\n",
-                     html_escape(m.model_name), html_escape(m.model), 100.0 * m.accuracy, m.passed, m.cases.size(),
+                     html_escape(names[k]), html_escape(m.model), 100.0 * m.accuracy, m.passed, m.cases.size(),
                      m.latency_s.median, m.latency_s.p95, m.ttft_s.median, m.tokens_per_s, m.completion_tokens);
+  }
   s += "</table>\n<div>";
   // charts
   Series acc{"accuracy", colors[0], {}};

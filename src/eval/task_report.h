@@ -18,10 +18,13 @@ struct TaskReport {
   std::vector<ModelRun> runs;  // one per model, each with one CaseResult per case (same order)
 };
 
+// Column names: general.name, plus the file name where two runs share it, plus "#k" where even that
+// collides (the same file twice).
+std::vector<std::string> display_names(const TaskReport& r);
 // True when the models disagree on a case (pass/fail or answer text differ).
 bool case_differs(const TaskReport& r, size_t case_index);
 
-// {"tasks_file", "cases": N, "models": [{model, name, accuracy, passed, total, latency_s{p50,p95,mean,max},
+// {"tasks_file", "cases": N, "models": [{model, name, label, accuracy, passed, total, latency_s{p50,p95,mean,max},
 //   ttft_s{...}, tokens_per_s, wall_s, prompt_tokens, completion_tokens, cases: [...]}],
 //  "per_case": [{id, metric, expected, differs, results: [{pass, answer, detail}]}]}
 nlohmann::ordered_json report_json(const TaskReport& r);

@@ -59,7 +59,17 @@ int run_compare(const CompareCli& o) {
   ThreadPool pool(cli::threads_or_default(o.s.threads));
   auto rs = cli::make_stream(*ref, o.ref_kv, o.s, &pool);
   if (!rs.ok()) return log_error("reference: {}", rs.error()), 1;
-  auto ms = cli::make_stream(model, o.kv, o.s, &pool);
+  Result<std::unique_ptr<eval::LogitStream>> ms = Error{""};
+  if (model == *ref) {
+    // Same weights, e.g. two KV types: share the prepared (repacked) weights too.
+    auto dt = eval::parse_kv_dtype(o.kv, *model);
+    if (!dt.ok()) return log_error("model: {}", dt.error()), 1;
+    eval::LogitStreamOptions so = (*rs)->options();
+    so.kv_dtype = *dt;
+    ms = eval::LogitStream::create((*rs)->forward(), so);
+  } else {
+    ms = cli::make_stream(model, o.kv, o.s, &pool);
+  }
   if (!ms.ok()) return log_error("model: {}", ms.error()), 1;
   auto r = eval::compare(**rs, **ms, *chunks, o.s.json ? eval::ChunkProgress{} : cli::chunk_progress("compare"));
   if (!r.ok()) return log_error("{}", r.error()), 1;

@@ -112,6 +112,10 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              auto o = std::make_shared<ServeCli>();
              auto& s = o->server;
              tmill::cli::add_engine_options(app, o->engine);
+             app.get_option("--long-prefill-token-threshold")
+                 ->description("most prompt tokens one request computes per step, leaving budget for requests that "
+                               "arrive meanwhile (default for serve: half of --max-num-batched-tokens; 0: no cap)")
+                 ->default_str("");
              app.add_option("--host", s.http.host, "address to listen on")->capture_default_str();
              app.add_option("--port", s.http.port, "port (0: any free port, printed in the log)")->capture_default_str();
              app.add_option("--served-model-name", s.served_model_name,

@@ -15,7 +15,8 @@ export function sleep(ms) {
 
 // Starts a server. Returns { port, url, baseURL, proc, log(), stop(signal) }.
 export async function startServer(args = [], { env = {}, waitReady = true, timeoutMs = 60000 } = {}) {
-  const proc = spawn(binary, ['serve', '--port', '0', '--threads', '2', ...args], {
+  const threads = args.includes('--threads') ? [] : ['--threads', '2'];
+  const proc = spawn(binary, ['serve', '--port', '0', ...threads, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

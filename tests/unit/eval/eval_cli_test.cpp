@@ -126,7 +126,10 @@ TEST(EvalCli, TasksReports) {
   r = test::run_command(bin() + " eval tasks --model " + m + " --model " + m + " --tasks " + tasks +
                         " --threads 2 --min-accuracy 50");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| id | metric | expected | stories260K | stories260K | differs |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| id | metric | expected | stories260K (stories260K.gguf) #1 | stories260K (stories260K.gguf) #2 | "
+                      "differs |"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("≠"), std::string::npos);
   r = test::run_command(bin() + " eval tasks --tasks " + tasks + " --threads 2 --min-accuracy 60");
   EXPECT_EQ(r.exit_code, 3);

@@ -201,6 +201,18 @@ TEST(Compare, Int8KvAgainstF16KvIsSmallButNotZero) {
   EXPECT_GT(r.top1_agreement, 0.95);
   const CompareResult same = run_compare(path, path, DType::F16, DType::F16);
   EXPECT_EQ(same.kld.max, 0.0);
+  // two streams over one Forward (shared prepared weights) give the same figures
+  ThreadPool pool(2);
+  auto m = load(path);
+  auto rs = stream(m, 64, 32, DType::F16, &pool);
+  LogitStreamOptions o = rs->options();
+  o.kv_dtype = DType::I8;
+  auto ms = LogitStream::create(rs->forward(), o);
+  ASSERT_TRUE(ms.ok()) << ms.error();
+  auto shared = compare(*rs, **ms, story_chunks(*m, 64, 4));
+  ASSERT_TRUE(shared.ok()) << shared.error();
+  EXPECT_EQ(shared->kld.mean, r.kld.mean);
+  EXPECT_EQ(shared->top1_same, r.top1_same);
 }
 
 TEST(Compare, DifferentVocabulariesAreAnError) {

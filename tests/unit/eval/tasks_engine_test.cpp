@@ -127,10 +127,19 @@ TEST(TaskReport, TwoModelsSideBySide) {
   rep.runs.push_back(*r1);
   rep.runs.push_back(*r1);
   rep.runs[1].model_name = "copy <b>&";
+  rep.runs[1].model = "/some/dir/copy.gguf";
   // a second model that answers one case differently
   rep.runs[1].cases[2].answer = "something else";
   rep.runs[1].cases[2].pass = false;
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(case_differs(rep, i), i == 2) << i;
+
+  EXPECT_EQ(display_names(rep), (std::vector<std::string>{"stories260K", "copy <b>&"}));
+  TaskReport same = rep;
+  same.runs[1] = same.runs[0];
+  EXPECT_EQ(display_names(same), (std::vector<std::string>{"stories260K (stories260K.gguf) #1", "stories260K (stories260K.gguf) #2"}));
+  same.runs[1].model = "/other/q4.gguf";
+  EXPECT_EQ(display_names(same), (std::vector<std::string>{"stories260K (stories260K.gguf)", "stories260K (q4.gguf)"}));
+  rep.runs[1].cases[5].answer = "has a `backtick`";  // still "passes": only the report formatting is checked
 
   const auto j = report_json(rep);
   EXPECT_EQ(j["cases"], cases.size());
@@ -146,6 +155,7 @@ TEST(TaskReport, TwoModelsSideBySide) {
   EXPECT_NE(md.find("| stories260K | 54.5% | 6/11 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| contains-pass | contains | big box | PASS ` with her mom."), std::string::npos) << md;
   EXPECT_NE(md.find("FAIL `something else` | ≠ |"), std::string::npos) << md;
+  EXPECT_NE(md.find("PASS `` has a `backtick` `` |"), std::string::npos) << md;
 
   const std::string html = report_html(rep);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
