@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "engine/memory_plan.h"
 #include "model/model.h"
 
 namespace tmill::cli {
@@ -12,8 +13,8 @@ namespace tmill::cli {
 void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--model", o.model, "GGUF model file (default: the bundled stories260K)");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
-  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size, e.g. 2GiB (default: automatic)");
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16 or bf16")->capture_default_str();
+  app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, or int8 (per-token scales: ~1.9x the tokens of f16)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--max-num-seqs", o.max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")->capture_default_str();
@@ -30,7 +31,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.model_path = o.model.empty() ? default_model_path() : o.model;
   c.threads = o.threads;
   if (!o.kv_cache_memory.empty()) {
-    auto b = parse_size(o.kv_cache_memory);
+    auto b = parse_kv_cache_memory(o.kv_cache_memory);
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};
     c.kv_cache_bytes = *b;
   }

@@ -26,7 +26,7 @@ struct EngineConfig {
   std::string model_path;           // GGUF model file
   int threads = 0;                  // 0: all cores this process may use
   uint64_t kv_cache_bytes = 0;      // 0: automatic (see memory plan)
-  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16
+  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8
   int32_t block_size = 16;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 1024;

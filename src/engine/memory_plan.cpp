@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -19,6 +20,20 @@ uint64_t available_memory_bytes() {
     if (std::sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
   std::fclose(f);
   return kb * 1024;
+}
+
+Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
+  if (!s.empty() && s.back() == '%') {
+    const std::string num(s.substr(0, s.size() - 1));
+    char* end = nullptr;
+    const double pct = std::strtod(num.c_str(), &end);
+    if (num.empty() || end != num.c_str() + num.size() || !(pct > 0 && pct <= 100))
+      return Error{fmt::format("invalid KV cache share '{}' (use e.g. 30%)", s)};
+    const uint64_t avail = available_memory_bytes();
+    if (avail == 0) return Error{"cannot read available memory (/proc/meminfo) for a percentage KV cache size"};
+    return static_cast<uint64_t>(static_cast<double>(avail) * pct / 100.0);
+  }
+  return parse_size(s);
 }
 
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, KvLayout* layout) {

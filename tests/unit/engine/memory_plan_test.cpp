@@ -1,0 +1,46 @@
+#include <gtest/gtest.h>
+
+#include "engine/memory_plan.h"
+#include "test_support.h"
+
+using namespace tmill;
+
+TEST(MemoryPlan, KvCacheMemoryAcceptsBytesAndShares) {
+  EXPECT_EQ(*parse_kv_cache_memory("2GiB"), 2ull << 30);
+  EXPECT_EQ(*parse_kv_cache_memory("1000"), 1000u);
+  const uint64_t avail = available_memory_bytes();
+  ASSERT_GT(avail, 0u);
+  auto p = parse_kv_cache_memory("50%");
+  ASSERT_TRUE(p.ok());
+  // MemAvailable moves between the two reads; allow 5%
+  EXPECT_NEAR(static_cast<double>(*p), avail * 0.5, avail * 0.05);
+  for (const char* bad : {"0%", "101%", "%", "abc%", "-5%", "12 parsecs"}) EXPECT_FALSE(parse_kv_cache_memory(bad).ok()) << bad;
+}
+
+TEST(MemoryPlan, SizesTheCacheAndTheContext) {
+  auto m = Model::load(test::source_path("models/stories260K/stories260K.gguf"));
+  ASSERT_TRUE(m.ok());
+  EngineConfig cfg;
+  KvLayout lay;
+  // stories260K: 5 layers, 4 KV heads of 8 dims, f32 cache: 2*5*4*8*4 = 1280 bytes per token
+  cfg.kv_cache_bytes = 1280 * 16 * 10;  // 10 blocks
+  auto p = plan_memory(**m, cfg, &lay);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->kv_dtype, "f32");
+  EXPECT_EQ(p->num_blocks, 10);
+  EXPECT_EQ(p->kv_tokens, 160);
+  EXPECT_EQ(p->max_model_len, 160);  // the trained 512 does not fit: lowered, with a note
+  EXPECT_NE(p->note.find("lowered"), std::string::npos);
+  EXPECT_EQ(lay.num_blocks, 11);     // + the null block
+  cfg.max_model_len = 200;           // explicitly too long: refused with the numbers
+  auto bad = plan_memory(**m, cfg, &lay);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("200"), std::string::npos);
+  cfg.max_model_len = 0;
+  cfg.kv_cache_dtype = "int8";      // 8 dims int8 + 4-byte scale per token: 2*5*4*(8+4) = 480 bytes
+  auto i8 = plan_memory(**m, cfg, &lay);
+  ASSERT_TRUE(i8.ok());
+  EXPECT_EQ(i8->num_blocks, 1280 * 16 * 10 / (480 * 16));
+  cfg.kv_cache_dtype = "fp4";
+  EXPECT_FALSE(plan_memory(**m, cfg, &lay).ok());
+}
