@@ -97,7 +97,7 @@ int run_compare(const CompareCli& o) {
     j["reference_kv_cache_dtype"] = rkv;
     j["kv_cache_dtype"] = mkv;
     j["seconds"] = r->seconds;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("reference  %s (KV %s)\nmodel      %s (KV %s)\n", o.reference.c_str(), rkv, o.model.c_str(), mkv);

@@ -34,7 +34,7 @@ int run_ppl(const PplCli& o) {
                              {"chunks", r->chunks},         {"ctx", r->n_ctx},
                              {"kv_cache_dtype", kv},        {"seconds", r->seconds},
                              {"tokens_per_s", tps}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("PPL = %.4f +/- %.4f  (mean NLL %.6f +/- %.6f; %lld scored tokens, %lld chunk(s) of %lld, KV %s, %.2f s, "
                 "%.1f tokens/s)\n",
