@@ -84,6 +84,7 @@ struct Engine::Impl {
   void handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample);
   void finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason, std::string tail_text);
   void maybe_finish_group(Group& g);
+  void end_group(uint64_t id, FinishReason reason, const std::string& why);
   void update_stats();
   void expire_queued();  // queue_timeout_s
   Clock::time_point last_expiry_check{};

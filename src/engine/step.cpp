@@ -157,15 +157,22 @@ void Engine::Impl::drain_inbox() {
     // n > 1 starts with choice 0 alone; the others fork from it after the prompt is computed.
     add_choice(*groups[id], *groups[id]->choices[0]);
   }
-  for (uint64_t id : to_abort) {
-    auto it = groups.find(id);
-    if (it == groups.end()) continue;
-    Group& g = *it->second;
-    for (auto& c : g.choices) {
-      if (c->finished) continue;
-      if (c->added) sched->abort(c->sched_id);
-      finish_choice(*c, FinishReason::Abort, "aborted", {});
-    }
+  for (uint64_t id : to_abort) end_group(id, FinishReason::Abort, "aborted");
+}
+
+// Ends every unfinished choice of a request. The group is destroyed when its last choice finishes,
+// so it is looked up again before each choice.
+void Engine::Impl::end_group(uint64_t id, FinishReason reason, const std::string& why) {
+  auto it = groups.find(id);
+  if (it == groups.end()) return;
+  const size_t n = it->second->choices.size();
+  for (size_t i = 0; i < n; ++i) {
+    it = groups.find(id);
+    if (it == groups.end()) return;
+    Choice& c = *it->second->choices[i];
+    if (c.finished) continue;
+    if (c.added) sched->abort(c.sched_id);
+    finish_choice(c, reason, why, {});
   }
 }
 
@@ -295,18 +302,12 @@ void Engine::Impl::expire_queued() {
   const auto now = Clock::now();
   if (now - last_expiry_check < std::chrono::milliseconds(5)) return;
   last_expiry_check = now;
-  std::vector<Group*> expired;
+  std::vector<uint64_t> expired;
   for (auto& [id, g] : groups)
     if (g->req.queue_timeout_s > 0 && !g->timings.scheduled &&
         seconds_between(g->timings.arrival, now) > g->req.queue_timeout_s)
-      expired.push_back(g.get());
-  for (Group* g : expired)
-    for (size_t i = 0; i < g->choices.size() && groups.count(g->id); ++i) {
-      Choice& c = *g->choices[i];
-      if (c.finished) continue;
-      if (c.added) sched->abort(c.sched_id);
-      finish_choice(c, FinishReason::Error, "timeout", {});
-    }
+      expired.push_back(id);
+  for (uint64_t id : expired) end_group(id, FinishReason::Error, "timeout");
 }
 
 void Engine::Impl::update_stats() {
