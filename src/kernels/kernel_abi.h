@@ -21,13 +21,15 @@
 //
 // K-quants (256-column super-blocks, sub-blocks j):
 //   Q4_K (2368 B = 16 x 148): d[16] f16 | dmin[16] f16 | sc[8 j][16 r] u8 | mp[4 i][16 r][2] u8
-//        (mins m_{2i}, m_{2i+1}) | n[8 j][4 c][16 r][4] (per 32-column sub-block, Q4_0 nibble order)
-//        value d*sc_j*q - dmin*m_j
-//   Q5_K (2880 B = 16 x 180): Q4_K | h[8 j][16 r][4] (fifth bits, Q5_0 order within sub-block j)
-//   Q6_K (3360 B = 16 x 210): d[16] f16 | sc[16 j][16 r] i8 | n[8 s][4 c][16 r][4] (low 4 bits per
-//        32-column slice s, Q4_0 nibble order) | h[8 s][2 k][16 r][4] (high 2 bits: element
-//        32s + 4c + i (c < 4) at bits 2c..2c+1 of byte i of h[s][0]; element 32s + 16 + 4c + i at
-//        bits 2c.. of h[s][1]);  value d*sc_j*(q-32), j = element / 16
+//        (mins m_{2i}, m_{2i+1}) | then per 32-column sub-block j: n[4 c][16 r][4] (Q4_0 nibble
+//        order, 256 B);  value d*sc_j*q - dmin*m_j
+//   Q5_K (2880 B = 16 x 180): as Q4_K, but each sub-block is n (256 B) followed by its fifth bits
+//        h[16 r][4] (Q5_0 order, 64 B): 320 B per sub-block
+//   Q6_K (3360 B = 16 x 210): d[16] f16 | sc[16 j][16 r] i8 | then per 32-column slice s (384 B):
+//        n[4 c][16 r][4] (low 4 bits, Q4_0 nibble order) | h[2 k][16 r][4] (high 2 bits: element
+//        32s + 4c + i (c < 4) at bits 2c..2c+1 of byte i of h[0]; element 32s + 16 + 4c + i at
+//        bits 2c.. of h[1]);  value d*sc_j*(q-32), j = element / 16
+//   Weights are read front to back within a group-block (one sequential stream per thread).
 //
 // ---------------------------------------------------------------------------------------------
 // Quantized activations, made per call. Tokens are processed in tiles of T <= kTile tokens; a tile

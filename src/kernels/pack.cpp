@@ -196,16 +196,17 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
         gb[192 + (i * 16 + r) * 2 + 1] = rb.mins[2 * i + 1];
       }
       for (int j = 0; j < 8; ++j) {
-        put_nibbles(gb + 320 + 256 * j, r, rb.q + 32 * j);
-        if (kind == kPackQ5_K) put_hbits(gb + 2368 + 64 * j, r, rb.q + 32 * j);
+        const int sub = kind == kPackQ5_K ? 320 : 256;  // sub-block j's nibbles (+ Q5_K fifth bits)
+        put_nibbles(gb + 320 + sub * j, r, rb.q + 32 * j);
+        if (kind == kPackQ5_K) put_hbits(gb + 576 + 320 * j, r, rb.q + 32 * j);
       }
       return;
     case kPackQ6_K:
       put_f16(gb, r, rb.d);
       for (int j = 0; j < 16; ++j) gb[32 + j * 16 + r] = rb.sc[j];
       for (int s = 0; s < 8; ++s) {
-        put_nibbles(gb + 288 + 256 * s, r, rb.q + 32 * s);
-        put_h2(gb + 2336 + 128 * s, r, rb.q + 32 * s);
+        put_nibbles(gb + 288 + 384 * s, r, rb.q + 32 * s);
+        put_h2(gb + 544 + 384 * s, r, rb.q + 32 * s);
       }
       return;
     default: TM_ASSERT(false, "put_row: bad kind");

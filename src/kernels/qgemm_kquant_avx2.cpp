@@ -85,7 +85,7 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
     if constexpr (Kind == kPackQ6_K) {
       for (int s = 0; s < 8; ++s) {
         __m256i q[8];
-        unpack_q6(gb + 288 + 256 * s + 32 * hf, gb + 2336 + 128 * s + 32 * hf, gb + 2400 + 128 * s + 32 * hf, q);
+        unpack_q6(gb + 288 + 384 * s + 32 * hf, gb + 544 + 384 * s + 32 * hf, gb + 608 + 384 * s + 32 * hf, q);
         const __m256i sc0 = _mm256_cvtepi8_epi32(load64(gb + 32 + 32 * s + 8 * hf));
         const __m256i sc1 = _mm256_cvtepi8_epi32(load64(gb + 48 + 32 * s + 8 * hf));
         TM_UNROLL
@@ -107,7 +107,8 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
     } else {
       for (int j = 0; j < 8; ++j) {
         __m256i q[8];
-        unpack_q4(gb + 320 + 256 * j + 32 * hf, Kind == kPackQ5_K ? gb + 2368 + 64 * j + 32 * hf : nullptr, q);
+        unpack_q4(gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j + 32 * hf,
+                  Kind == kPackQ5_K ? gb + 576 + 320 * j + 32 * hf : nullptr, q);
         const __m256i s32 = _mm256_cvtepu8_epi32(load64(gb + 64 + 16 * j + 8 * hf));
         const __m256i sc = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));  // (sc, sc) int16 pairs
         TM_UNROLL

@@ -98,7 +98,7 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       TM_UNROLL
       for (int s = 0; s < 8; ++s) {
         __m512i q[8];
-        unpack_q6(gb + 288 + 256 * s, gb + 2336 + 128 * s, q);
+        unpack_q6(gb + 288 + 384 * s, gb + 544 + 384 * s, q);
         const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 32 * s)));
         const __m512i sc1 =
             _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 48 + 32 * s)));
@@ -123,7 +123,7 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       TM_UNROLL
       for (int j = 0; j < 8; ++j) {
         __m512i q[8];
-        unpack_q4(gb + 320 + 256 * j, Kind == kPackQ5_K ? gb + 2368 + 64 * j : nullptr, q);
+        unpack_q4(gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j, Kind == kPackQ5_K ? gb + 576 + 320 * j : nullptr, q);
         const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 64 + 16 * j)));
         TM_UNROLL
         for (int u = 0; u < U; ++u) {

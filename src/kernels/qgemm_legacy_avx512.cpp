@@ -25,7 +25,7 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kPrefetchBytes = 1024;  // software prefetch distance ahead in the weight stream
+constexpr int kPrefetchBytes = 3072;  // software prefetch distance ahead in the weight stream
 
 inline __m512i bcast32(const uint8_t* p) {
   int32_t v;

@@ -104,8 +104,8 @@ void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
             for (int sl = 0; sl < 8; ++sl) {
               // dot_nibbles mixes both 16-element halves; split them to apply two scales.
               int lo = 0, hi = 0;
-              const uint8_t* n = gb + 288 + 256 * sl;
-              const uint8_t* h2 = gb + 2336 + 128 * sl;
+              const uint8_t* n = gb + 288 + 384 * sl;
+              const uint8_t* h2 = gb + 544 + 384 * sl;
               for (int c = 0; c < 4; ++c)
                 for (int i = 0; i < 4; ++i) {
                   const uint8_t byte = n[(c * 16 + r) * 4 + i];
@@ -123,8 +123,9 @@ void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
           } else {
             int s = 0, ms = 0;
             for (int j = 0; j < 8; ++j) {
-              const uint8_t* h = Kind == kPackQ5_K ? gb + 2368 + 64 * j : nullptr;
-              s += gb[64 + j * 16 + r] * dot_nibbles(gb + 320 + 256 * j, h, nullptr, r, x + 32 * j);
+              const uint8_t* h = Kind == kPackQ5_K ? gb + 576 + 320 * j : nullptr;
+              const uint8_t* n = gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j;
+              s += gb[64 + j * 16 + r] * dot_nibbles(n, h, nullptr, r, x + 32 * j);
               const int m = gb[192 + ((j / 2) * 16 + r) * 2 + (j % 2)];
               ms += m * ld<int16_t>(rec + T * 260, t * 8 + j);
             }
