@@ -8,6 +8,8 @@ namespace tmill {
 namespace kern {
 void silu_mul_avx512(float* g, const float* u, int64_t n);
 void silu_mul_avx2(float* g, const float* u, int64_t n);
+void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out, int64_t n);
+void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, int64_t n);
 }  // namespace kern
 
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
@@ -32,6 +34,13 @@ void silu_mul(float* gate, const float* up, int64_t n) {
     const float g = gate[i];
     gate[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
   }
+}
+
+void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) return kern::exp_shift_scale_avx512(x, shift, scale, out, n);
+  if (isa == Isa::Avx2) return kern::exp_shift_scale_avx2(x, shift, scale, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -23,4 +23,15 @@ void silu_mul_avx512(float* g, const float* u, int64_t n) {
   }
 }
 
+void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out, int64_t n) {
+  const __m512 sh = _mm512_set1_ps(shift), sc = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh), sc)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(out + i, m, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh), sc)));
+  }
+}
+
 }  // namespace tmill::kern

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/ops.h"
+
 namespace tmill {
 
 namespace {
@@ -90,9 +92,10 @@ int32_t Sampler::draw(float* w, int32_t n, const SamplingParams& p, Rng& rng) {
   const float inv_t = 1.0f / p.temperature;
   float mx = -INFINITY;
   for (int32_t i = 0; i < n; ++i) mx = std::max(mx, w[i]);
+  exp_shift_scale(w, mx, inv_t, w, n);  // vectorized: the vocabulary can be 150k+ wide
   cand_.clear();
   for (int32_t i = 0; i < n; ++i) {
-    const float e = std::exp((w[i] - mx) * inv_t);
+    const float e = w[i];
     if (e > 0 && e >= p.min_p) cand_.emplace_back(e, i);  // min_p: relative to the most likely token
   }
   // top_k then top_p: pop candidates best-first from a heap, which is cheap when few survive.

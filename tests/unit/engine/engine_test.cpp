@@ -253,22 +253,31 @@ TEST(Engine, RejectsInvalidRequests) {
 }
 
 TEST(Engine, QueueTimeoutFailsRequestsThatWaitTooLong) {
-  // One running request holds the only sequence slot; the second waits past its timeout.
-  EngineConfig c;
-  c.model_path = stories_path();
-  c.threads = 1;
-  c.max_num_seqs = 1;
-  auto e = Engine::create(c);
-  ASSERT_TRUE(e.ok());
-  GenerateRequest first = greedy({1}, 300);
-  first.ignore_eos = true;
+  // Both requests wait in the inbox for 20 ms before the first step; the second allows 1 ms in the
+  // queue, so the first step's expiry check fails it before anything is scheduled.
+  auto e = make_engine(stories_path());
+  GenerateRequest first = greedy({1}, 20);
   GenerateRequest second = greedy({1, 5}, 5);
-  second.queue_timeout_s = 0.05;
-  std::vector<GenerateRequest> reqs = {first, second};
-  // run_all submits both, then steps: the first request alone needs far longer than 50 ms
-  auto out = run_all(**e, reqs);
+  second.queue_timeout_s = 0.001;
+  std::vector<Collected> out(2);
+  for (int i = 0; i < 2; ++i) {
+    Collected* c = &out[i];
+    auto id = e->submit(i == 0 ? first : second, [c](const RequestOutput& o) {
+      c->tokens.insert(c->tokens.end(), o.token_ids.begin(), o.token_ids.end());
+      if (o.finished) {
+        c->finished = true;
+        c->reason = o.finish_reason;
+        c->stop_reason = o.stop_reason;
+      }
+    });
+    ASSERT_TRUE(id.ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  e->run_until_idle();
   EXPECT_EQ(out[0].reason, FinishReason::Length);
+  EXPECT_EQ(out[0].tokens.size(), 20u);
   EXPECT_EQ(out[1].reason, FinishReason::Error);
   EXPECT_EQ(out[1].stop_reason, "timeout");
   EXPECT_TRUE(out[1].tokens.empty());
+  EXPECT_EQ(e->stats().sched.kv.usage, 0.0);
 }
