@@ -300,13 +300,17 @@ void Engine::Impl::expire_queued() {
     if (g->req.queue_timeout_s > 0 && !g->timings.scheduled &&
         seconds_between(g->timings.arrival, now) > g->req.queue_timeout_s)
       expired.push_back(g.get());
-  for (Group* g : expired)
-    for (size_t i = 0; i < g->choices.size() && groups.count(g->id); ++i) {
+  for (Group* g : expired) {
+    // Finishing the last choice erases (frees) the group: read what the loop needs first.
+    const uint64_t id = g->id;
+    const size_t n = g->choices.size();
+    for (size_t i = 0; i < n && groups.count(id); ++i) {
       Choice& c = *g->choices[i];
       if (c.finished) continue;
       if (c.added) sched->abort(c.sched_id);
       finish_choice(c, FinishReason::Error, "timeout", {});
     }
+  }
 }
 
 void Engine::Impl::update_stats() {
