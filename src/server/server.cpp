@@ -46,6 +46,12 @@ const RouteSpec* find_route(const std::string& path) {
   return nullptr;
 }
 
+// After this response the connection closes (its request body was not read, or we are draining).
+void close_connection(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  HttpServer::close_after_response();
+}
+
 bool has_body(const httplib::Request& req) {
   if (req.has_header("Transfer-Encoding")) return true;
   const std::string cl = req.get_header_value("Content-Length");
@@ -174,7 +180,7 @@ bool Server::check_auth(const httplib::Request& req, httplib::Response& res) {
   e.type = "invalid_request_error";
   e.code = "invalid_api_key";
   res.set_header("WWW-Authenticate", "Bearer");
-  if (has_body(req)) HttpServer::close_after_response();  // the body stays unread
+  if (has_body(req)) close_connection(res);  // the body stays unread
   reply_error(res, e, "unauthorized");
   return false;
 }
@@ -186,7 +192,7 @@ bool Server::check_available(httplib::Response& res) {
   e.message = draining_.load() ? "The server is shutting down." : "The model is still loading.";
   e.code = draining_.load() ? "shutting_down" : "model_loading";
   res.set_header("Retry-After", draining_.load() ? "10" : "5");
-  if (draining_.load()) HttpServer::close_after_response();
+  if (draining_.load()) close_connection(res);
   reply_error(res, e, "unavailable");
   return false;
 }
@@ -204,7 +210,7 @@ bool Server::read_body(const httplib::Request& req, httplib::Response& res, cons
     return true;
   });
   if (ok && !too_large) return true;
-  HttpServer::close_after_response();
+  close_connection(res);
   ApiError e;
   if (too_large) {
     e.status = 413;
@@ -252,7 +258,7 @@ void Server::register_routes() {
       }
     }
     if (e.status == 400 && e.message.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (has_body(req) || e.status == 411) HttpServer::close_after_response();
+    if (has_body(req) || e.status == 411) close_connection(res);
     const char* reason = e.status == 404 ? "not_found"
                          : e.status == 405 ? "method_not_allowed"
                          : e.status == 413 ? "payload_too_large"

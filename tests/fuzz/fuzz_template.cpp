@@ -1,3 +1,4 @@
+// fuzz-deps: chat
 // libFuzzer target for the chat-template (Jinja) parser and interpreter. Input bytes = template source.
 // Renders against a small fixed chat context with tight limits; every outcome must be text or a clean
 // error (no crash, sanitizer report, hang or unbounded memory). Invalid UTF-8 is rejected by parse();
