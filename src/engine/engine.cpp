@@ -27,6 +27,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl->self = e.get();
   const int threads = config.threads > 0 ? config.threads : default_thread_count();
   impl->pool = std::make_unique<ThreadPool>(threads);
+  impl->samplers.resize(static_cast<size_t>(threads));
   impl->forward = std::make_unique<Forward>(e->model_, impl->pool.get());
   TM_ASSIGN_OR_RETURN(impl->kv, KvStorage::create(layout));
   SchedulerConfig sc;

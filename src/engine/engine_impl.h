@@ -51,7 +51,7 @@ struct Engine::Impl {
   std::unique_ptr<Forward> forward;
   KvStorage kv;
   std::unique_ptr<Scheduler> sched;
-  Sampler sampler;
+  std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
   EngineObserver* observer = nullptr;
   std::vector<int32_t> eog_ids;
 

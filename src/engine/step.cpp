@@ -60,38 +60,55 @@ bool Engine::Impl::step() {
     std::vector<std::pair<Choice*, SampleResult>> children;
   };
   std::vector<PendingFork> forks;
+  struct SampleJob {
+    size_t i;          // index in out.scheduled
+    const float* lg;   // its logits row
+    Choice* c;
+    const Request* r;
+  };
+  std::vector<SampleJob> jobs;
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
     if (!s.produces_sample) continue;
-    const float* lg = logits.data() + row++ * static_cast<size_t>(n_vocab);
-    Choice* c = choices[s.id];
-    const Request* r = sched->request(s.id);
-    const GenerateRequest& gr = c->group->req;
-    results[i] = sampler.sample(lg, n_vocab, gr.sampling, r->prompt(), r->outputs(), c->rng);
-    sampled[i] = results[i].token;
-    // n > 1: the other choices draw their first token from the same logits, then fork.
-    Group& g = *c->group;
-    if (gr.n > 1 && !g.forked && c->index == 0 && r->num_output_tokens() == 0) {
+    jobs.push_back({i, logits.data() + row++ * static_cast<size_t>(n_vocab), choices[s.id], sched->request(s.id)});
+  }
+  // Sequences sample in parallel (each choice owns its RNG, each thread its Sampler scratch).
+  auto sample_one = [&](const SampleJob& j, Sampler& sp) {
+    results[j.i] = sp.sample(j.lg, n_vocab, j.c->group->req.sampling, j.r->prompt(), j.r->outputs(), j.c->rng);
+    sampled[j.i] = results[j.i].token;
+  };
+  if (jobs.size() > 1 && pool->size() > 1) {
+    pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e, int tid) {
+      for (int64_t k = b; k < e; ++k) sample_one(jobs[static_cast<size_t>(k)], samplers[static_cast<size_t>(tid)]);
+    });
+  } else {
+    for (const SampleJob& j : jobs) sample_one(j, samplers[0]);
+  }
+  // n > 1: the other choices draw their first token from the same logits, then fork after update.
+  for (const SampleJob& j : jobs) {
+    Group& g = *j.c->group;
+    const GenerateRequest& gr = g.req;
+    if (gr.n > 1 && !g.forked && j.c->index == 0 && j.r->num_output_tokens() == 0) {
       g.forked = true;
-      PendingFork pf{c, {}};
+      PendingFork pf{j.c, {}};
       for (auto& child : g.choices)
         if (child->index != 0)
-          pf.children.emplace_back(child.get(),
-                                   sampler.sample(lg, n_vocab, gr.sampling, r->prompt(), r->outputs(), child->rng));
+          pf.children.emplace_back(
+              child.get(), samplers[0].sample(j.lg, n_vocab, gr.sampling, j.r->prompt(), j.r->outputs(), child->rng));
       forks.push_back(std::move(pf));
     }
   }
 
   // 4. update: advance the scheduler and stream what each request produced
   std::vector<RequestEvent> events = sched->update(out, sampled);
+  std::unordered_map<RequestId, const SampleResult*> result_of;
+  for (const SampleJob& j : jobs) result_of[out.scheduled[j.i].id] = &results[j.i];
   for (const RequestEvent& ev : events) {
     auto it = choices.find(ev.id);
     if (it == choices.end()) continue;
-    const SampleResult* sr = nullptr;
-    for (size_t i = 0; i < out.scheduled.size(); ++i)
-      if (out.scheduled[i].id == ev.id) sr = &results[i];
-    handle_event(*it->second, ev, sr);
+    auto sr = result_of.find(ev.id);
+    handle_event(*it->second, ev, sr == result_of.end() ? nullptr : sr->second);
   }
   for (PendingFork& pf : forks) {
     for (auto& [child, res] : pf.children) {
