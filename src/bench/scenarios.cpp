@@ -97,6 +97,48 @@ const RunMetrics& run_into(const BenchContext& ctx, ScenarioResult& sr, const Ru
   return m;
 }
 
+void WordCalibration::refit() {
+  if (points.size() < 2) return;
+  double n = static_cast<double>(points.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : points) sx += x, sy += y, sxx += x * x, sxy += x * y;
+  const double den = n * sxx - sx * sx;
+  if (den <= 0) return;
+  const double b = (n * sxy - sx * sy) / den;
+  if (!(b > 0)) return;
+  slope = b;
+  overhead = (sy - b * sx) / n;
+}
+
+int WordCalibration::words_for(double tokens) const {
+  return std::max(1, static_cast<int>(std::lround((tokens - overhead) / slope)));
+}
+
+WordCalibration calibrate_words(const BenchContext& ctx) {
+  const BenchOptions& o = ctx.opts;
+  WordCalibration cal;
+  OpenAiClient probe(ctx.url, ctx.api_key, o.timeout_s);
+  std::mt19937_64 rng(o.seed + 17);
+  // A probe the server refuses (typically 400: longer than the context, with a small context or a
+  // tokenizer that makes several tokens of a word) is retried with half the words.
+  auto probe_fit = [&](int words, int min_words) -> std::pair<int, RequestResult> {
+    for (;; words /= 2) {
+      Prompt p;
+      p.text = random_words(words, rng);
+      auto r = probe.stream(o.endpoint, build_request_body(o.endpoint, ctx.model, p, 1, false));
+      if (r.success || words / 2 < min_words) return {words, r};
+    }
+  };
+  auto [w1, r1] = probe_fit(o.short_mode ? 16 : 64, 2);
+  auto [w2, r2] = probe_fit(o.short_mode ? 64 : 256, 2 * w1);
+  if (r1.success && r2.success && r1.usage_reported && r2.usage_reported && w2 > w1 &&
+      r2.prompt_tokens > r1.prompt_tokens) {
+    cal.points = {{double(w1), double(r1.prompt_tokens)}, {double(w2), double(r2.prompt_tokens)}};
+    cal.refit();
+    cal.calibrated = true;
+  }
+  return cal;
+}
+
 ScenarioResult run_custom(BenchContext& ctx) {
   const BenchOptions& o = ctx.opts;
   ScenarioResult sr{"custom", "Benchmark run with the given load options", "", "ok", {}, {}, {}};
@@ -196,37 +238,9 @@ ScenarioResult run_long_prompt(BenchContext& ctx) {
   if (o.short_mode && !o.is_set("context-len")) ctx_len = std::min(ctx_len, 1024);
   int out = pick(o, "output-len", o.output_len, 32, 8);
   int n = pick(o, "num-prompts", o.num_prompts, 4, 2);
-  // Calibrate words -> server prompt tokens with two probes (chat templates add a fixed overhead).
-  // Each level's measured (words, mean prompt tokens) refines the fit for the next, longer one.
-  double slope = 1.0, overhead = 0.0;
-  bool calibrated = false;
-  std::vector<std::pair<double, double>> points;  // (words, server prompt tokens)
-  auto refit = [&] {  // least squares over all points
-    if (points.size() < 2) return;
-    double n = static_cast<double>(points.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (auto [x, y] : points) sx += x, sy += y, sxx += x * x, sxy += x * y;
-    const double den = n * sxx - sx * sx;
-    if (den <= 0) return;
-    const double b = (n * sxy - sx * sy) / den;
-    if (!(b > 0)) return;
-    slope = b;
-    overhead = (sy - b * sx) / n;
-  };
-  {
-    OpenAiClient probe(ctx.url, ctx.api_key, o.timeout_s);
-    std::mt19937_64 rng(o.seed + 17);
-    const int w1 = o.short_mode ? 16 : 64, w2 = o.short_mode ? 64 : 256;
-    Prompt p1, p2;
-    p1.text = random_words(w1, rng);
-    p2.text = random_words(w2, rng);
-    auto r1 = probe.stream(o.endpoint, build_request_body(o.endpoint, ctx.model, p1, 1, false));
-    auto r2 = probe.stream(o.endpoint, build_request_body(o.endpoint, ctx.model, p2, 1, false));
-    if (r1.success && r2.success && r1.usage_reported && r2.usage_reported && r2.prompt_tokens > r1.prompt_tokens) {
-      points = {{double(w1), double(r1.prompt_tokens)}, {double(w2), double(r2.prompt_tokens)}};
-      refit();
-      calibrated = true;
-    }
-  }
+  // Words -> server prompt tokens; each level's measured (words, mean prompt tokens) refines the fit
+  // for the next, longer one.
+  WordCalibration cal = calibrate_words(ctx);
   std::vector<double> fractions = o.short_mode ? std::vector<double>{0.5, 0.9} : std::vector<double>{0.25, 0.5, 0.75, 0.9};
   nlohmann::json rows = nlohmann::json::array();
   for (double f : fractions) {
@@ -235,7 +249,7 @@ ScenarioResult run_long_prompt(BenchContext& ctx) {
       break;
     }
     const double target = std::floor(f * (ctx_len - out)) - 4;
-    const int words = std::max(1, static_cast<int>(std::lround((target - overhead) / slope)));
+    const int words = cal.words_for(target);
     auto plan = make_plan(ctx, fmt::format("prompt={:.0f}% of context", f * 100),
                           scenario_prompts(ctx, static_cast<size_t>(n), words, out, o.seed + static_cast<uint64_t>(f * 100), false), 1, kInf);
     plan.params["context_fraction"] = f;
@@ -243,9 +257,9 @@ ScenarioResult run_long_prompt(BenchContext& ctx) {
     plan.params["prompt_words"] = words;
     const auto& m = run_into(ctx, sr, plan);
     const double mean_pt = m.completed ? static_cast<double>(m.input_tokens) / m.completed : 0;
-    if (calibrated && m.completed && m.usage_missing == 0) {
-      points.emplace_back(words, mean_pt);
-      refit();
+    if (cal.calibrated && m.completed && m.usage_missing == 0) {
+      cal.points.emplace_back(words, mean_pt);
+      cal.refit();
     }
     rows.push_back({{"fraction", f}, {"target_prompt_tokens", target}, {"prompt_tokens_mean", mean_pt},
                     {"ttft_p50_ms", m.ttft_ms.p50}, {"ttft_p99_ms", m.ttft_ms.p99},
@@ -253,7 +267,8 @@ ScenarioResult run_long_prompt(BenchContext& ctx) {
                     {"failed", m.failed}, {"failures", m.failures}});
   }
   sr.details = {{"context_len", ctx_len}, {"context_source", source}, {"levels", rows},
-                {"calibrated", calibrated}, {"tokens_per_word", slope}, {"template_overhead_tokens", overhead}};
+                {"calibrated", cal.calibrated}, {"tokens_per_word", cal.slope},
+                {"template_overhead_tokens", cal.overhead}};
   if (rows.empty()) {
     sr.status = "skipped";
     sr.verdict = "no level ran (time budget exhausted)";
@@ -277,7 +292,7 @@ ScenarioResult run_long_prompt(BenchContext& ctx) {
   bool any_fail = false;
   for (const auto& m : sr.metrics) any_fail |= m.failed > 0;
   if (any_fail) sr.verdict += "; some requests failed";
-  if (!calibrated) sr.verdict += " (prompt length not calibrated: server sent no usage)";
+  if (!cal.calibrated) sr.verdict += " (prompt length not calibrated: server sent no usage)";
   sr.status = any_fail ? "warn" : "ok";
   return sr;
 }

@@ -28,6 +28,20 @@ const RunMetrics& run_into(const BenchContext& ctx, ScenarioResult& sr, const Ru
 std::string fmt_ms(double ms);
 std::string failures_text(const RunMetrics& m);
 
+// Words of the built-in random prompts -> the server's prompt tokens: tokens ~= overhead + slope *
+// words (the slope is ~1 for large vocabularies, several for small ones; the overhead is the chat
+// template). calibrate_words() sends two probe requests (max_tokens 1; 16 and 64 words with --short,
+// else 64 and 256) and fits the line to their usage; without usage it stays at slope 1, overhead 0.
+struct WordCalibration {
+  double slope = 1.0, overhead = 0.0;
+  bool calibrated = false;
+  std::vector<std::pair<double, double>> points;  // (words, server prompt tokens)
+  void refit();  // least squares over `points` (needs two; a non-positive slope is ignored)
+  // Words whose prompt is expected to have `tokens` tokens (at least 1).
+  int words_for(double tokens) const;
+};
+WordCalibration calibrate_words(const BenchContext& ctx);
+
 ScenarioResult run_custom(BenchContext& ctx);
 ScenarioResult run_single_user(BenchContext& ctx);
 ScenarioResult run_concurrency(BenchContext& ctx, ScenarioState& st);

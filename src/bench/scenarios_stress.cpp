@@ -58,7 +58,10 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
   const int c0 = o.short_mode ? 2 : 4, steps = o.short_mode ? 3 : 7;
   const int in0 = o.is_set("input-len") ? o.input_len : (o.short_mode ? 32 : 256);
   const int out = o.is_set("output-len") ? o.output_len : (o.short_mode ? 16 : 128);
-  const int in_cap = std::max(1, static_cast<int>(0.8 * ctx_len) - out);
+  // Prompt lengths are in words; the cap (80% of the context, less the output) is in the server's
+  // tokens, converted with a words -> tokens calibration (two probes, as long-prompt).
+  const WordCalibration cal = calibrate_words(ctx);
+  const int in_cap = cal.words_for(0.8 * ctx_len - out);
   nlohmann::json rows = nlohmann::json::array();
   int good_step = -1, bad_step = -1;
   for (int k = 0; k < steps; ++k) {
@@ -80,8 +83,14 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
     auto pre1 = preemptions_now(ctx);
     const double preempted = pre0 && pre1 ? std::max(0.0, *pre1 - *pre0) : 0.0;
     const double kv_peak = peak_of(ctx, kKvUsage, t_start, ctx.now_s());
-    rows.push_back({{"step", k + 1}, {"concurrency", c}, {"input_len", in}, {"output_len", out},
-                    {"tokens_in_flight", c * (in + out)}, {"completed", m.completed}, {"failed", m.failed},
+    // Tokens per request: the server's prompt token counts (usage) when it reported them, else the
+    // calibrated estimate.
+    const int prompt_tokens = m.completed && m.usage_missing == 0
+                                  ? static_cast<int>(std::lround(static_cast<double>(m.input_tokens) / m.completed))
+                                  : static_cast<int>(std::lround(cal.overhead + cal.slope * in));
+    rows.push_back({{"step", k + 1}, {"concurrency", c}, {"input_len", in}, {"prompt_tokens", prompt_tokens},
+                    {"output_len", out}, {"tokens_in_flight", c * (prompt_tokens + out)},
+                    {"completed", m.completed}, {"failed", m.failed},
                     {"failures", m.failures}, {"preemptions", preempted},
                     {"kv_cache_usage_peak", kv_peak >= 0 ? nlohmann::json(kv_peak) : nlohmann::json(nullptr)},
                     {"ttft_p99_ms", m.ttft_ms.p99}, {"peak_concurrency", m.peak_concurrency}});
@@ -93,7 +102,8 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
   }
   const bool alive = server_alive(ctx);
   sr.details = {{"steps", rows}, {"server_alive_after", alive}, {"context_len", ctx_len},
-                {"metrics_available", ctx.scraper && ctx.scraper->available()}};
+                {"metrics_available", ctx.scraper && ctx.scraper->available()},
+                {"calibrated", cal.calibrated}, {"tokens_per_word", cal.slope}};
   if (rows.empty()) {
     sr.status = "skipped";
     sr.verdict = "no step ran (time budget exhausted)";
@@ -104,7 +114,7 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
     const auto& g = rows[static_cast<size_t>(good_step)];
     st.max_error_free_concurrency = g["concurrency"].get<int>();
     v = fmt::format("largest error-free load: {} concurrent x ({} prompt + {} output tokens) = {} tokens in flight",
-                    g["concurrency"].get<int>(), g["input_len"].get<int>(), g["output_len"].get<int>(),
+                    g["concurrency"].get<int>(), g["prompt_tokens"].get<int>(), g["output_len"].get<int>(),
                     g["tokens_in_flight"].get<int>());
   } else {
     v = "even the first step failed";
@@ -114,7 +124,7 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
     const auto& b = rows[static_cast<size_t>(bad_step)];
     const auto& bm = sr.metrics[static_cast<size_t>(bad_step)];
     v += fmt::format("; beyond it ({} concurrent x {} tokens): {}", b["concurrency"].get<int>(),
-                     b["input_len"].get<int>() + out, failures_text(bm));
+                     b["prompt_tokens"].get<int>() + out, failures_text(bm));
     if (b["preemptions"].get<double>() > 0) v += fmt::format(", {:.0f} preemptions", b["preemptions"].get<double>());
     for (const auto& [kind, cnt] : bm.failures) lost |= kind.rfind("http_", 0) != 0 && kind != "stream_error";
   } else {
