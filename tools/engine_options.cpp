@@ -24,6 +24,9 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                  "most prompt tokens one request computes per step, leaving budget for others (0: no cap)")
       ->capture_default_str();
+  // Hidden (empty group): lets end-to-end tests keep a request running for a known time.
+  app.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "testing aid: sleep after every engine step")
+      ->group("");
 }
 
 Result<EngineConfig> engine_config(const EngineCli& o) {
@@ -46,6 +49,8 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.enable_prefix_caching = !o.no_prefix_caching;
   if (o.long_prefill_token_threshold < 0) return Error{"--long-prefill-token-threshold must not be negative"};
   c.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  if (o.debug_step_delay_ms < 0 || o.debug_step_delay_ms > 10000) return Error{"--debug-step-delay-ms must be in [0, 10000]"};
+  c.debug_step_delay_s = o.debug_step_delay_ms / 1000.0;
   if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
   else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;
   else return Error{"--scheduling-policy must be fcfs or priority"};

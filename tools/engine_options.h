@@ -22,6 +22,7 @@ struct EngineCli {
   bool no_prefix_caching = false;
   std::string policy = "fcfs";
   int32_t long_prefill_token_threshold = 0;
+  double debug_step_delay_ms = 0;  // hidden testing aid (EngineConfig::debug_step_delay_s)
 };
 
 // Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs

@@ -110,7 +110,10 @@ void Engine::start() {
         });
       }
       if (im.stopping.load()) break;
-      if (!im.step()) {
+      const bool progressed = im.step();
+      if (progressed && config_.debug_step_delay_s > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(config_.debug_step_delay_s));
+      if (!progressed) {
         // Work exists but nothing was schedulable this instant; don't spin hot.
         std::unique_lock<std::mutex> lock(im.mu);
         im.cv.wait_for(lock, std::chrono::milliseconds(2));

@@ -34,6 +34,9 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   SchedulingPolicy policy = SchedulingPolicy::Fcfs;
   int32_t long_prefill_token_threshold = 0;
+  // Testing aid: the engine thread (start()) sleeps this long after every step, so tests can hold a
+  // request in flight for a known time on any machine. 0 in production.
+  double debug_step_delay_s = 0;
 };
 
 struct GenerateRequest {

@@ -245,10 +245,12 @@ test('429 with Retry-After when the queue is full', async () => {
 });
 
 test('503 when a request waits in the queue longer than --request-timeout', async () => {
-  const s = await startServer(['--max-num-seqs', '1', '--request-timeout', '0.05']);
+  // The engine sleeps 5 ms after each step (hidden testing option), so the first request holds the
+  // only slot for ~1 s on any machine; the second waits past its 0.05 s queue timeout.
+  const s = await startServer(['--max-num-seqs', '1', '--request-timeout', '0.05', '--debug-step-delay-ms', '5']);
   try {
     const long = fetch(`${s.baseURL}/completions`, { method: 'POST',
-      body: JSON.stringify({ prompt: 'Once', max_tokens: 500, ignore_eos: true, stream: true }) });
+      body: JSON.stringify({ prompt: 'Once', max_tokens: 200, ignore_eos: true, stream: true }) });
     const first = await long;  // streaming: answered once the first token exists, i.e. it holds the only slot
     assert.equal(first.status, 200);
     const r = await fetch(`${s.baseURL}/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 2 }) });

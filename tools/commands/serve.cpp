@@ -1,7 +1,7 @@
 // tokenmill serve: the OpenAI-compatible HTTP server (see docs/server.md).
 // Listens first (GET /health answers 503 while the model loads), then loads the engine. SIGINT /
 // SIGTERM drain: new requests get 503, in-flight ones finish (up to --drain-timeout), exit 0. A
-// second signal exits at once.
+// second signal (1 s or more after the first) exits at once.
 #include <pthread.h>
 #include <signal.h>
 
@@ -70,9 +70,18 @@ int run(ServeCli& o) {
   static std::atomic<int> signals{0};
   static std::atomic<bool> loaded{false};
   std::thread([set] {
+    // A signal within 1 s of the first is the same stop request delivered twice (GNU timeout and
+    // a terminal's Ctrl-C also signal the whole process group), not the operator insisting.
+    std::chrono::steady_clock::time_point first{};
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (signals.load() == 1 && now - first < std::chrono::seconds(1)) {
+        log_info("signal {} again within 1 s: ignored (send it again later to exit at once)", sig);
+        continue;
+      }
+      if (signals.load() == 0) first = now;
       const int n = ++signals;
       if (n == 1 && !loaded.load()) {
         log_info("signal {} while loading the model: exiting", sig);
