@@ -8,8 +8,10 @@ import OpenAI from 'openai';
 import { startServer, scrape, metric, sleep } from './lib/server.mjs';
 
 let server;
+// The engine sleeps 2 ms after each step (hidden testing option): a 500-token request runs >= 1 s on
+// any machine, so the test sees it running before the client leaves.
 before(async () => {
-  server = await startServer();
+  server = await startServer(['--debug-step-delay-ms', '2']);
 });
 after(async () => {
   await server.stop();
@@ -87,7 +89,7 @@ test('non-streaming client disconnects while its request runs', async () => {
 
 test('a client that leaves while queued is dropped too', async () => {
   // Fill the engine with a long stream, then queue and drop a second request.
-  const s = await startServer(['--max-num-seqs', '1']);
+  const s = await startServer(['--max-num-seqs', '1', '--debug-step-delay-ms', '2']);
   try {
     const long = await fetch(`${s.baseURL}/completions`, { method: 'POST',
       body: JSON.stringify({ prompt: 'Once', max_tokens: 400, ignore_eos: true, stream: true }) });

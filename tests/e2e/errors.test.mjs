@@ -221,7 +221,8 @@ test('API keys: 401 without or with a wrong key, open /health and /metrics, env 
 });
 
 test('429 with Retry-After when the queue is full', async () => {
-  const s = await startServer(['--max-num-seqs', '1', '--max-queued-requests', '1']);
+  // 2 ms per engine step (hidden testing option): the first request still runs when the last arrives.
+  const s = await startServer(['--max-num-seqs', '1', '--max-queued-requests', '1', '--debug-step-delay-ms', '2']);
   try {
     const c = new OpenAI({ baseURL: s.baseURL, apiKey: 'x', maxRetries: 0 });
     const results = await Promise.allSettled(Array.from({ length: 12 }, () =>
