@@ -105,3 +105,22 @@ TEST(BenchEngineCli, JsonShape) {
   EXPECT_GT(j[1]["prompt_tokens_per_s"].get<double>(), 0);
   EXPECT_GT(j[1]["gen_tokens_per_s"].get<double>(), 0);
 }
+
+TEST(BenchEngineCli, KvWasteIsTheUnfilledPartOfEachSequencesLastBlock) {
+  // One sequence, 128 prompt + 128 generated tokens, 16-token blocks. The prompt step stores 128
+  // tokens (8 full blocks); decode step k stores token 128 + k - 1 (k = 1..126 are seen with the
+  // request alive; the last step finishes it and frees its blocks). The peak (16 blocks) is first
+  // reached when position 240 is stored: 241 of 256 slots hold a token.
+  auto r = test::run_command(bin() + " bench engine --batch 1 --prompt-len 128 --gen-len 128 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_DOUBLE_EQ(j[0]["kv_waste_at_peak"].get<double>(), 15.0 / 256.0);
+  double alloc = 0, unused = 0;
+  for (int used = 128; used <= 254; ++used) {
+    const int allocated = (used + 15) / 16 * 16;
+    alloc += allocated;
+    unused += allocated - used;
+  }
+  EXPECT_NEAR(j[0]["kv_waste_mean"].get<double>(), unused / alloc, 1e-12);
+}
