@@ -36,6 +36,68 @@ constexpr int64_t elem_bytes() {
   return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
 }
 
+// s[g] = the 16 keys of a block (transposed K tile) dotted with query head g, for GN heads in registers.
+template <int T, int GN>
+void qk_block(const uint8_t* kt, const float* q, int64_t hd, __m512* s) {
+  constexpr int64_t eb = elem_bytes<T>();
+  __m512 r[GN];
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g) r[g] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; ++d) {
+    const __m512 kd = load16<T>(kt + d * 16 * eb);
+#pragma GCC unroll 8
+    for (int g = 0; g < GN; ++g) r[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * hd + d]), kd, r[g]);
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g) s[g] = r[g];
+}
+
+using QkFn = void (*)(const uint8_t*, const float*, int64_t, __m512*);
+template <int T>
+constexpr QkFn kQk[8] = {qk_block<T, 1>, qk_block<T, 2>, qk_block<T, 3>, qk_block<T, 4>,
+                         qk_block<T, 5>, qk_block<T, 6>, qk_block<T, 7>, qk_block<T, 8>};
+
+// acc[g][j] += sum_t p[g][t] * V[t][j] for GN query heads and JN 16-wide chunks of the V rows
+// (row stride vstride bytes), all accumulators in registers.
+template <int T, int GN, int JN>
+void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16], float* acc, int64_t hp,
+              bool last_masked, __mmask16 tail) {
+  constexpr int64_t eb = elem_bytes<T>();
+  __m512 r[GN][JN];
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j) r[g][j] = _mm512_load_ps(acc + g * hp + j * 16);
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* vrow = v0 + t * vstride;
+    __m512 v[JN];
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j)
+      v[j] = (last_masked && j == JN - 1) ? load16m<T>(vrow + j * 16 * eb, tail) : load16<T>(vrow + j * 16 * eb);
+#pragma GCC unroll 8
+    for (int g = 0; g < GN; ++g) {
+      const __m512 w = _mm512_set1_ps(p[g][t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < JN; ++j) r[g][j] = _mm512_fmadd_ps(w, v[j], r[g][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j) _mm512_store_ps(acc + g * hp + j * 16, r[g][j]);
+}
+
+using PvFn = void (*)(const uint8_t*, int64_t, int64_t, const float (*)[16], float*, int64_t, bool, __mmask16);
+template <int T>
+constexpr PvFn kPv[6][4] = {
+    {pv_block<T, 1, 1>, pv_block<T, 1, 2>, pv_block<T, 1, 3>, pv_block<T, 1, 4>},
+    {pv_block<T, 2, 1>, pv_block<T, 2, 2>, pv_block<T, 2, 3>, pv_block<T, 2, 4>},
+    {pv_block<T, 3, 1>, pv_block<T, 3, 2>, pv_block<T, 3, 3>, pv_block<T, 3, 4>},
+    {pv_block<T, 4, 1>, pv_block<T, 4, 2>, pv_block<T, 4, 3>, pv_block<T, 4, 4>},
+    {pv_block<T, 5, 1>, pv_block<T, 5, 2>, pv_block<T, 5, 3>, pv_block<T, 5, 4>},
+    {pv_block<T, 6, 1>, pv_block<T, 6, 2>, pv_block<T, 6, 3>, pv_block<T, 6, 4>},
+};
+
 template <int T>
 void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();
@@ -58,10 +120,9 @@ void attn(const AttnArgs& a) {
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     // scores of the block's 16 keys for every query head
     __m512 s[16];
-    for (int64_t g = 0; g < G; ++g) s[g] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < hd; ++d) {
-      const __m512 kd = load16<T>(kt + d * bs * eb);
-      for (int64_t g = 0; g < G; ++g) s[g] = _mm512_fmadd_ps(_mm512_set1_ps(a.q[g * hd + d]), kd, s[g]);
+    for (int64_t g0 = 0; g0 < G; g0 += 8) {
+      const int gn = static_cast<int>(G - g0 < 8 ? G - g0 : 8);
+      kQk<T>[gn - 1](kt, a.q + g0 * hd, hd, s + g0);
     }
     __m512 kscale = _mm512_set1_ps(a.scale), vscale = _mm512_set1_ps(1.0f);
     if constexpr (T == kKvI8) {
@@ -84,24 +145,14 @@ void attn(const AttnArgs& a) {
           _mm512_store_ps(acc + g * hp + j * 16, _mm512_mul_ps(c, _mm512_load_ps(acc + g * hp + j * 16)));
       }
     }
-    // acc += p V
-    for (int64_t g = 0; g < G; ++g) {
-      float* ag = acc + g * hp;
-      for (int64_t j0 = 0; j0 < nd; j0 += 4) {
-        const int64_t jn = nd - j0 < 4 ? nd - j0 : 4;
-        const bool last_masked = j0 + jn == nd && hd % 16 != 0;
-        __m512 r[4];
-        for (int64_t j = 0; j < jn; ++j) r[j] = _mm512_load_ps(ag + (j0 + j) * 16);
-        for (int64_t t = 0; t < n; ++t) {
-          const __m512 w = _mm512_set1_ps(p[g][t]);
-          const uint8_t* vrow = vt + t * hd * eb;
-          for (int64_t j = 0; j < jn; ++j) {
-            const uint8_t* src = vrow + (j0 + j) * 16 * eb;
-            const __m512 v = last_masked && j == jn - 1 ? load16m<T>(src, tail) : load16<T>(src);
-            r[j] = _mm512_fmadd_ps(w, v, r[j]);
-          }
-        }
-        for (int64_t j = 0; j < jn; ++j) _mm512_store_ps(ag + (j0 + j) * 16, r[j]);
+    // acc += p V: each V row chunk is loaded (and converted) once for a block of query heads, whose
+    // accumulators stay in registers (up to 6 heads x 4 vectors + 4 V vectors of 32 zmm).
+    for (int64_t j0 = 0; j0 < nd; j0 += 4) {
+      const int jn = static_cast<int>(nd - j0 < 4 ? nd - j0 : 4);
+      const bool last_masked = j0 + jn == nd && hd % 16 != 0;
+      for (int64_t g0 = 0; g0 < G; g0 += 6) {
+        const int gn = static_cast<int>(G - g0 < 6 ? G - g0 : 6);
+        kPv<T>[gn - 1][jn - 1](vt + j0 * 16 * eb, hd * eb, n, p + g0, acc + g0 * hp + j0 * 16, hp, last_masked, tail);
       }
     }
   }
