@@ -10,6 +10,8 @@ void silu_mul_avx512(float* g, const float* u, int64_t n);
 void silu_mul_avx2(float* g, const float* u, int64_t n);
 void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out, int64_t n);
 void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, int64_t n);
+int64_t argmax_avx512(const float* x, int64_t n);
+int64_t argmax_avx2(const float* x, int64_t n);
 }  // namespace kern
 
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
@@ -41,6 +43,22 @@ void exp_shift_scale(const float* x, float shift, float scale, float* out, int64
   if (isa == Isa::Avx512) return kern::exp_shift_scale_avx512(x, shift, scale, out, n);
   if (isa == Isa::Avx2) return kern::exp_shift_scale_avx2(x, shift, scale, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) return kern::argmax_avx512(x, n);
+  if (isa == Isa::Avx2) return kern::argmax_avx2(x, n);
+  float m[8] = {x[0], x[0], x[0], x[0], x[0], x[0], x[0], x[0]};  // 8 independent max chains
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
+  float best = m[0];
+  for (int j = 1; j < 8; ++j) best = m[j] > best ? m[j] : best;
+  for (i = 0; i < n; ++i)
+    if (x[i] == best) return i;
+  return 0;  // only when every element is NaN (std::max_element also answers 0)
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -16,6 +16,10 @@ void silu_mul(float* gate, const float* up, int64_t n);
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// Index of the first largest element, as std::max_element on finite values (greedy sampling over a
+// 150k-entry vocabulary: std::max_element's loop carries a load->compare->select chain, ~7 cycles
+// per element; this is a vector max then a vector search for its first position). n >= 1.
+int64_t argmax(const float* x, int64_t n);
 
 // RoPE for one token: rotates the first n_rot dims of each of n_heads vectors (head_dim apart).
 // inv_freq: n_rot/2 frequencies (theta^(-2i/n_rot) / freq_factor_i); neox selects half-split pairs.

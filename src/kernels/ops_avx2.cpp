@@ -26,4 +26,28 @@ void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, 
   for (; i < n; ++i) out[i] = __builtin_expf((x[i] - shift) * scale);
 }
 
+int64_t argmax_avx2(const float* x, int64_t n) {
+  __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    m2 = _mm256_max_ps(m2, _mm256_loadu_ps(x + i + 16));
+    m3 = _mm256_max_ps(m3, _mm256_loadu_ps(x + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+  float best = lanes[0];
+  for (int j = 1; j < 8; ++j) best = lanes[j] > best ? lanes[j] : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  const __m256 b = _mm256_set1_ps(best);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ));
+    if (eq) return i + __builtin_ctz(static_cast<unsigned>(eq));
+  }
+  for (; i < n; ++i)
+    if (x[i] == best) return i;
+  return 0;  // every element NaN
+}
+
 }  // namespace tmill::kern

@@ -34,4 +34,27 @@ void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out
   }
 }
 
+int64_t argmax_avx512(const float* x, int64_t n) {
+  __m512 m0 = _mm512_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + i + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    m0 = _mm512_mask_max_ps(m0, k, m0, _mm512_maskz_loadu_ps(k, x + i));
+  }
+  const float best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  const __m512 b = _mm512_set1_ps(best);
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + i), b, _CMP_EQ_OQ);
+    if (eq) return i + __builtin_ctz(eq);
+  }
+  return 0;  // every element NaN
+}
+
 }  // namespace tmill::kern

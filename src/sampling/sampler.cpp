@@ -133,14 +133,18 @@ int32_t Sampler::draw(float* w, int32_t n, const SamplingParams& p, Rng& rng) {
 
 SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
                              std::span<const int32_t> output, Rng& rng) {
-  work_.assign(logits, logits + n);
-  float* w = work_.data();
-  for (auto [tok, bias] : p.logit_bias)
-    if (tok >= 0 && tok < n) w[tok] += bias;
-  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
-    apply_penalties(w, n, p, prompt, output);
+  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   SampleResult r;
-  r.token = p.greedy() ? static_cast<int32_t>(std::max_element(w, w + n) - w) : draw(w, n, p, rng);
+  if (p.greedy() && p.logit_bias.empty() && !penalties) {
+    r.token = static_cast<int32_t>(argmax(logits, n));  // nothing modifies the logits: no copy
+  } else {
+    work_.assign(logits, logits + n);
+    float* w = work_.data();
+    for (auto [tok, bias] : p.logit_bias)
+      if (tok >= 0 && tok < n) w[tok] += bias;
+    if (penalties) apply_penalties(w, n, p, prompt, output);
+    r.token = p.greedy() ? static_cast<int32_t>(argmax(w, n)) : draw(w, n, p, rng);
+  }
   if (p.logprobs >= 0) {
     log_softmax(logits, n, lsm_);
     r.logprob = lsm_[r.token];
