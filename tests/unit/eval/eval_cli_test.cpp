@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "eval_models.h"
+#include "model/model.h"
+#include "model/reference.h"
 #include "quant/imatrix.h"
 #include "test_support.h"
 
@@ -147,4 +150,41 @@ TEST(EvalCli, ExampleTaskFilesParse) {
                                " --threads 2 --max-tokens 4 --json");
     EXPECT_EQ(r.exit_code, 0) << f << ": " << r.err;
   }
+}
+
+// `eval logits` prints the batched forward's next-token logits at every position; on the bundled F32
+// model (f32 KV cache) they equal the scalar reference forward's.
+TEST(EvalCli, LogitsMatchTheReferenceForward) {
+  const std::string model = test::source_path("models/stories260K/stories260K.gguf");
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383};
+  auto r = test::run_command(bin() + " eval logits --model " + model + " --tokens 1,403,407,261,378,432,383 " +
+                             "--kv-cache-dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = Model::load(model);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ReferenceForward ref(*m, 16);
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t pos = 0;
+  for (; std::getline(lines, line); ++pos) {
+    ASSERT_LT(pos, ids.size());
+    const json j = json::parse(line);
+    EXPECT_EQ(j["pos"], pos);
+    EXPECT_EQ(j["token"], ids[pos]);
+    const auto got = j["logits"].get<std::vector<float>>();
+    const std::vector<float>& want = ref.forward(ids[pos], static_cast<int64_t>(pos));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::abs(want[i]))) << pos << " " << i;
+  }
+  EXPECT_EQ(pos, ids.size());
+  // --top 2: the two largest, in order
+  r = test::run_command(bin() + " eval logits --model " + model + " --tokens 1 --top 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json top = json::parse(r.out)["top"];
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_GE(top[0][1].get<float>(), top[1][1].get<float>());
+  // bad input: a token outside the vocabulary, both or neither of --tokens/--text
+  EXPECT_NE(test::run_command(bin() + " eval logits --tokens 1,99999").exit_code, 0);
+  EXPECT_NE(test::run_command(bin() + " eval logits").exit_code, 0);
+  EXPECT_NE(test::run_command(bin() + " eval logits --tokens 1 --text x").exit_code, 0);
 }

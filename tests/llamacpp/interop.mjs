@@ -1,0 +1,172 @@
+// llama.cpp reads the GGUF files tokenmill writes and computes what tokenmill computes on them.
+// llama.cpp is the prebuilt library shipped by the node-llama-cpp npm package (CPU build, no GPU).
+//
+// Files: the bundled stories260K (convert --llama2c, F32), stories260K quantized by `tokenmill
+// quantize` to every 32-element type, random-weight qwen2 / qwen3 / llama models of 256-wide layers
+// from `tokenmill dummy` quantized to the K-quants and mixed recipes, and a dummy with the real Qwen2
+// vocabulary. For each file and a fixed token sequence, the next-token logits at every position from
+// llama.cpp (controlledEvaluate) and from `tokenmill eval logits` are compared:
+//   relrms = rms(llama - tokenmill) / rms(tokenmill - its mean), the worst position.
+// Both sides quantize activations (llama.cpp: Q8_0/Q8_K blocks with fp16 scales, f16 queries in
+// attention; tokenmill: int8 blocks with f32 scales), so on quantized files they differ by rounding
+// noise of the activations. A weight layout error would put them as far apart as the quantization
+// error itself; so relrms must also be under a third of the quantized model's
+// distance from its F16 source (computed by tokenmill) when that distance is large (>= 0.1: the 4- and
+// 5-bit types); every file stays within 0.1, F32 within 5e-3 (llama.cpp rounds queries to f16). Plus: llama.cpp's greedy 64 tokens on
+// stories260K equal `tokenmill generate`'s, and llama.cpp tokenizes like tokenmill (SPM and Qwen2 BPE).
+//
+// Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourceDir = process.env.TM_SOURCE_DIR ?? path.resolve(here, '../..');
+const binary = process.env.TM_BINARY ?? path.join(sourceDir, 'build/tokenmill');
+
+let llama;
+try {
+  const { getLlama } = await import('node-llama-cpp');
+  llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
+} catch (e) {
+  console.log(`llama.cpp unavailable (npm install --omit=optional --ignore-scripts in tests/llamacpp): ${e.message}: skipped`);
+  process.exit(77);
+}
+
+const failures = [];
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures.push(what);
+}
+function tm(args) {
+  const r = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 256 << 20 });
+  if (r.status !== 0) throw new Error(`tokenmill ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+const tmLogits = (file, tokens) => tm(['eval', 'logits', '--model', file, '--tokens', tokens.join(','), '--threads', '2'])
+  .trim().split('\n').map((l) => JSON.parse(l).logits);
+
+async function llamaLogits(file, tokens) {
+  const model = await llama.loadModel({ modelPath: file });
+  try {
+    const ctx = await model.createContext({ contextSize: 256, batchSize: 256, threads: 2 });
+    const res = await ctx.getSequence().controlledEvaluate(tokens.map((t) => [t, { generateNext: { logits: true } }]));
+    const rows = res.map((r) => r.next.logits);
+    await ctx.dispose();
+    return rows;
+  } finally {
+    await model.dispose();
+  }
+}
+
+function relrms(a, b) {  // a against b, over b's spread
+  const mb = b.reduce((s, v) => s + v, 0) / b.length;
+  let e = 0, d = 0;
+  for (let i = 0; i < b.length; i++) {
+    e += (a[i] - b[i]) ** 2;
+    d += (b[i] - mb) ** 2;
+  }
+  return Math.sqrt(e / d);
+}
+const argmax = (a) => a.reduce((bi, v, i) => (v > a[bi] ? i : bi), 0);
+
+// Worst-position relrms of llama.cpp against tokenmill, and top-1 agreement.
+async function compare(file, tokens) {
+  const mine = tmLogits(file, tokens);
+  const theirs = await llamaLogits(file, tokens);
+  let worst = 0, agree = 0;
+  mine.forEach((row, p) => {
+    const l = new Array(row.length).fill(NaN);
+    for (const [t, v] of theirs[p]) l[t] = v;
+    worst = Math.max(worst, relrms(l, row));
+    if (argmax(l) === argmax(row)) agree++;
+  });
+  return { relrms: worst, top1: agree / mine.length };
+}
+function quantDistance(file, source, tokens) {  // tokenmill: quantized file against its source
+  const q = tmLogits(file, tokens), s = tmLogits(source, tokens);
+  return Math.max(...q.map((row, p) => relrms(row, s[p])));
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-llamacpp-'));
+try {
+  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
+  const gen = JSON.parse(tm(['generate', '--model', stories, '--prompt', 'Once upon a time', '--max-tokens', '64',
+    '--temperature', '0', '--ignore-eos', '--json']));
+  const seq = [...gen.prompt_tokens, ...gen.tokens.slice(0, 27)];  // 32 positions of real text
+
+  // 1. stories260K as shipped (F32): the same computation up to llama.cpp's f16 rounding of queries.
+  {
+    const r = await compare(stories, seq);
+    check(r.relrms < 5e-3 && r.top1 === 1, `stories260K F32: relrms ${r.relrms.toExponential(2)} (< 5e-3), top-1 ${r.top1}`);
+  }
+  // 2. greedy continuation by llama.cpp = tokenmill generate
+  {
+    const model = await llama.loadModel({ modelPath: stories });
+    const ctx = await model.createContext({ contextSize: 256, threads: 2 });
+    const prompt = model.tokenize('Once upon a time', false);
+    const bos = model.tokens.bos;
+    check(JSON.stringify([bos, ...prompt]) === JSON.stringify(gen.prompt_tokens),
+      `stories260K prompt tokens: llama.cpp ${JSON.stringify([bos, ...prompt])} = tokenmill ${JSON.stringify(gen.prompt_tokens)}`);
+    const out = [];
+    for await (const t of ctx.getSequence().evaluate([bos, ...prompt], { temperature: 0 })) {
+      out.push(t);
+      if (out.length >= gen.tokens.length) break;
+    }
+    const same = out.findIndex((t, i) => t !== gen.tokens[i]);
+    check(same === -1 && out.length === gen.tokens.length,
+      `stories260K greedy ${gen.tokens.length} tokens identical${same >= 0 ? ` (first difference at ${same})` : ''}`);
+    await ctx.dispose();
+    await model.dispose();
+  }
+  // 3. stories260K quantized by tokenmill to the 32-element types and the float types
+  for (const type of ['F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1']) {
+    const f = path.join(dir, `stories-${type}.gguf`);
+    tm(['quantize', stories, f, '--type', type]);
+    const r = await compare(f, seq);
+    const q = quantDistance(f, stories, seq);
+    const ok = r.relrms < 0.1 && r.top1 >= 0.9 && (q < 0.1 || r.relrms < q / 3);
+    check(ok, `stories260K ${type}: relrms ${r.relrms.toExponential(2)} vs quantization ${q.toExponential(2)}, top-1 ${r.top1}`);
+  }
+  // 4. dummy models of each architecture, 256-wide (K-quant blocks fit), quantized from F16
+  for (const arch of ['llama', 'qwen2', 'qwen3']) {
+    const src = path.join(dir, `${arch}-F16.gguf`);
+    tm(['dummy', '--arch', arch, '--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4',
+      '--n-head-kv', '2', '--n-ff', '512', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F16', '-o', src]);
+    for (const type of ['F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'Q5_K_M']) {
+      let f = src;
+      if (type !== 'F16') {
+        f = path.join(dir, `${arch}-${type}.gguf`);
+        tm(['quantize', src, f, '--type', type]);
+      }
+      const r = await compare(f, seq);
+      const q = type === 'F16' ? 0 : quantDistance(f, src, seq);
+      const ok = r.relrms < 0.1 && (q < 0.1 || r.relrms < q / 3);
+      check(ok, `${arch} ${type}: relrms ${r.relrms.toExponential(2)} vs quantization ${q.toExponential(2)}`);
+    }
+  }
+  // 5. the real Qwen2 vocabulary: llama.cpp and tokenmill tokenize alike (a dummy carries the vocab)
+  {
+    const vocab = path.join(sourceDir, 'tests/data/tokenizers/ggml-vocab-qwen2.gguf');
+    const f = path.join(dir, 'qwen2-vocab.gguf');
+    tm(['dummy', '--arch', 'qwen2', '--n-vocab', '151936', '--n-embd', '64', '--n-layer', '1', '--n-head', '2',
+      '--n-head-kv', '1', '--n-ff', '128', '--n-ctx', '256', '--vocab', vocab, '--dtype', 'Q8_0', '-o', f]);
+    const model = await llama.loadModel({ modelPath: f });
+    const texts = ['Hello world! How are you doing today?', '你好，世界。今天天气很好。',
+      'def f(x):\n    return x ** 2  # square\n', 'naïve café — 12345 tokens, ¿qué? 🙂', '   leading spaces\t\ttabs\n\n'];
+    for (const text of texts) {
+      const theirs = [...model.tokenize(text, false)];
+      const mine = JSON.parse(tm(['tokenize', '--model', f, '--text', text]));
+      check(JSON.stringify(theirs) === JSON.stringify(mine), `qwen2 vocabulary tokenizes ${JSON.stringify(text)} alike (${mine.length} tokens)`);
+    }
+    await model.dispose();
+  }
+} catch (e) {
+  check(false, `error: ${e.stack ?? e.message}`);
+} finally {
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
+process.exit(failures.length ? 1 : 0);

@@ -1,0 +1,12 @@
+# llama.cpp reads tokenmill's GGUF files (tests/llamacpp/interop.mjs): logits of tokenmill's forward
+# pass against llama.cpp's on the same files, greedy output, tokenization. llama.cpp comes prebuilt
+# through the node-llama-cpp npm package (`npm install --omit=optional --ignore-scripts` with the committed lock in this folder:
+# scripts/test.sh and .ci/run do it). Exit 77 (skipped) when that package or its binary is unusable.
+find_program(TM_NODE node)
+if(TM_NODE)
+  add_test(NAME e2e_llamacpp_interop COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/interop.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+  set_tests_properties(e2e_llamacpp_interop PROPERTIES
+                       ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
+                       LABELS "e2e" TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
