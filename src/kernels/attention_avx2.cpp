@@ -39,6 +39,63 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(x);
 }
 
+// s0/s1[g] = the block's keys 0..7 / 8..15 dotted with query head g, GN heads in registers.
+template <int T, int GN>
+void qk_block(const uint8_t* kt, const float* q, int64_t hd, __m256* s0, __m256* s1) {
+  constexpr int64_t bs = 16, eb = elem_bytes<T>();
+  __m256 r0[GN], r1[GN];
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g) r0[g] = r1[g] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; ++d) {
+    const __m256 k0 = load8<T>(kt + d * bs * eb), k1 = load8<T>(kt + (d * bs + 8) * eb);
+#pragma GCC unroll 8
+    for (int g = 0; g < GN; ++g) {
+      const __m256 qd = _mm256_set1_ps(q[g * hd + d]);
+      r0[g] = _mm256_fmadd_ps(qd, k0, r0[g]);
+      r1[g] = _mm256_fmadd_ps(qd, k1, r1[g]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < GN; ++g) {
+    s0[g] = r0[g];
+    s1[g] = r1[g];
+  }
+}
+using QkFn = void (*)(const uint8_t*, const float*, int64_t, __m256*, __m256*);
+template <int T>
+constexpr QkFn kQk[6] = {qk_block<T, 1>, qk_block<T, 2>, qk_block<T, 3>, qk_block<T, 4>, qk_block<T, 5>, qk_block<T, 6>};
+
+// acc[g][j] += sum_t p[g][t] * V[t][j] for GN heads and JN 8-wide chunks of the V rows.
+template <int T, int GN, int JN>
+void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16], float* acc, int64_t ld) {
+  constexpr int64_t eb = elem_bytes<T>();
+  __m256 r[GN][JN];
+#pragma GCC unroll 4
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j) r[g][j] = _mm256_load_ps(acc + g * ld + j * 8);
+  for (int64_t t = 0; t < n; ++t) {
+    __m256 v[JN];
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j) v[j] = load8<T>(v0 + t * vstride + j * 8 * eb);
+#pragma GCC unroll 4
+    for (int g = 0; g < GN; ++g) {
+      const __m256 w = _mm256_set1_ps(p[g][t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < JN; ++j) r[g][j] = _mm256_fmadd_ps(w, v[j], r[g][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int j = 0; j < JN; ++j) _mm256_store_ps(acc + g * ld + j * 8, r[g][j]);
+}
+using PvFn = void (*)(const uint8_t*, int64_t, int64_t, const float (*)[16], float*, int64_t);
+template <int T>
+constexpr PvFn kPv[3][3] = {{pv_block<T, 1, 1>, pv_block<T, 1, 2>, pv_block<T, 1, 3>},
+                            {pv_block<T, 2, 1>, pv_block<T, 2, 2>, pv_block<T, 2, 3>},
+                            {pv_block<T, 3, 1>, pv_block<T, 3, 2>, pv_block<T, 3, 3>}};
+
 template <int T>
 void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();
@@ -62,14 +119,9 @@ void attn(const AttnArgs& a) {
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     __m256 s0[16], s1[16];
-    for (int64_t g = 0; g < G; ++g) s0[g] = s1[g] = _mm256_setzero_ps();
-    for (int64_t d = 0; d < hd; ++d) {
-      const __m256 k0 = load8<T>(kt + d * bs * eb), k1 = load8<T>(kt + (d * bs + 8) * eb);
-      for (int64_t g = 0; g < G; ++g) {
-        const __m256 q = _mm256_set1_ps(a.q[g * hd + d]);
-        s0[g] = _mm256_fmadd_ps(q, k0, s0[g]);
-        s1[g] = _mm256_fmadd_ps(q, k1, s1[g]);
-      }
+    for (int64_t g0 = 0; g0 < G; g0 += 6) {
+      const int gn = static_cast<int>(G - g0 < 6 ? G - g0 : 6);
+      kQk<T>[gn - 1](kt, a.q + g0 * hd, hd, s0 + g0, s1 + g0);
     }
     __m256 ks0 = _mm256_set1_ps(a.scale), ks1 = ks0, vs0 = _mm256_set1_ps(1.0f), vs1 = vs0;
     if constexpr (T == kKvI8) {
@@ -103,18 +155,12 @@ void attn(const AttnArgs& a) {
           _mm256_store_ps(acc + g * hd + j * 8, _mm256_mul_ps(c, _mm256_load_ps(acc + g * hd + j * 8)));
       }
     }
-    for (int64_t g = 0; g < G; ++g) {
-      float* ag = acc + g * hd;
-      for (int64_t j0 = 0; j0 < nd; j0 += 4) {
-        const int64_t jn = nd - j0 < 4 ? nd - j0 : 4;
-        __m256 r[4];
-        for (int64_t j = 0; j < jn; ++j) r[j] = _mm256_load_ps(ag + (j0 + j) * 8);
-        for (int64_t t = 0; t < n; ++t) {
-          const __m256 w = _mm256_set1_ps(p[g][t]);
-          const uint8_t* vrow = vt + t * hd * eb;
-          for (int64_t j = 0; j < jn; ++j) r[j] = _mm256_fmadd_ps(w, load8<T>(vrow + (j0 + j) * 8 * eb), r[j]);
-        }
-        for (int64_t j = 0; j < jn; ++j) _mm256_store_ps(ag + (j0 + j) * 8, r[j]);
+    // acc += p V: V row chunks loaded once per block of up to 3 query heads (registers: 9 + 3 + 1)
+    for (int64_t j0 = 0; j0 < nd; j0 += 3) {
+      const int jn = static_cast<int>(nd - j0 < 3 ? nd - j0 : 3);
+      for (int64_t g0 = 0; g0 < G; g0 += 3) {
+        const int gn = static_cast<int>(G - g0 < 3 ? G - g0 : 3);
+        kPv<T>[gn - 1][jn - 1](vt + j0 * 8 * eb, hd * eb, n, p + g0, acc + g0 * hd + j0 * 8, hd);
       }
     }
   }
