@@ -11,6 +11,7 @@ namespace tmill {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
+constexpr uint32_t kMaxAlignment = 1u << 20;  // general.alignment above this is refused (1 MiB)
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
@@ -375,6 +376,10 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size) {
     if (a->type != GgufType::U32) return Error{"general.alignment must be a u32"};
     const uint64_t al = a->bits;
     if (al == 0 || (al & (al - 1)) != 0) return Error{fmt::format("general.alignment {} is not a power of two", al)};
+    // Real files use 32 (the default) up to a page; a huge value only makes readers and writers of
+    // the file pad by that much (a 1 GiB alignment made a re-write allocate 1 GiB; found by fuzz_gguf).
+    if (al > kMaxAlignment)
+      return Error{fmt::format("general.alignment {} is larger than the {} bytes any GGUF needs", al, kMaxAlignment)};
     f.alignment_ = al;
   }
 
@@ -600,6 +605,8 @@ Status GgufWriter::emit(const std::function<Status(const void*, size_t)>& sink) 
   }
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
     return Error{fmt::format("general.alignment {} is not a power of two", alignment_)};
+  if (alignment_ > kMaxAlignment)
+    return Error{fmt::format("general.alignment {} is larger than the {} bytes any GGUF needs", alignment_, kMaxAlignment)};
   ByteSink s(sink);
   s.put<uint32_t>(kMagic);
   s.put<uint32_t>(3);

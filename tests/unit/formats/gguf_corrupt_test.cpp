@@ -168,6 +168,12 @@ TEST(GgufCorrupt, BadAlignmentKey) {
     s.kvs.push_back({"general.alignment", 4, encode_u32(al)});
     EXPECT_ERROR_HAS(spec_error(s), "not a power of two");
   }
+  // A power of two, but absurd: readers and writers would pad by up to 1 GiB (found by fuzz_gguf).
+  for (uint32_t al : {1u << 21, 1u << 30, 1u << 31}) {
+    FileSpec s = valid_spec();
+    s.kvs.push_back({"general.alignment", 4, encode_u32(al)});
+    EXPECT_ERROR_HAS(spec_error(s), "larger than the 1048576 bytes");
+  }
   FileSpec s = valid_spec();
   s.kvs.push_back({"general.alignment", 10, Bytes().u64(32).vec()});  // u64, not u32
   EXPECT_ERROR_HAS(spec_error(s), "general.alignment must be a u32");

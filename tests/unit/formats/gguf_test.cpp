@@ -168,6 +168,10 @@ TEST(GgufRoundTrip, CustomAlignmentViaMetadataKey) {
 TEST(GgufRoundTrip, WriterRejectsInvalidAlignmentAndMalformedValues) {
   GgufWriter w(48);  // not a power of two: the file would be unreadable
   EXPECT_FALSE(w.to_bytes().ok());
+  GgufWriter huge(1u << 30);  // a power of two, but 1 GiB of padding: refused before allocating
+  auto h = huge.to_bytes();
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().find("larger than"), std::string::npos) << h.error();
   GgufWriter w2;
   GgufValue bad = GgufValue::u32_array({1, 2});
   bad.count = 3;  // raw holds only 2 elements
