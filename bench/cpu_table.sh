@@ -3,6 +3,8 @@
 # real Qwen2 vocabulary, then measures tokenmill with `bench engine` (medians of REPS runs) next to
 # llama.cpp's figures. If `llama-bench` and `llama-batched-bench` are on PATH they are measured on the
 # same files; otherwise the figures quoted in the issue (llama.cpp de3ff81, this machine kind) are used.
+# Without llama-bench, `node bench/llamacpp_bench.mjs --model FILE` measures llama.cpp's decode and
+# prompt speed on the same file through node-llama-cpp's prebuilt library (tests/llamacpp).
 #
 # usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--quick]
 set -euo pipefail
