@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <fmt/format.h>
+
+#include "core/strings.h"
+
 namespace tmill::cli {
 
 std::vector<CommandDef>& command_registry() {
@@ -29,5 +33,20 @@ std::string default_model_path() {
 }
 
 std::string version_string() { return TM_VERSION; }
+
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int64_t n_vocab) {
+  std::string s;
+  for (char c : text) s += (c == '[' || c == ']' || c == ' ' || c == '\n') ? ',' : c;
+  std::vector<int32_t> ids;
+  for (const auto& part : split(s, ',')) {
+    if (part.empty()) continue;
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v >= n_vocab)
+      return Error{fmt::format("bad token id '{}' (vocabulary has {} tokens)", part, n_vocab)};
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
 
 }  // namespace tmill::cli

@@ -3,9 +3,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "core/result.h"
 
 namespace tmill::cli {
 
@@ -32,6 +35,10 @@ struct CommandRegistrar {
 std::string default_model_path();
 
 std::string version_string();
+
+// Token ids from the command line: "1,2,3" or a JSON array "[1, 2, 3]"; every id must be in
+// [0, n_vocab). Used by `detokenize --ids` and `eval logits --tokens`.
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int64_t n_vocab);
 
 }  // namespace tmill::cli
 

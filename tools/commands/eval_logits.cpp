@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "core/strings.h"
 #include "eval_common.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,19 +29,7 @@ Result<std::vector<int32_t>> input_tokens(const LogitsCli& o, const Model& m) {
   if (o.tokens.empty() == o.text.empty()) return Error{"give exactly one of --tokens and --text"};
   std::vector<int32_t> ids;
   if (!o.tokens.empty()) {
-    for (const std::string& s : split(o.tokens, ',')) {
-      int64_t v = -1;
-      try {
-        size_t used = 0;
-        v = std::stoll(s, &used);
-        if (used != s.size()) v = -1;
-      } catch (...) {
-        v = -1;
-      }
-      if (v < 0 || v >= m.config().n_vocab)
-        return Error{fmt::format("--tokens: '{}' is not a token id of this model (vocabulary {})", s, m.config().n_vocab)};
-      ids.push_back(static_cast<int32_t>(v));
-    }
+    TM_ASSIGN_OR_RETURN(ids, cli::parse_token_ids(o.tokens, m.config().n_vocab));
   } else {
     TM_ASSIGN_OR_RETURN(auto tok, Tokenizer::load(m.path()));
     ids = tok->encode(o.text, o.add_special, /*parse_special=*/false);

@@ -78,20 +78,12 @@ TM_COMMAND("detokenize", "print the text of comma-separated token ids", [](CLI::
       log_error("{}", tok.error());
       return 1;
     }
-    std::vector<int32_t> ids;
-    std::string s;
-    for (char c : o->ids) s += (c == '[' || c == ']' || c == ' ' || c == '\n') ? ',' : c;
-    for (const auto& part : split(s, ',')) {
-      if (part.empty()) continue;
-      char* end = nullptr;
-      long v = std::strtol(part.c_str(), &end, 10);
-      if (*end != '\0' || v < 0 || v >= (*tok)->n_vocab()) {
-        log_error("bad token id '{}' (vocabulary has {} tokens)", part, (*tok)->n_vocab());
-        return 1;
-      }
-      ids.push_back(int32_t(v));
+    auto ids = tmill::cli::parse_token_ids(o->ids, (*tok)->n_vocab());
+    if (!ids.ok()) {
+      log_error("{}", ids.error());
+      return 1;
     }
-    std::string text = (*tok)->decode(ids, o->skip_special);
+    std::string text = (*tok)->decode(*ids, o->skip_special);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   };
