@@ -89,6 +89,11 @@ QGemmFn qgemm_legacy_avx2(int kind);    // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
 QGemmFn qgemm_kquant_avx2(int kind);    // Q4_K Q5_K Q6_K
 QGemmFn qgemm_legacy_avx512(int kind);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
 QGemmFn qgemm_kquant_avx512(int kind);  // Q4_K Q5_K Q6_K
+// Two full tiles (2 x kTile tokens) in one pass over the weights: tile 0's records at act0, tile 1's
+// at act1; writes rows of y for tokens 0..2*kTile-1. Each token's result is bitwise the QGemmFn one.
+using QGemm2Fn = void (*)(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act0,
+                          const uint8_t* act1, float* y, int64_t ldy, int64_t rows);
+QGemm2Fn qgemm2_legacy_avx512(int kind);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1; null otherwise
 
 // ---- float-type GEMM on row-major weights (F32, F16, BF16): y[t][r] = sum_c W[r][c] x[t][c]
 // Rows [r0, r1), tokens [0, T) (T any), x f32 with row stride ldx.

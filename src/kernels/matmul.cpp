@@ -93,6 +93,7 @@ struct Job {
   int64_t ldy = 0;
   Path path = Path::Generic;
   QGemmFn qfn = nullptr;
+  QGemm2Fn qfn2 = nullptr;       // two full tiles per weight pass, where the ISA has one
   FGemmFn ffn = nullptr;
   ActFormat fmt;
   const uint8_t* act = nullptr;  // quantized activations (Quant): act_off bytes into the scratch
@@ -112,6 +113,7 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
     j.path = Path::Quant;
     const bool kq = is_kquant_kind(kind);
     if (isa == Isa::Avx512) j.qfn = kq ? qgemm_kquant_avx512(kind) : qgemm_legacy_avx512(kind);
+    if (isa == Isa::Avx512 && !kq && n >= 2 * kTile) j.qfn2 = qgemm2_legacy_avx512(kind);
     if (!j.qfn && isa >= Isa::Avx2) j.qfn = kq ? qgemm_kquant_avx2(kind) : qgemm_legacy_avx2(kind);
     if (!j.qfn) j.qfn = qgemm_scalar(kind);
     j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
@@ -131,6 +133,7 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
       const int64_t n_gc = (j.groups + j.chunk - 1) / j.chunk;
       j.n_tc = (P > 1 && n_gc < 2 * P) ? std::min<int64_t>(tiles, (2 * P + n_gc - 1) / n_gc) : 1;
       j.tc = (tiles + j.n_tc - 1) / j.n_tc;
+      if (j.qfn2 && j.tc % 2 == 1 && j.tc < tiles) ++j.tc;  // keep tile pairs together
       j.n_tc = (tiles + j.tc - 1) / j.tc;
     }
     j.n_chunks = (j.groups + j.chunk - 1) / j.chunk;
@@ -169,7 +172,12 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
     const int64_t tiles = (n + kTile - 1) / kTile;
     const int64_t k0 = (task % j.n_tc) * j.tc, k1 = std::min(tiles, k0 + j.tc);
     const auto* w = static_cast<const uint8_t*>(pw.packed.get());
-    for (int64_t k = k0; k < k1; ++k) {
+    int64_t k = k0;
+    if (j.qfn2)
+      for (; k + 1 < k1 && (k + 2) * kTile <= n; k += 2)
+        j.qfn2(w, j.nb, g0, g1, j.act + static_cast<size_t>(k) * j.tile_bytes,
+               j.act + static_cast<size_t>(k + 1) * j.tile_bytes, j.y + k * kTile * j.ldy, j.ldy, m.rows);
+    for (; k < k1; ++k) {
       const int T = static_cast<int>(std::min<int64_t>(kTile, n - k * kTile));
       j.qfn(w, j.nb, g0, g1, j.act + static_cast<size_t>(k) * j.tile_bytes, T, j.y + k * kTile * j.ldy, j.ldy,
             m.rows);

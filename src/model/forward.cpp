@@ -44,6 +44,17 @@ void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_
   else fn(0, n);
 }
 
+void Forward::residual_norm(bool add, const float* norm, int64_t n) {
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd;
+  parallel(n, 16, [&](int64_t t0, int64_t t1) {
+    float* x = x_.data() + t0 * E;
+    float* xb = xb_.data() + t0 * E;
+    if (add) add_inplace(x, xb, (t1 - t0) * E);
+    if (norm) rmsnorm_rows(x, E, norm, xb, E, t1 - t0, E, c.rms_eps);
+  });
+}
+
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
   const PagedKvView view = kv.view(layer);
@@ -94,8 +105,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
     const PreparedLayer& P = layers_[l];
-    // attention block
-    rmsnorm_rows(x_.data(), E, L.attn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    // attention block (layers after the first got their norm from the previous layer's residual step)
+    if (l == 0) residual_norm(false, L.attn_norm.data(), N);
     observe(P.wq, xb_.data(), N);
     observe(P.wk, xb_.data(), N);
     observe(P.wv, xb_.data(), N);
@@ -129,9 +140,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     attention(batch, kv, l);
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
-    add_inplace(x_.data(), xb_.data(), N * E);
     // feed-forward block (SwiGLU)
-    rmsnorm_rows(x_.data(), E, L.ffn_norm.data(), xb_.data(), E, N, E, c.rms_eps);
+    residual_norm(true, L.ffn_norm.data(), N);
     observe(P.gate, xb_.data(), N);
     observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
@@ -139,7 +149,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     parallel(N * F, 4096, [&](int64_t i0, int64_t i1) { silu_mul(hb_.data() + i0, hb2_.data() + i0, i1 - i0); });
     observe(P.down, hb_.data(), N);
     matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
-    add_inplace(x_.data(), xb_.data(), N * E);
+    residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
   }
 
   // Final norm and classifier, only for the rows that need logits.

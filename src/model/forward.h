@@ -47,6 +47,9 @@ class Forward {
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
+  // x += xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null): one pass over the
+  // residual stream per token range, split across the pool.
+  void residual_norm(bool add, const float* norm, int64_t n);
   // [0, n) in chunks of at least `grain` over the pool (inline without one).
   void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void observe(const PreparedMatrix& w, const float* x, int64_t n_rows) const {
