@@ -80,3 +80,31 @@ TEST(Ops, SiluMulAndExpMatchTheFormulaOnEveryIsa) {
     }
   }
 }
+
+TEST(Ops, RmsnormRowsMatchesTheFormulaInDouble) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
+  for (int64_t n : {1, 5, 16, 17, 64, 172, 896}) {
+    const int64_t rows = 3, ldx = n + 3, ldo = n + 1;  // strided rows
+    std::vector<float> x(static_cast<size_t>(rows * ldx)), w(static_cast<size_t>(n)), out(static_cast<size_t>(rows * ldo));
+    for (auto& v : x) v = ud(rng);
+    for (auto& v : w) v = ud(rng);
+    const float eps = 1e-6f;
+    rmsnorm_rows(x.data(), ldx, w.data(), out.data(), ldo, rows, n, eps);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(x[r * ldx + j]) * x[r * ldx + j];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+      for (int64_t j = 0; j < n; ++j) {
+        const double want = w[j] * inv * x[r * ldx + j];
+        ASSERT_NEAR(out[r * ldo + j], want, 2e-6 * (1 + std::abs(want))) << "n " << n << " r " << r << " j " << j;
+      }
+    }
+  }
+  // In place (out == x), as the q/k norms use it.
+  std::vector<float> x = {3.0f, -4.0f};
+  const std::vector<float> w = {1.0f, 2.0f};
+  rmsnorm_rows(x.data(), 2, w.data(), x.data(), 2, 1, 2, 0.0f);
+  EXPECT_NEAR(x[0], 3.0 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(x[1], -8.0 / std::sqrt(12.5), 1e-6);
+}
