@@ -26,6 +26,9 @@ constexpr int64_t elem_bytes() {
   return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
 }
 
+// How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
+constexpr float kSlack = 8.0f;
+
 float hmax(__m256 v) {
   __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   x = _mm_max_ps(x, _mm_movehl_ps(x, x));
@@ -102,10 +105,11 @@ void attn(const AttnArgs& a) {
   const int64_t hd = a.head_dim, G = a.group, nd = hd / 8;
   alignas(32) float acc[16 * 256];
   alignas(32) float p[16][16];
-  float m[16], l[16];
+  alignas(32) float lsum[16][8];  // per query head: lane-wise partial sums of p
+  float m[16];
   for (int64_t g = 0; g < G; ++g) {
     m[g] = -__builtin_inff();
-    l[g] = 0.0f;
+    _mm256_store_ps(lsum[g], _mm256_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
   alignas(32) static const int32_t lane[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -133,27 +137,30 @@ void attn(const AttnArgs& a) {
       vs1 = _mm256_loadu_ps(vscale + 8);
     }
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+    // Online softmax with a lazy reference (as the AVX-512 kernel): m[g] moves, and acc / lsum are
+    // rescaled, only when a score exceeds it by more than kSlack; the row sums stay vectors.
     for (int64_t g = 0; g < G; ++g) {
       const __m256 a0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s0[g], ks0), valid_lo);
       const __m256 a1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s1[g], ks1), valid_hi);
-      const float mx = __builtin_fmaxf(m[g], hmax(_mm256_max_ps(a0, a1)));
-      const float corr = __builtin_expf(m[g] - mx);
-      const __m256 mv = _mm256_set1_ps(mx);
+      const __m256 lim = _mm256_set1_ps(m[g] + kSlack);
+      if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a0, lim, _CMP_GT_OQ), _mm256_cmp_ps(a1, lim, _CMP_GT_OQ)))) {
+        const float mx = __builtin_fmaxf(m[g], hmax(_mm256_max_ps(a0, a1)));
+        const __m256 c = _mm256_set1_ps(__builtin_expf(m[g] - mx));  // 0 on the first block (m = -inf)
+        m[g] = mx;
+        _mm256_store_ps(lsum[g], _mm256_mul_ps(c, _mm256_load_ps(lsum[g])));
+        for (int64_t j = 0; j < nd; ++j)
+          _mm256_store_ps(acc + g * hd + j * 8, _mm256_mul_ps(c, _mm256_load_ps(acc + g * hd + j * 8)));
+      }
+      const __m256 mv = _mm256_set1_ps(m[g]);
       __m256 p0 = _mm256_and_ps(valid_lo, exp256(_mm256_sub_ps(a0, mv)));
       __m256 p1 = _mm256_and_ps(valid_hi, exp256(_mm256_sub_ps(a1, mv)));
-      l[g] = l[g] * corr + hsum(_mm256_add_ps(p0, p1));
-      m[g] = mx;
+      _mm256_store_ps(lsum[g], _mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_load_ps(lsum[g])));
       if constexpr (T == kKvI8) {
         p0 = _mm256_mul_ps(p0, vs0);
         p1 = _mm256_mul_ps(p1, vs1);
       }
       _mm256_store_ps(p[g], p0);
       _mm256_store_ps(p[g] + 8, p1);
-      if (corr != 1.0f) {
-        const __m256 c = _mm256_set1_ps(corr);
-        for (int64_t j = 0; j < nd; ++j)
-          _mm256_store_ps(acc + g * hd + j * 8, _mm256_mul_ps(c, _mm256_load_ps(acc + g * hd + j * 8)));
-      }
     }
     // acc += p V: V row chunks loaded once per block of up to 3 query heads (registers: 9 + 3 + 1)
     for (int64_t j0 = 0; j0 < nd; j0 += 3) {
@@ -165,7 +172,7 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum(_mm256_load_ps(lsum[g])));
     for (int64_t j = 0; j < nd; ++j)
       _mm256_storeu_ps(a.out + g * hd + j * 8, _mm256_mul_ps(inv, _mm256_load_ps(acc + g * hd + j * 8)));
   }

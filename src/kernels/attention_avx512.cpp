@@ -98,6 +98,9 @@ constexpr PvFn kPv[6][4] = {
     {pv_block<T, 6, 1>, pv_block<T, 6, 2>, pv_block<T, 6, 3>, pv_block<T, 6, 4>},
 };
 
+// How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
+constexpr float kSlack = 8.0f;
+
 template <int T>
 void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();
@@ -105,10 +108,11 @@ void attn(const AttnArgs& a) {
   const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xffff);
   alignas(64) float acc[16 * 256];
   alignas(64) float p[16][16];
-  float m[16], l[16];
+  alignas(64) float lsum[16][16];  // per query head: lane-wise partial sums of p
+  float m[16];
   for (int64_t g = 0; g < G; ++g) {
     m[g] = -__builtin_inff();
-    l[g] = 0.0f;
+    _mm512_store_ps(lsum[g], _mm512_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hp));
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
@@ -129,21 +133,25 @@ void attn(const AttnArgs& a) {
       kscale = _mm512_mul_ps(kscale, _mm512_loadu_ps(reinterpret_cast<const float*>(kt + hd * bs)));
       vscale = _mm512_loadu_ps(reinterpret_cast<const float*>(vt + hd * bs));
     }
-    // online softmax update
+    // Online softmax with a lazy reference: p = exp(s - m[g]) where m[g] is a past maximum, moved
+    // (and acc, lsum rescaled) only when a score exceeds it by more than kSlack, so p <= e^kSlack.
+    // Most blocks then cost one compare instead of two horizontal reductions and a scalar exp; the
+    // row sum stays a vector until the end.
     for (int64_t g = 0; g < G; ++g) {
       const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(s[g], kscale));
-      const float mx = __builtin_fmaxf(m[g], _mm512_reduce_max_ps(sg));
-      const float corr = __builtin_expf(m[g] - mx);
-      __m512 pg = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(sg, _mm512_set1_ps(mx))));
-      l[g] = l[g] * corr + _mm512_reduce_add_ps(pg);
-      m[g] = mx;
-      if constexpr (T == kKvI8) pg = _mm512_mul_ps(pg, vscale);
-      _mm512_store_ps(p[g], pg);
-      if (corr != 1.0f) {
+      if (_mm512_cmp_ps_mask(sg, _mm512_set1_ps(m[g] + kSlack), _CMP_GT_OQ)) {
+        const float mx = __builtin_fmaxf(m[g], _mm512_reduce_max_ps(sg));
+        const float corr = __builtin_expf(m[g] - mx);  // 0 on the first block (m = -inf)
+        m[g] = mx;
         const __m512 c = _mm512_set1_ps(corr);
+        _mm512_store_ps(lsum[g], _mm512_mul_ps(c, _mm512_load_ps(lsum[g])));
         for (int64_t j = 0; j < nd; ++j)
           _mm512_store_ps(acc + g * hp + j * 16, _mm512_mul_ps(c, _mm512_load_ps(acc + g * hp + j * 16)));
       }
+      __m512 pg = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(sg, _mm512_set1_ps(m[g]))));
+      _mm512_store_ps(lsum[g], _mm512_add_ps(pg, _mm512_load_ps(lsum[g])));
+      if constexpr (T == kKvI8) pg = _mm512_mul_ps(pg, vscale);
+      _mm512_store_ps(p[g], pg);
     }
     // acc += p V: each V row chunk is loaded (and converted) once for a block of query heads, whose
     // accumulators stay in registers (up to 6 heads x 4 vectors + 4 V vectors of 32 zmm).
@@ -157,7 +165,7 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_load_ps(lsum[g])));
     for (int64_t j = 0; j < nd; ++j) {
       const __m512 o = _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hp + j * 16));
       if (j == nd - 1) _mm512_mask_storeu_ps(a.out + g * hd + j * 16, tail, o);

@@ -103,6 +103,53 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   }
 }
 
+// Scores that climb far beyond any first-block maximum, drop, and spike late: the kernels keep a
+// softmax reference that moves only when a score exceeds it by a margin, so these force every path
+// (first block, repeated moves, blocks far below the reference, a single late winner).
+TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t hd = 64, group = 7, n_ctx = 300;
+  for (DType t : {DType::F32, DType::F16}) {
+    Cache c = make_cache(t, 1, hd, 16, 0, rng);
+    const int64_t blocks = (n_ctx + 15) / 16;
+    c.k.assign(kv_tile_bytes(t, hd, 16) * static_cast<size_t>(blocks), 0);
+    c.v.assign(c.k.size(), 0);
+    c.view.k = c.k.data();
+    c.view.v = c.v.data();
+    c.view.n_head_kv = 1;
+    c.table.clear();
+    for (int64_t b = 0; b < blocks; ++b) c.table.push_back(static_cast<int32_t>(blocks - 1 - b));
+    std::vector<float> q(static_cast<size_t>(group * hd));
+    for (auto& x : q) x = nd(rng);
+    // keys along the first query head's direction with a chosen score (scaled units), plus noise
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    double qq = 0;
+    for (int64_t i = 0; i < hd; ++i) qq += double(q[i]) * q[i];
+    std::vector<float> k(hd), v(hd);
+    for (int64_t p = 0; p < n_ctx; ++p) {
+      double target = p < 200 ? 0.4 * p : p < 280 ? -20.0 : 20.0;  // climb to 80, drop, then 20
+      if (p == 290) target = 120.0;                                 // late spike
+      for (int64_t i = 0; i < hd; ++i) k[i] = static_cast<float>(q[i] * target / (qq * scale)) + 0.01f * nd(rng);
+      for (auto& x : v) x = nd(rng);
+      paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
+    }
+    for (int64_t ctx : {int64_t{40}, int64_t{200}, int64_t{285}, n_ctx}) {
+      const auto exact = naive(c, q, group, 0, ctx, scale);
+      std::vector<float> got(q.size());
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (isa > detected_isa()) continue;
+        set_isa_limit(isa);
+        paged_attention_group(q.data(), group, 0, c.view, c.table.data(), ctx, scale, got.data());
+        for (size_t i = 0; i < q.size(); ++i)
+          ASSERT_NEAR(got[i], exact[i], 1e-4 * (1 + std::abs(exact[i])))
+              << dtype_name(t) << " isa " << isa_name(isa) << " ctx " << ctx << " i " << i;
+      }
+      set_isa_limit(detected_isa());
+    }
+  }
+}
+
 TEST(Attention, StoreLoadRoundTrip) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 2.0f);
