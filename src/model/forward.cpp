@@ -71,7 +71,11 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       paged_attention_group(q, group, h, view, s.block_table.data(), pos_[t] + 1, scale, out);
     }
   };
-  if (pool_) pool_->parallel_for(n_tokens * c.n_head_kv, 1, body);
+  // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
+  // (~3 us on a busy 2-core machine) costs about what the second core would save.
+  int64_t macs = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1) * c.n_head * hd;
+  if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * c.n_head_kv, 1, body);
   else body(0, n_tokens * c.n_head_kv, 0);
 }
 
@@ -146,7 +150,10 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
     matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
-    parallel(N * F, 4096, [&](int64_t i0, int64_t i1) { silu_mul(hb_.data() + i0, hb2_.data() + i0, i1 - i0); });
+    // (one decode token's 4864 elements take ~2 us: not worth a fork/join)
+    auto silu = [&](int64_t i0, int64_t i1) { silu_mul(hb_.data() + i0, hb2_.data() + i0, i1 - i0); };
+    if (N * F >= 16384) parallel(N * F, 4096, silu);
+    else silu(0, N * F);
     observe(P.down, hb_.data(), N);
     matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
     residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
