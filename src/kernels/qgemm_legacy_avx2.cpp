@@ -111,7 +111,10 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
   for (int u = 0; u < U; ++u) acc[u] = _mm256_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
-    _mm_prefetch(reinterpret_cast<const char*>(gb + 1024 + 64 * hf), _MM_HINT_T0);
+    if (hf == 0) {  // the first half-group pass streams the group from memory; the second finds it cached
+      TM_UNROLL
+      for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + 3072 + o), _MM_HINT_T0);
+    }
     __m256i q[8];
     unpack<Kind>(gb, hf, q);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * hf)));
