@@ -31,6 +31,10 @@
 //        bits 2c.. of h[1]);  value d*sc_j*(q-32), j = element / 16
 //   Weights are read front to back within a group-block (one sequential stream per thread).
 //
+//   bf16 copy of F16 weights (kPackBf16Copy): per group of 16 rows, ncp = ceil(cols / 2) column
+//        pairs of 64 bytes, [16 r][2] bf16 (columns 2p, 2p+1 of each row): the operand of one
+//        vdpbf16ps against one token's 2 activations broadcast to all lanes.
+//
 // ---------------------------------------------------------------------------------------------
 // Quantized activations, made per call. Tokens are processed in tiles of T <= kTile tokens; a tile
 // is a sequence of records, one per weight block, holding that block for all T tokens:
@@ -61,7 +65,7 @@ enum PackKind : int {
   kPackQ4_K = 6,
   kPackQ5_K = 7,
   kPackQ6_K = 8,
-  kPackBf16Copy = 9,  // F16 weights: a row-major bf16 copy (rows padded to 32 columns) for GEMM
+  kPackBf16Copy = 9,  // F16 weights: a bf16 copy in the x16 layout below, for GEMM
 };
 
 // Bytes of one group-block per packed kind (0 for non-interleaved kinds).
@@ -108,6 +112,10 @@ FGemmFn fgemm_avx512(int type);
 // cols), activations already converted to bf16 rows of ldxb elements, zero-padded to a multiple of 32.
 void gemm_bf16_avx512(const uint16_t* w, size_t row_bytes, int64_t cols, const uint16_t* xb, int64_t ldxb,
                       float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t T);
+// Groups [g0, g1) of a bf16 x16 copy (ncp column pairs per group) times T tokens of bf16 activations
+// (rows of ldxb elements, zero-padded past cols): y[t * ldy + r] for real rows r < rows.
+void gemm_bf16x16_avx512(const uint16_t* w, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+                         int64_t rows, int64_t g0, int64_t g1, int64_t T);
 // Converts T rows of x (cols floats, stride ldx) to bf16 rows of ldxb (a multiple of 32) elements,
 // zero-filled beyond cols.
 void to_bf16_avx512(const float* x, int64_t ldx, int64_t T, int64_t cols, uint16_t* xb, int64_t ldxb);

@@ -150,7 +150,18 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
     j.path = bf16 ? Path::Bf16 : Path::Float;
     const int type = m.type == DType::F32 ? 0 : m.type == DType::F16 ? 1 : 2;
     if (!bf16) j.ffn = isa == Isa::Avx512 ? fgemm_avx512(type) : isa == Isa::Avx2 ? fgemm_avx2(type) : fgemm_scalar(type);
-    const size_t rb = bf16 && m.type == DType::F16 ? static_cast<size_t>(bf16_copy_stride(m.cols)) * 2 : m.row_bytes;
+    if (bf16 && kind == kPackBf16Copy) {
+      // x16 copy: tasks are chunks of 16-row groups (all tokens), sized to stay in L2
+      j.groups = (m.rows + kRows - 1) / kRows;
+      const size_t group_bytes = static_cast<size_t>(bf16_x16_pairs(m.cols)) * 64;
+      j.bytes = group_bytes * static_cast<size_t>(j.groups);
+      j.chunk = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / group_bytes));
+      if (P > 1) j.chunk = std::min(j.chunk, std::max<int64_t>(1, (j.groups + 2 * P - 1) / (2 * P)));
+      j.n_chunks = (j.groups + j.chunk - 1) / j.chunk;
+      j.n_tasks = j.n_chunks;
+      return;
+    }
+    const size_t rb = m.row_bytes;
     j.bytes = rb * static_cast<size_t>(m.rows);
     if (n == 1) {
       j.chunk = std::max<int64_t>(4, m.rows / (8 * P) / 4 * 4);
@@ -187,10 +198,13 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
   const int64_t r0 = task * j.chunk, r1 = std::min(m.rows, r0 + j.chunk);
   switch (j.path) {
     case Path::Bf16: {
-      const bool copy = m.type == DType::F16;
-      const auto* w = static_cast<const uint16_t*>(copy ? pw.packed.get() : m.data);
-      const size_t rb = copy ? static_cast<size_t>(bf16_copy_stride(m.cols)) * 2 : m.row_bytes;
-      gemm_bf16_avx512(w, rb, m.cols, xb, ldxb, j.y, j.ldy, r0, r1, n);
+      if (pw.packed_kind == kPackBf16Copy) {  // F16 weights: the x16 bf16 copy, by groups
+        const int64_t g0 = task * j.chunk, g1 = std::min(j.groups, g0 + j.chunk);
+        gemm_bf16x16_avx512(static_cast<const uint16_t*>(pw.packed.get()), bf16_x16_pairs(m.cols), xb, ldxb, j.y,
+                            j.ldy, m.rows, g0, g1, n);
+        return;
+      }
+      gemm_bf16_avx512(static_cast<const uint16_t*>(m.data), m.row_bytes, m.cols, xb, ldxb, j.y, j.ldy, r0, r1, n);
       return;
     }
     case Path::Float: j.ffn(m.data, m.row_bytes, m.cols, x, ldx, j.y, j.ldy, r0, r1, n); return;

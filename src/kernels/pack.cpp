@@ -248,16 +248,19 @@ std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {
   *bytes = 0;
   if (kind == kPackNone) return nullptr;
   if (kind == kPackBf16Copy) {
-    const int64_t stride = bf16_copy_stride(m.cols);
-    *bytes = static_cast<size_t>(m.rows * stride) * 2;
+    // x16 layout: group g (16 rows), column pair p -> 64 bytes at (g * ncp + p) * 64 holding
+    // [16 rows][2 bf16]; rows past the end and the column past an odd width are zero.
+    const int64_t ncp = bf16_x16_pairs(m.cols), groups = (m.rows + kRows - 1) / kRows;
+    *bytes = static_cast<size_t>(groups * ncp) * 64;
     auto buf = aligned_buffer(*bytes);
     auto* dst = static_cast<uint16_t*>(buf.get());
     for (int64_t r = 0; r < m.rows; ++r) {
       const uint8_t* src = m.row(r);
+      uint16_t* gdst = dst + (r / kRows) * ncp * 32 + (r % kRows) * 2;
       for (int64_t c = 0; c < m.cols; ++c) {
         uint16_t h;
         std::memcpy(&h, src + 2 * c, 2);
-        dst[r * stride + c] = fp32_to_bf16(fp16_to_fp32(h));
+        gdst[(c / 2) * 32 + (c % 2)] = fp32_to_bf16(fp16_to_fp32(h));
       }
     }
     return buf;

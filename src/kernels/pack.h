@@ -20,8 +20,10 @@ int64_t pack_block_cols(int kind);
 // Returns null for kPackNone. `bytes` receives the buffer size.
 std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes);
 
-// Row stride (elements) of the bf16 copy: cols rounded up to 32.
+// Row stride (elements) of bf16 activation rows: cols rounded up to 32 (zero-filled).
 inline int64_t bf16_copy_stride(int64_t cols) { return (cols + 31) / 32 * 32; }
+// Column pairs per group of the x16 bf16 copy of F16 weights (kernel_abi.h).
+inline int64_t bf16_x16_pairs(int64_t cols) { return (cols + 1) / 2; }
 
 // 64-byte aligned, zero-initialised buffer (large ones are advised to use huge pages).
 std::shared_ptr<void> aligned_buffer(size_t bytes);
