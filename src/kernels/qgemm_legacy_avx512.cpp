@@ -25,12 +25,11 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kPrefetchBytes = 3072;
-  // software prefetch distance ahead in the weight stream
+constexpr int kPrefetchBytes = 3072;  // software prefetch distance ahead in the weight stream
 
 // Every cache line of a group-block, kPrefetchBytes ahead. With only the hardware prefetcher (plus
 // two lines per block) the weight stream fell short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2
-// threads took 155-173 us, 88-97 us with every line prefetched; 16-token GEMMs gained as much.
+// threads took 155-173 us, 92-97 us with every line prefetched; 16-token GEMMs gained too.
 template <int64_t BB>
 inline void prefetch_block(const uint8_t* gb) {
   const char* pf = reinterpret_cast<const char*>(gb) + kPrefetchBytes;
