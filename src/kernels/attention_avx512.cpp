@@ -1,6 +1,12 @@
 // AVX-512 paged attention: block_size 16 (one zmm = one dimension of a block's 16 keys, thanks to
 // the transposed K tile), any head_dim <= 256 (the last 16-wide chunk of a V row is masked), up to
 // 16 query heads per KV head.
+// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
+// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstring>

@@ -9,8 +9,10 @@
 // range (sized by the dispatcher to fit L2) streams past.
 // GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
 // (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>

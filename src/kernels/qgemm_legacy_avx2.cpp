@@ -29,15 +29,15 @@ inline __m256i bcast32(const uint8_t* p) {
 template <int Kind>
 struct Layout;
 template <>
-struct Layout<kPackQ8_0> { static constexpr int q = 32, h = 0; };
+struct Layout<kPackQ8_0> { [[maybe_unused]] static constexpr int q = 32, h = 0; };
 template <>
-struct Layout<kPackQ4_0> { static constexpr int q = 32, h = 0; };
+struct Layout<kPackQ4_0> { [[maybe_unused]] static constexpr int q = 32, h = 0; };
 template <>
-struct Layout<kPackQ4_1> { static constexpr int q = 64, h = 0; };
+struct Layout<kPackQ4_1> { [[maybe_unused]] static constexpr int q = 64, h = 0; };
 template <>
-struct Layout<kPackQ5_0> { static constexpr int q = 96, h = 32; };
+struct Layout<kPackQ5_0> { [[maybe_unused]] static constexpr int q = 96, h = 32; };
 template <>
-struct Layout<kPackQ5_1> { static constexpr int q = 128, h = 64; };
+struct Layout<kPackQ5_1> { [[maybe_unused]] static constexpr int q = 128, h = 64; };
 
 // Levels of chunks 0..7 for half `hf` (rows 8hf..8hf+7). Q8_0 returns the signed weights.
 template <int Kind>

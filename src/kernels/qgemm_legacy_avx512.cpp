@@ -9,8 +9,10 @@
 // scales: y16 += float(dot) * dx * dw16.
 // GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
 // (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
@@ -47,15 +49,15 @@ inline __m512i bcast32(const uint8_t* p) {
 template <int Kind>
 struct Layout;
 template <>
-struct Layout<kPackQ8_0> { static constexpr int q = 32, h = 0, m = 0; };
+struct Layout<kPackQ8_0> { [[maybe_unused]] static constexpr int q = 32, h = 0, m = 0; };
 template <>
-struct Layout<kPackQ4_0> { static constexpr int q = 32, h = 0, m = 0; };
+struct Layout<kPackQ4_0> { [[maybe_unused]] static constexpr int q = 32, h = 0, m = 0; };
 template <>
-struct Layout<kPackQ4_1> { static constexpr int q = 64, h = 0, m = 32; };
+struct Layout<kPackQ4_1> { [[maybe_unused]] static constexpr int q = 64, h = 0, m = 32; };
 template <>
-struct Layout<kPackQ5_0> { static constexpr int q = 96, h = 32, m = 0; };
+struct Layout<kPackQ5_0> { [[maybe_unused]] static constexpr int q = 96, h = 32, m = 0; };
 template <>
-struct Layout<kPackQ5_1> { static constexpr int q = 128, h = 64, m = 32; };
+struct Layout<kPackQ5_1> { [[maybe_unused]] static constexpr int q = 128, h = 64, m = 32; };
 
 // Unsigned levels of chunks 0..7 (elements 4c..4c+3 of each row) for one group-block.
 template <int Kind>

@@ -154,8 +154,11 @@ TEST(StubBench, DroppedConnectionMidStreamIsADisconnect) {
   EXPECT_EQ(r.m().completed, 4);
   EXPECT_EQ(r.m().failed, 4);
   EXPECT_EQ(r.m().failures.at("disconnect"), 4);
-  for (const auto& q : r.run().requests)
-    if (!q.success) EXPECT_EQ(q.chunk_s.size(), 3u);  // partial stream kept for the timeline
+  for (const auto& q : r.run().requests) {
+    if (!q.success) {
+      EXPECT_EQ(q.chunk_s.size(), 3u);  // partial stream kept for the timeline
+    }
+  }
 }
 
 TEST(StubBench, SlowServerTimesOut) {

@@ -150,9 +150,13 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
       EXPECT_EQ(got[i].tokens, alone[i]) << v.name << " request " << i;
     }
     const auto st = e->stats();
-    if (std::string(v.name) == "preempt") EXPECT_GT(st.sched.num_preemptions, 0u);
+    if (std::string(v.name) == "preempt") {
+      EXPECT_GT(st.sched.num_preemptions, 0u);
+    }
     // with a small budget request 7's prompt blocks are cached before requests 8..15 are admitted
-    if (std::string(v.name) == "chunk64") EXPECT_GT(st.sched.kv.prefix_hit_tokens, 0);
+    if (std::string(v.name) == "chunk64") {
+      EXPECT_GT(st.sched.kv.prefix_hit_tokens, 0);
+    }
     // everything freed: no block held by a live request
     EXPECT_EQ(st.sched.num_running, 0);
     EXPECT_EQ(st.sched.num_waiting, 0);

@@ -210,7 +210,7 @@ TEST(Tokenizer, Llama2cVocabShape) {
   ASSERT_TRUE(f.ok()) << f.error();
   auto tok = Tokenizer::from_gguf(*f);
   ASSERT_TRUE(tok.ok()) << tok.error();
-  const int32_t sp = 259, e = 260, h = 261, t = 262, sp_t = 263, he = 264, sp_the = 265, sp_th = 266;
+  const int32_t sp = 259, e = 260, h = 261, t = 262, he = 264, sp_the = 265, sp_th = 266;
   (void)sp_th;
   // "▁the": ▁+t (score -5) beats h+e (-6); then ▁t+he -> "▁the"? not a token; "▁th" needs ▁t+h (-8).
   // Scores: ▁t(-5) first, then he(-6), then ▁t+he = "▁the" (-7). Result: one token.
