@@ -105,6 +105,14 @@ struct Job {
   int64_t n_tasks = 0;
 };
 
+// Groups of 16 rows per GEMM task (all token tiles): ~kGemmChunkBytes of weights, so they stay in L2
+// while the tiles pass, but at least 2 tasks per thread.
+int64_t gemm_group_chunk(int64_t groups, size_t group_bytes, int P) {
+  int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / std::max<size_t>(group_bytes, 1)));
+  if (P > 1) chunk = std::min(chunk, std::max<int64_t>(1, (groups + 2 * P - 1) / (2 * P)));
+  return chunk;
+}
+
 void plan_job(Job& j, int64_t n, int P, Isa isa) {
   const PreparedMatrix& pw = *j.w;
   const Matrix& m = pw.source();
@@ -128,8 +136,7 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
       j.tc = j.n_tc = 1;
     } else {
       // GEMM: tasks are (group chunk, tile range); a chunk's weights stay in L2 while tiles pass.
-      j.chunk = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / std::max<size_t>(group_bytes, 1)));
-      if (P > 1) j.chunk = std::min(j.chunk, std::max<int64_t>(1, (j.groups + 2 * P - 1) / (2 * P)));
+      j.chunk = gemm_group_chunk(j.groups, group_bytes, P);
       const int64_t n_gc = (j.groups + j.chunk - 1) / j.chunk;
       j.n_tc = (P > 1 && n_gc < 2 * P) ? std::min<int64_t>(tiles, (2 * P + n_gc - 1) / n_gc) : 1;
       j.tc = (tiles + j.n_tc - 1) / j.n_tc;
@@ -155,8 +162,7 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
       j.groups = (m.rows + kRows - 1) / kRows;
       const size_t group_bytes = static_cast<size_t>(bf16_x16_pairs(m.cols)) * 64;
       j.bytes = group_bytes * static_cast<size_t>(j.groups);
-      j.chunk = std::max<int64_t>(1, static_cast<int64_t>(kGemmChunkBytes / group_bytes));
-      if (P > 1) j.chunk = std::min(j.chunk, std::max<int64_t>(1, (j.groups + 2 * P - 1) / (2 * P)));
+      j.chunk = gemm_group_chunk(j.groups, group_bytes, P);
       j.n_chunks = (j.groups + j.chunk - 1) / j.chunk;
       j.n_tasks = j.n_chunks;
       return;

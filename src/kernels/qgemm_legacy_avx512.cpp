@@ -91,69 +91,25 @@ inline void unpack(const uint8_t* gb, __m512i q[8]) {
   }
 }
 
-template <int Kind, int T>
-void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, float* y, int64_t ldy,
-          int64_t rows) {
+// NT activation tiles of T tokens each (tile h's records at act[h]) in one pass over the weights;
+// y rows are tokens h * T + t. NT = 1 is the plain kernel; NT = 2 with T = kTile (`qgemm2`) loads and
+// unpacks each group-block once for 16 tokens instead of once per tile, so in batched decode (16+
+// streams) the weight stream from DRAM overlaps twice as much arithmetic instead of a DRAM-bound
+// pass followed by a compute-bound one. The per-token arithmetic does not depend on NT, so every
+// token's result is bitwise the same either way.
+template <int Kind, int T, int NT>
+void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* const* act, float* y,
+                int64_t ldy, int64_t rows) {
   constexpr int64_t BB = kGroupBlockBytes[Kind];
   constexpr bool kMin = Kind == kPackQ4_1 || Kind == kPackQ5_1;
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* gb = w + g * nb * BB;
-    const uint8_t* rec = act;
-    __m512 acc[T];
+    const uint8_t* rec[NT];
     TM_UNROLL
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
-      prefetch_block<BB>(gb);
-      __m512i q[8];
-      unpack<Kind>(gb, q);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
-      __m512 mw = _mm512_setzero_ps();
-      if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
-      const float* dx = reinterpret_cast<const float*>(rec + T * 32);
-      const int32_t* bx = reinterpret_cast<const int32_t*>(rec + T * 36);
-      TM_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const uint8_t* xq = rec + 32 * t;
-        __m512i a0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(bx[t]);
-        __m512i a1 = _mm512_setzero_si512();
-        a0 = _mm512_dpbusd_epi32(a0, q[0], bcast32(xq + 0));
-        a1 = _mm512_dpbusd_epi32(a1, q[1], bcast32(xq + 4));
-        a0 = _mm512_dpbusd_epi32(a0, q[2], bcast32(xq + 8));
-        a1 = _mm512_dpbusd_epi32(a1, q[3], bcast32(xq + 12));
-        a0 = _mm512_dpbusd_epi32(a0, q[4], bcast32(xq + 16));
-        a1 = _mm512_dpbusd_epi32(a1, q[5], bcast32(xq + 20));
-        a0 = _mm512_dpbusd_epi32(a0, q[6], bcast32(xq + 24));
-        a1 = _mm512_dpbusd_epi32(a1, q[7], bcast32(xq + 28));
-        const __m512 dxt = _mm512_set1_ps(dx[t]);
-        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), dxt);
-        acc[t] = _mm512_fmadd_ps(f, dw, acc[t]);
-        if constexpr (kMin) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), acc[t]);
-      }
-    }
-    const int64_t left = rows - g * kRows;
-    const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    for (int h = 0; h < NT; ++h) rec[h] = act[h];
+    __m512 acc[NT * T];
     TM_UNROLL
-    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
-  }
-}
-
-// Two full activation tiles (16 tokens) per pass over the weights: each group-block is loaded and
-// unpacked once for 16 tokens instead of once per tile, and in batched decode (16+ streams) the
-// weight stream from DRAM overlaps twice as much arithmetic instead of a DRAM-bound first pass
-// followed by a compute-bound second one. Same per-token arithmetic as gemm<Kind, T>, so every
-// token's result is bitwise the same.
-template <int Kind>
-void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act0, const uint8_t* act1,
-           float* y, int64_t ldy, int64_t rows) {
-  constexpr int64_t BB = kGroupBlockBytes[Kind];
-  constexpr int T = kTile;
-  constexpr bool kMin = Kind == kPackQ4_1 || Kind == kPackQ5_1;
-  for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* gb = w + g * nb * BB;
-    const uint8_t* rec[2] = {act0, act1};
-    __m512 acc[2 * T];
-    TM_UNROLL
-    for (int t = 0; t < 2 * T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
       prefetch_block<BB>(gb);
       __m512i q[8];
@@ -162,13 +118,12 @@ void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
       __m512 mw = _mm512_setzero_ps();
       if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
       TM_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* r = rec[h];
-        const float* dx = reinterpret_cast<const float*>(r + T * 32);
-        const int32_t* bx = reinterpret_cast<const int32_t*>(r + T * 36);
+      for (int h = 0; h < NT; ++h) {
+        const float* dx = reinterpret_cast<const float*>(rec[h] + T * 32);
+        const int32_t* bx = reinterpret_cast<const int32_t*>(rec[h] + T * 36);
         TM_UNROLL
         for (int t = 0; t < T; ++t) {
-          const uint8_t* xq = r + 32 * t;
+          const uint8_t* xq = rec[h] + 32 * t;
           __m512i a0 = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(bx[t]);
           __m512i a1 = _mm512_setzero_si512();
           TM_UNROLL
@@ -177,9 +132,9 @@ void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
             a1 = _mm512_dpbusd_epi32(a1, q[c + 1], bcast32(xq + 4 * c + 4));
           }
           const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_set1_ps(dx[t]));
-          acc[h * T + t] = _mm512_fmadd_ps(f, dw, acc[h * T + t]);
-          if constexpr (kMin)
-            acc[h * T + t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), acc[h * T + t]);
+          __m512& a = acc[h * T + t];
+          a = _mm512_fmadd_ps(f, dw, a);
+          if constexpr (kMin) a = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), a);
         }
         rec[h] += T * kQ8RecordBytes;
       }
@@ -187,8 +142,21 @@ void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
     const int64_t left = rows - g * kRows;
     const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
     TM_UNROLL
-    for (int t = 0; t < 2 * T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
+    for (int t = 0; t < NT * T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
   }
+}
+
+template <int Kind, int T>
+void gemm(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, float* y, int64_t ldy,
+          int64_t rows) {
+  gemm_tiles<Kind, T, 1>(w, nb, g0, g1, &act, y, ldy, rows);
+}
+
+template <int Kind>
+void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act0, const uint8_t* act1,
+           float* y, int64_t ldy, int64_t rows) {
+  const uint8_t* act[2] = {act0, act1};
+  gemm_tiles<Kind, kTile, 2>(w, nb, g0, g1, act, y, ldy, rows);
 }
 
 template <int Kind>
