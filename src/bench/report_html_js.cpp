@@ -272,7 +272,7 @@ function render() {
       chart(box, {id: 'recovery-ttft', title: 'TTFT by send time: baseline, overload, recovery', xLabel: 'send time (s since run start)',
                   yLabel: 'TTFT (ms)', series: byPhase.map((p, i) => ({name: names[i] || ('phase ' + i), type: 'scatter', color: [COLORS[0], COLORS[3], COLORS[2]][i], points: p}))
                     .concat(failed.length ? [{name: 'failed', type: 'scatter', color: '#000', points: failed}] : []),
-                  hlines: det.baseline_p50_ttft_ms ? [{y: 1.5 * det.baseline_p50_ttft_ms, label: '1.5 x baseline p50', color: '#2e8b57'}] : [],
+                  hlines: det.baseline_p50_ttft_ms ? [{y: det.limit_ms || 1.5 * det.baseline_p50_ttft_ms, label: 'recovered below', color: '#2e8b57'}] : [],
                   vlines: (det.phase_starts_s || []).map((x, i) => ({x, label: names[i]}))});
     }
   }

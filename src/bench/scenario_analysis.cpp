@@ -46,7 +46,7 @@ static double p50(std::vector<double> v) {
   return percentile_sorted(v, 50);
 }
 
-RecoveryAnalysis analyze_recovery(const RunResult& run, double factor, int window) {
+RecoveryAnalysis analyze_recovery(const RunResult& run, double factor, int window, double slack_ms) {
   RecoveryAnalysis a;
   std::vector<double> base, over;
   std::vector<const RequestResult*> after;
@@ -66,15 +66,15 @@ RecoveryAnalysis analyze_recovery(const RunResult& run, double factor, int windo
   std::vector<double> after_ttft;
   for (auto* r : after) after_ttft.push_back(r->ttft_s * 1000.0);
   a.after_p50_ms = p50(after_ttft);
+  a.limit_ms = std::max(factor * a.baseline_p50_ms, a.baseline_p50_ms + slack_ms);
   if (base.empty() || after.empty()) return a;
   std::sort(after.begin(), after.end(), [](auto* x, auto* y) { return x->send_s < y->send_s; });
   a.window = window > 0 ? window : std::clamp(static_cast<int>(after.size()) / 5, 3, 10);
   a.window = std::min<int>(a.window, static_cast<int>(after.size()));
-  const double limit = factor * a.baseline_p50_ms;
   for (size_t i = 0; i + static_cast<size_t>(a.window) <= after.size(); ++i) {
     std::vector<double> w;
     for (size_t k = i; k < i + static_cast<size_t>(a.window); ++k) w.push_back(after[k]->ttft_s * 1000.0);
-    if (p50(w) <= limit) {
+    if (p50(w) <= a.limit_ms) {
       a.recovered = true;
       a.recovery_s = std::max(0.0, after[i]->send_s - a.overload_end_s);
       break;

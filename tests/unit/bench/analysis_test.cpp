@@ -147,6 +147,33 @@ TEST(ScenarioAnalysis, NoRecovery) {
   EXPECT_EQ(a.lost, 0);
 }
 
+TEST(ScenarioAnalysis, RecoveryLimitHasAnAbsoluteFloorForMillisecondBaselines) {
+  // A 1 ms baseline on loopback: 2.5 ms afterwards is scheduler jitter, not a server that failed to
+  // recover; 1.5 x 1 ms would call it one. 7 ms is past baseline + 5 ms and must still fail.
+  auto run_with_after = [](double after_s) {
+    RunResult run;
+    run.phase_starts_s = {0, 5, 10};
+    for (int i = 0; i < 5; ++i) run.requests.push_back(req(i, 0.001, 0.01, 3, 0));
+    for (int i = 0; i < 5; ++i) run.requests.push_back(req(5 + i, 0.050, 0.01, 3, 1));
+    for (int i = 0; i < 5; ++i) run.requests.push_back(req(10 + i, after_s, 0.01, 3, 2));
+    return run;
+  };
+  auto ok = analyze_recovery(run_with_after(0.0025));
+  EXPECT_DOUBLE_EQ(ok.limit_ms, 1.0 + kRecoverySlackMs);
+  EXPECT_TRUE(ok.recovered);
+  EXPECT_FALSE(analyze_recovery(run_with_after(0.007)).recovered);
+  // With no slack the factor alone decides, as before.
+  EXPECT_FALSE(analyze_recovery(run_with_after(0.0025), 1.5, 0, 0.0).recovered);
+  // For a 100 ms baseline the factor is the larger bound: 150 ms.
+  RunResult slow;
+  slow.phase_starts_s = {0, 5, 10};
+  for (int i = 0; i < 5; ++i) slow.requests.push_back(req(i, 0.1, 0.01, 3, 0));
+  for (int i = 0; i < 5; ++i) slow.requests.push_back(req(10 + i, 0.16, 0.01, 3, 2));
+  auto s = analyze_recovery(slow);
+  EXPECT_DOUBLE_EQ(s.limit_ms, 150);
+  EXPECT_FALSE(s.recovered);
+}
+
 TEST(Prometheus, ParsesSumsLabelSetsAndMaxForPerc) {
   const char* text =
       "# HELP vllm:num_requests_running Number of requests.\n"
