@@ -299,7 +299,11 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
   for (int i = 0; i < n_jobs; ++i)
     if (jobs[i].path == Path::Quant) jobs[i].act = buf + jobs[i].act_off;
   auto* xb = reinterpret_cast<uint16_t*>(buf + bf16_off);
-  const int64_t conv_items = n_fmts * tiles + (need_bf16 ? 1 : 0);
+  // Work items: one per (format, tile) and one per kBf16Rows tokens of the bf16 copy, so both
+  // cores share a prompt's conversion (512 x 4864 floats before the FFN down projection).
+  constexpr int64_t kBf16Rows = 2 * kTile;
+  const int64_t bf16_items = need_bf16 ? (n + kBf16Rows - 1) / kBf16Rows : 0;
+  const int64_t conv_items = n_fmts * tiles + bf16_items;
   auto convert = [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       if (i < n_fmts * tiles) {
@@ -307,7 +311,8 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
         const int64_t k = i % tiles;
         quantize_tiles(fmts[f], x, ldx, n, cols, isa, buf + fmt_off[f], fmt_tile[f], k, k + 1);
       } else {
-        to_bf16_avx512(x, ldx, n, cols, xb, ldxb);
+        const int64_t t0 = (i - n_fmts * tiles) * kBf16Rows, t1 = std::min(n, t0 + kBf16Rows);
+        to_bf16_avx512(x + t0 * ldx, ldx, t1 - t0, cols, xb + t0 * ldxb, ldxb);
       }
     }
   };
