@@ -72,3 +72,12 @@ row "prompt $PP tokens, F16" "$(prompt "$F16")" "$(lcpp_bench "$F16" "$PP" 0 439
 row "16 streams x $NTG generated, Q8_0" "$(batched "$Q8" 16)" "$(lcpp_batched "$Q8" 16 175)" "2.5x"
 row "32 streams x $NTG generated, Q8_0" "$(batched "$Q8" 32)" "$(lcpp_batched "$Q8" 32 183)" "3x"
 row "16 streams x $NTG generated, Q4_0" "$(batched "$Q4" 16)" "$(lcpp_batched "$Q4" 16 290)" "1.5x"
+
+# The memory bandwidth the host gave around the run: decode follows it (tokens/s <= GB/s / model
+# bytes), and on a shared VM it moves by tens of percent within minutes.
+BM=${BENCH_MATMUL:-$(dirname "$TM")/bench/bench_matmul}
+if [ -x "$BM" ]; then
+  bw=$("$BM" --benchmark_filter='BM_MemRead/2' --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null |
+       awk '/_median/ { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s=/) { v = $i; sub(/GB\/s=/, "", v); sub(/G\/s/, "", v); printf "%.1f\n", v } }')
+  [ -n "$bw" ] && { echo; echo "host read bandwidth after the run (BM_MemRead, 2 threads, median of 3): $bw GB/s"; }
+fi
