@@ -36,6 +36,10 @@ struct AttnArgs {
 
 using AttnFn = void (*)(const AttnArgs&);
 
+// Pulls block b's K and V tiles (every cache line) toward L2; the SIMD kernels call it for block b + 1
+// while they compute block b (defined in attention.cpp).
+void prefetch_kv_block(const AttnArgs& a, int64_t b);
+
 // Any layout parameters.
 void attention_scalar(const AttnArgs& a);
 // Null when the shape is not covered (block_size != 16, head_dim % 16 != 0, group > 16).

@@ -99,22 +99,6 @@ constexpr PvFn kPv[3][3] = {{pv_block<T, 1, 1>, pv_block<T, 1, 2>, pv_block<T, 1
                             {pv_block<T, 2, 1>, pv_block<T, 2, 2>, pv_block<T, 2, 3>},
                             {pv_block<T, 3, 1>, pv_block<T, 3, 2>, pv_block<T, 3, 3>}};
 
-// Pulls block b's K and V tiles (every cache line) toward L2 while the block before it is computed.
-// The tiles of a sequence are scattered through the KV pool, so the hardware prefetcher loses the
-// stream at every block; in a batched decode step the KV comes from DRAM and the kernel waited on
-// it (bench_attention BM_AttentionDecodeStep, one thread, AVX2: F16 31 -> 45 GFLOPS, I8 32 -> 52;
-// a hot ctx-128 call pays ~2 % for the prefetches). L2, not L1: T0 gained less.
-inline void prefetch_kv_block(const AttnArgs& a, int64_t b) {
-  const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
-  const char* k = reinterpret_cast<const char*>(a.k_base + tile * a.tile_bytes);
-  const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
-  // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
-  for (int64_t off = 0; off < a.tile_bytes; off += 64) {
-    asm volatile("prefetcht1 %0" : : "m"(k[off]));
-    asm volatile("prefetcht1 %0" : : "m"(v[off]));
-  }
-}
-
 template <int T>
 void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();

@@ -104,22 +104,6 @@ constexpr PvFn kPv[6][4] = {
     {pv_block<T, 6, 1>, pv_block<T, 6, 2>, pv_block<T, 6, 3>, pv_block<T, 6, 4>},
 };
 
-// Pulls block b's K and V tiles (every cache line) toward L2 while the block before it is computed.
-// The tiles of a sequence are scattered through the KV pool, so the hardware prefetcher loses the
-// stream at every block; in a batched decode step the KV comes from DRAM and the kernel waited on
-// it (bench_attention BM_AttentionDecodeStep, one thread: F16 37-41 -> 51-52 GFLOPS, I8 36-37 -> 66;
-// a hot ctx-128 call pays ~5 % for the prefetches). L2, not L1: T0 gained less.
-inline void prefetch_kv_block(const AttnArgs& a, int64_t b) {
-  const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
-  const char* k = reinterpret_cast<const char*>(a.k_base + tile * a.tile_bytes);
-  const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
-  // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
-  for (int64_t off = 0; off < a.tile_bytes; off += 64) {
-    asm volatile("prefetcht1 %0" : : "m"(k[off]));
-    asm volatile("prefetcht1 %0" : : "m"(v[off]));
-  }
-}
-
 // How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
 constexpr float kSlack = 8.0f;
 
