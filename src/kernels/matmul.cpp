@@ -9,6 +9,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/cpu.h"
@@ -60,6 +61,12 @@ uint8_t* scratch(size_t bytes) {
 }
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+inline void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // Below this much weight data per call, fork/join costs more than the second core gains.
 constexpr size_t kParallelMinBytes = 48 << 10;
@@ -304,7 +311,7 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
   constexpr int64_t kBf16Rows = 2 * kTile;
   const int64_t bf16_items = need_bf16 ? (n + kBf16Rows - 1) / kBf16Rows : 0;
   const int64_t conv_items = n_fmts * tiles + bf16_items;
-  auto convert = [&](int64_t i0, int64_t i1, int) {
+  auto convert = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       if (i < n_fmts * tiles) {
         const int f = static_cast<int>(i / tiles);
@@ -316,17 +323,28 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
       }
     }
   };
-  if (pool && P > 1 && tiles >= 4) pool->parallel_for(conv_items, 1, convert);
-  else convert(0, conv_items, 0);
 
-  // All tasks of all jobs in one parallel region.
+  // All tasks of all jobs in one parallel region. The conversion items are shared out inside it:
+  // each thread first claims and converts items until none are left, then waits for the items
+  // others are still converting (only ever a running thread, so no deadlock), then runs products.
+  // That saves a fork/join per call and spreads even a two-tile conversion over both cores.
   int64_t n_tasks = 0;
   size_t bytes = 0;
   for (int i = 0; i < n_jobs; ++i) {
     n_tasks += jobs[i].n_tasks;
     bytes += jobs[i].bytes * static_cast<size_t>(jobs[i].path == Path::Quant ? tiles : (n + 5) / 6);
   }
+  std::atomic<int64_t> conv_next{0}, conv_done{0};
+  auto converted = [&] {
+    if (conv_done.load(std::memory_order_acquire) == conv_items) return;
+    for (int64_t i; (i = conv_next.fetch_add(1, std::memory_order_relaxed)) < conv_items;) {
+      convert(i, i + 1);
+      conv_done.fetch_add(1, std::memory_order_release);
+    }
+    while (conv_done.load(std::memory_order_acquire) != conv_items) cpu_pause();
+  };
   auto body = [&](int64_t t0, int64_t t1, int) {
+    converted();
     int ji = 0;
     int64_t base = 0;
     for (int64_t t = t0; t < t1; ++t) {
