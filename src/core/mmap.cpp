@@ -63,6 +63,10 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+void MappedFile::drop_resident_pages() const {
+  if (data_ && size_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 Result<std::string> read_file(const std::string& path) {
   FILE* fp = std::fopen(path.c_str(), "rb");
   if (!fp) return Error{fmt::format("cannot open '{}': {}", path, std::strerror(errno))};

@@ -23,6 +23,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Unmaps the pages this process has touched (madvise MADV_DONTNEED); the data stays valid and
+  // later reads fault the pages in again from the page cache or the file. For mappings whose
+  // contents were copied elsewhere (repacked weights), so they stop counting in the resident set.
+  void drop_resident_pages() const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -30,6 +30,11 @@ PreparedMatrix::PreparedMatrix(const Matrix& m) : src_(m) {
   size_t bytes = 0;
   packed = pack_weights(m, kind, &bytes);
   packed_kind = packed ? kind : kPackNone;
+  // Kernels that read the file layout (float GEMV and GEMM, the generic path) read a huge-page copy.
+  if (packed_kind == kPackNone || packed_kind == kPackBf16Copy) {
+    resident_ = resident_copy(m);
+    if (resident_) src_.data = resident_.get();
+  }
 }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens) {

@@ -19,6 +19,7 @@ class PreparedMatrix {
  public:
   PreparedMatrix() = default;
   explicit PreparedMatrix(const Matrix& m);
+  // The weight in its file layout (a huge-page copy for weights read in that layout, kernels/pack.h).
   const Matrix& source() const { return src_; }
   int64_t rows() const { return src_.rows; }
   int64_t cols() const { return src_.cols; }
@@ -28,6 +29,7 @@ class PreparedMatrix {
 
  private:
   Matrix src_;
+  std::shared_ptr<void> resident_;  // resident_copy(m), when used
 };
 
 // X: n_tokens rows of W.cols floats (row stride ldx); Y: n_tokens rows (row stride ldy) of W.rows.

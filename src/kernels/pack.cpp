@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -233,15 +234,35 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
 int64_t pack_block_cols(int kind) { return kind >= kPackQ4_K && kind <= kPackQ6_K ? 256 : 32; }
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
-  const size_t align = bytes >= (size_t{4} << 20) ? (size_t{2} << 20) : 64;
-  const size_t size = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, size == 0 ? align : size);
+  // Buffers of 2 MiB or more are 2 MiB aligned and advised to use huge pages: weights streamed
+  // from 4 KiB pages reach ~25 % less bandwidth per core (TLB misses; BM_Gemv/F16). The tail past
+  // the last whole huge page gets one more huge page only if that wastes at most half the buffer's
+  // size (a 4.6 MiB matrix: 1.4 MiB), else it stays on 4 KiB pages.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const bool huge = bytes >= kHuge;
+  size_t size = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  size_t advise = 0;
+  if (huge) {
+    const size_t up = (bytes + kHuge - 1) / kHuge * kHuge;
+    advise = up - bytes <= bytes / 2 ? up : bytes / kHuge * kHuge;
+    size = std::max(size, advise);
+  }
+  void* p = nullptr;
+  if (posix_memalign(&p, huge ? kHuge : 64, size) != 0) p = nullptr;
   TM_ASSERT(p != nullptr, "out of memory packing weights");
 #ifdef MADV_HUGEPAGE
-  if (align > 64) madvise(p, size, MADV_HUGEPAGE);  // fewer TLB misses while streaming weights
+  if (advise > 0) madvise(p, advise, MADV_HUGEPAGE);
 #endif
   std::memset(p, 0, size);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+std::shared_ptr<void> resident_copy(const Matrix& m) {
+  const size_t bytes = m.row_bytes * static_cast<size_t>(m.rows);
+  if (!m.valid() || bytes < (size_t{2} << 20)) return nullptr;
+  auto buf = aligned_buffer(bytes);
+  std::memcpy(buf.get(), m.data, bytes);
+  return buf;
 }
 
 std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {

@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 
@@ -16,6 +17,9 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     layers_.push_back({PreparedMatrix(L.wq), PreparedMatrix(L.wk), PreparedMatrix(L.wv), PreparedMatrix(L.wo),
                        PreparedMatrix(L.w_gate), PreparedMatrix(L.w_up), PreparedMatrix(L.w_down)});
   output_ = PreparedMatrix(w.output);
+  // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
+  // embedding rows only, so let them leave the resident set (they fault back in on use).
+  if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
   inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, w.rope_freqs.empty() ? nullptr : w.rope_freqs.data());
   if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
 }

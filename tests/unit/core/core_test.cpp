@@ -2,10 +2,14 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "core/mmap.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
 
@@ -73,6 +77,21 @@ TEST(Strings, Utf8Validation) {
   EXPECT_FALSE(is_valid_utf8("\xe4\xb8"));      // truncated
   EXPECT_FALSE(is_valid_utf8("\xc0\x80"));      // overlong
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));  // surrogate
+}
+
+// Dropping a mapping's resident pages is only a hint: the contents read afterwards are the file's.
+TEST(MappedFile, DropResidentPagesKeepsContents) {
+  std::string data(3 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 2654435761u >> 24);
+  const std::string path = ::testing::TempDir() + "tm_mmap_drop.bin";
+  ASSERT_TRUE(write_file(path, data.data(), data.size()).ok());
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->size(), data.size());
+  EXPECT_EQ(std::memcmp(f->data(), data.data(), data.size()), 0);
+  f->drop_resident_pages();
+  EXPECT_EQ(std::memcmp(f->data(), data.data(), data.size()), 0);
+  std::remove(path.c_str());
 }
 
 TEST(ThreadPool, ParallelForCoversRangeOnce) {

@@ -30,6 +30,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "quant/quant.h"
 
 using namespace tmill;
@@ -352,6 +353,42 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
       matmul_many(outs.data(), 7, x.data(), cols + 1, n, &p2);
       for (int i = 0; i < 7; ++i) EXPECT_EQ(many[i], single[i]) << isa_name(isa) << " n=" << n << " output " << i;
     }
+  }
+}
+
+// Weights the kernels read in their file layout get a copy on huge pages from 2 MiB up (a file
+// mapping has 4 KiB pages). The kernels must read the copy, and it must hold the same bytes.
+TEST(Matmul, LargeFloatWeightsAreReadFromAnAlignedCopy) {
+  OwnedMatrix big = make_matrix(DType::F16, 1200, 896, 7);  // 2.05 MiB, read in place by the float kernels
+  const size_t bytes = big.m.row_bytes * 1200;
+  const PreparedMatrix pm(big.m);
+  ASSERT_NE(pm.source().data, big.m.data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pm.source().data) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(std::memcmp(pm.source().data, big.m.data, bytes), 0);
+  const std::vector<float> x = make_x(3, 896, 896, 5);
+  ThreadPool p2(2);
+  std::vector<float> before1(1200), before3(3 * 1200), after1(1200), after3(3 * 1200);
+  matmul(pm, x.data(), 896, before1.data(), 1200, 1, &p2);
+  matmul(pm, x.data(), 896, before3.data(), 1200, 3, &p2);
+  std::fill(big.bytes.begin(), big.bytes.end(), uint8_t{0x7c});  // the original no longer matters
+  matmul(pm, x.data(), 896, after1.data(), 1200, 1, &p2);
+  matmul(pm, x.data(), 896, after3.data(), 1200, 3, &p2);
+  EXPECT_EQ(before1, after1);
+  EXPECT_EQ(before3, after3);
+  // Below 2 MiB, and for weights repacked at load, the file layout is used in place.
+  const OwnedMatrix small = make_matrix(DType::F16, 16, 896, 8);
+  EXPECT_EQ(PreparedMatrix(small.m).source().data, small.m.data);
+  const OwnedMatrix q = make_matrix(DType::Q8_0, 4096, 896, 9);
+  EXPECT_EQ(PreparedMatrix(q.m).source().data, q.m.data);
+}
+
+TEST(Matmul, AlignedBufferIsZeroedAndHugePageAligned) {
+  for (size_t bytes : {size_t{100}, size_t{2} << 20, (size_t{9} << 20) / 2, size_t{5} << 20}) {
+    auto buf = kern::aligned_buffer(bytes);
+    const auto* p = static_cast<const uint8_t*>(buf.get());
+    const size_t align = bytes >= (size_t{2} << 20) ? (size_t{2} << 20) : 64;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << bytes;
+    EXPECT_TRUE(std::all_of(p, p + bytes, [](uint8_t b) { return b == 0; })) << bytes;
   }
 }
 
