@@ -233,25 +233,29 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
 
 int64_t pack_block_cols(int kind) { return kind >= kPackQ4_K && kind <= kPackQ6_K ? 256 : 32; }
 
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Bytes at the start of a 2 MiB aligned buffer advised to use huge pages: weights streamed from
+// 4 KiB pages reach ~25 % less bandwidth per core (TLB misses; BM_Gemv/F16). The buffer is rounded
+// up to whole huge pages when that wastes at most half its size (a 1.6 MiB matrix takes 2 MiB, a
+// 4.6 MiB one 6 MiB); otherwise only its whole huge pages get them (2.4 MiB: 2 MiB) and smaller
+// buffers none.
+size_t huge_span(size_t bytes) {
+  const size_t up = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  if (bytes > 0 && up - bytes <= bytes / 2) return up;
+  return bytes / kHugePage * kHugePage;
+}
+}  // namespace
+
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
-  // Buffers of 2 MiB or more are 2 MiB aligned and advised to use huge pages: weights streamed
-  // from 4 KiB pages reach ~25 % less bandwidth per core (TLB misses; BM_Gemv/F16). The tail past
-  // the last whole huge page gets one more huge page only if that wastes at most half the buffer's
-  // size (a 4.6 MiB matrix: 1.4 MiB), else it stays on 4 KiB pages.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const bool huge = bytes >= kHuge;
-  size_t size = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-  size_t advise = 0;
-  if (huge) {
-    const size_t up = (bytes + kHuge - 1) / kHuge * kHuge;
-    advise = up - bytes <= bytes / 2 ? up : bytes / kHuge * kHuge;
-    size = std::max(size, advise);
-  }
+  const size_t span = huge_span(bytes);
+  const size_t size = std::max((std::max<size_t>(bytes, 1) + 63) / 64 * 64, span);
   void* p = nullptr;
-  if (posix_memalign(&p, huge ? kHuge : 64, size) != 0) p = nullptr;
+  if (posix_memalign(&p, span > 0 ? kHugePage : 64, size) != 0) p = nullptr;
   TM_ASSERT(p != nullptr, "out of memory packing weights");
 #ifdef MADV_HUGEPAGE
-  if (advise > 0) madvise(p, advise, MADV_HUGEPAGE);
+  if (span > 0) madvise(p, span, MADV_HUGEPAGE);
 #endif
   std::memset(p, 0, size);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
@@ -259,7 +263,7 @@ std::shared_ptr<void> aligned_buffer(size_t bytes) {
 
 std::shared_ptr<void> resident_copy(const Matrix& m) {
   const size_t bytes = m.row_bytes * static_cast<size_t>(m.rows);
-  if (!m.valid() || bytes < (size_t{2} << 20)) return nullptr;
+  if (!m.valid() || huge_span(bytes) == 0) return nullptr;
   auto buf = aligned_buffer(bytes);
   std::memcpy(buf.get(), m.data, bytes);
   return buf;

@@ -25,12 +25,13 @@ inline int64_t bf16_copy_stride(int64_t cols) { return (cols + 31) / 32 * 32; }
 // Column pairs per group of the x16 bf16 copy of F16 weights (kernel_abi.h).
 inline int64_t bf16_x16_pairs(int64_t cols) { return (cols + 1) / 2; }
 
-// 64-byte aligned, zero-initialised buffer (2 MiB and up: 2 MiB aligned, advised to use huge pages).
+// 64-byte aligned, zero-initialised buffer; from ~1.3 MiB up 2 MiB aligned with (some of) its pages
+// advised to be huge pages (pack.cpp says which).
 std::shared_ptr<void> aligned_buffer(size_t bytes);
 
 // A copy of m's rows in an aligned_buffer, for weights the kernels read in their file layout
-// (float types; types without a packed layout): the file mapping has 4 KiB pages. Null below
-// 2 MiB, where a huge page does not apply.
+// (float types; types without a packed layout): the file mapping has 4 KiB pages. Null where
+// aligned_buffer would use no huge page.
 std::shared_ptr<void> resident_copy(const Matrix& m);
 
 }  // namespace tmill::kern

@@ -356,7 +356,7 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
   }
 }
 
-// Weights the kernels read in their file layout get a copy on huge pages from 2 MiB up (a file
+// Weights the kernels read in their file layout get a copy on huge pages from ~1.3 MiB up (a file
 // mapping has 4 KiB pages). The kernels must read the copy, and it must hold the same bytes.
 TEST(Matmul, LargeFloatWeightsAreReadFromAnAlignedCopy) {
   OwnedMatrix big = make_matrix(DType::F16, 1200, 896, 7);  // 2.05 MiB, read in place by the float kernels
@@ -375,18 +375,19 @@ TEST(Matmul, LargeFloatWeightsAreReadFromAnAlignedCopy) {
   matmul(pm, x.data(), 896, after3.data(), 1200, 3, &p2);
   EXPECT_EQ(before1, after1);
   EXPECT_EQ(before3, after3);
-  // Below 2 MiB, and for weights repacked at load, the file layout is used in place.
-  const OwnedMatrix small = make_matrix(DType::F16, 16, 896, 8);
+  // Below, and for weights repacked at load, the file layout is used in place.
+  const OwnedMatrix small = make_matrix(DType::F16, 512, 896, 8);  // 0.9 MiB
   EXPECT_EQ(PreparedMatrix(small.m).source().data, small.m.data);
   const OwnedMatrix q = make_matrix(DType::Q8_0, 4096, 896, 9);
   EXPECT_EQ(PreparedMatrix(q.m).source().data, q.m.data);
 }
 
 TEST(Matmul, AlignedBufferIsZeroedAndHugePageAligned) {
-  for (size_t bytes : {size_t{100}, size_t{2} << 20, (size_t{9} << 20) / 2, size_t{5} << 20}) {
+  const size_t mib = size_t{1} << 20;
+  for (size_t bytes : {size_t{100}, mib, 3 * mib / 2, 2 * mib, 9 * mib / 2, 5 * mib}) {
     auto buf = kern::aligned_buffer(bytes);
     const auto* p = static_cast<const uint8_t*>(buf.get());
-    const size_t align = bytes >= (size_t{2} << 20) ? (size_t{2} << 20) : 64;
+    const size_t align = bytes >= 3 * mib / 2 ? 2 * mib : 64;
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << bytes;
     EXPECT_TRUE(std::all_of(p, p + bytes, [](uint8_t b) { return b == 0; })) << bytes;
   }
