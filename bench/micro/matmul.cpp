@@ -2,7 +2,9 @@
 // (bench/micro/matmul.cpp -> target bench_matmul)
 //   BM_Gemv/<type>/<rows>x<cols>/threads:N   one token: weight bandwidth (GB/s of file bytes)
 //   BM_Gemm/<type>/<rows>x<cols>/n:T/threads:N  T tokens: GOPS (2 * rows * cols * T / time)
-//   BM_MemRead/N                             streaming read from DRAM (the bandwidth limit)
+//   BM_MemRead/N                             streaming read from DRAM (the bandwidth limit), from
+//                                            huge pages as the weights are (kern::aligned_buffer)
+//   BM_MemRead4K/N                           the same from 4 KiB pages (a plain std::vector)
 // Weights are random bytes with sane scales (no NaN/Inf): values do not change the speed.
 // Run e.g.  bench_matmul --benchmark_filter='Gemv/Q8_0' --benchmark_repetitions=5
 //           --benchmark_report_aggregates_only=true
@@ -34,6 +36,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_abi.h"
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 
 using namespace tmill;
 
@@ -167,6 +170,7 @@ __attribute__((target("avx2"), noinline)) uint64_t read_stream(const uint8_t* p,
   return static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 3));
 }
 
+template <bool Huge>
 void mem_read(benchmark::State& state) {
   if (detected_isa() < Isa::Avx2) {
     state.SkipWithError("needs AVX2");
@@ -174,11 +178,11 @@ void mem_read(benchmark::State& state) {
   }
   const int threads = static_cast<int>(state.range(0));
   constexpr size_t kTotal = size_t{256} << 20, kSlice = size_t{4} << 20;
-  static std::vector<uint64_t> buf = [] {
-    std::vector<uint64_t> b(kTotal / 8 + 8, 1);
-    return b;
-  }();
-  const uint8_t* base = reinterpret_cast<const uint8_t*>(buf.data());
+  // 256 MiB either way: kern::aligned_buffer (2 MiB aligned, huge pages, like the weights) or a
+  // std::vector (4 KiB pages unless the kernel's THP mode is "always").
+  static std::shared_ptr<void> huge = Huge ? kern::aligned_buffer(kTotal) : nullptr;
+  static std::vector<uint64_t> small(Huge ? 0 : kTotal / 8 + 8, 1);
+  const uint8_t* base = Huge ? static_cast<const uint8_t*>(huge.get()) : reinterpret_cast<const uint8_t*>(small.data());
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   ThreadPool* p = pool(threads);
   std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);
@@ -342,7 +346,8 @@ void register_all() {
   benchmark::RegisterBenchmark("BM_PeakBf16", [](benchmark::State& st) { peak(st, 1); })->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PeakFma", [](benchmark::State& st) { peak(st, 2); })->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PoolForkJoin", pool_overhead)->Arg(1)->Arg(2)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_MemRead", mem_read)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_MemRead", mem_read<true>)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_MemRead4K", mem_read<false>)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
 }  // namespace
