@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "core/fp16.h"
 #include "core/log.h"
@@ -261,10 +262,50 @@ std::shared_ptr<void> aligned_buffer(size_t bytes) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
+namespace {
+// Weight buffers below kSlabBytes are carved out of shared 32 MiB slabs on huge pages, one after
+// the other, so a model's small matrices (Q8_0 wq/wo: 0.85 MiB) and the tails of medium ones are
+// on huge pages too, with no rounding waste: only the slab's last, partly used huge page is
+// resident beyond what is asked. A slab is freed with its last piece (aliasing shared_ptr).
+constexpr size_t kSlabBytes = size_t{32} << 20;
+constexpr size_t kSlabMinBytes = size_t{64} << 10;  // below: plain aligned_buffer (tiny models, tests)
+
+struct SlabAllocator {
+  std::mutex mu;
+  std::shared_ptr<void> slab;  // the slab being filled
+  size_t used = kSlabBytes;
+
+  std::shared_ptr<void> take(size_t bytes) {
+    const size_t need = (bytes + 63) / 64 * 64;
+    std::lock_guard<std::mutex> lock(mu);
+    if (kSlabBytes - used < need) {
+      void* p = nullptr;
+      if (posix_memalign(&p, kHugePage, kSlabBytes) != 0) p = nullptr;
+      TM_ASSERT(p != nullptr, "out of memory packing weights");
+#ifdef MADV_HUGEPAGE
+      madvise(p, kSlabBytes, MADV_HUGEPAGE);
+#endif
+      slab = std::shared_ptr<void>(p, [](void* q) { std::free(q); });  // pages fault in as pieces are zeroed
+      used = 0;
+    }
+    void* piece = static_cast<uint8_t*>(slab.get()) + used;
+    used += need;
+    std::memset(piece, 0, need);
+    return std::shared_ptr<void>(slab, piece);
+  }
+};
+}  // namespace
+
+std::shared_ptr<void> weight_buffer(size_t bytes) {
+  if (bytes < kSlabMinBytes || bytes >= kSlabBytes) return aligned_buffer(bytes);
+  static SlabAllocator slabs;
+  return slabs.take(bytes);
+}
+
 std::shared_ptr<void> resident_copy(const Matrix& m) {
   const size_t bytes = m.row_bytes * static_cast<size_t>(m.rows);
-  if (!m.valid() || huge_span(bytes) == 0) return nullptr;
-  auto buf = aligned_buffer(bytes);
+  if (!m.valid() || bytes < kSlabMinBytes) return nullptr;
+  auto buf = weight_buffer(bytes);
   std::memcpy(buf.get(), m.data, bytes);
   return buf;
 }
@@ -277,7 +318,7 @@ std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {
     // [16 rows][2 bf16]; rows past the end and the column past an odd width are zero.
     const int64_t ncp = bf16_x16_pairs(m.cols), groups = (m.rows + kRows - 1) / kRows;
     *bytes = static_cast<size_t>(groups * ncp) * 64;
-    auto buf = aligned_buffer(*bytes);
+    auto buf = weight_buffer(*bytes);
     auto* dst = static_cast<uint16_t*>(buf.get());
     for (int64_t r = 0; r < m.rows; ++r) {
       const uint8_t* src = m.row(r);
@@ -297,7 +338,7 @@ std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {
   const size_t gbb = static_cast<size_t>(kGroupBlockBytes[kind]);
   const size_t src_block = m.row_bytes / static_cast<size_t>(nb);
   *bytes = static_cast<size_t>(groups * nb) * gbb;
-  auto buf = aligned_buffer(*bytes);
+  auto buf = weight_buffer(*bytes);
   auto* out = static_cast<uint8_t*>(buf.get());
   RowBlock rb;
   for (int64_t g = 0; g < groups; ++g) {

@@ -16,7 +16,7 @@ int pack_kind_for(DType t, bool allow_bf16_copy);
 // Columns per weight block for a packed kind (32 or 256).
 int64_t pack_block_cols(int kind);
 
-// Packs `m` into a new 64-byte aligned buffer (interleaved x16 layouts or the bf16 copy).
+// Packs `m` into a new weight_buffer (interleaved x16 layouts or the bf16 copy).
 // Returns null for kPackNone. `bytes` receives the buffer size.
 std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes);
 
@@ -29,9 +29,12 @@ inline int64_t bf16_x16_pairs(int64_t cols) { return (cols + 1) / 2; }
 // advised to be huge pages (pack.cpp says which).
 std::shared_ptr<void> aligned_buffer(size_t bytes);
 
-// A copy of m's rows in an aligned_buffer, for weights the kernels read in their file layout
-// (float types; types without a packed layout): the file mapping has 4 KiB pages. Null where
-// aligned_buffer would use no huge page.
+// Buffer for packed or copied weights (zero-initialised, 64-byte aligned, on huge pages from
+// 64 KiB up): pieces of shared huge-page slabs below 32 MiB, an aligned_buffer otherwise.
+std::shared_ptr<void> weight_buffer(size_t bytes);
+
+// A copy of m's rows in a weight_buffer, for weights the kernels read in their file layout (float
+// types; types without a packed layout): the file mapping has 4 KiB pages. Null below 64 KiB.
 std::shared_ptr<void> resident_copy(const Matrix& m);
 
 }  // namespace tmill::kern

@@ -356,14 +356,14 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
   }
 }
 
-// Weights the kernels read in their file layout get a copy on huge pages from ~1.3 MiB up (a file
+// Weights the kernels read in their file layout get a copy on huge pages from 64 KiB up (a file
 // mapping has 4 KiB pages). The kernels must read the copy, and it must hold the same bytes.
 TEST(Matmul, LargeFloatWeightsAreReadFromAnAlignedCopy) {
   OwnedMatrix big = make_matrix(DType::F16, 1200, 896, 7);  // 2.05 MiB, read in place by the float kernels
   const size_t bytes = big.m.row_bytes * 1200;
   const PreparedMatrix pm(big.m);
   ASSERT_NE(pm.source().data, big.m.data);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(pm.source().data) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pm.source().data) % 64, 0u);
   EXPECT_EQ(std::memcmp(pm.source().data, big.m.data, bytes), 0);
   const std::vector<float> x = make_x(3, 896, 896, 5);
   ThreadPool p2(2);
@@ -376,7 +376,7 @@ TEST(Matmul, LargeFloatWeightsAreReadFromAnAlignedCopy) {
   EXPECT_EQ(before1, after1);
   EXPECT_EQ(before3, after3);
   // Below, and for weights repacked at load, the file layout is used in place.
-  const OwnedMatrix small = make_matrix(DType::F16, 512, 896, 8);  // 0.9 MiB
+  const OwnedMatrix small = make_matrix(DType::F16, 16, 896, 8);  // 28 KiB
   EXPECT_EQ(PreparedMatrix(small.m).source().data, small.m.data);
   const OwnedMatrix q = make_matrix(DType::Q8_0, 4096, 896, 9);
   EXPECT_EQ(PreparedMatrix(q.m).source().data, q.m.data);
@@ -390,6 +390,25 @@ TEST(Matmul, AlignedBufferIsZeroedAndHugePageAligned) {
     const size_t align = bytes >= 3 * mib / 2 ? 2 * mib : 64;
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << bytes;
     EXPECT_TRUE(std::all_of(p, p + bytes, [](uint8_t b) { return b == 0; })) << bytes;
+  }
+}
+
+// Weight buffers share huge-page slabs: every piece zeroed, 64-byte aligned and its own, across
+// more pieces than one slab holds.
+TEST(Matmul, WeightBuffersAreDistinctZeroedPieces) {
+  std::vector<std::shared_ptr<void>> pieces;
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 48; ++i) {
+    sizes.push_back((size_t{1} << 20) + 4096 * static_cast<size_t>(i) + 8 * static_cast<size_t>(i % 3));
+    pieces.push_back(kern::weight_buffer(sizes.back()));
+    auto* p = static_cast<uint8_t*>(pieces.back().get());
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    ASSERT_TRUE(std::all_of(p, p + sizes.back(), [](uint8_t b) { return b == 0; })) << i;
+    std::memset(p, i + 1, sizes.back());
+  }
+  for (int i = 0; i < 48; ++i) {
+    const auto* p = static_cast<const uint8_t*>(pieces[static_cast<size_t>(i)].get());
+    EXPECT_TRUE(std::all_of(p, p + sizes[static_cast<size_t>(i)], [&](uint8_t b) { return b == i + 1; })) << i;
   }
 }
 
