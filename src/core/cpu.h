@@ -23,4 +23,11 @@ void set_isa_limit(Isa limit);
 const char* isa_name(Isa isa);
 bool parse_isa(std::string_view s, Isa* out);
 
+// One iteration of a spin-wait loop (`pause` on x86: yields the core's pipeline to its sibling).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 }  // namespace tmill

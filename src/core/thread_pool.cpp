@@ -7,15 +7,11 @@
 
 #include <climits>
 
+#include "core/cpu.h"
 #include "core/log.h"
 
 namespace tmill {
 namespace {
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 constexpr int kSpinIterations = 1 << 14;  // tens of microseconds of pause before sleeping
 
 // Raw futex calls: libstdc++ 12's std::atomic::wait lost wake-ups in this pattern.

@@ -67,11 +67,6 @@ uint8_t* scratch(size_t bytes) {
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-inline void cpu_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 // Below this much weight data per call, fork/join costs more than the second core gains.
 constexpr size_t kParallelMinBytes = 48 << 10;
@@ -346,7 +341,7 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
       convert(i, i + 1);
       conv_done.fetch_add(1, std::memory_order_release);
     }
-    while (conv_done.load(std::memory_order_acquire) != conv_items) cpu_pause();
+    while (conv_done.load(std::memory_order_acquire) != conv_items) cpu_relax();
   };
   auto body = [&](int64_t t0, int64_t t1, int) {
     converted();
