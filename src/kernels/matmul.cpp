@@ -67,7 +67,6 @@ uint8_t* scratch(size_t bytes) {
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-
 // Below this much weight data per call, fork/join costs more than the second core gains.
 constexpr size_t kParallelMinBytes = 48 << 10;
 // Weight bytes a task works on in GEMM (stays in the core's L2 while the token tiles pass).

@@ -247,19 +247,27 @@ size_t huge_span(size_t bytes) {
   if (bytes > 0 && up - bytes <= bytes / 2) return up;
   return bytes / kHugePage * kHugePage;
 }
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+// `size` bytes at `align`, the first `advise` of them advised to use huge pages; not zeroed.
+std::shared_ptr<void> raw_buffer(size_t align, size_t size, size_t advise) {
+  void* p = nullptr;
+  if (posix_memalign(&p, align, size) != 0) p = nullptr;
+  TM_ASSERT(p != nullptr, "out of memory packing weights");
+#ifdef MADV_HUGEPAGE
+  if (advise > 0) madvise(p, advise, MADV_HUGEPAGE);
+#endif
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
 }  // namespace
 
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
   const size_t span = huge_span(bytes);
-  const size_t size = std::max((std::max<size_t>(bytes, 1) + 63) / 64 * 64, span);
-  void* p = nullptr;
-  if (posix_memalign(&p, span > 0 ? kHugePage : 64, size) != 0) p = nullptr;
-  TM_ASSERT(p != nullptr, "out of memory packing weights");
-#ifdef MADV_HUGEPAGE
-  if (span > 0) madvise(p, span, MADV_HUGEPAGE);
-#endif
-  std::memset(p, 0, size);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  const size_t size = std::max(round64(std::max<size_t>(bytes, 1)), span);
+  auto buf = raw_buffer(span > 0 ? kHugePage : 64, size, span);
+  std::memset(buf.get(), 0, size);
+  return buf;
 }
 
 namespace {
@@ -276,22 +284,19 @@ struct SlabAllocator {
   size_t used = kSlabBytes;
 
   std::shared_ptr<void> take(size_t bytes) {
-    const size_t need = (bytes + 63) / 64 * 64;
-    std::lock_guard<std::mutex> lock(mu);
-    if (kSlabBytes - used < need) {
-      void* p = nullptr;
-      if (posix_memalign(&p, kHugePage, kSlabBytes) != 0) p = nullptr;
-      TM_ASSERT(p != nullptr, "out of memory packing weights");
-#ifdef MADV_HUGEPAGE
-      madvise(p, kSlabBytes, MADV_HUGEPAGE);
-#endif
-      slab = std::shared_ptr<void>(p, [](void* q) { std::free(q); });  // pages fault in as pieces are zeroed
-      used = 0;
+    const size_t need = round64(bytes);
+    std::shared_ptr<void> piece;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (kSlabBytes - used < need) {
+        slab = raw_buffer(kHugePage, kSlabBytes, kSlabBytes);  // pages fault in as pieces are zeroed
+        used = 0;
+      }
+      piece = std::shared_ptr<void>(slab, static_cast<uint8_t*>(slab.get()) + used);
+      used += need;
     }
-    void* piece = static_cast<uint8_t*>(slab.get()) + used;
-    used += need;
-    std::memset(piece, 0, need);
-    return std::shared_ptr<void>(slab, piece);
+    std::memset(piece.get(), 0, need);
+    return piece;
   }
 };
 }  // namespace
