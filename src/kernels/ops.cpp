@@ -12,13 +12,30 @@ void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out
 void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, int64_t n);
 int64_t argmax_avx512(const float* x, int64_t n);
 int64_t argmax_avx2(const float* x, int64_t n);
+void add_inplace_avx512(float* y, const float* x, int64_t n);
+void add_inplace_avx2(float* y, const float* x, int64_t n);
+void rmsnorm_row_avx512(const float* x, const float* w, float* o, int64_t n, float eps);
+void rmsnorm_row_avx2(const float* x, const float* w, float* o, int64_t n, float eps);
+void rope_neox_avx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+                      const float* sin_t);
+void rope_neox_avx2(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+                    const float* sin_t);
 }  // namespace kern
 
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
                   float eps) {
   // The sum of squares in 16 independent lanes, combined pairwise: the vectorizer can do that without
   // reassociating (a single running sum is one ~4-cycle add chain per element), and the order, hence
-  // the result, is the same on every ISA.
+  // the result, is the same on every ISA: the AVX2 and AVX-512 versions keep these 16 lanes and this
+  // combination order (the generic loop below vectorizes only the sum of squares).
+  const Isa isa = active_isa();
+  if (isa >= Isa::Avx2) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      if (isa == Isa::Avx512) kern::rmsnorm_row_avx512(x + r * ldx, w, out + r * ldo, n, eps);
+      else kern::rmsnorm_row_avx2(x + r * ldx, w, out + r * ldo, n, eps);
+    }
+    return;
+  }
   constexpr int kLanes = 16;
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * ldx;
@@ -72,6 +89,9 @@ int64_t argmax(const float* x, int64_t n) {
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) return kern::add_inplace_avx512(y, x, n);
+  if (isa == Isa::Avx2) return kern::add_inplace_avx2(y, x, n);
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
@@ -96,6 +116,9 @@ void rope_cos_sin(float pos, const float* inv_freq, int64_t half, float* cos_t, 
 void rope_heads_cs(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos_t,
                    const float* sin_t, bool neox) {
   const int64_t half = n_rot / 2;
+  const Isa isa = active_isa();
+  if (neox && isa == Isa::Avx512) return kern::rope_neox_avx512(x, n_heads, head_dim, half, cos_t, sin_t);
+  if (neox && isa == Isa::Avx2) return kern::rope_neox_avx2(x, n_heads, head_dim, half, cos_t, sin_t);
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {

@@ -1,5 +1,7 @@
 // Element-wise and row-wise operations of the transformer block (everything except matmul and
-// attention). Plain loops the compiler vectorizes; hot enough to matter only at small models.
+// attention). Generic loops plus AVX2 / AVX-512 versions (ops_avx2.cpp, ops_avx512.cpp) picked at run
+// time; rmsnorm_rows, add_inplace and rope_heads_cs give the same bits on every ISA (same operation
+// order, no FMA contraction), silu_mul and exp_shift_scale use a vector exp (~2 ulp).
 #pragma once
 
 #include <cstdint>

@@ -50,4 +50,74 @@ int64_t argmax_avx2(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
+// The value of a product, opaque to the compiler: GCC contracts a separate multiply and add into
+// one FMA (C++ mode defaults to -ffp-contract=fast), which rounds once instead of twice and so
+// would not give the generic loops' bits.
+static inline __m256 rounded(__m256 v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+namespace {
+__m256i tail_mask8(int64_t left) {  // lanes < left set
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+}  // namespace
+
+void add_inplace_avx2(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+// The generic rmsnorm_rows (ops.cpp) in two ymm (lanes 0-7 and 8-15): same lanes, same pairwise
+// combination, same scalar steps, so every ISA gives the same bits.
+void rmsnorm_row_avx2(const float* x, const float* w, float* o, int64_t n, float eps) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + 8);
+    lo = _mm256_add_ps(lo, rounded(_mm256_mul_ps(a, a)));
+    hi = _mm256_add_ps(hi, rounded(_mm256_mul_ps(b, b)));
+  }
+  if (j < n) {
+    const __m256 a = _mm256_maskload_ps(x + j, tail_mask8(n - j));
+    const __m256 b = _mm256_maskload_ps(x + j + 8, tail_mask8(n - j - 8));
+    lo = _mm256_add_ps(lo, rounded(_mm256_mul_ps(a, a)));
+    hi = _mm256_add_ps(hi, rounded(_mm256_mul_ps(b, b)));
+  }
+  const __m256 l8 = _mm256_add_ps(lo, hi);
+  const __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
+  const __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
+  const __m128 l1 = _mm_add_ss(l2, _mm_movehdup_ps(l2));
+  float ss = _mm_cvtss_f32(l1) / static_cast<float>(n);
+  ss += eps;
+  ss = 1.0f / __builtin_sqrtf(ss);
+  const __m256 s = _mm256_set1_ps(ss);
+  for (j = 0; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), _mm256_mul_ps(s, _mm256_loadu_ps(x + j))));
+  for (; j < n; ++j) o[j] = w[j] * (ss * x[j]);
+}
+
+void rope_neox_avx2(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+                    const float* sin_t) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    int64_t i = 0;
+    for (; i + 8 <= half; i += 8) {
+      const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+      const __m256 c = _mm256_loadu_ps(cos_t + i), s = _mm256_loadu_ps(sin_t + i);
+      _mm256_storeu_ps(v + i, _mm256_sub_ps(rounded(_mm256_mul_ps(a, c)), rounded(_mm256_mul_ps(b, s))));
+      _mm256_storeu_ps(v + i + half, _mm256_add_ps(rounded(_mm256_mul_ps(a, s)), rounded(_mm256_mul_ps(b, c))));
+    }
+    for (; i < half; ++i) {
+      const float v0 = v[i], v1 = v[i + half];
+      float p0 = v0 * cos_t[i], p1 = v1 * sin_t[i], p2 = v0 * sin_t[i], p3 = v1 * cos_t[i];
+      asm("" : "+x"(p0), "+x"(p1), "+x"(p2), "+x"(p3));  // no FMA contraction (see rounded)
+      v[i] = p0 - p1;
+      v[i + half] = p2 + p3;
+    }
+  }
+}
+
 }  // namespace tmill::kern

@@ -63,4 +63,67 @@ int64_t argmax_avx512(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
+// The value of a product, opaque to the compiler: GCC contracts a separate multiply and add into
+// one FMA (C++ mode defaults to -ffp-contract=fast), which rounds once instead of twice and so
+// would not give the generic loops' bits.
+static inline __m512 rounded(__m512 v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+void add_inplace_avx512(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+// The generic rmsnorm_rows (ops.cpp) in one zmm: its 16 lanes of squares (the tail adds 0 to the
+// lanes past the end), the same pairwise combination (8, 4, 2, 1 apart) and the same scalar steps,
+// so every ISA gives the same bits.
+void rmsnorm_row_avx512(const float* x, const float* w, float* o, int64_t n, float eps) {
+  __m512 lane = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    lane = _mm512_add_ps(lane, rounded(_mm512_mul_ps(v, v)));
+  }
+  if (j < n) {
+    const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - j)) - 1), x + j);
+    lane = _mm512_add_ps(lane, rounded(_mm512_mul_ps(v, v)));
+  }
+  const __m256 l8 = _mm256_add_ps(_mm512_castps512_ps256(lane), _mm512_extractf32x8_ps(lane, 1));
+  const __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
+  const __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
+  const __m128 l1 = _mm_add_ss(l2, _mm_movehdup_ps(l2));
+  float ss = _mm_cvtss_f32(l1) / static_cast<float>(n);
+  ss += eps;
+  ss = 1.0f / __builtin_sqrtf(ss);
+  const __m512 s = _mm512_set1_ps(ss);
+  for (j = 0; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_loadu_ps(w + j), _mm512_mul_ps(s, _mm512_loadu_ps(x + j))));
+  if (j < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(o + j, m,
+                          _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + j), _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, x + j))));
+  }
+}
+
+// NeoX RoPE (pairs i and i + half) for n_heads vectors: the generic formulas, 16 pairs at a time.
+void rope_neox_avx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+                      const float* sin_t) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; i += 16) {
+      const __mmask16 m = half - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (half - i)) - 1);
+      const __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + i + half);
+      const __m512 c = _mm512_maskz_loadu_ps(m, cos_t + i), s = _mm512_maskz_loadu_ps(m, sin_t + i);
+      _mm512_mask_storeu_ps(v + i, m, _mm512_sub_ps(rounded(_mm512_mul_ps(a, c)), rounded(_mm512_mul_ps(b, s))));
+      _mm512_mask_storeu_ps(v + i + half, m, _mm512_add_ps(rounded(_mm512_mul_ps(a, s)), rounded(_mm512_mul_ps(b, c))));
+    }
+  }
+}
+
 }  // namespace tmill::kern

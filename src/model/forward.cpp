@@ -51,11 +51,14 @@ void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_
 void Forward::residual_norm(bool add, const float* norm, int64_t n) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd;
+  // Row by row, so the norm reads the row the add has just written while it is in L1.
   parallel(n, 16, [&](int64_t t0, int64_t t1) {
-    float* x = x_.data() + t0 * E;
-    float* xb = xb_.data() + t0 * E;
-    if (add) add_inplace(x, xb, (t1 - t0) * E);
-    if (norm) rmsnorm_rows(x, E, norm, xb, E, t1 - t0, E, c.rms_eps);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* x = x_.data() + t * E;
+      float* xb = xb_.data() + t * E;
+      if (add) add_inplace(x, xb, E);
+      if (norm) rmsnorm_rows(x, E, norm, xb, E, 1, E, c.rms_eps);
+    }
   });
 }
 

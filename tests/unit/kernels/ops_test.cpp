@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -82,29 +83,107 @@ TEST(Ops, SiluMulAndExpMatchTheFormulaOnEveryIsa) {
 }
 
 TEST(Ops, RmsnormRowsMatchesTheFormulaInDouble) {
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
-  for (int64_t n : {1, 5, 16, 17, 64, 172, 896}) {
-    const int64_t rows = 3, ldx = n + 3, ldo = n + 1;  // strided rows
-    std::vector<float> x(static_cast<size_t>(rows * ldx)), w(static_cast<size_t>(n)), out(static_cast<size_t>(rows * ldo));
-    for (auto& v : x) v = ud(rng);
-    for (auto& v : w) v = ud(rng);
-    const float eps = 1e-6f;
-    rmsnorm_rows(x.data(), ldx, w.data(), out.data(), ldo, rows, n, eps);
-    for (int64_t r = 0; r < rows; ++r) {
-      double ss = 0;
-      for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(x[r * ldx + j]) * x[r * ldx + j];
-      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
-      for (int64_t j = 0; j < n; ++j) {
-        const double want = w[j] * inv * x[r * ldx + j];
-        ASSERT_NEAR(out[r * ldo + j], want, 2e-6 * (1 + std::abs(want))) << "n " << n << " r " << r << " j " << j;
+  IsaGuard guard;
+  for (Isa isa : isas()) {
+    set_isa_limit(isa);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
+    for (int64_t n : {1, 5, 16, 17, 64, 172, 896}) {
+      const int64_t rows = 3, ldx = n + 3, ldo = n + 1;  // strided rows
+      std::vector<float> x(static_cast<size_t>(rows * ldx)), w(static_cast<size_t>(n));
+      std::vector<float> out(static_cast<size_t>(rows * ldo));
+      for (auto& v : x) v = ud(rng);
+      for (auto& v : w) v = ud(rng);
+      const float eps = 1e-6f;
+      rmsnorm_rows(x.data(), ldx, w.data(), out.data(), ldo, rows, n, eps);
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(x[r * ldx + j]) * x[r * ldx + j];
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = w[j] * inv * x[r * ldx + j];
+          ASSERT_NEAR(out[r * ldo + j], want, 2e-6 * (1 + std::abs(want)))
+              << isa_name(isa) << " n " << n << " r " << r << " j " << j;
+        }
+      }
+    }
+    // In place (out == x), as the q/k norms use it.
+    std::vector<float> x = {3.0f, -4.0f};
+    const std::vector<float> w = {1.0f, 2.0f};
+    rmsnorm_rows(x.data(), 2, w.data(), x.data(), 2, 1, 2, 0.0f);
+    EXPECT_NEAR(x[0], 3.0 / std::sqrt(12.5), 1e-6);
+    EXPECT_NEAR(x[1], -8.0 / std::sqrt(12.5), 1e-6);
+  }
+}
+
+// The residual stream's operations must not depend on the ISA a machine happens to have: a model
+// served on an AVX2 host gives the same greedy output as on AVX-512. The SIMD versions keep the
+// generic loops' operation order, so the bits are equal, not just close.
+TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
+  IsaGuard guard;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  auto fill = [&](std::vector<float>& v) {
+    for (auto& e : v) e = nd(rng);
+  };
+  for (int64_t n : {1, 5, 8, 15, 16, 17, 31, 33, 64, 172, 896, 4864}) {
+    const int64_t rows = 3, ldx = n + 3, ldo = n + 1;
+    std::vector<float> x(static_cast<size_t>(rows * ldx)), w(static_cast<size_t>(n)), y(x.size());
+    fill(x);
+    fill(w);
+    fill(y);
+    std::vector<float> want_norm, want_inplace, want_add;
+    for (Isa isa : isas()) {
+      set_isa_limit(isa);
+      std::vector<float> out(static_cast<size_t>(rows * ldo), -1.0f);
+      rmsnorm_rows(x.data(), ldx, w.data(), out.data(), ldo, rows, n, 1e-6f);
+      std::vector<float> inplace = x;
+      rmsnorm_rows(inplace.data(), ldx, w.data(), inplace.data(), ldx, rows, n, 1e-5f);
+      std::vector<float> sum = y;
+      add_inplace(sum.data(), x.data(), static_cast<int64_t>(x.size()) - (n % 3));
+      if (isa == Isa::Scalar) {
+        want_norm = out;
+        want_inplace = inplace;
+        want_add = sum;
+        continue;
+      }
+      ASSERT_EQ(0, std::memcmp(out.data(), want_norm.data(), out.size() * 4)) << "n " << n << " " << isa_name(isa);
+      ASSERT_EQ(0, std::memcmp(inplace.data(), want_inplace.data(), inplace.size() * 4)) << "n " << n;
+      ASSERT_EQ(0, std::memcmp(sum.data(), want_add.data(), sum.size() * 4)) << "n " << n << " " << isa_name(isa);
+    }
+    EXPECT_EQ(want_add[0], y[0] + x[0]);
+  }
+  // RoPE: NeoX pairs (i, i + half) take the vector path, interleaved pairs the generic one; partial
+  // rotation (n_rot < head_dim) leaves the other dims alone.
+  for (int64_t hd : {2, 6, 16, 64, 80, 128}) {
+    for (int64_t n_rot : {hd, hd / 2}) {
+      if (n_rot % 2) continue;
+      const int64_t heads = 3, half = n_rot / 2;
+      std::vector<float> x(static_cast<size_t>(heads * hd)), cs(static_cast<size_t>(half)), sn(cs.size());
+      fill(x);
+      for (int64_t i = 0; i < half; ++i) {
+        cs[i] = std::cos(0.37f * static_cast<float>(i + 1));
+        sn[i] = std::sin(0.37f * static_cast<float>(i + 1));
+      }
+      for (bool neox : {true, false}) {
+        std::vector<float> want;
+        for (Isa isa : isas()) {
+          set_isa_limit(isa);
+          std::vector<float> got = x;
+          rope_heads_cs(got.data(), heads, hd, n_rot, cs.data(), sn.data(), neox);
+          if (isa == Isa::Scalar) {
+            want = got;
+            // spot check against the formula: head 1, pair 0
+            const int64_t a = hd, b = neox ? hd + half : hd + 1;
+            EXPECT_EQ(got[a], x[a] * cs[0] - x[b] * sn[0]);
+            EXPECT_EQ(got[b], x[a] * sn[0] + x[b] * cs[0]);
+            for (int64_t d = n_rot; d < hd; ++d) EXPECT_EQ(got[hd + d], x[hd + d]);
+            continue;
+          }
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+              << "hd " << hd << " n_rot " << n_rot << " neox " << neox << " " << isa_name(isa);
+        }
       }
     }
   }
-  // In place (out == x), as the q/k norms use it.
-  std::vector<float> x = {3.0f, -4.0f};
-  const std::vector<float> w = {1.0f, 2.0f};
-  rmsnorm_rows(x.data(), 2, w.data(), x.data(), 2, 1, 2, 0.0f);
-  EXPECT_NEAR(x[0], 3.0 / std::sqrt(12.5), 1e-6);
-  EXPECT_NEAR(x[1], -8.0 / std::sqrt(12.5), 1e-6);
 }
