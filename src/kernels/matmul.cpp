@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/kernel_abi.h"
+#include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "quant/quant.h"
 
@@ -255,7 +256,19 @@ void quantize_tiles(const ActFormat& f, const float* x, int64_t ldx, int64_t n, 
 
 }  // namespace
 
-void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n, ThreadPool* pool) {
+namespace {
+
+// SwiGLU folded into a product's conversion (matmul_swiglu): gate is the product's input x.
+struct Swiglu {
+  float* gate = nullptr;
+  const float* up = nullptr;
+  int64_t ldu = 0;
+};
+
+// matmul_many, and with `sw` (count == 1 only) matmul_swiglu: x (= sw->gate) is then overwritten row
+// by row with silu(x) * up just before those rows are converted.
+void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n, ThreadPool* pool,
+              const Swiglu* sw) {
   if (n <= 0 || count <= 0) return;
   const Isa isa = active_isa();
   const int P = pool ? pool->size() : 1;
@@ -306,19 +319,29 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
     if (jobs[i].path == Path::Quant) jobs[i].act = buf + jobs[i].act_off;
   auto* xb = reinterpret_cast<uint16_t*>(buf + bf16_off);
   // Work items: one per (format, tile) and one per kBf16Rows tokens of the bf16 copy, so both
-  // cores share a prompt's conversion (512 x 4864 floats before the FFN down projection).
+  // cores share a prompt's conversion (512 x 4864 floats before the FFN down projection). With `sw`
+  // (one product, so one format at most) each item first applies SwiGLU to its rows; products
+  // that read x as floats get items of kBf16Rows rows for that alone.
   constexpr int64_t kBf16Rows = 2 * kTile;
-  const int64_t bf16_items = need_bf16 ? (n + kBf16Rows - 1) / kBf16Rows : 0;
+  TM_ASSERT(!sw || (count == 1 && n_fmts + (need_bf16 ? 1 : 0) <= 1), "matmul_swiglu: one product");
+  const bool row_items = need_bf16 || (sw && n_fmts == 0);
+  const int64_t bf16_items = row_items ? (n + kBf16Rows - 1) / kBf16Rows : 0;
   const int64_t conv_items = n_fmts * tiles + bf16_items;
+  auto swiglu = [&](int64_t t0, int64_t t1) {
+    if (!sw) return;
+    for (int64_t t = t0; t < t1; ++t) silu_mul(sw->gate + t * ldx, sw->up + t * sw->ldu, cols);
+  };
   auto convert = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       if (i < n_fmts * tiles) {
         const int f = static_cast<int>(i / tiles);
         const int64_t k = i % tiles;
+        swiglu(k * kTile, std::min(n, (k + 1) * kTile));
         quantize_tiles(fmts[f], x, ldx, n, cols, isa, buf + fmt_off[f], fmt_tile[f], k, k + 1);
       } else {
         const int64_t t0 = (i - n_fmts * tiles) * kBf16Rows, t1 = std::min(n, t0 + kBf16Rows);
-        to_bf16_avx512(x + t0 * ldx, ldx, t1 - t0, cols, xb + t0 * ldxb, ldxb);
+        swiglu(t0, t1);
+        if (need_bf16) to_bf16_avx512(x + t0 * ldx, ldx, t1 - t0, cols, xb + t0 * ldxb, ldxb);
       }
     }
   };
@@ -353,6 +376,23 @@ void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ld
   };
   if (pool && P > 1 && bytes >= kParallelMinBytes && n_tasks > 1) pool->parallel_for(n_tasks, 1, body);
   else body(0, n_tasks, 0);
+}
+
+}  // namespace
+
+void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n, ThreadPool* pool) {
+  products(outs, count, x, ldx, n, pool, nullptr);
+}
+
+void matmul_swiglu(const PreparedMatrix& w, float* gate, int64_t ldg, const float* up, int64_t ldu, float* y,
+                   int64_t ldy, int64_t n_tokens, ThreadPool* pool) {
+  const MatmulOutput out{&w, y, ldy};
+  if (w.rows() <= 0) {  // no product to fuse into: the activations are still the caller's result
+    for (int64_t t = 0; t < n_tokens; ++t) silu_mul(gate + t * ldg, up + t * ldu, w.cols());
+    return;
+  }
+  const Swiglu sw{gate, up, ldu};
+  products(&out, 1, gate, ldg, n_tokens, pool, &sw);
 }
 
 void matmul(const PreparedMatrix& pw, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens,

@@ -47,6 +47,14 @@ struct MatmulOutput {
 void matmul_many(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n_tokens,
                  ThreadPool* pool);
 
+// The FFN down projection with SwiGLU folded in: Y = W (silu(G) * U). G (n_tokens rows of W.cols,
+// stride ldg) is overwritten with silu(G) * U (as silu_mul, kernels/ops.h), a tile of rows at a
+// time inside the product's parallel region, just before that tile is converted for the product:
+// the rows are converted while they are still in cache, and SwiGLU needs no fork/join of its own.
+// Y is bitwise the same as silu_mul followed by matmul.
+void matmul_swiglu(const PreparedMatrix& w, float* gate, int64_t ldg, const float* up, int64_t ldu, float* y,
+                   int64_t ldy, int64_t n_tokens, ThreadPool* pool);
+
 // The oracle: dequantizes each row (quant/quant.h) and accumulates in float32 in index order.
 void matmul_reference(const Matrix& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t n_tokens);
 

@@ -157,12 +157,16 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
     matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
-    // (one decode token's 4864 elements take ~2 us: not worth a fork/join)
-    auto silu = [&](int64_t i0, int64_t i1) { silu_mul(hb_.data() + i0, hb2_.data() + i0, i1 - i0); };
-    if (N * F >= 16384) parallel(N * F, 4096, silu);
-    else silu(0, N * F);
-    observe(P.down, hb_.data(), N);
-    matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+    if (observer_) {  // the observer sees the down projection's input, so SwiGLU runs first
+      parallel(N, 4, [&](int64_t t0, int64_t t1) {
+        silu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
+      });
+      observe(P.down, hb_.data(), N);
+      matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+    } else {
+      // SwiGLU tile by tile inside the product, each tile just before it is quantized
+      matmul_swiglu(P.down, hb_.data(), F, hb2_.data(), F, xb_.data(), E, N, pool_);
+    }
     residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
   }
 

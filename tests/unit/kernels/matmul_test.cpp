@@ -30,6 +30,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "quant/quant.h"
 
@@ -352,6 +353,40 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
       }
       matmul_many(outs.data(), 7, x.data(), cols + 1, n, &p2);
       for (int i = 0; i < 7; ++i) EXPECT_EQ(many[i], single[i]) << isa_name(isa) << " n=" << n << " output " << i;
+    }
+  }
+}
+
+// matmul_swiglu folds SwiGLU into the product's activation conversion; the output and the
+// overwritten gate rows must be bitwise those of silu_mul followed by matmul, on every path
+// (int8 tiles, the bf16 copy, float and generic kernels), ISA, token count and pool.
+TEST(Matmul, SwigluEqualsSiluMulThenMatmul) {
+  const int64_t cols = 512, ld = cols + 3;
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16, DType::F32, DType::Q2_K};
+  ThreadPool p2(2);
+  for (DType t : types) {
+    const int64_t rows = 37;
+    const OwnedMatrix w = make_matrix(t, rows, cols, 77);
+    const PreparedMatrix pm(w.m);
+    for (Isa isa : available_isas()) {
+      IsaGuard guard(isa);
+      for (int64_t n : {1, 7, 8, 17, 40}) {
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2}) {
+          const std::vector<float> g = make_x(n, ld, cols, static_cast<uint32_t>(n));
+          const std::vector<float> u = make_x(n, cols, cols, static_cast<uint32_t>(n + 100));
+          std::vector<float> g_ref = g, g_fused = g;
+          std::vector<float> y_ref(static_cast<size_t>(n * rows), 0.0f), y_fused(y_ref.size(), 1.0f);
+          for (int64_t r = 0; r < n; ++r) silu_mul(g_ref.data() + r * ld, u.data() + r * cols, cols);
+          matmul(pm, g_ref.data(), ld, y_ref.data(), rows, n, pool);
+          matmul_swiglu(pm, g_fused.data(), ld, u.data(), cols, y_fused.data(), rows, n, pool);
+          const std::string label = std::string(dtype_name(t)) + " " + isa_name(isa) + " n=" + std::to_string(n);
+          ASSERT_EQ(0, std::memcmp(y_fused.data(), y_ref.data(), y_ref.size() * 4)) << label;
+          for (int64_t r = 0; r < n; ++r)  // the gate rows hold silu(g) * u; the padding is untouched
+            ASSERT_EQ(0, std::memcmp(g_fused.data() + r * ld, g_ref.data() + r * ld, cols * 4)) << label;
+          for (int64_t r = 0; r + 1 < n; ++r)
+            for (int64_t c = cols; c < ld; ++c) ASSERT_TRUE(std::isnan(g_fused[r * ld + c])) << label;
+        }
+      }
     }
   }
 }
