@@ -86,13 +86,7 @@ void rmsnorm_row_avx2(const float* x, const float* w, float* o, int64_t n, float
     lo = _mm256_add_ps(lo, rounded(_mm256_mul_ps(a, a)));
     hi = _mm256_add_ps(hi, rounded(_mm256_mul_ps(b, b)));
   }
-  const __m256 l8 = _mm256_add_ps(lo, hi);
-  const __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
-  const __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
-  const __m128 l1 = _mm_add_ss(l2, _mm_movehdup_ps(l2));
-  float ss = _mm_cvtss_f32(l1) / static_cast<float>(n);
-  ss += eps;
-  ss = 1.0f / __builtin_sqrtf(ss);
+  const float ss = rms_inv_scale(_mm256_add_ps(lo, hi), n, eps);
   const __m256 s = _mm256_set1_ps(ss);
   for (j = 0; j + 8 <= n; j += 8)
     _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), _mm256_mul_ps(s, _mm256_loadu_ps(x + j))));

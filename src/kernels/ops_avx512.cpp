@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/vec_math_avx2.h"
 #include "kernels/vec_math_avx512.h"
 
 namespace tmill::kern {
@@ -95,12 +96,7 @@ void rmsnorm_row_avx512(const float* x, const float* w, float* o, int64_t n, flo
     lane = _mm512_add_ps(lane, rounded(_mm512_mul_ps(v, v)));
   }
   const __m256 l8 = _mm256_add_ps(_mm512_castps512_ps256(lane), _mm512_extractf32x8_ps(lane, 1));
-  const __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
-  const __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
-  const __m128 l1 = _mm_add_ss(l2, _mm_movehdup_ps(l2));
-  float ss = _mm_cvtss_f32(l1) / static_cast<float>(n);
-  ss += eps;
-  ss = 1.0f / __builtin_sqrtf(ss);
+  const float ss = rms_inv_scale(l8, n, eps);
   const __m512 s = _mm512_set1_ps(ss);
   for (j = 0; j + 16 <= n; j += 16)
     _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_loadu_ps(w + j), _mm512_mul_ps(s, _mm512_loadu_ps(x + j))));

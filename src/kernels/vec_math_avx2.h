@@ -3,6 +3,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace tmill::kern {
 
 // exp(x) as exp512 in vec_math_avx512.h, with 2^n built in the exponent field.
@@ -21,6 +23,18 @@ static inline __m256 exp256(__m256 x) {
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// RMSNorm's scale 1 / sqrt(sum / n + eps) from 8 lanes of partial sums of squares, combined as
+// the generic rmsnorm_rows does (4, 2, 1 apart) so every ISA gives the same bits. Also used by the
+// AVX-512 file (which has every AVX2 instruction).
+static inline float rms_inv_scale(__m256 l8, int64_t n, float eps) {
+  const __m128 l4 = _mm_add_ps(_mm256_castps256_ps128(l8), _mm256_extractf128_ps(l8, 1));
+  const __m128 l2 = _mm_add_ps(l4, _mm_movehl_ps(l4, l4));
+  const __m128 l1 = _mm_add_ss(l2, _mm_movehdup_ps(l2));
+  float ss = _mm_cvtss_f32(l1) / static_cast<float>(n);
+  ss += eps;
+  return 1.0f / __builtin_sqrtf(ss);
 }
 
 }  // namespace tmill::kern
