@@ -21,14 +21,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   auto tok = Tokenizer::from_gguf(e->model_->file());
   if (!tok.ok()) return Error{fmt::format("{}: tokenizer: {}", config.model_path, tok.error())};
   e->tokenizer_ = *tok;
-  KvLayout layout;
-  TM_ASSIGN_OR_RETURN(e->plan_, plan_memory(*e->model_, config, &layout));
   auto impl = std::make_unique<Impl>();
   impl->self = e.get();
   const int threads = config.threads > 0 ? config.threads : default_thread_count();
   impl->pool = std::make_unique<ThreadPool>(threads);
   impl->samplers.resize(static_cast<size_t>(threads));
+  // The weights are prepared (repacked, copied to huge pages) before the memory plan, so that the
+  // KV cache's automatic size sees the memory they took and the plan reports what they occupy.
   impl->forward = std::make_unique<Forward>(e->model_, impl->pool.get());
+  KvLayout layout;
+  TM_ASSIGN_OR_RETURN(e->plan_, plan_memory(*e->model_, config, impl->forward->weight_bytes(), &layout));
   TM_ASSIGN_OR_RETURN(impl->kv, KvStorage::create(layout));
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;

@@ -36,7 +36,7 @@ Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
   return parse_size(s);
 }
 
-Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, KvLayout* layout) {
+Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint64_t weight_bytes, KvLayout* layout) {
   const ModelConfig& c = model.config();
   KvLayout lay;
   lay.n_layer = c.n_layer;
@@ -89,7 +89,7 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, KvLa
       plan.note = plan.note.empty() ? n : plan.note + "; " + n;
     }
   }
-  plan.weight_bytes = model.weight_bytes();
+  plan.weight_bytes = weight_bytes;
   plan.kv_bytes = per_block * static_cast<uint64_t>(blocks);
   plan.num_blocks = blocks;
   plan.kv_tokens = tokens;

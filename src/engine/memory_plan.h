@@ -1,4 +1,5 @@
-// How much memory goes where: weights (mapped), KV cache blocks, and the context length they allow.
+// How much memory goes where: weights (as prepared for the kernels), KV cache blocks, and the context
+// length they allow.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,9 @@ Result<uint64_t> parse_kv_cache_memory(std::string_view s);
 //    max_num_seqs sequences of the trained context need), at least one full sequence if it fits.
 //  - max_model_len given: it must fit the cache (error otherwise); else the trained context,
 //    lowered (with a note) to what the cache holds.
-Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& config, KvLayout* layout);
+// weight_bytes: what the prepared weights occupy (Forward::weight_bytes), reported in the plan. Call
+// it after preparing them, so that "available memory" no longer includes what they took.
+Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& config, uint64_t weight_bytes,
+                               KvLayout* layout);
 
 }  // namespace tmill

@@ -31,10 +31,14 @@ PreparedMatrix::PreparedMatrix(const Matrix& m) : src_(m) {
   size_t bytes = 0;
   packed = pack_weights(m, kind, &bytes);
   packed_kind = packed ? kind : kPackNone;
+  if (packed) own_bytes_ += bytes;
   // Kernels that read the file layout (float GEMV and GEMM, the generic path) read a huge-page copy.
   if (packed_kind == kPackNone || packed_kind == kPackBf16Copy) {
     resident_ = resident_copy(m);
-    if (resident_) src_.data = resident_.get();
+    if (resident_) {
+      src_.data = resident_.get();
+      own_bytes_ += m.row_bytes * static_cast<size_t>(m.rows);
+    }
   }
 }
 

@@ -23,6 +23,9 @@ class PreparedMatrix {
   const Matrix& source() const { return src_; }
   int64_t rows() const { return src_.rows; }
   int64_t cols() const { return src_.cols; }
+  // Bytes this object allocated (packed layout and/or the huge-page copy); 0 when the kernels read
+  // the weight where it was (e.g. in the file mapping).
+  size_t own_bytes() const { return own_bytes_; }
   // Opaque per-implementation data (repacked weights etc.), owned here.
   std::shared_ptr<void> packed;
   int packed_kind = 0;
@@ -30,6 +33,7 @@ class PreparedMatrix {
  private:
   Matrix src_;
   std::shared_ptr<void> resident_;  // resident_copy(m), when used
+  size_t own_bytes_ = 0;
 };
 
 // X: n_tokens rows of W.cols floats (row stride ldx); Y: n_tokens rows (row stride ldy) of W.rows.

@@ -17,11 +17,29 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     layers_.push_back({PreparedMatrix(L.wq), PreparedMatrix(L.wk), PreparedMatrix(L.wv), PreparedMatrix(L.wo),
                        PreparedMatrix(L.w_gate), PreparedMatrix(L.w_up), PreparedMatrix(L.w_down)});
   output_ = PreparedMatrix(w.output);
+  weight_bytes_ = resident_weight_bytes();
   // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
   inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, w.rope_freqs.empty() ? nullptr : w.rope_freqs.data());
   if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
+}
+
+uint64_t Forward::resident_weight_bytes() const {
+  const ModelWeights& w = model_->weights();
+  auto file_bytes = [](const Matrix& m) { return m.valid() ? m.row_bytes * static_cast<uint64_t>(m.rows) : 0; };
+  auto prepared = [&](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : file_bytes(p.source()); };
+  auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  // A tied output read in place is the embedding's own bytes: count them once.
+  const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
+  uint64_t b = file_bytes(w.token_embd) + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const PreparedLayer& P = layers_[l];
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
+    const LayerWeights& L = w.layers[l];
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
+  }
+  return b;
 }
 
 void Forward::ensure_scratch(int64_t n) {

@@ -24,23 +24,24 @@ TEST(MemoryPlan, SizesTheCacheAndTheContext) {
   KvLayout lay;
   // stories260K: 5 layers, 4 KV heads of 8 dims, f32 cache: 2*5*4*8*4 = 1280 bytes per token
   cfg.kv_cache_bytes = 1280 * 16 * 10;  // 10 blocks
-  auto p = plan_memory(**m, cfg, &lay);
+  auto p = plan_memory(**m, cfg, 123456, &lay);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->kv_dtype, "f32");
+  EXPECT_EQ(p->weight_bytes, 123456u);  // as given (Forward::weight_bytes)
   EXPECT_EQ(p->num_blocks, 10);
   EXPECT_EQ(p->kv_tokens, 160);
   EXPECT_EQ(p->max_model_len, 160);  // the trained 512 does not fit: lowered, with a note
   EXPECT_NE(p->note.find("lowered"), std::string::npos);
   EXPECT_EQ(lay.num_blocks, 11);     // + the null block
   cfg.max_model_len = 200;           // explicitly too long: refused with the numbers
-  auto bad = plan_memory(**m, cfg, &lay);
+  auto bad = plan_memory(**m, cfg, 123456, &lay);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("200"), std::string::npos);
   cfg.max_model_len = 0;
   cfg.kv_cache_dtype = "int8";      // 8 dims int8 + 4-byte scale per token: 2*5*4*(8+4) = 480 bytes
-  auto i8 = plan_memory(**m, cfg, &lay);
+  auto i8 = plan_memory(**m, cfg, 123456, &lay);
   ASSERT_TRUE(i8.ok());
   EXPECT_EQ(i8->num_blocks, 1280 * 16 * 10 / (480 * 16));
   cfg.kv_cache_dtype = "fp4";
-  EXPECT_FALSE(plan_memory(**m, cfg, &lay).ok());
+  EXPECT_FALSE(plan_memory(**m, cfg, 123456, &lay).ok());
 }

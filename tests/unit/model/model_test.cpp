@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "f64_forward.h"
 #include "formats/llama2c.h"
@@ -201,5 +202,32 @@ TEST(Stories260K, BatchedGreedyEqualsReferenceGreedy) {
     t_ref = argmax(lr.data(), c.n_vocab);
     t_fwd = argmax(lg.data(), c.n_vocab);
     ASSERT_EQ(t_ref, t_fwd) << "step " << pos;
+  }
+}
+
+// Forward::weight_bytes is what the prepared weights occupy, which the memory plan reports and the
+// KV cache's automatic size must leave room for. Untied shape with every dimension a multiple of
+// 16, so packed layouts have no padding: Q8_0's packed blocks take the file's bytes exactly; F16
+// keeps a second (bf16 x16) copy of every matrix on AVX-512 machines.
+TEST(Forward, WeightBytesCountWhatThePreparedWeightsOccupy) {
+  ModelShape shape{"wb-qwen2", "qwen2", 1024, 256, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false};
+  for (DType dt : {DType::Q8_0, DType::F16, DType::F32}) {
+    DummyOptions o;
+    o.shape = shape;
+    o.dtype = dt;
+    const std::string path = test::temp_dir() + "/wb-" + dtype_name(dt) + ".gguf";
+    ASSERT_TRUE(write_dummy_model(o, path).ok());
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error();
+    uint64_t matrices = 0;  // every matrix product's weight (not the embedding)
+    const ModelWeights& w = (*m)->weights();
+    matrices += w.output.row_bytes * w.output.rows;
+    for (const LayerWeights& L : w.layers)
+      for (const Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+        matrices += x->row_bytes * x->rows;
+    Forward fwd(*m, nullptr);
+    uint64_t want = (*m)->weight_bytes();
+    if (dt == DType::F16 && detected_isa() == Isa::Avx512) want += matrices;
+    EXPECT_EQ(fwd.weight_bytes(), want) << dtype_name(dt);
   }
 }
