@@ -3,8 +3,12 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "bench/scenarios.h"
 #include "core/log.h"
@@ -44,6 +48,7 @@ Status validate(const BenchOptions& o) {
   if (!(o.request_rate > 0)) return Error{"--request-rate must be > 0 (or inf)"};
   if (!(o.burstiness > 0)) return Error{"--burstiness must be > 0"};
   if (!(o.timeout_s > 0)) return Error{"--timeout must be > 0"};
+  if (!(o.ready_check_timeout_s >= 0)) return Error{"--ready-check-timeout-sec must be >= 0"};
   if (o.input_len < 1 || o.output_len < 1) return Error{"--input-len and --output-len must be >= 1"};
   if (o.range_ratio < 0 || o.range_ratio >= 1) return Error{"--range-ratio must be in [0, 1)"};
   if (o.max_workers < 1) return Error{"--max-workers must be >= 1"};
@@ -68,6 +73,30 @@ ScenarioResult run_named(BenchContext& ctx, ScenarioState& st, const std::string
   return run_recovery(ctx, st);
 }
 
+// Polls GET /health (then GET /v1/models, for servers without /health) about once a second until
+// one answers 200: tokenmill and vLLM answer 503 while the model loads.
+Status wait_until_ready(const BenchContext& ctx, double timeout_s) {
+  OpenAiClient probe(ctx.url, ctx.api_key, 5.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool told = false;
+  for (;;) {
+    auto health = probe.get("/health", 5.0);
+    if (health.ok() || probe.get("/v1/models", 5.0).ok()) {
+      if (told) log_info("bench: {} is ready", ctx.url.str());
+      return {};
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (waited >= timeout_s)
+      return Error{fmt::format("{} is not ready after {:.0f} s of --ready-check-timeout-sec ({})", ctx.url.str(),
+                               timeout_s, health.error())};
+    if (!told) {
+      log_info("bench: waiting up to {:.0f} s for {} to become ready ({})", timeout_s, ctx.url.str(), health.error());
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(1.0, timeout_s - waited)));
+  }
+}
+
 }  // namespace
 
 Result<BenchReport> run_bench(const BenchOptions& opts, const std::string& tool_version) {
@@ -82,6 +111,7 @@ Result<BenchReport> run_bench(const BenchOptions& opts, const std::string& tool_
     TM_ASSIGN_OR_RETURN(ctx.file_prompts, load_jsonl_dataset(opts.dataset_path, 0, opts.output_len));
   }
 
+  if (opts.ready_check_timeout_s > 0) TM_TRY(wait_until_ready(ctx, opts.ready_check_timeout_s));
   {
     OpenAiClient probe(ctx.url, ctx.api_key, std::min(opts.timeout_s, 30.0));
     auto models = probe.list_models();
@@ -149,6 +179,7 @@ Result<BenchReport> run_bench(const BenchOptions& opts, const std::string& tool_
   p["ignore_eos"] = opts.ignore_eos;
   p["num_warmups"] = opts.num_warmups;
   p["timeout_s"] = opts.timeout_s;
+  p["ready_check_timeout_s"] = opts.ready_check_timeout_s;
   p["max_tokens"] = opts.max_tokens;
   p["dataset"] = dataset_name(opts.dataset);
   p["input_len"] = opts.input_len;

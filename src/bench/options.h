@@ -33,6 +33,9 @@ struct BenchOptions {
   bool ignore_eos = false;
   int num_warmups = 0;
   double timeout_s = 600;
+  // Before anything else, wait up to this long for GET /health (or /v1/models) to answer 200: a
+  // server that is still loading its model answers 503 (vLLM's --ready-check-timeout-sec; 0 = no wait).
+  double ready_check_timeout_s = 0;
   int max_tokens = 0;     // 0: each prompt's own output length
   int max_workers = 512;  // HTTP worker threads (= most concurrent streams)
 

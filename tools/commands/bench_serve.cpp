@@ -42,6 +42,9 @@ TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/thro
   app.add_flag("--ignore-eos", o.ignore_eos, "send \"ignore_eos\": true (vLLM/tokenmill extension)");
   app.add_option("--num-warmups", o.num_warmups, "warm-up requests before measuring");
   app.add_option("--timeout", o.timeout_s, "per-request timeout in seconds (default 600)");
+  app.add_option("--ready-check-timeout-sec", o.ready_check_timeout_s,
+                 "first wait up to this long for the server to answer /health with 200 (it answers 503 while "
+                 "loading); 0 = do not wait (default)");
   app.add_option("--max-tokens", o.max_tokens, "max_tokens for every request (default: the dataset's output length)");
   app.add_option("--max-workers", o.max_workers, "HTTP worker threads = most concurrent streams (default 512)");
   app.add_option("--dataset", f->dataset, "random, shared-prefix or jsonl")

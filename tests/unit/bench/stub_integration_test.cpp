@@ -2,6 +2,7 @@
 // accounting and failure classification must match what the stub is known to do.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "bench/bench.h"
@@ -268,6 +269,55 @@ TEST(StubBench, WarmupsAreNotMeasured) {
   auto r = run_ok(o);
   EXPECT_EQ(stub.requests(), 11);
   EXPECT_EQ(r.run().requests.size(), 8u);
+}
+
+// A server that is still loading answers 503; with --ready-check-timeout-sec the bench waits for
+// it instead of failing (or, given --model, measuring 503s), and gives up after the timeout.
+TEST(StubBench, WaitsForALoadingServer) {
+  StubConfig cfg;
+  cfg.loading_ms = 1200;
+  cfg.ttft_ms = 20;
+  cfg.itl_ms = 2;
+  StubServer stub(cfg);
+  BenchOptions o = opts_for(stub);
+  o.ready_check_timeout_s = 0.3;  // too short: a clear error that says what the server answered
+  auto early = run_bench(o, "test");
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.error().find("not ready"), std::string::npos) << early.error();
+  EXPECT_NE(early.error().find("503"), std::string::npos) << early.error();
+  EXPECT_EQ(stub.requests(), 0);
+  o.ready_check_timeout_s = 30;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_ok(o);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(800));  // it did wait
+  EXPECT_EQ(r.m().completed, 8);
+  EXPECT_EQ(r.m().failed, 0);
+  EXPECT_EQ(r.report.model, "stub-model");
+  EXPECT_EQ(r.report.parameters.at("ready_check_timeout_s"), 30.0);
+}
+
+TEST(StubBench, ReadyCheckGivesUpOnAnUnreachableServer) {
+  int port;
+  {
+    StubServer stub(StubConfig{});
+    port = stub.port();
+  }
+  BenchOptions o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(port);
+  o.progress = false;
+  o.metrics_interval_s = 0;
+  o.ready_check_timeout_s = 1.5;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_bench(o, "test");
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("not ready after"), std::string::npos) << r.error();
+  EXPECT_GE(waited, std::chrono::milliseconds(1400));
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  o.ready_check_timeout_s = -1;
+  auto bad = run_bench(o, "test");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("--ready-check-timeout-sec"), std::string::npos);
 }
 
 }  // namespace

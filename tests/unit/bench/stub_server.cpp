@@ -39,6 +39,14 @@ StubServer::StubServer(StubConfig cfg) : cfg_(std::move(cfg)), svr_(std::make_un
     httplib::default_socket_options(sock);
     listen_fd_ = sock;
   });
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const auto up = std::chrono::steady_clock::now() - started_;
+    if (req.path == "/metrics" || up >= std::chrono::milliseconds(cfg_.loading_ms))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 503;
+    res.set_content(error_json("the model is loading", 503), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     nlohmann::json j = {{"object", "list"},
                         {"data", {{{"id", cfg_.model}, {"object", "model"}, {"max_model_len", cfg_.max_model_len}}}}};

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,7 @@ struct StubConfig {
   int max_parallel = 0;   // decode slots (0: unlimited); requests beyond wait in a queue
   int reject_above = 0;   // 429 when running + waiting would exceed this (0: never)
   int preempt_above = 0;  // count a preemption for each admitted request beyond this many running
+  int loading_ms = 0;     // "loading the model": every route but /metrics answers 503 this long
 };
 
 class StubServer {
@@ -69,6 +71,7 @@ class StubServer {
   std::thread thread_;
   int port_ = 0;
   int listen_fd_ = -1;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<int> requests_{0}, max_running_{0}, rejected_{0}, preemptions_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
