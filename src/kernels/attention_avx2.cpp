@@ -112,13 +112,10 @@ void attn(const AttnArgs& a) {
     _mm256_store_ps(lsum[g], _mm256_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
-  alignas(32) static const int32_t lane[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  const __m256i lanes = _mm256_load_si256(reinterpret_cast<const __m256i*>(lane));
   for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __m256 valid_lo = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lanes));
-    const __m256 valid_hi =
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), lanes));
+    const __m256 valid_lo = _mm256_castsi256_ps(tail_mask8(n));
+    const __m256 valid_hi = _mm256_castsi256_ps(tail_mask8(n - 8));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;

@@ -50,20 +50,6 @@ int64_t argmax_avx2(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
-// The value of a product, opaque to the compiler: GCC contracts a separate multiply and add into
-// one FMA (C++ mode defaults to -ffp-contract=fast), which rounds once instead of twice and so
-// would not give the generic loops' bits.
-static inline __m256 rounded(__m256 v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
-namespace {
-__m256i tail_mask8(int64_t left) {  // lanes < left set
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-}  // namespace
-
 void add_inplace_avx2(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
@@ -106,10 +92,8 @@ void rope_neox_avx2(float* x, int64_t n_heads, int64_t head_dim, int64_t half, c
     }
     for (; i < half; ++i) {
       const float v0 = v[i], v1 = v[i + half];
-      float p0 = v0 * cos_t[i], p1 = v1 * sin_t[i], p2 = v0 * sin_t[i], p3 = v1 * cos_t[i];
-      asm("" : "+x"(p0), "+x"(p1), "+x"(p2), "+x"(p3));  // no FMA contraction (see rounded)
-      v[i] = p0 - p1;
-      v[i + half] = p2 + p3;
+      v[i] = rounded(v0 * cos_t[i]) - rounded(v1 * sin_t[i]);
+      v[i + half] = rounded(v0 * sin_t[i]) + rounded(v1 * cos_t[i]);
     }
   }
 }

@@ -64,14 +64,6 @@ int64_t argmax_avx512(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
-// The value of a product, opaque to the compiler: GCC contracts a separate multiply and add into
-// one FMA (C++ mode defaults to -ffp-contract=fast), which rounds once instead of twice and so
-// would not give the generic loops' bits.
-static inline __m512 rounded(__m512 v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
 void add_inplace_avx512(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));

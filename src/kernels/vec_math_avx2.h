@@ -25,6 +25,22 @@ static inline __m256 exp256(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// The value v, opaque to the compiler, for a product that must stay rounded: GCC contracts a
+// separate multiply and add into one FMA (C++ mode defaults to -ffp-contract=fast), which rounds
+// once instead of twice and so would not give the generic loops' bits. Any float or vector type
+// (__m256, and __m512 in the AVX-512 files that include this header).
+template <class V>
+static inline V rounded(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+// 32-bit lanes below `left` set (any left; <= 0 gives none), for masked loads of a row's tail.
+static inline __m256i tail_mask8(int64_t left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // RMSNorm's scale 1 / sqrt(sum / n + eps) from 8 lanes of partial sums of squares, combined as
 // the generic rmsnorm_rows does (4, 2, 1 apart) so every ISA gives the same bits. Also used by the
 // AVX-512 file (which has every AVX2 instruction).
