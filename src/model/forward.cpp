@@ -17,7 +17,6 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     layers_.push_back({PreparedMatrix(L.wq), PreparedMatrix(L.wk), PreparedMatrix(L.wv), PreparedMatrix(L.wo),
                        PreparedMatrix(L.w_gate), PreparedMatrix(L.w_up), PreparedMatrix(L.w_down)});
   output_ = PreparedMatrix(w.output);
-  weight_bytes_ = resident_weight_bytes();
   // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
@@ -25,7 +24,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
 }
 
-uint64_t Forward::resident_weight_bytes() const {
+uint64_t Forward::weight_bytes() const {
   const ModelWeights& w = model_->weights();
   auto file_bytes = [](const Matrix& m) { return m.valid() ? m.row_bytes * static_cast<uint64_t>(m.rows) : 0; };
   auto prepared = [&](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : file_bytes(p.source()); };

@@ -42,7 +42,7 @@ class Forward {
   // huge-page copy (F16 has two: row-major for one token, bf16 x16 for batches), plus what it still
   // reads from the file mapping (the token embedding rows, matrices used in place) and the norm and
   // bias vectors. Can exceed the file's weight bytes (Model::weight_bytes).
-  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t weight_bytes() const;
   // Null (the default) costs one untaken branch per product. Not owned; must outlive its use.
   void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
 
@@ -51,7 +51,6 @@ class Forward {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;
   };
   void ensure_scratch(int64_t n_tokens);
-  uint64_t resident_weight_bytes() const;
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
   // x += xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null): one pass over the
   // residual stream per token range, split across the pool.
@@ -67,7 +66,6 @@ class Forward {
   ActivationObserver* observer_ = nullptr;
   std::vector<PreparedLayer> layers_;
   PreparedMatrix output_;
-  uint64_t weight_bytes_ = 0;
   std::vector<float> inv_freq_;  // (n_rot/2)
   float pos_scale_ = 1.0f;       // linear RoPE scaling divides positions
 
