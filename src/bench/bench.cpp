@@ -73,24 +73,24 @@ ScenarioResult run_named(BenchContext& ctx, ScenarioState& st, const std::string
   return run_recovery(ctx, st);
 }
 
-// Polls GET /health (then GET /v1/models, for servers without /health) about once a second until
-// one answers 200: tokenmill and vLLM answer 503 while the model loads.
+// Polls OpenAiClient::alive (GET /health, then GET /v1/models for servers without /health) about
+// once a second until one answers 200: tokenmill and vLLM answer 503 while the model loads.
 Status wait_until_ready(const BenchContext& ctx, double timeout_s) {
   OpenAiClient probe(ctx.url, ctx.api_key, 5.0);
   const auto t0 = std::chrono::steady_clock::now();
   bool told = false;
   for (;;) {
-    auto health = probe.get("/health", 5.0);
-    if (health.ok() || probe.get("/v1/models", 5.0).ok()) {
+    const Status st = probe.alive(5.0);
+    if (st.ok()) {
       if (told) log_info("bench: {} is ready", ctx.url.str());
       return {};
     }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (waited >= timeout_s)
       return Error{fmt::format("{} is not ready after {:.0f} s of --ready-check-timeout-sec ({})", ctx.url.str(),
-                               timeout_s, health.error())};
+                               timeout_s, st.error())};
     if (!told) {
-      log_info("bench: waiting up to {:.0f} s for {} to become ready ({})", timeout_s, ctx.url.str(), health.error());
+      log_info("bench: waiting up to {:.0f} s for {} to become ready ({})", timeout_s, ctx.url.str(), st.error());
       told = true;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(1.0, timeout_s - waited)));

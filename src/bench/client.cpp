@@ -220,9 +220,10 @@ Result<std::vector<ModelInfo>> OpenAiClient::list_models() {
   return out;
 }
 
-bool OpenAiClient::alive(double timeout_s) {
-  if (get("/health", timeout_s)) return true;
-  return static_cast<bool>(get("/v1/models", timeout_s));
+Status OpenAiClient::alive(double timeout_s) {
+  auto health = get("/health", timeout_s);
+  if (health.ok() || get("/v1/models", timeout_s).ok()) return {};
+  return health.error_value();
 }
 
 RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {

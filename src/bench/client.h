@@ -115,8 +115,9 @@ class OpenAiClient {
   Result<std::vector<ModelInfo>> list_models();
   // GET of a plain resource: the body when the status is 200.
   Result<std::string> get(const std::string& path, double timeout_s);
-  // GET /health, else GET /v1/models: true when either answers 200.
-  bool alive(double timeout_s);
+  // GET /health, else GET /v1/models: ok when either answers 200, else what /health answered
+  // (e.g. "GET /health: HTTP 503" while a server loads its model).
+  Status alive(double timeout_s);
   // Sends one streaming request (timings relative to the moment of the call); never throws.
   RequestResult stream(Endpoint e, const nlohmann::json& body);
 

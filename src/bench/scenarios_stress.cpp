@@ -42,7 +42,7 @@ double peak_of(const BenchContext& ctx, const char* key, double t0, double t1) {
 bool server_alive(const BenchContext& ctx) {
   OpenAiClient c(ctx.url, ctx.api_key, 5.0);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (c.alive(5.0)) return true;
+    if (c.alive(5.0).ok()) return true;
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   return false;

@@ -178,7 +178,8 @@ TEST(StubBench, SlowServerTimesOut) {
   for (const auto& q : r.run().requests) EXPECT_NEAR(q.e2el_s, 0.5, 0.2);
 }
 
-TEST(StubBench, UnreachableServer) {
+// Options aimed at a port where a stub listened a moment ago and nothing listens now.
+BenchOptions unreachable_server_options() {
   int port;
   {
     StubServer stub(StubConfig{});
@@ -188,6 +189,11 @@ TEST(StubBench, UnreachableServer) {
   o.base_url = "http://127.0.0.1:" + std::to_string(port);
   o.progress = false;
   o.metrics_interval_s = 0;
+  return o;
+}
+
+TEST(StubBench, UnreachableServer) {
+  BenchOptions o = unreachable_server_options();
   auto r = run_bench(o, "test");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("cannot reach"), std::string::npos);
@@ -297,15 +303,7 @@ TEST(StubBench, WaitsForALoadingServer) {
 }
 
 TEST(StubBench, ReadyCheckGivesUpOnAnUnreachableServer) {
-  int port;
-  {
-    StubServer stub(StubConfig{});
-    port = stub.port();
-  }
-  BenchOptions o;
-  o.base_url = "http://127.0.0.1:" + std::to_string(port);
-  o.progress = false;
-  o.metrics_interval_s = 0;
+  BenchOptions o = unreachable_server_options();
   o.ready_check_timeout_s = 1.5;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = run_bench(o, "test");
