@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The CPU speed table (issue "CPU speed"): generates random-weight Qwen2.5-0.5B-shaped models with the
 # real Qwen2 vocabulary, then measures tokenmill with `bench engine` (medians of REPS runs) next to
-# llama.cpp's figures. If `llama-bench` and `llama-batched-bench` are on PATH they are measured on the
-# same files; otherwise the figures quoted in the issue (llama.cpp de3ff81, this machine kind) are used.
-# Without llama-bench, `node bench/llamacpp_bench.mjs --model FILE` measures llama.cpp's decode and
-# prompt speed on the same file through node-llama-cpp's prebuilt library (tests/llamacpp).
+# llama.cpp's figures. llama.cpp is measured on the same files, row by row in the same minutes, with its
+# own `llama-bench` and `llama-batched-bench` when they are found: in --llamacpp DIR, else in
+# build-llamacpp/build/bin (bench/build_llamacpp.sh builds them natively from the llama.cpp de3ff81
+# source that node-llama-cpp ships), else on PATH. Without them the figures quoted in the issue
+# (llama.cpp de3ff81, this machine kind, another day) are used and the column says "(issue)".
 #
-# usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--quick]
+# usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=2 REPS=3 DIR=bench/models QUICK=0
+THREADS=2 REPS=3 DIR=bench/models QUICK=0 LDIR=
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) THREADS=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --models-dir) DIR=$2; shift 2 ;;
+    --llamacpp) LDIR=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -37,41 +39,72 @@ GEN=128; PP=512; NPP=128; NTG=128
 field() { sed -e 's/},{/}\n{/g' | grep "\"batch\":$1," | sed -e "s/.*\"$2\":\([0-9.e+-]*\).*/\1/"; }
 run() {  # model batch prompt_len gen_len key
   "$TM" bench engine --model "$1" --batch "$2" --prompt-len "$3" --gen-len "$4" --threads "$THREADS" \
-    --repetitions "$REPS" --max-num-batched-tokens 2048 --json 2>/dev/null | field "$2" "$5"
+    --repetitions 1 --max-num-batched-tokens 2048 --json 2>/dev/null | field "$2" "$5"
 }
-decode() { run "$1" 1 8 "$GEN" gen_tokens_per_s; }
-prompt() { run "$1" 1 "$PP" 2 prompt_tokens_per_s; }
-batched() { run "$1" "$2" "$NPP" "$NTG" gen_tokens_per_s; }
 
-# llama.cpp on the same files when its tools are on PATH (else the issue's quoted figures).
-LB=$(command -v llama-bench || true); LBB=$(command -v llama-batched-bench || true)
-lcpp_bench() {  # model -p -n column(avg_ts)
-  [ -n "$LB" ] || { echo "$4"; return; }
-  "$LB" -m "$1" -t "$THREADS" -p "$2" -n "$3" -r "$REPS" -o csv 2>/dev/null |
+# llama.cpp on the same files when its tools are found (else the issue's quoted figures).
+[ -n "$LDIR" ] || { [ -x build-llamacpp/build/bin/llama-bench ] && LDIR=build-llamacpp/build/bin; }
+if [ -n "$LDIR" ]; then
+  LB=$LDIR/llama-bench LBB=$LDIR/llama-batched-bench
+  [ -x "$LB" ] && [ -x "$LBB" ] || { echo "no llama-bench / llama-batched-bench in $LDIR" >&2; exit 1; }
+else
+  LB=$(command -v llama-bench || true); LBB=$(command -v llama-batched-bench || true)
+fi
+lcpp_bench() {  # model -p -n -> avg_ts of one repetition
+  "$LB" -m "$1" -t "$THREADS" -p "$2" -n "$3" -r 1 -o csv 2>/dev/null |
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /avg_ts/) c = i; next } { v = $c } END { gsub(/"/, "", v); print v }'
 }
-lcpp_batched() {  # model npl fallback
-  [ -n "$LBB" ] || { echo "$3"; return; }
+lcpp_batched() {  # model npl -> S_TG
   "$LBB" -m "$1" -t "$THREADS" -npp "$NPP" -ntg "$NTG" -npl "$2" 2>/dev/null |
     awk -F'|' '/S_TG/ { for (i = 1; i <= NF; i++) if ($i ~ /S_TG/) c = i; next } c && $4 ~ /[0-9]/ { gsub(/ /, "", $c); v = $c } END { print v }'
 }
-row() {  # label tokenmill llama target
-  awk -v l="$1" -v t="$2" -v r="$3" -v g="$4" 'BEGIN { printf "| %s | %.1f | %s | %.2fx | %s |\n", l, t, r, t / r, g }'
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# One row: REPS rounds, each one tokenmill run and then (when found) one llama.cpp run on the same
+# file, so both see the same minutes of a host whose memory bandwidth moves; medians of each.
+row() {  # label issue_figure target tokenmill_args -- llama_kind llama_args
+  local label=$1 issue=$2 target=$3; shift 3
+  local tm_args=() l_args=()
+  while [ "$1" != -- ]; do tm_args+=("$1"); shift; done; shift
+  l_args=("$@")
+  local t_all="" l_all=""
+  for _ in $(seq "$REPS"); do
+    t_all="$t_all $(run "${tm_args[@]}")"
+    if [ -n "$LB" ]; then
+      if [ "${l_args[0]}" = bench ]; then l_all="$l_all $(lcpp_bench "${l_args[@]:1}")"
+      else l_all="$l_all $(lcpp_batched "${l_args[@]:1}")"; fi
+    fi
+  done
+  local t l
+  t=$(echo "$t_all" | tr ' ' '\n' | grep . | median)
+  if [ -n "$LB" ]; then
+    l=$(echo "$l_all" | tr ' ' '\n' | grep . | median)
+    awk -v lb="$label" -v t="$t" -v l="$l" -v i="$issue" -v g="$target" \
+      'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s | %.2fx | %s |\n", lb, t, l, (l > 0 ? t / l : 0), i, t / i, g }'
+  else
+    awk -v lb="$label" -v t="$t" -v i="$issue" -v g="$target" \
+      'BEGIN { printf "| %s | %.1f | – | – | %s | %.2fx | %s |\n", lb, t, i, t / i, g }'
+  fi
 }
-echo "tokenmill $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%d), $THREADS threads, medians of $REPS"
+echo "tokenmill $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d %H:%M') UTC, $THREADS threads, medians of $REPS"
+if [ -n "$LB" ]; then
+  echo "llama.cpp: $LB ($("$LB" --version 2>&1 | head -1)), measured on the same files, alternating with tokenmill run by run"
+else
+  echo "llama.cpp: not found (bench/build_llamacpp.sh builds it); only the issue's figures"
+fi
 echo
-echo "| figure | tokenmill | llama.cpp | ratio | target |"
-echo "|---|---|---|---|---|"
-row "decode, 1 stream, Q8_0 (tok/s)" "$(decode "$Q8")" "$(lcpp_bench "$Q8" 0 "$GEN" 61.6)" "1.15x"
-row "decode, 1 stream, Q4_0 (Q8_0 output)" "$(decode "$Q4")" "$(lcpp_bench "$Q4" 0 "$GEN" 87.6)" "1.15x"
-row "decode, 1 stream, Q4_0 pure" "$(decode "$Q4P")" "$(lcpp_bench "$Q4P" 0 "$GEN" 112)" "1.15x"
-row "decode, 1 stream, F16" "$(decode "$F16")" "$(lcpp_bench "$F16" 0 "$GEN" 38.4)" "1.0x"
-row "prompt $PP tokens, Q8_0" "$(prompt "$Q8")" "$(lcpp_bench "$Q8" "$PP" 0 341)" "1.5x"
-row "prompt $PP tokens, Q4_0" "$(prompt "$Q4")" "$(lcpp_bench "$Q4" "$PP" 0 637)" "1.2x"
-row "prompt $PP tokens, F16" "$(prompt "$F16")" "$(lcpp_bench "$F16" "$PP" 0 439)" "1.2x"
-row "16 streams x $NTG generated, Q8_0" "$(batched "$Q8" 16)" "$(lcpp_batched "$Q8" 16 175)" "2.5x"
-row "32 streams x $NTG generated, Q8_0" "$(batched "$Q8" 32)" "$(lcpp_batched "$Q8" 32 183)" "3x"
-row "16 streams x $NTG generated, Q4_0" "$(batched "$Q4" 16)" "$(lcpp_batched "$Q4" 16 290)" "1.5x"
+echo "| figure | tokenmill | llama.cpp (this run) | ratio | llama.cpp (issue) | ratio to issue | target |"
+echo "|---|---|---|---|---|---|---|"
+row "decode, 1 stream, Q8_0 (tok/s)" 61.6 1.15x "$Q8" 1 8 "$GEN" gen_tokens_per_s -- bench "$Q8" 0 "$GEN"
+row "decode, 1 stream, Q4_0 (Q8_0 output)" 87.6 1.15x "$Q4" 1 8 "$GEN" gen_tokens_per_s -- bench "$Q4" 0 "$GEN"
+row "decode, 1 stream, Q4_0 pure" 112 1.15x "$Q4P" 1 8 "$GEN" gen_tokens_per_s -- bench "$Q4P" 0 "$GEN"
+row "decode, 1 stream, F16" 38.4 1.0x "$F16" 1 8 "$GEN" gen_tokens_per_s -- bench "$F16" 0 "$GEN"
+row "prompt $PP tokens, Q8_0" 341 1.5x "$Q8" 1 "$PP" 2 prompt_tokens_per_s -- bench "$Q8" "$PP" 0
+row "prompt $PP tokens, Q4_0" 637 1.2x "$Q4" 1 "$PP" 2 prompt_tokens_per_s -- bench "$Q4" "$PP" 0
+row "prompt $PP tokens, F16" 439 1.2x "$F16" 1 "$PP" 2 prompt_tokens_per_s -- bench "$F16" "$PP" 0
+row "16 streams x $NTG generated, Q8_0" 175 2.5x "$Q8" 16 "$NPP" "$NTG" gen_tokens_per_s -- batched "$Q8" 16
+row "32 streams x $NTG generated, Q8_0" 183 3x "$Q8" 32 "$NPP" "$NTG" gen_tokens_per_s -- batched "$Q8" 32
+row "16 streams x $NTG generated, Q4_0" 290 1.5x "$Q4" 16 "$NPP" "$NTG" gen_tokens_per_s -- batched "$Q4" 16
 
 # The memory bandwidth the host gave around the run: decode follows it (tokens/s <= GB/s / model
 # bytes), and on a shared VM it moves by tens of percent within minutes.
