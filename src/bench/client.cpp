@@ -116,6 +116,12 @@ void StreamAccumulator::on_event(const SseEvent& ev, double t) {
   if (content && t >= 0) chunks_.push_back(t);
 }
 
+int count_resent(const std::vector<RequestResult>& requests) {
+  int n = 0;
+  for (const auto& r : requests) n += r.resent ? 1 : 0;
+  return n;
+}
+
 void StreamAccumulator::fill(RequestResult& r) const {
   r.chunk_s = chunks_;
   r.ttft_s = chunks_.empty() ? r.e2el_s : chunks_.front();
@@ -194,6 +200,7 @@ OpenAiClient::~OpenAiClient() = default;
 Result<std::string> OpenAiClient::get(const std::string& path, double timeout_s) {
   set_timeouts(*cli_, std::min(timeout_s, 30.0), timeout_s);
   auto res = cli_->Get(url_.prefix + path);
+  used_ = true;
   set_timeouts(*cli_, std::min(timeout_s_, 30.0), timeout_s_);
   if (!res) return Error{"GET " + path + ": " + httplib::to_string(res.error())};
   if (res->status != 200) return Error{"GET " + path + ": HTTP " + std::to_string(res->status)};
@@ -267,7 +274,18 @@ RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  const bool ok = cli_->send(req, res, err);
+  bool ok = cli_->send(req, res, err);
+  const bool closed_before_reply = !ok && !got_headers && !timed_out &&
+                                   (err == httplib::Error::Read || err == httplib::Error::Write);
+  if (closed_before_reply && used_) {
+    ++resent_;
+    cli_->stop();  // the dead connection; the next send opens a new one
+    res = httplib::Response();
+    err = httplib::Error::Success;
+    ok = cli_->send(req, res, err);
+    r.resent = true;
+  }
+  used_ = true;
   r.e2el_s = since();
   if (!ok || err != httplib::Error::Success) {
     FailureKind kind;

@@ -64,7 +64,11 @@ struct RequestResult {
   bool usage_reported = false;  // false: output_tokens counts content chunks instead
   size_t output_chars = 0;
   std::string finish_reason;
+  bool resent = false;  // sent again on a new connection (see OpenAiClient::stream)
 };
+
+// Number of requests that were resent that way.
+int count_resent(const std::vector<RequestResult>& requests);
 
 // Consumes an SSE response body and records what it carries. Chat chunks count when
 // choices[0].delta has non-empty "content" (or "reasoning_content"/"reasoning"); completions
@@ -119,13 +123,21 @@ class OpenAiClient {
   // (e.g. "GET /health: HTTP 503" while a server loads its model).
   Status alive(double timeout_s);
   // Sends one streaming request (timings relative to the moment of the call); never throws.
+  // When a reused keep-alive connection turns out to be closed by the server before any response
+  // byte (llama-server closes the connection after every stream although it answers "Keep-Alive"),
+  // the request is sent once more on a new connection, as HTTP clients do for a request that never
+  // reached the server; the retry's time counts in the request's latency.
   RequestResult stream(Endpoint e, const nlohmann::json& body);
+  // Requests resent that way so far.
+  int resent() const { return resent_; }
 
  private:
   ServerUrl url_;
   std::string api_key_;
   double timeout_s_;
   std::unique_ptr<httplib::Client> cli_;
+  bool used_ = false;  // a request went out on cli_ (so its connection may be a kept-alive one)
+  int resent_ = 0;
 };
 
 }  // namespace tmill::bench

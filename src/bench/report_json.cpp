@@ -30,6 +30,7 @@ nlohmann::json run_to_json(const RunResult& run, const RunMetrics& m, bool per_r
   j["failed"] = m.failed;
   j["failures"] = m.failures;
   j["first_error"] = m.first_error;
+  j["resent"] = count_resent(run.requests);
   j["duration_s"] = m.duration_s;
   j["request_throughput"] = m.request_throughput;
   j["request_goodput"] = m.goodput_enabled ? nlohmann::json(m.request_goodput) : nlohmann::json(nullptr);

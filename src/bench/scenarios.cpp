@@ -94,6 +94,9 @@ const RunMetrics& run_into(const BenchContext& ctx, ScenarioResult& sr, const Ru
   const RunMetrics& m = sr.metrics.back();
   if (m.failed) log_warn("{}: {} of {} requests failed ({}); first error: {}", plan.label, m.failed,
                          m.failed + m.completed, failures_text(m), m.first_error);
+  if (int n = count_resent(sr.runs.back().requests); n > 0)
+    log_info("{}: {} requests sent again on a new connection: the server had closed the kept-alive one",
+             plan.label, n);
   return m;
 }
 
