@@ -200,7 +200,6 @@ OpenAiClient::~OpenAiClient() = default;
 Result<std::string> OpenAiClient::get(const std::string& path, double timeout_s) {
   set_timeouts(*cli_, std::min(timeout_s, 30.0), timeout_s);
   auto res = cli_->Get(url_.prefix + path);
-  used_ = true;
   set_timeouts(*cli_, std::min(timeout_s_, 30.0), timeout_s_);
   if (!res) return Error{"GET " + path + ": " + httplib::to_string(res.error())};
   if (res->status != 200) return Error{"GET " + path + ": HTTP " + std::to_string(res->status)};
@@ -274,10 +273,11 @@ RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
+  const bool reused = cli_->is_socket_open() != 0;  // a kept-alive connection from an earlier request
   bool ok = cli_->send(req, res, err);
   const bool closed_before_reply = !ok && !got_headers && !timed_out &&
                                    (err == httplib::Error::Read || err == httplib::Error::Write);
-  if (closed_before_reply && used_) {
+  if (closed_before_reply && reused) {
     ++resent_;
     cli_->stop();  // the dead connection; the next send opens a new one
     res = httplib::Response();
@@ -285,7 +285,6 @@ RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {
     ok = cli_->send(req, res, err);
     r.resent = true;
   }
-  used_ = true;
   r.e2el_s = since();
   if (!ok || err != httplib::Error::Success) {
     FailureKind kind;

@@ -136,7 +136,6 @@ class OpenAiClient {
   std::string api_key_;
   double timeout_s_;
   std::unique_ptr<httplib::Client> cli_;
-  bool used_ = false;  // a request went out on cli_ (so its connection may be a kept-alive one)
   int resent_ = 0;
 };
 
