@@ -4,8 +4,8 @@
 # llama.cpp's figures. llama.cpp is measured on the same files, row by row in the same minutes, with its
 # own `llama-bench` and `llama-batched-bench` when they are found: in --llamacpp DIR, else in
 # build-llamacpp/build/bin (bench/build_llamacpp.sh builds them natively from the llama.cpp de3ff81
-# source that node-llama-cpp ships), else on PATH. Without them the figures quoted in the issue
-# (llama.cpp de3ff81, this machine kind, another day) are used and the column says "(issue)".
+# source that node-llama-cpp ships), else on PATH. The figures quoted in the issue (llama.cpp de3ff81,
+# this machine kind, another day) always have their own column; without the tools they are the only ones.
 #
 # usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--quick]
 set -euo pipefail

@@ -55,11 +55,11 @@ serve tokenmill "$TM" serve --model "$MODEL" --threads "$THREADS" --max-model-le
 # One value of a run's JSON file, by a dotted path (ttft_ms.p50).
 val() { node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const v = process.argv[2].split(".").reduce((o, k) => (o == null ? o : o[k]), j); console.log(v ?? "")' "$1" "$2"; }
-cells() {  # name key scale -> "a / b / c" over the seeds
+cells() {  # name key -> "a / b / c" over the seeds
   local out=""
   for s in $SEEDS; do
     local v; v=$(val "$OUT/$1-$s.json" "$2")
-    out="$out${out:+ / }$(awk -v v="${v:-0}" -v k="$3" 'BEGIN { printf "%.1f", v * k }')"
+    out="$out${out:+ / }$(awk -v v="${v:-0}" 'BEGIN { printf "%.1f", v }')"
   done
   echo "$out"
 }
@@ -68,8 +68,8 @@ echo
 names="tokenmill"; [ -n "$LS" ] && names="tokenmill llama.cpp"
 printf '| figure |'; for n in $names; do printf ' %s |' "$n"; done; echo
 printf '|---|'; for n in $names; do printf -- '---|'; done; echo
-for row in "output tok/s:output_throughput:1" "TTFT p50 (ms):ttft_ms.p50:1" "TTFT p99 (ms):ttft_ms.p99:1" \
-           "TPOT p50 (ms):tpot_ms.p50:1" "failed requests:failed:1"; do
-  IFS=: read -r label key scale <<<"$row"
-  printf '| %s |' "$label"; for n in $names; do printf ' %s |' "$(cells "$n" "$key" "$scale")"; done; echo
+for row in "output tok/s:output_throughput" "TTFT p50 (ms):ttft_ms.p50" "TTFT p99 (ms):ttft_ms.p99" \
+           "TPOT p50 (ms):tpot_ms.p50" "failed requests:failed"; do
+  IFS=: read -r label key <<<"$row"
+  printf '| %s |' "$label"; for n in $names; do printf ' %s |' "$(cells "$n" "$key")"; done; echo
 done

@@ -278,7 +278,6 @@ RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {
   const bool closed_before_reply = !ok && !got_headers && !timed_out &&
                                    (err == httplib::Error::Read || err == httplib::Error::Write);
   if (closed_before_reply && reused) {
-    ++resent_;
     cli_->stop();  // the dead connection; the next send opens a new one
     res = httplib::Response();
     err = httplib::Error::Success;

@@ -128,15 +128,12 @@ class OpenAiClient {
   // the request is sent once more on a new connection, as HTTP clients do for a request that never
   // reached the server; the retry's time counts in the request's latency.
   RequestResult stream(Endpoint e, const nlohmann::json& body);
-  // Requests resent that way so far.
-  int resent() const { return resent_; }
 
  private:
   ServerUrl url_;
   std::string api_key_;
   double timeout_s_;
   std::unique_ptr<httplib::Client> cli_;
-  int resent_ = 0;
 };
 
 }  // namespace tmill::bench

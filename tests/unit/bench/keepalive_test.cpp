@@ -119,7 +119,6 @@ TEST(OpenAiClientKeepAlive, ResendsOnceWhenTheServerClosedAReusedConnection) {
   }
   EXPECT_EQ(count_resent(results), 2);
   // Requests 2 and 3 each met a closed connection and went out again on a new one.
-  EXPECT_EQ(client.resent(), 2);
   EXPECT_EQ(server.served(), 3);
   EXPECT_EQ(server.connections(), 3);
 }
@@ -131,13 +130,15 @@ TEST(OpenAiClientKeepAlive, AFreshConnectionClosedWithoutAnswerIsAFailureNotARet
   OpenAiClient client(url.value(), "", 10.0);
   // Twice: after the first failure the client holds no connection, so the second request also goes
   // out on a new one, which is no reason to send it again either.
+  std::vector<RequestResult> results;
   for (int i = 0; i < 2; ++i) {
-    const RequestResult r = client.stream(Endpoint::Completions, body());
+    results.push_back(client.stream(Endpoint::Completions, body()));
+    const RequestResult& r = results.back();
     EXPECT_FALSE(r.success);
     EXPECT_EQ(r.failure, FailureKind::Connection);
     EXPECT_FALSE(r.resent);
   }
-  EXPECT_EQ(client.resent(), 0);
+  EXPECT_EQ(count_resent(results), 0);
   EXPECT_EQ(server.connections(), 2);
 }
 
