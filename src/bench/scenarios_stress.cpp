@@ -71,7 +71,10 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
     }
     const int c = std::min(c0 << k, std::max(1, o.max_workers));
     const int in = std::min(in0 << (k / 2), in_cap);
-    const int n = o.short_mode ? c : 2 * c;
+    // Two requests per stream, short mode too: with one, a fast server can finish the first
+    // requests before the last of a burst arrives (threads starting late on a loaded client), and
+    // the step never holds `c` requests at once; a second round keeps `c` in flight.
+    const int n = 2 * c;
     auto pre0 = preemptions_now(ctx);
     const double t_start = ctx.now_s();
     auto plan = make_plan(ctx, fmt::format("step {}: {} x ({}+{})", k + 1, c, in, out),

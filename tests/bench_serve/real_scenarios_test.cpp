@@ -15,7 +15,8 @@
 //                              arrives, so it can never see a 429 (with a limit of 3 it can: one
 //                              resident request finishes, the client sends the next before the
 //                              engine has scheduled any of the 3 waiting). oom-boundary's step 3 (8
-//                              sent within a few ms, at most 2 resident, each ~100 ms) does: its
+//                              streams sending 2 requests each, at most 2 resident, each a few ms
+//                              on this model, so 8 in flight leave 6 to wait) does: its
 //                              boundary is reached, with explicit rejections (or preemptions),
 //                              never with lost requests. Recovery's overload phase (twice the
 //                              largest error-free step: 8 streams, 3 resident) is rejected the same

@@ -101,11 +101,16 @@ TEST(Scenarios, OomBoundaryStopsAtRejectionsAndChecksHealth) {
   auto sr = run_scenario(scenario_opts(stub, "oom-boundary"));
   ASSERT_EQ(sr.details["steps"].size(), 3u);  // 2, 4, then 8 concurrent: rejected
   EXPECT_EQ(sr.details["steps"][1]["failed"], 0);
-  EXPECT_EQ(sr.details["steps"][2]["failures"]["http_429"], 2);
+  // 8 streams, two requests each: the first burst has 2 over the limit, and every later send that
+  // arrives while 6 are still held is rejected too. The client counts what the server rejected.
+  const int rejected = sr.details["steps"][2]["failures"]["http_429"].get<int>();
+  EXPECT_EQ(sr.details["steps"][2]["completed"].get<int>() + sr.details["steps"][2]["failed"].get<int>(), 16);
+  EXPECT_GE(rejected, 2);
+  EXPECT_EQ(rejected, stub.rejected());
   EXPECT_TRUE(sr.details["server_alive_after"].get<bool>());
   EXPECT_EQ(sr.status, "ok");
   EXPECT_NE(sr.verdict.find("largest error-free load: 4 concurrent"), std::string::npos) << sr.verdict;
-  EXPECT_NE(sr.verdict.find("http_429 x2"), std::string::npos) << sr.verdict;
+  EXPECT_NE(sr.verdict.find("http_429 x" + std::to_string(rejected)), std::string::npos) << sr.verdict;
 }
 
 TEST(Scenarios, OomBoundaryCountsPreemptionsFromMetrics) {
@@ -115,9 +120,13 @@ TEST(Scenarios, OomBoundaryCountsPreemptionsFromMetrics) {
   c.preempt_above = 3;
   StubServer stub(c);
   auto sr = run_scenario(scenario_opts(stub, "oom-boundary"));
-  ASSERT_EQ(sr.details["steps"].size(), 2u);  // 2 fine, 4 -> one preemption
-  EXPECT_EQ(sr.details["steps"][1]["preemptions"], 1.0);
-  EXPECT_NE(sr.verdict.find("1 preemptions"), std::string::npos) << sr.verdict;
+  ASSERT_EQ(sr.details["steps"].size(), 2u);  // 2 fine, 4 -> preemptions
+  // Every admission that makes 4 running counts one; how many of the second round's do depends on
+  // how they interleave with the first round's ends. The step reports the server's own count.
+  const double preempted = sr.details["steps"][1]["preemptions"].get<double>();
+  EXPECT_GE(preempted, 1.0);
+  EXPECT_EQ(preempted, stub.preemptions());
+  EXPECT_NE(sr.verdict.find(std::to_string(stub.preemptions()) + " preemptions"), std::string::npos) << sr.verdict;
 }
 
 TEST(Scenarios, RecoveryAfterOverload) {

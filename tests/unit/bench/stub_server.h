@@ -59,6 +59,7 @@ class StubServer {
   int requests() const { return requests_.load(); }        // generation requests received
   int max_running() const { return max_running_.load(); }  // most streams decoding at once
   int rejected() const { return rejected_.load(); }
+  int preemptions() const { return preemptions_.load(); }  // what /metrics reports
   std::string last_body() const;
 
  private:
