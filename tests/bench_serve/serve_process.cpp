@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
-#include <regex>
 #include <thread>
 
 #include "bench/client.h"
@@ -24,6 +24,22 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 // Polling period while waiting for the server: short, since each wait is a condition we check.
 constexpr auto kPoll = std::chrono::milliseconds(20);
+
+// The port of the server's "listening on http://HOST:PORT" log line, 0 while it is not there yet
+// (a line still being written has no digits after the colon yet, or no space after them).
+int listening_port(const std::string& log) {
+  static const std::string kPrefix = "listening on http://";
+  const size_t at = log.find(kPrefix);
+  if (at == std::string::npos) return 0;
+  const size_t colon = log.find(':', at + kPrefix.size());
+  if (colon == std::string::npos) return 0;
+  size_t end = colon + 1;
+  int port = 0;
+  while (end < log.size() && std::isdigit(static_cast<unsigned char>(log[end])) && port < 65536)
+    port = port * 10 + (log[end++] - '0');
+  if (end == colon + 1 || end == log.size() || port > 65535) return 0;  // no digits, or the line is cut off
+  return port;
+}
 
 }  // namespace
 
@@ -69,12 +85,10 @@ Result<std::unique_ptr<ServeProcess>> ServeProcess::start(const std::string& bin
     return true;
   };
   // 1. The port, from the "listening on http://HOST:PORT" log line.
-  static const std::regex kListening(R"(listening on http://[^ :]+:(\d+))");
   while (p->port_ == 0) {
-    std::smatch m;
     const std::string text = p->log();
-    if (std::regex_search(text, m, kListening)) {
-      p->port_ = std::stoi(m[1].str());
+    if (int port = listening_port(text); port > 0) {
+      p->port_ = port;
       break;
     }
     if (exited()) return Error{"tokenmill serve exited early (status " + std::to_string(p->status_) + "):\n" + text};
