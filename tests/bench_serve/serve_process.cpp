@@ -6,8 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
+#include <charconv>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 #include "bench/client.h"
@@ -33,11 +34,10 @@ int listening_port(const std::string& log) {
   if (at == std::string::npos) return 0;
   const size_t colon = log.find(':', at + kPrefix.size());
   if (colon == std::string::npos) return 0;
-  size_t end = colon + 1;
+  const char* end = log.data() + log.size();
   int port = 0;
-  while (end < log.size() && std::isdigit(static_cast<unsigned char>(log[end])) && port < 65536)
-    port = port * 10 + (log[end++] - '0');
-  if (end == colon + 1 || end == log.size() || port > 65535) return 0;  // no digits, or the line is cut off
+  const auto [next, ec] = std::from_chars(log.data() + colon + 1, end, port);
+  if (ec != std::errc() || next == end || port <= 0 || port > 65535) return 0;  // no digits, or the line is cut off
   return port;
 }
 
