@@ -1,6 +1,9 @@
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -13,10 +16,25 @@ namespace tmill {
 Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(std::move(model)), pool_(pool) {
   const ModelConfig& c = model_->config();
   const ModelWeights& w = model_->weights();
-  for (const LayerWeights& L : w.layers)
-    layers_.push_back({PreparedMatrix(L.wq), PreparedMatrix(L.wk), PreparedMatrix(L.wv), PreparedMatrix(L.wo),
-                       PreparedMatrix(L.w_gate), PreparedMatrix(L.w_up), PreparedMatrix(L.w_down)});
-  output_ = PreparedMatrix(w.output);
+  // Repack / copy every matrix (PreparedMatrix), the pool's threads taking matrices largest first:
+  // the load's time is this conversion and the first touch (zeroing) of the new pages, and both
+  // spread over the cores that way (F16 Qwen2.5-0.5B: bf16 copy + huge-page copy of 0.99 GB).
+  layers_.resize(w.layers.size());
+  std::vector<std::pair<const Matrix*, PreparedMatrix*>> jobs;
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    PreparedLayer& P = layers_[l];
+    jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo},
+                             {&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
+  }
+  jobs.emplace_back(&w.output, &output_);
+  auto size_of = [](const Matrix* m) { return m->valid() ? m->row_bytes * static_cast<size_t>(m->rows) : 0; };
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const auto& a, const auto& b) { return size_of(a.first) > size_of(b.first); });
+  auto prepare = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) *jobs[static_cast<size_t>(i)].second = PreparedMatrix(*jobs[static_cast<size_t>(i)].first);
+  };
+  if (pool_) pool_->parallel_for(static_cast<int64_t>(jobs.size()), 1, prepare);
+  else prepare(0, static_cast<int64_t>(jobs.size()), 0);
   // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
