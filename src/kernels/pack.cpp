@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/fp16.h"
 #include "core/log.h"
@@ -17,6 +18,18 @@
 
 namespace tmill::kern {
 namespace {
+
+// f16 bit pattern -> bf16 bit pattern (rounded to nearest even), for the bf16 copy of F16 weights: a
+// 128 KiB table that stays in L2 turns the per-element conversion into one load (the load of a
+// 0.5B F16 model spent ~35 % of its time in that conversion).
+const uint16_t* f16_to_bf16_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp32_to_bf16(fp16_to_fp32(static_cast<uint16_t>(h)));
+    return t;
+  }();
+  return table.data();
+}
 
 // One row's block decoded into levels and parameters.
 struct RowBlock {
@@ -325,13 +338,21 @@ std::shared_ptr<void> pack_weights(const Matrix& m, int kind, size_t* bytes) {
     *bytes = static_cast<size_t>(groups * ncp) * 64;
     auto buf = weight_buffer(*bytes);
     auto* dst = static_cast<uint16_t*>(buf.get());
+    const uint16_t* bf = f16_to_bf16_table();
     for (int64_t r = 0; r < m.rows; ++r) {
       const uint8_t* src = m.row(r);
       uint16_t* gdst = dst + (r / kRows) * ncp * 32 + (r % kRows) * 2;
-      for (int64_t c = 0; c < m.cols; ++c) {
+      int64_t c = 0;
+      for (; c + 2 <= m.cols; c += 2) {  // one column pair: 4 bytes in, 4 bytes out
+        uint16_t h[2];
+        std::memcpy(h, src + 2 * c, 4);
+        const uint32_t pair = bf[h[0]] | static_cast<uint32_t>(bf[h[1]]) << 16;
+        std::memcpy(gdst + (c / 2) * 32, &pair, 4);
+      }
+      if (c < m.cols) {
         uint16_t h;
         std::memcpy(&h, src + 2 * c, 2);
-        gdst[(c / 2) * 32 + (c % 2)] = fp32_to_bf16(fp16_to_fp32(h));
+        gdst[(c / 2) * 32] = bf[h];
       }
     }
     return buf;
