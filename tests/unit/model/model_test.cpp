@@ -231,3 +231,50 @@ TEST(Forward, WeightBytesCountWhatThePreparedWeightsOccupy) {
     EXPECT_EQ(fwd.weight_bytes(), want) << dtype_name(dt);
   }
 }
+
+// The forward prepares (repacks / copies) its matrices on the pool's threads, largest first. The
+// prepared weights must not depend on that: a forward prepared with 2 threads gives bitwise the same
+// logits as one prepared on the calling thread (products and attention compute each output on one
+// thread in a fixed order, so the thread count of the run itself does not change bits either), and
+// the same weight_bytes. Matrices from 64 KiB up come from the shared huge-page slabs, which the two
+// threads then fill concurrently.
+TEST(Forward, PreparedOnThePoolEqualsPreparedOnOneThread) {
+  ModelShape shape{"pp-qwen2", "qwen2", 1024, 256, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false};
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32}) {
+    DummyOptions o;
+    o.shape = shape;
+    o.dtype = dt;
+    o.seed = 11;
+    const std::string path = test::temp_dir() + "/pp-" + dtype_name(dt) + ".gguf";
+    const auto st = write_dummy_model(o, path);
+    ASSERT_TRUE(st.ok()) << dtype_name(dt) << ": " << st.error();
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error();
+    const auto& c = (*m)->config();
+    ThreadPool pool(2);
+    Forward pooled(*m, &pool), single(*m, nullptr);
+    EXPECT_EQ(pooled.weight_bytes(), single.weight_bytes()) << dtype_name(dt);
+    KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, 16, 4, DType::F16};
+    auto kv_a = KvStorage::create(lay), kv_b = KvStorage::create(lay);
+    ASSERT_TRUE(kv_a.ok() && kv_b.ok());
+    ForwardBatch batch;  // a 24-token prompt (GEMM paths), then one decode token (GEMV paths)
+    for (int i = 0; i < 24; ++i) batch.tokens.push_back((i * 37 + 5) % static_cast<int32_t>(c.n_vocab));
+    SeqSlice s;
+    s.block_table = {2, 0};
+    s.n_tokens = 24;
+    s.logits = SeqSlice::Logits::All;
+    batch.seqs = {s};
+    std::vector<float> a, b;
+    for (int step = 0; step < 2; ++step) {
+      pooled.run(batch, *kv_a, a);
+      single.run(batch, *kv_b, b);
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_FALSE(a.empty());
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], b[i]) << dtype_name(dt) << " step " << step << " logit " << i;
+      batch.tokens = {argmax(a.data() + a.size() - c.n_vocab, c.n_vocab)};
+      batch.seqs[0].pos_begin = 24;
+      batch.seqs[0].n_tokens = 1;
+    }
+  }
+}
