@@ -37,7 +37,7 @@ PreparedMatrix::PreparedMatrix(const Matrix& m) : src_(m) {
     resident_ = resident_copy(m);
     if (resident_) {
       src_.data = resident_.get();
-      own_bytes_ += m.row_bytes * static_cast<size_t>(m.rows);
+      own_bytes_ += m.bytes();
     }
   }
 }
@@ -167,7 +167,7 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
   const bool fl = m.type == DType::F32 || m.type == DType::F16 || m.type == DType::BF16;
   if (!fl) {
     j.path = Path::Generic;
-    j.bytes = m.row_bytes * static_cast<size_t>(m.rows);
+    j.bytes = m.bytes();
     j.chunk = 16;
   } else {
     const bool bf16 = n >= 2 && isa == Isa::Avx512 && (m.type == DType::BF16 || kind == kPackBf16Copy);

@@ -19,6 +19,8 @@ struct Matrix {
   size_t row_bytes = 0;
   std::string name;
   bool valid() const { return data != nullptr; }
+  // Bytes of the stored matrix (0 when there is none).
+  size_t bytes() const { return valid() ? row_bytes * static_cast<size_t>(rows) : 0; }
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
 };
 

@@ -321,8 +321,8 @@ std::shared_ptr<void> weight_buffer(size_t bytes) {
 }
 
 std::shared_ptr<void> resident_copy(const Matrix& m) {
-  const size_t bytes = m.row_bytes * static_cast<size_t>(m.rows);
-  if (!m.valid() || bytes < kSlabMinBytes) return nullptr;
+  const size_t bytes = m.bytes();
+  if (bytes < kSlabMinBytes) return nullptr;
   auto buf = weight_buffer(bytes);
   std::memcpy(buf.get(), m.data, bytes);
   return buf;

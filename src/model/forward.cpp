@@ -28,8 +28,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
                              {&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
   }
   jobs.emplace_back(&w.output, &output_);
-  auto size_of = [](const Matrix* m) { return m->valid() ? m->row_bytes * static_cast<size_t>(m->rows) : 0; };
-  std::stable_sort(jobs.begin(), jobs.end(), [&](const auto& a, const auto& b) { return size_of(a.first) > size_of(b.first); });
+  std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first->bytes() > b.first->bytes(); });
   auto prepare = [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) *jobs[static_cast<size_t>(i)].second = PreparedMatrix(*jobs[static_cast<size_t>(i)].first);
   };
@@ -44,12 +43,11 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
 
 uint64_t Forward::weight_bytes() const {
   const ModelWeights& w = model_->weights();
-  auto file_bytes = [](const Matrix& m) { return m.valid() ? m.row_bytes * static_cast<uint64_t>(m.rows) : 0; };
-  auto prepared = [&](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : file_bytes(p.source()); };
+  auto prepared = [](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : p.source().bytes(); };
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   // A tied output read in place is the embedding's own bytes: count them once.
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
-  uint64_t b = file_bytes(w.token_embd) + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs);
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
