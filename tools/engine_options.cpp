@@ -5,8 +5,6 @@
 #include "cli_common.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "engine/memory_plan.h"
-#include "model/model.h"
 
 namespace tmill::cli {
 
@@ -38,6 +36,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};
     c.kv_cache_bytes = *b;
   }
+  c.kv_cache_tokens = o.kv_cache_tokens;
   c.kv_cache_dtype = o.kv_cache_dtype;
   c.block_size = o.block_size;
   if (o.max_num_seqs < 1) return Error{"--max-num-seqs must be at least 1"};
@@ -64,18 +63,18 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_s
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (load_seconds) *load_seconds = secs;
   const auto& p = e->memory_plan();
-  const auto& mc = e->model().config();
-  log_info("model {} ({}, {} layers, {} params) loaded in {:.2f} s", c.model_path, mc.arch.name, mc.n_layer,
-           e->model().n_params(), secs);
+  const ModelInfo& mi = e->model_info();
+  log_info("model {} ({}, {} layers, {} params) loaded in {:.2f} s", c.model_path, mi.architecture, mi.n_layer,
+           mi.n_params, secs);
   log_info("memory: weights {}, KV cache {} ({} blocks of {} tokens, {} tokens, {}), max_model_len {}, "
            "{} full-length sequences fit",
            format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,
            p.kv_dtype, p.max_model_len, p.max_full_sequences);
   if (!p.note.empty()) log_info("{}", p.note);
-  if (o.max_model_len == 0 && p.max_model_len < mc.n_ctx_train)
+  if (o.max_model_len == 0 && p.max_model_len < mi.n_ctx_train)
     log_warn("max_model_len {} is below the model's trained context of {} tokens (KV cache {}); raise "
              "--kv-cache-memory for longer prompts",
-             p.max_model_len, mc.n_ctx_train, format_bytes(p.kv_bytes));
+             p.max_model_len, mi.n_ctx_train, format_bytes(p.kv_bytes));
   return e;
 }
 

@@ -14,10 +14,11 @@ struct EngineCli {
   std::string model;
   int threads = 0;
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
+  int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
   std::string kv_cache_dtype = "auto";
-  int32_t block_size = 16;
-  int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 1024;
+  int32_t block_size = defaults::kBlockSize;
+  int32_t max_num_seqs = defaults::kMaxNumSeqs;
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
   std::string policy = "fcfs";

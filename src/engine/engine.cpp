@@ -1,41 +1,68 @@
-// Engine lifecycle: loading, memory plan, request validation and submission, the background thread.
+// Engine lifecycle: loading, memory plan, the front door (check, submit, abort), the background
+// thread.
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "core/dtype.h"
 #include "core/log.h"
-#include "core/strings.h"
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill {
 
+namespace {
+
+ModelInfo model_info_of(const Model& m, const Tokenizer& tok, const std::string& path, int32_t max_model_len) {
+  const ModelConfig& c = m.config();
+  ModelInfo info;
+  std::string stem = std::filesystem::path(path).filename().string();
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  info.name = m.file().get_string("general.name").value_or(stem);
+  info.architecture = c.arch.name;
+  info.path = path;
+  // Token ids must be valid for both the model (embedding rows) and the tokenizer (decoding).
+  info.n_vocab = static_cast<int32_t>(std::min<int64_t>(c.n_vocab, tok.n_vocab()));
+  info.max_model_len = max_model_len;
+  info.n_ctx_train = c.n_ctx_train;
+  info.n_layer = c.n_layer;
+  info.n_embd = c.n_embd;
+  info.n_params = m.n_params();
+  info.weight_type = std::string(dtype_name(m.main_weight_type()));
+  return info;
+}
+
+}  // namespace
+
+Engine::Engine() = default;
+
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   auto e = std::unique_ptr<Engine>(new Engine());
-  e->config_ = config;
+  e->impl_ = std::make_unique<Impl>();
+  Impl& im = *e->impl_;
+  im.config = config;
   const auto t0 = Clock::now();
-  TM_ASSIGN_OR_RETURN(e->model_, Model::load(config.model_path));
-  auto tok = Tokenizer::from_gguf(e->model_->file());
+  TM_ASSIGN_OR_RETURN(im.model, Model::load(config.model_path));
+  auto tok = Tokenizer::from_gguf(im.model->file());
   if (!tok.ok()) return Error{fmt::format("{}: tokenizer: {}", config.model_path, tok.error())};
-  e->tokenizer_ = *tok;
-  auto impl = std::make_unique<Impl>();
-  impl->self = e.get();
+  im.tokenizer = *tok;
   const int threads = config.threads > 0 ? config.threads : default_thread_count();
-  impl->pool = std::make_unique<ThreadPool>(threads);
-  impl->samplers.resize(static_cast<size_t>(threads));
+  im.pool = std::make_unique<ThreadPool>(threads);
+  im.samplers.resize(static_cast<size_t>(threads));
   // The weights are prepared (repacked, copied to huge pages) before the memory plan, so that the
   // KV cache's automatic size sees the memory they took and the plan reports what they occupy.
-  impl->forward = std::make_unique<Forward>(e->model_, impl->pool.get());
+  im.forward = std::make_unique<Forward>(im.model, im.pool.get());
   KvLayout layout;
-  TM_ASSIGN_OR_RETURN(e->plan_, plan_memory(*e->model_, config, impl->forward->weight_bytes(), &layout));
-  TM_ASSIGN_OR_RETURN(impl->kv, KvStorage::create(layout));
+  TM_ASSIGN_OR_RETURN(im.plan, plan_memory(*im.model, config, im.forward->weight_bytes(), &layout));
+  TM_ASSIGN_OR_RETURN(im.kv, KvStorage::create(layout));
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
   sc.max_num_seqs = config.max_num_seqs;
-  sc.max_model_len = e->plan_.max_model_len;
+  sc.max_model_len = im.plan.max_model_len;
   sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
   sc.policy = config.policy;
   sc.kv.num_blocks = static_cast<int32_t>(layout.num_blocks);
@@ -43,43 +70,36 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
   auto sched = Scheduler::create(sc);
   if (!sched.ok()) return sched.error_value();
-  impl->sched = std::make_unique<Scheduler>(std::move(sched).value());
-  impl->eog_ids = e->tokenizer_->eog_ids();
-  e->impl_ = std::move(impl);
+  im.sched = std::make_unique<Scheduler>(std::move(sched).value());
+  // The scheduler never admits more than the KV cache holds: the front door uses the same limit.
+  im.plan.max_model_len = std::min(im.plan.max_model_len, im.sched->config().max_model_len);
+  im.eog_ids = im.tokenizer->eog_ids();
+  im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
   log_debug("engine ready in {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());
   return e;
 }
 
 Engine::~Engine() { stop(); }
 
-Result<uint64_t> Engine::submit(GenerateRequest r, OutputCallback callback) {
-  const int32_t n_vocab = static_cast<int32_t>(model_->config().n_vocab);
-  if (r.prompt.empty()) return Error{"the prompt is empty"};
-  for (int32_t t : r.prompt)
-    if (t < 0 || t >= n_vocab) return Error{fmt::format("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab)};
-  if (r.max_tokens < 1) return Error{fmt::format("max_tokens must be at least 1, got {}", r.max_tokens)};
-  if (r.n < 1) return Error{fmt::format("n must be at least 1, got {}", r.n)};
-  const int64_t len = static_cast<int64_t>(r.prompt.size());
-  if (len >= plan_.max_model_len)
-    return Error{fmt::format("the prompt has {} tokens; this model's context length is {} tokens", len,
-                             plan_.max_model_len)};
-  if (len + r.max_tokens > plan_.max_model_len)
-    return Error{fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context length of {} tokens",
-                             len, r.max_tokens, plan_.max_model_len)};
-  const auto& sp = r.sampling;
-  if (!(sp.top_p > 0 && sp.top_p <= 1)) return Error{"top_p must be in (0, 1]"};
-  if (!(sp.min_p >= 0 && sp.min_p <= 1)) return Error{"min_p must be in [0, 1]"};
-  if (!(sp.repetition_penalty > 0)) return Error{"repetition_penalty must be positive"};
-  if (!(sp.temperature >= 0)) return Error{"temperature must be non-negative"};
-  for (auto& s : r.stop)
-    if (s.empty()) return Error{"stop strings must not be empty"};
+const ModelInfo& Engine::model_info() const { return impl_->info; }
+std::shared_ptr<const Tokenizer> Engine::tokenizer() const { return impl_->tokenizer; }
+const MemoryPlan& Engine::memory_plan() const { return impl_->plan; }
+const EngineConfig& Engine::config() const { return impl_->config; }
+int32_t Engine::max_model_len() const { return impl_->plan.max_model_len; }
+RequestLimits Engine::limits() const {
+  return {impl_->info.n_vocab, impl_->plan.max_model_len, impl_->config.policy == SchedulingPolicy::Priority};
+}
 
+std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const { return check_request(r, limits()); }
+
+Result<uint64_t> Engine::submit(GenerateRequest r, OutputCallback callback) {
+  if (auto problem = check(r)) return Error{problem->message};
   auto g = std::make_unique<Group>();
   g->id = impl_->next_id.fetch_add(1);
   g->callback = std::move(callback);
   g->timings.request_id = g->id;
   g->timings.arrival = Clock::now();
-  g->timings.prompt_tokens = static_cast<int32_t>(len);
+  g->timings.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   g->req = std::move(r);
   const uint64_t id = g->id;
   {
@@ -113,8 +133,8 @@ void Engine::start() {
       }
       if (im.stopping.load()) break;
       const bool progressed = im.step();
-      if (progressed && config_.debug_step_delay_s > 0)
-        std::this_thread::sleep_for(std::chrono::duration<double>(config_.debug_step_delay_s));
+      if (progressed && im.config.debug_step_delay_s > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(im.config.debug_step_delay_s));
       if (!progressed) {
         // Work exists but nothing was schedulable this instant; don't spin hot.
         std::unique_lock<std::mutex> lock(im.mu);

@@ -1,19 +1,27 @@
-// Engine internals shared by engine.cpp (lifecycle, submission) and step.cpp (the step loop).
+// Engine internals shared by the engine's files: lifecycle and submission (engine.cpp), the step
+// loop (step.cpp), batch building (batch.cpp), parallel sampling and the n > 1 fork
+// (sample_step.cpp), and output processing (outputs.cpp).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/batch.h"
 #include "engine/engine.h"
-#include "tokenizer/detokenizer.h"
 #include "model/forward.h"
 #include "model/kv_storage.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "sched/scheduler.h"
+#include "tokenizer/detokenizer.h"
 
 namespace tmill {
 
@@ -45,8 +53,26 @@ struct Group {
   RequestTimings timings;
 };
 
+// What one step sampled, indexed like SchedulerOutput::scheduled.
+struct StepSamples {
+  std::vector<int32_t> tokens;                 // -1 where the entry produced no sample
+  std::vector<SampleResult> results;
+  std::unordered_map<RequestId, const SampleResult*> by_request;
+  // n > 1: the other choices' first tokens, drawn from choice 0's logits; they fork after update.
+  struct Fork {
+    Choice* parent;
+    std::vector<std::pair<Choice*, SampleResult>> children;
+  };
+  std::vector<Fork> forks;
+};
+
 struct Engine::Impl {
-  Engine* self = nullptr;
+  EngineConfig config;
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  MemoryPlan plan;
+  ModelInfo info;
+
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Forward> forward;
   KvStorage kv;
@@ -68,6 +94,7 @@ struct Engine::Impl {
   std::unordered_map<RequestId, Choice*> choices;
   RequestId next_sched_id = 1;
   std::vector<float> logits;
+  Clock::time_point last_expiry_check{};
 
   // background thread
   std::thread thread;
@@ -78,16 +105,25 @@ struct Engine::Impl {
   mutable std::mutex stats_mu;
   EngineStats stats;
 
+  // step.cpp: the heartbeat and its bookkeeping
   bool step();
   void drain_inbox();
-  void add_choice(Group& g, Choice& c, const std::vector<int32_t>* prompt_override = nullptr);
+  void expire_queued();  // queue_timeout_s
+  StepStats begin_step(const SchedulerOutput& out, Clock::time_point t0);
+  void end_step(StepStats st, Clock::time_point t0);
+  void publish_stats();
+
+  // sample_step.cpp: every sequence whose chunk reached its last known token, in parallel
+  StepSamples sample_step(const SchedulerOutput& out);
+  void start_forks(StepSamples& samples);
+
+  // outputs.cpp: scheduler events -> streamed outputs (text, stop strings, finishing, timings)
+  void add_choice(Group& g, Choice& c);
+  void emit_outputs(const std::vector<RequestEvent>& events, const StepSamples& samples);
   void handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample);
-  void finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason, std::string tail_text);
+  void finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason);
   void maybe_finish_group(Group& g);
   void end_group(uint64_t id, FinishReason reason, const std::string& why);
-  void update_stats();
-  void expire_queued();  // queue_timeout_s
-  Clock::time_point last_expiry_check{};
 };
 
 }  // namespace tmill

@@ -56,6 +56,8 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   const uint64_t per_token = per_block / static_cast<uint64_t>(lay.block_size);
   const int64_t trained = c.n_ctx_train;
   uint64_t bytes = cfg.kv_cache_bytes;
+  if (cfg.kv_cache_tokens > 0)
+    bytes = static_cast<uint64_t>(cfg.kv_cache_tokens / lay.block_size) * per_block;
   MemoryPlan plan;
   if (bytes == 0) {
     const int64_t want_len = cfg.max_model_len > 0 ? cfg.max_model_len : trained;

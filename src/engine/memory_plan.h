@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "core/result.h"
 #include "engine/engine.h"
@@ -15,8 +14,7 @@ namespace tmill {
 // MemAvailable from /proc/meminfo (0 if unknown).
 uint64_t available_memory_bytes();
 
-// "2GiB", "512MiB", "1000000" (bytes) or "30%" (of available memory, /proc/meminfo MemAvailable).
-Result<uint64_t> parse_kv_cache_memory(std::string_view s);
+// parse_kv_cache_memory (engine.h) is defined in memory_plan.cpp.
 
 // Picks the KV dtype, the number of blocks and max_model_len:
 //  - kv_cache_bytes given: that many bytes of blocks; else min(25% of available memory, what

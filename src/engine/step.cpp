@@ -1,10 +1,8 @@
-// The step loop: schedule -> forward(batch) -> sample -> update, and turning scheduler events into
-// streamed outputs (text, stop strings, logprobs, finish reasons).
-#include <algorithm>
+// The heartbeat: one engine step, and the bookkeeping around it (the inbox, queue timeouts, step
+// statistics). Batch building, sampling and output processing live in their own files.
+#include <chrono>
 
-#include "core/log.h"
 #include "engine/engine_impl.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tmill {
 
@@ -14,132 +12,22 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 // Schedules, computes and samples one step. Returns false when nothing was scheduled.
 bool Engine::Impl::step() {
-  drain_inbox();
-  expire_queued();
-  SchedulerOutput out = sched->schedule();
+  drain_inbox();                                          // new requests, aborts, queue timeouts
+  const SchedulerOutput out = sched->schedule();          // request -> num_tokens this step
   if (out.empty()) {
-    update_stats();
+    publish_stats();
     return false;
   }
-  const auto t0 = Clock::now();
-
-  // 1. the batch: each scheduled request's tokens, positions and block table
-  for (const BlockCopy& c : out.block_copies) kv.copy_block(c.src, c.dst);
-  ForwardBatch batch;
-  StepStats st;
-  for (const ScheduledRequest& s : out.scheduled) {
-    SeqSlice slice;
-    slice.token_begin = static_cast<int32_t>(batch.tokens.size());
-    slice.n_tokens = s.num_tokens;
-    slice.pos_begin = s.start_pos;
-    slice.block_table = s.block_table;
-    slice.logits = s.produces_sample ? SeqSlice::Logits::Last : SeqSlice::Logits::None;
-    batch.tokens.insert(batch.tokens.end(), s.token_ids.begin(), s.token_ids.end());
-    batch.seqs.push_back(std::move(slice));
-    const Request* r = sched->request(s.id);
-    const bool decode = r && s.start_pos >= r->num_prompt_tokens();
-    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += s.num_tokens;
-    Choice* c = choices[s.id];
-    if (!c->group->timings.scheduled) {
-      c->group->timings.scheduled = true;
-      c->group->timings.first_scheduled = t0;
-      c->group->cached_prompt_tokens = s.start_pos;  // a first schedule starts past its prefix-cache hit
-      if (observer) observer->on_request_scheduled(c->group->timings);
-    }
-  }
-
-  // 2. forward
+  const Clock::time_point t0 = Clock::now();
+  for (const BlockCopy& c : out.block_copies) kv.copy_block(c.src, c.dst);  // copy-on-write
+  const ForwardBatch batch = build_forward_batch(out);
+  StepStats st = begin_step(out, t0);
   forward->run(batch, kv, logits);
-
-  // 3. sample every sequence whose chunk reached its last known token
-  const int32_t n_vocab = static_cast<int32_t>(self->model_->config().n_vocab);
-  std::vector<int32_t> sampled(out.scheduled.size(), -1);
-  std::vector<SampleResult> results(out.scheduled.size());
-  struct PendingFork {
-    Choice* parent;
-    std::vector<std::pair<Choice*, SampleResult>> children;
-  };
-  std::vector<PendingFork> forks;
-  struct SampleJob {
-    size_t i;          // index in out.scheduled
-    const float* lg;   // its logits row
-    Choice* c;
-    const Request* r;
-  };
-  std::vector<SampleJob> jobs;
-  size_t row = 0;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const ScheduledRequest& s = out.scheduled[i];
-    if (!s.produces_sample) continue;
-    jobs.push_back({i, logits.data() + row++ * static_cast<size_t>(n_vocab), choices[s.id], sched->request(s.id)});
-  }
-  // Sequences sample in parallel (each choice owns its RNG, each thread its Sampler scratch).
-  auto sample_one = [&](const SampleJob& j, Sampler& sp) {
-    results[j.i] = sp.sample(j.lg, n_vocab, j.c->group->req.sampling, j.r->prompt(), j.r->outputs(), j.c->rng);
-    sampled[j.i] = results[j.i].token;
-  };
-  if (jobs.size() > 1 && pool->size() > 1) {
-    pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e, int tid) {
-      for (int64_t k = b; k < e; ++k) sample_one(jobs[static_cast<size_t>(k)], samplers[static_cast<size_t>(tid)]);
-    });
-  } else {
-    for (const SampleJob& j : jobs) sample_one(j, samplers[0]);
-  }
-  // n > 1: the other choices draw their first token from the same logits, then fork after update.
-  for (const SampleJob& j : jobs) {
-    Group& g = *j.c->group;
-    const GenerateRequest& gr = g.req;
-    if (gr.n > 1 && !g.forked && j.c->index == 0 && j.r->num_output_tokens() == 0) {
-      g.forked = true;
-      PendingFork pf{j.c, {}};
-      for (auto& child : g.choices)
-        if (child->index != 0)
-          pf.children.emplace_back(
-              child.get(), samplers[0].sample(j.lg, n_vocab, gr.sampling, j.r->prompt(), j.r->outputs(), child->rng));
-      forks.push_back(std::move(pf));
-    }
-  }
-
-  // 4. update: advance the scheduler and stream what each request produced
-  std::vector<RequestEvent> events = sched->update(out, sampled);
-  std::unordered_map<RequestId, const SampleResult*> result_of;
-  for (const SampleJob& j : jobs) result_of[out.scheduled[j.i].id] = &results[j.i];
-  for (const RequestEvent& ev : events) {
-    auto it = choices.find(ev.id);
-    if (it == choices.end()) continue;
-    auto sr = result_of.find(ev.id);
-    handle_event(*it->second, ev, sr == result_of.end() ? nullptr : sr->second);
-  }
-  for (PendingFork& pf : forks) {
-    for (auto& [child, res] : pf.children) {
-      child->sched_id = next_sched_id++;
-      choices[child->sched_id] = child;
-      child->added = true;
-      auto ev = sched->request(pf.parent->sched_id)
-                    ? sched->fork(pf.parent->sched_id, child->sched_id, res.token)
-                    : Result<RequestEvent>(Error{"parent finished"});
-      if (ev.ok()) {
-        handle_event(*child, *ev, &res);
-      } else {
-        // The parent ended on its first token: the child starts over as its own request (its prompt
-        // blocks are in the prefix cache by now).
-        choices.erase(child->sched_id);
-        child->added = false;
-        add_choice(*child->group, *child);
-      }
-    }
-  }
-
-  st.num_seqs = static_cast<int32_t>(out.scheduled.size());
-  st.num_tokens = out.total_tokens;
-  st.seconds = seconds_between(t0, Clock::now());
-  {
-    std::lock_guard<std::mutex> lock(stats_mu);
-    stats.steps++;
-    stats.prompt_tokens_total += static_cast<uint64_t>(st.num_prefill_tokens);
-  }
-  if (observer) observer->on_step(st);
-  update_stats();
+  StepSamples samples = sample_step(out);
+  const std::vector<RequestEvent> events = sched->update(out, samples.tokens);
+  emit_outputs(events, samples);                          // text, stop strings, finishing, timings
+  start_forks(samples);                                   // n > 1: the other choices join
+  end_step(st, t0);
   return true;
 }
 
@@ -154,7 +42,6 @@ void Engine::Impl::drain_inbox() {
   for (auto& gp : incoming) {
     Group& g = *gp;
     const GenerateRequest& r = g.req;
-    const auto& tok = self->tokenizer_;
     const uint64_t base_seed = r.sampling.seed ? *r.sampling.seed : random_seed();
     for (int32_t i = 0; i < r.n; ++i) {
       auto c = std::make_unique<Choice>();
@@ -164,7 +51,7 @@ void Engine::Impl::drain_inbox() {
       StreamingDetokenizer::Options opt;
       opt.skip_special = r.skip_special_tokens;
       opt.stop = r.stop;
-      c->text = std::make_unique<StreamingDetokenizer>(tok, r.prompt, std::move(opt));
+      c->text = std::make_unique<StreamingDetokenizer>(tokenizer, r.prompt, std::move(opt));
       g.choices.push_back(std::move(c));
     }
     g.unfinished = r.n;
@@ -175,144 +62,7 @@ void Engine::Impl::drain_inbox() {
     add_choice(*groups[id], *groups[id]->choices[0]);
   }
   for (uint64_t id : to_abort) end_group(id, FinishReason::Abort, "aborted");
-}
-
-// Ends every unfinished choice of a request. The group is destroyed when its last choice finishes,
-// so it is looked up again before each choice.
-void Engine::Impl::end_group(uint64_t id, FinishReason reason, const std::string& why) {
-  auto it = groups.find(id);
-  if (it == groups.end()) return;
-  const size_t n = it->second->choices.size();
-  for (size_t i = 0; i < n; ++i) {
-    it = groups.find(id);
-    if (it == groups.end()) return;
-    Choice& c = *it->second->choices[i];
-    if (c.finished) continue;
-    if (c.added) sched->abort(c.sched_id);
-    finish_choice(c, reason, why, {});
-  }
-}
-
-void Engine::Impl::add_choice(Group& g, Choice& c, const std::vector<int32_t>*) {
-  const GenerateRequest& r = g.req;
-  RequestParams p;
-  c.sched_id = next_sched_id++;
-  p.id = c.sched_id;
-  p.prompt = r.prompt;
-  p.max_tokens = r.max_tokens;
-  p.min_tokens = r.min_tokens;
-  p.priority = r.priority;
-  p.stop_token_ids = r.stop_token_ids;
-  if (!r.ignore_eos)
-    for (int32_t e : eog_ids) p.stop_token_ids.push_back(e);
-  Status st = sched->add_request(std::move(p));
-  if (!st.ok()) {
-    finish_choice(c, FinishReason::Error, st.error(), {});
-    return;
-  }
-  c.added = true;
-  choices[c.sched_id] = &c;
-}
-
-void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample) {
-  if (c.finished) return;
-  Group& g = *c.group;
-  RequestOutput o;
-  o.request_id = g.id;
-  o.index = c.index;
-  o.prompt_tokens = static_cast<int32_t>(g.req.prompt.size());
-  o.cached_prompt_tokens = g.cached_prompt_tokens;
-  FinishReason finish = ev.finish;
-  std::string reason;
-  bool stop_string = false;
-  if (ev.token) {
-    const int32_t tok = *ev.token;
-    const auto now = Clock::now();
-    c.completion_tokens++;
-    o.token_ids.push_back(tok);
-    if (sample && g.req.sampling.logprobs >= 0) o.logprobs.push_back(*sample);
-    if (!g.timings.produced_token) {
-      g.timings.produced_token = true;
-      g.timings.first_token = now;
-    } else if (c.index == 0) {
-      g.timings.itl_s.push_back(seconds_between(c.last_token_time, now));
-    }
-    c.last_token_time = now;
-    g.timings.last_token = now;
-    {
-      std::lock_guard<std::mutex> lock(stats_mu);
-      stats.generation_tokens_total++;
-    }
-    if (finish == FinishReason::Stop) {
-      reason = self->tokenizer_->token_text(tok);  // a stop token: counted, but not part of the text
-    } else {
-      o.text = c.text->push(tok);
-      if (c.text->stopped()) {
-        if (finish == FinishReason::None) sched->finish(c.sched_id, FinishReason::Stop);
-        finish = FinishReason::Stop;
-        reason = g.req.stop[static_cast<size_t>(c.text->stop_index())];
-        if (g.req.include_stop_str_in_output) o.text += reason;
-        stop_string = true;
-      }
-    }
-  }
-  o.completion_tokens = c.completion_tokens;
-  if (finish == FinishReason::None) {
-    if (g.callback && (!o.token_ids.empty() || !o.text.empty())) g.callback(o);
-    return;
-  }
-  if (!stop_string) o.text += c.text->finish();
-  o.finished = true;
-  o.finish_reason = finish;
-  o.stop_reason = reason;
-  c.finished = true;
-  c.finish_reason = finish;
-  choices.erase(c.sched_id);
-  if (g.callback) g.callback(o);
-  g.unfinished--;
-  maybe_finish_group(g);
-}
-
-// Ends a choice that produced no new token now (abort, error).
-void Engine::Impl::finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason, std::string tail_text) {
-  if (c.finished) return;
-  Group& g = *c.group;
-  c.finished = true;
-  c.finish_reason = reason;
-  RequestOutput o;
-  o.request_id = g.id;
-  o.index = c.index;
-  o.prompt_tokens = static_cast<int32_t>(g.req.prompt.size());
-  o.cached_prompt_tokens = g.cached_prompt_tokens;
-  o.completion_tokens = c.completion_tokens;
-  o.text = std::move(tail_text);
-  o.finished = true;
-  o.finish_reason = reason;
-  o.stop_reason = stop_reason;
-  if (c.added) choices.erase(c.sched_id);
-  if (g.callback) g.callback(o);
-  g.unfinished--;
-  maybe_finish_group(g);
-}
-
-void Engine::Impl::maybe_finish_group(Group& g) {
-  if (g.unfinished > 0) return;
-  g.timings.finished = Clock::now();
-  int32_t total = 0;
-  FinishReason reason = g.choices[0]->finish_reason;
-  for (auto& c : g.choices) {
-    total += c->completion_tokens;
-    if (c->finish_reason == FinishReason::Abort || c->finish_reason == FinishReason::Error) reason = c->finish_reason;
-  }
-  g.timings.completion_tokens = total;
-  g.timings.finish_reason = reason;
-  {
-    std::lock_guard<std::mutex> lock(stats_mu);
-    stats.requests_finished++;
-  }
-  if (observer) observer->on_request_done(g.timings);
-  live_groups.fetch_sub(1);
-  groups.erase(g.id);
+  expire_queued();
 }
 
 void Engine::Impl::expire_queued() {
@@ -327,9 +77,44 @@ void Engine::Impl::expire_queued() {
   for (uint64_t id : expired) end_group(id, FinishReason::Error, "timeout");
 }
 
-void Engine::Impl::update_stats() {
+// Counts the step's prefill and decode tokens, and stamps requests scheduled for the first time.
+StepStats Engine::Impl::begin_step(const SchedulerOutput& out, Clock::time_point t0) {
+  StepStats st;
+  st.num_seqs = static_cast<int32_t>(out.scheduled.size());
+  st.num_tokens = out.total_tokens;
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request* r = sched->request(s.id);
+    const bool decode = r && s.start_pos >= r->num_prompt_tokens();
+    (decode ? st.num_decode_tokens : st.num_prefill_tokens) += s.num_tokens;
+    Group& g = *choices.at(s.id)->group;
+    if (!g.timings.scheduled) {
+      g.timings.scheduled = true;
+      g.timings.first_scheduled = t0;
+      g.cached_prompt_tokens = s.start_pos;  // a first schedule starts past its prefix-cache hit
+      if (observer) observer->on_request_scheduled(g.timings);
+    }
+  }
+  return st;
+}
+
+void Engine::Impl::end_step(StepStats st, Clock::time_point t0) {
+  st.seconds = seconds_between(t0, Clock::now());
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.steps++;
+    stats.prompt_tokens_total += static_cast<uint64_t>(st.num_prefill_tokens);
+  }
+  if (observer) observer->on_step(st);
+  publish_stats();
+}
+
+void Engine::Impl::publish_stats() {
+  const SchedulerStats s = sched->stats();
   std::lock_guard<std::mutex> lock(stats_mu);
-  stats.sched = sched->stats();
+  stats.num_running = s.num_running;
+  stats.num_waiting = s.num_waiting;
+  stats.num_preemptions = s.num_preemptions;
+  stats.kv = s.kv;
 }
 
 }  // namespace tmill

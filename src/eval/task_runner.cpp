@@ -10,7 +10,6 @@
 #include "chat/chat_template.h"
 #include "core/log.h"
 #include "engine/engine.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill::eval {
@@ -54,8 +53,7 @@ struct Pending {
 Result<ModelRun> run_tasks(Engine& engine, const std::vector<TaskCase>& cases, const TaskRunOptions& opt) {
   ModelRun run;
   run.model = engine.config().model_path;
-  run.model_name = engine.model().file().get_string("general.name").value_or(
-      std::filesystem::path(run.model).filename().string());
+  run.model_name = engine.model_info().name;
   const Tokenizer& tok = *engine.tokenizer();
 
   std::unique_ptr<ChatTemplate> tmpl;

@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/config.h"  // defaults
+#include "api/stats.h"  // KvCacheStats
 #include "core/result.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
@@ -30,7 +32,7 @@ using KvRequestId = uint64_t;
 
 struct KvCacheConfig {
   int32_t num_blocks = 0;   // including the null block 0
-  int32_t block_size = 16;  // tokens per block
+  int32_t block_size = defaults::kBlockSize;  // tokens per block
   bool enable_prefix_caching = true;
 };
 
@@ -53,17 +55,8 @@ struct AllocResult {
   std::vector<BlockCopy> copies;    // CoW copies the engine must perform before this step
 };
 
-struct KvStats {
-  int32_t num_blocks = 0;            // usable blocks (null block excluded)
-  int32_t num_free_blocks = 0;       // free queue, including evictable cached blocks
-  int32_t num_cached_blocks = 0;     // blocks holding a prefix-cache key (in use or evictable)
-  double usage = 0.0;                // fraction of usable blocks held by live requests
-  int64_t prefix_query_tokens = 0;   // tokens looked up (counted when the allocation succeeds)
-  int64_t prefix_hit_tokens = 0;     // tokens served from the prefix cache
-  int64_t allocated_slots = 0;       // in-use blocks * block_size
-  int64_t used_slots = 0;            // of those, slots reserved for a token (waste = difference)
-  uint64_t num_evictions = 0;        // cached blocks whose key was dropped to reuse the block
-};
+// The cache's figures: the engine API's plain type (src/api/stats.h), reported as is.
+using KvStats = KvCacheStats;
 
 class KvCacheManager {
  public:

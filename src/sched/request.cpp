@@ -19,17 +19,6 @@ std::string_view to_string(RequestStatus status) {
   return "?";
 }
 
-std::string_view to_string(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::None: return "";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Abort: return "abort";
-    case FinishReason::Error: return "error";
-  }
-  return "?";
-}
-
 bool is_finished(RequestStatus status) { return status >= RequestStatus::FinishedStopped; }
 
 RequestStatus finished_status(FinishReason reason) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/request.h"  // FinishReason
 #include "kv/block_hash.h"
 
 namespace tmill {
@@ -23,10 +24,7 @@ enum class RequestStatus : uint8_t {
   FinishedError,    // finish(id, Error)
 };
 
-enum class FinishReason : uint8_t { None, Stop, Length, Abort, Error };
-
 std::string_view to_string(RequestStatus status);
-std::string_view to_string(FinishReason reason);  // "stop", "length", "abort", "error", ""
 bool is_finished(RequestStatus status);
 RequestStatus finished_status(FinishReason reason);
 

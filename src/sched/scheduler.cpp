@@ -12,12 +12,14 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
   SchedulerConfig c = config;
   if (c.max_num_batched_tokens < 1) return Error{"scheduler: max_num_batched_tokens must be >= 1"};
   if (c.max_num_seqs < 1) return Error{"scheduler: max_num_seqs must be >= 1"};
-  if (c.max_model_len < 1) return Error{"scheduler: max_model_len must be >= 1"};
+  if (c.max_model_len < 0) return Error{"scheduler: max_model_len must not be negative"};
   if (c.long_prefill_token_threshold < 0) return Error{"scheduler: negative long_prefill_token_threshold"};
   TM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(c.kv));
   // A request must fit the cache alone, or it could never make progress: the KV capacity acts as a
   // max_model_len (vLLM refuses to start instead; tiny test configs rely on the clamp).
-  if (c.max_model_len > kv.capacity_tokens()) {
+  if (c.max_model_len == 0) {
+    c.max_model_len = static_cast<int32_t>(kv.capacity_tokens());
+  } else if (c.max_model_len > kv.capacity_tokens()) {
     log_warn("scheduler: max_model_len {} exceeds the KV cache capacity ({} tokens); clamping",
              c.max_model_len, kv.capacity_tokens());
     c.max_model_len = static_cast<int32_t>(kv.capacity_tokens());

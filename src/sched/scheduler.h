@@ -22,18 +22,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/config.h"  // SchedulingPolicy, defaults
 #include "core/result.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/request.h"
 
 namespace tmill {
 
-enum class SchedulingPolicy : uint8_t { Fcfs, Priority };
-
 struct SchedulerConfig {
-  int32_t max_num_batched_tokens = 2048;  // token budget per step
-  int32_t max_num_seqs = 256;             // requests per step (and running requests admitted)
-  int32_t max_model_len = 4096;           // prompt + outputs; clamped to the KV capacity
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // token budget per step
+  int32_t max_num_seqs = defaults::kMaxNumSeqs;  // requests per step (and running requests admitted)
+  int32_t max_model_len = 0;              // prompt + outputs; 0 or more than the KV capacity: the capacity
   int32_t long_prefill_token_threshold = 0;  // >0: cap on one request's chunk per step
   bool enable_chunked_prefill = true;     // false: a prompt must fit the remaining budget whole
   SchedulingPolicy policy = SchedulingPolicy::Fcfs;
@@ -80,9 +79,9 @@ class Scheduler {
  public:
   static Result<Scheduler> create(const SchedulerConfig& config);
 
-  // Queues a request. Errors: duplicate id, empty prompt, max_tokens < 1, prompt too long for
-  // max_model_len or for the whole KV cache.
-  Status add_request(RequestParams params);
+  // Queues a request. The engine checked it at its front door (check_request): a duplicate id, an
+  // empty prompt, max_tokens < 1 or a prompt longer than max_model_len is a broken invariant here.
+  void add_request(RequestParams params);
   // Plans one step. Every non-empty output must be followed by update() before the next schedule().
   SchedulerOutput schedule();
   // Applies a step: advances num_computed_tokens, caches newly full blocks, appends the sampled

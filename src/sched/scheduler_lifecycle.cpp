@@ -7,20 +7,17 @@
 
 namespace tmill {
 
-Status Scheduler::add_request(RequestParams params) {
-  if (requests_.count(params.id)) return Error{"duplicate request id " + std::to_string(params.id)};
-  if (params.prompt.empty()) return Error{"empty prompt"};
-  if (params.max_tokens < 1) return Error{"max_tokens must be >= 1"};
-  if (params.min_tokens < 0) return Error{"min_tokens must be >= 0"};
+void Scheduler::add_request(RequestParams params) {
+  // The engine's front door (check_request) refused anything else; these are invariants here.
+  TM_ASSERT(!requests_.count(params.id), "duplicate request id");
+  TM_ASSERT(!params.prompt.empty(), "empty prompt");
+  TM_ASSERT(params.max_tokens >= 1 && params.min_tokens >= 0, "max_tokens < 1 or min_tokens < 0");
   int32_t max_len = config_.max_model_len;
   if (params.max_model_len > 0) max_len = std::min(max_len, params.max_model_len);
-  if (static_cast<int64_t>(params.prompt.size()) > max_len)
-    return Error{"prompt of " + std::to_string(params.prompt.size()) + " tokens exceeds max_model_len " +
-                 std::to_string(max_len) + " (including the KV cache capacity)"};
+  TM_ASSERT(static_cast<int64_t>(params.prompt.size()) <= max_len, "prompt longer than max_model_len");
   const RequestId id = params.id;
   requests_.emplace(id, Request(std::move(params), next_arrival_++, max_len, kv_.block_size()));
   enqueue_waiting(id, /*front=*/false);
-  return ok_status();
 }
 
 void Scheduler::remove_request(RequestId id) {

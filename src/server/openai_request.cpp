@@ -13,13 +13,6 @@
 namespace tmill::server {
 namespace detail {
 
-namespace {
-// OpenAI's code for prompts that do not fit the context.
-[[noreturn]] void throw_context_error(std::string message, std::string param) {
-  throw RequestError{bad_request(std::move(message), std::move(param), "context_length_exceeded")};
-}
-}  // namespace
-
 std::string check_model(const json& body, const ServerContext& ctx) {
   auto model = opt_string(body, "model");
   if (model && *model != ctx.served_model_name) {
@@ -35,7 +28,7 @@ std::string check_model(const json& body, const ServerContext& ctx) {
 
 namespace {
 
-void map_logit_bias(const json& body, const ServerContext& ctx, SamplingParams& sp) {
+void map_logit_bias(const json& body, SamplingParams& sp) {
   const json* lb = field(body, "logit_bias");
   if (!lb) return;
   if (!lb->is_object()) throw_bad_request("'logit_bias' must be an object of token id -> bias", "logit_bias");
@@ -45,12 +38,11 @@ void map_logit_bias(const json& body, const ServerContext& ctx, SamplingParams& 
     const bool digits = !key.empty() && key.size() <= 10 &&
                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     const long long id = digits ? std::strtoll(key.c_str(), nullptr, 10) : -1;
-    if (id < 0 || id >= ctx.n_vocab)
-      throw_bad_request(fmt::format("logit_bias key '{}' is not a token id in [0, {})", key, ctx.n_vocab), "logit_bias");
+    if (id < 0 || id > INT32_MAX) throw_bad_request(fmt::format("logit_bias key '{}' is not a token id", key), "logit_bias");
     if (!it.value().is_number()) throw_bad_request("logit_bias values must be numbers", "logit_bias");
     const double b = it.value().get<double>();
-    if (!(b >= -100 && b <= 100)) throw_bad_request("logit_bias values must be between -100 and 100", "logit_bias");
-    sp.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    // Out-of-range values (the engine allows [-100, 100]) keep their sign and stay out of range as floats.
+    sp.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(std::clamp(b, -1e6, 1e6)));
   }
 }
 
@@ -74,7 +66,7 @@ void map_stop(const json& body, const ServerContext& ctx, GenerateRequest& r) {
     if (static_cast<int64_t>(ids->size()) > ctx.max_stop)
       throw_bad_request(fmt::format("'stop_token_ids' has more than {} entries", ctx.max_stop), "stop_token_ids");
     for (const json& v : *ids)
-      r.stop_token_ids.push_back(static_cast<int32_t>(as_int(v, "stop_token_ids", 0, ctx.n_vocab - 1)));
+      r.stop_token_ids.push_back(static_cast<int32_t>(as_int(v, "stop_token_ids", INT32_MIN, INT32_MAX)));
   }
 }
 
@@ -90,37 +82,32 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
     m.include_usage = opt_bool(*so, "include_usage").value_or(false);
     m.continuous_usage = opt_bool(*so, "continuous_usage_stats").value_or(false);
   }
-  m.n = static_cast<int32_t>(opt_int(body, "n", 1, ctx.max_n).value_or(1));
-  if (auto best_of = opt_int(body, "best_of", 1, ctx.max_n); best_of && *best_of != m.n)
+  // Ranges (n >= 1, top_p in (0, 1], penalties, ...) are the engine's to check (check_request, called
+  // by finish_prompt); here only JSON types and this server's own limits (--max-n).
+  m.n = static_cast<int32_t>(opt_int(body, "n", INT32_MIN, INT32_MAX).value_or(1));
+  if (m.n > ctx.max_n) throw_bad_request(fmt::format("'n' must be at most {} (the server's --max-n)", ctx.max_n), "n");
+  if (auto best_of = opt_int(body, "best_of", INT32_MIN, INT32_MAX); best_of && *best_of != m.n)
     throw_bad_request("'best_of' different from 'n' is not supported", "best_of");
   r.n = m.n;
 
   SamplingParams& sp = r.sampling;
-  sp.temperature = static_cast<float>(opt_number(body, "temperature", 0, 1e6).value_or(1.0));
-  if (auto top_p = opt_number(body, "top_p", 0, 1)) {
-    if (*top_p <= 0) throw_bad_request("'top_p' must be in (0, 1]", "top_p");
-    sp.top_p = static_cast<float>(*top_p);
-  }
+  sp.temperature = opt_float(body, "temperature").value_or(1.0f);
+  sp.top_p = opt_float(body, "top_p").value_or(1.0f);
   const int64_t top_k = opt_int(body, "top_k", -1, INT32_MAX).value_or(0);
-  sp.top_k = top_k <= 0 ? 0 : static_cast<int32_t>(top_k);
-  sp.min_p = static_cast<float>(opt_number(body, "min_p", 0, 1).value_or(0));
-  sp.presence_penalty = static_cast<float>(opt_number(body, "presence_penalty", -2, 2).value_or(0));
-  sp.frequency_penalty = static_cast<float>(opt_number(body, "frequency_penalty", -2, 2).value_or(0));
-  if (auto rp = opt_number(body, "repetition_penalty", 0, 1e6)) {
-    if (*rp <= 0) throw_bad_request("'repetition_penalty' must be positive", "repetition_penalty");
-    sp.repetition_penalty = static_cast<float>(*rp);
-  }
+  sp.top_k = top_k <= 0 ? 0 : static_cast<int32_t>(top_k);  // -1 (vLLM) and 0: disabled
+  sp.min_p = opt_float(body, "min_p").value_or(0.0f);
+  sp.presence_penalty = opt_float(body, "presence_penalty").value_or(0.0f);
+  sp.frequency_penalty = opt_float(body, "frequency_penalty").value_or(0.0f);
+  sp.repetition_penalty = opt_float(body, "repetition_penalty").value_or(1.0f);
   if (auto seed = opt_int(body, "seed", INT64_MIN, INT64_MAX)) sp.seed = static_cast<uint64_t>(*seed);
-  map_logit_bias(body, ctx, sp);
+  map_logit_bias(body, sp);
   map_stop(body, ctx, r);
 
   r.ignore_eos = opt_bool(body, "ignore_eos").value_or(false);
-  r.min_tokens = static_cast<int32_t>(opt_int(body, "min_tokens", 0, INT32_MAX).value_or(0));
+  r.min_tokens = static_cast<int32_t>(opt_int(body, "min_tokens", INT32_MIN, INT32_MAX).value_or(0));
   r.skip_special_tokens = opt_bool(body, "skip_special_tokens").value_or(true);
   r.include_stop_str_in_output = opt_bool(body, "include_stop_str_in_output").value_or(false);
   r.priority = static_cast<int32_t>(opt_int(body, "priority", INT32_MIN, INT32_MAX).value_or(0));
-  if (r.priority != 0 && !ctx.priority_scheduling)
-    throw_bad_request("'priority' needs the server to run with --scheduling-policy priority", "priority");
   (void)opt_string(body, "user");  // accepted, type-checked, unused
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object()) throw_bad_request("'response_format' must be an object", "response_format");
@@ -150,33 +137,32 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
   }
   const int64_t len = static_cast<int64_t>(tokens.size());
   if (len == 0) throw_bad_request(fmt::format("The {} produce no tokens", what), what);
-  if (len >= ctx.max_model_len)
-    throw_context_error(fmt::format("This model's maximum context length is {} tokens. However, your request has {} "
-                                    "input tokens. Please reduce the length of the {} (or set truncate_prompt_tokens).",
-                                    ctx.max_model_len, len, what),
-                        what);
   const int64_t room = ctx.max_model_len - len;
   int64_t mt = 0;
   if (max_tokens) {
     mt = *max_tokens;
-    if (len + mt > ctx.max_model_len)
-      throw_context_error(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
-                                      "tokens ({} in the {}, {} in the completion). Please reduce the length of the {} "
-                                      "or completion.",
-                                      ctx.max_model_len, len + mt, len, what, mt, what),
-                          kind == ApiKind::Chat && field(body, "max_completion_tokens") ? "max_completion_tokens"
-                                                                                        : "max_tokens");
   } else if (kind == ApiKind::Completion) {
     mt = std::min<int64_t>(16, room);  // OpenAI's documented default for /v1/completions
   } else {
     mt = room;  // chat: the rest of the context (as vLLM), capped by --max-tokens-default
     if (ctx.max_tokens_default > 0) mt = std::min<int64_t>(mt, ctx.max_tokens_default);
   }
-  p.request.max_tokens = static_cast<int32_t>(mt);
-  if (p.request.min_tokens > p.request.max_tokens)
-    throw_bad_request(fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})", p.request.min_tokens,
-                                  p.request.max_tokens),
-                      "min_tokens");
+  p.request.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(mt, INT32_MIN, INT32_MAX));
+  if (auto problem = check_request(p.request, ctx.limits())) {
+    // The engine's limits, with this API's names: chat prompts are "messages", and chat's
+    // max_completion_tokens replaces max_tokens when given.
+    ApiError e = bad_request(problem->message, problem->field);
+    if (problem->field == "prompt") e.param = what;
+    if (problem->field == "max_tokens" && kind == ApiKind::Chat && field(body, "max_completion_tokens"))
+      e.param = "max_completion_tokens";
+    if (problem->kind == RequestProblem::Kind::ContextLength) {
+      e.code = "context_length_exceeded";
+      e.message += problem->field == "prompt"
+                       ? fmt::format(" Please reduce the length of the {} (or set truncate_prompt_tokens).", what)
+                       : fmt::format(" Please reduce the length of the {} or completion.", what);
+    }
+    throw RequestError{e};
+  }
 }
 
 }  // namespace detail
@@ -194,7 +180,7 @@ std::vector<int32_t> token_prompt(const json& arr, const ServerContext& ctx) {
       throw_bad_request("'prompt' must be a string, an array of strings, an array of token ids or an array of "
                         "token-id arrays",
                         "prompt");
-    ids.push_back(static_cast<int32_t>(as_int(v, "prompt", 0, ctx.n_vocab - 1)));
+    ids.push_back(static_cast<int32_t>(as_int(v, "prompt", INT32_MIN, INT32_MAX)));
   }
   return ids;
 }
@@ -234,7 +220,7 @@ Result<MappedRequest> map_completion_request(const json& body, const ServerConte
                             "logprobs");
         if (auto suffix = opt_string(body, "suffix"); suffix && !suffix->empty())
           throw_bad_request("'suffix' is not supported", "suffix");
-        const auto max_tokens = opt_int(body, "max_tokens", 1, INT32_MAX);
+        const auto max_tokens = opt_int(body, "max_tokens", INT32_MIN, INT32_MAX);
         m.max_tokens_given = max_tokens.has_value();
         const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
 
@@ -297,8 +283,8 @@ Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ct
         }
         if (m.logprobs) base.sampling.logprobs = m.top_logprobs;
         // max_completion_tokens replaces the deprecated max_tokens; either works.
-        auto max_tokens = opt_int(body, "max_completion_tokens", 1, INT32_MAX);
-        if (!max_tokens) max_tokens = opt_int(body, "max_tokens", 1, INT32_MAX);
+        auto max_tokens = opt_int(body, "max_completion_tokens", INT32_MIN, INT32_MAX);
+        if (!max_tokens) max_tokens = opt_int(body, "max_tokens", INT32_MIN, INT32_MAX);
         m.max_tokens_given = max_tokens.has_value();
         const bool add_special = opt_bool(body, "add_special_tokens").value_or(false);
         MappedPrompt p;

@@ -37,6 +37,9 @@ struct ServerContext {
   int32_t max_stop = 64;              // stop strings / stop token ids
   double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
+
+  // What the engine checks every request against (check_request).
+  RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling}; }
 };
 
 enum class ApiKind { Chat, Completion };

@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "sampling/sampler.h"
-#include "sched/request.h"
+#include "engine/engine.h"  // FinishReason, SampleResult
 #include "server/api_error.h"
 #include "server/openai_request.h"
 

@@ -1,6 +1,7 @@
 #include "server/request_fields.h"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -77,6 +78,16 @@ std::optional<double> opt_number(const json& obj, const char* key, double min, d
   if (!std::isfinite(d) || d < min || d > max)
     throw_bad_request(fmt::format("'{}' must be between {} and {}, got {}", key, min, max, d), key);
   return d;
+}
+
+std::optional<float> opt_float(const json& obj, const char* key) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw_bad_request(fmt::format("'{}' must be a number", key), key);
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max())
+    throw_bad_request(fmt::format("'{}' must be a finite number, got {}", key, d), key);
+  return static_cast<float>(d);
 }
 
 std::optional<std::string> opt_string(const json& obj, const char* key) {

@@ -22,6 +22,8 @@ std::optional<bool> opt_bool(const json& obj, const char* key);
 std::optional<int64_t> opt_int(const json& obj, const char* key, int64_t min, int64_t max);
 // Finite numbers in [min, max].
 std::optional<double> opt_number(const json& obj, const char* key, double min, double max);
+// A finite number a float holds; what range it must be in is the engine's to check (check_request).
+std::optional<float> opt_float(const json& obj, const char* key);
 std::optional<std::string> opt_string(const json& obj, const char* key);
 
 // Checks a value already extracted (arrays of ints etc.).

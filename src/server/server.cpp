@@ -14,7 +14,6 @@
 #include "chat/chat_template.h"
 #include "core/log.h"
 #include "core/mmap.h"
-#include "model/model.h"
 #include "server/auth.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
@@ -91,8 +90,7 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
   ctx_.served_model_name = opts_.served_model_name;
   ctx_.tokenizer = engine_->tokenizer();
   ctx_.max_model_len = engine_->max_model_len();
-  // Token ids must be valid for both the model (embedding rows) and the tokenizer (decoding).
-  ctx_.n_vocab = std::min(static_cast<int32_t>(engine_->model().config().n_vocab), ctx_.tokenizer->n_vocab());
+  ctx_.n_vocab = engine_->model_info().n_vocab;  // valid for both the model and the tokenizer
   ctx_.max_tokens_default = opts_.max_tokens_default;
   ctx_.max_n = opts_.max_n;
   ctx_.queue_timeout_s = opts_.request_timeout_s;

@@ -119,15 +119,15 @@ void ServerMetrics::collect() {
   auto& r = reg_;
   if (const Engine* e = engine_.load()) {
     const EngineStats st = e->stats();
-    r.gauge("vllm:num_requests_running", "", m).set(st.sched.num_running);
-    r.gauge("vllm:num_requests_waiting", "", m).set(st.sched.num_waiting);
-    r.gauge("vllm:kv_cache_usage_perc", "", m).set(st.sched.kv.usage);
+    r.gauge("vllm:num_requests_running", "", m).set(st.num_running);
+    r.gauge("vllm:num_requests_waiting", "", m).set(st.num_waiting);
+    r.gauge("vllm:kv_cache_usage_perc", "", m).set(st.kv.usage);
     r.counter("vllm:generation_tokens_total", "", m).set(static_cast<double>(st.generation_tokens_total));
-    r.counter("vllm:num_preemptions_total", "", m).set(static_cast<double>(st.sched.num_preemptions));
+    r.counter("vllm:num_preemptions_total", "", m).set(static_cast<double>(st.num_preemptions));
     r.counter("tokenmill:out_of_kv_events_total", "", model_and("kind", "preemption"))
-        .set(static_cast<double>(st.sched.num_preemptions));
-    r.counter("vllm:prefix_cache_queries_total", "", m).set(static_cast<double>(st.sched.kv.prefix_query_tokens));
-    r.counter("vllm:prefix_cache_hits_total", "", m).set(static_cast<double>(st.sched.kv.prefix_hit_tokens));
+        .set(static_cast<double>(st.num_preemptions));
+    r.counter("vllm:prefix_cache_queries_total", "", m).set(static_cast<double>(st.kv.prefix_query_tokens));
+    r.counter("vllm:prefix_cache_hits_total", "", m).set(static_cast<double>(st.kv.prefix_hit_tokens));
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +14,6 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "engine_options.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -43,8 +43,8 @@ double median(std::vector<double> v) {
 
 Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) {
   using namespace tmill;
-  const int32_t n_vocab = static_cast<int32_t>(e.model().config().n_vocab);
-  Rng rng(seed);
+  const int32_t n_vocab = e.model_info().n_vocab;
+  std::mt19937_64 rng(seed);
   auto tok = e.tokenizer();
   int32_t have_first = 0, done = 0;
   Clock::time_point t_first{}, t_done{};
@@ -53,7 +53,7 @@ Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) 
     GenerateRequest r;
     // random tokens that are not control tokens, so every prompt is distinct (no prefix-cache hits)
     while (static_cast<int32_t>(r.prompt.size()) < o.prompt_len) {
-      const auto t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n_vocab));
+      const auto t = static_cast<int32_t>(rng() % static_cast<uint64_t>(n_vocab));
       if (!tok->is_control(t) && t < tok->n_vocab()) r.prompt.push_back(t);
     }
     r.max_tokens = o.gen_len;
@@ -75,7 +75,7 @@ Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) 
   // step by hand to watch the KV cache at its fullest
   double sum_alloc = 0, sum_unused = 0;
   while (e.step() || !e.idle()) {
-    const auto kv = e.stats().sched.kv;
+    const KvCacheStats kv = e.stats().kv;
     sum_alloc += static_cast<double>(kv.allocated_slots);
     sum_unused += static_cast<double>(kv.allocated_slots - kv.used_slots);
     if (kv.allocated_slots > r.kv_peak_slots) {
@@ -110,18 +110,8 @@ int run(BenchCli& o) {
   cli::EngineCli ec = o.engine;
   ec.max_num_seqs = std::max(ec.max_num_seqs, max_b);
   if (ec.max_model_len == 0) ec.max_model_len = o.prompt_len + o.gen_len;
-  if (ec.kv_cache_memory.empty()) {
-    // room for every sequence of the largest batch, plus one block each of slack
-    auto m = Model::load(ec.model.empty() ? cli::default_model_path() : ec.model);
-    if (!m.ok()) {
-      log_error("{}", m.error());
-      return 1;
-    }
-    const auto& c = (*m)->config();
-    const uint64_t per_token = 2ull * c.n_layer * c.n_head_kv * c.head_dim * ((*m)->main_weight_type() == DType::F32 ? 4 : 2);
-    const uint64_t tokens = static_cast<uint64_t>(max_b) * (ec.max_model_len + 2 * ec.block_size);
-    ec.kv_cache_memory = std::to_string(per_token * tokens);
-  }
+  // room for every sequence of the largest batch, plus two blocks each of slack
+  if (ec.kv_cache_memory.empty()) ec.kv_cache_tokens = static_cast<int64_t>(max_b) * (ec.max_model_len + 2 * ec.block_size);
   auto eng = cli::create_engine(ec);
   if (!eng.ok()) {
     log_error("{}", eng.error());

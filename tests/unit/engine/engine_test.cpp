@@ -110,7 +110,7 @@ class Invariance : public ::testing::TestWithParam<std::string> {};
 TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
   const std::string model = GetParam() == "stories" ? stories_path() : tiny_model_path(GetParam());
   auto probe = make_engine(model);
-  const int32_t n_vocab = static_cast<int32_t>(probe->model().config().n_vocab);
+  const int32_t n_vocab = probe->model_info().n_vocab;
   std::vector<GenerateRequest> reqs;
   for (int32_t i = 0; i < 16; ++i) reqs.push_back(greedy(prompt_of(5 + 9 * i, i, n_vocab), 12 + (i % 5) * 7));
   // Requests 8..15 extend request 7's 68-token prompt (prefix-cache hits on its full blocks).
@@ -132,7 +132,9 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
     uint64_t kv_bytes;
     bool prefix;
   };
-  const auto& cfg = probe->model().config();
+  auto loaded = Model::load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.error();
+  const ModelConfig& cfg = (*loaded)->config();
   const uint64_t per_token = 2ull * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4;
   const Variant variants[] = {
       {"batched", 4096, 0, true},
@@ -151,16 +153,16 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
     }
     const auto st = e->stats();
     if (std::string(v.name) == "preempt") {
-      EXPECT_GT(st.sched.num_preemptions, 0u);
+      EXPECT_GT(st.num_preemptions, 0u);
     }
     // with a small budget request 7's prompt blocks are cached before requests 8..15 are admitted
     if (std::string(v.name) == "chunk64") {
-      EXPECT_GT(st.sched.kv.prefix_hit_tokens, 0);
+      EXPECT_GT(st.kv.prefix_hit_tokens, 0);
     }
     // everything freed: no block held by a live request
-    EXPECT_EQ(st.sched.num_running, 0);
-    EXPECT_EQ(st.sched.num_waiting, 0);
-    EXPECT_EQ(st.sched.kv.usage, 0.0);
+    EXPECT_EQ(st.num_running, 0);
+    EXPECT_EQ(st.num_waiting, 0);
+    EXPECT_EQ(st.kv.usage, 0.0);
   }
 }
 
@@ -202,7 +204,7 @@ TEST(Engine, ParallelSamplingSharesThePrompt) {
   auto g = run_all(*e, {r});
   EXPECT_EQ(g[0].by_choice[0], g[0].by_choice[1]);
   EXPECT_EQ(g[0].by_choice[1], g[0].by_choice[2]);
-  EXPECT_EQ(e->stats().sched.kv.usage, 0.0);
+  EXPECT_EQ(e->stats().kv.usage, 0.0);
 }
 
 TEST(Engine, StopStringsCutTheText) {
@@ -244,7 +246,7 @@ TEST(Engine, AbortFreesEverything) {
   for (int i = 0; i < 200 && !e->idle(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(e->idle());
   e->stop();
-  EXPECT_EQ(e->stats().sched.kv.usage, 0.0);
+  EXPECT_EQ(e->stats().kv.usage, 0.0);
 }
 
 TEST(Engine, RejectsInvalidRequests) {
@@ -283,5 +285,5 @@ TEST(Engine, QueueTimeoutFailsRequestsThatWaitTooLong) {
   EXPECT_EQ(out[1].reason, FinishReason::Error);
   EXPECT_EQ(out[1].stop_reason, "timeout");
   EXPECT_TRUE(out[1].tokens.empty());
-  EXPECT_EQ(e->stats().sched.kv.usage, 0.0);
+  EXPECT_EQ(e->stats().kv.usage, 0.0);
 }

@@ -56,7 +56,7 @@ std::string describe(const SchedulerOutput& out) {
 
 struct Harness {
   explicit Harness(const SchedulerConfig& c) : sched(std::move(Scheduler::create(c)).value()), sim(sched, kVocab) {}
-  void add(RequestParams p) { ASSERT_TRUE(sched.add_request(std::move(p)).ok()); }
+  void add(RequestParams p) { sched.add_request(std::move(p)); }
   // One engine iteration; returns the schedule description.
   std::string step() {
     last = sched.schedule();
@@ -293,16 +293,25 @@ TEST(Scheduler, ForkSharesTheParentsBlocks) {
   EXPECT_FALSE(h.sched.fork(1, 3).ok());  // parent gone
 }
 
-TEST(Scheduler, RejectsRequestsThatCanNeverFit) {
+// Requests the engine's front door refuses (check_request) are broken invariants in the scheduler.
+TEST(SchedulerDeathTest, AssertsOnRequestsTheEngineRefuses) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Harness h(config(6, 100));  // 5 usable blocks of 4: 20 tokens
+  EXPECT_DEATH(h.sched.add_request(req(1, prompt_of(0, 21))), "max_model_len");
+  EXPECT_DEATH(h.sched.add_request(req(2, {})), "empty prompt");
+  EXPECT_DEATH(h.sched.add_request(req(3, prompt_of(0, 4), 0)), "max_tokens");
+  h.add(req(4, prompt_of(0, 10), 1000));
+  EXPECT_DEATH(h.sched.add_request(req(4, prompt_of(0, 4))), "duplicate request id");
+}
+
+TEST(Scheduler, ClampsToTheKvCapacityAndStopsThere) {
   SchedulerConfig c = config(6, 100);  // 5 usable blocks of 4: 20 tokens
   c.max_model_len = 1000;
   Harness h(c);
   EXPECT_EQ(h.sched.config().max_model_len, 20);  // clamped to the KV capacity
-  EXPECT_FALSE(h.sched.add_request(req(1, prompt_of(0, 21))).ok());
-  EXPECT_FALSE(h.sched.add_request(req(2, {})).ok());
-  EXPECT_FALSE(h.sched.add_request(req(3, prompt_of(0, 4), 0)).ok());
+  c.max_model_len = 0;
+  EXPECT_EQ(Scheduler::create(c)->config().max_model_len, 20);  // 0: the KV capacity
   h.add(req(4, prompt_of(0, 10), 1000));
-  EXPECT_FALSE(h.sched.add_request(req(4, prompt_of(0, 4))).ok());  // duplicate id
   int steps = 0, outputs = 0;
   FinishReason last = FinishReason::None;
   while (h.sched.has_unfinished() && steps++ < 100) {

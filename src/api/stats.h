@@ -1,0 +1,94 @@
+// What the engine tells about itself: the loaded model (ModelInfo), where memory went (MemoryPlan),
+// counters (EngineStats, a thread-safe snapshot) and per-step / per-request hooks for metrics
+// (EngineObserver). Plain data, header-only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/request.h"
+
+namespace tmill {
+
+struct ModelInfo {
+  std::string name;          // general.name, else the file name without ".gguf"
+  std::string architecture;  // general.architecture ("llama", "qwen2", ...)
+  std::string path;          // the model file
+  int32_t n_vocab = 0;       // token ids valid for both the model and its tokenizer: [0, n_vocab)
+  int32_t max_model_len = 0; // context length served (the memory plan's)
+  int64_t n_ctx_train = 0;   // trained context length
+  int64_t n_layer = 0;
+  int64_t n_embd = 0;
+  int64_t n_params = 0;
+  std::string weight_type;   // the dtype most weights are stored in ("Q8_0", "F16", ...)
+};
+
+struct MemoryPlan {
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  int64_t num_blocks = 0;
+  int64_t kv_tokens = 0;
+  int32_t max_model_len = 0;
+  int64_t max_full_sequences = 0;  // concurrent sequences of max_model_len that fit
+  std::string kv_dtype;
+  std::string note;                // e.g. why max_model_len was lowered
+};
+
+// The paged KV cache's figures.
+struct KvCacheStats {
+  int32_t num_blocks = 0;            // usable blocks (null block excluded)
+  int32_t num_free_blocks = 0;       // free queue, including evictable cached blocks
+  int32_t num_cached_blocks = 0;     // blocks holding a prefix-cache key (in use or evictable)
+  double usage = 0.0;                // fraction of usable blocks held by live requests
+  int64_t prefix_query_tokens = 0;   // tokens looked up (counted when the allocation succeeds)
+  int64_t prefix_hit_tokens = 0;     // tokens served from the prefix cache
+  int64_t allocated_slots = 0;       // in-use blocks * block_size
+  int64_t used_slots = 0;            // of those, slots reserved for a token (waste = difference)
+  uint64_t num_evictions = 0;        // cached blocks whose key was dropped to reuse the block
+};
+
+struct EngineStats {
+  int32_t num_running = 0;           // sequences holding KV blocks
+  int32_t num_waiting = 0;           // sequences queued (preempted ones included)
+  uint64_t num_preemptions = 0;      // total
+  KvCacheStats kv;
+  uint64_t prompt_tokens_total = 0;  // prompt tokens computed (prefix-cache hits excluded)
+  uint64_t generation_tokens_total = 0;
+  uint64_t requests_finished = 0;
+  uint64_t steps = 0;
+};
+
+struct StepStats {
+  int32_t num_seqs = 0;
+  int32_t num_tokens = 0;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_decode_tokens = 0;
+  double seconds = 0;
+};
+
+// Per-request timings (engine clock), reported once when a request (all its choices) ends.
+struct RequestTimings {
+  uint64_t request_id = 0;
+  Clock::time_point arrival, first_scheduled, first_token, last_token, finished;
+  std::vector<double> itl_s;  // gaps between consecutive tokens of choice 0
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;  // all choices
+  int32_t num_preemptions = 0;
+  FinishReason finish_reason = FinishReason::None;
+  bool scheduled = false;
+  bool produced_token = false;
+};
+
+// Hooks for metrics (called on the engine thread; must be cheap).
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_step(const StepStats&) {}
+  // Once per request, when it is first scheduled (it leaves the waiting queue); timings has
+  // request_id, arrival, first_scheduled and prompt_tokens set.
+  virtual void on_request_scheduled(const RequestTimings&) {}
+  virtual void on_request_done(const RequestTimings&) {}
+};
+
+}  // namespace tmill
