@@ -161,11 +161,114 @@ size_t ElasticPool::threads() const {
   return threads_.size();
 }
 
-HttpServer::HttpServer(HttpOptions options) : opt_(std::move(options)), pool_(static_cast<size_t>(opt_.max_threads)) {
-  // Body limits are enforced by the server's routes (before reading, and while reading chunked
-  // bodies, which httplib 0.11.4 does not bound).
+HttpServer::HttpServer(HttpOptions options, HttpHandler& handler)
+    : opt_(std::move(options)), handler_(handler), pool_(static_cast<size_t>(opt_.max_threads)) {
+  // Body limits: the handler's before_body (by Content-Length) and read_body below (while reading
+  // chunked bodies, which httplib 0.11.4 does not bound).
   set_keep_alive_timeout(opt_.keep_alive_timeout_s);  // advertised in the Keep-Alive header
   set_keep_alive_max_count(static_cast<size_t>(opt_.keep_alive_max_requests));
+  install_handlers();
+}
+
+namespace {
+
+HttpRequest head_of(const httplib::Request& req) {
+  HttpRequest r;
+  r.method = req.method;
+  r.path = req.path;
+  for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
+  r.client_gone = [] { return HttpServer::client_disconnected(); };
+  return r;
+}
+
+class SinkAdapter final : public ChunkSink {
+ public:
+  explicit SinkAdapter(httplib::DataSink& sink) : sink_(sink) {}
+  bool write(std::string_view d) override { return sink_.write(d.data(), d.size()); }
+  void done() override { sink_.done(); }
+
+ private:
+  httplib::DataSink& sink_;
+};
+
+void to_httplib(HttpResponse&& from, httplib::Response& res) {
+  res.status = from.status;
+  for (auto& [k, v] : from.headers) res.set_header(k.c_str(), v);
+  if (from.close_connection) {
+    res.set_header("Connection", "close");
+    HttpServer::close_after_response();
+  }
+  if (from.streaming()) {
+    auto next = std::make_shared<std::function<bool(ChunkSink&)>>(std::move(from.next_chunk));
+    auto on_close = std::make_shared<std::function<void()>>(std::move(from.on_close));
+    res.set_chunked_content_provider(
+        from.content_type,
+        [next](size_t, httplib::DataSink& sink) {
+          SinkAdapter a(sink);
+          return (*next)(a);
+        },
+        [on_close](bool) {
+          if (*on_close) (*on_close)();
+        });
+  } else if (!from.body.empty() || !from.content_type.empty()) {
+    res.set_content(std::move(from.body), from.content_type.c_str());
+  }
+}
+
+}  // namespace
+
+void HttpServer::install_handlers() {
+  set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto early = handler_.before_body(head_of(req));
+    if (!early) return httplib::Server::HandlerResponse::Unhandled;
+    to_httplib(std::move(*early), res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Every request that before_body let through reaches the handler, with its body read here.
+  auto dispatch = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader) {
+    HttpRequest r = head_of(req);
+    if (reader) {
+      const size_t max = handler_.max_body_bytes();
+      bool too_large = false;
+      const bool ok = (*reader)([&](const char* d, size_t n) {
+        if (r.body.size() + n > max) {
+          too_large = true;
+          return false;
+        }
+        r.body.append(d, n);
+        return true;
+      });
+      if (!ok || too_large) {
+        HttpResponse e = handler_.body_error(too_large, r);
+        e.close_connection = true;  // the rest of the body stays unread
+        to_httplib(std::move(e), res);
+        return;
+      }
+    }
+    to_httplib(handler_.handle(r), res);
+  };
+  Get(".*", [dispatch](const httplib::Request& req, httplib::Response& res) { dispatch(req, res, nullptr); });
+  Post(".*", [dispatch](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& rd) {
+    dispatch(req, res, &rd);
+  });
+  // httplib's own errors (malformed request line or headers, URI too long).
+  set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a route already answered
+    HttpResponse e = handler_.transport_error(res.status, head_of(req));
+    res.set_content(std::move(e.body), e.content_type.c_str());
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+    }
+    log_error("http handler exception: {}", what);
+    to_httplib(handler_.internal_error(what), res);
+  });
 }
 
 HttpServer::~HttpServer() { shutdown(); }

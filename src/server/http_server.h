@@ -1,5 +1,7 @@
-// The HTTP transport: cpp-httplib 0.11.4 parses requests, routes and writes responses
-// (Server::process_request), while this class owns the sockets around it:
+// The HTTP transport: cpp-httplib 0.11.4 parses requests and writes responses
+// (Server::process_request), this class turns them into the transport-neutral HttpRequest /
+// HttpResponse of server/http.h and drives an HttpHandler with them (no route sees httplib), and it
+// owns the sockets around it:
 //  - the listening socket (httplib binds it; we raise its backlog from the compiled-in 5 and run our
 //    own accept loop, so stopping to accept never cuts responses in flight),
 //  - one thread per connection from an elastic pool (up to max_threads; httplib's default pool has
@@ -25,20 +27,10 @@
 #include <vector>
 
 #include "core/result.h"
+#include "server/http.h"
 
 namespace tmill::server {
 
-struct HttpOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;                     // 0: any free port (see HttpServer::port())
-  int max_threads = 1024;              // connections served at once (one thread each)
-  int backlog = 1024;                  // listen() backlog
-  int keep_alive_timeout_s = 10;       // idle time before a keep-alive connection is closed
-  int keep_alive_max_requests = 1000;  // requests per connection
-  int read_timeout_s = 30;             // per read while receiving a request
-  int write_timeout_s = 30;            // per write while sending a response
-  size_t payload_max_bytes = 8u << 20; // larger bodies get 413
-};
 
 // Runs jobs on up to max_threads threads, starting threads only when none is idle.
 class ElasticPool {
@@ -62,7 +54,8 @@ class ElasticPool {
 
 class HttpServer : public httplib::Server {
  public:
-  explicit HttpServer(HttpOptions options);
+  // `handler` must outlive the server.
+  HttpServer(HttpOptions options, HttpHandler& handler);
   ~HttpServer() override;
 
   Result<int> bind();        // listens; returns the port
@@ -87,12 +80,14 @@ class HttpServer : public httplib::Server {
   static void close_after_response();
 
  private:
+  void install_handlers();
   void accept_loop();
   void serve_connection(int fd);
   bool wait_for_request(int fd, int timeout_s);
   void linger_close(int fd);
 
   HttpOptions opt_;
+  HttpHandler& handler_;
   int port_ = -1;
   std::thread accept_thread_;
   std::atomic<bool> stop_accept_{false};

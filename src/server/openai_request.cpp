@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/messages.h"
 #include "server/request_fields.h"
 #include "tokenizer/tokenizer.h"
 
@@ -290,7 +291,7 @@ Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ct
         MappedPrompt p;
         p.request = base;
         p.text = render_messages(body, ctx);
-        p.request.prompt = tokenize_chat(p.text, *ctx.tokenizer, add_special);
+        p.request.prompt = tokenize_chat_prompt(p.text, *ctx.tokenizer, add_special);
         finish_prompt(body, ctx, ApiKind::Chat, max_tokens, p);
         m.prompts.push_back(std::move(p));
         return m;

@@ -82,11 +82,8 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
 void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std::optional<int64_t> max_tokens,
                    MappedPrompt& p);
 // Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,
-// chat_template, chat_template_kwargs, tools).
+// chat_template, chat_template_kwargs, tools) through chat/messages.h.
 std::string render_messages(const json& body, const ServerContext& ctx);
-// Tokenizes rendered chat text: special tokens parsed, BOS added when the vocabulary wants it and the
-// template did not already start with it.
-std::vector<int32_t> tokenize_chat(const std::string& text, const Tokenizer& tok, bool add_special_tokens);
 }  // namespace detail
 
 }  // namespace tmill::server

@@ -1,9 +1,10 @@
 // POST /v1/chat/completions and /v1/completions: parse -> map -> admit -> submit, then either wait
-// for the whole result (JSON) or stream Server-Sent Events from httplib's chunked content provider.
+// for the whole result (JSON) or stream Server-Sent Events as a chunked response (server/http.h).
 // Both paths poll the client's socket while they wait, so a client that goes away aborts its engine
 // requests (freeing their KV blocks) within one wait slice.
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "core/log.h"
 #include "server/generation.h"
@@ -27,13 +28,14 @@ struct InflightGuard {
   std::atomic<int64_t>* c_;
 };
 
-// The state of one SSE response, shared by httplib's content provider and its releaser.
+// The state of one SSE response, shared by the response's next_chunk and on_close.
 struct StreamState {
   std::unique_ptr<InflightGuard> guard;  // declared first: released last
   std::unique_ptr<Generation> gen;
   ServerMetrics* metrics = nullptr;
   const std::atomic<bool>* force_stop = nullptr;
   std::shared_ptr<const Tokenizer> tok;
+  std::function<bool()> client_gone_check;
   ResponseMeta meta;
   std::vector<OutputItem> backlog;
   std::vector<int64_t> offsets;  // completions logprobs: text_offset per choice
@@ -48,7 +50,7 @@ struct StreamState {
     return false;  // ends the response
   }
 
-  bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+  bool write(ChunkSink& sink, const std::string& s) { return sink.write(s); }
 
   json usage_field(bool* attach) const {
     const MappedRequest& m = gen->request();
@@ -56,7 +58,7 @@ struct StreamState {
     return m.continuous_usage ? usage_json(gen->usage()) : json(nullptr);
   }
 
-  bool emit(httplib::DataSink& sink, const OutputItem& it) {
+  bool emit(ChunkSink& sink, const OutputItem& it) {
     const RequestOutput& o = it.out;
     const MappedRequest& m = gen->request();
     if (o.finish_reason == FinishReason::Abort) return true;  // we aborted it: nothing to tell
@@ -86,7 +88,7 @@ struct StreamState {
     return write(sink, sse_event(chunk));
   }
 
-  bool start(httplib::DataSink& sink) {
+  bool start(ChunkSink& sink) {
     started = true;
     const MappedRequest& m = gen->request();
     bool attach = false;
@@ -108,8 +110,8 @@ struct StreamState {
     return true;
   }
 
-  // One call of httplib's content provider: write what is ready, then wait one slice for more.
-  bool pump(httplib::DataSink& sink) {
+  // One call of next_chunk: write what is ready, then wait one slice for more.
+  bool pump(ChunkSink& sink) {
     if (!started && !start(sink)) return client_gone();
     for (const OutputItem& it : backlog)
       if (!emit(sink, it)) return client_gone();
@@ -126,36 +128,27 @@ struct StreamState {
       return false;
     }
     backlog = gen->wait(kWaitSlice);
-    if (HttpServer::client_disconnected()) return client_gone();
+    if (client_gone_check && client_gone_check()) return client_gone();
     return true;
   }
 };
 
 }  // namespace
 
-void Server::handle_generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                             ApiKind kind) {
+HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   const auto arrival = Clock::now();
-  if (!check_auth(req, res)) return;
-  std::string body_text;
-  if (!read_body(req, res, reader, &body_text)) return;
-  if (!check_available(res)) return;
-
   json body;
   try {
-    body = parse_body(body_text);
+    body = parse_body(req.body);
   } catch (const RequestError& e) {
-    reply_error(res, e.error, "invalid_request");
-    return;
+    return reply_error(e.error, "invalid_request");
   }
   ApiError err;
   auto mapped = kind == ApiKind::Chat ? map_chat_request(body, ctx_, &err) : map_completion_request(body, ctx_, &err);
   if (!mapped.ok()) {
-    reply_error(res, err,
-                err.status == 404 ? "not_found"
-                : err.code == "context_length_exceeded" ? "context_length_exceeded"
-                                                        : "invalid_request");
-    return;
+    return reply_error(err, err.status == 404                           ? "not_found"
+                            : err.code == "context_length_exceeded" ? "context_length_exceeded"
+                                                                    : "invalid_request");
   }
   const MappedRequest& m = *mapped;
   const int64_t k = static_cast<int64_t>(m.prompts.size());
@@ -165,17 +158,16 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
     e.message = fmt::format("The server's queue is full ({} requests waiting); retry later.", metrics_->queued());
     e.type = "rate_limit_error";
     e.code = "queue_full";
+    HttpResponse res = reply_error(e, "queue_full");
     res.set_header("Retry-After", "1");
-    reply_error(res, e, "queue_full");
-    return;
+    return res;
   }
   auto guard = std::make_unique<InflightGuard>(&inflight_);
   auto gen = std::make_unique<Generation>(*engine_, metrics_.get(), m, arrival);
   int64_t submitted = 0;
   if (Status st = gen->submit(&submitted); !st.ok()) {
     metrics_->cancel_admission(k - submitted);
-    reply_error(res, bad_request(st.error()), "invalid_request");
-    return;
+    return reply_error(bad_request(st.error()), "invalid_request");
   }
 
   ResponseMeta meta = make_meta(kind, m.model);
@@ -187,39 +179,37 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   while (!gen->finished() && (!m.stream || !gen->got_output())) {
     auto items = gen->wait(kWaitSlice);
     first.insert(first.end(), std::make_move_iterator(items.begin()), std::make_move_iterator(items.end()));
-    if (HttpServer::client_disconnected()) {
+    if (req.disconnected()) {
       metrics_->on_client_abort();
       gen->abort();
-      HttpServer::close_after_response();
+      HttpResponse res;
       res.status = 499;  // nginx's "client closed request"; nobody reads it
-      res.set_content("{}", "application/json");
-      return;
+      res.content_type = "application/json";
+      res.body = "{}";
+      res.close_connection = true;
+      return res;
     }
     if (force_stop_.load()) {
       gen->abort();
       ApiError e;
       e.status = 503;
       e.message = "The server is shutting down.";
-      reply_error(res, e, "unavailable");
-      return;
+      return reply_error(e, "unavailable");
     }
   }
-  if (gen->error() && (!m.stream || gen->finished())) {
-    reply_error(res, *gen->error(), nullptr);  // counted by Generation
-    return;
-  }
+  if (gen->error() && (!m.stream || gen->finished()))
+    return reply_error(*gen->error(), nullptr);  // counted by Generation
 
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
     if (kind == ApiKind::Chat) {
-      reply_json(res, chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
+      return reply_json(chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
     } else {
       std::vector<std::string> echo;
       if (m.echo)
         for (size_t i = 0; i < gen->choices().size(); ++i) echo.push_back(m.prompts[i / static_cast<size_t>(m.n)].text);
-      reply_json(res, completion_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp, echo));
+      return reply_json(completion_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp, echo));
     }
-    return;
   }
 
   auto st = std::make_shared<StreamState>();
@@ -227,6 +217,7 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
   st->metrics = metrics_.get();
   st->force_stop = &force_stop_;
   st->tok = ctx_.tokenizer;
+  st->client_gone_check = req.client_gone;
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);
@@ -234,15 +225,16 @@ void Server::handle_generate(const httplib::Request& req, httplib::Response& res
     for (size_t i = 0; i < st->offsets.size(); ++i)
       st->offsets[i] = static_cast<int64_t>(utf8_length(m.prompts[i / static_cast<size_t>(m.n)].text));
   st->gen = std::move(gen);
-  res.status = 200;
+  HttpResponse res;
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->pump(sink); },
-      [st](bool) {
-        // The response is over (sent, failed or cut): whatever is unfinished is aborted now.
-        if (!st->gen->finished()) st->gen->abort();
-      });
+  res.next_chunk = [st](ChunkSink& sink) { return st->pump(sink); };
+  res.on_close = [st] {
+    // The response is over (sent, failed or cut): whatever is unfinished is aborted now.
+    if (!st->gen->finished()) st->gen->abort();
+  };
+  return res;
 }
 
 }  // namespace tmill::server

@@ -3,6 +3,7 @@
 //            or {"messages": [...], "add_generation_prompt": true, "add_special_tokens": false, ...}
 //            -> {"count": N, "max_model_len": L, "tokens": [...], "token_strs": null | [...]}
 //   /detokenize {"tokens": [...]} -> {"prompt": "text"}
+#include "chat/messages.h"
 #include "server/openai_response.h"
 #include "server/request_fields.h"
 #include "server/server.h"
@@ -10,13 +11,9 @@
 
 namespace tmill::server {
 
-void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-  if (!check_auth(req, res)) return;
-  std::string text;
-  if (!read_body(req, res, reader, &text)) return;
-  if (!check_available(res)) return;
+HttpResponse Server::route_tokenize(HttpRequest& req) {
   try {
-    const json body = parse_body(text);
+    const json body = parse_body(req.body);
     detail::check_model(body, ctx_);
     const Tokenizer& tok = *ctx_.tokenizer;
     std::vector<int32_t> ids;
@@ -24,7 +21,7 @@ void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res
       ApiError err;
       auto rendered = render_chat_prompt(body, ctx_, &err);
       if (!rendered.ok()) throw RequestError{err};
-      ids = detail::tokenize_chat(*rendered, tok, opt_bool(body, "add_special_tokens").value_or(false));
+      ids = tokenize_chat_prompt(*rendered, tok, opt_bool(body, "add_special_tokens").value_or(false));
     } else {
       auto prompt = opt_string(body, "prompt");
       if (!prompt) throw_bad_request("'prompt' (a string) or 'messages' is required", "prompt");
@@ -41,29 +38,24 @@ void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res
     } else {
       out["token_strs"] = nullptr;
     }
-    reply_json(res, out);
+    return reply_json(out);
   } catch (const RequestError& e) {
-    reply_error(res, e.error, e.error.status == 404 ? "not_found" : "invalid_request");
+    return reply_error(e.error, e.error.status == 404 ? "not_found" : "invalid_request");
   }
 }
 
-void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) {
-  if (!check_auth(req, res)) return;
-  std::string text;
-  if (!read_body(req, res, reader, &text)) return;
-  if (!check_available(res)) return;
+HttpResponse Server::route_detokenize(HttpRequest& req) {
   try {
-    const json body = parse_body(text);
+    const json body = parse_body(req.body);
     detail::check_model(body, ctx_);
     const json* tokens = field(body, "tokens");
     if (!tokens) throw_bad_request("'tokens' is required", "tokens");
     if (!tokens->is_array()) throw_bad_request("'tokens' must be an array of token ids", "tokens");
     std::vector<int32_t> ids;
     for (const json& v : *tokens) ids.push_back(static_cast<int32_t>(as_int(v, "tokens", 0, ctx_.n_vocab - 1)));
-    reply_json(res, json{{"prompt", ctx_.tokenizer->decode(ids)}});
+    return reply_json(json{{"prompt", ctx_.tokenizer->decode(ids)}});
   } catch (const RequestError& e) {
-    reply_error(res, e.error, e.error.status == 404 ? "not_found" : "invalid_request");
+    return reply_error(e.error, e.error.status == 404 ? "not_found" : "invalid_request");
   }
 }
 

@@ -5,11 +5,14 @@
 //   ...                                          // SIGINT/SIGTERM:
 //   srv->shutdown(drain_timeout_s);              // refuse new work, finish in-flight, close
 //
-// Routes (see docs/server.md): POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/ID],
-// POST /tokenize, POST /detokenize, GET /health, GET /version, GET /metrics.
+// Routes (see docs/server.md and the one route table in routes.cpp): POST /v1/chat/completions,
+// POST /v1/completions, GET /v1/models[/ID], POST /tokenize, POST /detokenize, GET /health,
+// GET /version, GET /metrics. The routes speak server/http.h only; HttpServer (cpp-httplib) is the
+// transport that drives them.
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,11 +20,13 @@
 
 #include "core/result.h"
 #include "engine/engine.h"
-#include "server/http_server.h"
+#include "server/http.h"
 #include "server/openai_request.h"
 #include "server/server_metrics.h"
 
 namespace tmill::server {
+
+class HttpServer;
 
 struct ServerOptions {
   HttpOptions http;
@@ -36,12 +41,12 @@ struct ServerOptions {
   std::string version = "0";
 };
 
-class Server {
+class Server final : public HttpHandler {
  public:
   static Result<std::unique_ptr<Server>> create(ServerOptions options);
-  ~Server();
+  ~Server() override;
 
-  int port() const { return http_->port(); }
+  int port() const;
   const std::string& served_model_name() const { return opts_.served_model_name; }
 
   // Builds the request context (tokenizer, chat template, limits), registers the metrics observer
@@ -58,17 +63,35 @@ class Server {
   explicit Server(ServerOptions options);
   void register_routes();
 
-  // Route pieces (routes.cpp, routes_generate.cpp).
-  bool check_auth(const httplib::Request& req, httplib::Response& res);
-  bool check_available(httplib::Response& res);
-  void reply_error(httplib::Response& res, const ApiError& e, const char* failure_reason);
-  void reply_json(httplib::Response& res, const json& j);
-  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, std::string* body);
-  void handle_generate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, ApiKind kind);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
+  // HttpHandler (routes.cpp): the route table, the checks before a body is read, error bodies.
+  std::optional<HttpResponse> before_body(const HttpRequest& head) override;
+  size_t max_body_bytes() const override { return opts_.http.payload_max_bytes; }
+  HttpResponse handle(HttpRequest& req) override;
+  HttpResponse body_error(bool too_large, const HttpRequest& head) override;
+  HttpResponse transport_error(int status, const HttpRequest& head) override;
+  HttpResponse internal_error(const std::string& what) override;
+
+  // The route table (routes.cpp): path -> method, credentials, readiness, handler.
+  struct Route;
+  static const Route* find_route(const std::string& path);
+
+  // Route pieces shared by the routes.
+  HttpResponse reply_error(const ApiError& e, const char* failure_reason);
+  static HttpResponse reply_json(const json& j);
+  std::optional<HttpResponse> check_available();
   json models_json() const;
 
+  // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
+  HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }
+  HttpResponse route_completions(HttpRequest& req) { return handle_generate(req, ApiKind::Completion); }
+  HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
+  HttpResponse route_tokenize(HttpRequest& req);
+  HttpResponse route_detokenize(HttpRequest& req);
+  HttpResponse route_models(HttpRequest& req);
+  HttpResponse route_model(HttpRequest& req);
+  HttpResponse route_health(HttpRequest& req);
+  HttpResponse route_version(HttpRequest& req);
+  HttpResponse route_metrics(HttpRequest& req);
 
   ServerOptions opts_;
   std::unique_ptr<HttpServer> http_;

@@ -1,0 +1,90 @@
+// Transport-neutral HTTP: what the routes see (HttpRequest) and return (HttpResponse, with a body or
+// a stream of chunks), and what a transport drives (HttpHandler). The transport - cpp-httplib in
+// http_server.cpp today - parses requests, asks the handler before it reads a body, reads the body
+// (bounded), calls the handler and writes its response; no route includes the transport's headers,
+// so another transport (an event loop) replaces it without touching a route.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tmill::server {
+
+struct HttpRequest {
+  std::string method;  // "GET", "HEAD", "POST", ...
+  std::string path;    // decoded, without the query string
+  std::vector<std::pair<std::string, std::string>> headers;  // as received
+  std::string body;    // read in full before HttpHandler::handle (never for before_body)
+  // True once the client has closed or reset its connection (a non-blocking check supplied by the
+  // transport; null: never). Handlers poll it while they wait for the engine, and streams with it.
+  std::function<bool()> client_gone;
+
+  const std::string* header(std::string_view name) const;  // case-insensitive; first match
+  bool has_header(std::string_view name) const { return header(name) != nullptr; }
+  std::string header_or(std::string_view name, std::string fallback = {}) const;
+  bool disconnected() const { return client_gone && client_gone(); }
+};
+
+// Where a streamed response writes its chunks.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  virtual bool write(std::string_view data) = 0;  // false: the client is gone
+  virtual void done() = 0;                        // the last chunk has been written
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string content_type;
+  std::string body;
+  bool close_connection = false;  // close after this response (its body unread, or draining)
+  // A chunked body instead of `body`: the transport calls next_chunk until it returns false (the
+  // response is cut) or calls sink.done(); on_close runs once when the response is over, however it
+  // ended (sent, failed, cut).
+  std::function<bool(ChunkSink&)> next_chunk;
+  std::function<void()> on_close;
+
+  void set_header(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
+  bool streaming() const { return static_cast<bool>(next_chunk); }
+};
+
+// The transport's limits and timeouts (`tokenmill serve` flags).
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                     // 0: any free port (see HttpServer::port())
+  int max_threads = 1024;              // connections served at once (one thread each)
+  int backlog = 1024;                  // listen() backlog
+  int keep_alive_timeout_s = 10;       // idle time before a keep-alive connection is closed
+  int keep_alive_max_requests = 1000;  // requests per connection
+  int read_timeout_s = 30;             // per read while receiving a request
+  int write_timeout_s = 30;            // per write while sending a response
+  size_t payload_max_bytes = 8u << 20; // larger bodies get 413
+};
+
+// What a transport drives, for every request on every connection (from any number of threads).
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  // After the request line and headers, before any body byte is read: a response ends the request
+  // here (unknown route, wrong method, body too large by Content-Length, missing credentials).
+  virtual std::optional<HttpResponse> before_body(const HttpRequest& head) = 0;
+  // The largest body the transport reads; beyond it the transport answers body_error(true).
+  virtual size_t max_body_bytes() const = 0;
+  virtual HttpResponse handle(HttpRequest& request) = 0;
+  // The body could not be read: larger than max_body_bytes (a chunked body), or the connection
+  // failed. The transport closes the connection after this response.
+  virtual HttpResponse body_error(bool too_large, const HttpRequest& head) = 0;
+  // The transport could not parse the request (malformed request line or headers: 400, URI too
+  // long: 414, ...); `status` is what it will answer, the handler gives the body.
+  virtual HttpResponse transport_error(int status, const HttpRequest& head) = 0;
+  // A handler threw.
+  virtual HttpResponse internal_error(const std::string& what) = 0;
+};
+
+}  // namespace tmill::server

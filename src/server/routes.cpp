@@ -1,0 +1,214 @@
+// The route table (the only list of routes), what happens before a handler runs (unknown route,
+// wrong method, body length, credentials, readiness), the error bodies, and the small routes:
+// /v1/models, /health, /version, /metrics. Transport-neutral: server/http.h only.
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "server/auth.h"
+#include "server/openai_response.h"
+#include "server/server.h"
+
+namespace tmill::server {
+
+namespace {
+
+bool has_body(const HttpRequest& req) {
+  if (req.has_header("Transfer-Encoding")) return true;
+  const std::string cl = req.header_or("Content-Length");
+  return !cl.empty() && cl != "0";
+}
+
+const char* failure_reason(int status) {
+  return status == 404 ? "not_found" : status == 405 ? "method_not_allowed" : status == 413 ? "payload_too_large"
+                                                                                           : "invalid_request";
+}
+
+}  // namespace
+
+struct Server::Route {
+  const char* path;
+  bool prefix;          // path is a prefix ("/v1/models/ID")
+  bool post;            // POST; else GET and HEAD
+  bool auth;            // needs an API key when the server has some
+  bool needs_engine;    // 503 while the model loads or the server drains
+  HttpResponse (Server::*handler)(HttpRequest&);
+};
+
+// /health, /version and /metrics are open even when API keys are set (load balancers and
+// Prometheus need them; they reveal no data).
+const Server::Route* Server::find_route(const std::string& path) {
+  static const Route kRoutes[] = {
+    {"/v1/chat/completions", false, true, true, true, &Server::route_chat},
+    {"/v1/completions", false, true, true, true, &Server::route_completions},
+    {"/tokenize", false, true, true, true, &Server::route_tokenize},
+    {"/detokenize", false, true, true, true, &Server::route_detokenize},
+    {"/v1/models", false, false, true, true, &Server::route_models},
+    {"/v1/models/", true, false, true, true, &Server::route_model},
+    {"/health", false, false, false, true, &Server::route_health},
+    {"/version", false, false, false, false, &Server::route_version},
+    {"/metrics", false, false, false, false, &Server::route_metrics},
+  };
+  for (const Route& r : kRoutes)
+    if (r.prefix ? (path.size() > std::strlen(r.path) && path.compare(0, std::strlen(r.path), r.path) == 0)
+                 : path == r.path)
+      return &r;
+  return nullptr;
+}
+
+HttpResponse Server::reply_error(const ApiError& e, const char* reason) {
+  HttpResponse res;
+  res.status = e.status;
+  res.content_type = "application/json";
+  res.body = error_body(e);
+  if (reason) metrics_->on_failure(reason);
+  return res;
+}
+
+HttpResponse Server::reply_json(const json& j) {
+  HttpResponse res;
+  res.content_type = "application/json";
+  res.body = dump_json(j);
+  return res;
+}
+
+std::optional<HttpResponse> Server::check_available() {
+  if (!draining_.load() && ready_.load()) return std::nullopt;
+  ApiError e;
+  e.status = 503;
+  e.message = draining_.load() ? "The server is shutting down." : "The model is still loading.";
+  e.code = draining_.load() ? "shutting_down" : "model_loading";
+  HttpResponse res = reply_error(e, "unavailable");
+  res.set_header("Retry-After", draining_.load() ? "10" : "5");
+  res.close_connection = draining_.load();
+  return res;
+}
+
+std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
+  const Route* r = find_route(req.path);
+  ApiError e;
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!r) {
+    e.status = 404;
+    e.message = fmt::format("Not found: {} {}", req.method, req.path);
+    e.code = "not_found";
+  } else if (r->post ? req.method != "POST" : (req.method != "GET" && req.method != "HEAD")) {
+    e.status = 405;
+    e.message = fmt::format("Method {} is not allowed for {} (allowed: {})", req.method, req.path,
+                            r->post ? "POST" : "GET, HEAD");
+    e.code = "method_not_allowed";
+    headers.emplace_back("Allow", r->post ? "POST" : "GET, HEAD");
+  } else if (r->post && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+    // The transport would read such a body until the connection closes.
+    e.status = 411;
+    e.message = "Length Required: send Content-Length or Transfer-Encoding: chunked";
+  } else if (const std::string* cl = req.header("Content-Length")) {
+    char* end = nullptr;
+    const unsigned long long len = std::strtoull(cl->c_str(), &end, 10);
+    if (cl->empty() || *end != '\0' || (*cl)[0] == '-') {
+      e.status = 400;
+      e.message = "Invalid Content-Length header";
+    } else if (len > opts_.http.payload_max_bytes) {
+      e.status = 413;
+      e.message = fmt::format("The request body ({} bytes) is larger than the server's limit of {} bytes", len,
+                              opts_.http.payload_max_bytes);
+      e.code = "request_too_large";
+    }
+  }
+  if (e.message.empty() && r->auth && !authorized(opts_.api_keys, req.header_or("Authorization"))) {
+    e.status = 401;
+    e.message = req.has_header("Authorization") ? "Incorrect API key provided."
+                                                : "Missing API key: send 'Authorization: Bearer <key>'.";
+    e.type = "invalid_request_error";
+    e.code = "invalid_api_key";
+    headers.emplace_back("WWW-Authenticate", "Bearer");
+  }
+  if (e.message.empty()) return std::nullopt;
+  HttpResponse res = reply_error(e, e.status == 401 ? "unauthorized" : failure_reason(e.status));
+  res.headers = std::move(headers);
+  res.close_connection = has_body(req) || e.status == 411;  // the body stays unread
+  return res;
+}
+
+HttpResponse Server::handle(HttpRequest& req) {
+  const Route* r = find_route(req.path);
+  TM_ASSERT(r, "before_body let an unknown route through");
+  if (r->needs_engine)
+    if (auto unavailable = check_available()) return std::move(*unavailable);
+  return (this->*(r->handler))(req);
+}
+
+HttpResponse Server::body_error(bool too_large, const HttpRequest&) {
+  ApiError e;
+  if (too_large) {
+    e.status = 413;
+    e.message = fmt::format("The request body is larger than the server's limit of {} bytes",
+                            opts_.http.payload_max_bytes);
+    e.code = "request_too_large";
+  } else {
+    e.status = 400;
+    e.message = "Could not read the request body";
+  }
+  return reply_error(e, too_large ? "payload_too_large" : "invalid_request");
+}
+
+HttpResponse Server::transport_error(int status, const HttpRequest& req) {
+  ApiError e;
+  e.status = status;
+  e.message = status == 414   ? "Request URI too long"
+              : status == 404 ? fmt::format("Not found: {} {}", req.method, req.path)
+                              : fmt::format("Malformed HTTP request (status {})", status);
+  return reply_error(e, status >= 500 ? "engine_error" : "invalid_request");
+}
+
+HttpResponse Server::internal_error(const std::string& what) {
+  ApiError e;
+  e.status = 500;
+  e.message = "Internal server error: " + what;
+  return reply_error(e, "engine_error");
+}
+
+json Server::models_json() const {
+  json m;
+  m["id"] = opts_.served_model_name;
+  m["object"] = "model";
+  m["created"] = created_unix_;
+  m["owned_by"] = "tokenmill";
+  m["root"] = opts_.model_path;
+  m["parent"] = nullptr;
+  m["max_model_len"] = ctx_.max_model_len;
+  json list;
+  list["object"] = "list";
+  list["data"] = json::array({m});
+  return list;
+}
+
+HttpResponse Server::route_models(HttpRequest&) { return reply_json(models_json()); }
+
+HttpResponse Server::route_model(HttpRequest& req) {
+  const std::string id = req.path.substr(std::strlen("/v1/models/"));
+  if (id != opts_.served_model_name) {
+    ApiError e;
+    e.status = 404;
+    e.message = fmt::format("The model `{}` does not exist.", id);
+    e.param = "model";
+    e.code = "model_not_found";
+    return reply_error(e, "not_found");
+  }
+  return reply_json(models_json()["data"][0]);
+}
+
+HttpResponse Server::route_health(HttpRequest&) { return HttpResponse{}; }
+
+HttpResponse Server::route_version(HttpRequest&) { return reply_json(json{{"version", opts_.version}}); }
+
+HttpResponse Server::route_metrics(HttpRequest&) {
+  HttpResponse res;
+  res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  res.body = metrics_->render();
+  return res;
+}
+
+}  // namespace tmill::server
