@@ -10,19 +10,21 @@
 
 namespace tmill::cli {
 
+// The flags' values. Their defaults are EngineConfig's (src/api/config.h), the only place engine
+// defaults are written.
 struct EngineCli {
   std::string model;
-  int threads = 0;
+  int threads = EngineConfig{}.threads;
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
   int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
-  std::string kv_cache_dtype = "auto";
-  int32_t block_size = defaults::kBlockSize;
-  int32_t max_num_seqs = defaults::kMaxNumSeqs;
-  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;
-  int32_t max_model_len = 0;
-  bool no_prefix_caching = false;
-  std::string policy = "fcfs";
-  int32_t long_prefill_token_threshold = 0;
+  std::string kv_cache_dtype = EngineConfig{}.kv_cache_dtype;
+  int32_t block_size = EngineConfig{}.block_size;
+  int32_t max_num_seqs = EngineConfig{}.max_num_seqs;
+  int32_t max_num_batched_tokens = EngineConfig{}.max_num_batched_tokens;
+  int32_t max_model_len = EngineConfig{}.max_model_len;
+  bool no_prefix_caching = !EngineConfig{}.enable_prefix_caching;
+  std::string policy = "fcfs";  // EngineConfig::policy's default, spelled as the flag takes it
+  int32_t long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
   double debug_step_delay_ms = 0;  // hidden testing aid (EngineConfig::debug_step_delay_s)
 };
 
