@@ -7,16 +7,20 @@
 # source that node-llama-cpp ships), else on PATH. The figures quoted in the issue (llama.cpp de3ff81,
 # this machine kind, another day) always have their own column; without the tools they are the only ones.
 #
-# usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--quick]
+# With --baseline BIN the peer column is another tokenmill binary instead of llama.cpp (a build of an
+# earlier commit): the two alternate run by run on the same files, for before/after figures of a change.
+#
+# usage: bench/cpu_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--baseline BIN] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THREADS=2 REPS=3 DIR=bench/models QUICK=0 LDIR=
+THREADS=2 REPS=3 DIR=bench/models QUICK=0 LDIR= BASE=
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) THREADS=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --models-dir) DIR=$2; shift 2 ;;
     --llamacpp) LDIR=$2; shift 2 ;;
+    --baseline) BASE=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -37,14 +41,17 @@ GEN=128; PP=512; NPP=128; NTG=128
 
 # bench engine --json -> the value of a key for the given batch
 field() { sed -e 's/},{/}\n{/g' | grep "\"batch\":$1," | sed -e "s/.*\"$2\":\([0-9.e+-]*\).*/\1/"; }
-run() {  # model batch prompt_len gen_len key
-  "$TM" bench engine --model "$1" --batch "$2" --prompt-len "$3" --gen-len "$4" --threads "$THREADS" \
+run() {  # model batch prompt_len gen_len key   (binary: $RUN_TM, default $TM)
+  "${RUN_TM:-$TM}" bench engine --model "$1" --batch "$2" --prompt-len "$3" --gen-len "$4" --threads "$THREADS" \
     --repetitions 1 --max-num-batched-tokens 2048 --json 2>/dev/null | field "$2" "$5"
 }
 
 # llama.cpp on the same files when its tools are found (else the issue's quoted figures).
-[ -n "$LDIR" ] || { [ -x build-llamacpp/build/bin/llama-bench ] && LDIR=build-llamacpp/build/bin; }
-if [ -n "$LDIR" ]; then
+[ -n "$LDIR$BASE" ] || { [ -x build-llamacpp/build/bin/llama-bench ] && LDIR=build-llamacpp/build/bin; }
+if [ -n "$BASE" ]; then
+  [ -x "$BASE" ] || { echo "--baseline $BASE is not an executable" >&2; exit 1; }
+  LB=$BASE LBB=$BASE
+elif [ -n "$LDIR" ]; then
   LB=$LDIR/llama-bench LBB=$LDIR/llama-batched-bench
   [ -x "$LB" ] && [ -x "$LBB" ] || { echo "no llama-bench / llama-batched-bench in $LDIR" >&2; exit 1; }
 else
@@ -70,7 +77,9 @@ row() {  # label issue_figure target tokenmill_args -- llama_kind llama_args
   local t_all="" l_all=""
   for _ in $(seq "$REPS"); do
     t_all="$t_all $(run "${tm_args[@]}")"
-    if [ -n "$LB" ]; then
+    if [ -n "$BASE" ]; then
+      l_all="$l_all $(RUN_TM=$BASE run "${tm_args[@]}")"
+    elif [ -n "$LB" ]; then
       if [ "${l_args[0]}" = bench ]; then l_all="$l_all $(lcpp_bench "${l_args[@]:1}")"
       else l_all="$l_all $(lcpp_batched "${l_args[@]:1}")"; fi
     fi
@@ -87,7 +96,10 @@ row() {  # label issue_figure target tokenmill_args -- llama_kind llama_args
   fi
 }
 echo "tokenmill $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d %H:%M') UTC, $THREADS threads, medians of $REPS"
-if [ -n "$LB" ]; then
+if [ -n "$BASE" ]; then
+  echo "baseline: $BASE ($("$BASE" --version 2>&1 | head -1)), measured on the same files, alternating with tokenmill run by run"
+  echo "(the 'llama.cpp (this run)' column below is the baseline; its ratio is tokenmill / baseline)"
+elif [ -n "$LB" ]; then
   echo "llama.cpp: $LB ($("$LB" --version 2>&1 | head -1)), measured on the same files, alternating with tokenmill run by run"
 else
   echo "llama.cpp: not found (bench/build_llamacpp.sh builds it); only the issue's figures"
