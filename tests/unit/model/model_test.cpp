@@ -5,12 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "f64_forward.h"
-#include "formats/llama2c.h"
 #include "model/dummy.h"
 #include "model/forward.h"
 #include "model/reference.h"
@@ -160,20 +158,6 @@ TEST(BatchedForward, MixedBatchEqualsSeparateRuns) {
     EXPECT_NEAR(lg[v], wa[v], 1e-4 * (1 + std::abs(wa[v])));
     EXPECT_NEAR(lg[c.n_vocab + v], wb[v], 1e-4 * (1 + std::abs(wb[v])));
   }
-}
-
-// The converter output is byte-identical to the bundled default model.
-TEST(Stories260K, ConverterReproducesBundledModel) {
-  std::string out = test::temp_dir() + "/stories.gguf";
-  Llama2cConvertOptions opts;
-  opts.name = "stories260K";
-  ASSERT_TRUE(convert_llama2c_to_gguf(test::source_path("tests/data/stories260K/stories260K.bin"),
-                                      test::source_path("tests/data/stories260K/tok512.bin"), out, opts)
-                  .ok());
-  std::ifstream a(out, std::ios::binary), b(test::source_path("models/stories260K/stories260K.gguf"), std::ios::binary);
-  std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
-  EXPECT_EQ(sa.size(), sb.size());
-  EXPECT_TRUE(sa == sb);
 }
 
 // Greedy decoding with the batched forward (F32 paged cache) picks the same 200 tokens as the
