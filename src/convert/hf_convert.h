@@ -1,5 +1,5 @@
 // Complete Hugging Face folder -> GGUF conversion: hyper-parameters and weights (convert/hf_model.h)
-// plus the tokenizer (hf_tokenizer_to_gguf), in one file llama.cpp and tokenmill both load.
+// plus the tokenizer (convert/hf_tokenizer.h), in one file llama.cpp and tokenmill both load.
 #pragma once
 
 #include <cstdint>

@@ -9,8 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/strings.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tmill {
 inline bool is_valid_utf8_for_test(std::string_view s) { return is_valid_utf8(s); }
@@ -55,6 +58,18 @@ inline std::vector<std::pair<std::string, std::vector<int32_t>>> load_vectors(co
     v.emplace_back(t, std::move(expect));
   }
   return v;
+}
+
+// How many of the vectors in `name` the tokenizer encodes exactly (no special handling); each miss is
+// a test failure naming the text.
+inline int count_passing(const Tokenizer& tok, const std::string& name) {
+  int pass = 0;
+  for (const auto& [text, expect] : load_vectors(name)) {
+    auto got = tok.encode(text, false, false);
+    if (got == expect) ++pass;
+    else ADD_FAILURE() << name << ": '" << text << "'";
+  }
+  return pass;
 }
 
 // The CLI: $TM_BINARY when set, else <build>/tokenmill next to this test's <build>/tests/ folder.
