@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "convert/dummy.h"
 #include "convert/model_quantizer.h"
 #include "formats/gguf.h"
-#include "model/dummy.h"
 #include "model/model.h"
 #include "test_support.h"
 
