@@ -11,17 +11,10 @@
 namespace tmill {
 namespace {
 
-struct Twin {
-  const char* hf;
-  const char* gguf;
-  const char* pre;
-};
-const Twin kTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
-
-class HfTwins : public ::testing::TestWithParam<Twin> {};
+class HfTwins : public ::testing::TestWithParam<test::HfTwin> {};
 
 TEST_P(HfTwins, ConvertedToGgufTokenizesIdentically) {
-  const Twin t = GetParam();
+  const test::HfTwin t = GetParam();
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   Status st = hf_tokenizer_to_gguf(test::hf_dir(t.hf), w);
@@ -48,7 +41,7 @@ TEST_P(HfTwins, ConvertedToGgufTokenizesIdentically) {
     for (bool parse : {false, true}) EXPECT_EQ((*conv)->encode(chat, add, parse), (*hf)->encode(chat, add, parse));
 }
 
-INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(kTwins),
+INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(test::kHfTwins),
                          [](const auto& info) { return std::string(info.param.hf); });
 
 }  // namespace

@@ -11,17 +11,10 @@
 namespace tmill {
 namespace {
 
-struct Twin {
-  const char* hf;
-  const char* gguf;
-  const char* pre;
-};
-const Twin kTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
-
-class HfTwins : public ::testing::TestWithParam<Twin> {};
+class HfTwins : public ::testing::TestWithParam<test::HfTwin> {};
 
 TEST_P(HfTwins, HfFolderPassesTheGgufVectors) {
-  const Twin t = GetParam();
+  const test::HfTwin t = GetParam();
   auto tok = Tokenizer::load(test::hf_dir(t.hf));
   ASSERT_TRUE(tok.ok()) << tok.error();
   EXPECT_EQ((*tok)->data().pre, t.pre);  // the detected GGUF pre-tokenizer family
@@ -30,7 +23,7 @@ TEST_P(HfTwins, HfFolderPassesTheGgufVectors) {
   EXPECT_EQ(pass, 46);
 }
 
-INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(kTwins),
+INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(test::kHfTwins),
                          [](const auto& info) { return std::string(info.param.hf); });
 
 TEST(HfTokenizer, Qwen3SpecialsAndConfig) {

@@ -1,4 +1,5 @@
-// Helpers for the tokenizer tests: conformance vectors and data paths.
+// Helpers for the tokenizer tests (and tests/unit/convert/hf_tokenizer_test.cpp): conformance vectors,
+// the HF folders and their GGUF twins, data paths.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +85,15 @@ inline std::string cli_binary() {
   }
   return b;
 }
+
+// HF tokenizer folders and their GGUF twins: the ggml-vocab vectors they must pass, and the
+// tokenizer.ggml.pre family they are detected as.
+struct HfTwin {
+  const char* hf;
+  const char* gguf;
+  const char* pre;
+};
+inline constexpr HfTwin kHfTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
 
 // The HF folders are stored with tokenizer.json gzip-compressed; this unpacks one into a temp
 // directory (once per process) and returns the folder.
