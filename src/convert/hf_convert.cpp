@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/tokenizer.h"
+#include "convert/hf_tokenizer.h"
 
 namespace tmill {
 namespace {

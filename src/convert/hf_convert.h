@@ -1,6 +1,5 @@
-// Complete Hugging Face folder -> GGUF conversion: hyper-parameters and weights (formats/hf_model.h)
-// plus the tokenizer (tokenizer/tokenizer.h: hf_tokenizer_to_gguf), in one file llama.cpp and
-// tokenmill both load. This small module exists because formats/ must not depend on tokenizer/.
+// Complete Hugging Face folder -> GGUF conversion: hyper-parameters and weights (convert/hf_model.h)
+// plus the tokenizer (convert/hf_tokenizer.h), in one file llama.cpp and tokenmill both load.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +7,7 @@
 
 #include "core/result.h"
 #include "formats/gguf.h"
-#include "formats/hf_model.h"
+#include "convert/hf_model.h"
 
 namespace tmill {
 

@@ -1,6 +1,6 @@
 // Importance-matrix collection (llama.cpp `llama-imatrix`): run a calibration text through the
 // model and add up, for every weight matrix W of the transformer blocks (y = W x), the squares of
-// each input column x_j over all tokens. Saved with save_imatrix (quant/imatrix.h) and consumed by
+// each input column x_j over all tokens. Saved with save_imatrix (convert/imatrix_file.h) and consumed by
 // `tokenmill quantize --imatrix`.
 #pragma once
 

@@ -5,16 +5,3 @@
 namespace tmill {
 ArchSpec arch_qwen3() { return {"qwen3", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true}; }
 }  // namespace tmill
-
-#include "model/dummy.h"
-
-namespace tmill {
-// Qwen3 shapes for `tokenmill dummy` (values from the models' config.json).
-std::vector<ModelShape> qwen3_shapes() {
-  return {
-      {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true},
-      {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 40960, 1000000.0f, 1e-6f, false},
-      {"tiny-qwen3", "qwen3", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true},
-  };
-}
-}  // namespace tmill

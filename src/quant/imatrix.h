@@ -1,18 +1,7 @@
 // Importance matrix ("imatrix"): for each weight matrix W (y = W x), statistics of its input
 // activations x collected over a calibration text. The quantizers weight each column's rounding
-// error by the column's mean squared activation.
-//
-// File format: llama.cpp's GGUF imatrix format, so files are interchangeable with llama-imatrix /
-// llama-quantize:
-//   metadata  general.type          string   "imatrix"
-//             imatrix.datasets      [string] calibration sources
-//             imatrix.chunk_count   u32      number of chunks processed
-//             imatrix.chunk_size    u32      tokens per chunk
-//   tensors   "<weight name>.in_sum2"  F32 ne = [n_cols, n_mat]  sum over tokens of x_j^2 per column
-//             "<weight name>.counts"   F32 ne = [1, n_mat]       number of tokens summed
-//   (n_mat is the number of experts for a 3-D MoE weight, else 1; other tensors are ignored.)
-// The importance of column j of matrix m is in_sum2[m][j] / counts[m] (1 when counts is 0), the
-// mean squared activation. load_imatrix also reads llama.cpp's legacy binary ".dat" format.
+// error by the column's mean squared activation (Imatrix::importance gives the vector quantize_row
+// takes). This is the in-memory form only; its files are convert/imatrix_file.h's.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +9,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "core/result.h"
 
 namespace tmill {
 
@@ -43,8 +30,5 @@ struct Imatrix {
   // Per-column importance (mean squared activation), n_mat * n_cols values; nullopt if absent.
   std::optional<std::vector<float>> importance(const std::string& weight_name) const;
 };
-
-Result<Imatrix> load_imatrix(const std::string& path);
-Status save_imatrix(const Imatrix& m, const std::string& path);
 
 }  // namespace tmill

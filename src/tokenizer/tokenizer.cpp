@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "formats/gguf.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/hf_json.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
@@ -25,6 +26,11 @@ Result<std::shared_ptr<Tokenizer>> Tokenizer::from_data(VocabData data) {
 
 Result<std::shared_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   TM_ASSIGN_OR_RETURN(VocabData v, vocab_from_gguf(f));
+  return from_data(std::move(v));
+}
+
+Result<std::shared_ptr<Tokenizer>> Tokenizer::from_hf_dir(const std::string& dir) {
+  TM_ASSIGN_OR_RETURN(VocabData v, vocab_from_hf_dir(dir));
   return from_data(std::move(v));
 }
 

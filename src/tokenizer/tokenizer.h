@@ -24,7 +24,6 @@
 namespace tmill {
 
 class GgufFile;
-class GgufWriter;
 
 namespace tok {
 class BpeModel;
@@ -102,10 +101,5 @@ class Tokenizer {
   std::vector<std::string> pieces_;  // decoded bytes per token (specials as text)
   std::string empty_;
 };
-
-// Writes the tokenizer.ggml.* keys (model, pre, tokens, token_type, merges, special ids,
-// add_bos/add_eos, chat_template) equivalent to a Hugging Face tokenizer folder, so that the GGUF
-// tokenizes exactly like the folder.
-Status hf_tokenizer_to_gguf(const std::string& hf_dir, GgufWriter& w);
 
 }  // namespace tmill

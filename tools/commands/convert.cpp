@@ -4,8 +4,8 @@
 
 #include "cli_common.h"
 #include "convert/hf_convert.h"
+#include "convert/llama2c.h"
 #include "core/log.h"
-#include "formats/llama2c.h"
 
 namespace {
 struct ConvertOpts {

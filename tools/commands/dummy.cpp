@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "convert/dummy.h"
 #include "core/log.h"
-#include "model/dummy.h"
 
 namespace {
 struct DummyCli {

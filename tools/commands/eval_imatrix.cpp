@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "convert/imatrix_file.h"
 #include "eval/imatrix_collect.h"
 #include "eval_common.h"
 

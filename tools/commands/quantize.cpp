@@ -8,9 +8,9 @@
 #include <tuple>
 
 #include "cli_common.h"
+#include "convert/model_quantizer.h"
 #include "core/log.h"
 #include "core/strings.h"
-#include "quant/model_quantizer.h"
 #include "quant/quant.h"
 
 namespace {

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "../formats/hf_folder.h"
 #include "convert/hf_convert.h"
 #include "formats/gguf.h"
+#include "hf_folder.h"
 #include "model/config.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <map>
 
+#include "convert/dummy.h"
 #include "engine/engine.h"
-#include "model/dummy.h"
 #include "model/model.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"

@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convert/imatrix_file.h"
 #include "eval_models.h"
 #include "model/model.h"
 #include "model/reference.h"
-#include "quant/imatrix.h"
 #include "test_support.h"
 
 using namespace tmill;

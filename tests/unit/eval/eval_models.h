@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "convert/dummy.h"
+#include "convert/model_quantizer.h"
 #include "formats/gguf.h"
-#include "model/dummy.h"
 #include "model/model.h"
-#include "quant/model_quantizer.h"
 #include "test_support.h"
 
 namespace tmill::test {

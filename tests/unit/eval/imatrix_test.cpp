@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "convert/imatrix_file.h"
 #include "core/thread_pool.h"
 #include "eval/imatrix_collect.h"
 #include "eval/perplexity.h"

@@ -1,8 +1,8 @@
 // Hugging Face tokenizer.json folders: the Qwen3 and Llama 3 files must give the ids of their
-// GGUF twins (qwen2 and llama-bpe vectors), also after conversion to a vocab-only GGUF.
+// GGUF twins (qwen2 and llama-bpe vectors). Their conversion to GGUF metadata is tested in
+// tests/unit/convert/hf_tokenizer_test.cpp.
 #include <gtest/gtest.h>
 
-#include "formats/gguf.h"
 #include "tok_test_util.h"
 #include "tokenizer/hf_json.h"
 #include "tokenizer/normalize.h"
@@ -11,64 +11,19 @@
 namespace tmill {
 namespace {
 
-struct Twin {
-  const char* hf;
-  const char* gguf;
-  const char* pre;
-};
-const Twin kTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
-
-int count_passing(const Tokenizer& tok, const std::string& vectors) {
-  int pass = 0;
-  for (const auto& [text, expect] : test::load_vectors(vectors)) {
-    auto got = tok.encode(text, false, false);
-    if (got == expect) ++pass;
-    else ADD_FAILURE() << vectors << ": '" << text << "'";
-  }
-  return pass;
-}
-
-class HfTwins : public ::testing::TestWithParam<Twin> {};
+class HfTwins : public ::testing::TestWithParam<test::HfTwin> {};
 
 TEST_P(HfTwins, HfFolderPassesTheGgufVectors) {
-  const Twin t = GetParam();
+  const test::HfTwin t = GetParam();
   auto tok = Tokenizer::load(test::hf_dir(t.hf));
   ASSERT_TRUE(tok.ok()) << tok.error();
   EXPECT_EQ((*tok)->data().pre, t.pre);  // the detected GGUF pre-tokenizer family
-  int pass = count_passing(**tok, t.gguf);
+  int pass = test::count_passing(**tok, t.gguf);
   std::printf("[ hf/%s ] %d/46 %s vectors pass\n", t.hf, pass, t.gguf);
   EXPECT_EQ(pass, 46);
 }
 
-TEST_P(HfTwins, ConvertedToGgufTokenizesIdentically) {
-  const Twin t = GetParam();
-  GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  Status st = hf_tokenizer_to_gguf(test::hf_dir(t.hf), w);
-  ASSERT_TRUE(st.ok()) << st.error();
-  const std::string path = test::temp_dir() + "/" + t.hf + "-vocab.gguf";
-  ASSERT_TRUE(w.write(path).ok());
-  auto gguf = GgufFile::open(path);
-  ASSERT_TRUE(gguf.ok()) << gguf.error();
-  EXPECT_EQ(gguf->get_string("tokenizer.ggml.model").value_or(""), "gpt2");
-  EXPECT_EQ(gguf->get_string("tokenizer.ggml.pre").value_or(""), t.pre);
-  auto conv = Tokenizer::from_gguf(*gguf);
-  ASSERT_TRUE(conv.ok()) << conv.error();
-  auto hf = Tokenizer::load(test::hf_dir(t.hf));
-  ASSERT_TRUE(hf.ok());
-  EXPECT_EQ(count_passing(**conv, t.gguf), 46);
-  EXPECT_EQ((*conv)->n_vocab(), (*hf)->n_vocab());
-  EXPECT_EQ((*conv)->eos_id(), (*hf)->eos_id());
-  EXPECT_EQ((*conv)->add_bos(), (*hf)->add_bos());
-  EXPECT_EQ((*conv)->chat_template(), (*hf)->chat_template());
-  EXPECT_EQ((*conv)->eog_ids(), (*hf)->eog_ids());
-  // Special-token parsing and BOS handling agree too.
-  const std::string chat = "<|im_start|>user\nHi there<|im_end|>\n<|eot_id|><|begin_of_text|> x";
-  for (bool add : {false, true})
-    for (bool parse : {false, true}) EXPECT_EQ((*conv)->encode(chat, add, parse), (*hf)->encode(chat, add, parse));
-}
-
-INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(kTwins),
+INSTANTIATE_TEST_SUITE_P(Folders, HfTwins, ::testing::ValuesIn(test::kHfTwins),
                          [](const auto& info) { return std::string(info.param.hf); });
 
 TEST(HfTokenizer, Qwen3SpecialsAndConfig) {

@@ -1,4 +1,5 @@
-// Helpers for the tokenizer tests: conformance vectors and data paths.
+// Helpers for the tokenizer tests (and tests/unit/convert/hf_tokenizer_test.cpp): conformance vectors,
+// the HF folders and their GGUF twins, data paths.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/strings.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tmill {
 inline bool is_valid_utf8_for_test(std::string_view s) { return is_valid_utf8(s); }
@@ -57,6 +61,18 @@ inline std::vector<std::pair<std::string, std::vector<int32_t>>> load_vectors(co
   return v;
 }
 
+// How many of the vectors in `name` the tokenizer encodes exactly (no special handling); each miss is
+// a test failure naming the text.
+inline int count_passing(const Tokenizer& tok, const std::string& name) {
+  int pass = 0;
+  for (const auto& [text, expect] : load_vectors(name)) {
+    auto got = tok.encode(text, false, false);
+    if (got == expect) ++pass;
+    else ADD_FAILURE() << name << ": '" << text << "'";
+  }
+  return pass;
+}
+
 // The CLI: $TM_BINARY when set, else <build>/tokenmill next to this test's <build>/tests/ folder.
 inline std::string cli_binary() {
   std::string b = tokenmill_binary();
@@ -69,6 +85,15 @@ inline std::string cli_binary() {
   }
   return b;
 }
+
+// HF tokenizer folders and their GGUF twins: the ggml-vocab vectors they must pass, and the
+// tokenizer.ggml.pre family they are detected as.
+struct HfTwin {
+  const char* hf;
+  const char* gguf;
+  const char* pre;
+};
+inline constexpr HfTwin kHfTwins[] = {{"qwen3", "qwen2", "qwen2"}, {"llama3", "llama-bpe", "llama-bpe"}};
 
 // The HF folders are stored with tokenizer.json gzip-compressed; this unpacks one into a temp
 // directory (once per process) and returns the folder.

@@ -1,5 +1,5 @@
 // Per-tensor type selection, after llama.cpp's llama_tensor_get_type / tensor_type_fallback.
-#include "quant/recipe.h"
+#include "convert/quant_recipe.h"
 
 #include <algorithm>
 #include <cctype>

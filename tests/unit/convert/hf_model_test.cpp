@@ -7,8 +7,8 @@
 #include <set>
 
 #include "core/fp16.h"
+#include "convert/hf_model.h"
 #include "formats/gguf.h"
-#include "formats/hf_model.h"
 #include "hf_folder.h"
 
 using namespace tmill;

@@ -1,4 +1,4 @@
-#include "formats/hf_model.h"
+#include "convert/hf_model.h"
 
 #include <cstring>
 #include <filesystem>

@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "quant/recipe.h"
+#include "convert/quant_recipe.h"
 
 namespace tmill {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "st_builder.h"
+#include "../formats/st_builder.h"
 #include "test_support.h"
 
 namespace tmill::test {

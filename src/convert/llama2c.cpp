@@ -1,4 +1,4 @@
-#include "formats/llama2c.h"
+#include "convert/llama2c.h"
 
 #include <cstring>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "quant/model_quantizer.h"
+#include "convert/model_quantizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "convert/imatrix_file.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
-#include "quant/imatrix.h"
 #include "quant/quant.h"
 
 namespace tmill {

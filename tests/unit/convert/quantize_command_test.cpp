@@ -9,9 +9,9 @@
 #include <random>
 #include <tuple>
 
+#include "convert/imatrix_file.h"
 #include "core/fp16.h"
 #include "formats/gguf.h"
-#include "quant/imatrix.h"
 #include "quant/quant.h"
 #include "test_support.h"
 

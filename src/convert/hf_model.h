@@ -2,8 +2,9 @@
 // convert_hf_to_gguf.py: the same architecture names, metadata keys, tensor names, shapes (ggml
 // order: ne[0] = the HF last dimension), 1-D tensors in F32, llama-family q/k row permutation and
 // llama3 `rope_freqs.weight`. Tokenizer metadata is added by a caller-supplied hook
-// (HfConvertOptions::add_tokenizer) so this module does not depend on the tokenizer module; see
-// src/convert/hf_convert.h for the complete conversion.
+// (HfConvertOptions::add_tokenizer), called where llama.cpp writes those keys; without one the file
+// holds hyper-parameters and weights only. convert/hf_convert.h installs the HF tokenizer as the hook
+// (the complete conversion `tokenmill convert --hf` runs).
 #pragma once
 
 #include <functional>

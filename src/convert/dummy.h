@@ -23,7 +23,7 @@ struct ModelShape {
   int64_t rope_orig_ctx = 0;
 };
 
-// Known shapes (see arch_*.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
+// Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

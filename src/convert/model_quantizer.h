@@ -9,7 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
-#include "quant/recipe.h"
+#include "convert/quant_recipe.h"
 
 namespace tmill {
 

@@ -1,17 +1,11 @@
-// Tokenizer::from_hf_dir and hf_tokenizer_to_gguf: HF folders as tokenizers and as GGUF metadata.
+#include "convert/hf_tokenizer.h"
+
 #include "core/log.h"
-#include "formats/gguf.h"
 #include "tokenizer/hf_json.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tmill {
 
 using namespace tok;
-
-Result<std::shared_ptr<Tokenizer>> Tokenizer::from_hf_dir(const std::string& dir) {
-  TM_ASSIGN_OR_RETURN(VocabData v, vocab_from_hf_dir(dir));
-  return from_data(std::move(v));
-}
 
 Status hf_tokenizer_to_gguf(const std::string& hf_dir, GgufWriter& w) {
   TM_ASSIGN_OR_RETURN(VocabData v, vocab_from_hf_dir(hf_dir));

@@ -1,4 +1,4 @@
-#include "model/dummy.h"
+#include "convert/dummy.h"
 
 #include <cmath>
 #include <cstring>
@@ -12,24 +12,6 @@
 #include "quant/quant.h"
 
 namespace tmill {
-
-std::vector<ModelShape> llama_shapes();
-std::vector<ModelShape> qwen2_shapes();
-std::vector<ModelShape> qwen3_shapes();
-
-std::vector<ModelShape> known_shapes() {
-  std::vector<ModelShape> out;
-  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes})
-    for (auto& s : (*f)()) out.push_back(s);
-  return out;
-}
-
-std::optional<ModelShape> find_shape(const std::string& name) {
-  for (auto& s : known_shapes())
-    if (s.name == name) return s;
-  return std::nullopt;
-}
-
 namespace {
 
 uint64_t splitmix64(uint64_t& s) {

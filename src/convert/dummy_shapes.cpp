@@ -1,0 +1,59 @@
+// The model shapes `tokenmill dummy` knows: real models' dimensions (values from their
+// config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
+#include "convert/dummy.h"
+
+namespace tmill {
+namespace {
+
+// Llama family: Llama 2/3, TinyLlama.
+std::vector<ModelShape> llama_shapes() {
+  ModelShape l32{"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true};
+  l32.rope_llama3_factor = 32;
+  l32.rope_low = 1;
+  l32.rope_high = 4;
+  l32.rope_orig_ctx = 8192;
+  return {
+      l32,
+      {"llama-3-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 8192, 500000.0f, 1e-5f, false},
+      {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 128, 11008, 4096, 10000.0f, 1e-5f, false},
+      {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 10000.0f, 1e-5f, false},
+      {"tiny-llama", "llama", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+  };
+}
+
+// Qwen2/2.5.
+std::vector<ModelShape> qwen2_shapes() {
+  return {
+      {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1000000.0f, 1e-6f, true},
+      {"qwen2.5-1.5b", "qwen2", 151936, 1536, 28, 12, 2, 128, 8960, 32768, 1000000.0f, 1e-6f, true},
+      {"qwen2.5-3b", "qwen2", 151936, 2048, 36, 16, 2, 128, 11008, 32768, 1000000.0f, 1e-6f, true},
+      {"qwen2.5-7b", "qwen2", 152064, 3584, 28, 28, 4, 128, 18944, 32768, 1000000.0f, 1e-6f, false},
+      {"tiny-qwen2", "qwen2", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-6f, true},
+  };
+}
+
+// Qwen3 (dense).
+std::vector<ModelShape> qwen3_shapes() {
+  return {
+      {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true},
+      {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 40960, 1000000.0f, 1e-6f, false},
+      {"tiny-qwen3", "qwen3", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true},
+  };
+}
+
+}  // namespace
+
+std::vector<ModelShape> known_shapes() {
+  std::vector<ModelShape> out;
+  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes})
+    for (auto& s : (*f)()) out.push_back(s);
+  return out;
+}
+
+std::optional<ModelShape> find_shape(const std::string& name) {
+  for (auto& s : known_shapes())
+    if (s.name == name) return s;
+  return std::nullopt;
+}
+
+}  // namespace tmill
