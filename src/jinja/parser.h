@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "chat/jinja_ast.h"
-#include "chat/jinja_lexer.h"
+#include "jinja/ast.h"
+#include "jinja/lexer.h"
 
 namespace tmill::jinja {
 
@@ -25,7 +25,7 @@ class Parser {
 
  private:
   friend struct ExprParser;
-  // statements (jinja_parser.cpp)
+  // statements (parser.cpp)
   Body subparse(const std::vector<std::string>& end_tags);
   void parse_statement(Body& out);
   Stmt parse_for(int line);
@@ -39,7 +39,7 @@ class Parser {
   void parse_signature(MacroDef& m);
   void end_tag(const std::string& name);
 
-  // expressions (jinja_parser_expr.cpp)
+  // expressions (parser_expr.cpp)
   ExprPtr parse_expression(bool with_condexpr = true);
   ExprPtr parse_condexpr();
   ExprPtr parse_or();

@@ -2,7 +2,7 @@
 // cycler, and Hugging Face's raise_exception / strftime_now.
 #include <functional>
 
-#include "chat/jinja_interp.h"
+#include "jinja/interp.h"
 
 namespace tmill::jinja {
 

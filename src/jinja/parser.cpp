@@ -1,7 +1,7 @@
 // Statement half of the parser: {% ... %} tags and the template body.
-#include "chat/jinja_parser.h"
+#include "jinja/parser.h"
 
-#include "chat/jinja_builtins.h"
+#include "jinja/builtins.h"
 
 namespace tmill::jinja {
 

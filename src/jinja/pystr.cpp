@@ -1,4 +1,4 @@
-#include "chat/jinja_pystr.h"
+#include "jinja/pystr.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,11 +1,11 @@
-// Internal to the filter implementation: helpers shared by jinja_filters.cpp (sequence filters,
-// registry) and jinja_filters_text.cpp (text and number filters).
+// Internal to the filter implementation: helpers shared by filters.cpp (sequence filters,
+// registry) and filters_text.cpp (text and number filters).
 #pragma once
 
 #include <string>
 #include <string_view>
 
-#include "chat/jinja_interp.h"
+#include "jinja/interp.h"
 
 namespace tmill::jinja {
 
@@ -28,7 +28,7 @@ inline bool arg_bool(const Args& a, size_t idx, std::string_view name, bool dflt
 inline Value text(std::string s, const Value& like) { return Value::string(std::move(s), like.markup); }
 inline std::string soft_str(const Value& v) { return v.kind == Kind::String ? v.str() : to_str(v); }
 
-// Text and number filters (jinja_filters_text.cpp).
+// Text and number filters (filters_text.cpp).
 Value f_abs(Interp& in, const Value& v, Args& a);
 Value f_capitalize(Interp& in, const Value& v, Args& a);
 Value f_lower(Interp& in, const Value& v, Args& a);

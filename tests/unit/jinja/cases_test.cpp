@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/chat_template.h"
 #include "core/mmap.h"
+#include "jinja/jinja.h"
 #include "test_support.h"
 
 namespace {
@@ -21,17 +21,18 @@ TEST(JinjaCases, MatchJinja2) {
   auto text = tmill::read_file(tmill::test::source_path("tests/data/chat-templates/jinja_cases.json"));
   ASSERT_TRUE(text.ok()) << text.error();
   ordered_json all = ordered_json::parse(*text);
-  auto now = tmill::parse_iso_time(all["fixed_now"].get<std::string>());
+  auto now = tmill::jinja::parse_iso_time(all["fixed_now"].get<std::string>());
   ASSERT_TRUE(now.ok());
-  tmill::RenderOptions opts;
+  tmill::jinja::RenderOptions opts;
   opts.now = *now;
   int total = 0, passed = 0, errors = 0;
   for (const auto& c : all["cases"]) {
     ++total;
     const std::string name = c["name"].get<std::string>();
     SCOPED_TRACE(name + ": " + c["template"].get<std::string>());
-    auto tmpl = tmill::ChatTemplate::parse(c["template"].get<std::string>());
-    tmill::Result<std::string> out = tmpl.ok() ? tmpl->render(c["context"], opts) : tmill::Result<std::string>(tmpl.error_value());
+    auto prog = tmill::jinja::parse(c["template"].get<std::string>());
+    tmill::Result<std::string> out =
+        prog.ok() ? tmill::jinja::render(**prog, c["context"], opts) : tmill::Result<std::string>(prog.error_value());
     if (c.contains("expected")) {
       const std::string want = c["expected"].get<std::string>();
       if (out.ok() && *out == want) ++passed;

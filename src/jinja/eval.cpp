@@ -2,12 +2,12 @@
 // sandbox's rules (jinja2.sandbox.ImmutableSandboxedEnvironment), calls, filters and tests.
 #include <cmath>
 
-#include "chat/jinja_interp.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/interp.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 
-std::string html_escape(std::string_view s);  // jinja_filters.cpp
+std::string html_escape(std::string_view s);  // filters.cpp
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <optional>
 
-#include "chat/jinja_filters.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/filters.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

@@ -1,5 +1,5 @@
 // Jinja2's built-in filters (jinja2/filters.py semantics): the sequence filters and the registry.
-// Text/number filters are in jinja_filters_text.cpp.
+// Text/number filters are in filters_text.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include <functional>
 #include <optional>
 
-#include "chat/jinja_filters.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/filters.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

@@ -1,5 +1,5 @@
 // Syntax tree of a parsed Jinja template. Expressions and statements are tagged structs; the
-// interpreter (jinja_interp.*) walks them. Nesting depth is bounded by the parser.
+// interpreter (interp.*) walks them. Nesting depth is bounded by the parser.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "chat/jinja_value.h"
+#include "jinja/value.h"
 
 namespace tmill::jinja {
 

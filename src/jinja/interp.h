@@ -3,7 +3,7 @@
 // - every for-loop iteration, macro call, with/filter/set-block/generation body gets a fresh scope
 //   whose parent is the enclosing one (assignments inside do not leak out);
 // - macros are closures over the scope they were defined in (late binding, like Python).
-// Errors are JinjaError exceptions internally; ChatTemplate turns them into Result errors.
+// Errors are JinjaError exceptions internally; parse()/render() (jinja.cpp) turn them into Result errors.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +14,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "chat/jinja_ast.h"
-#include "chat/jinja_builtins.h"
-#include "chat/jinja_value.h"
+#include "jinja/ast.h"
+#include "jinja/builtins.h"
+#include "jinja/jinja.h"
+#include "jinja/value.h"
 
 namespace tmill::jinja {
 
@@ -33,17 +34,11 @@ struct Scope {
 };
 using ScopePtr = std::shared_ptr<Scope>;
 
-struct Limits {
-  uint64_t max_output_bytes = 64ull << 20;
-  uint64_t max_alloc_bytes = 1ull << 30;
-  uint64_t max_steps = 20'000'000;
-  int max_depth = 500;  // nested evaluation (expressions, blocks, macro calls)
-};
-
 class Interp {
  public:
-  // `now` is strftime_now()'s clock reading (broken-down time).
-  Interp(const Program& prog, const Limits& limits, std::tm now);
+  // `now` is strftime_now()'s clock reading (broken-down time); `limits` gives the max_* bounds (its own
+  // `now` is not read).
+  Interp(const Program& prog, const RenderOptions& limits, std::tm now);
   ~Interp();
   Interp(const Interp&) = delete;
   Interp& operator=(const Interp&) = delete;
@@ -94,7 +89,7 @@ class Interp {
  private:
 
   const Program& prog_;
-  Limits limits_;
+  RenderOptions limits_;
   std::tm now_;
   Budget budget_;
   Budget* prev_budget_ = nullptr;
@@ -107,11 +102,11 @@ class Interp {
   std::vector<std::shared_ptr<NamespaceObj>> namespaces_;
 };
 
-// Python str % args formatting ("%s", "%d", "%05.2f", "%(name)s", ...). jinja_format.cpp
+// Python str % args formatting ("%s", "%d", "%05.2f", "%(name)s", ...). format.cpp
 std::string percent_format(const std::string& fmt, const Value& args);
-// Python str.format(*args, **kwargs) subset: {} {0} {name} with format specs. jinja_format.cpp
+// Python str.format(*args, **kwargs) subset: {} {0} {name} with format specs. format.cpp
 std::string brace_format(const std::string& fmt, const CallArgs& args);
-// datetime.strftime with the C locale. jinja_format.cpp
+// datetime.strftime with the C locale. format.cpp
 std::string py_strftime(const std::string& fmt, const std::tm& tm);
 
 }  // namespace tmill::jinja

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "chat/jinja_interp.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/interp.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

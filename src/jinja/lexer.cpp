@@ -1,10 +1,10 @@
-#include "chat/jinja_lexer.h"
+#include "jinja/lexer.h"
 
 #include <cmath>
 #include <cstdlib>
 
-#include "chat/jinja_pystr.h"
-#include "chat/jinja_value.h"
+#include "jinja/pystr.h"
+#include "jinja/value.h"
 
 namespace tmill::jinja {
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "chat/jinja_lexer.h"
-#include "chat/jinja_pystr.h"
-#include "chat/jinja_value.h"
+#include "jinja/lexer.h"
+#include "jinja/pystr.h"
+#include "jinja/value.h"
 
 namespace {
 

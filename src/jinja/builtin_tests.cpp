@@ -2,8 +2,8 @@
 // bool counts as a number, Undefined is iterable/callable (it defines __iter__/__call__), etc.
 #include <cmath>
 
-#include "chat/jinja_interp.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/interp.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

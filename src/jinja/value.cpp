@@ -1,10 +1,10 @@
-#include "chat/jinja_value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "chat/jinja_pystr.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

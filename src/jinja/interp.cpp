@@ -1,5 +1,5 @@
-// Statement execution, macros and loops (expressions are in jinja_eval.cpp).
-#include "chat/jinja_interp.h"
+// Statement execution, macros and loops (expressions are in eval.cpp).
+#include "jinja/interp.h"
 
 #include <algorithm>
 #include <functional>
@@ -128,7 +128,8 @@ bool LoopObj::get_attr(std::string_view name, Value& out) {
 
 }  // namespace
 
-Interp::Interp(const Program& prog, const Limits& limits, std::tm now) : prog_(prog), limits_(limits), now_(now) {
+Interp::Interp(const Program& prog, const RenderOptions& limits, std::tm now)
+    : prog_(prog), limits_(limits), now_(now) {
   budget_.alloc_left = limits.max_alloc_bytes;
   budget_.steps_left = limits.max_steps;
 }

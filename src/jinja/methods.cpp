@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "chat/jinja_interp.h"
-#include "chat/jinja_pystr.h"
+#include "jinja/interp.h"
+#include "jinja/pystr.h"
 
 namespace tmill::jinja {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "chat/jinja_value.h"
+#include "jinja/value.h"
 
 namespace tmill::jinja {
 
@@ -33,11 +33,11 @@ struct TestFn {
   bool (*fn)(Interp& in, const Value& v, CallArgs& args);
 };
 
-const FilterFn* find_filter(std::string_view name);  // jinja_filters.cpp
-const TestFn* find_test(std::string_view name);      // jinja_tests.cpp
+const FilterFn* find_filter(std::string_view name);  // filters.cpp
+const TestFn* find_test(std::string_view name);      // builtin_tests.cpp
 
 // obj.name for str/dict/list/... (Python methods and sandbox rules). False when there is no such attribute.
-bool builtin_attr(const Value& obj, std::string_view name, Value& out);  // jinja_methods.cpp
+bool builtin_attr(const Value& obj, std::string_view name, Value& out);  // methods.cpp
 // The global functions: range, dict, namespace, cycler, joiner, raise_exception, strftime_now.
 std::vector<std::pair<std::string, Value>> make_globals();
 

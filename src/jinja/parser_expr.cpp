@@ -1,8 +1,8 @@
-// Expression half of the parser (see jinja_parser.h for the precedence ladder).
+// Expression half of the parser (see parser.h for the precedence ladder).
 #include <algorithm>
 
-#include "chat/jinja_builtins.h"
-#include "chat/jinja_parser.h"
+#include "jinja/builtins.h"
+#include "jinja/parser.h"
 
 namespace tmill::jinja {
 
