@@ -1,10 +1,3 @@
-// The inline script of the HTML report: reads the embedded JSON report and draws SVG charts.
-// Kept dependency-free (no CDN); marks <body> with data-render="ok" and data-charts=N when done,
-// data-render="error" plus data-render-error on any exception.
-namespace tmill::loadgen {
-
-extern const char* const kReportScript;
-const char* const kReportScript = R"JS(
 (function () {
 'use strict';
 const NS = 'http://www.w3.org/2000/svg';
@@ -297,6 +290,3 @@ function render() {
 
 try { render(); } catch (e) { fail(e && e.stack ? e.stack : e); }
 })();
-)JS";
-
-}  // namespace tmill::loadgen
