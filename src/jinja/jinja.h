@@ -36,7 +36,8 @@ struct RenderOptions {
   int max_depth = 500;                      // nested evaluation (expressions, blocks, recursive macros)
 };
 
-// Parses a template. Errors: "TemplateSyntaxError: <what> (template line N)" (also for invalid UTF-8).
+// Parses a template. Errors: "TemplateSyntaxError: <what> (template line N)"; source that is not valid
+// UTF-8 is rejected the same way (without a line): the interpreter works on valid UTF-8 only.
 Result<std::shared_ptr<const Program>> parse(std::string_view source);
 
 // Renders with every top-level key of `context` (a JSON object) as a template variable. Errors have the
