@@ -1,6 +1,7 @@
 // Scenario presets against stub servers whose behaviour is known (queueing, rejections, prefill).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "loadgen/loadgen.h"
@@ -181,9 +182,10 @@ TEST(Scenarios, AllScenariosShareTheTimeBudget) {
   ASSERT_EQ(rec.runs.size(), 1u);
   double planned = 0;
   for (const auto& d : rec.runs[0].params["phase_durations_s"]) planned += d.get<double>();
-  // Scaled down from 3+3+5 s to 90% of what was left when it started.
+  // Scaled down from 3+3+5 s to 90% of what was left when it started, but never below 10% (1.1 s;
+  // scenarios_stress.cpp): with 6 s for six scenarios about 1.2 s is left, right at that floor.
   EXPECT_LT(planned, 11.0);
-  EXPECT_LE(planned, 0.9 * (6 - rec.runs[0].start_s) + 0.05);
+  EXPECT_LE(planned, std::max(0.9 * (6 - rec.runs[0].start_s), 0.1 * 11.0) + 0.05);
 }
 
 TEST(Scenarios, UnknownScenarioIsAnError) {
