@@ -1,7 +1,5 @@
-// Chat templates: a Jinja interpreter (our own, see jinja_*.h) compatible with how Hugging Face renders
-// tokenizer_config.json's chat_template: Jinja2 sandbox semantics, trim_blocks + lstrip_blocks on,
-// loop controls, tojson with ensure_ascii=False, raise_exception(msg), strftime_now(fmt) and the
-// {% generation %} tag.
+// Chat templates: Hugging Face's apply_chat_template on top of the jinja module (jinja/jinja.h, our own
+// interpreter with HF's Jinja2 sandbox semantics), and the ChatML fallback for models without a template.
 //
 //   auto tmpl = ChatTemplate::parse(source);              // syntax errors carry the template line
 //   auto text = apply_chat_template(*tmpl, messages, /*add_generation_prompt=*/true, "<s>", "</s>");
@@ -10,36 +8,20 @@
 // hostile template fails with a clear message instead of hanging or exhausting memory.
 #pragma once
 
-#include <chrono>
-#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "jinja/jinja.h"
 
 namespace tmill {
 
-namespace jinja {
-struct Program;
-}
-
-struct RenderOptions {
-  // strftime_now()'s clock. Unset: the current local time. Set: that instant, formatted in UTC, so
-  // parse_iso_time("2026-01-15T09:30:00") renders as written.
-  std::optional<std::chrono::system_clock::time_point> now;
-  uint64_t max_output_bytes = 64ull << 20;  // rendered text
-  uint64_t max_alloc_bytes = 1ull << 30;    // total bytes of strings/containers created while rendering
-  uint64_t max_steps = 20'000'000;          // loop iterations + macro calls + elements scanned
-  int max_depth = 500;                      // nested evaluation depth (recursive macros)
-};
-
-// "2026-01-15T09:30:00", "2026-01-15 09:30", "2026-01-15", with optional ".ffffff" and "Z"/"+01:00".
-// Times without an offset are taken as UTC.
-Result<std::chrono::system_clock::time_point> parse_iso_time(std::string_view iso);
+// Render limits and strftime_now()'s clock, and the parser for its --now form (jinja/jinja.h).
+using jinja::RenderOptions;
+using jinja::parse_iso_time;
 
 class ChatTemplate {
  public:

@@ -27,7 +27,7 @@
 #include <algorithm>
 #include <set>
 
-#include "bench/bench.h"
+#include "loadgen/loadgen.h"
 #include "real_bench.h"
 
 namespace tmill::test {
@@ -84,7 +84,7 @@ TEST(RealServer, AllScenariosShortPass) {
   ASSERT_EQ(rep["scenarios"].size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     const json& s = rep["scenarios"][i];
-    EXPECT_EQ(s["name"], bench::scenario_names()[i]);
+    EXPECT_EQ(s["name"], loadgen::scenario_names()[i]);
     const std::string st = s["status"];
     EXPECT_TRUE(st == "ok" || st == "warn") << s["name"] << " [" << st << "]: " << s["verdict"];
     std::printf("%-13s [%s] %s\n", s["name"].get<std::string>().c_str(), st.c_str(),

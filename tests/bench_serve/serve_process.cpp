@@ -11,9 +11,9 @@
 #include <system_error>
 #include <thread>
 
-#include "bench/client.h"
-#include "bench/metrics_scraper.h"
 #include "core/mmap.h"
+#include "loadgen/client.h"
+#include "loadgen/metrics_scraper.h"
 
 namespace tmill::test {
 
@@ -96,9 +96,9 @@ Result<std::unique_ptr<ServeProcess>> ServeProcess::start(const std::string& bin
     std::this_thread::sleep_for(kPoll);
   }
   // 2. Ready: GET /health answers 200 (503 while the model loads).
-  auto url = bench::parse_base_url(p->url());
+  auto url = loadgen::parse_base_url(p->url());
   if (!url) return Error{url.error()};
-  bench::OpenAiClient client(*url, "", 10);
+  loadgen::OpenAiClient client(*url, "", 10);
   while (!client.get("/health", 10).ok()) {
     if (exited()) return Error{"tokenmill serve exited (status " + std::to_string(p->status_) + "):\n" + p->log()};
     if (since(t0) > timeout_s) return Error{"tokenmill serve not healthy in time:\n" + p->log()};
@@ -115,11 +115,11 @@ std::string ServeProcess::log() const {
 }
 
 Result<std::map<std::string, double>> ServeProcess::metrics() const {
-  auto u = bench::parse_base_url(url());
+  auto u = loadgen::parse_base_url(url());
   if (!u) return Error{u.error()};
-  bench::OpenAiClient client(*u, "", 30);
+  loadgen::OpenAiClient client(*u, "", 30);
   TM_ASSIGN_OR_RETURN(auto body, client.get("/metrics", 30));
-  return bench::parse_prometheus_text(body);
+  return loadgen::parse_prometheus_text(body);
 }
 
 int ServeProcess::stop(double grace_s) {

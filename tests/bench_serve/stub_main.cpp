@@ -1,4 +1,4 @@
-// tm_stub_openai_server: the test stub (tests/unit/bench/stub_server.h) as a process, for tests that
+// tm_stub_openai_server: the test stub (tests/unit/loadgen/stub_server.h) as a process, for tests that
 // run the real CLI against it (the headless-Chromium report test).
 //   tm_stub_openai_server --port-file F [--ttft-ms N] [--itl-ms N] [--max-parallel N]
 //                         [--reject-above N] [--max-model-len N] [--lifetime S]

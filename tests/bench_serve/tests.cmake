@@ -1,9 +1,9 @@
 # `tokenmill bench serve` end to end: the stub OpenAI-compatible server as a process, and the HTML
 # report rendered in headless Chromium (skipped, exit 77, when chromium is not installed).
 add_executable(tm_stub_openai_server ${CMAKE_CURRENT_SOURCE_DIR}/bench_serve/stub_main.cpp
-                                     ${CMAKE_CURRENT_SOURCE_DIR}/unit/bench/stub_server.cpp)
-target_include_directories(tm_stub_openai_server PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit/bench)
-target_link_libraries(tm_stub_openai_server PRIVATE tm_bench)
+                                     ${CMAKE_CURRENT_SOURCE_DIR}/unit/loadgen/stub_server.cpp)
+target_include_directories(tm_stub_openai_server PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit/loadgen)
+target_link_libraries(tm_stub_openai_server PRIVATE tm_loadgen)
 add_test(NAME bench_serve.html_report_chromium
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench_serve/report_chromium_test.sh
                  $<TARGET_FILE:tokenmill> $<TARGET_FILE:tm_stub_openai_server>
@@ -21,7 +21,7 @@ add_executable(test_bench_serve_real ${CMAKE_CURRENT_SOURCE_DIR}/bench_serve/rea
                                      ${CMAKE_CURRENT_SOURCE_DIR}/bench_serve/serve_process.cpp
                                      ${CMAKE_CURRENT_SOURCE_DIR}/support/test_support.cpp)
 target_include_directories(test_bench_serve_real PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support)
-target_link_libraries(test_bench_serve_real PRIVATE tm_bench GTest::gtest_main)
+target_link_libraries(test_bench_serve_real PRIVATE tm_loadgen GTest::gtest_main)
 target_compile_definitions(test_bench_serve_real PRIVATE TM_SOURCE_DIR="${TM_SOURCE_DIR}"
                            TM_BINARY_PATH="$<TARGET_FILE:tokenmill>")
 add_dependencies(test_bench_serve_real tokenmill)

@@ -1,17 +1,16 @@
-// fuzz-deps: chat
-// libFuzzer target for the chat-template (Jinja) parser and interpreter. Input bytes = template source.
-// Renders against a small fixed chat context with tight limits; every outcome must be text or a clean
-// error (no crash, sanitizer report, hang or unbounded memory). Invalid UTF-8 is rejected by parse();
-// the input is then also tried with invalid bytes replaced so the fuzzer explores past that check.
+// fuzz-deps: jinja
+// libFuzzer target for the chat-template (Jinja) parser and interpreter, through jinja/jinja.h. Input bytes
+// = template source. Renders against a small fixed chat context with tight limits; every outcome must be text
+// or a clean error (no crash, sanitizer report, hang or unbounded memory). Invalid UTF-8 is rejected by
+// parse(); the input is then also tried with invalid bytes replaced so the fuzzer explores past that check.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "chat/chat_template.h"
-#include "core/log.h"
 #include "core/strings.h"
+#include "jinja/jinja.h"
 
 namespace {
 
@@ -33,26 +32,21 @@ const nlohmann::ordered_json& context() {
 }
 
 void render(const std::string& src) {
-  auto t = tmill::ChatTemplate::parse(src);
-  if (!t) return;
-  tmill::RenderOptions opts;
+  auto prog = tmill::jinja::parse(src);
+  if (!prog) return;
+  tmill::jinja::RenderOptions opts;
   opts.now = std::chrono::system_clock::time_point(std::chrono::seconds(1768469400));
   opts.max_output_bytes = 1 << 20;
   opts.max_alloc_bytes = 32 << 20;
   opts.max_steps = 100'000;
   opts.max_depth = 200;
-  auto out = t->render(context(), opts);
+  auto out = tmill::jinja::render(**prog, context(), opts);
   (void)out;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static bool quiet = [] {
-    tmill::set_log_level(tmill::LogLevel::Off);
-    return true;
-  }();
-  (void)quiet;
   std::string src(reinterpret_cast<const char*>(data), size);
   render(src);
   if (!tmill::is_valid_utf8(src)) {

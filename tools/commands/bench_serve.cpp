@@ -1,18 +1,18 @@
 // `tokenmill bench serve`: load-test any OpenAI-compatible server (tokenmill, vLLM, llama-server).
-// The work is done by the bench module (src/bench/bench.h); this file only maps flags to options.
+// The work is done by the load generator module (src/loadgen/loadgen.h); this file only maps flags to options.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
-#include "bench/bench.h"
 #include "cli_common.h"
 #include "core/log.h"
+#include "loadgen/loadgen.h"
 
 namespace {
 
 struct Flags {
-  tmill::bench::BenchOptions o;
+  tmill::loadgen::BenchOptions o;
   std::string endpoint = "chat", dataset = "random", rate = "inf", burstiness = "1";
   std::vector<std::string> goodput;
   bool no_progress = false, quiet = false;
@@ -74,29 +74,29 @@ TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/thro
     for (const char* name : {"num-prompts", "max-concurrency", "request-rate", "input-len", "output-len",
                              "concurrency-levels", "context-len", "prefix-len"})
       if (app.count(std::string("--") + name) > 0) o.explicit_opts.insert(name);
-    o.endpoint = f->endpoint == "completions" ? tmill::bench::Endpoint::Completions : tmill::bench::Endpoint::Chat;
-    o.dataset = f->dataset == "jsonl" ? tmill::bench::DatasetKind::Jsonl
-                : f->dataset == "shared-prefix" ? tmill::bench::DatasetKind::SharedPrefix
-                                                : tmill::bench::DatasetKind::Random;
+    o.endpoint = f->endpoint == "completions" ? tmill::loadgen::Endpoint::Completions : tmill::loadgen::Endpoint::Chat;
+    o.dataset = f->dataset == "jsonl" ? tmill::loadgen::DatasetKind::Jsonl
+                : f->dataset == "shared-prefix" ? tmill::loadgen::DatasetKind::SharedPrefix
+                                                : tmill::loadgen::DatasetKind::Random;
     if (!parse_double_or_inf(f->rate, &o.request_rate) || !parse_double_or_inf(f->burstiness, &o.burstiness)) {
       std::fprintf(stderr, "error: --request-rate and --burstiness take a number or inf\n");
       return 2;
     }
-    auto slo = tmill::bench::parse_slo(f->goodput);
+    auto slo = tmill::loadgen::parse_slo(f->goodput);
     if (!slo) {
       std::fprintf(stderr, "error: %s\n", slo.error().c_str());
       return 2;
     }
     o.goodput = *slo;
     o.progress = !f->no_progress;
-    auto report = tmill::bench::run_bench(o, tmill::cli::version_string());
+    auto report = tmill::loadgen::run_bench(o, tmill::cli::version_string());
     if (!report) {
       std::fprintf(stderr, "error: %s\n", report.error().c_str());
       return 1;
     }
-    if (!f->quiet) std::fputs(tmill::bench::render_text_summary(*report).c_str(), stdout);
+    if (!f->quiet) std::fputs(tmill::loadgen::render_text_summary(*report).c_str(), stdout);
     std::fflush(stdout);
-    if (auto st = tmill::bench::write_reports(*report, o); !st) {
+    if (auto st = tmill::loadgen::write_reports(*report, o); !st) {
       std::fprintf(stderr, "error: %s\n", st.error().c_str());
       return 1;
     }
