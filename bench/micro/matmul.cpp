@@ -34,7 +34,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
-#include "kernels/kernel_abi.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 
@@ -215,7 +215,7 @@ void quant_act(benchmark::State& state) {
   for (float& v : x) v = nd(rng);
   std::vector<uint8_t> rec(static_cast<size_t>(kCols / 32 * kT * kern::kQ8RecordBytes));
   for (auto _ : state) {
-    kern::quant_act_q8_avx512(x.data(), kCols, kT, kCols, 128, rec.data());
+    kern::kernel_table(Isa::Avx512).quant_act_q8(x.data(), kCols, kT, kCols, 128, rec.data());
     benchmark::DoNotOptimize(rec.data());
     benchmark::ClobberMemory();
   }

@@ -17,7 +17,9 @@ const CpuFeatures& cpu_features();
 // Best level this CPU (and OS) supports: Avx512 needs F/BW/VL/DQ/VNNI/BF16, Avx2 needs AVX2/FMA/F16C.
 Isa detected_isa();
 // The level kernels use: min(detected, override). The override comes from set_isa_limit() or the
-// environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way).
+// environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way). Computed
+// once and on each set_isa_limit(), so a call is one atomic load; kernels/dispatch.h maps it to the
+// kernel table.
 Isa active_isa();
 void set_isa_limit(Isa limit);
 const char* isa_name(Isa isa);

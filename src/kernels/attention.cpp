@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/cpu.h"
 #include "core/fp16.h"
 #include "core/log.h"
 #include "kernels/attention_abi.h"
+#include "kernels/dispatch.h"
 
 namespace tmill {
 namespace {
@@ -82,11 +82,8 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
   const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out);
-  kern::AttnFn fn = nullptr;
-  const Isa isa = active_isa();
-  if (isa == Isa::Avx512) fn = kern::attention_avx512(a);
-  if (!fn && isa >= Isa::Avx2) fn = kern::attention_avx2(a);
-  if (!fn) fn = kern::attention_scalar;
+  const kern::KernelTable& t = kern::kernels();
+  const kern::AttnFn fn = t.attention_covers(a) ? t.attention[a.kv_type] : kern::attention_scalar;
   fn(a);
 }
 
