@@ -1,6 +1,8 @@
 #include "core/cpu.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 namespace tmill {
 namespace {
 
+#if defined(__x86_64__)
 unsigned long long xgetbv0() {
   unsigned eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
@@ -41,6 +44,11 @@ CpuFeatures detect() {
   }
   return f;
 }
+#else
+// No x86 features elsewhere: detected_isa() is Scalar, and the kernel table has the portable
+// entries (plus whatever a backend for this architecture registers in kernels/dispatch.cpp).
+CpuFeatures detect() { return CpuFeatures{}; }
+#endif
 
 std::atomic<int> g_limit{-1};
 // active_isa(), computed once and again by every set_isa_limit(): -1 until first asked.

@@ -13,8 +13,10 @@ struct CpuFeatures {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
+// x86-64 features from cpuid; all false on other processors.
 const CpuFeatures& cpu_features();
 // Best level this CPU (and OS) supports: Avx512 needs F/BW/VL/DQ/VNNI/BF16, Avx2 needs AVX2/FMA/F16C.
+// Scalar on processors other than x86-64.
 Isa detected_isa();
 // The level kernels use: min(detected, override). The override comes from set_isa_limit() or the
 // environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way). Computed

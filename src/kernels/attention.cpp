@@ -55,8 +55,13 @@ void prefetch_kv_block(const AttnArgs& a, int64_t b) {
   const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
   // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
   for (int64_t off = 0; off < a.tile_bytes; off += 64) {
+#if defined(__x86_64__)
     asm volatile("prefetcht1 %0" : : "m"(k[off]));
     asm volatile("prefetcht1 %0" : : "m"(v[off]));
+#else
+    __builtin_prefetch(k + off, 0, 2);  // no SIMD kernel calls it there yet
+    __builtin_prefetch(v + off, 0, 2);
+#endif
   }
 }
 
