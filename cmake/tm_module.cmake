@@ -1,14 +1,32 @@
 # tm_module(NAME DEPS a b ... LIBS x y ...)
 # Builds the static library tm_NAME from every src/NAME/**/*.cpp (globbed, so adding a file needs
 # no CMake edit). Files ending in _avx2.cpp / _avx512.cpp get that ISA's flags; nothing else does,
-# so the rest of the binary runs on any x86-64. ISA files must include only <immintrin.h>, C headers
-# and plain-data headers: inline functions compiled with AVX-512 flags could otherwise be picked by
-# the linker for the whole program (ODR).
+# so the rest of the binary runs on any x86-64. On other processors (aarch64) those files are not
+# compiled at all: the kernel table (src/kernels/dispatch.cpp) then holds the portable kernels, and
+# a backend for that processor (say *_neon.cpp, with its flags added here) registers there.
+#
+# The ODR rule for ISA files: an inline function with external linkage compiled with AVX-512 flags
+# could be the copy the linker keeps for the whole program (and crash a CPU without AVX-512). So ISA
+# files include only <immintrin.h>, C/C++ headers without such functions of their own (<cstdint>,
+# <cstring>), plain-data headers (kernels/kernel_abi.h, attention_abi.h, kernel_table.h), and headers
+# whose functions all have internal linkage (`static inline`, static templates): core/fp16.h and the
+# per-ISA helper headers kernels/isa_avx2.h / isa_avx512.h, which are the place for code the kernel
+# files of one ISA share.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(TM_X86_64 ON)
+else()
+  set(TM_X86_64 OFF)
+endif()
+
 set(TM_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(TM_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq
     -mavx512vnni -mavx512bf16)
 
+# ISA flags for the *_avx2.cpp / *_avx512.cpp files among srcs (x86-64 only).
 function(tm_isa_flags srcs)
+  if(NOT TM_X86_64)
+    return()
+  endif()
   foreach(f ${srcs})
     if(f MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${TM_AVX512_FLAGS}")
@@ -21,6 +39,9 @@ endfunction()
 function(tm_module name)
   cmake_parse_arguments(M "" "" "DEPS;LIBS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  if(NOT TM_X86_64)
+    list(FILTER srcs EXCLUDE REGEX "_avx(2|512)\\.cpp$")
+  endif()
   if(NOT srcs)
     set(srcs ${TM_SOURCE_DIR}/cmake/empty.cpp)
   endif()

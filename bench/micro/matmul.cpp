@@ -28,13 +28,15 @@
 #include <thread>
 #include <vector>
 
-#include <immintrin.h>
+#if defined(__x86_64__)
+#include <immintrin.h>  // BM_MemRead's stream and the BM_Peak* loops (x86-64 only)
+#endif
 
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
-#include "kernels/kernel_abi.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 
@@ -153,6 +155,7 @@ void run_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, in
   set_best(state, bytes, ops, best);
 }
 
+#if defined(__x86_64__)
 // Streaming read with 256-bit loads and a software prefetch 2 KiB ahead (what a well-behaved GEMV
 // kernel can hope for). Iterations read 4 MiB slices of a 256 MiB buffer in turn (like one weight matrix), so every slice
 // comes from DRAM and an iteration (~0.2 ms) is short enough to run between other tenants.
@@ -169,6 +172,9 @@ __attribute__((target("avx2"), noinline)) uint64_t read_stream(const uint8_t* p,
   const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
   return static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 3));
 }
+#else
+uint64_t read_stream(const uint8_t*, size_t) { return 0; }  // not reached: detected_isa() is Scalar
+#endif
 
 template <bool Huge>
 void mem_read(benchmark::State& state) {
@@ -215,7 +221,7 @@ void quant_act(benchmark::State& state) {
   for (float& v : x) v = nd(rng);
   std::vector<uint8_t> rec(static_cast<size_t>(kCols / 32 * kT * kern::kQ8RecordBytes));
   for (auto _ : state) {
-    kern::quant_act_q8_avx512(x.data(), kCols, kT, kCols, 128, rec.data());
+    kern::kernel_table(Isa::Avx512).quant_act_q8(x.data(), kCols, kT, kCols, 128, rec.data());
     benchmark::DoNotOptimize(rec.data());
     benchmark::ClobberMemory();
   }
@@ -226,6 +232,7 @@ void quant_act(benchmark::State& state) {
 // ---- instruction throughput limits (AVX-512 machines only): 12 independent accumulator chains
 constexpr long kPeakLoops = 20000;
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) int peak_vnni(long n) {
   __m512i a[12];
   for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_epi32(i);
@@ -265,6 +272,12 @@ __attribute__((target("avx512f,fma"), noinline)) float peak_fma(long n) {
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
   return _mm512_cvtss_f32(s);
 }
+#else
+// Not reached (detected_isa() is Scalar): stand-ins so the file builds on other processors.
+int peak_vnni(long) { return 0; }
+float peak_bf16(long) { return 0; }
+float peak_fma(long) { return 0; }
+#endif
 
 // ops per instruction: vpdpbusd 64 MACs = 128 ops, vdpbf16ps 32 MACs = 64, vfmadd 16 FMAs = 32.
 void peak(benchmark::State& state, int which) {

@@ -1,6 +1,8 @@
 #include "core/cpu.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 namespace tmill {
 namespace {
 
+#if defined(__x86_64__)
 unsigned long long xgetbv0() {
   unsigned eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
@@ -41,8 +44,15 @@ CpuFeatures detect() {
   }
   return f;
 }
+#else
+// No x86 features elsewhere: detected_isa() is Scalar, and the kernel table has the portable
+// entries (plus whatever a backend for this architecture registers in kernels/dispatch.cpp).
+CpuFeatures detect() { return CpuFeatures{}; }
+#endif
 
 std::atomic<int> g_limit{-1};
+// active_isa(), computed once and again by every set_isa_limit(): -1 until first asked.
+std::atomic<int> g_active{-1};
 
 int env_limit() {
   static const int v = [] {
@@ -52,6 +62,13 @@ int env_limit() {
     return static_cast<int>(Isa::Avx512);
   }();
   return v;
+}
+
+int compute_active() {
+  int lim = g_limit.load(std::memory_order_relaxed);
+  if (lim < 0) lim = env_limit();
+  const int det = static_cast<int>(detected_isa());
+  return det < lim ? det : lim;
 }
 
 }  // namespace
@@ -71,13 +88,20 @@ Isa detected_isa() {
 }
 
 Isa active_isa() {
-  int lim = g_limit.load(std::memory_order_relaxed);
-  if (lim < 0) lim = env_limit();
-  int det = static_cast<int>(detected_isa());
-  return static_cast<Isa>(det < lim ? det : lim);
+  int a = g_active.load(std::memory_order_relaxed);
+  if (a < 0) {
+    // First call: publish the level unless a set_isa_limit() got there first (then use its value).
+    int expected = -1;
+    const int computed = compute_active();
+    a = g_active.compare_exchange_strong(expected, computed, std::memory_order_relaxed) ? computed : expected;
+  }
+  return static_cast<Isa>(a);
 }
 
-void set_isa_limit(Isa limit) { g_limit.store(static_cast<int>(limit)); }
+void set_isa_limit(Isa limit) {
+  g_limit.store(static_cast<int>(limit));
+  g_active.store(compute_active());
+}
 
 const char* isa_name(Isa isa) {
   switch (isa) {

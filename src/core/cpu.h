@@ -13,11 +13,15 @@ struct CpuFeatures {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
+// x86-64 features from cpuid; all false on other processors.
 const CpuFeatures& cpu_features();
 // Best level this CPU (and OS) supports: Avx512 needs F/BW/VL/DQ/VNNI/BF16, Avx2 needs AVX2/FMA/F16C.
+// Scalar on processors other than x86-64.
 Isa detected_isa();
 // The level kernels use: min(detected, override). The override comes from set_isa_limit() or the
-// environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way).
+// environment variable TOKENMILL_ISA=scalar|avx2|avx512 (tests force each path this way). Computed
+// once and on each set_isa_limit(), so a call is one atomic load; kernels/dispatch.h maps it to the
+// kernel table.
 Isa active_isa();
 void set_isa_limit(Isa limit);
 const char* isa_name(Isa isa);

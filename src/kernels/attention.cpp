@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/cpu.h"
 #include "core/fp16.h"
 #include "core/log.h"
 #include "kernels/attention_abi.h"
+#include "kernels/dispatch.h"
 
 namespace tmill {
 namespace {
@@ -55,8 +55,13 @@ void prefetch_kv_block(const AttnArgs& a, int64_t b) {
   const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
   // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
   for (int64_t off = 0; off < a.tile_bytes; off += 64) {
+#if defined(__x86_64__)
     asm volatile("prefetcht1 %0" : : "m"(k[off]));
     asm volatile("prefetcht1 %0" : : "m"(v[off]));
+#else
+    __builtin_prefetch(k + off, 0, 2);  // no SIMD kernel calls it there yet
+    __builtin_prefetch(v + off, 0, 2);
+#endif
   }
 }
 
@@ -82,11 +87,8 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
   const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out);
-  kern::AttnFn fn = nullptr;
-  const Isa isa = active_isa();
-  if (isa == Isa::Avx512) fn = kern::attention_avx512(a);
-  if (!fn && isa >= Isa::Avx2) fn = kern::attention_avx2(a);
-  if (!fn) fn = kern::attention_scalar;
+  const kern::KernelTable& t = kern::kernels();
+  const kern::AttnFn fn = t.attention_covers(a) ? t.attention[a.kv_type] : kern::attention_scalar;
   fn(a);
 }
 

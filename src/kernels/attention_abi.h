@@ -1,6 +1,7 @@
 // Plain-data interface between the attention dispatcher (attention.cpp) and its ISA-specific
-// kernels (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp). No inline functions
-// and no STL (the ISA files are compiled with AVX flags; see kernel_abi.h).
+// kernels (attention_scalar.cpp, attention_avx2.cpp, attention_avx512.cpp), which it reaches through
+// the kernel table (kernel_table.h). No STL and no inline functions with external linkage (the ISA
+// files are compiled with AVX flags; see kernel_abi.h).
 //
 // KV tile layout — one (block, kv head) tile, `tile_bytes` apart, tile t = block * n_head_kv + head:
 //   K: [head_dim][block_size]  transposed, so one vector load gives one dimension of 16 tokens
@@ -16,6 +17,7 @@
 namespace tmill::kern {
 
 enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3 };
+inline constexpr int kKvTypes = 4;
 
 struct AttnArgs {
   const float* q = nullptr;         // (group, head_dim) query heads sharing one KV head
@@ -34,16 +36,15 @@ struct AttnArgs {
   float* out = nullptr;             // (group, head_dim)
 };
 
+// One kernel per KV type; an ISA's kernels cover only some shapes (AttnCoversFn).
 using AttnFn = void (*)(const AttnArgs&);
+using AttnCoversFn = bool (*)(const AttnArgs&);
 
 // Pulls block b's K and V tiles (every cache line) toward L2; the SIMD kernels call it for block b + 1
 // while they compute block b (defined in attention.cpp).
 void prefetch_kv_block(const AttnArgs& a, int64_t b);
 
-// Any layout parameters.
+// Any layout parameters: the fallback for shapes a SIMD kernel does not cover, and the oracle.
 void attention_scalar(const AttnArgs& a);
-// Null when the shape is not covered (block_size != 16, head_dim % 16 != 0, group > 16).
-AttnFn attention_avx2(const AttnArgs& a);
-AttnFn attention_avx512(const AttnArgs& a);
 
 }  // namespace tmill::kern

@@ -1,46 +1,13 @@
 // AVX2 paged attention: like attention_avx512.cpp with each block's 16 keys in two ymm halves;
 // head_dim a multiple of 8.
-#include <immintrin.h>
-
-#include <cstring>
-
-#include "kernels/attention_abi.h"
-#include "kernels/vec_math_avx2.h"
+#include "kernels/isa_avx2.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
 
-
-template <int T>
-__m256 load8(const uint8_t* p) {
-  if constexpr (T == kKvF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  if constexpr (T == kKvF16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  if constexpr (T == kKvBF16)
-    return _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-
-template <int T>
-constexpr int64_t elem_bytes() {
-  return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
-}
-
 // How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
 constexpr float kSlack = 8.0f;
-
-float hmax(__m256 v) {
-  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
-  return _mm_cvtss_f32(x);
-}
-float hsum(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
-  return _mm_cvtss_f32(x);
-}
 
 // s0/s1[g] = the block's keys 0..7 / 8..15 dotted with query head g, GN heads in registers.
 template <int T, int GN>
@@ -142,7 +109,7 @@ void attn(const AttnArgs& a) {
       const __m256 a1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s1[g], ks1), valid_hi);
       const __m256 lim = _mm256_set1_ps(m[g] + kSlack);
       if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a0, lim, _CMP_GT_OQ), _mm256_cmp_ps(a1, lim, _CMP_GT_OQ)))) {
-        const float mx = __builtin_fmaxf(m[g], hmax(_mm256_max_ps(a0, a1)));
+        const float mx = __builtin_fmaxf(m[g], hmax8(_mm256_max_ps(a0, a1)));
         const __m256 c = _mm256_set1_ps(__builtin_expf(m[g] - mx));  // 0 on the first block (m = -inf)
         m[g] = mx;
         _mm256_store_ps(lsum[g], _mm256_mul_ps(c, _mm256_load_ps(lsum[g])));
@@ -170,23 +137,21 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum(_mm256_load_ps(lsum[g])));
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(_mm256_load_ps(lsum[g])));
     for (int64_t j = 0; j < nd; ++j)
       _mm256_storeu_ps(a.out + g * hd + j * 8, _mm256_mul_ps(inv, _mm256_load_ps(acc + g * hd + j * 8)));
   }
 }
 
+bool covers(const AttnArgs& a) {
+  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+}
+
 }  // namespace
 
-AttnFn attention_avx2(const AttnArgs& a) {
-  if (a.block_size != 16 || a.head_dim % 8 != 0 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
-  switch (a.kv_type) {
-    case kKvF32: return attn<kKvF32>;
-    case kKvF16: return attn<kKvF16>;
-    case kKvBF16: return attn<kKvBF16>;
-    case kKvI8: return attn<kKvI8>;
-    default: return nullptr;
-  }
+void add_attention_avx2(KernelTable& t) {
+  t.attention_covers = covers;
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -1,46 +1,11 @@
 // AVX-512 paged attention: block_size 16 (one zmm = one dimension of a block's 16 keys, thanks to
 // the transposed K tile), any head_dim <= 256 (the last 16-wide chunk of a V row is masked), up to
 // 16 query heads per KV head.
-// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
-// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstring>
-
-#include "kernels/attention_abi.h"
-#include "kernels/vec_math_avx512.h"
+#include "kernels/isa_avx512.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
-
-
-template <int T>
-__m512 load16(const uint8_t* p) {  // 16 consecutive elements as floats
-  if constexpr (T == kKvF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-  if constexpr (T == kKvF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  if constexpr (T == kKvBF16)
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-
-template <int T>
-__m512 load16m(const uint8_t* p, __mmask16 m) {  // the first lanes of m only; others read as 0
-  if constexpr (T == kKvF32) return _mm512_maskz_loadu_ps(m, p);
-  if constexpr (T == kKvF16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-  if constexpr (T == kKvBF16)
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
-}
-
-template <int T>
-constexpr int64_t elem_bytes() {
-  return T == kKvF32 ? 4 : T == kKvI8 ? 1 : 2;
-}
 
 // s[g] = the 16 keys of a block (transposed K tile) dotted with query head g, for GN heads in registers.
 template <int T, int GN>
@@ -79,7 +44,7 @@ void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16
     __m512 v[JN];
 #pragma GCC unroll 4
     for (int j = 0; j < JN; ++j)
-      v[j] = (last_masked && j == JN - 1) ? load16m<T>(vrow + j * 16 * eb, tail) : load16<T>(vrow + j * 16 * eb);
+      v[j] = (last_masked && j == JN - 1) ? load16<T>(vrow + j * 16 * eb, tail) : load16<T>(vrow + j * 16 * eb);
 #pragma GCC unroll 8
     for (int g = 0; g < GN; ++g) {
       const __m512 w = _mm512_set1_ps(p[g][t]);
@@ -124,7 +89,7 @@ void attn(const AttnArgs& a) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
   for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __mmask16 valid = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+    const __mmask16 valid = tail_mask16(n);
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -181,17 +146,15 @@ void attn(const AttnArgs& a) {
   }
 }
 
+bool covers(const AttnArgs& a) {
+  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+}
+
 }  // namespace
 
-AttnFn attention_avx512(const AttnArgs& a) {
-  if (a.block_size != 16 || a.head_dim < 1 || a.head_dim > 256 || a.group > 16 || a.group < 1) return nullptr;
-  switch (a.kv_type) {
-    case kKvF32: return attn<kKvF32>;
-    case kKvF16: return attn<kKvF16>;
-    case kKvBF16: return attn<kKvBF16>;
-    case kKvI8: return attn<kKvI8>;
-    default: return nullptr;
-  }
+void add_attention_avx512(KernelTable& t) {
+  t.attention_covers = covers;
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

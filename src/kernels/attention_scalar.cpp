@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
-#include "kernels/attention_abi.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
@@ -77,6 +77,15 @@ void attention_scalar(const AttnArgs& a) {
     const float inv = 1.0f / l[g];
     for (int64_t d = 0; d < hd; ++d) a.out[g * hd + d] *= inv;
   }
+}
+
+namespace {
+bool covers_any(const AttnArgs&) { return true; }
+}  // namespace
+
+void add_attention_scalar(KernelTable& t) {
+  t.attention_covers = covers_any;
+  for (AttnFn& fn : t.attention) fn = attention_scalar;
 }
 
 }  // namespace tmill::kern

@@ -1,35 +1,17 @@
 // AVX2 + FMA products for float weight types on their row-major layout (dot form, as the AVX-512
 // version: a tile of 4 rows x T <= 2 tokens of 8-lane accumulators; 16 ymm registers allow no more).
 // Columns beyond the last multiple of 8 are finished in scalar code.
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
+#include "kernels/isa_avx2.h"
 #include "core/fp16.h"
-#include "kernels/kernel_abi.h"
-
-// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
-// would otherwise keep the arrays in memory).
-#define TM_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
 
-inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
+// 8 weights of row `row` from column c, as f32.
 template <int Type>
 inline __m256 load_w(const uint8_t* row, int64_t c) {
-  if constexpr (Type == 0) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
-    if constexpr (Type == 1) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
+  return load8<Type>(row + elem_bytes<Type>() * c);
 }
 
 template <int Type>
@@ -48,13 +30,9 @@ inline float load_w1(const uint8_t* row, int64_t c) {
 template <int Type, int R, int T>
 void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
   __m256 acc[R][T];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i)
-    TM_UNROLL
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm256_setzero_ps();
+  zero_tile(acc);
   const uint8_t* rows[R];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r + i) * rb;
+  row_pointers(rows, w, rb, r);
   int64_t c = 0;
   for (; c + 8 <= cols; c += 8) {
     __m256 wv[R];
@@ -74,11 +52,7 @@ void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ld
       _mm_storeu_ps(out, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
     } else {
       TM_UNROLL
-      for (int i = 0; i < R; ++i) {
-        const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[i][t]), _mm256_extractf128_ps(acc[i][t], 1));
-        const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        out[i] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-      }
+      for (int i = 0; i < R; ++i) out[i] = hsum8(acc[i][t]);
     }
     TM_UNROLL
     for (int i = 0; i < R; ++i) {
@@ -112,10 +86,7 @@ void gemv(const uint8_t* w, size_t rb, int64_t cols, const float* x, float* y, i
       a3 = _mm256_fmadd_ps(load_w<Type>(row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
     }
     for (; c + 8 <= cols; c += 8) a0 = _mm256_fmadd_ps(load_w<Type>(row, c), _mm256_loadu_ps(x + c), a0);
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    float acc = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+    float acc = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; c < cols; ++c) acc += load_w1<Type>(row, c) * x[c];
     y[r] = acc;
   }
@@ -126,20 +97,15 @@ void fgemm(const void* w, size_t rb, int64_t cols, const float* x, int64_t ldx, 
            int64_t r1, int64_t T) {
   const auto* wp = static_cast<const uint8_t*>(w);
   if (T == 1) return gemv<Type>(wp, rb, cols, x, y, r0, r1);
-  int64_t t = 0;
-  for (; t + 2 <= T; t += 2) rows_tile<Type, 2>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1);
-  if (t < T) rows_tile<Type, 1>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1);
+  for_each_tile<2>(T, [&](auto tt, int64_t t) {
+    rows_tile<Type, decltype(tt)::value>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1);
+  });
 }
 
 }  // namespace
 
-FGemmFn fgemm_avx2(int type) {
-  switch (type) {
-    case 0: return fgemm<0>;
-    case 1: return fgemm<1>;
-    case 2: return fgemm<2>;
-    default: return nullptr;
-  }
+void add_fgemm_avx2(KernelTable& t) {
+  for_each_kind<kFloatF32, kFloatF16, kFloatBF16>([&](auto k) { t.fgemm[k.value] = fgemm<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

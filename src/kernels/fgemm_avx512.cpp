@@ -7,43 +7,29 @@
 //   gemm_bf16 : activations pre-converted to bf16, weights bf16 (BF16 files or the packed copy of F16).
 // Token tiles are outermost within a call so a tile's activations stay in L1 while the call's row
 // range (sized by the dispatcher to fit L2) streams past.
-// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
-// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "kernels/kernel_abi.h"
-
-// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
-// would otherwise keep the arrays in memory).
-#define TM_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/isa_avx512.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
 
-inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-  const __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-  const __m256 b2 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
-  const __m256 c2 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
-  const __m256 d2 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
-  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a2, b2), _mm256_hadd_ps(c2, d2));
-  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
-// 16 weights at column c as f32; `m` masks a partial tail.
+// 16 weights of row `row` from column c as f32; `m` masks a partial tail.
 template <int Type>
 inline __m512 load_w(const uint8_t* row, int64_t c, __mmask16 m) {
-  if constexpr (Type == 0) {
-    return _mm512_maskz_loadu_ps(m, row + 4 * c);
-  } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * c);
-    if constexpr (Type == 1) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return load16<Type>(row + elem_bytes<Type>() * c, m);
+}
+
+// The R x T tile's row sums: y[t][r + i] = sum of acc[i][t].
+template <int R, int T>
+TM_ISA_INLINE void store_row_sums(const __m512 (&acc)[R][T], float* y, int64_t ldy, int64_t r) {
+  TM_UNROLL
+  for (int t = 0; t < T; ++t) {
+    if constexpr (R == 4) {
+      _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+    } else {
+      TM_UNROLL
+      for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    }
   }
 }
 
@@ -52,13 +38,9 @@ inline __m512 load_w(const uint8_t* row, int64_t c, __mmask16 m) {
 template <int Type, int R, int T, bool PF>
 void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t r) {
   __m512 acc[R][T];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i)
-    TM_UNROLL
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  zero_tile(acc);
   const uint8_t* rows[R];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i) rows[i] = w + static_cast<size_t>(r + i) * rb;
+  row_pointers(rows, w, rb, r);
   int64_t c = 0;
   auto step = [&](__mmask16 m) {
     __m512 wv[R];
@@ -77,16 +59,8 @@ void ftile(const uint8_t* w, size_t rb, int64_t cols, const float* x, int64_t ld
     }
   };
   for (; c + 16 <= cols; c += 16) step(static_cast<__mmask16>(0xFFFF));
-  if (c < cols) step(static_cast<__mmask16>((1u << (cols - c)) - 1));
-  TM_UNROLL
-  for (int t = 0; t < T; ++t) {
-    if constexpr (R == 4) {
-      _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
-    } else {
-      TM_UNROLL
-      for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
-    }
-  }
+  if (c < cols) step(tail_mask16(cols - c));
+  store_row_sums(acc, y, ldy, r);
 }
 
 template <int Type, int T>
@@ -115,30 +89,19 @@ void gemv(const uint8_t* w, size_t rb, int64_t cols, const float* x, float* y, i
       a3 = _mm512_fmadd_ps(load_w<Type>(row, c + 48, all), _mm512_loadu_ps(x + c + 48), a3);
     }
     for (; c < cols; c += 16) {
-      const __mmask16 m = cols - c >= 16 ? all : static_cast<__mmask16>((1u << (cols - c)) - 1);
+      const __mmask16 m = tail_mask16(cols - c);
       a0 = _mm512_fmadd_ps(load_w<Type>(row, c, m), _mm512_maskz_loadu_ps(m, x + c), a0);
     }
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    y[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+    y[r] = hsum16(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   }
 }
 
 template <int Type>
 void fgemm_rows(const uint8_t* wp, size_t rb, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
                 int64_t r0, int64_t r1, int64_t T, int64_t r_end) {
-  int64_t t = 0;
-  for (; t + 6 <= T; t += 6) rows_tile<Type, 6>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end);
-  switch (T - t) {
-    case 5: rows_tile<Type, 5>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 4: rows_tile<Type, 4>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 3: rows_tile<Type, 3>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 2: rows_tile<Type, 2>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 1: rows_tile<Type, 1>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    default: break;
-  }
+  for_each_tile<6>(T, [&](auto tt, int64_t t) {
+    rows_tile<Type, decltype(tt)::value>(wp, rb, cols, x + t * ldx, ldx, y + t * ldy, ldy, r0, r1, t == 0, r_end);
+  });
 }
 
 template <int Type>
@@ -154,13 +117,9 @@ template <int R, int T, bool PF>
 void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
            int64_t r) {
   __m512 acc[R][T];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i)
-    TM_UNROLL
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  zero_tile(acc);
   const uint8_t* rows[R];
-  TM_UNROLL
-  for (int i = 0; i < R; ++i) rows[i] = reinterpret_cast<const uint8_t*>(w) + static_cast<size_t>(r + i) * rb;
+  row_pointers(rows, w, rb, r);
   int64_t c = 0;
   auto step = [&](__mmask32 m) {
     __m512bh wv[R];
@@ -179,15 +138,7 @@ void btile(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64
   };
   for (; c + 32 <= cols; c += 32) step(~static_cast<__mmask32>(0));
   if (c < cols) step(static_cast<__mmask32>((1u << (cols - c)) - 1));
-  TM_UNROLL
-  for (int t = 0; t < T; ++t) {
-    if constexpr (R == 4) {
-      _mm_storeu_ps(y + t * ldy + r, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
-    } else {
-      TM_UNROLL
-      for (int i = 0; i < R; ++i) y[t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
-    }
-  }
+  store_row_sums(acc, y, ldy, r);
 }
 
 template <int T>
@@ -199,26 +150,15 @@ void brows(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64
   for (; r < r1; ++r) btile<1, T, false>(w, rb, cols, xb, ldxb, y, ldy, r);
 }
 
-}  // namespace
-
-namespace {
 void bgemm_rows(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
                 int64_t r0, int64_t r1, int64_t T, int64_t r_end) {
-  int64_t t = 0;
-  for (; t + 6 <= T; t += 6) brows<6>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end);
-  switch (T - t) {
-    case 5: brows<5>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 4: brows<4>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 3: brows<3>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 2: brows<2>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    case 1: brows<1>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end); break;
-    default: break;
-  }
+  for_each_tile<6>(T, [&](auto tt, int64_t t) {
+    brows<decltype(tt)::value>(w, rb, cols, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, r1, t == 0, r_end);
+  });
 }
-}  // namespace
 
-void gemm_bf16_avx512(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y,
-                      int64_t ldy, int64_t r0, int64_t r1, int64_t T) {
+void gemm_bf16(const uint16_t* w, size_t rb, int64_t cols, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+               int64_t r0, int64_t r1, int64_t T) {
   bgemm_rows(w, rb, cols, xb, ldxb, y, ldy, r0, r1, T, r1);
 }
 
@@ -226,16 +166,12 @@ void gemm_bf16_avx512(const uint16_t* w, size_t rb, int64_t cols, const uint16_t
 // register with no horizontal reduction (the dot form above spends ~9 % of a 896-column product
 // reducing). Tile: GR groups x TT tokens of accumulators; per column pair, GR weight loads and TT
 // activation broadcasts feed GR * TT vdpbf16ps.
-namespace {
 
 template <int GR, int TT>
 void x16_tile(const uint8_t* w0, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy, int64_t r0,
               int64_t rows) {
   __m512 acc[GR][TT];
-  TM_UNROLL
-  for (int i = 0; i < GR; ++i)
-    TM_UNROLL
-    for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
+  zero_tile(acc);
   const size_t gstride = static_cast<size_t>(ncp) * 64;
   for (int64_t p = 0; p < ncp; ++p) {
     __m512bh wv[GR];
@@ -256,8 +192,7 @@ void x16_tile(const uint8_t* w0, int64_t ncp, const uint16_t* xb, int64_t ldxb, 
   }
   TM_UNROLL
   for (int i = 0; i < GR; ++i) {
-    const int64_t left = rows - (r0 + 16 * i);
-    const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 m = tail_mask16(rows - (r0 + 16 * i));
     TM_UNROLL
     for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(y + t * ldy + r0 + 16 * i, m, acc[i][t]);
   }
@@ -266,31 +201,13 @@ void x16_tile(const uint8_t* w0, int64_t ncp, const uint16_t* xb, int64_t ldxb, 
 template <int GR>
 void x16_groups(const uint8_t* w0, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy, int64_t r0,
                 int64_t rows, int64_t T) {
-  constexpr int kTT = 12;
-  int64_t t = 0;
-  for (; t + kTT <= T; t += kTT) x16_tile<GR, kTT>(w0, ncp, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, rows);
-  const uint16_t* x = xb + t * ldxb;
-  float* yt = y + t * ldy;
-  switch (T - t) {
-    case 11: return x16_tile<GR, 11>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 10: return x16_tile<GR, 10>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 9: return x16_tile<GR, 9>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 8: return x16_tile<GR, 8>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 7: return x16_tile<GR, 7>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 6: return x16_tile<GR, 6>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 5: return x16_tile<GR, 5>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 4: return x16_tile<GR, 4>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 3: return x16_tile<GR, 3>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 2: return x16_tile<GR, 2>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    case 1: return x16_tile<GR, 1>(w0, ncp, x, ldxb, yt, ldy, r0, rows);
-    default: return;
-  }
+  for_each_tile<12>(T, [&](auto tt, int64_t t) {
+    x16_tile<GR, decltype(tt)::value>(w0, ncp, xb + t * ldxb, ldxb, y + t * ldy, ldy, r0, rows);
+  });
 }
 
-}  // namespace
-
-void gemm_bf16x16_avx512(const uint16_t* w, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
-                         int64_t rows, int64_t g0, int64_t g1, int64_t T) {
+void gemm_bf16x16(const uint16_t* w, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
+                  int64_t rows, int64_t g0, int64_t g1, int64_t T) {
   const auto* base = reinterpret_cast<const uint8_t*>(w);
   const size_t gstride = static_cast<size_t>(ncp) * 64;
   int64_t g = g0;
@@ -298,13 +215,12 @@ void gemm_bf16x16_avx512(const uint16_t* w, int64_t ncp, const uint16_t* xb, int
   if (g < g1) x16_groups<1>(base + g * gstride, ncp, xb, ldxb, y, ldy, g * 16, rows, T);
 }
 
-FGemmFn fgemm_avx512(int type) {
-  switch (type) {
-    case 0: return fgemm<0>;
-    case 1: return fgemm<1>;
-    case 2: return fgemm<2>;
-    default: return nullptr;
-  }
+}  // namespace
+
+void add_fgemm_avx512(KernelTable& t) {
+  for_each_kind<kFloatF32, kFloatF16, kFloatBF16>([&](auto k) { t.fgemm[k.value] = fgemm<decltype(k)::value>; });
+  t.gemm_bf16 = gemm_bf16;
+  t.gemm_bf16x16 = gemm_bf16x16;
 }
 
 }  // namespace tmill::kern

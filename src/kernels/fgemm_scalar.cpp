@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
-#include "kernels/kernel_abi.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
@@ -47,13 +47,8 @@ void fgemm(const void* w, size_t row_bytes, int64_t cols, const float* x, int64_
 
 }  // namespace
 
-FGemmFn fgemm_scalar(int type) {
-  switch (type) {
-    case 0: return fgemm<0>;
-    case 1: return fgemm<1>;
-    case 2: return fgemm<2>;
-    default: return nullptr;
-  }
+void add_fgemm_scalar(KernelTable& t) {
+  for_each_kind<kFloatF32, kFloatF16, kFloatBF16>([&](auto k) { t.fgemm[k.value] = fgemm<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -1,6 +1,9 @@
 // Plain-data interface between the generic dispatcher (matmul.cpp, pack.cpp) and the ISA-specific
-// kernels (*_scalar.cpp, *_avx2.cpp, *_avx512.cpp). No inline functions and no STL here: the ISA
-// files are compiled with AVX flags and may include only plain-data headers (see common.md, ODR).
+// kernels (*_scalar.cpp, *_avx2.cpp, *_avx512.cpp), which reach it through the kernel table
+// (kernels/kernel_table.h). No STL and no inline functions with external linkage here: the ISA files
+// are compiled with AVX flags, and an inline function compiled there could be the copy the linker
+// keeps for the whole program (the rule is in cmake/tm_module.cmake; the ISA headers
+// kernels/isa_avx2.h and kernels/isa_avx512.h say how they keep it).
 //
 // ---------------------------------------------------------------------------------------------
 // Packed quantized weights ("x16" layouts, made once by pack.cpp, identical for every ISA)
@@ -70,54 +73,99 @@ enum PackKind : int {
 
 // Bytes of one group-block per packed kind (0 for non-interleaved kinds).
 inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0};
+// Byte offsets inside a 32-column group-block, by PackKind (Q8_0 .. Q5_1; 0 where absent): the f16
+// mins (Q4_1, Q5_1), the fifth bits (Q5_0, Q5_1), and the levels (bytes for Q8_0, nibbles otherwise).
+struct LegacyLayout {
+  int m, h, q;
+};
+inline constexpr LegacyLayout kLegacyLayout[] = {
+    {0, 0, 0}, {0, 0, 32}, {0, 0, 32}, {32, 0, 64}, {0, 32, 96}, {32, 64, 128}};
 inline constexpr int kQ8RecordBytes = 40;    // per token, 32-column block
 inline constexpr int kQ8KRecordBytes = 340;  // per token, 256-column super-block
 
 // ---- activation quantizers: T tokens (rows of x, stride ldx floats) -> nb records at `rec`
 // cols is a multiple of 32 (Q8) or 256 (Q8K).
+using QuantActQ8Fn = void (*)(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
+using QuantActQ8KFn = void (*)(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
+// The portable versions: every table's fallback, and the oracle the SIMD ones are tested against.
 void quant_act_q8_scalar(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
-void quant_act_q8_avx2(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
-void quant_act_q8_avx512(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec);
 void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
-void quant_act_q8k_avx2(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
-void quant_act_q8k_avx512(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec);
 
 // ---- quantized GEMM over packed weights
 // Groups [g0, g1) of the packed weight `w` (nb blocks per row) times one activation tile of T
 // tokens (`act`, nb records). Writes y[t * ldy + r] for t < T and real rows r < rows.
 using QGemmFn = void (*)(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T,
                          float* y, int64_t ldy, int64_t rows);
-// kind is a PackKind; each returns null for kinds it has no kernel for.
-QGemmFn qgemm_scalar(int kind);         // every packed kind
-QGemmFn qgemm_legacy_avx2(int kind);    // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
-QGemmFn qgemm_kquant_avx2(int kind);    // Q4_K Q5_K Q6_K
-QGemmFn qgemm_legacy_avx512(int kind);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
-QGemmFn qgemm_kquant_avx512(int kind);  // Q4_K Q5_K Q6_K
 // Two full tiles (2 x kTile tokens) in one pass over the weights: tile 0's records at act0, tile 1's
 // at act1; writes rows of y for tokens 0..2*kTile-1. Each token's result is bitwise the QGemmFn one.
 using QGemm2Fn = void (*)(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act0,
                           const uint8_t* act1, float* y, int64_t ldy, int64_t rows);
-QGemm2Fn qgemm2_legacy_avx512(int kind);  // Q8_0 Q4_0 Q4_1 Q5_0 Q5_1; null otherwise
 
 // ---- float-type GEMM on row-major weights (F32, F16, BF16): y[t][r] = sum_c W[r][c] x[t][c]
 // Rows [r0, r1), tokens [0, T) (T any), x f32 with row stride ldx.
 using FGemmFn = void (*)(const void* w, size_t row_bytes, int64_t cols, const float* x, int64_t ldx, float* y,
                          int64_t ldy, int64_t r0, int64_t r1, int64_t T);
-// type: 0 = F32, 1 = F16, 2 = BF16.
-FGemmFn fgemm_scalar(int type);
-FGemmFn fgemm_avx2(int type);
-FGemmFn fgemm_avx512(int type);
+// Index of a float type in the table (and the kernels' template parameter); the KV element types
+// (attention_abi.h) use the same numbers for these three.
+enum FloatType : int { kFloatF32 = 0, kFloatF16 = 1, kFloatBF16 = 2 };
+inline constexpr int kFloatTypes = 3;
 
-// AVX-512 BF16 path: weights bf16 row-major (row_bytes stride; columns >= cols are read only up to
-// cols), activations already converted to bf16 rows of ldxb elements, zero-padded to a multiple of 32.
-void gemm_bf16_avx512(const uint16_t* w, size_t row_bytes, int64_t cols, const uint16_t* xb, int64_t ldxb,
-                      float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t T);
+// ---- bf16 path (AVX-512 BF16): weights bf16 row-major (row_bytes stride; columns >= cols are read
+// only up to cols), activations already converted to bf16 rows of ldxb elements, zero-padded to a
+// multiple of 32.
+using GemmBf16Fn = void (*)(const uint16_t* w, size_t row_bytes, int64_t cols, const uint16_t* xb, int64_t ldxb,
+                            float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t T);
 // Groups [g0, g1) of a bf16 x16 copy (ncp column pairs per group) times T tokens of bf16 activations
 // (rows of ldxb elements, zero-padded past cols): y[t * ldy + r] for real rows r < rows.
-void gemm_bf16x16_avx512(const uint16_t* w, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y, int64_t ldy,
-                         int64_t rows, int64_t g0, int64_t g1, int64_t T);
+using GemmBf16x16Fn = void (*)(const uint16_t* w, int64_t ncp, const uint16_t* xb, int64_t ldxb, float* y,
+                               int64_t ldy, int64_t rows, int64_t g0, int64_t g1, int64_t T);
 // Converts T rows of x (cols floats, stride ldx) to bf16 rows of ldxb (a multiple of 32) elements,
 // zero-filled beyond cols.
-void to_bf16_avx512(const float* x, int64_t ldx, int64_t T, int64_t cols, uint16_t* xb, int64_t ldxb);
+using ToBf16Fn = void (*)(const float* x, int64_t ldx, int64_t T, int64_t cols, uint16_t* xb, int64_t ldxb);
+
+// ---- compile-time kinds for registration: a kernel file instantiates its template for each kind
+// it has and stores the result in the table:
+//   for_each_kind<kPackQ8_0, kPackQ4_0>([&](auto k) { t.qgemm[k.value] = entry<decltype(k)::value>; });
+// `static` (internal linkage), so an ISA file's copy never stands in for another's.
+template <int K>
+struct KindTag {
+  static constexpr int value = K;
+};
+template <int... Ks, class F>
+static inline void for_each_kind(F&& f) {
+  (f(KindTag<Ks>{}), ...);
+}
+
+// The activation quantizers' loops: f(xs, t, rec) for each block of bcols columns and each token
+// t < T of a tile, xs being token t's block and rec the block's record (record_bytes per token).
+template <class F>
+static inline __attribute__((always_inline)) void for_each_record(const float* x, int64_t ldx, int T, int64_t cols,
+                                                                 int bcols, int record_bytes, uint8_t* rec, F&& f) {
+  for (int64_t b = 0; b < cols / bcols; ++b, rec += T * record_bytes)
+    for (int t = 0; t < T; ++t) f(x + t * ldx + bcols * b, t, rec);
+}
+
+// ---- run-time counts to compile-time tile sizes (kernels keep a tile's accumulators in registers,
+// so each size is its own instantiation)
+
+// f(KindTag<n>{}) for 1 <= n <= Max.
+template <int Max, class F>
+static inline __attribute__((always_inline)) void with_count(int64_t n, F&& f) {
+  if constexpr (Max > 1) {
+    if (n < Max) return with_count<Max - 1>(n, f);
+  }
+  f(KindTag<Max>{});
+}
+
+// Tiles of N along [0, n) and a last, smaller one: f(KindTag<N>{}, i) for i = 0, N, 2N, ... while a
+// whole tile fits, then f(KindTag<n - i>{}, i) for the rest, if any.
+template <int N, class F>
+static inline __attribute__((always_inline)) void for_each_tile(int64_t n, F&& f) {
+  int64_t i = 0;
+  for (; i + N <= n; i += N) f(KindTag<N>{}, i);
+  if constexpr (N > 1) {
+    if (i < n) with_count<N - 1>(n - i, [&](auto k) { f(k, i); });
+  }
+}
 
 }  // namespace tmill::kern

@@ -1,10 +1,11 @@
-// Matrix products: run-time dispatch (weight type x ISA), threading and scratch buffers.
-// The arithmetic lives in the per-ISA kernel files behind kernels/kernel_abi.h:
+// Matrix products: dispatch by weight type through the kernel table of the active ISA
+// (kernels/dispatch.h, read once per call), threading and scratch buffers. The arithmetic lives in
+// the per-ISA kernel files behind kernels/kernel_abi.h:
 //   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K): weights repacked at load (pack.cpp),
 //       activations quantized once per call to int8 blocks, int8 x int8 dot products.
-//   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or on AVX-512 for n_tokens >= 2
-//       bf16 dot products (vdpbf16ps) with activations converted to bf16 once per call (F16
-//       weights get a bf16 copy at load for that).
+//   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or where the table has the bf16
+//       path (AVX-512 BF16) for n_tokens >= 2 bf16 dot products (vdpbf16ps) with activations
+//       converted to bf16 once per call (F16 weights get a bf16 copy at load for that).
 //   anything else (Q2_K, Q3_K, Q8_1, IQ*...): the generic dequantize-and-dot path below.
 #include "kernels/matmul.h"
 
@@ -15,7 +16,7 @@
 #include "core/cpu.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
-#include "kernels/kernel_abi.h"
+#include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "quant/quant.h"
@@ -26,7 +27,8 @@ using namespace kern;
 
 PreparedMatrix::PreparedMatrix(const Matrix& m) : src_(m) {
   if (!m.valid() || m.rows <= 0 || m.cols <= 0) return;
-  int kind = pack_kind_for(m.type, detected_isa() == Isa::Avx512);
+  // The bf16 copy of F16 weights only where the CPU has a kernel that reads it.
+  int kind = pack_kind_for(m.type, kernel_table(detected_isa()).gemm_bf16x16 != nullptr);
   if (kind != kPackNone && kind != kPackBf16Copy && m.cols % pack_block_cols(kind) != 0) kind = kPackNone;
   size_t bytes = 0;
   packed = pack_weights(m, kind, &bytes);
@@ -112,6 +114,8 @@ struct Job {
   QGemmFn qfn = nullptr;
   QGemm2Fn qfn2 = nullptr;       // two full tiles per weight pass, where the ISA has one
   FGemmFn ffn = nullptr;
+  GemmBf16Fn bfn = nullptr;      // Bf16 path: row-major BF16 weights
+  GemmBf16x16Fn bx16fn = nullptr;  // Bf16 path: the x16 copy of F16 weights
   ActFormat fmt;
   const uint8_t* act = nullptr;  // quantized activations (Quant): act_off bytes into the scratch
   size_t act_off = 0, tile_bytes = 0;
@@ -130,17 +134,15 @@ int64_t gemm_group_chunk(int64_t groups, size_t group_bytes, int P) {
   return chunk;
 }
 
-void plan_job(Job& j, int64_t n, int P, Isa isa) {
+void plan_job(Job& j, int64_t n, int P, const KernelTable& kt) {
   const PreparedMatrix& pw = *j.w;
   const Matrix& m = pw.source();
   const int kind = pw.packed_kind;
   if (kind != kPackNone && kind != kPackBf16Copy) {
     j.path = Path::Quant;
     const bool kq = is_kquant_kind(kind);
-    if (isa == Isa::Avx512) j.qfn = kq ? qgemm_kquant_avx512(kind) : qgemm_legacy_avx512(kind);
-    if (isa == Isa::Avx512 && !kq && n >= 2 * kTile) j.qfn2 = qgemm2_legacy_avx512(kind);
-    if (!j.qfn && isa >= Isa::Avx2) j.qfn = kq ? qgemm_kquant_avx2(kind) : qgemm_legacy_avx2(kind);
-    if (!j.qfn) j.qfn = qgemm_scalar(kind);
+    j.qfn = kt.qgemm[kind];
+    if (n >= 2 * kTile) j.qfn2 = kt.qgemm2[kind];
     j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
     j.nb = m.cols / pack_block_cols(kind);
     j.groups = (m.rows + kRows - 1) / kRows;
@@ -170,10 +172,12 @@ void plan_job(Job& j, int64_t n, int P, Isa isa) {
     j.bytes = m.bytes();
     j.chunk = 16;
   } else {
-    const bool bf16 = n >= 2 && isa == Isa::Avx512 && (m.type == DType::BF16 || kind == kPackBf16Copy);
+    const bool bf16 = n >= 2 && kt.gemm_bf16 && (m.type == DType::BF16 || kind == kPackBf16Copy);
     j.path = bf16 ? Path::Bf16 : Path::Float;
-    const int type = m.type == DType::F32 ? 0 : m.type == DType::F16 ? 1 : 2;
-    if (!bf16) j.ffn = isa == Isa::Avx512 ? fgemm_avx512(type) : isa == Isa::Avx2 ? fgemm_avx2(type) : fgemm_scalar(type);
+    const int type = m.type == DType::F32 ? kFloatF32 : m.type == DType::F16 ? kFloatF16 : kFloatBF16;
+    if (!bf16) j.ffn = kt.fgemm[type];
+    j.bfn = kt.gemm_bf16;
+    j.bx16fn = kt.gemm_bf16x16;
     if (bf16 && kind == kPackBf16Copy) {
       // x16 copy: tasks are chunks of 16-row groups (all tokens), sized to stay in L2
       j.groups = (m.rows + kRows - 1) / kRows;
@@ -223,11 +227,11 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
     case Path::Bf16: {
       if (pw.packed_kind == kPackBf16Copy) {  // F16 weights: the x16 bf16 copy, by groups
         const int64_t g0 = task * j.chunk, g1 = std::min(j.groups, g0 + j.chunk);
-        gemm_bf16x16_avx512(static_cast<const uint16_t*>(pw.packed.get()), bf16_x16_pairs(m.cols), xb, ldxb, j.y,
-                            j.ldy, m.rows, g0, g1, n);
+        j.bx16fn(static_cast<const uint16_t*>(pw.packed.get()), bf16_x16_pairs(m.cols), xb, ldxb, j.y, j.ldy, m.rows,
+                 g0, g1, n);
         return;
       }
-      gemm_bf16_avx512(static_cast<const uint16_t*>(m.data), m.row_bytes, m.cols, xb, ldxb, j.y, j.ldy, r0, r1, n);
+      j.bfn(static_cast<const uint16_t*>(m.data), m.row_bytes, m.cols, xb, ldxb, j.y, j.ldy, r0, r1, n);
       return;
     }
     case Path::Float: j.ffn(m.data, m.row_bytes, m.cols, x, ldx, j.y, j.ldy, r0, r1, n); return;
@@ -246,21 +250,14 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
   }
 }
 
-void quantize_tiles(const ActFormat& f, const float* x, int64_t ldx, int64_t n, int64_t cols, Isa isa, uint8_t* act,
-                    size_t tile_bytes, int64_t i0, int64_t i1) {
+void quantize_tiles(const ActFormat& f, const float* x, int64_t ldx, int64_t n, int64_t cols, const KernelTable& kt,
+                    uint8_t* act, size_t tile_bytes, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
     const int T = static_cast<int>(std::min<int64_t>(kTile, n - i * kTile));
     const float* xt = x + i * kTile * ldx;
     uint8_t* dst = act + static_cast<size_t>(i) * tile_bytes;
-    if (f.kq) {
-      if (isa == Isa::Avx512) quant_act_q8k_avx512(xt, ldx, T, cols, dst);
-      else if (isa == Isa::Avx2) quant_act_q8k_avx2(xt, ldx, T, cols, dst);
-      else quant_act_q8k_scalar(xt, ldx, T, cols, dst);
-    } else {
-      if (isa == Isa::Avx512) quant_act_q8_avx512(xt, ldx, T, cols, f.offset, dst);
-      else if (isa == Isa::Avx2) quant_act_q8_avx2(xt, ldx, T, cols, f.offset, dst);
-      else quant_act_q8_scalar(xt, ldx, T, cols, f.offset, dst);
-    }
+    if (f.kq) kt.quant_act_q8k(xt, ldx, T, cols, dst);
+    else kt.quant_act_q8(xt, ldx, T, cols, f.offset, dst);
   }
 }
 
@@ -280,7 +277,7 @@ struct Swiglu {
 void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, int64_t n, ThreadPool* pool,
               const Swiglu* sw) {
   if (n <= 0 || count <= 0) return;
-  const Isa isa = active_isa();
+  const KernelTable& kt = kernels();  // one table for the whole call
   const int P = pool ? pool->size() : 1;
   constexpr int kMaxJobs = 8;
   TM_ASSERT(count <= kMaxJobs, "matmul_many: too many outputs");
@@ -294,7 +291,7 @@ void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, 
     j.w = outs[i].w;
     j.y = outs[i].y;
     j.ldy = outs[i].ldy;
-    plan_job(j, n, P, isa);
+    plan_job(j, n, P, kt);
   }
   if (n_jobs == 0) return;
 
@@ -347,11 +344,11 @@ void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, 
         const int f = static_cast<int>(i / tiles);
         const int64_t k = i % tiles;
         swiglu(k * kTile, std::min(n, (k + 1) * kTile));
-        quantize_tiles(fmts[f], x, ldx, n, cols, isa, buf + fmt_off[f], fmt_tile[f], k, k + 1);
+        quantize_tiles(fmts[f], x, ldx, n, cols, kt, buf + fmt_off[f], fmt_tile[f], k, k + 1);
       } else {
         const int64_t t0 = (i - n_fmts * tiles) * kBf16Rows, t1 = std::min(n, t0 + kBf16Rows);
         swiglu(t0, t1);
-        if (need_bf16) to_bf16_avx512(x + t0 * ldx, ldx, t1 - t0, cols, xb + t0 * ldxb, ldxb);
+        if (need_bf16) kt.to_bf16(x + t0 * ldx, ldx, t1 - t0, cols, xb + t0 * ldxb, ldxb);
       }
     }
   };

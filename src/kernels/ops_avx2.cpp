@@ -1,13 +1,11 @@
 // AVX2 versions of the row operations in ops.h.
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "kernels/vec_math_avx2.h"
+#include "kernels/isa_avx2.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
+namespace {
 
-void silu_mul_avx2(float* g, const float* u, int64_t n) {
+void silu_mul(float* g, const float* u, int64_t n) {
   int64_t i = 0;
   const __m256 one = _mm256_set1_ps(1.0f);
   for (; i + 8 <= n; i += 8) {
@@ -18,7 +16,7 @@ void silu_mul_avx2(float* g, const float* u, int64_t n) {
   for (; i < n; ++i) g[i] = g[i] / (1.0f + __builtin_expf(-g[i])) * u[i];
 }
 
-void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, int64_t n) {
+void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
   const __m256 sh = _mm256_set1_ps(shift), sc = _mm256_set1_ps(scale);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -26,7 +24,7 @@ void exp_shift_scale_avx2(const float* x, float shift, float scale, float* out, 
   for (; i < n; ++i) out[i] = __builtin_expf((x[i] - shift) * scale);
 }
 
-int64_t argmax_avx2(const float* x, int64_t n) {
+int64_t argmax(const float* x, int64_t n) {
   __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -50,7 +48,7 @@ int64_t argmax_avx2(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
-void add_inplace_avx2(float* y, const float* x, int64_t n) {
+void add_inplace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] += x[i];
@@ -58,7 +56,7 @@ void add_inplace_avx2(float* y, const float* x, int64_t n) {
 
 // The generic rmsnorm_rows (ops.cpp) in two ymm (lanes 0-7 and 8-15): same lanes, same pairwise
 // combination, same scalar steps, so every ISA gives the same bits.
-void rmsnorm_row_avx2(const float* x, const float* w, float* o, int64_t n, float eps) {
+void rmsnorm_row(const float* x, const float* w, float* o, int64_t n, float eps) {
   __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
@@ -79,7 +77,7 @@ void rmsnorm_row_avx2(const float* x, const float* w, float* o, int64_t n, float
   for (; j < n; ++j) o[j] = w[j] * (ss * x[j]);
 }
 
-void rope_neox_avx2(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
                     const float* sin_t) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
@@ -96,6 +94,12 @@ void rope_neox_avx2(float* x, int64_t n_heads, int64_t head_dim, int64_t half, c
       v[i + half] = rounded(v0 * sin_t[i]) + rounded(v1 * cos_t[i]);
     }
   }
+}
+
+}  // namespace
+
+void add_ops_avx2(KernelTable& t) {
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox};
 }
 
 }  // namespace tmill::kern

@@ -1,20 +1,11 @@
 // AVX-512 versions of the row operations in ops.h.
-// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
-// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "kernels/vec_math_avx2.h"
-#include "kernels/vec_math_avx512.h"
+#include "kernels/isa_avx512.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
+namespace {
 
-void silu_mul_avx512(float* g, const float* u, int64_t n) {
+void silu_mul(float* g, const float* u, int64_t n) {
   int64_t i = 0;
   const __m512 one = _mm512_set1_ps(1.0f);
   for (; i + 16 <= n; i += 16) {
@@ -23,25 +14,25 @@ void silu_mul_avx512(float* g, const float* u, int64_t n) {
     _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
   }
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = tail_mask16(n - i);
     const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
     const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
     _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 
-void exp_shift_scale_avx512(const float* x, float shift, float scale, float* out, int64_t n) {
+void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
   const __m512 sh = _mm512_set1_ps(shift), sc = _mm512_set1_ps(scale);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(out + i, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), sh), sc)));
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = tail_mask16(n - i);
     _mm512_mask_storeu_ps(out + i, m, exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh), sc)));
   }
 }
 
-int64_t argmax_avx512(const float* x, int64_t n) {
+int64_t argmax(const float* x, int64_t n) {
   __m512 m0 = _mm512_set1_ps(x[0]), m1 = m0, m2 = m0, m3 = m0;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -51,24 +42,24 @@ int64_t argmax_avx512(const float* x, int64_t n) {
     m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
   }
   for (; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 k = tail_mask16(n - i);
     m0 = _mm512_mask_max_ps(m0, k, m0, _mm512_maskz_loadu_ps(k, x + i));
   }
   const float best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
   const __m512 b = _mm512_set1_ps(best);
   for (i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 k = tail_mask16(n - i);
     const __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + i), b, _CMP_EQ_OQ);
     if (eq) return i + __builtin_ctz(eq);
   }
   return 0;  // every element NaN
 }
 
-void add_inplace_avx512(float* y, const float* x, int64_t n) {
+void add_inplace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = tail_mask16(n - i);
     _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
   }
 }
@@ -76,7 +67,7 @@ void add_inplace_avx512(float* y, const float* x, int64_t n) {
 // The generic rmsnorm_rows (ops.cpp) in one zmm: its 16 lanes of squares (the tail adds 0 to the
 // lanes past the end), the same pairwise combination (8, 4, 2, 1 apart) and the same scalar steps,
 // so every ISA gives the same bits.
-void rmsnorm_row_avx512(const float* x, const float* w, float* o, int64_t n, float eps) {
+void rmsnorm_row(const float* x, const float* w, float* o, int64_t n, float eps) {
   __m512 lane = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
@@ -84,34 +75,39 @@ void rmsnorm_row_avx512(const float* x, const float* w, float* o, int64_t n, flo
     lane = _mm512_add_ps(lane, rounded(_mm512_mul_ps(v, v)));
   }
   if (j < n) {
-    const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - j)) - 1), x + j);
+    const __m512 v = _mm512_maskz_loadu_ps(tail_mask16(n - j), x + j);
     lane = _mm512_add_ps(lane, rounded(_mm512_mul_ps(v, v)));
   }
-  const __m256 l8 = _mm256_add_ps(_mm512_castps512_ps256(lane), _mm512_extractf32x8_ps(lane, 1));
-  const float ss = rms_inv_scale(l8, n, eps);
+  const float ss = rms_inv_scale(fold8(lane), n, eps);
   const __m512 s = _mm512_set1_ps(ss);
   for (j = 0; j + 16 <= n; j += 16)
     _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_loadu_ps(w + j), _mm512_mul_ps(s, _mm512_loadu_ps(x + j))));
   if (j < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 m = tail_mask16(n - j);
     _mm512_mask_storeu_ps(o + j, m,
                           _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + j), _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, x + j))));
   }
 }
 
 // NeoX RoPE (pairs i and i + half) for n_heads vectors: the generic formulas, 16 pairs at a time.
-void rope_neox_avx512(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
+void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
                       const float* sin_t) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; i += 16) {
-      const __mmask16 m = half - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (half - i)) - 1);
+      const __mmask16 m = tail_mask16(half - i);
       const __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + i + half);
       const __m512 c = _mm512_maskz_loadu_ps(m, cos_t + i), s = _mm512_maskz_loadu_ps(m, sin_t + i);
       _mm512_mask_storeu_ps(v + i, m, _mm512_sub_ps(rounded(_mm512_mul_ps(a, c)), rounded(_mm512_mul_ps(b, s))));
       _mm512_mask_storeu_ps(v + i + half, m, _mm512_add_ps(rounded(_mm512_mul_ps(a, s)), rounded(_mm512_mul_ps(b, c))));
     }
   }
+}
+
+}  // namespace
+
+void add_ops_avx512(KernelTable& t) {
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox};
 }
 
 }  // namespace tmill::kern

@@ -7,65 +7,35 @@
 //   Q6_K (<= 63): 2-chunk int16 sums (2*2*63*127 < 32767) -> int32, plus the -32 zero point from
 //        the record's bias16, times the signed scale with vpmulld.
 // Mins (Q4_K/Q5_K): vpmaddwd of (m_2i, m_2i+1) pairs with the token's (bsum32_2i, bsum32_2i+1).
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernels/kernel_abi.h"
-
-// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
-// would otherwise keep the arrays in memory).
-#define TM_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/isa_avx2.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
 
-inline __m256i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m128i load64(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 
+// Q4_K / Q5_K sub-block: nibbles (and the fifth bits h, when not null) -> 8 level vectors.
 inline void unpack_q4(const uint8_t* n, const uint8_t* h, __m256i q[8]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  TM_UNROLL
-  for (int c = 0; c < 4; ++c) {
-    const __m256i v = load(n + 64 * c);
-    q[c] = _mm256_and_si256(v, m4);
-    q[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  }
-  if (h) {
-    const __m256i hv = load(h);
-    const __m256i b4 = _mm256_set1_epi8(0x10);
-    q[0] = _mm256_or_si256(q[0], _mm256_and_si256(_mm256_slli_epi16(hv, 4), b4));
-    q[1] = _mm256_or_si256(q[1], _mm256_and_si256(_mm256_slli_epi16(hv, 3), b4));
-    q[2] = _mm256_or_si256(q[2], _mm256_and_si256(_mm256_slli_epi16(hv, 2), b4));
-    q[3] = _mm256_or_si256(q[3], _mm256_and_si256(_mm256_slli_epi16(hv, 1), b4));
-    q[4] = _mm256_or_si256(q[4], _mm256_and_si256(hv, b4));
-    q[5] = _mm256_or_si256(q[5], _mm256_and_si256(_mm256_srli_epi16(hv, 1), b4));
-    q[6] = _mm256_or_si256(q[6], _mm256_and_si256(_mm256_srli_epi16(hv, 2), b4));
-    q[7] = _mm256_or_si256(q[7], _mm256_and_si256(_mm256_srli_epi16(hv, 3), b4));
-  }
+  unpack_nibbles(n, q);
+  if (h) add_fifth_bits(load_si256(h), q);
 }
 
 inline void unpack_q6(const uint8_t* n, const uint8_t* h0p, const uint8_t* h1p, __m256i q[8]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  const __m256i h0 = load(h0p), h1 = load(h1p);
+  const __m256i h0 = load_si256(h0p), h1 = load_si256(h1p);
   const __m256i hs[2][4] = {
       {_mm256_slli_epi16(h0, 4), _mm256_slli_epi16(h0, 2), h0, _mm256_srli_epi16(h0, 2)},
       {_mm256_slli_epi16(h1, 4), _mm256_slli_epi16(h1, 2), h1, _mm256_srli_epi16(h1, 2)}};
   TM_UNROLL
   for (int c = 0; c < 4; ++c) {
-    const __m256i v = load(n + 64 * c);
+    const __m256i v = load_si256(n + 64 * c);
     q[c] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hs[0][c], m30));
     q[c + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hs[1][c], m30));
   }
 }
 
-inline __m256i mub(__m256i q, const uint8_t* x) { return _mm256_maddubs_epi16(q, bcast32(x)); }
+inline __m256i mub(__m256i q, const uint8_t* x) { return _mm256_maddubs_epi16(q, bcast32x8(x)); }
 
 template <int Kind, int U>
 void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, int t0, float* y, int64_t ldy,
@@ -80,7 +50,7 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
     __m256i isum[U];
     TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm256_setzero_si256();
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 16 * hf)));
+    const __m256 dw = load_f16x8(gb + 16 * hf);
     __m256 dmw = _mm256_setzero_ps();
     if constexpr (Kind == kPackQ6_K) {
       for (int s = 0; s < 8; ++s) {
@@ -98,9 +68,9 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
           const __m256i p2 = _mm256_add_epi16(mub(q[4], x + 16), mub(q[5], x + 20));
           const __m256i p3 = _mm256_add_epi16(mub(q[6], x + 24), mub(q[7], x + 28));
           const __m256i d0 = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
-                                              bcast32(bias));
+                                              bcast32x8(bias));
           const __m256i d1 = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p2, ones), _mm256_madd_epi16(p3, ones)),
-                                              bcast32(bias + 4));
+                                              bcast32x8(bias + 4));
           isum[u] = _mm256_add_epi32(isum[u], _mm256_add_epi32(_mm256_mullo_epi32(d0, sc0), _mm256_mullo_epi32(d1, sc1)));
         }
       }
@@ -124,7 +94,7 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
           isum[u] = _mm256_add_epi32(isum[u], d);
         }
       }
-      dmw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 16 * hf)));
+      dmw = load_f16x8(gb + 32 + 16 * hf);
     }
     __m256i mp[4];
     if constexpr (Kind != kPackQ6_K) {
@@ -141,53 +111,32 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
       acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[u]), _mm256_mul_ps(dw, dxv), acc[u]);
       if constexpr (Kind != kPackQ6_K) {
         const uint8_t* bs = rec + T * 260 + 16 * t;
-        __m256i ms = _mm256_madd_epi16(mp[0], bcast32(bs));
-        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[1], bcast32(bs + 4)));
-        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[2], bcast32(bs + 8)));
-        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[3], bcast32(bs + 12)));
+        __m256i ms = _mm256_madd_epi16(mp[0], bcast32x8(bs));
+        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[1], bcast32x8(bs + 4)));
+        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[2], bcast32x8(bs + 8)));
+        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[3], bcast32x8(bs + 12)));
         acc[u] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmw, dxv), acc[u]);
       }
     }
   }
   TM_UNROLL
-  for (int u = 0; u < U; ++u) {
-    float* dst = y + (t0 + u) * ldy + r;
-    if (nrows == 8) {
-      _mm256_storeu_ps(dst, acc[u]);
-    } else {
-      float tmp[8];
-      _mm256_storeu_ps(tmp, acc[u]);
-      for (int i = 0; i < nrows; ++i) dst[i] = tmp[i];
-    }
-  }
+  for (int u = 0; u < U; ++u) store_rows8(y + (t0 + u) * ldy + r, acc[u], nrows);
 }
 
 template <int Kind>
 void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
            int64_t rows) {
-  constexpr int64_t BB = kGroupBlockBytes[Kind];
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int hf = 0; hf < 2; ++hf) {
-      const int64_t r = g * kRows + 8 * hf;
-      if (r >= rows) break;
-      const int nrows = rows - r >= 8 ? 8 : static_cast<int>(rows - r);
-      const uint8_t* gb = w + g * nb * BB;
-      int t = 0;
-      for (; t + 2 <= T; t += 2) half_tile<Kind, 2>(gb, nb, hf, act, T, t, y, ldy, r, nrows);
-      if (t < T) half_tile<Kind, 1>(gb, nb, hf, act, T, t, y, ldy, r, nrows);
-    }
-  }
+  const int64_t group_bytes = nb * kGroupBlockBytes[Kind];
+  for_each_half_tile<2>(w, group_bytes, g0, g1, T, rows,
+                        [&](auto u, const uint8_t* gb, int hf, int t0, int64_t r, int nrows) {
+                          half_tile<Kind, decltype(u)::value>(gb, nb, hf, act, T, t0, y, ldy, r, nrows);
+                        });
 }
 
 }  // namespace
 
-QGemmFn qgemm_kquant_avx2(int kind) {
-  switch (kind) {
-    case kPackQ4_K: return entry<kPackQ4_K>;
-    case kPackQ5_K: return entry<kPackQ5_K>;
-    case kPackQ6_K: return entry<kPackQ6_K>;
-    default: return nullptr;
-  }
+void add_qgemm_kquant_avx2(KernelTable& t) {
+  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K>([&](auto k) { t.qgemm[k.value] = entry<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

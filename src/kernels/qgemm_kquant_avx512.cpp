@@ -9,55 +9,18 @@
 //   Q6_K:      isum = sum_j sc_j * (dot_j - 32 * bsum16_j), the -32 zero point preloaded into the
 //              accumulator from the record's bias16; y += dx * d * isum
 // Unpacked weights of a sub-block are reused for all tokens of the tile.
-// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
-// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernels/kernel_abi.h"
-
-// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
-// would otherwise keep the arrays in memory).
-#define TM_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/isa_avx512.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
-
-inline __m512i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 inline __m512i load(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 // Nibble chunks of one 32-column sub-block -> 8 level vectors (Q4_0 order), plus fifth bits.
 inline void unpack_q4(const uint8_t* n, const uint8_t* h, __m512i q[8]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  TM_UNROLL
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v = load(n + 64 * c);
-    q[c] = _mm512_and_si512(v, m4);
-    q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-  }
-  if (h) {
-    const __m512i hv = load(h);
-    const __m512i b4 = _mm512_set1_epi8(0x10);
-    q[0] = _mm512_or_si512(q[0], _mm512_and_si512(_mm512_slli_epi16(hv, 4), b4));
-    q[1] = _mm512_or_si512(q[1], _mm512_and_si512(_mm512_slli_epi16(hv, 3), b4));
-    q[2] = _mm512_or_si512(q[2], _mm512_and_si512(_mm512_slli_epi16(hv, 2), b4));
-    q[3] = _mm512_or_si512(q[3], _mm512_and_si512(_mm512_slli_epi16(hv, 1), b4));
-    q[4] = _mm512_or_si512(q[4], _mm512_and_si512(hv, b4));
-    q[5] = _mm512_or_si512(q[5], _mm512_and_si512(_mm512_srli_epi16(hv, 1), b4));
-    q[6] = _mm512_or_si512(q[6], _mm512_and_si512(_mm512_srli_epi16(hv, 2), b4));
-    q[7] = _mm512_or_si512(q[7], _mm512_and_si512(_mm512_srli_epi16(hv, 3), b4));
-  }
+  unpack_nibbles(n, q);
+  if (h) add_fifth_bits(load(h), q);
 }
 
 // Q6_K: nibbles plus high 2 bits (bits 2c.. of h0 for chunk c, of h1 for chunk c+4) -> levels 0..63.
@@ -76,10 +39,10 @@ inline void unpack_q6(const uint8_t* n, const uint8_t* h2, __m512i q[8]) {
 }
 
 inline __m512i dot4(__m512i a, const __m512i* q, const uint8_t* x) {
-  a = _mm512_dpbusd_epi32(a, q[0], bcast32(x));
-  a = _mm512_dpbusd_epi32(a, q[1], bcast32(x + 4));
-  a = _mm512_dpbusd_epi32(a, q[2], bcast32(x + 8));
-  return _mm512_dpbusd_epi32(a, q[3], bcast32(x + 12));
+  a = _mm512_dpbusd_epi32(a, q[0], bcast32x16(x));
+  a = _mm512_dpbusd_epi32(a, q[1], bcast32x16(x + 4));
+  a = _mm512_dpbusd_epi32(a, q[2], bcast32x16(x + 8));
+  return _mm512_dpbusd_epi32(a, q[3], bcast32x16(x + 12));
 }
 
 template <int Kind, int U>
@@ -109,12 +72,12 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
           const int t = t0 + u;
           const uint8_t* x = rec + 256 * t + 32 * s;
           const uint8_t* bias = rec + T * 276 + 4 * (16 * t + 2 * s);
-          const __m512i a0 = dot4(bcast32(bias), q, x);
-          const __m512i a1 = dot4(bcast32(bias + 4), q + 4, x + 16);
+          const __m512i a0 = dot4(bcast32x16(bias), q, x);
+          const __m512i a1 = dot4(bcast32x16(bias + 4), q + 4, x + 16);
           isum[u] = _mm512_add_epi32(isum[u], _mm512_add_epi32(_mm512_mullo_epi32(a0, sc0), _mm512_mullo_epi32(a1, sc1)));
         }
       }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      const __m512 dw = load_f16x16(gb);
       TM_UNROLL
       for (int u = 0; u < U; ++u) {
         float dx;
@@ -134,8 +97,8 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
           isum[u] = _mm512_add_epi32(isum[u], _mm512_mullo_epi32(a, sc));
         }
       }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
-      const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
+      const __m512 dw = load_f16x16(gb);
+      const __m512 dmw = load_f16x16(gb + 32);
       __m512i mp[4];
       TM_UNROLL
       for (int i = 0; i < 4; ++i)
@@ -144,10 +107,10 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       for (int u = 0; u < U; ++u) {
         const int t = t0 + u;
         const uint8_t* bs = rec + T * 260 + 16 * t;
-        __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast32(bs));
-        ms = _mm512_dpwssd_epi32(ms, mp[1], bcast32(bs + 4));
-        ms = _mm512_dpwssd_epi32(ms, mp[2], bcast32(bs + 8));
-        ms = _mm512_dpwssd_epi32(ms, mp[3], bcast32(bs + 12));
+        __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast32x16(bs));
+        ms = _mm512_dpwssd_epi32(ms, mp[1], bcast32x16(bs + 4));
+        ms = _mm512_dpwssd_epi32(ms, mp[2], bcast32x16(bs + 8));
+        ms = _mm512_dpwssd_epi32(ms, mp[3], bcast32x16(bs + 12));
         float dx;
         std::memcpy(&dx, rec + T * 256 + 4 * t, 4);
         const __m512 dxv = _mm512_set1_ps(dx);
@@ -165,29 +128,18 @@ void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
            int64_t rows) {
   constexpr int64_t BB = kGroupBlockBytes[Kind];
   for (int64_t g = g0; g < g1; ++g) {
-    const int64_t left = rows - g * kRows;
-    const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 mask = group_mask(g, rows);
     const uint8_t* gb = w + g * nb * BB;
-    int t = 0;
-    for (; t + 4 <= T; t += 4) tile<Kind, 4>(gb, nb, act, T, t, y, ldy, g * kRows, mask);
-    switch (T - t) {
-      case 3: tile<Kind, 3>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
-      case 2: tile<Kind, 2>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
-      case 1: tile<Kind, 1>(gb, nb, act, T, t, y, ldy, g * kRows, mask); break;
-      default: break;
-    }
+    for_each_tile<4>(T, [&](auto u, int64_t t) {
+      tile<Kind, decltype(u)::value>(gb, nb, act, T, static_cast<int>(t), y, ldy, g * kRows, mask);
+    });
   }
 }
 
 }  // namespace
 
-QGemmFn qgemm_kquant_avx512(int kind) {
-  switch (kind) {
-    case kPackQ4_K: return entry<kPackQ4_K>;
-    case kPackQ5_K: return entry<kPackQ5_K>;
-    case kPackQ6_K: return entry<kPackQ6_K>;
-    default: return nullptr;
-  }
+void add_qgemm_kquant_avx512(KernelTable& t) {
+  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K>([&](auto k) { t.qgemm[k.value] = entry<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

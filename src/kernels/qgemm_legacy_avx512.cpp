@@ -7,22 +7,8 @@
 // accumulator starts at the activation block's `bias` (-zero_point * sum(x)), so the zero point
 // costs nothing. Then one int->float conversion and two multiplies by the activation and weight
 // scales: y16 += float(dot) * dx * dw16.
-// GCC 12 reports false "uninitialized" warnings from inside its AVX-512 intrinsics
-// (the _mm512_undefined_* self-initialisation idiom) once they are inlined here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "kernels/kernel_abi.h"
-
-// Full unrolling of the short fixed-count loops keeps tile accumulators in registers (GCC at -O2
-// would otherwise keep the arrays in memory).
-#define TM_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/isa_avx512.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
@@ -39,55 +25,16 @@ inline void prefetch_block(const uint8_t* gb) {
   for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
 }
 
-inline __m512i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// Offsets inside a group-block.
-template <int Kind>
-struct Layout;
-template <>
-struct Layout<kPackQ8_0> { [[maybe_unused]] static constexpr int q = 32, h = 0, m = 0; };
-template <>
-struct Layout<kPackQ4_0> { [[maybe_unused]] static constexpr int q = 32, h = 0, m = 0; };
-template <>
-struct Layout<kPackQ4_1> { [[maybe_unused]] static constexpr int q = 64, h = 0, m = 32; };
-template <>
-struct Layout<kPackQ5_0> { [[maybe_unused]] static constexpr int q = 96, h = 32, m = 0; };
-template <>
-struct Layout<kPackQ5_1> { [[maybe_unused]] static constexpr int q = 128, h = 64, m = 32; };
-
 // Unsigned levels of chunks 0..7 (elements 4c..4c+3 of each row) for one group-block.
 template <int Kind>
 inline void unpack(const uint8_t* gb, __m512i q[8]) {
-  const uint8_t* p = gb + Layout<Kind>::q;
+  constexpr LegacyLayout L = kLegacyLayout[Kind];
   if constexpr (Kind == kPackQ8_0) {
     TM_UNROLL
-    for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(p + 64 * c);
+    for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(gb + L.q + 64 * c);
   } else {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    TM_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_loadu_si512(p + 64 * c);
-      q[c] = _mm512_and_si512(v, m4);
-      q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    if constexpr (Kind == kPackQ5_0 || Kind == kPackQ5_1) {
-      // fifth bit of element 4c+i is bit c of byte i: move it to bit 4 (16-bit shifts cannot bleed
-      // into bit 4 of either byte for these shift counts).
-      const __m512i h = _mm512_loadu_si512(gb + Layout<Kind>::h);
-      const __m512i b4 = _mm512_set1_epi8(0x10);
-      q[0] = _mm512_or_si512(q[0], _mm512_and_si512(_mm512_slli_epi16(h, 4), b4));
-      q[1] = _mm512_or_si512(q[1], _mm512_and_si512(_mm512_slli_epi16(h, 3), b4));
-      q[2] = _mm512_or_si512(q[2], _mm512_and_si512(_mm512_slli_epi16(h, 2), b4));
-      q[3] = _mm512_or_si512(q[3], _mm512_and_si512(_mm512_slli_epi16(h, 1), b4));
-      q[4] = _mm512_or_si512(q[4], _mm512_and_si512(h, b4));
-      q[5] = _mm512_or_si512(q[5], _mm512_and_si512(_mm512_srli_epi16(h, 1), b4));
-      q[6] = _mm512_or_si512(q[6], _mm512_and_si512(_mm512_srli_epi16(h, 2), b4));
-      q[7] = _mm512_or_si512(q[7], _mm512_and_si512(_mm512_srli_epi16(h, 3), b4));
-    }
+    unpack_nibbles(gb + L.q, q);
+    if constexpr (L.h != 0) add_fifth_bits(_mm512_loadu_si512(gb + L.h), q);
   }
 }
 
@@ -114,9 +61,9 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
       prefetch_block<BB>(gb);
       __m512i q[8];
       unpack<Kind>(gb, q);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+      const __m512 dw = load_f16x16(gb);
       __m512 mw = _mm512_setzero_ps();
-      if constexpr (kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
+      if constexpr (kMin) mw = load_f16x16(gb + kLegacyLayout[Kind].m);
       TM_UNROLL
       for (int h = 0; h < NT; ++h) {
         const float* dx = reinterpret_cast<const float*>(rec[h] + T * 32);
@@ -128,8 +75,8 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
           __m512i a1 = _mm512_setzero_si512();
           TM_UNROLL
           for (int c = 0; c < 8; c += 2) {
-            a0 = _mm512_dpbusd_epi32(a0, q[c], bcast32(xq + 4 * c));
-            a1 = _mm512_dpbusd_epi32(a1, q[c + 1], bcast32(xq + 4 * c + 4));
+            a0 = _mm512_dpbusd_epi32(a0, q[c], bcast32x16(xq + 4 * c));
+            a1 = _mm512_dpbusd_epi32(a1, q[c + 1], bcast32x16(xq + 4 * c + 4));
           }
           const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_set1_ps(dx[t]));
           __m512& a = acc[h * T + t];
@@ -139,8 +86,7 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
         rec[h] += T * kQ8RecordBytes;
       }
     }
-    const int64_t left = rows - g * kRows;
-    const __mmask16 mask = left >= kRows ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 mask = group_mask(g, rows);
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kRows, mask, acc[t]);
   }
@@ -162,40 +108,16 @@ void gemm2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
 template <int Kind>
 void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
            int64_t rows) {
-  switch (T) {
-    case 1: return gemm<Kind, 1>(w, nb, g0, g1, act, y, ldy, rows);
-    case 2: return gemm<Kind, 2>(w, nb, g0, g1, act, y, ldy, rows);
-    case 3: return gemm<Kind, 3>(w, nb, g0, g1, act, y, ldy, rows);
-    case 4: return gemm<Kind, 4>(w, nb, g0, g1, act, y, ldy, rows);
-    case 5: return gemm<Kind, 5>(w, nb, g0, g1, act, y, ldy, rows);
-    case 6: return gemm<Kind, 6>(w, nb, g0, g1, act, y, ldy, rows);
-    case 7: return gemm<Kind, 7>(w, nb, g0, g1, act, y, ldy, rows);
-    default: return gemm<Kind, 8>(w, nb, g0, g1, act, y, ldy, rows);
-  }
+  with_count<kTile>(T, [&](auto k) { gemm<Kind, decltype(k)::value>(w, nb, g0, g1, act, y, ldy, rows); });
 }
 
 }  // namespace
 
-QGemmFn qgemm_legacy_avx512(int kind) {
-  switch (kind) {
-    case kPackQ8_0: return entry<kPackQ8_0>;
-    case kPackQ4_0: return entry<kPackQ4_0>;
-    case kPackQ4_1: return entry<kPackQ4_1>;
-    case kPackQ5_0: return entry<kPackQ5_0>;
-    case kPackQ5_1: return entry<kPackQ5_1>;
-    default: return nullptr;
-  }
-}
-
-QGemm2Fn qgemm2_legacy_avx512(int kind) {
-  switch (kind) {
-    case kPackQ8_0: return gemm2<kPackQ8_0>;
-    case kPackQ4_0: return gemm2<kPackQ4_0>;
-    case kPackQ4_1: return gemm2<kPackQ4_1>;
-    case kPackQ5_0: return gemm2<kPackQ5_0>;
-    case kPackQ5_1: return gemm2<kPackQ5_1>;
-    default: return nullptr;
-  }
+void add_qgemm_legacy_avx512(KernelTable& t) {
+  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1>([&](auto k) {
+    t.qgemm[k.value] = entry<decltype(k)::value>;
+    t.qgemm2[k.value] = gemm2<decltype(k)::value>;
+  });
 }
 
 }  // namespace tmill::kern

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
-#include "kernels/kernel_abi.h"
+#include "kernels/kernel_table.h"
 
 namespace tmill::kern {
 namespace {
@@ -47,155 +47,139 @@ int dot_nibbles(const uint8_t* n, const uint8_t* h, const uint8_t* h2, int r, co
   return s;
 }
 
-template <int Kind>
-void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
-                 int64_t ldy, int64_t rows) {
+// The loops both GEMMs share: for each real row r of the groups [g0, g1) and token t < T, the weight
+// blocks in order into one float: block(gb, rec, r, t, acc) adds block b's part, gb being its
+// group-block and rec the tile's record of it (record_bytes per token).
+template <int Kind, class Block>
+void gemm_blocks(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
+                 int64_t ldy, int64_t rows, int64_t record_bytes, Block&& block) {
   const int64_t gbb = kGroupBlockBytes[Kind];
-  const bool has_min = Kind == kPackQ4_1 || Kind == kPackQ5_1;
   for (int64_t g = g0; g < g1; ++g) {
     for (int r = 0; r < kRows && g * kRows + r < rows; ++r) {
       for (int t = 0; t < T; ++t) {
         float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* gb = w + (g * nb + b) * gbb;
-          const uint8_t* rec = act + b * T * kQ8RecordBytes;
-          const auto* x = reinterpret_cast<const int8_t*>(rec + 32 * t);
-          const float dx = ld<float>(rec + T * 32, t);
-          const int32_t bias = ld<int32_t>(rec + T * 36, t);
-          int s = 0;
-          switch (Kind) {
-            case kPackQ8_0:
-              for (int c = 0; c < 8; ++c)
-                for (int i = 0; i < 4; ++i) s += gb[32 + (c * 16 + r) * 4 + i] * x[4 * c + i];
-              break;
-            case kPackQ4_0: s = dot_nibbles(gb + 32, nullptr, nullptr, r, x); break;
-            case kPackQ4_1: s = dot_nibbles(gb + 64, nullptr, nullptr, r, x); break;
-            case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
-            case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
-          }
-          if (has_min) {
-            acc += static_cast<float>(s) * dx * f16(gb, r);
-            acc += f16(gb + 32, r) * (dx * static_cast<float>(bias));
-          } else {
-            acc += static_cast<float>(s + bias) * dx * f16(gb, r);
-          }
-        }
+        for (int64_t b = 0; b < nb; ++b) block(w + (g * nb + b) * gbb, act + b * T * record_bytes, r, t, acc);
         y[t * ldy + g * kRows + r] = acc;
       }
     }
   }
+}
+
+template <int Kind>
+void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
+                 int64_t ldy, int64_t rows) {
+  const bool has_min = Kind == kPackQ4_1 || Kind == kPackQ5_1;
+  gemm_blocks<Kind>(w, nb, g0, g1, act, T, y, ldy, rows, kQ8RecordBytes,
+                    [T](const uint8_t* gb, const uint8_t* rec, int r, int t, float& acc) {
+    const auto* x = reinterpret_cast<const int8_t*>(rec + 32 * t);
+    const float dx = ld<float>(rec + T * 32, t);
+    const int32_t bias = ld<int32_t>(rec + T * 36, t);
+    int s = 0;
+    switch (Kind) {
+      case kPackQ8_0:
+        for (int c = 0; c < 8; ++c)
+          for (int i = 0; i < 4; ++i) s += gb[32 + (c * 16 + r) * 4 + i] * x[4 * c + i];
+        break;
+      case kPackQ4_0: s = dot_nibbles(gb + 32, nullptr, nullptr, r, x); break;
+      case kPackQ4_1: s = dot_nibbles(gb + 64, nullptr, nullptr, r, x); break;
+      case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
+      case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
+    }
+    if (has_min) {
+      acc += static_cast<float>(s) * dx * f16(gb, r);
+      acc += f16(gb + 32, r) * (dx * static_cast<float>(bias));
+    } else {
+      acc += static_cast<float>(s + bias) * dx * f16(gb, r);
+    }
+  });
 }
 
 template <int Kind>
 void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y,
                  int64_t ldy, int64_t rows) {
-  const int64_t gbb = kGroupBlockBytes[Kind];
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int r = 0; r < kRows && g * kRows + r < rows; ++r) {
-      for (int t = 0; t < T; ++t) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* gb = w + (g * nb + b) * gbb;
-          const uint8_t* rec = act + b * T * kQ8KRecordBytes;
-          const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
-          const float dx = ld<float>(rec + T * 256, t);
-          if (Kind == kPackQ6_K) {
-            int s = 0;
-            for (int sl = 0; sl < 8; ++sl) {
-              // dot_nibbles mixes both 16-element halves; split them to apply two scales.
-              int lo = 0, hi = 0;
-              const uint8_t* n = gb + 288 + 384 * sl;
-              const uint8_t* h2 = gb + 544 + 384 * sl;
-              for (int c = 0; c < 4; ++c)
-                for (int i = 0; i < 4; ++i) {
-                  const uint8_t byte = n[(c * 16 + r) * 4 + i];
-                  const int ql = (byte & 0xF) | (((h2[r * 4 + i] >> (2 * c)) & 3) << 4);
-                  const int qh = (byte >> 4) | (((h2[(16 + r) * 4 + i] >> (2 * c)) & 3) << 4);
-                  lo += ql * x[32 * sl + 4 * c + i];
-                  hi += qh * x[32 * sl + 16 + 4 * c + i];
-                }
-              const int j = 2 * sl;
-              lo += ld<int32_t>(rec + T * 276, t * 16 + j);
-              hi += ld<int32_t>(rec + T * 276, t * 16 + j + 1);
-              s += lo * static_cast<int8_t>(gb[32 + j * 16 + r]) + hi * static_cast<int8_t>(gb[32 + (j + 1) * 16 + r]);
-            }
-            acc += dx * f16(gb, r) * static_cast<float>(s);
-          } else {
-            int s = 0, ms = 0;
-            for (int j = 0; j < 8; ++j) {
-              const uint8_t* h = Kind == kPackQ5_K ? gb + 576 + 320 * j : nullptr;
-              const uint8_t* n = gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j;
-              s += gb[64 + j * 16 + r] * dot_nibbles(n, h, nullptr, r, x + 32 * j);
-              const int m = gb[192 + ((j / 2) * 16 + r) * 2 + (j % 2)];
-              ms += m * ld<int16_t>(rec + T * 260, t * 8 + j);
-            }
-            acc += dx * (f16(gb, r) * static_cast<float>(s) - f16(gb + 32, r) * static_cast<float>(ms));
+  gemm_blocks<Kind>(w, nb, g0, g1, act, T, y, ldy, rows, kQ8KRecordBytes,
+                    [T](const uint8_t* gb, const uint8_t* rec, int r, int t, float& acc) {
+    const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
+    const float dx = ld<float>(rec + T * 256, t);
+    if (Kind == kPackQ6_K) {
+      int s = 0;
+      for (int sl = 0; sl < 8; ++sl) {
+        // dot_nibbles mixes both 16-element halves; split them to apply two scales.
+        int lo = 0, hi = 0;
+        const uint8_t* n = gb + 288 + 384 * sl;
+        const uint8_t* h2 = gb + 544 + 384 * sl;
+        for (int c = 0; c < 4; ++c)
+          for (int i = 0; i < 4; ++i) {
+            const uint8_t byte = n[(c * 16 + r) * 4 + i];
+            const int ql = (byte & 0xF) | (((h2[r * 4 + i] >> (2 * c)) & 3) << 4);
+            const int qh = (byte >> 4) | (((h2[(16 + r) * 4 + i] >> (2 * c)) & 3) << 4);
+            lo += ql * x[32 * sl + 4 * c + i];
+            hi += qh * x[32 * sl + 16 + 4 * c + i];
           }
-        }
-        y[t * ldy + g * kRows + r] = acc;
+        const int j = 2 * sl;
+        lo += ld<int32_t>(rec + T * 276, t * 16 + j);
+        hi += ld<int32_t>(rec + T * 276, t * 16 + j + 1);
+        s += lo * static_cast<int8_t>(gb[32 + j * 16 + r]) + hi * static_cast<int8_t>(gb[32 + (j + 1) * 16 + r]);
       }
+      acc += dx * f16(gb, r) * static_cast<float>(s);
+    } else {
+      int s = 0, ms = 0;
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t* h = Kind == kPackQ5_K ? gb + 576 + 320 * j : nullptr;
+        const uint8_t* n = gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j;
+        s += gb[64 + j * 16 + r] * dot_nibbles(n, h, nullptr, r, x + 32 * j);
+        const int m = gb[192 + ((j / 2) * 16 + r) * 2 + (j % 2)];
+        ms += m * ld<int16_t>(rec + T * 260, t * 8 + j);
+      }
+      acc += dx * (f16(gb, r) * static_cast<float>(s) - f16(gb + 32, r) * static_cast<float>(ms));
     }
-  }
+  });
 }
 
 }  // namespace
 
-void quant_act_q8_scalar(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* rec) {
-  const int64_t nb = cols / 32;
-  for (int64_t b = 0; b < nb; ++b, rec += T * kQ8RecordBytes) {
-    for (int t = 0; t < T; ++t) {
-      const float* xs = x + t * ldx + 32 * b;
-      float amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
-      const float id = amax > 0 ? 127.0f / amax : 0.0f;
-      int sum = 0;
-      for (int i = 0; i < 32; ++i) {
-        const int q = static_cast<int>(std::lrintf(xs[i] * id));
-        rec[32 * t + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-        sum += q;
-      }
-      st<float>(rec + T * 32, t, amax / 127.0f);
-      st<int32_t>(rec + T * 36, t, -offset * sum);
+void quant_act_q8_scalar(const float* x, int64_t ldx, int T, int64_t cols, int offset, uint8_t* records) {
+  for_each_record(x, ldx, T, cols, 32, kQ8RecordBytes, records, [&](const float* xs, int t, uint8_t* rec) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int q = static_cast<int>(std::lrintf(xs[i] * id));
+      rec[32 * t + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      sum += q;
     }
-  }
+    st<float>(rec + T * 32, t, amax / 127.0f);
+    st<int32_t>(rec + T * 36, t, -offset * sum);
+  });
 }
 
-void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* rec) {
-  const int64_t nb = cols / 256;
-  for (int64_t b = 0; b < nb; ++b, rec += T * kQ8KRecordBytes) {
-    for (int t = 0; t < T; ++t) {
-      const float* xs = x + t * ldx + 256 * b;
-      float amax = 0;
-      for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
-      const float id = amax > 0 ? 127.0f / amax : 0.0f;
-      auto* q = reinterpret_cast<int8_t*>(rec + 256 * t);
-      for (int i = 0; i < 256; ++i) q[i] = static_cast<int8_t>(std::lrintf(xs[i] * id));
-      st<float>(rec + T * 256, t, amax / 127.0f);
-      for (int j = 0; j < 16; ++j) {
-        int s = 0;
-        for (int i = 0; i < 16; ++i) s += q[16 * j + i];
-        st<int32_t>(rec + T * 276, t * 16 + j, -32 * s);
-        if (j % 2 == 0) {
-          for (int i = 16; i < 32; ++i) s += q[16 * j + i];
-          st<int16_t>(rec + T * 260, t * 8 + j / 2, static_cast<int16_t>(s));
-        }
+void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint8_t* records) {
+  for_each_record(x, ldx, T, cols, 256, kQ8KRecordBytes, records, [&](const float* xs, int t, uint8_t* rec) {
+    float amax = 0;
+    for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(xs[i]));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    auto* q = reinterpret_cast<int8_t*>(rec + 256 * t);
+    for (int i = 0; i < 256; ++i) q[i] = static_cast<int8_t>(std::lrintf(xs[i] * id));
+    st<float>(rec + T * 256, t, amax / 127.0f);
+    for (int j = 0; j < 16; ++j) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += q[16 * j + i];
+      st<int32_t>(rec + T * 276, t * 16 + j, -32 * s);
+      if (j % 2 == 0) {
+        for (int i = 16; i < 32; ++i) s += q[16 * j + i];
+        st<int16_t>(rec + T * 260, t * 8 + j / 2, static_cast<int16_t>(s));
       }
     }
-  }
+  });
 }
 
-QGemmFn qgemm_scalar(int kind) {
-  switch (kind) {
-    case kPackQ8_0: return gemm_legacy<kPackQ8_0>;
-    case kPackQ4_0: return gemm_legacy<kPackQ4_0>;
-    case kPackQ4_1: return gemm_legacy<kPackQ4_1>;
-    case kPackQ5_0: return gemm_legacy<kPackQ5_0>;
-    case kPackQ5_1: return gemm_legacy<kPackQ5_1>;
-    case kPackQ4_K: return gemm_kquant<kPackQ4_K>;
-    case kPackQ5_K: return gemm_kquant<kPackQ5_K>;
-    case kPackQ6_K: return gemm_kquant<kPackQ6_K>;
-    default: return nullptr;
-  }
+void add_qgemm_scalar(KernelTable& t) {
+  t.quant_act_q8 = quant_act_q8_scalar;
+  t.quant_act_q8k = quant_act_q8k_scalar;
+  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1>(
+      [&](auto k) { t.qgemm[k.value] = gemm_legacy<decltype(k)::value>; });
+  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K>([&](auto k) { t.qgemm[k.value] = gemm_kquant<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -1,0 +1,64 @@
+// The one place kernels register: builds a KernelTable per ISA level from the kernel files' add_*
+// functions, lowest level first (each level overwrites what it has a faster kernel for).
+#include "kernels/dispatch.h"
+
+#include "core/log.h"
+
+namespace tmill::kern {
+namespace {
+
+constexpr int kLevels = static_cast<int>(Isa::Avx512) + 1;
+
+KernelTable build(Isa isa) {
+  KernelTable t{};
+  add_qgemm_scalar(t);
+  add_fgemm_scalar(t);
+  add_attention_scalar(t);
+  add_ops_scalar(t);
+#if defined(__x86_64__)  // the *_avx2.cpp / *_avx512.cpp files are compiled on x86-64 only
+  if (isa >= Isa::Avx2) {
+    add_act_quant_avx2(t);
+    add_qgemm_legacy_avx2(t);
+    add_qgemm_kquant_avx2(t);
+    add_fgemm_avx2(t);
+    add_attention_avx2(t);
+    add_ops_avx2(t);
+  }
+  if (isa >= Isa::Avx512) {
+    add_act_quant_avx512(t);
+    add_qgemm_legacy_avx512(t);
+    add_qgemm_kquant_avx512(t);
+    add_fgemm_avx512(t);
+    add_attention_avx512(t);
+    add_ops_avx512(t);
+  }
+#else
+  (void)isa;
+#endif
+  // An aarch64 NEON or a CUDA backend registers here, for the level that selects it.
+  return t;
+}
+
+struct Tables {
+  KernelTable level[kLevels];
+  Tables() {
+    for (int i = 0; i < kLevels; ++i) level[i] = build(static_cast<Isa>(i));
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;  // built once, thread-safe; never changes afterwards
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table(Isa isa) {
+  const int i = static_cast<int>(isa);
+  TM_ASSERT(i >= 0 && i < kLevels, "kernel_table: bad ISA level");
+  return tables().level[i];
+}
+
+const KernelTable& kernels() { return tables().level[static_cast<int>(active_isa())]; }
+
+}  // namespace tmill::kern

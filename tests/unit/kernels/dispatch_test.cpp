@@ -1,0 +1,122 @@
+// The kernel dispatch table (kernels/dispatch.h): every entry a dispatcher can ask for is filled on
+// every level this CPU has, the portable table works on any CPU, and kernels() follows the ISA limit.
+// (That each entry computes the right thing is the other kernel tests' job: they run every level
+// against the scalar oracle.)
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "kernels/dispatch.h"
+#include "kernels/pack.h"
+
+using namespace tmill;
+using namespace tmill::kern;
+
+namespace {
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa <= detected_isa()) v.push_back(isa);
+  return v;
+}
+
+struct IsaGuard {
+  ~IsaGuard() { set_isa_limit(detected_isa()); }
+};
+
+bool has_bf16(const KernelTable& t) { return t.gemm_bf16 != nullptr; }
+
+}  // namespace
+
+TEST(KernelTable, EveryEntryADispatcherCanAskForIsFilledOnEveryAvailableLevel) {
+  for (Isa isa : available_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    const KernelTable& t = kernel_table(isa);
+    EXPECT_NE(t.quant_act_q8, nullptr);
+    EXPECT_NE(t.quant_act_q8k, nullptr);
+    for (int kind = kPackQ8_0; kind <= kPackQ6_K; ++kind) EXPECT_NE(t.qgemm[kind], nullptr) << "kind " << kind;
+    for (int type = 0; type < kFloatTypes; ++type) EXPECT_NE(t.fgemm[type], nullptr) << "float type " << type;
+    // The bf16 path is optional, but all of it or none.
+    EXPECT_EQ(t.gemm_bf16x16 != nullptr, has_bf16(t));
+    EXPECT_EQ(t.to_bf16 != nullptr, has_bf16(t));
+    ASSERT_NE(t.attention_covers, nullptr);
+    for (int kv = 0; kv < kKvTypes; ++kv) EXPECT_NE(t.attention[kv], nullptr) << "kv type " << kv;
+    EXPECT_NE(t.ops.rmsnorm_row, nullptr);
+    EXPECT_NE(t.ops.silu_mul, nullptr);
+    EXPECT_NE(t.ops.exp_shift_scale, nullptr);
+    EXPECT_NE(t.ops.argmax, nullptr);
+    EXPECT_NE(t.ops.add_inplace, nullptr);
+    EXPECT_NE(t.ops.rope_neox, nullptr);
+    // Whatever packed layout a weight of any type gets at load (with or without the bf16 copy) has
+    // a GEMM on this level; the bf16 copy is only made where the CPU's table can read it.
+    for (uint32_t id = 0; id < 64; ++id) {
+      if (!dtype_info(id)) continue;
+      for (bool bf16_copy : {false, true}) {
+        const int kind = pack_kind_for(static_cast<DType>(id), bf16_copy);
+        if (kind == kPackNone) continue;
+        if (kind == kPackBf16Copy) continue;  // read by gemm_bf16x16 (checked above) or as F16 weights
+        EXPECT_NE(t.qgemm[kind], nullptr) << dtype_info(id)->name;
+      }
+    }
+  }
+}
+
+TEST(KernelTable, X86LevelsHaveTheirKernels) {
+  if (detected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2 on this CPU (or not x86-64): only the portable table";
+  EXPECT_NE(kernel_table(Isa::Avx2).qgemm[kPackQ4_0], kernel_table(Isa::Scalar).qgemm[kPackQ4_0]);
+  EXPECT_NE(kernel_table(Isa::Avx2).attention[kKvF16], &attention_scalar);
+  EXPECT_FALSE(has_bf16(kernel_table(Isa::Avx2)));
+  if (detected_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const KernelTable& t = kernel_table(Isa::Avx512);
+  EXPECT_TRUE(has_bf16(t));
+  for (int kind = kPackQ8_0; kind <= kPackQ5_1; ++kind) EXPECT_NE(t.qgemm2[kind], nullptr) << "kind " << kind;
+  // Shapes the AVX-512 attention leaves to the scalar kernel are not ones AVX2 would have taken.
+  for (int64_t bs : {8, 16, 32})
+    for (int64_t hd = 1; hd <= 264; ++hd)
+      for (int64_t group = 1; group <= 17; ++group) {
+        AttnArgs a;
+        a.block_size = bs;
+        a.head_dim = hd;
+        a.group = group;
+        if (kernel_table(Isa::Avx2).attention_covers(a)) {
+          EXPECT_TRUE(t.attention_covers(a)) << "bs " << bs << " hd " << hd << " group " << group;
+        }
+      }
+}
+
+TEST(KernelTable, ThePortableTableWorksOnAnyCpu) {
+  const KernelTable& t = kernel_table(Isa::Scalar);
+  EXPECT_EQ(t.quant_act_q8, &quant_act_q8_scalar);
+  EXPECT_EQ(t.quant_act_q8k, &quant_act_q8k_scalar);
+  for (int kv = 0; kv < kKvTypes; ++kv) EXPECT_EQ(t.attention[kv], &attention_scalar);
+  EXPECT_TRUE(t.attention_covers(AttnArgs{}));
+  EXPECT_FALSE(has_bf16(t));
+  for (int kind = 0; kind < kPackKinds; ++kind) EXPECT_EQ(t.qgemm2[kind], nullptr);
+  // A 2 x 3 F32 product, an argmax and a residual add through it.
+  const float w[6] = {1, 2, 3, 4, 5, 6}, x[3] = {1, 0, -1};
+  float y[2] = {0, 0};
+  t.fgemm[kFloatF32](w, 3 * sizeof(float), 3, x, 3, y, 2, 0, 2, 1);
+  EXPECT_EQ(y[0], -2.0f);
+  EXPECT_EQ(y[1], -2.0f);
+  const float v[5] = {1, 7, 3, 7, -2};
+  EXPECT_EQ(t.ops.argmax(v, 5), 1);
+  float acc[3] = {1, 1, 1};
+  t.ops.add_inplace(acc, x, 3);
+  EXPECT_EQ(acc[0], 2.0f);
+  EXPECT_EQ(acc[2], 0.0f);
+}
+
+TEST(KernelTable, KernelsFollowTheIsaLimit) {
+  IsaGuard guard;
+  for (Isa isa : available_isas()) {
+    set_isa_limit(isa);
+    EXPECT_EQ(active_isa(), isa);
+    EXPECT_EQ(&kernels(), &kernel_table(isa)) << isa_name(isa);
+  }
+  set_isa_limit(Isa::Scalar);
+  EXPECT_EQ(kernels().quant_act_q8, &quant_act_q8_scalar);
+}
