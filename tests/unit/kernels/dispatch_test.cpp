@@ -10,23 +10,15 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "kernels/dispatch.h"
+#include "isa_levels.h"
 #include "kernels/pack.h"
 
 using namespace tmill;
 using namespace tmill::kern;
+using tmill::test::available_isas;
+using tmill::test::IsaGuard;
 
 namespace {
-
-std::vector<Isa> available_isas() {
-  std::vector<Isa> v;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (isa <= detected_isa()) v.push_back(isa);
-  return v;
-}
-
-struct IsaGuard {
-  ~IsaGuard() { set_isa_limit(detected_isa()); }
-};
 
 bool has_bf16(const KernelTable& t) { return t.gemm_bf16 != nullptr; }
 

@@ -29,12 +29,15 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "isa_levels.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "quant/quant.h"
 
 using namespace tmill;
+using tmill::test::available_isas;
+using tmill::test::IsaGuard;
 
 namespace {
 
@@ -187,18 +190,6 @@ std::vector<float> check_case(const Case& k, ThreadPool* pool, const std::string
       }
   return y;
 }
-
-std::vector<Isa> available_isas() {
-  std::vector<Isa> v{Isa::Scalar};
-  if (detected_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
-  if (detected_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
-  return v;
-}
-
-struct IsaGuard {
-  explicit IsaGuard(Isa i) { set_isa_limit(i); }
-  ~IsaGuard() { set_isa_limit(Isa::Avx512); }
-};
 
 class MatmulType : public ::testing::TestWithParam<DType> {};
 

@@ -9,24 +9,12 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "isa_levels.h"
 #include "kernels/ops.h"
 
 using namespace tmill;
-
-namespace {
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (isa <= detected_isa()) v.push_back(isa);
-  return v;
-}
-
-struct IsaGuard {
-  ~IsaGuard() { set_isa_limit(detected_isa()); }
-};
-
-}  // namespace
+using tmill::test::available_isas;
+using tmill::test::IsaGuard;
 
 TEST(Ops, ArgmaxIsTheFirstLargestElementOnEveryIsa) {
   IsaGuard guard;
@@ -50,7 +38,7 @@ TEST(Ops, ArgmaxIsTheFirstLargestElementOnEveryIsa) {
         for (auto& v : x) v = -std::numeric_limits<float>::infinity();
       }
       const int64_t want = std::max_element(x.begin(), x.end()) - x.begin();
-      for (Isa isa : isas()) {
+      for (Isa isa : available_isas()) {
         set_isa_limit(isa);
         ASSERT_EQ(argmax(x.data(), n), want) << "n " << n << " variant " << variant << " isa " << isa_name(isa);
       }
@@ -66,7 +54,7 @@ TEST(Ops, SiluMulAndExpMatchTheFormulaOnEveryIsa) {
     std::vector<float> g(static_cast<size_t>(n)), u(g.size());
     for (auto& v : g) v = ud(rng);
     for (auto& v : u) v = ud(rng);
-    for (Isa isa : isas()) {
+    for (Isa isa : available_isas()) {
       set_isa_limit(isa);
       std::vector<float> got = g;
       silu_mul(got.data(), u.data(), n);
@@ -84,7 +72,7 @@ TEST(Ops, SiluMulAndExpMatchTheFormulaOnEveryIsa) {
 
 TEST(Ops, RmsnormRowsMatchesTheFormulaInDouble) {
   IsaGuard guard;
-  for (Isa isa : isas()) {
+  for (Isa isa : available_isas()) {
     set_isa_limit(isa);
     std::mt19937 rng(9);
     std::uniform_real_distribution<float> ud(-3.0f, 3.0f);
@@ -133,7 +121,7 @@ TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
     fill(w);
     fill(y);
     std::vector<float> want_norm, want_inplace, want_add;
-    for (Isa isa : isas()) {
+    for (Isa isa : available_isas()) {
       set_isa_limit(isa);
       std::vector<float> out(static_cast<size_t>(rows * ldo), -1.0f);
       rmsnorm_rows(x.data(), ldx, w.data(), out.data(), ldo, rows, n, 1e-6f);
@@ -167,7 +155,7 @@ TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
       }
       for (bool neox : {true, false}) {
         std::vector<float> want;
-        for (Isa isa : isas()) {
+        for (Isa isa : available_isas()) {
           set_isa_limit(isa);
           std::vector<float> got = x;
           rope_heads_cs(got.data(), heads, hd, n_rot, cs.data(), sn.data(), neox);
