@@ -87,10 +87,10 @@ fi
 # start, and WaitsForALoadingServer's 1.2 s "loading" window is over before the first ready check.
 # AllScenariosShareTheTimeBudget (6 s for six scenarios) fails when the earlier scenarios overrun
 # their shares so far that the last one starts with under 1.22 s left: its phases shrink to no less
-# than 1.1 s in all (a 0.1 floor on the scale of 11 s, src/bench/scenarios_stress.cpp), more than the
+# than 1.1 s in all (a 0.1 floor on the scale of 11 s, src/loadgen/scenarios_stress.cpp), more than the
 # 90 % of the rest that the test allows. Seen under qemu with other builds on the machine.
 declare -A EXCLUDE=(
-  [bench]="StubBench.SlowServerTimesOut:StubBench.WaitsForALoadingServer:Scenarios.AllScenariosShareTheTimeBudget"
+  [loadgen]="StubBench.SlowServerTimesOut:StubBench.WaitsForALoadingServer:Scenarios.AllScenariosShareTheTimeBudget"
 )
 failed=()
 total_pass=0
