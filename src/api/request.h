@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/constraint.h"
 #include "api/sampling.h"
 
 namespace tmill {
@@ -45,6 +46,7 @@ struct GenerateRequest {
   // Fail the request (FinishReason::Error, stop_reason "timeout") if it has not been scheduled this
   // long after submission. 0: wait forever.
   double queue_timeout_s = 0;
+  OutputConstraint constraint;           // structured output; Kind::None: free text
 };
 
 // Why the engine refuses a request (Engine::check / Engine::submit). `field` names the request field
