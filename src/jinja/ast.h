@@ -56,7 +56,8 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::string> ops;
   std::unique_ptr<CallSpec> call;
-  const FilterFn* filter = nullptr;  // resolved at parse time
+  // Resolved at parse time; null when unknown, which is an error when it runs (resolve.cpp).
+  const FilterFn* filter = nullptr;
   const TestFn* test = nullptr;
 };
 

@@ -115,6 +115,7 @@ Value Interp::eval(const Expr& e, const ScopePtr& scope) {
       CallArgs args;
       eval_args(*e.call, scope, args);
       line_ = e.line;
+      if (!e.filter) raise("TemplateRuntimeError", "No filter named '" + e.name + "' found.");
       return e.filter->fn(*this, base, args);
     }
     case EK::Test: {
@@ -122,6 +123,7 @@ Value Interp::eval(const Expr& e, const ScopePtr& scope) {
       CallArgs args;
       eval_args(*e.call, scope, args);
       line_ = e.line;
+      if (!e.test) raise("TemplateRuntimeError", "No test named '" + e.name + "' found.");
       return Value::boolean(e.test->fn(*this, v, args));
     }
     case EK::Neg:

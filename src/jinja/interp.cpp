@@ -236,6 +236,7 @@ Value Interp::apply_filter_chain(const Expr& chain, Value base, const ScopePtr& 
   CallArgs args;
   eval_args(*chain.call, scope, args);
   line_ = chain.line;
+  if (!chain.filter) raise("TemplateRuntimeError", "No filter named '" + chain.name + "' found.");
   return chain.filter->fn(*this, base, args);
 }
 

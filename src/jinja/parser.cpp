@@ -9,6 +9,7 @@ std::unique_ptr<Program> parse_template(std::string_view source, const LexOption
   Parser p(tokenize(source, opt));
   auto prog = std::make_unique<Program>();
   prog->body = p.parse_all();
+  check_filters_and_tests(prog->body);
   return prog;
 }
 

@@ -15,6 +15,10 @@ namespace tmill::jinja {
 // Parses a whole template; raises JinjaError{"TemplateSyntaxError"/"TemplateAssertionError", msg, line}.
 std::unique_ptr<Program> parse_template(std::string_view source, const LexOptions& opt = {});
 
+// Raises TemplateAssertionError for an unknown filter or test outside an if/inline-if, as Jinja2's
+// compiler does; those inside stay unresolved (null) and raise when they run (resolve.cpp).
+void check_filters_and_tests(const Body& body);
+
 constexpr int kMaxExprDepth = 200;  // height of one expression tree
 constexpr int kMaxBlockDepth = 64;  // nested {% %} blocks
 

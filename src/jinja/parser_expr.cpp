@@ -415,8 +415,7 @@ ExprPtr Parser::parse_filter(ExprPtr node, bool start_inline) {
     e->kind = EK::Filter;
     e->line = line;
     e->name = name;
-    e->filter = find_filter(name);
-    if (!e->filter) throw JinjaError("TemplateAssertionError", "No filter named '" + name + "'.", line);
+    e->filter = find_filter(name);  // null when unknown: check_filters_and_tests decides
     e->args.push_back(std::move(node));
     e->call = is_op("(") ? parse_call_args() : std::make_unique<CallSpec>();
     node = finish(std::move(e));
@@ -437,8 +436,7 @@ ExprPtr Parser::parse_test(ExprPtr node) {
   e->kind = EK::Test;
   e->line = line;
   e->name = name;
-  e->test = find_test(name);
-  if (!e->test) throw JinjaError("TemplateAssertionError", "No test named '" + name + "'.", line);
+  e->test = find_test(name);  // null when unknown: check_filters_and_tests decides
   e->args.push_back(std::move(node));
   if (is_op("(")) {
     e->call = parse_call_args();

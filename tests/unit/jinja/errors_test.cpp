@@ -143,3 +143,28 @@ TEST(JinjaLimits, SandboxRange) {
 }
 
 }  // namespace
+
+// DeepSeek V3.2/V4-style templates name `from_json` (which neither Jinja2 nor Hugging Face defines) only in
+// their tool branches: conversations without tool calls must render, as under Jinja2; a tool call
+// reaches the filter and fails at render time with the template line of the use.
+TEST(JinjaErrors, UnknownFilterInUntakenBranchRendersAndFailsWhenRun) {
+  const std::string src =
+      "{% for m in messages %}\n"
+      "{% if m.tool_calls %}\n"
+      "{% for tc in m.tool_calls %}{% if tc.arguments is string %}{% set args = tc.arguments | from_json %}"
+      "{% endif %}{% endfor %}\n"
+      "{% else %}{{ m.role }}: {{ m.content }}\n{% endif %}\n"
+      "{% endfor %}";
+  auto p = tmill::jinja::parse(src);
+  ASSERT_TRUE(p.ok()) << p.error();
+  auto plain = ordered_json::parse(R"({"messages":[{"role":"user","content":"hi"}]})");
+  auto out = tmill::jinja::render(**p, plain);
+  ASSERT_TRUE(out.ok()) << out.error();
+  EXPECT_EQ(*out, "user: hi\n");
+  auto tools = ordered_json::parse(R"({"messages":[{"role":"assistant","tool_calls":[{"arguments":"{}"}]}]})");
+  auto bad = tmill::jinja::render(**p, tools);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "TemplateRuntimeError: No filter named 'from_json' found. (template line 3)");
+  // Outside any if the unknown filter is a compile error, as in Jinja2.
+  EXPECT_EQ(render_error("a\n{{ x | from_json }}"), "TemplateAssertionError: No filter named 'from_json'. (template line 2)");
+}
