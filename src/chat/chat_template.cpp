@@ -25,6 +25,8 @@ Result<std::string> apply_chat_template(const ChatTemplate& tmpl, const nlohmann
                                         bool add_generation_prompt, const std::string& bos_token,
                                         const std::string& eos_token, const nlohmann::ordered_json* tools,
                                         const nlohmann::ordered_json* extra_context, const RenderOptions& opts) {
+  // As Hugging Face merges them: extra keys override the special tokens (bos_token, ...), while the
+  // conversation itself (messages, tools, add_generation_prompt) is what the caller passed.
   nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
   ctx["messages"] = messages;
   if (tools && !tools->is_null()) ctx["tools"] = *tools;
@@ -33,7 +35,11 @@ Result<std::string> apply_chat_template(const ChatTemplate& tmpl, const nlohmann
   ctx["eos_token"] = eos_token;
   if (extra_context) {
     if (!extra_context->is_object()) return Error{"extra chat template context must be a JSON object"};
-    for (auto it = extra_context->begin(); it != extra_context->end(); ++it) ctx[it.key()] = it.value();
+    for (auto it = extra_context->begin(); it != extra_context->end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "messages" || k == "tools" || k == "add_generation_prompt") continue;
+      ctx[k] = it.value();
+    }
   }
   return tmpl.render(ctx, opts);
 }

@@ -41,7 +41,8 @@ class ChatTemplate {
 };
 
 // Hugging Face's apply_chat_template(tokenize=False): context = {messages, tools (when given),
-// add_generation_prompt, bos_token, eos_token} plus every key of `extra_context` (e.g. enable_thinking).
+// add_generation_prompt, bos_token, eos_token} plus every key of `extra_context` (e.g. enable_thinking,
+// reasoning_effort), which may override bos_token/eos_token but not messages, tools or add_generation_prompt.
 Result<std::string> apply_chat_template(const ChatTemplate& tmpl, const nlohmann::ordered_json& messages,
                                         bool add_generation_prompt, const std::string& bos_token,
                                         const std::string& eos_token, const nlohmann::ordered_json* tools = nullptr,
