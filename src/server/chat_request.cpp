@@ -1,6 +1,6 @@
 // /v1/chat/completions prompt construction: the OpenAI fields that drive rendering (messages,
 // add_generation_prompt, continue_final_message, tools, tool_choice, chat_template,
-// chat_template_kwargs) checked and handed to the chat module (chat/messages.h), its errors turned
+// chat_template_kwargs, reasoning_effort) checked and handed to the chat module (chat/messages.h), its errors turned
 // into 400s naming the field.
 #include <fmt/format.h>
 
@@ -10,6 +10,36 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tmill::server::detail {
+
+namespace {
+
+// The template's extra variables, as vLLM passes them: every key of chat_template_kwargs, plus
+// reasoning_effort (which wins over a kwarg of that name) and, unless the kwargs set it, enable_thinking =
+// (reasoning_effort != "none"). The conversation itself comes from the request's own fields.
+json template_kwargs(const json& body) {
+  json kwargs = json::object();
+  if (const json* k = field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) throw_bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (const char* own : {"messages", "tools"})
+      if (k->contains(own))
+        throw_bad_request(fmt::format("'chat_template_kwargs' must not set '{}'; use the request's own field", own),
+                          "chat_template_kwargs");
+    kwargs = *k;
+  }
+  if (auto effort = opt_string(body, "reasoning_effort")) {
+    static constexpr const char* kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+    bool known = false;
+    for (const char* e : kEfforts) known |= *effort == e;
+    if (!known)
+      throw_bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max",
+                        "reasoning_effort");
+    kwargs["reasoning_effort"] = *effort;
+    if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
+  }
+  return kwargs;
+}
+
+}  // namespace
 
 std::string render_messages(const json& body, const ServerContext& ctx) {
   const json* msgs = field(body, "messages");
@@ -28,9 +58,8 @@ std::string render_messages(const json& body, const ServerContext& ctx) {
     if (!(choice->is_string() && (*choice == "none" || *choice == "auto")))
       throw_bad_request("only tool_choice 'none' and 'auto' are supported (no tool-call parsing)", "tool_choice");
   }
-  opts.template_kwargs = field(body, "chat_template_kwargs");
-  if (opts.template_kwargs && !opts.template_kwargs->is_object())
-    throw_bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  const json kwargs = template_kwargs(body);
+  opts.template_kwargs = &kwargs;
 
   std::shared_ptr<const ChatTemplate> tmpl = ctx.chat_template;
   if (auto src = opt_string(body, "chat_template")) {

@@ -294,6 +294,7 @@ Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ct
         p.request.prompt = tokenize_chat_prompt(p.text, *ctx.tokenizer, add_special);
         finish_prompt(body, ctx, ApiKind::Chat, max_tokens, p);
         m.prompts.push_back(std::move(p));
+        map_reasoning(body, ctx, m);  // last: it reads the rendered prompt and the constraint
         return m;
       },
       err);

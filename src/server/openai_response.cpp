@@ -133,6 +133,10 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
     json ch;
     ch["index"] = c.index;
     ch["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (c.reasoning_split) {  // as vLLM: no answer is null, and the reasoning comes alongside
+      if (c.text.empty()) ch["message"]["content"] = nullptr;
+      ch["message"]["reasoning_content"] = c.reasoning ? json(*c.reasoning) : json(nullptr);
+    }
     ch["logprobs"] = lp.enabled ? chat_logprobs_json(tok, c.token_ids, c.logprobs, lp.top_n) : json(nullptr);
     ch["finish_reason"] = finish_reason_json(c.finish);
     ch["stop_reason"] = c.stop_reason;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct ChoiceOutput {
   std::vector<SampleResult> logprobs;  // one per token when requested
   FinishReason finish = FinishReason::None;
   json stop_reason = nullptr;          // vLLM: the stop string, the stop token id, or null (EOS / length)
+  // Chat with a reasoning parser (reasoning_output.h): `text` is the answer only, and the message gets
+  // "reasoning_content" (null when there was none) and a null "content" when the answer is empty.
+  bool reasoning_split = false;
+  std::optional<std::string> reasoning;
 };
 
 const char* finish_reason_string(FinishReason r);  // "stop", "length", "abort", "error"; None -> ""

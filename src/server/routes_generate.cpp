@@ -39,6 +39,7 @@ struct StreamState {
   ResponseMeta meta;
   std::vector<OutputItem> backlog;
   std::vector<int64_t> offsets;  // completions logprobs: text_offset per choice
+  std::vector<ReasoningStream> reasoning;  // chat with a reasoning split: one per choice
   bool started = false;
   bool error_sent = false;
 
@@ -73,14 +74,20 @@ struct StreamState {
       lp = m.kind == ApiKind::Chat ? chat_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs)
                                    : completion_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs,
                                                               &offsets[static_cast<size_t>(ci)]);
+    json delta = json::object();
+    if (m.kind == ApiKind::Chat) {
+      const std::string content = reasoning.empty() ? o.text
+                                                    : reasoning_delta(m, reasoning[static_cast<size_t>(ci)], o.text,
+                                                                      o.finished, delta);
+      if (!content.empty()) delta["content"] = content;
+      if (delta.empty() && lp.is_null() && !o.finished) return true;  // held back (reasoning markers)
+    }
     if (o.text.empty() && lp.is_null() && !o.finished) return true;  // text held back (UTF-8, stop strings)
     bool attach = false;
     const json usage = usage_field(&attach);
     const FinishReason finish = o.finished ? o.finish_reason : FinishReason::None;
     json chunk;
     if (m.kind == ApiKind::Chat) {
-      json delta = json::object();
-      if (!o.text.empty()) delta["content"] = o.text;
       chunk = chat_chunk(meta, ci, std::move(delta), std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
     } else {
       chunk = completion_chunk(meta, ci, o.text, std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
@@ -203,6 +210,11 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
     if (kind == ApiKind::Chat) {
+      if (m.reasoning) {  // <think>…</think> split off into reasoning_content
+        std::vector<ChoiceOutput> choices = gen->choices();
+        split_reasoning_choices(m, choices);
+        return reply_json(chat_response(meta, choices, gen->usage(), *ctx_.tokenizer, lp));
+      }
       return reply_json(chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
     } else {
       std::vector<std::string> echo;
@@ -221,6 +233,7 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);
+  if (kind == ApiKind::Chat) st->reasoning = reasoning_streams(m, gen->choices().size());
   if (m.echo)
     for (size_t i = 0; i < st->offsets.size(); ++i)
       st->offsets[i] = static_cast<int64_t>(utf8_length(m.prompts[i / static_cast<size_t>(m.n)].text));

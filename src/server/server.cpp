@@ -38,6 +38,7 @@ int Server::port() const { return http_->port(); }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   if (options.served_model_name.empty()) options.served_model_name = default_model_name(options.model_path);
+  if (auto r = reasoning_config(options.reasoning_parser); !r.ok()) return Error{"--reasoning-parser: " + r.error()};
   auto s = std::unique_ptr<Server>(new Server(std::move(options)));
   s->created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -91,6 +92,14 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
       ctx_.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
     }
   }
+
+  auto reasoning = reasoning_config(opts_.reasoning_parser);
+  if (!reasoning.ok()) return Error{"--reasoning-parser: " + reasoning.error()};
+  ctx_.reasoning = std::move(reasoning).value();
+  if (ctx_.reasoning.spec)
+    log_info("reasoning parser: {} ({}…{})", ctx_.reasoning.spec->name, ctx_.reasoning.spec->start, ctx_.reasoning.spec->end);
+  else if (ctx_.reasoning.auto_detect && ctx_.chat_template && reasoning_parser_for_template(ctx_.chat_template->source()))
+    log_info("reasoning parser: detected from the chat template (<think>…</think>)");
 
   metrics_->attach_engine(engine_.get(), load_seconds);
   engine_->set_observer(metrics_.get());

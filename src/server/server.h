@@ -38,6 +38,7 @@ struct ServerOptions {
   int32_t max_tokens_default = 4096;  // cap when a chat request omits max_tokens (0: no cap)
   int32_t max_n = 16;
   std::string chat_template;          // --chat-template: a file, or the template text itself
+  std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none, or a vLLM name (deepseek_r1, ...)
   std::string version = "0";
 };
 

@@ -144,6 +144,10 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--max-n", s.max_n, "largest n (choices) a request may ask for")->capture_default_str();
              app.add_option("--chat-template", s.chat_template,
                             "chat template file (or template text) instead of the model's tokenizer.chat_template");
+             app.add_option("--reasoning-parser", s.reasoning_parser,
+                            "split <think>…</think> into reasoning_content: auto (when the chat template writes "
+                            "<think>), none, or deepseek_r1, deepseek_v3, qwen3, glm45, minimax_m2, step3, seed_oss")
+                 ->capture_default_str();
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
              app.add_option("--max-connections", s.http.max_threads, "connections served at once (one thread each)")
                  ->capture_default_str();
