@@ -37,6 +37,48 @@ Result<json> message_content(const json& content, size_t i) {
   return json(text);
 }
 
+bool falsy(const json& v) {  // Python's truthiness, for vLLM's `if arguments:`
+  return v.is_null() || (v.is_string() && v.get_ref<const std::string&>().empty()) ||
+         ((v.is_object() || v.is_array()) && v.empty()) || (v.is_boolean() && !v.get<bool>()) ||
+         (v.is_number() && v.get<double>() == 0);
+}
+
+// What vLLM does to assistant messages before rendering: tool-call arguments given as a JSON string (the
+// OpenAI API's form) become objects, which is what tool-use templates iterate over; missing or empty
+// arguments become {}; an empty tool_calls list is dropped; `reasoning` and `reasoning_content` are the
+// same field (templates read reasoning_content).
+Status assistant_fields(const json& m, size_t i, json& copy) {
+  if (const json* calls = present(m, "tool_calls")) {
+    if (!calls->is_array()) return Error{fmt::format("messages[{}].tool_calls must be an array", i)};
+    if (calls->empty()) copy.erase("tool_calls");
+    for (size_t j = 0; j < calls->size(); ++j) {
+      const json& call = (*calls)[j];
+      const json* fn = call.is_object() ? present(call, "function") : nullptr;
+      if (!fn || !fn->is_object())
+        return Error{fmt::format("messages[{}].tool_calls[{}] needs a 'function' object", i, j)};
+      json& args = copy["tool_calls"][j]["function"]["arguments"];
+      const json* given = present(*fn, "arguments");
+      if (!given || falsy(*given)) {
+        args = json::object();
+      } else if (given->is_string()) {
+        args = json::parse(given->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+        if (args.is_discarded())
+          return Error{fmt::format("messages[{}].tool_calls[{}].function.arguments is not valid JSON", i, j)};
+      } else if (!given->is_object() && !given->is_array()) {
+        return Error{fmt::format("messages[{}].tool_calls[{}].function.arguments must be a JSON string or object", i, j)};
+      }
+    }
+  }
+  const json* r = present(m, "reasoning");
+  if (!r) r = present(m, "reasoning_content");
+  if (r) {
+    const json value = *r;
+    copy["reasoning"] = value;
+    copy["reasoning_content"] = value;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<json> normalize_chat_messages(const json& msgs) {
@@ -54,7 +96,10 @@ Result<json> normalize_chat_messages(const json& msgs) {
       TM_ASSIGN_OR_RETURN(copy["content"], message_content(*content, i));
     } else if (*role != "assistant") {
       return Error{fmt::format("messages[{}].content is required for role '{}'", i, role->get<std::string>())};
+    } else {
+      copy["content"] = "";  // vLLM: an assistant turn without content (tool calls only) renders as ""
     }
+    if (*role == "assistant") TM_TRY(assistant_fields(m, i, copy));
     out.push_back(std::move(copy));
   }
   return out;
