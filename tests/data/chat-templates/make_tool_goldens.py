@@ -33,6 +33,16 @@ CASES = [
         {"role": "tool", "tool_call_id": "call_b", "name": "get_time", "content": "14:05"},
         {"role": "assistant", "content": "It is 24C and sunny in Rome, and 14:05."},
         {"role": "user", "content": "Thanks."}], "add_generation_prompt": True},
+    # As vLLM hands it to the template (arguments parsed, content ""), with the 9-character alphanumeric
+    # ids Mistral's templates demand (its tool cases above all raise on OpenAI-style ids).
+    {"name": "tool_call_as_vllm_passes_it_9char_ids", "tools": TOOLS2, "messages": [
+        {"role": "user", "content": "Weather and time in Rome?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("a1B2c3D4e", "get_weather", {"city": "Rome", "unit": "celsius"}),
+            call("Z9y8X7w6v", "get_time", {"city": "Rome"})]},
+        {"role": "tool", "tool_call_id": "a1B2c3D4e", "name": "get_weather", "content": "24C"},
+        {"role": "tool", "tool_call_id": "Z9y8X7w6v", "name": "get_time", "content": "14:05"}],
+     "add_generation_prompt": True},
     {"name": "tool_call_with_text", "tools": TOOLS, "messages": [
         {"role": "user", "content": "Is it raining in Oslo?"},
         {"role": "assistant", "content": "Let me check.", "tool_calls": [

@@ -85,7 +85,7 @@ TEST(ChatGoldens, AllTemplatesMatchJinja2) {
 TEST(ChatGoldens, ToolCallConversationsMatchJinja2) {
   GoldenCount c = check_goldens("tool-goldens");
   EXPECT_EQ(c.templates, 24);
-  EXPECT_EQ(c.total, 72);
+  EXPECT_EQ(c.total, 96);
   EXPECT_EQ(c.passed, c.total);
 }
 
