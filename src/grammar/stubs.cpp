@@ -30,10 +30,5 @@ Result<std::shared_ptr<const Grammar>> compile(const OutputConstraint&, std::sha
   return not_yet();
 }
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::json&, const JsonOptions&) { return not_yet(); }
-std::string json_object_gbnf(const JsonOptions&) { return {}; }
-Result<std::string> regex_to_gbnf(std::string_view) { return not_yet(); }
-std::string choices_to_gbnf(const std::vector<std::string>&) { return {}; }
-std::string gbnf_literal(std::string_view) { return {}; }
 
 }  // namespace tmill::grammar
