@@ -1,5 +1,5 @@
 // /v1/chat/completions prompt construction: the OpenAI fields that drive rendering (messages,
-// add_generation_prompt, continue_final_message, tools, tool_choice, chat_template,
+// add_generation_prompt, continue_final_message, tools, chat_template,
 // chat_template_kwargs) checked and handed to the chat module (chat/messages.h), its errors turned
 // into 400s naming the field.
 #include <fmt/format.h>
@@ -24,10 +24,6 @@ std::string render_messages(const json& body, const ServerContext& ctx) {
                       "continue_final_message");
   opts.tools = field(body, "tools");
   if (opts.tools && !opts.tools->is_array()) throw_bad_request("'tools' must be an array", "tools");
-  if (const json* choice = field(body, "tool_choice")) {
-    if (!(choice->is_string() && (*choice == "none" || *choice == "auto")))
-      throw_bad_request("only tool_choice 'none' and 'auto' are supported (no tool-call parsing)", "tool_choice");
-  }
   opts.template_kwargs = field(body, "chat_template_kwargs");
   if (opts.template_kwargs && !opts.template_kwargs->is_object())
     throw_bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");

@@ -15,6 +15,7 @@
 #include "core/result.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/tool_request.h"
 
 namespace tmill {
 class Tokenizer;
@@ -37,6 +38,7 @@ struct ServerContext {
   int32_t max_stop = 64;              // stop strings / stop token ids
   double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
+  std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
 
   // What the engine checks every request against (check_request).
   RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling}; }
@@ -64,6 +66,7 @@ struct MappedRequest {
   bool logprobs = false;              // return logprobs
   int32_t top_logprobs = 0;           // alternatives per token (chat top_logprobs / completions logprobs)
   bool max_tokens_given = false;
+  ToolPlan tools;                     // chat: tools / tool_choice / parallel_tool_calls
 };
 
 Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);

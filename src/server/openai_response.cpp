@@ -132,9 +132,11 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
   for (const ChoiceOutput& c : choices) {
     json ch;
     ch["index"] = c.index;
-    ch["message"] = {{"role", "assistant"}, {"content", c.text}};
+    const bool calls = c.tool_calls.is_array() && !c.tool_calls.empty();
+    ch["message"] = {{"role", "assistant"}, {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
+    if (calls) ch["message"]["tool_calls"] = c.tool_calls;
     ch["logprobs"] = lp.enabled ? chat_logprobs_json(tok, c.token_ids, c.logprobs, lp.top_n) : json(nullptr);
-    ch["finish_reason"] = finish_reason_json(c.finish);
+    ch["finish_reason"] = calls && c.finish == FinishReason::Stop ? json("tool_calls") : finish_reason_json(c.finish);
     ch["stop_reason"] = c.stop_reason;
     arr.push_back(std::move(ch));
   }

@@ -49,6 +49,7 @@ struct ChoiceOutput {
   std::vector<SampleResult> logprobs;  // one per token when requested
   FinishReason finish = FinishReason::None;
   json stop_reason = nullptr;          // vLLM: the stop string, the stop token id, or null (EOS / length)
+  json tool_calls = nullptr;           // chat with tools: message.tool_calls (text is then the remaining content)
 };
 
 const char* finish_reason_string(FinishReason r);  // "stop", "length", "abort", "error"; None -> ""

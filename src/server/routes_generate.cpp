@@ -10,6 +10,7 @@
 #include "server/generation.h"
 #include "server/request_fields.h"
 #include "server/server.h"
+#include "server/tool_response.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill::server {
@@ -39,6 +40,7 @@ struct StreamState {
   ResponseMeta meta;
   std::vector<OutputItem> backlog;
   std::vector<int64_t> offsets;  // completions logprobs: text_offset per choice
+  ToolStreamer tools;            // chat with tools: content / tool_calls deltas
   bool started = false;
   bool error_sent = false;
 
@@ -73,15 +75,20 @@ struct StreamState {
       lp = m.kind == ApiKind::Chat ? chat_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs)
                                    : completion_logprobs_json(*tok, o.token_ids, o.logprobs, m.top_logprobs,
                                                               &offsets[static_cast<size_t>(ci)]);
-    if (o.text.empty() && lp.is_null() && !o.finished) return true;  // text held back (UTF-8, stop strings)
+    json delta = json::object();
+    if (m.kind == ApiKind::Chat) {
+      if (tools.active()) delta = tools.delta(ci, o.text, o.finished);  // may hold text back
+      else if (!o.text.empty()) delta["content"] = o.text;
+    }
+    const bool nothing = m.kind == ApiKind::Chat ? delta.empty() : o.text.empty();
+    if (nothing && lp.is_null() && !o.finished) return true;  // text held back (UTF-8, stop strings, tool calls)
     bool attach = false;
     const json usage = usage_field(&attach);
     const FinishReason finish = o.finished ? o.finish_reason : FinishReason::None;
     json chunk;
     if (m.kind == ApiKind::Chat) {
-      json delta = json::object();
-      if (!o.text.empty()) delta["content"] = o.text;
       chunk = chat_chunk(meta, ci, std::move(delta), std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
+      if (finish == FinishReason::Stop && tools.called(ci)) chunk["choices"][0]["finish_reason"] = "tool_calls";
     } else {
       chunk = completion_chunk(meta, ci, o.text, std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
     }
@@ -203,7 +210,9 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
     if (kind == ApiKind::Chat) {
-      return reply_json(chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
+      std::vector<ChoiceOutput> choices = gen->choices();
+      apply_tool_calls(m.tools, choices);
+      return reply_json(chat_response(meta, choices, gen->usage(), *ctx_.tokenizer, lp));
     } else {
       std::vector<std::string> echo;
       if (m.echo)
@@ -221,6 +230,7 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);
+  if (kind == ApiKind::Chat) st->tools = ToolStreamer(m.tools, gen->choices().size());
   if (m.echo)
     for (size_t i = 0; i < st->offsets.size(); ++i)
       st->offsets[i] = static_cast<int64_t>(utf8_length(m.prompts[i / static_cast<size_t>(m.n)].text));

@@ -38,6 +38,7 @@ struct ServerOptions {
   int32_t max_tokens_default = 4096;  // cap when a chat request omits max_tokens (0: no cap)
   int32_t max_n = 16;
   std::string chat_template;          // --chat-template: a file, or the template text itself
+  std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template
   std::string version = "0";
 };
 

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "engine_options.h"
+#include "chat/tool_calls.h"
 #include "server/server.h"
 
 namespace {
@@ -144,6 +145,9 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--max-n", s.max_n, "largest n (choices) a request may ask for")->capture_default_str();
              app.add_option("--chat-template", s.chat_template,
                             "chat template file (or template text) instead of the model's tokenizer.chat_template");
+             app.add_option("--tool-call-parser", s.tool_call_parser,
+                            "how tool calls are read from the output (default: from the chat template): " +
+                                tmill::tool_call_format_names());
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
              app.add_option("--max-connections", s.http.max_threads, "connections served at once (one thread each)")
                  ->capture_default_str();
