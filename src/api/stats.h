@@ -57,6 +57,8 @@ struct EngineStats {
   uint64_t generation_tokens_total = 0;
   uint64_t requests_finished = 0;
   uint64_t steps = 0;
+  uint64_t structured_requests_total = 0;       // submitted with an output constraint (JSON, regex, choice, grammar)
+  uint64_t grammar_compile_failures_total = 0;  // constraints refused at the front door (Engine::check)
 };
 
 struct StepStats {

@@ -53,6 +53,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const int threads = config.threads > 0 ? config.threads : default_thread_count();
   im.pool = std::make_unique<ThreadPool>(threads);
   im.samplers.resize(static_cast<size_t>(threads));
+  im.constraint_scratch.resize(static_cast<size_t>(threads));
   // The weights are prepared (repacked, copied to huge pages) before the memory plan, so that the
   // KV cache's automatic size sees the memory they took and the plan reports what they occupy.
   im.forward = std::make_unique<Forward>(im.model, im.pool.get());
@@ -75,6 +76,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.plan.max_model_len = std::min(im.plan.max_model_len, im.sched->config().max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
+  // Structured output: the grammar sees every row of the logits (padded rows have no bytes).
+  grammar::VocabularyData vocab{im.tokenizer->all_token_bytes(static_cast<int32_t>(im.model->config().n_vocab)),
+                                im.eog_ids};
+  im.grammars = std::make_unique<grammar::GrammarCache>(grammar::Vocabulary::create(std::move(vocab)));
   log_debug("engine ready in {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());
   return e;
 }
@@ -90,11 +95,28 @@ RequestLimits Engine::limits() const {
   return {impl_->info.n_vocab, impl_->plan.max_model_len, impl_->config.policy == SchedulingPolicy::Priority};
 }
 
-std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const { return check_request(r, limits()); }
+// check_request, then the output constraint compiled (cached, so submit and later requests with
+// the same schema find it): a constraint that does not compile is refused naming its field.
+std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const {
+  if (auto problem = check_request(r, limits())) return problem;
+  if (!r.constraint.active()) return std::nullopt;
+  auto compiled = impl_->grammars->get(r.constraint);
+  if (compiled.ok()) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    impl_->stats.grammar_compile_failures_total++;
+  }
+  return RequestProblem{RequestProblem::Kind::Invalid, r.constraint.field, compiled.error()};
+}
 
 Result<uint64_t> Engine::submit(GenerateRequest r, OutputCallback callback) {
   if (auto problem = check(r)) return Error{problem->message};
   auto g = std::make_unique<Group>();
+  if (r.constraint.active()) {
+    g->grammar = *impl_->grammars->get(r.constraint);  // compiled by check(): a cache hit
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    impl_->stats.structured_requests_total++;
+  }
   g->id = impl_->next_id.fetch_add(1);
   g->callback = std::move(callback);
   g->timings.request_id = g->id;

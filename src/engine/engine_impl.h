@@ -1,6 +1,6 @@
 // Engine internals shared by the engine's files: lifecycle and submission (engine.cpp), the step
 // loop (step.cpp), batch building (batch.cpp), parallel sampling and the n > 1 fork
-// (sample_step.cpp), and output processing (outputs.cpp).
+// (sample_step.cpp), structured output (constraints.cpp), and output processing (outputs.cpp).
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/batch.h"
+#include "engine/constraints.h"
 #include "engine/engine.h"
 #include "model/forward.h"
 #include "model/kv_storage.h"
@@ -39,6 +40,7 @@ struct Choice {
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   Clock::time_point last_token_time{};
+  std::unique_ptr<ChoiceConstraint> constraint;  // structured output; null: free text
 };
 
 // One submitted request (all its choices).
@@ -51,6 +53,7 @@ struct Group {
   bool forked = false;    // n > 1: children created from choice 0
   int32_t cached_prompt_tokens = 0;
   RequestTimings timings;
+  std::shared_ptr<const grammar::Grammar> grammar;  // req.constraint compiled (null when none)
 };
 
 // What one step sampled, indexed like SchedulerOutput::scheduled.
@@ -78,6 +81,8 @@ struct Engine::Impl {
   KvStorage kv;
   std::unique_ptr<Scheduler> sched;
   std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
+  std::vector<ConstraintScratch> constraint_scratch;  // one per pool thread
+  std::unique_ptr<grammar::GrammarCache> grammars;    // compiled constraints, on the model's vocabulary
   EngineObserver* observer = nullptr;
   std::vector<int32_t> eog_ids;
 
@@ -116,6 +121,11 @@ struct Engine::Impl {
   // sample_step.cpp: every sequence whose chunk reached its last known token, in parallel
   StepSamples sample_step(const SchedulerOutput& out);
   void start_forks(StepSamples& samples);
+
+  // constraints.cpp: masks, fast-forward, `after`, finishing on a complete grammar
+  std::unique_ptr<ChoiceConstraint> new_constraint(const Group& g) const;
+  SampleResult sample_choice(Choice& c, const float* logits, const Request& r, Sampler& sp, ConstraintScratch& s);
+  FinishReason constraint_finish(Choice& c, FinishReason finish, std::string& reason);
 
   // outputs.cpp: scheduler events -> streamed outputs (text, stop strings, finishing, timings)
   void add_choice(Group& g, Choice& c);

@@ -84,6 +84,7 @@ void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleR
         stop_string = true;
       }
     }
+    if (c.constraint) finish = constraint_finish(c, finish, reason);  // grammar complete, or stuck
   }
   o.completion_tokens = c.completion_tokens;
   if (finish == FinishReason::None) {

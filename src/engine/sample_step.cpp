@@ -1,7 +1,8 @@
 // Sampling for one step: every sequence whose chunk reached its last known token draws its next
 // token from its logits row, sequences in parallel (each choice owns its RNG, each pool thread its
 // Sampler scratch). For n > 1 the other choices draw their first token from choice 0's logits and
-// join the scheduler as forks after the update.
+// join the scheduler as forks after the update. Constrained choices mask their row first
+// (constraints.cpp), inside the same parallel loop.
 #include "engine/engine_impl.h"
 
 namespace tmill {
@@ -24,16 +25,17 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
     if (!sr.produces_sample) continue;
     jobs.push_back({i, logits.data() + row++ * static_cast<size_t>(n_vocab), choices.at(sr.id), sched->request(sr.id)});
   }
-  auto sample_one = [&](const Job& j, Sampler& sp) {
-    s.results[j.i] = sp.sample(j.lg, n_vocab, j.c->group->req.sampling, j.r->prompt(), j.r->outputs(), j.c->rng);
+  auto sample_one = [&](const Job& j, int tid) {
+    s.results[j.i] = sample_choice(*j.c, j.lg, *j.r, samplers[static_cast<size_t>(tid)],
+                                   constraint_scratch[static_cast<size_t>(tid)]);
     s.tokens[j.i] = s.results[j.i].token;
   };
   if (jobs.size() > 1 && pool->size() > 1) {
     pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e, int tid) {
-      for (int64_t k = b; k < e; ++k) sample_one(jobs[static_cast<size_t>(k)], samplers[static_cast<size_t>(tid)]);
+      for (int64_t k = b; k < e; ++k) sample_one(jobs[static_cast<size_t>(k)], tid);
     });
   } else {
-    for (const Job& j : jobs) sample_one(j, samplers[0]);
+    for (const Job& j : jobs) sample_one(j, 0);
   }
   for (const Job& j : jobs) {
     s.by_request[out.scheduled[j.i].id] = &s.results[j.i];
@@ -43,8 +45,7 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
       StepSamples::Fork f{j.c, {}};
       for (auto& child : g.choices)
         if (child->index != 0)
-          f.children.emplace_back(child.get(), samplers[0].sample(j.lg, n_vocab, g.req.sampling, j.r->prompt(),
-                                                                  j.r->outputs(), child->rng));
+          f.children.emplace_back(child.get(), sample_choice(*child, j.lg, *j.r, samplers[0], constraint_scratch[0]));
       s.forks.push_back(std::move(f));
     }
   }
@@ -66,6 +67,7 @@ void Engine::Impl::start_forks(StepSamples& samples) {
         // blocks are in the prefix cache by now).
         choices.erase(child->sched_id);
         child->added = false;
+        child->constraint = new_constraint(*child->group);  // its first token is drawn again
         add_choice(*child->group, *child);
       }
     }

@@ -52,6 +52,7 @@ void Engine::Impl::drain_inbox() {
       opt.skip_special = r.skip_special_tokens;
       opt.stop = r.stop;
       c->text = std::make_unique<StreamingDetokenizer>(tokenizer, r.prompt, std::move(opt));
+      c->constraint = new_constraint(g);
       g.choices.push_back(std::move(c));
     }
     g.unfinished = r.n;

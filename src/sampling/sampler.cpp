@@ -132,7 +132,7 @@ int32_t Sampler::draw(float* w, int32_t n, const SamplingParams& p, Rng& rng) {
 }
 
 SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output, Rng& rng) {
+                             std::span<const int32_t> output, Rng& rng, const float* raw) {
   const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   SampleResult r;
   if (p.greedy() && p.logit_bias.empty() && !penalties) {
@@ -145,17 +145,20 @@ SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParam
     if (penalties) apply_penalties(w, n, p, prompt, output);
     r.token = p.greedy() ? static_cast<int32_t>(argmax(w, n)) : draw(w, n, p, rng);
   }
-  if (p.logprobs >= 0) {
-    log_softmax(logits, n, lsm_);
-    r.logprob = lsm_[r.token];
-    const int32_t k = std::min<int32_t>(p.logprobs, n);
-    cand_.clear();
-    for (int32_t i = 0; i < n; ++i) cand_.emplace_back(lsm_[i], i);
-    std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(),
-                      [](const auto& a, const auto& b) { return worse(b, a); });
-    for (int32_t i = 0; i < k; ++i) r.top.push_back({cand_[i].second, cand_[i].first});
-  }
+  if (p.logprobs >= 0) fill_logprobs(raw ? raw : logits, n, p.logprobs, r);
   return r;
+}
+
+void Sampler::fill_logprobs(const float* logits, int32_t n, int32_t logprobs, SampleResult& r) {
+  log_softmax(logits, n, lsm_);
+  r.logprob = lsm_[r.token];
+  const int32_t k = std::min<int32_t>(logprobs, n);
+  cand_.clear();
+  for (int32_t i = 0; i < n; ++i) cand_.emplace_back(lsm_[i], i);
+  std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(),
+                    [](const auto& a, const auto& b) { return worse(b, a); });
+  r.top.clear();
+  for (int32_t i = 0; i < k; ++i) r.top.push_back({cand_[i].second, cand_[i].first});
 }
 
 }  // namespace tmill

@@ -28,8 +28,12 @@ uint64_t random_seed();
 
 class Sampler {
  public:
+  // `raw`, when given, is the row logprobs describe (structured output samples from a masked copy
+  // of the model's row and reports the model's own distribution, as vLLM's default raw logprobs).
   SampleResult sample(const float* logits, int32_t n_vocab, const SamplingParams& p, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output, Rng& rng);
+                      std::span<const int32_t> output, Rng& rng, const float* raw = nullptr);
+  // Fills r.logprob and r.top (k alternatives) for r.token from a logits row.
+  void fill_logprobs(const float* logits, int32_t n_vocab, int32_t k, SampleResult& r);
 
   // log-softmax of raw logits (logprobs, evaluation).
   static void log_softmax(const float* logits, int32_t n, std::vector<float>& out);

@@ -1,5 +1,5 @@
 // /v1/chat/completions prompt construction: the OpenAI fields that drive rendering (messages,
-// add_generation_prompt, continue_final_message, tools, tool_choice, chat_template,
+// add_generation_prompt, continue_final_message, tools, chat_template,
 // chat_template_kwargs, reasoning_effort) checked and handed to the chat module (chat/messages.h), its errors turned
 // into 400s naming the field.
 #include <fmt/format.h>
@@ -54,10 +54,6 @@ std::string render_messages(const json& body, const ServerContext& ctx) {
                       "continue_final_message");
   opts.tools = field(body, "tools");
   if (opts.tools && !opts.tools->is_array()) throw_bad_request("'tools' must be an array", "tools");
-  if (const json* choice = field(body, "tool_choice")) {
-    if (!(choice->is_string() && (*choice == "none" || *choice == "auto")))
-      throw_bad_request("only tool_choice 'none' and 'auto' are supported (no tool-call parsing)", "tool_choice");
-  }
   const json kwargs = template_kwargs(body);
   opts.template_kwargs = &kwargs;
 

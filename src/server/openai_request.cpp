@@ -291,6 +291,8 @@ Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ct
         MappedPrompt p;
         p.request = base;
         p.text = render_messages(body, ctx);
+        const auto tmpl_src = opt_string(body, "chat_template");
+        m.tools = map_tools(body, ctx.tool_call_parser, tmpl_src ? *tmpl_src : ctx.chat_template->source(), p.request);
         p.request.prompt = tokenize_chat_prompt(p.text, *ctx.tokenizer, add_special);
         finish_prompt(body, ctx, ApiKind::Chat, max_tokens, p);
         m.prompts.push_back(std::move(p));

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "server/api_error.h"
 #include "server/reasoning_output.h"
+#include "server/tool_request.h"
 
 namespace tmill {
 class Tokenizer;
@@ -39,6 +40,7 @@ struct ServerContext {
   double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
+  std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
 
   // What the engine checks every request against (check_request).
   RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling}; }
@@ -67,6 +69,7 @@ struct MappedRequest {
   int32_t top_logprobs = 0;           // alternatives per token (chat top_logprobs / completions logprobs)
   bool max_tokens_given = false;
   std::optional<RequestReasoning> reasoning;  // chat: split <think>…</think> off (reasoning_output.h)
+  ToolPlan tools;                     // chat: tools / tool_choice / parallel_tool_calls
 };
 
 Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);

@@ -132,13 +132,14 @@ json chat_response(const ResponseMeta& meta, const std::vector<ChoiceOutput>& ch
   for (const ChoiceOutput& c : choices) {
     json ch;
     ch["index"] = c.index;
-    ch["message"] = {{"role", "assistant"}, {"content", c.text}};
-    if (c.reasoning_split) {  // as vLLM: no answer is null, and the reasoning comes alongside
-      if (c.text.empty()) ch["message"]["content"] = nullptr;
-      ch["message"]["reasoning_content"] = c.reasoning ? json(*c.reasoning) : json(nullptr);
-    }
+    const bool calls = c.tool_calls.is_array() && !c.tool_calls.empty();
+    // As vLLM: no answer is null when the message carries tool calls or a reasoning split.
+    const bool null_if_empty = calls || c.reasoning_split;
+    ch["message"] = {{"role", "assistant"}, {"content", null_if_empty && c.text.empty() ? json(nullptr) : json(c.text)}};
+    if (c.reasoning_split) ch["message"]["reasoning_content"] = c.reasoning ? json(*c.reasoning) : json(nullptr);
+    if (calls) ch["message"]["tool_calls"] = c.tool_calls;
     ch["logprobs"] = lp.enabled ? chat_logprobs_json(tok, c.token_ids, c.logprobs, lp.top_n) : json(nullptr);
-    ch["finish_reason"] = finish_reason_json(c.finish);
+    ch["finish_reason"] = calls && c.finish == FinishReason::Stop ? json("tool_calls") : finish_reason_json(c.finish);
     ch["stop_reason"] = c.stop_reason;
     arr.push_back(std::move(ch));
   }

@@ -50,6 +50,7 @@ struct ChoiceOutput {
   std::vector<SampleResult> logprobs;  // one per token when requested
   FinishReason finish = FinishReason::None;
   json stop_reason = nullptr;          // vLLM: the stop string, the stop token id, or null (EOS / length)
+  json tool_calls = nullptr;           // chat with tools: message.tool_calls (text is then the remaining content)
   // Chat with a reasoning parser (reasoning_output.h): `text` is the answer only, and the message gets
   // "reasoning_content" (null when there was none) and a null "content" when the answer is empty.
   bool reasoning_split = false;

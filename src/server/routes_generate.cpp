@@ -10,6 +10,7 @@
 #include "server/generation.h"
 #include "server/request_fields.h"
 #include "server/server.h"
+#include "server/tool_response.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill::server {
@@ -40,6 +41,7 @@ struct StreamState {
   std::vector<OutputItem> backlog;
   std::vector<int64_t> offsets;  // completions logprobs: text_offset per choice
   std::vector<ReasoningStream> reasoning;  // chat with a reasoning split: one per choice
+  ToolStreamer tools;            // chat with tools: content / tool_calls deltas
   bool started = false;
   bool error_sent = false;
 
@@ -76,19 +78,22 @@ struct StreamState {
                                                               &offsets[static_cast<size_t>(ci)]);
     json delta = json::object();
     if (m.kind == ApiKind::Chat) {
+      // The reasoning first (<think>…</think> into reasoning_content), then tool calls in the answer.
       const std::string content = reasoning.empty() ? o.text
                                                     : reasoning_delta(m, reasoning[static_cast<size_t>(ci)], o.text,
                                                                       o.finished, delta);
-      if (!content.empty()) delta["content"] = content;
-      if (delta.empty() && lp.is_null() && !o.finished) return true;  // held back (reasoning markers)
+      if (tools.active()) delta.update(tools.delta(ci, content, o.finished));  // may hold text back
+      else if (!content.empty()) delta["content"] = content;
     }
-    if (o.text.empty() && lp.is_null() && !o.finished) return true;  // text held back (UTF-8, stop strings)
+    const bool nothing = m.kind == ApiKind::Chat ? delta.empty() : o.text.empty();
+    if (nothing && lp.is_null() && !o.finished) return true;  // held back (UTF-8, stop strings, markers)
     bool attach = false;
     const json usage = usage_field(&attach);
     const FinishReason finish = o.finished ? o.finish_reason : FinishReason::None;
     json chunk;
     if (m.kind == ApiKind::Chat) {
       chunk = chat_chunk(meta, ci, std::move(delta), std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
+      if (finish == FinishReason::Stop && tools.called(ci)) chunk["choices"][0]["finish_reason"] = "tool_calls";
     } else {
       chunk = completion_chunk(meta, ci, o.text, std::move(lp), finish, gen->stop_reason(it), attach ? &usage : nullptr);
     }
@@ -210,12 +215,10 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
     if (kind == ApiKind::Chat) {
-      if (m.reasoning) {  // <think>…</think> split off into reasoning_content
-        std::vector<ChoiceOutput> choices = gen->choices();
-        split_reasoning_choices(m, choices);
-        return reply_json(chat_response(meta, choices, gen->usage(), *ctx_.tokenizer, lp));
-      }
-      return reply_json(chat_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp));
+      std::vector<ChoiceOutput> choices = gen->choices();
+      split_reasoning_choices(m, choices);  // first: tool calls are parsed from the answer only
+      apply_tool_calls(m.tools, choices);
+      return reply_json(chat_response(meta, choices, gen->usage(), *ctx_.tokenizer, lp));
     } else {
       std::vector<std::string> echo;
       if (m.echo)
@@ -233,7 +236,10 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);
-  if (kind == ApiKind::Chat) st->reasoning = reasoning_streams(m, gen->choices().size());
+  if (kind == ApiKind::Chat) {
+    st->reasoning = reasoning_streams(m, gen->choices().size());
+    st->tools = ToolStreamer(m.tools, gen->choices().size());
+  }
   if (m.echo)
     for (size_t i = 0; i < st->offsets.size(); ++i)
       st->offsets[i] = static_cast<int64_t>(utf8_length(m.prompts[i / static_cast<size_t>(m.n)].text));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "chat/chat_template.h"
+#include "chat/tool_calls.h"
 #include "core/log.h"
 #include "core/mmap.h"
 #include "server/http_server.h"
@@ -92,6 +93,18 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
       ctx_.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
     }
   }
+
+  // Tool calls: --tool-call-parser, else the chat template's format (checked per request for a
+  // request's own chat_template).
+  if (!opts_.tool_call_parser.empty()) {
+    ctx_.tool_call_parser = tool_call_format_from_name(opts_.tool_call_parser);
+    if (!ctx_.tool_call_parser)
+      return Error{"--tool-call-parser: unknown parser '" + opts_.tool_call_parser + "' (one of " +
+                   tool_call_format_names() + ")"};
+  }
+  if (ctx_.chat_template)
+    log_info("tool-call parser: {}", tool_call_format_name(ctx_.tool_call_parser.value_or(
+                                         detect_tool_call_format(ctx_.chat_template->source()))));
 
   auto reasoning = reasoning_config(opts_.reasoning_parser);
   if (!reasoning.ok()) return Error{"--reasoning-parser: " + reasoning.error()};

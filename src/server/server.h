@@ -39,6 +39,7 @@ struct ServerOptions {
   int32_t max_n = 16;
   std::string chat_template;          // --chat-template: a file, or the template text itself
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none, or a vLLM name (deepseek_r1, ...)
+  std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template
   std::string version = "0";
 };
 

@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/log.h"
@@ -141,6 +142,18 @@ const std::string& Tokenizer::piece(int32_t id, bool skip_special) const {
   if (id < 0 || id >= n_vocab()) return empty_;
   if (skip_special && (data_.tokens[id].attr & (kAttrControl | kAttrUnknown))) return empty_;
   return pieces_[id];
+}
+
+const std::string& Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= n_vocab()) return empty_;
+  if (data_.tokens[id].attr & (kAttrControl | kAttrUnknown | kAttrUnused)) return empty_;
+  return pieces_[id];
+}
+
+std::vector<std::string> Tokenizer::all_token_bytes(int32_t n) const {
+  std::vector<std::string> out(static_cast<size_t>(std::max(n, 0)));
+  for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = token_bytes(i);
+  return out;
 }
 
 bool Tokenizer::strips_leading_space() const { return data_.space_prefix != SpacePrefix::None; }

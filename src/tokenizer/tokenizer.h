@@ -63,6 +63,13 @@ class Tokenizer {
   // Piece for decoding: empty for control/unknown tokens when skip_special.
   const std::string& piece(int32_t id, bool skip_special) const;
   std::string token_text(int32_t id) const;  // vocabulary string ("" if out of range)
+  // The bytes a token adds to generated text, as structured output sees them (grammar::Vocabulary):
+  // byte-level BPE mapped back to raw bytes, SentencePiece "▁" to a space, <0xXX> to that byte,
+  // user-defined tokens as their text. Empty for control, unknown and unused tokens (and ids out of
+  // range), which a grammar never allows.
+  const std::string& token_bytes(int32_t id) const;
+  // token_bytes() of every id in [0, n) (n may exceed n_vocab(): a model's padded embedding rows).
+  std::vector<std::string> all_token_bytes(int32_t n) const;
   std::optional<int32_t> find_token(std::string_view text) const;
 
   int32_t n_vocab() const { return int32_t(data_.tokens.size()); }

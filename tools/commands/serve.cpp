@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/strings.h"
 #include "engine_options.h"
+#include "chat/tool_calls.h"
 #include "server/server.h"
 
 namespace {
@@ -148,6 +149,9 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "split <think>…</think> into reasoning_content: auto (when the chat template writes "
                             "<think>), none, or deepseek_r1, deepseek_v3, qwen3, glm45, minimax_m2, step3, seed_oss")
                  ->capture_default_str();
+             app.add_option("--tool-call-parser", s.tool_call_parser,
+                            "how tool calls are read from the output (default: from the chat template): " +
+                                tmill::tool_call_format_names());
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
              app.add_option("--max-connections", s.http.max_threads, "connections served at once (one thread each)")
                  ->capture_default_str();

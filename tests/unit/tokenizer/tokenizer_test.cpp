@@ -178,6 +178,29 @@ TEST(Tokenizer, LookupsAndPieces) {
   EXPECT_TRUE(load("phi-3")->chat_template().has_value());
 }
 
+// token_bytes: what structured output sees of each token (grammar::Vocabulary).
+TEST(Tokenizer, TokenBytesForGrammars) {
+  auto gpt2 = load("gpt-2");
+  EXPECT_EQ(gpt2->token_bytes(220), " ");           // byte-level "Ġ" -> space
+  EXPECT_EQ(gpt2->token_bytes(15496), "Hello");
+  EXPECT_EQ(gpt2->token_bytes(50256), "");          // <|endoftext|>: control, never grammar text
+  EXPECT_EQ(gpt2->token_bytes(-1), "");
+  EXPECT_EQ(gpt2->token_bytes(gpt2->n_vocab()), "");
+  auto all = gpt2->all_token_bytes(gpt2->n_vocab() + 3);  // padded model rows stay empty
+  ASSERT_EQ(all.size(), size_t(gpt2->n_vocab()) + 3);
+  EXPECT_EQ(all[220], " ");
+  EXPECT_EQ(all.back(), "");
+  auto qwen = load("qwen2");
+  EXPECT_EQ(qwen->token_bytes(151644), "");         // <|im_start|>
+  EXPECT_EQ(qwen->token_bytes(9707), qwen->decode(vec({9707})));
+  auto spm = load("llama-spm");
+  const auto ids = spm->encode("a b\xf0\x9f\xa6\x99", false, false);  // the emoji: byte tokens
+  std::string joined;
+  for (int32_t id : ids) joined += spm->token_bytes(id);  // "▁" -> space, <0xXX> -> the byte
+  EXPECT_EQ(joined, spm->decode_continuation(ids));
+  EXPECT_NE(joined.find(" b\xf0\x9f\xa6\x99"), std::string::npos);
+}
+
 // The shape our llama2.c converter writes for stories260K's tok512: model "llama", <unk> <s> </s>,
 // 256 byte tokens, then pieces with "▁" for space and llama2.c scores.
 TEST(Tokenizer, Llama2cVocabShape) {

@@ -1,0 +1,412 @@
+// Tool-call parsers (chat/tool_calls.h): what each real template (tests/data/chat-templates) renders for
+// an assistant tool call parses back to the same call; streaming at every split point adds up to the
+// same content and calls; malformed calls stay content.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "chat/tool_calls.h"
+#include "core/mmap.h"
+#include "test_support.h"
+
+using namespace tmill;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+const ojson& weather_tools() {
+  static const ojson t = ojson::parse(R"([{"type":"function","function":{"name":"get_weather",
+    "description":"Get the current weather in a city","parameters":{"type":"object","properties":{
+    "city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]},
+    "days":{"type":"integer"}},"required":["city"]}}}])");
+  return t;
+}
+
+// Streams `text` split at `cuts` and returns the reassembled result (content + calls).
+ToolCallParse stream_parse(ToolCallFormat f, const std::string& text, const std::vector<size_t>& cuts,
+                           const ojson* tools) {
+  ToolCallStream s(f, tools);
+  ToolCallParse r;
+  auto apply = [&](const ToolStreamDelta& d) {
+    r.content += d.content;
+    for (const ToolCallDelta& c : d.calls) {
+      if (c.first) {
+        EXPECT_EQ(c.index, static_cast<int32_t>(r.calls.size())) << "calls start in order";
+        r.calls.push_back({c.id, c.name, ""});
+      }
+      EXPECT_LT(c.index, static_cast<int32_t>(r.calls.size())) << "a delta for a call not started";
+      if (c.index < static_cast<int32_t>(r.calls.size())) r.calls[static_cast<size_t>(c.index)].arguments += c.arguments;
+    }
+  };
+  size_t prev = 0;
+  for (size_t cut : cuts) {
+    apply(s.feed(std::string_view(text).substr(prev, cut - prev)));
+    prev = cut;
+  }
+  apply(s.feed(std::string_view(text).substr(prev)));
+  apply(s.finish());
+  return r;
+}
+
+void expect_same(const ToolCallParse& got, const ToolCallParse& want, const std::string& what) {
+  EXPECT_EQ(got.content, want.content) << what;
+  ASSERT_EQ(got.calls.size(), want.calls.size()) << what;
+  for (size_t i = 0; i < got.calls.size(); ++i) {
+    EXPECT_EQ(got.calls[i].name, want.calls[i].name) << what;
+    EXPECT_EQ(got.calls[i].id, want.calls[i].id) << what;
+    EXPECT_EQ(got.calls[i].arguments, want.calls[i].arguments) << what;
+  }
+}
+
+// Streaming at every single split point, at every pair of split points (short texts), and one byte
+// at a time all give what the finished-text parse gives.
+void expect_streaming_matches(ToolCallFormat f, const std::string& text, const ojson* tools = nullptr) {
+  const ToolCallParse want = parse_tool_calls(f, text, tools);
+  for (size_t i = 0; i <= text.size(); ++i)
+    expect_same(stream_parse(f, text, {i}, tools), want, "split at " + std::to_string(i) + " of: " + text);
+  std::vector<size_t> every;
+  for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
+  expect_same(stream_parse(f, text, every, tools), want, "byte by byte: " + text);
+  if (text.size() <= 120)
+    for (size_t i = 1; i < text.size(); ++i)
+      for (size_t j = i + 1; j < text.size(); ++j) {
+        if (::testing::Test::HasFailure()) return;
+        expect_same(stream_parse(f, text, {i, j}, tools), want, "splits " + std::to_string(i) + "," + std::to_string(j));
+      }
+}
+
+ToolCallParse parse(ToolCallFormat f, const std::string& text, const ojson* tools = &weather_tools()) {
+  expect_streaming_matches(f, text, tools);
+  return parse_tool_calls(f, text, tools);
+}
+
+void expect_call(const ToolCall& c, const std::string& name, const char* args_json) {
+  EXPECT_EQ(c.name, name);
+  ojson got;
+  ASSERT_NO_THROW(got = ojson::parse(c.arguments)) << c.arguments;
+  EXPECT_EQ(got, ojson::parse(args_json)) << c.arguments;
+}
+
+std::string read_text(const std::string& rel) {
+  auto t = read_file(test::source_path(rel));
+  EXPECT_TRUE(t.ok()) << t.error();
+  return t.ok() ? *t : std::string();
+}
+
+// --- the real templates, rendering an assistant tool call ---
+
+struct TemplateCase {
+  const char* file;
+  ToolCallFormat format;
+  const char* end;            // where the assistant's output ends in the rendered text ("" : at the end)
+  bool string_arguments;      // the template wants arguments as a JSON string
+  const char* id;             // the id the format carries back ("" when none)
+};
+
+const TemplateCase kTemplates[] = {
+    {"Qwen-Qwen2.5-7B-Instruct.jinja", ToolCallFormat::Hermes, "<|im_end|>", false, ""},
+    {"Qwen-Qwen3-0.6B.jinja", ToolCallFormat::Hermes, "<|im_end|>", false, ""},
+    {"Qwen-QwQ-32B.jinja", ToolCallFormat::Hermes, "<|im_end|>", false, ""},
+    {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolCallFormat::Hermes, "<|im_end|>", false, ""},
+    {"Qwen3-Coder.jinja", ToolCallFormat::Qwen3Coder, "<|im_end|>", false, ""},
+    {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::Llama3Json, "<|eot_id|>", false, ""},
+    {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::Llama3Json, "<|eot_id|>", false, ""},
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja", ToolCallFormat::Mistral, "</s>", false, ""},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", ToolCallFormat::Mistral, "</s>", false, "abcDEF123"},
+    {"unsloth-mistral-Devstral-Small-2507.jinja", ToolCallFormat::Mistral, "</s>", false, ""},
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", ToolCallFormat::DeepSeekV3, "<｜end▁of▁sentence｜>", false, ""},
+    {"deepseek-ai-DeepSeek-V3.1.jinja", ToolCallFormat::DeepSeekV31, "<｜end▁of▁sentence｜>", false, ""},
+    {"GLM-4.6.jinja", ToolCallFormat::Glm45, "<|", false, ""},
+    {"moonshotai-Kimi-K2.jinja", ToolCallFormat::KimiK2, "<|im_end|>", false, "functions.get_weather:0"},
+    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", ToolCallFormat::CommandR, "<|END_OF_TURN_TOKEN|>", false, ""},
+    {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::Functionary, "<|eot_id|>", true, ""},
+    {"MiniMax-M2.jinja", ToolCallFormat::MinimaxM2, "[e~[", false, ""},
+    {"openai-gpt-oss-120b.jinja", ToolCallFormat::OpenAI, "<|call|>", false, ""},
+};
+
+TEST(ToolCallTemplates, RenderedCallsParseBack) {
+  for (const TemplateCase& tc : kTemplates) {
+    SCOPED_TRACE(tc.file);
+    const std::string src = read_text(std::string("tests/data/chat-templates/templates/") + tc.file);
+    EXPECT_EQ(detect_tool_call_format(src), tc.format) << "detected " << tool_call_format_name(detect_tool_call_format(src));
+    auto tmpl = ChatTemplate::parse(src);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error();
+    ojson args = {{"city", "Hangzhou"}, {"unit", "celsius"}};
+    ojson call = {{"id", tc.id[0] ? tc.id : "abcDEF123"},
+                  {"type", "function"},
+                  {"function", {{"name", "get_weather"}, {"arguments", tc.string_arguments ? ojson(args.dump()) : args}}}};
+    ojson user = {{"role", "user"}, {"content", "What's the weather in Hangzhou?"}};
+    ojson assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}};
+    ojson tools = weather_tools();
+    ojson ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", tools}};
+    ctx["messages"] = ojson::array({user});
+    ctx["add_generation_prompt"] = true;
+    auto prompt = tmpl->render(ctx);
+    ASSERT_TRUE(prompt.ok()) << prompt.error();
+    ctx["messages"] = ojson::array({user, assistant});
+    ctx["add_generation_prompt"] = false;
+    auto full = tmpl->render(ctx);
+    ASSERT_TRUE(full.ok()) << full.error();
+    // The assistant's output: what the full conversation adds to the prompt, up to the end of its turn.
+    size_t common = 0;
+    while (common < prompt->size() && common < full->size() && (*prompt)[common] == (*full)[common]) ++common;
+    // A generation prompt that opens something the call does not (QwQ's "<think>") shares a few bytes
+    // with the call's marker: back off to the end of the last line or tag.
+    if (common < prompt->size())
+      while (common > 0 && (*full)[common - 1] != '\n' && (*full)[common - 1] != '>') --common;
+    std::string out = full->substr(common);
+    if (size_t e = out.find(tc.end, 1); tc.end[0] && e != std::string::npos) out.resize(e);
+    // A reasoning block the template writes first (Qwen3, GLM) is the reasoning parser's, not ours.
+    if (size_t t = out.find("</think>"); t != std::string::npos) out = out.substr(t + 8);
+    if (size_t t = out.find("<|END_THINKING|>"); t != std::string::npos) out = out.substr(t + 16);
+    SCOPED_TRACE("output: " + out);
+    ToolCallParse p = parse(tc.format, out, &tools);
+    EXPECT_EQ(p.content, "");
+    ASSERT_EQ(p.calls.size(), 1u);
+    expect_call(p.calls[0], "get_weather", R"({"city":"Hangzhou","unit":"celsius"})");
+    EXPECT_EQ(p.calls[0].id, tc.id);
+  }
+}
+
+TEST(ToolCallTemplates, FireFunctionV2) {
+  // Its template needs a `functions` variable HF does not pass; the call text from its system prompt.
+  const std::string src = read_text("tests/data/chat-templates/templates/fireworks-ai-llama-3-firefunction-v2.jinja");
+  EXPECT_EQ(detect_tool_call_format(src), ToolCallFormat::FireFunction);
+  ToolCallParse p = parse(ToolCallFormat::FireFunction,
+                          " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Hangzhou\"}}]");
+  EXPECT_EQ(p.content, "");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "get_weather", R"({"city":"Hangzhou"})");
+}
+
+TEST(ToolCallTemplates, DetectionFallsBackToHermes) {
+  EXPECT_EQ(detect_tool_call_format(fallback_chat_template()), ToolCallFormat::Hermes);
+  EXPECT_EQ(detect_tool_call_format(""), ToolCallFormat::Hermes);
+  const std::string granite = read_text("tests/data/chat-templates/templates/ibm-granite-granite-3.3-2B-Instruct.jinja");
+  EXPECT_EQ(detect_tool_call_format(granite), ToolCallFormat::Granite);
+}
+
+TEST(ToolCallNames, RoundTripAndAliases) {
+  for (const char* n : {"hermes", "qwen3_coder", "llama3_json", "mistral", "deepseek_v3", "deepseek_v31", "glm45",
+                        "kimi_k2", "granite", "command_r", "functionary", "firefunction_v2", "minimax_m2", "openai"}) {
+    auto f = tool_call_format_from_name(n);
+    ASSERT_TRUE(f.has_value()) << n;
+    EXPECT_EQ(tool_call_format_name(*f), n);
+    EXPECT_NE(tool_call_format_names().find(n), std::string::npos);
+  }
+  EXPECT_FALSE(tool_call_format_from_name("pythonic").has_value());
+  EXPECT_EQ(tool_call_format_from_name("qwen"), ToolCallFormat::Hermes);
+}
+
+// --- per format ---
+
+TEST(ToolCallHermes, ContentAndSeveralCalls) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"arguments\": {\"city\": \"Oslo\", \"days\": 2}, \"name\": \"get_weather\"}\n</tool_call>";
+  ToolCallParse p = parse(ToolCallFormat::Hermes, text);
+  EXPECT_EQ(p.content, "Let me check.");
+  ASSERT_EQ(p.calls.size(), 2u);
+  expect_call(p.calls[0], "get_weather", R"({"city":"Paris"})");
+  expect_call(p.calls[1], "get_weather", R"({"city":"Oslo","days":2})");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Paris"})") << "arguments are the model's JSON text";
+}
+
+TEST(ToolCallHermes, UnclosedAtTheEndAndStringArguments) {
+  ToolCallParse p = parse(ToolCallFormat::Hermes, "<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"a\":1}");
+  p = parse(ToolCallFormat::Hermes, "<tool_call>{\"name\":\"f\"}</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+}
+
+TEST(ToolCallHermes, MalformedCallsStayContent) {
+  for (const char* bad : {"<tool_call>not json</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+                          "<tool_call>{\"name\": 3}</tool_call>",
+                          "text <tool_call", "<tool_call>[1, 2]</tool_call>"}) {
+    SCOPED_TRACE(bad);
+    ToolCallParse p = parse(ToolCallFormat::Hermes, bad);
+    EXPECT_TRUE(p.calls.empty());
+    EXPECT_EQ(p.content, bad);
+  }
+  // A good call after a bad one still parses.
+  ToolCallParse p = parse(ToolCallFormat::Hermes, "<tool_call>oops</tool_call><tool_call>{\"name\":\"g\"}</tool_call>");
+  EXPECT_EQ(p.content, "<tool_call>oops</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "g");
+}
+
+TEST(ToolCallHermes, CallCutOffMidArguments) {
+  // Non-streaming: the text as written. Streaming has already sent the name and the arguments so far
+  // (a response cut by max_tokens), and adds no content for it.
+  const std::string text = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1";
+  ToolCallParse p = parse_tool_calls(ToolCallFormat::Hermes, text);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, text);
+  ToolCallParse s = stream_parse(ToolCallFormat::Hermes, text, {20, 40}, nullptr);
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "f");
+  EXPECT_EQ(s.calls[0].arguments, "{\"a\": [1");
+}
+
+TEST(ToolCallHermes, UnclosedObjectWithCompleteArgumentsIsACall) {
+  ToolCallParse p = parse(ToolCallFormat::Hermes, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}</tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"a\": 1}");
+}
+
+TEST(ToolCallHermes, PlainTextPassesThrough) {
+  ToolCallParse p = parse(ToolCallFormat::Hermes, "Once upon a time, <b>a</b> tool_call < 3.\n");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "Once upon a time, <b>a</b> tool_call < 3.\n");
+}
+
+TEST(ToolCallHermes, StreamingHoldsBackAPartialMarkerAndStartsCallsEarly) {
+  ToolCallStream s(ToolCallFormat::Hermes);
+  EXPECT_EQ(s.feed("Hi <tool").content, "Hi");
+  EXPECT_TRUE(s.feed("_call>{\"na").empty());
+  ToolStreamDelta d = s.feed("me\": \"f\", \"arguments\": {\"a\"");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_TRUE(d.calls[0].first);
+  EXPECT_EQ(d.calls[0].name, "f");
+  EXPECT_EQ(d.calls[0].arguments, "{\"a\"");
+  d = s.feed(": 1}}</tool_call>");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_FALSE(d.calls[0].first);
+  EXPECT_EQ(d.calls[0].arguments, ": 1}");
+  EXPECT_TRUE(s.finish().empty());
+  EXPECT_EQ(s.calls_started(), 1);
+}
+
+TEST(ToolCallQwen3Coder, TypedValuesFromTheSchema) {
+  const std::string text =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n"
+      "</parameter>\n</function>\n</tool_call>";
+  ToolCallParse p = parse(ToolCallFormat::Qwen3Coder, text);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "New York", "days": 3})");
+  // Without a schema a value that parses as JSON is JSON.
+  p = parse_tool_calls(ToolCallFormat::Qwen3Coder, "<tool_call><function=f><parameter=n>7</parameter></function></tool_call>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"n": 7})");
+  // Malformed once the name was known: the finished text keeps it as content.
+  p = parse_tool_calls(ToolCallFormat::Qwen3Coder, "<tool_call><function=get_weather>oops</function></tool_call>");
+  EXPECT_TRUE(p.calls.empty());
+}
+
+TEST(ToolCallLlama3, JsonCallsPythonTagAndText) {
+  ToolCallParse p = parse(ToolCallFormat::Llama3Json,
+                          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}; "
+                          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Bern\"}}");
+  ASSERT_EQ(p.calls.size(), 2u);
+  expect_call(p.calls[1], "get_weather", R"({"city":"Bern"})");
+  EXPECT_EQ(p.content, "");
+  p = parse(ToolCallFormat::Llama3Json, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  p = parse(ToolCallFormat::Llama3Json, "<|python_tag|>brave_search.call(query=\"weather, today\", n=3)");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "brave_search", R"({"query":"weather, today","n":3})");
+  EXPECT_TRUE(parse_tool_calls(ToolCallFormat::Llama3Json, "{\"name\": \"f\", \"parameters\": {").calls.empty());
+  for (const char* text : {"The answer is {\"name\": 1}.", "{\"answer\": 42}", "Plain words."}) {
+    SCOPED_TRACE(text);
+    p = parse(ToolCallFormat::Llama3Json, text);
+    EXPECT_TRUE(p.calls.empty());
+    EXPECT_EQ(p.content, text);
+  }
+}
+
+TEST(ToolCallMistral, ArrayAndArgsForms) {
+  ToolCallParse p = parse(ToolCallFormat::Mistral,
+                          "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"123456789\"}, "
+                          "{\"name\": \"b\", \"arguments\": {}}]");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].id, "");
+  EXPECT_EQ(p.calls[1].name, "b");
+  p = parse(ToolCallFormat::Mistral, "Sure.[TOOL_CALLS]a[ARGS]{\"x\": 1}[TOOL_CALLS]b[CALL_ID]abcdefghi[ARGS]{}");
+  EXPECT_EQ(p.content, "Sure.");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[1].id, "abcdefghi");
+  expect_call(p.calls[0], "a", R"({"x":1})");
+  p = parse(ToolCallFormat::Mistral, "[TOOL_CALLS]not a call");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "[TOOL_CALLS]not a call");
+}
+
+TEST(ToolCallDeepSeek, BothLayoutsAndSeveralCalls) {
+  ToolCallParse p = parse(ToolCallFormat::DeepSeekV31,
+                          "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{\"x\": 1}<｜tool▁call▁end｜>"
+                          "<｜tool▁call▁begin｜>b<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[1].name, "b");
+  p = parse(ToolCallFormat::DeepSeekV3,
+            "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```"
+            "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(p.content, "Checking.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "a", R"({"x":1})");
+  p = parse(ToolCallFormat::DeepSeekV3, "<｜tool▁calls▁begin｜>junk<｜tool▁calls▁end｜>");
+  EXPECT_TRUE(p.calls.empty());
+}
+
+TEST(ToolCallGlm, ArgKeysAndValues) {
+  ToolCallParse p = parse(ToolCallFormat::Glm45,
+                          "I'll look.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Lima</arg_value>\n"
+                          "<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>");
+  EXPECT_EQ(p.content, "I'll look.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Lima", "days": 2})");
+}
+
+TEST(ToolCallHarmony, CallsFinalTextAndAnalysis) {
+  ToolCallParse p = parse(ToolCallFormat::OpenAI,
+                          "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+                          "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Kyiv\"}<|call|>");
+  EXPECT_EQ(p.content, "");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "get_weather", R"({"city":"Kyiv"})");
+  p = parse(ToolCallFormat::OpenAI, "<|channel|>analysis<|message|>Hmm.<|end|><|start|>assistant<|channel|>final"
+                                    "<|message|>It is sunny.");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "It is sunny.");
+}
+
+TEST(ToolCallFunctionary, RecipientsAndContent) {
+  ToolCallParse p = parse(ToolCallFormat::Functionary,
+                          "all\nLet me check.>>>get_weather\n{\"city\": \"Quito\"}>>>get_weather\n{\"city\": \"Baku\"}");
+  EXPECT_EQ(p.content, "Let me check.");
+  ASSERT_EQ(p.calls.size(), 2u);
+  expect_call(p.calls[1], "get_weather", R"({"city":"Baku"})");
+  p = parse(ToolCallFormat::Functionary, "all\nHello there");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "Hello there");
+}
+
+TEST(ToolCallOthers, GraniteKimiMinimaxCommandR) {
+  ToolCallParse p = parse(ToolCallFormat::Granite, "<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}]");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "f", R"({"a":[1,2]})");
+  p = parse(ToolCallFormat::KimiK2,
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+            "<|tool_call_begin|>functions.g:1<|tool_call_argument_begin|>{\"b\":2}<|tool_call_end|>"
+            "<|tool_calls_section_end|>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[1].id, "functions.g:1");
+  EXPECT_EQ(p.calls[1].name, "g");
+  p = parse(ToolCallFormat::MinimaxM2,
+            "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"q\">hi there</parameter>\n</invoke>\n"
+            "<invoke name=\"g\">\n</invoke>\n</minimax:tool_call>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"q": "hi there"})");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  p = parse(ToolCallFormat::CommandR,
+            "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]\n```");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "f", R"({"a":1})");
+}
+
+}  // namespace
