@@ -113,3 +113,31 @@ test('reasoning_effort is checked; include_reasoning=false drops the reasoning',
   assert.equal(r.choices[0].message.reasoning_content, null);
   assert.equal(r.choices[0].message.content, null);
 });
+
+test('a tool_choice constraint starts after the reasoning: free reasoning with thinking on, a forced call with it off', async () => {
+  const tools = [{
+    type: 'function',
+    function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } },
+  }];
+  // Thinking on: the output starts inside the reasoning and the grammar waits for </think>, which this
+  // model never writes, so the reasoning is exactly the unconstrained greedy text and no call is made.
+  const want = await plainOutput({}, 30);
+  const r = await client.chat.completions.create({
+    model: MODEL, messages, max_tokens: 30, temperature: 0, tools, tool_choice: 'required',
+  });
+  assert.equal(r.choices[0].message.reasoning_content, want.text);
+  assert.equal(r.choices[0].message.content, null);
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  // Thinking off (the prompt closes the block): the grammar applies from the first token, so the
+  // output opens with the call (Hermes format for a template without tool markers). Whether the whole
+  // call comes out right is the tool tests' business (tools e2e).
+  const off = await client.chat.completions.create({
+    model: MODEL, messages, max_tokens: 40, temperature: 0, tools, tool_choice: 'required',
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  const c = off.choices[0];
+  assert.equal(c.message.reasoning_content, null);
+  const opened = (c.message.tool_calls ?? []).length > 0 || (c.message.content ?? '').startsWith('<tool_call>');
+  assert.ok(opened, JSON.stringify(c));
+});
