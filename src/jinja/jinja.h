@@ -37,7 +37,10 @@ struct RenderOptions {
 };
 
 // Parses a template. Errors: "TemplateSyntaxError: <what> (template line N)"; source that is not valid
-// UTF-8 is rejected the same way (without a line): the interpreter works on valid UTF-8 only.
+// UTF-8 is rejected the same way (without a line): the interpreter works on valid UTF-8 only. An unknown
+// filter or test is "TemplateAssertionError: No filter named 'x'." here, except inside an if/elif/else or
+// an inline if-expression, where (as in Jinja2) it fails only if it runs: "TemplateRuntimeError: No filter
+// named 'x' found." from render().
 Result<std::shared_ptr<const Program>> parse(std::string_view source);
 
 // Renders with every top-level key of `context` (a JSON object) as a template variable. Errors have the
