@@ -184,3 +184,54 @@ TEST(Reasoning, TemplateKwargsReachQwen3AndGptOss) {
 }
 
 }  // namespace
+
+namespace {
+
+// Auto-detection and the start of the output on the real templates' generation prompts (one user turn),
+// with enable_thinking unset, true and false.
+TEST(Reasoning, RealTemplatesDetectionAndStart) {
+  struct Want {
+    const char* file;
+    const char* unset;
+    const char* on;
+    const char* off;
+  };
+  // M: MaybeTag, R: InReasoning, N: None, -: no parser detected.
+  const Want wants[] = {
+      {"Qwen-Qwen3-0.6B.jinja", "M", "M", "N"},
+      {"Qwen-QwQ-32B.jinja", "N", "R", "N"},  // llama.cpp's variant closes the block unless enable_thinking
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "N", "R", "N"},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", "N", "R", "N"},
+      {"GLM-4.6.jinja", "M", "M", "N"},
+      {"HuggingFaceTB-SmolLM3-3B.jinja", "M", "M", "N"},
+      {"MiniMax-M2.jinja", "R", "R", "R"},
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", "-", "-", "-"},
+      {"moonshotai-Kimi-K2.jinja", "-", "-", "-"},
+  };
+  auto code = [](ReasoningStart s) {
+    return s == ReasoningStart::MaybeTag ? "M" : s == ReasoningStart::InReasoning ? "R" : "N";
+  };
+  ordered_json messages = ordered_json::parse(R"([{"role": "user", "content": "Hi"}])");
+  tmill::RenderOptions opts;
+  opts.now = *tmill::parse_iso_time("2026-01-15T09:30:00");
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.file);
+    auto src = tmill::read_file(tmill::test::source_path(std::string("tests/data/chat-templates/templates/") + w.file));
+    ASSERT_TRUE(src.ok());
+    auto tmpl = tmill::ChatTemplate::parse(*src);
+    ASSERT_TRUE(tmpl.ok());
+    auto spec = tmill::reasoning_parser_for_template(*src);
+    const char* got[3];
+    const ordered_json kwargs[3] = {ordered_json::object(), {{"enable_thinking", true}}, {{"enable_thinking", false}}};
+    for (int k = 0; k < 3; ++k) {
+      auto prompt = tmill::apply_chat_template(*tmpl, messages, true, "<s>", "</s>", nullptr, &kwargs[k], opts);
+      ASSERT_TRUE(prompt.ok()) << prompt.error();
+      got[k] = spec ? code(tmill::reasoning_start(*spec, *prompt)) : "-";
+    }
+    EXPECT_STREQ(got[0], w.unset);
+    EXPECT_STREQ(got[1], w.on);
+    EXPECT_STREQ(got[2], w.off);
+  }
+}
+
+}  // namespace
