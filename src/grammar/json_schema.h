@@ -16,13 +16,18 @@ namespace tmill::grammar {
 struct JsonOptions {
   // Whitespace between JSON tokens: compact (none; what generation wants) or flexible (what
   // JSON allows, for checking text written by others, e.g. Python's json.dumps ", " / ": ").
+  // Flexible mode also accepts integers written as 3.0 (JSON Schema counts them as integers).
   bool flexible_whitespace = false;
 };
 
 // JSON Schema (draft 2020-12 as used in practice) to GBNF. Unsupported or unenforceable keywords are
 // errors naming the keyword and where it is ("unsupported keyword 'patternProperties' at
 // /properties/a").
+// Properties are enforced in the schema's order, so pass the schema as nlohmann::ordered_json (or
+// as text); the nlohmann::json overload sees the keys sorted.
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonOptions& opt = {});
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema, const JsonOptions& opt = {});
+Result<std::string> json_schema_text_to_gbnf(std::string_view schema_text, const JsonOptions& opt = {});
 // Any JSON object ({"type":"json_object"}).
 std::string json_object_gbnf(const JsonOptions& opt = {});
 // A regular expression (the whole output matches it; ECMAScript / Python `re` syntax as used in

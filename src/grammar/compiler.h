@@ -1,0 +1,30 @@
+// Syntax tree (gbnf_parser.h) to Program (program.h): small non-recursive rules without loops are
+// inlined into their callers, code points are lowered to UTF-8 byte sequences, every remaining rule
+// is built as an NFA and determinized. Left recursion (a rule that can call itself before reading a
+// byte) is refused: the stack matcher would expand it forever.
+#pragma once
+
+#include <string_view>
+
+#include "core/result.h"
+#include "grammar/gbnf_parser.h"
+#include "grammar/program.h"
+
+namespace tmill::grammar {
+
+struct CompileLimits {
+  int32_t max_nfa_states = 4'000'000;
+  int32_t max_dfa_states = 1'000'000;
+  int32_t inline_max_states = 96;  // NFA states of a rule body inlined into its caller
+};
+
+Result<Program> compile_program(const gbnf::Syntax& syntax, std::string_view root, const CompileLimits& lim = {});
+
+// The UTF-8 encodings of the code points in [lo, hi] as sequences of byte ranges (all sequences of a
+// result have the same length). Appends to out.
+struct ByteRange {
+  uint8_t lo, hi;
+};
+void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<ByteRange>>& out);
+
+}  // namespace tmill::grammar

@@ -1,0 +1,55 @@
+#include "grammar/token_trie.h"
+
+#include <algorithm>
+
+namespace tmill::grammar {
+
+TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids_in) {
+  std::vector<int32_t> ids;
+  for (int32_t t : ids_in) {
+    if (!token_bytes[static_cast<size_t>(t)].empty()) ids.push_back(t);
+  }
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return token_bytes[static_cast<size_t>(a)] < token_bytes[static_cast<size_t>(b)];
+  });
+  TokenTrie t;
+  auto add_node = [&](uint8_t b, size_t d) {
+    t.byte.push_back(b);
+    t.depth.push_back(static_cast<uint16_t>(d));
+    t.next.push_back(-1);
+    t.tok_begin.push_back(static_cast<int32_t>(t.tokens.size()));
+    t.max_depth = std::max(t.max_depth, d);
+  };
+  add_node(0, 0);
+  std::vector<int32_t> path{0};  // path[d] = node at depth d on the current branch
+  const std::string* prev = nullptr;
+  for (int32_t id : ids) {
+    const std::string& s = token_bytes[static_cast<size_t>(id)];
+    size_t lcp = 0;
+    if (prev) {
+      while (lcp < s.size() && lcp < prev->size() && s[lcp] == (*prev)[lcp]) ++lcp;
+    }
+    while (path.size() > lcp + 1) {  // close subtrees we leave
+      t.next[static_cast<size_t>(path.back())] = static_cast<int32_t>(t.byte.size());
+      path.pop_back();
+    }
+    for (size_t d = lcp; d < s.size(); ++d) {
+      path.push_back(static_cast<int32_t>(t.byte.size()));
+      add_node(static_cast<uint8_t>(s[d]), d + 1);
+    }
+    // Tokens are appended in node order: this string ends at the newest node (or, for a duplicate,
+    // at the node the previous identical string ended at, still the newest).
+    t.tokens.push_back(id);
+    prev = &s;
+  }
+  while (!path.empty()) {
+    t.next[static_cast<size_t>(path.back())] = static_cast<int32_t>(t.byte.size());
+    path.pop_back();
+  }
+  // tok_begin[i] was the token count when node i was created; a node's tokens were pushed right after
+  // creating it (and before any later node), so [tok_begin[i], tok_begin[i+1]) are exactly its tokens.
+  t.tok_begin.push_back(static_cast<int32_t>(t.tokens.size()));
+  return t;
+}
+
+}  // namespace tmill::grammar

@@ -1,0 +1,253 @@
+// Matcher: masks against the brute-force reference, EOS, forced bytes, copies, caches.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "grammar/json_schema.h"
+#include "grammar_test_util.h"
+
+using namespace tmill;
+using namespace tmill::grammar;
+using namespace tmill::grammar::testing;
+
+namespace {
+
+// Tokens that span terminals and split UTF-8 characters: é = C3 A9, 中 = E4 B8 AD.
+std::vector<std::string> mixed_tokens() {
+  std::vector<std::string> t = {"", "a", "b", "c", "ab", "abc", "ba", "\"", "\",", "\":", "{\"", "\"}", "}",
+                                "{", "[", "]", ",", ":", " ", "  ", "\n", "1", "12", "0", ".", "-", "e",
+                                "1.5", "true", "tr", "ue", "null", "\\", "\\n", "\\u", "00", "e9", "\xC3",
+                                "\xA9", "\xC3\xA9", "a\xC3", "\xA9\"", "\xE4", "\xB8\xAD", "\xE4\xB8", "\xAD\"",
+                                "\xE4\xB8\xAD", "\"a\"", "\": \"", "\", \"", "x", "xy", "+", "*", "(", ")", "((",
+                                "))", "1+", "+2", "\x7F", "\x01", "\xFF", "\xC0\x80", "\xF0\x9F\x98\x80"};
+  return t;  // token 0 is the EOS (no bytes)
+}
+
+void expect_masks_match(Matcher& m, const std::string& context) {
+  auto want = brute_mask(m);
+  auto got = fast_mask(m);
+  ASSERT_EQ(want, got) << context << ":" << mask_diff(m.grammar().vocab(), want, got);
+}
+
+// Random walk: at each step the mask must equal the reference; then take a random allowed token.
+void random_walks(const std::shared_ptr<const Grammar>& g, int walks, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (int w = 0; w < walks; ++w) {
+    Matcher m(g);
+    std::string text;
+    for (int s = 0; s < steps; ++s) {
+      expect_masks_match(m, "after '" + text + "'");
+      if (::testing::Test::HasFatalFailure()) return;
+      auto mask = brute_mask(m);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < g->vocab().size(); ++t) {
+        if (mask_has(mask, t)) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;
+      int32_t t = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.accept_token(t));
+      if (m.terminated()) break;
+      text += g->vocab().token_bytes(t);
+    }
+  }
+}
+
+const char* kJson = R"(root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
+}  // namespace
+
+TEST(Matcher, MasksMatchReferenceOnJson) {
+  auto v = vocab_of(mixed_tokens(), {0});
+  auto g = must_compile(kJson, v);
+  random_walks(g, 30, 40, 1);
+}
+
+TEST(Matcher, MasksMatchReferenceOnArithmetic) {
+  auto v = vocab_of(mixed_tokens(), {0});
+  auto g = must_compile("root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= f ((\"*\" | \"/\") f)*\n"
+                        "f ::= [0-9]+ | \"(\" expr \")\"\n",
+                        v);
+  random_walks(g, 30, 30, 2);
+}
+
+TEST(Matcher, MasksMatchReferenceOnUtf8Classes) {
+  auto v = vocab_of(mixed_tokens(), {0});
+  auto g = must_compile("root ::= \"\\\"\" [^\"a]{0,5} [é中]* \"\\\"\" \",\"?\n", v);
+  random_walks(g, 30, 12, 3);
+}
+
+// Random grammars over a small alphabet, random vocabularies of byte strings from it.
+TEST(Matcher, MasksMatchReferenceOnRandomGrammars) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> atoms = {"\"a\"", "\"b\"", "\"ab\"", "[a-c]", "[^a]", "\"é\"", "[é-ê]", ".", "\"\""};
+  const std::vector<std::string> pieces = {"a", "b", "c", "\xC3", "\xA9", "\xC3\xA9", "\xAA", "z"};
+  int compiled = 0;
+  for (int iter = 0; iter < 150; ++iter) {
+    int nrules = 1 + static_cast<int>(rng() % 3);
+    std::string g;
+    std::function<std::string(int)> expr = [&](int depth) -> std::string {
+      int k = static_cast<int>(rng() % (depth > 2 ? 2 : 6));
+      if (k == 0) return atoms[rng() % atoms.size()];
+      if (k == 1) return "r" + std::to_string(rng() % static_cast<unsigned>(nrules));
+      if (k == 2) return expr(depth + 1) + " " + expr(depth + 1);
+      if (k == 3) return "(" + expr(depth + 1) + " | " + expr(depth + 1) + ")";
+      static const char* ops[] = {"*", "+", "?", "{2}", "{1,3}", "{2,}"};
+      return "(" + expr(depth + 1) + ")" + ops[rng() % 6];
+    };
+    g += "root ::= r0\n";
+    for (int r = 0; r < nrules; ++r) g += "r" + std::to_string(r) + " ::= \"" + pieces[rng() % 3] + "\" " + expr(0) + " | " + expr(0) + "\n";
+    auto gr = compile_gbnf(g, nullptr);
+    if (!gr.ok()) {  // left recursion and the like
+      EXPECT_NE(gr.error().find("left recursion"), std::string::npos) << gr.error();
+      continue;
+    }
+    std::vector<std::string> toks = {""};
+    for (int i = 0; i < 40; ++i) {
+      std::string t;
+      int len = 1 + static_cast<int>(rng() % 4);
+      for (int j = 0; j < len; ++j) t += pieces[rng() % pieces.size()];
+      toks.push_back(t);
+    }
+    auto v = vocab_of(toks, {0});
+    auto gg = compile_gbnf(g, v);
+    ASSERT_TRUE(gg.ok()) << gg.error();
+    ++compiled;
+    SCOPED_TRACE(g);
+    random_walks(gg.value(), 3, 10, static_cast<uint32_t>(iter));
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(compiled, 30);
+}
+
+TEST(Matcher, EosAllowedExactlyWhenAccepting) {
+  auto v = vocab_of({"", "a", "b", "ab"}, {0});
+  auto g = must_compile("root ::= \"a\" \"b\"?\n", v);
+  Matcher m(g);
+  auto mask = fast_mask(m);
+  EXPECT_FALSE(mask_has(mask, 0));
+  EXPECT_TRUE(mask_has(mask, 1));
+  EXPECT_TRUE(mask_has(mask, 3));
+  EXPECT_FALSE(mask_has(mask, 2));
+  EXPECT_FALSE(m.accept_token(0));
+  ASSERT_TRUE(m.accept_token(1));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_FALSE(m.terminated());
+  mask = fast_mask(m);
+  EXPECT_TRUE(mask_has(mask, 0));
+  EXPECT_TRUE(mask_has(mask, 2));
+  EXPECT_FALSE(mask_has(mask, 1));
+  ASSERT_TRUE(m.accept_token(2));
+  EXPECT_TRUE(m.terminated());
+  mask = fast_mask(m);
+  EXPECT_EQ(mask, std::vector<uint32_t>({1u}));  // only EOS
+  ASSERT_TRUE(m.accept_token(0));
+  EXPECT_TRUE(m.terminated());
+  EXPECT_FALSE(m.accept_token(0));
+  EXPECT_EQ(fast_mask(m), std::vector<uint32_t>({0u}));
+}
+
+TEST(Matcher, RejectionLeavesStateUnchanged) {
+  auto g = must_compile("root ::= \"abc\" | \"abd\"\n");
+  Matcher m(g);
+  ASSERT_TRUE(m.accept_bytes("ab"));
+  EXPECT_FALSE(m.accept_bytes("ce"));  // 'c' fits, 'e' does not: nothing consumed
+  EXPECT_FALSE(m.accept_token(256));   // EOS while not accepting
+  EXPECT_TRUE(m.accept_bytes("d"));
+  EXPECT_TRUE(m.accepting());
+  EXPECT_FALSE(m.accept_bytes("x"));
+  EXPECT_TRUE(m.accepting());
+}
+
+TEST(Matcher, ForcedBytes) {
+  auto g = must_compile("root ::= \"{\\\"name\\\": \\\"\" [a-z]+ \"\\\"}\" | \"{\\\"nope\\\"}\"\n");
+  Matcher m(g);
+  EXPECT_EQ(m.forced_bytes(), "{\"n");
+  EXPECT_EQ(m.forced_bytes(2), "{\"");
+  ASSERT_TRUE(m.accept_bytes("{\"na"));
+  EXPECT_EQ(m.forced_bytes(), "me\": \"");
+  ASSERT_TRUE(m.accept_bytes("me\": \"x"));
+  EXPECT_EQ(m.forced_bytes(), "");  // [a-z] or '"'
+  ASSERT_TRUE(m.accept_bytes("\""));
+  EXPECT_EQ(m.forced_bytes(), "}");
+  ASSERT_TRUE(m.accept_bytes("}"));
+  EXPECT_EQ(m.forced_bytes(), "");  // accepting: the end may come now
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST(Matcher, CopiesAreIndependent) {
+  auto g = must_compile("root ::= \"a\" (\"b\" | \"c\") \"d\"\n");
+  Matcher a(g);
+  ASSERT_TRUE(a.accept_bytes("a"));
+  Matcher b(a);
+  ASSERT_TRUE(a.accept_bytes("b"));
+  ASSERT_TRUE(b.accept_bytes("c"));
+  EXPECT_FALSE(a.accept_bytes("c"));
+  EXPECT_FALSE(b.accept_bytes("b"));
+  Matcher c(g);
+  c = b;
+  ASSERT_TRUE(c.accept_bytes("d"));
+  EXPECT_TRUE(c.accepting());
+  EXPECT_FALSE(b.accepting());
+  Matcher d(std::move(c));
+  EXPECT_TRUE(d.accepting());
+  EXPECT_EQ(fast_mask(d), brute_mask(d));
+}
+
+TEST(Matcher, LongGenerationKeepsWorking) {
+  // Thousands of bytes through a recursive grammar: the stack pool is compacted along the way.
+  auto g = must_compile(kJson);
+  Matcher m(g);
+  ASSERT_TRUE(m.accept_bytes("{\"a\": ["));
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(m.accept_bytes("{\"k\": [1, \"x\"]}, ")) << i;
+  ASSERT_TRUE(m.accept_bytes("2]}"));
+  EXPECT_TRUE(m.accepting());
+}
+
+TEST(GrammarCache, CachesGrammarsAndErrors) {
+  auto v = byte_vocab();
+  GrammarCache cache(v, 2);
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::Grammar;
+  c.text = "root ::= \"x\"\n";
+  auto a = cache.get(c);
+  auto b = cache.get(c);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a.value().get(), b.value().get());
+  OutputConstraint bad = c;
+  bad.text = "root ::= nope\n";
+  auto e1 = cache.get(bad);
+  ASSERT_FALSE(e1.ok());
+  EXPECT_EQ(e1.error(), "grammar: 1:10: undefined rule 'nope'");
+  EXPECT_FALSE(cache.get(bad).ok());
+  // Options are part of the key.
+  OutputConstraint c2 = c;
+  c2.flexible_whitespace = true;
+  auto d = cache.get(c2);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(d.value().get(), a.value().get());
+  // Capacity 2: the first entry was evicted, a new compile gives a new grammar.
+  EXPECT_NE(cache.get(c).value().get(), a.value().get());
+}
+
+TEST(GrammarCache, ChoiceConstraint) {
+  OutputConstraint c;
+  c.kind = OutputConstraint::Kind::Choice;
+  c.choices = {"yes", "no", "maybe \"so\""};
+  auto g = compile(c, byte_vocab());
+  if (!g.ok() && choices_to_gbnf({"x"}).empty()) GTEST_SKIP() << "choices_to_gbnf not landed yet";
+  ASSERT_TRUE(g.ok()) << g.error();
+  EXPECT_TRUE(matches(g.value(), "yes"));
+  EXPECT_TRUE(matches(g.value(), "maybe \"so\""));
+  EXPECT_FALSE(matches(g.value(), "ye"));
+  EXPECT_FALSE(matches(g.value(), "yesno"));
+  c.choices.clear();
+  EXPECT_FALSE(compile(c, byte_vocab()).ok());
+}
