@@ -234,6 +234,10 @@ TEST(ToolCallHermes, MalformedCallsStayContent) {
     EXPECT_TRUE(p.calls.empty());
     EXPECT_EQ(p.content, bad);
   }
+  // Arguments that are not an object (found after the name was streamed): content when finished.
+  const std::string not_object = "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>";
+  EXPECT_TRUE(parse_tool_calls(ToolCallFormat::Hermes, not_object).calls.empty());
+  EXPECT_EQ(parse_tool_calls(ToolCallFormat::Hermes, not_object).content, not_object);
   // A good call after a bad one still parses.
   ToolCallParse p = parse(ToolCallFormat::Hermes, "<tool_call>oops</tool_call><tool_call>{\"name\":\"g\"}</tool_call>");
   EXPECT_EQ(p.content, "<tool_call>oops</tool_call>");
@@ -407,6 +411,57 @@ TEST(ToolCallOthers, GraniteKimiMinimaxCommandR) {
             "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]\n```");
   ASSERT_EQ(p.calls.size(), 1u);
   expect_call(p.calls[0], "f", R"({"a":1})");
+}
+
+}  // namespace
+
+namespace {
+
+// Random texts stitched from the formats' own markers and JSON pieces: every parser, whole and
+// streamed in random pieces, must not crash, and every call it returns has a JSON object as arguments.
+TEST(ToolCallRobustness, RandomMarkerSoup) {
+  const char* pieces[] = {"<tool_call>", "</tool_call>", "{", "}", "[", "]", "\"name\"", "\"arguments\"", ":", ",",
+                          "\"f\"", "\"x\\\"y\"", " ", "\n", "1", "-2.5e3", "true", "null", "<function=", "<parameter=",
+                          "</parameter>", "</function>", ">", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                          "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|python_tag|>", ".call(", "q=\"v\"", ")", ";",
+                          "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+                          "<｜tool▁calls▁end｜>", "```json", "```", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                          "functions.f:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_call|>",
+                          "<|START_ACTION|>", "<|END_ACTION|>", "\"tool_name\"", "\"parameters\"", ">>>", "all",
+                          "functools", "<minimax:tool_call>", "<invoke name=\"f\">", "</invoke>", "<|channel|>",
+                          "<|message|>", "<|end|>", "<|start|>", "to=functions.f", "analysis", "final", "é", "\xff"};
+  const ojson tools = weather_tools();
+  uint64_t state = 12345;
+  auto rnd = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const ToolCallFormat formats[] = {
+      ToolCallFormat::Hermes,      ToolCallFormat::Qwen3Coder, ToolCallFormat::Llama3Json, ToolCallFormat::Mistral,
+      ToolCallFormat::DeepSeekV3,  ToolCallFormat::DeepSeekV31, ToolCallFormat::Glm45,     ToolCallFormat::KimiK2,
+      ToolCallFormat::Granite,     ToolCallFormat::CommandR,   ToolCallFormat::Functionary, ToolCallFormat::FireFunction,
+      ToolCallFormat::MinimaxM2,   ToolCallFormat::OpenAI};
+  int calls = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text;
+    const size_t n = 1 + rnd(30);
+    for (size_t i = 0; i < n; ++i) text += pieces[rnd(sizeof(pieces) / sizeof(pieces[0]))];
+    for (ToolCallFormat f : formats) {
+      ToolCallParse p = parse_tool_calls(f, text, &tools);
+      for (const ToolCall& c : p.calls) {
+        ++calls;
+        EXPECT_FALSE(c.name.empty()) << text;
+        EXPECT_TRUE(ojson::accept(c.arguments) && ojson::parse(c.arguments).is_object())
+            << tool_call_format_name(f) << ": " << c.arguments << " from " << text;
+      }
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); i += 1 + rnd(6)) cuts.push_back(i);
+      ToolCallParse s = stream_parse(f, text, cuts, &tools);
+      EXPECT_LE(s.calls.size(), text.size());
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(calls, 0) << "the soup should contain some calls";
 }
 
 }  // namespace
