@@ -128,6 +128,57 @@ const TemplateCase kTemplates[] = {
     {"openai-gpt-oss-120b.jinja", ToolCallFormat::OpenAI, "<|call|>", false, ""},
 };
 
+// Renders [user, assistant with `calls`] and returns the assistant's output as the model writes it.
+std::string rendered_output(const TemplateCase& tc, const ChatTemplate& tmpl, const ojson& calls) {
+  ojson user = {{"role", "user"}, {"content", "What's the weather in Hangzhou?"}};
+  ojson assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", calls}};
+  ojson ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", weather_tools()}};
+  ctx["messages"] = ojson::array({user});
+  ctx["add_generation_prompt"] = true;
+  auto prompt = tmpl.render(ctx);
+  EXPECT_TRUE(prompt.ok()) << prompt.error();
+  ctx["messages"] = ojson::array({user, assistant});
+  ctx["add_generation_prompt"] = false;
+  auto full = tmpl.render(ctx);
+  EXPECT_TRUE(full.ok()) << full.error();
+  if (!prompt.ok() || !full.ok()) return {};
+  size_t common = 0;
+  while (common < prompt->size() && common < full->size() && (*prompt)[common] == (*full)[common]) ++common;
+  if (common < prompt->size())
+    while (common > 0 && (*full)[common - 1] != '\n' && (*full)[common - 1] != '>') --common;
+  std::string out = full->substr(common);
+  if (size_t e = out.find(tc.end, 1); tc.end[0] && e != std::string::npos) out.resize(e);
+  if (size_t t = out.find("</think>"); t != std::string::npos) out = out.substr(t + 8);
+  if (size_t t = out.find("<|END_THINKING|>"); t != std::string::npos) out = out.substr(t + 16);
+  return out;
+}
+
+TEST(ToolCallTemplates, TwoCallsParseBack) {
+  // Templates that render several calls in one message (Llama 3.x allows one; gpt-oss ends at the first).
+  for (const TemplateCase& tc : kTemplates) {
+    if (tc.format == ToolCallFormat::Llama3Json || tc.format == ToolCallFormat::OpenAI) continue;
+    SCOPED_TRACE(tc.file);
+    auto tmpl = ChatTemplate::parse(read_text(std::string("tests/data/chat-templates/templates/") + tc.file));
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error();
+    ojson calls = ojson::array();
+    const char* ids[] = {"abcDEF123", "xyzXYZ789"};
+    const ojson args[] = {{{"city", "Hangzhou"}}, {{"city", "Paris"}, {"days", 2}}};
+    for (int i = 0; i < 2; ++i)
+      calls.push_back({{"id", tc.format == ToolCallFormat::KimiK2 ? "functions.get_weather:" + std::to_string(i) : ids[i]},
+                       {"type", "function"},
+                       {"function", {{"name", "get_weather"},
+                                     {"arguments", tc.string_arguments ? ojson(args[i].dump()) : args[i]}}}});
+    const std::string out = rendered_output(tc, *tmpl, calls);
+    SCOPED_TRACE("output: " + out);
+    const ojson tools = weather_tools();
+    ToolCallParse p = parse(tc.format, out, &tools);
+    EXPECT_EQ(p.content, "");
+    ASSERT_EQ(p.calls.size(), 2u);
+    expect_call(p.calls[0], "get_weather", R"({"city":"Hangzhou"})");
+    expect_call(p.calls[1], "get_weather", R"({"city":"Paris","days":2})");
+  }
+}
+
 TEST(ToolCallTemplates, RenderedCallsParseBack) {
   for (const TemplateCase& tc : kTemplates) {
     SCOPED_TRACE(tc.file);
@@ -139,31 +190,11 @@ TEST(ToolCallTemplates, RenderedCallsParseBack) {
     ojson call = {{"id", tc.id[0] ? tc.id : "abcDEF123"},
                   {"type", "function"},
                   {"function", {{"name", "get_weather"}, {"arguments", tc.string_arguments ? ojson(args.dump()) : args}}}};
-    ojson user = {{"role", "user"}, {"content", "What's the weather in Hangzhou?"}};
-    ojson assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}};
-    ojson tools = weather_tools();
-    ojson ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", tools}};
-    ctx["messages"] = ojson::array({user});
-    ctx["add_generation_prompt"] = true;
-    auto prompt = tmpl->render(ctx);
-    ASSERT_TRUE(prompt.ok()) << prompt.error();
-    ctx["messages"] = ojson::array({user, assistant});
-    ctx["add_generation_prompt"] = false;
-    auto full = tmpl->render(ctx);
-    ASSERT_TRUE(full.ok()) << full.error();
-    // The assistant's output: what the full conversation adds to the prompt, up to the end of its turn.
-    size_t common = 0;
-    while (common < prompt->size() && common < full->size() && (*prompt)[common] == (*full)[common]) ++common;
-    // A generation prompt that opens something the call does not (QwQ's "<think>") shares a few bytes
-    // with the call's marker: back off to the end of the last line or tag.
-    if (common < prompt->size())
-      while (common > 0 && (*full)[common - 1] != '\n' && (*full)[common - 1] != '>') --common;
-    std::string out = full->substr(common);
-    if (size_t e = out.find(tc.end, 1); tc.end[0] && e != std::string::npos) out.resize(e);
-    // A reasoning block the template writes first (Qwen3, GLM) is the reasoning parser's, not ours.
-    if (size_t t = out.find("</think>"); t != std::string::npos) out = out.substr(t + 8);
-    if (size_t t = out.find("<|END_THINKING|>"); t != std::string::npos) out = out.substr(t + 16);
+    // The assistant's output: what the conversation adds to the prompt, up to the end of its turn; a
+    // reasoning block the template writes first (Qwen3, GLM) is the reasoning parser's, not ours.
+    const std::string out = rendered_output(tc, *tmpl, ojson::array({call}));
     SCOPED_TRACE("output: " + out);
+    const ojson tools = weather_tools();
     ToolCallParse p = parse(tc.format, out, &tools);
     EXPECT_EQ(p.content, "");
     ASSERT_EQ(p.calls.size(), 1u);
