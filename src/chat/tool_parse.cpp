@@ -166,10 +166,15 @@ const CallKeys kNameArguments{{"name"}, {"arguments", "parameters"}, {}};  // an
 
 JsonScan read_arguments(std::string_view t, size_t p, PartialCall& call) {
   JsonScan v = scan_json(t, p);
-  if (v.status == Scan::Invalid) return v;
+  if (v.status == Scan::Invalid || v.begin >= t.size()) return v;
+  if (t[v.begin] != '{' && t[v.begin] != '"') return {Scan::Invalid, v.begin, v.begin};  // arguments are an object
   if (t[v.begin] == '"') {
     // Arguments written as a JSON string holding the JSON: shown once complete, decoded.
     call.arguments = v.status == Scan::Complete ? decode_string(t.substr(v.begin, v.end - v.begin)) : std::string();
+    if (v.status == Scan::Complete) {
+      const std::string_view a = trim(call.arguments);
+      if (a.empty() || a.front() != '{' || !ojson::accept(a)) return {Scan::Invalid, v.begin, v.begin};
+    }
   } else {
     call.arguments = std::string(t.substr(v.begin, v.end - v.begin));
   }

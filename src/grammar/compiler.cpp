@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 namespace tmill::grammar {
@@ -131,6 +132,7 @@ class Compiler {
     }
     finish_refs();
     TM_TRY(check_left_recursion());
+    compute_exit_bytes();
     return std::move(prog_);
   }
 
@@ -237,7 +239,13 @@ class Compiler {
     constexpr int64_t kCap = int64_t{1} << 40;
     switch (e.kind) {
       case Expr::Kind::Literal: return static_cast<int64_t>(e.text.size()) + 1;
-      case Expr::Kind::Class: return 4 * static_cast<int64_t>(e.ranges.size()) + 8;
+      case Expr::Kind::Class: {
+        std::vector<std::vector<ByteRange>> seqs;
+        for (auto [lo, hi] : e.ranges) utf8_sequences(lo, hi, seqs);
+        int64_t n = 2;
+        for (const auto& q : seqs) n += static_cast<int64_t>(q.size()) - 1;
+        return n;
+      }
       case Expr::Kind::Ref: return inlinable(e.rule) ? rule_size(e.rule) : 2;
       case Expr::Kind::Repeat: {
         int64_t k = e.max < 0 ? e.min + 1 : e.max;
@@ -420,7 +428,14 @@ class Compiler {
     info.first_state = prog_.num_states();
     info.start = info.first_state;
     info.num_classes = ncls;
-    for (unsigned b = 0; b < 256; ++b) info.byte_class[b] = static_cast<uint8_t>(cls[b]);
+    for (unsigned b = 0; b < 256; ++b) {
+      info.byte_class[b] = static_cast<uint8_t>(cls[b]);
+      if (b > 0 && cls[b] == cls[b - 1]) {
+        info.class_runs.back()[1] = static_cast<uint8_t>(b);
+      } else {
+        info.class_runs.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(b), static_cast<uint8_t>(cls[b])});
+      }
+    }
     int32_t base = info.first_state;
     std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(ncls));
     std::map<int32_t, std::vector<int32_t>> calls;
@@ -479,6 +494,84 @@ class Compiler {
       for (auto& r : v) prog_.refs.push_back(r);
     }
     prog_.ref_begin.push_back(static_cast<uint32_t>(prog_.refs.size()));
+  }
+
+  // FIRST/FOLLOW byte sets by fixpoint, then exit_bytes per state (program.h).
+  void compute_exit_bytes() {
+    Program& p = prog_;
+    auto ns = static_cast<size_t>(p.num_states());
+    size_t nr = p.rules.size();
+    auto orr = [](ByteSet& a, const ByteSet& b) {
+      bool ch = false;
+      for (size_t i = 0; i < 4; ++i) {
+        uint64_t v = a[i] | b[i];
+        ch |= v != a[i];
+        a[i] = v;
+      }
+      return ch;
+    };
+    std::vector<int32_t> with_refs;
+    for (size_t s = 0; s < ns; ++s) {
+      if (p.ref_begin[s] != p.ref_begin[s + 1]) with_refs.push_back(static_cast<int32_t>(s));
+    }
+    auto refs = [&](int32_t s) {
+      return std::span<const Program::Ref>(p.refs.data() + p.ref_begin[static_cast<size_t>(s)],
+                                           p.refs.data() + p.ref_begin[static_cast<size_t>(s) + 1]);
+    };
+    auto nullable = [&](int32_t r) { return p.rules[static_cast<size_t>(r)].nullable; };
+    // canend: the rule may return from here without reading a byte.
+    std::vector<char> canend(ns);
+    for (size_t s = 0; s < ns; ++s) canend[s] = p.final(static_cast<int32_t>(s));
+    for (bool ch = true; ch;) {
+      ch = false;
+      for (int32_t s : with_refs) {
+        if (canend[static_cast<size_t>(s)]) continue;
+        for (const auto& r : refs(s)) {
+          if (nullable(r.rule) && canend[static_cast<size_t>(r.target)]) {
+            canend[static_cast<size_t>(s)] = 1;
+            ch = true;
+          }
+        }
+      }
+    }
+    // fb: bytes readable next from the state within its rule's reach (calls included, returns not).
+    std::vector<ByteSet> fb = p.first;
+    std::vector<ByteSet> first1(nr);
+    for (bool ch = true; ch;) {
+      ch = false;
+      for (size_t r = 0; r < nr; ++r) ch |= orr(first1[r], fb[static_cast<size_t>(p.rules[r].start)]);
+      for (int32_t s : with_refs) {
+        for (const auto& r : refs(s)) {
+          ch |= orr(fb[static_cast<size_t>(s)], first1[static_cast<size_t>(r.rule)]);
+          if (nullable(r.rule)) ch |= orr(fb[static_cast<size_t>(s)], fb[static_cast<size_t>(r.target)]);
+        }
+      }
+    }
+    std::vector<ByteSet> follow(nr);
+    for (bool ch = true; ch;) {
+      ch = false;
+      for (int32_t s : with_refs) {
+        for (const auto& r : refs(s)) {
+          ch |= orr(follow[static_cast<size_t>(r.rule)], fb[static_cast<size_t>(r.target)]);
+          if (canend[static_cast<size_t>(r.target)]) {
+            ch |= orr(follow[static_cast<size_t>(r.rule)], follow[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])]);
+          }
+        }
+      }
+    }
+    p.exit_bytes.assign(ns, ByteSet{});
+    for (size_t s = 0; s < ns; ++s) {
+      ByteSet& e = p.exit_bytes[s];
+      const ByteSet& fol = follow[static_cast<size_t>(p.rule_of[s])];
+      if (p.final(static_cast<int32_t>(s))) orr(e, fol);
+      for (const auto& r : refs(static_cast<int32_t>(s))) {
+        orr(e, first1[static_cast<size_t>(r.rule)]);
+        if (nullable(r.rule)) {
+          orr(e, fb[static_cast<size_t>(r.target)]);
+          if (canend[static_cast<size_t>(r.target)]) orr(e, fol);
+        }
+      }
+    }
   }
 
   // Nullable rules (may return without reading a byte), then the graph "A may call B before reading a

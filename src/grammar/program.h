@@ -30,6 +30,8 @@ struct Program {
     int32_t num_states = 0;
     int32_t num_classes = 1;
     std::array<uint8_t, 256> byte_class{};  // byte -> class index into a state's transition row
+    // The byte runs of equal class, in byte order: (lo, hi, class) triples covering 0..255.
+    std::vector<std::array<uint8_t, 3>> class_runs;
     bool nullable = false;
   };
   struct Ref {
@@ -45,6 +47,10 @@ struct Program {
   std::vector<uint32_t> row;       // offset into trans (num_classes entries of the state's rule)
   std::vector<uint32_t> ref_begin;  // refs[ref_begin[s] .. ref_begin[s + 1])
   std::vector<ByteSet> first;      // the bytes with an edge from the state
+  // The bytes that can come next when a parse leaves the state's rule through a call or a return
+  // (an over-approximation over all contexts): lets mask classification drop tokens whose next byte
+  // after such an exit no context could read.
+  std::vector<ByteSet> exit_bytes;
   std::vector<int32_t> trans;
   std::vector<Ref> refs;
 

@@ -86,6 +86,24 @@ bool Stacks::advance(std::span<const int32_t> in, uint8_t b, std::vector<int32_t
   return accepting;
 }
 
+bool Stacks::expand_all(std::span<const int32_t> seeds, std::vector<int32_t>& out) {
+  out.clear();
+  ++epoch_;
+  bool acc = false;
+  for (int32_t n : seeds) acc |= expand(n, out);
+  sort_unique(out, 0);
+  return acc;
+}
+
+ByteSet Stacks::first_bytes(std::span<const int32_t> set) const {
+  ByteSet u{};
+  for (int32_t n : set) {
+    const ByteSet& f = prog_->first[static_cast<size_t>(nodes_[static_cast<size_t>(n)].state)];
+    for (size_t i = 0; i < 4; ++i) u[i] |= f[i];
+  }
+  return u;
+}
+
 bool Stacks::initial(std::vector<int32_t>& out) {
   out.clear();
   ++epoch_;

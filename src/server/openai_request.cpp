@@ -110,12 +110,7 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
   r.include_stop_str_in_output = opt_bool(body, "include_stop_str_in_output").value_or(false);
   r.priority = static_cast<int32_t>(opt_int(body, "priority", INT32_MIN, INT32_MAX).value_or(0));
   (void)opt_string(body, "user");  // accepted, type-checked, unused
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object()) throw_bad_request("'response_format' must be an object", "response_format");
-    auto type = opt_string(*rf, "type");
-    if (type && *type != "text")
-      throw_bad_request(fmt::format("response_format type '{}' is not supported (only 'text')", *type), "response_format");
-  }
+  r.constraint = map_structured_output(body);  // structured_request.cpp
   r.queue_timeout_s = ctx.queue_timeout_s;
 }
 
@@ -149,7 +144,7 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
     if (ctx.max_tokens_default > 0) mt = std::min<int64_t>(mt, ctx.max_tokens_default);
   }
   p.request.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(mt, INT32_MIN, INT32_MAX));
-  if (auto problem = check_request(p.request, ctx.limits())) {
+  if (auto problem = ctx.check ? ctx.check(p.request) : check_request(p.request, ctx.limits())) {
     // The engine's limits, with this API's names: chat prompts are "messages", and chat's
     // max_completion_tokens replaces max_tokens when given.
     ApiError e = bad_request(problem->message, problem->field);

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,9 @@ struct ServerContext {
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
   std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
+  // The engine's front door (Engine::check: limits and the output constraint compiled); unset: only
+  // the limits (check_request), as in tests without an engine.
+  std::function<std::optional<RequestProblem>(const GenerateRequest&)> check;
 
   // What the engine checks every request against (check_request).
   RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling}; }
@@ -87,6 +92,9 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
 // Applies truncate_prompt_tokens, max_tokens defaults and the context-length check to one prompt.
 void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std::optional<int64_t> max_tokens,
                    MappedPrompt& p);
+// The output constraint of response_format / structured_outputs / guided_* / json_schema / grammar
+// (structured_request.cpp); Kind::None when none. Two of them at once is a 400.
+OutputConstraint map_structured_output(const json& body);
 // Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,
 // chat_template, chat_template_kwargs, tools) through chat/messages.h.
 std::string render_messages(const json& body, const ServerContext& ctx);

@@ -94,6 +94,10 @@ ServerMetrics::ServerMetrics(std::string model_name)
   r.counter("tokenmill:out_of_kv_events_total", kv_help, model_and("kind", "preemption"));
   r.counter("tokenmill:out_of_kv_events_total", kv_help, model_and("kind", "prompt_too_long"));
   r.gauge("tokenmill:admission_queue_requests", "Requests submitted to the engine and not yet scheduled.", m);
+  r.counter("tokenmill:structured_requests_total",
+            "Engine requests with an output constraint (JSON schema or object, regex, choice, grammar).", m);
+  r.counter("tokenmill:grammar_compile_failures_total",
+            "Output constraints refused because they do not compile (400 naming the field).", m);
   r.gauge("tokenmill:model_load_seconds", "Time taken to load the model and plan memory, in seconds.", m);
   r.gauge("tokenmill:model_loaded", "1 once the model is loaded and requests are served, 0 while loading.", m);
   r.gauge("tokenmill:process_resident_memory_bytes", "Resident memory of the server process in bytes.", m);
@@ -128,6 +132,9 @@ void ServerMetrics::collect() {
         .set(static_cast<double>(st.num_preemptions));
     r.counter("vllm:prefix_cache_queries_total", "", m).set(static_cast<double>(st.kv.prefix_query_tokens));
     r.counter("vllm:prefix_cache_hits_total", "", m).set(static_cast<double>(st.kv.prefix_hit_tokens));
+    r.counter("tokenmill:structured_requests_total", "", m).set(static_cast<double>(st.structured_requests_total));
+    r.counter("tokenmill:grammar_compile_failures_total", "", m)
+        .set(static_cast<double>(st.grammar_compile_failures_total));
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
   }

@@ -23,7 +23,15 @@ struct Shape {
   std::string open, sep, close;
   bool single = false;  // the format writes one call per message
   std::string (*call)(const std::string& name, const std::string& args);
+  const detail::XmlTags* xml = nullptr;  // arguments as tagged text (else JSON)
 };
+
+const detail::XmlTags kQwen3CoderTags{[](const std::string& k) { return "<parameter=" + k + ">\n"; },
+                                      "\n</parameter>\n"};
+const detail::XmlTags kGlmTags{[](const std::string& k) { return "<arg_key>" + k + "</arg_key>\n<arg_value>"; },
+                               "</arg_value>\n"};
+const detail::XmlTags kMinimaxTags{[](const std::string& k) { return "<parameter name=\"" + k + "\">"; },
+                                   "</parameter>\n"};
 
 std::string lit(const std::string& s) { return gbnf_literal(s); }
 
@@ -89,13 +97,25 @@ Result<Shape> shape_of(ToolCallFormat f, std::string_view template_source) {
                      return lit("<|channel|>commentary to=functions." + n + " <|constrain|>json<|message|>") + " " + a;
                    }};
     case F::Qwen3Coder:
+      return Shape{"", "\n", "", false,
+                   [](const std::string& n, const std::string& a) {
+                     return lit("<tool_call>\n<function=" + n + ">\n") + a + " " + lit("</function>\n</tool_call>");
+                   },
+                   &kQwen3CoderTags};
     case F::Glm45:
+      return Shape{"", "\n", "", false,
+                   [](const std::string& n, const std::string& a) {
+                     return lit("<tool_call>" + n + "\n") + a + " " + lit("</tool_call>");
+                   },
+                   &kGlmTags};
     case F::MinimaxM2:
-      break;
+      return Shape{"<minimax:tool_call>\n", "", "</minimax:tool_call>", false,
+                   [](const std::string& n, const std::string& a) {
+                     return lit("<invoke name=\"" + n + "\">\n") + a + " " + lit("</invoke>\n");
+                   },
+                   &kMinimaxTags};
   }
-  return Error{fmt::format("the {} tool-call format writes arguments as tagged text, which cannot be enforced yet; "
-                           "use tool_choice \"auto\" (or start the server with --tool-call-parser hermes)",
-                           tool_call_format_name(f))};
+  return Error{fmt::format("no grammar for the {} tool-call format", tool_call_format_name(f))};
 }
 
 }  // namespace
@@ -145,12 +165,20 @@ Result<std::string> tool_call_grammar(ToolCallFormat format, const json& tools, 
     // A function without parameters takes an empty object (as OpenAI sends "{}").
     const json schema = params ? *params : json{{"type", "object"}, {"properties", json::object()},
                                                  {"additionalProperties", false}};
-    auto g = grammar::json_schema_to_gbnf(schema);
-    if (!g.ok()) return Error{fmt::format("function '{}' parameters: {}", name, g.error())};
     const std::string p = fmt::format("tc{}-", k++);
-    rules += prefix_gbnf_rules(*g, p) + "\n";
+    std::string args;
+    if (shape.xml) {
+      auto a = detail::xml_arguments_gbnf(schema, p, *shape.xml, &rules);
+      if (!a.ok()) return Error{fmt::format("function '{}' parameters: {}", name, a.error())};
+      args = std::move(a).value();
+    } else {
+      auto g = grammar::json_schema_to_gbnf(schema);
+      if (!g.ok()) return Error{fmt::format("function '{}' parameters: {}", name, g.error())};
+      rules += prefix_gbnf_rules(*g, p) + "\n";
+      args = p + "root";
+    }
     if (!alternatives.empty()) alternatives += " | ";
-    alternatives += shape.call(name, p + "root");
+    alternatives += "( " + shape.call(name, args) + " )";
   }
   if (k == 0) return Error{"no function to call"};
   std::string root = "root ::= ";

@@ -37,11 +37,25 @@ ToolPlan map_tools(const json& body, std::optional<ToolCallFormat> parser, std::
                    GenerateRequest& r);
 
 // GBNF for one or more calls (exactly one unless `parallel`) in `format`, of the functions in `tools`
-// (only `only` when not empty). Errors: a format without a grammar here, a schema that cannot be enforced.
+// (only `only` when not empty). Errors name what cannot be enforced (a schema keyword).
 Result<std::string> tool_call_grammar(ToolCallFormat format, const json& tools, const std::string& only, bool parallel,
                                       std::string_view template_source);
 
 // `gbnf` with every rule name prefixed by `prefix` (to put several generated grammars in one).
 std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix);
+
+namespace detail {
+// Formats that write each argument as tagged text (Qwen3-Coder, GLM, MiniMax): the tags around one.
+struct XmlTags {
+  std::string (*open)(const std::string& key);
+  std::string close;
+};
+// The GBNF sequence of a function's arguments in such a format: each property of `parameters` in
+// the schema's order (required ones always, others optionally), a string property as raw text (its
+// enum, const, pattern, minLength/maxLength enforced), any other as compact JSON of its schema.
+// Rules go to *rules, named with `prefix`. Errors name what cannot be enforced in this form.
+Result<std::string> xml_arguments_gbnf(const json& parameters, const std::string& prefix, const XmlTags& tags,
+                                       std::string* rules);
+}  // namespace detail
 
 }  // namespace tmill::server

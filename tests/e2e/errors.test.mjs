@@ -130,7 +130,7 @@ test('the malformed-request corpus: every case is a 4xx JSON error and the serve
                 { prompt: 'x', ignore_eos: 0 }, { prompt: 'x', skip_special_tokens: 'no' }, { prompt: 'x', user: 1 },
                 { prompt: 'x', priority: 5 }, { prompt: 'x', suffix: 'y' }, { prompt: 'x', best_of: 3 },
                 { prompt: 'x', truncate_prompt_tokens: 0 }, { prompt: 'x', stop_token_ids: ['a'] },
-                { prompt: 'x', model: 5 }, { prompt: 'x', model: 'nope' }, { prompt: 'x', response_format: { type: 'json_object' } }];
+                { prompt: 'x', model: 5 }, { prompt: 'x', model: 'nope' }, { prompt: 'x', response_format: { type: 'xml' } }];
   comp.forEach((b, i) => addBody('/v1/completions', `types ${i} ${JSON.stringify(b).slice(0, 40)}`, JSON.stringify(b)));
   // Wrong types and missing fields: chat.
   const user = [{ role: 'user', content: 'x' }];

@@ -128,6 +128,57 @@ const TemplateCase kTemplates[] = {
     {"openai-gpt-oss-120b.jinja", ToolCallFormat::OpenAI, "<|call|>", false, ""},
 };
 
+// Renders [user, assistant with `calls`] and returns the assistant's output as the model writes it.
+std::string rendered_output(const TemplateCase& tc, const ChatTemplate& tmpl, const ojson& calls) {
+  ojson user = {{"role", "user"}, {"content", "What's the weather in Hangzhou?"}};
+  ojson assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", calls}};
+  ojson ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", weather_tools()}};
+  ctx["messages"] = ojson::array({user});
+  ctx["add_generation_prompt"] = true;
+  auto prompt = tmpl.render(ctx);
+  EXPECT_TRUE(prompt.ok()) << prompt.error();
+  ctx["messages"] = ojson::array({user, assistant});
+  ctx["add_generation_prompt"] = false;
+  auto full = tmpl.render(ctx);
+  EXPECT_TRUE(full.ok()) << full.error();
+  if (!prompt.ok() || !full.ok()) return {};
+  size_t common = 0;
+  while (common < prompt->size() && common < full->size() && (*prompt)[common] == (*full)[common]) ++common;
+  if (common < prompt->size())
+    while (common > 0 && (*full)[common - 1] != '\n' && (*full)[common - 1] != '>') --common;
+  std::string out = full->substr(common);
+  if (size_t e = out.find(tc.end, 1); tc.end[0] && e != std::string::npos) out.resize(e);
+  if (size_t t = out.find("</think>"); t != std::string::npos) out = out.substr(t + 8);
+  if (size_t t = out.find("<|END_THINKING|>"); t != std::string::npos) out = out.substr(t + 16);
+  return out;
+}
+
+TEST(ToolCallTemplates, TwoCallsParseBack) {
+  // Templates that render several calls in one message (Llama 3.x allows one; gpt-oss ends at the first).
+  for (const TemplateCase& tc : kTemplates) {
+    if (tc.format == ToolCallFormat::Llama3Json || tc.format == ToolCallFormat::OpenAI) continue;
+    SCOPED_TRACE(tc.file);
+    auto tmpl = ChatTemplate::parse(read_text(std::string("tests/data/chat-templates/templates/") + tc.file));
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error();
+    ojson calls = ojson::array();
+    const char* ids[] = {"abcDEF123", "xyzXYZ789"};
+    const ojson args[] = {{{"city", "Hangzhou"}}, {{"city", "Paris"}, {"days", 2}}};
+    for (int i = 0; i < 2; ++i)
+      calls.push_back({{"id", tc.format == ToolCallFormat::KimiK2 ? "functions.get_weather:" + std::to_string(i) : ids[i]},
+                       {"type", "function"},
+                       {"function", {{"name", "get_weather"},
+                                     {"arguments", tc.string_arguments ? ojson(args[i].dump()) : args[i]}}}});
+    const std::string out = rendered_output(tc, *tmpl, calls);
+    SCOPED_TRACE("output: " + out);
+    const ojson tools = weather_tools();
+    ToolCallParse p = parse(tc.format, out, &tools);
+    EXPECT_EQ(p.content, "");
+    ASSERT_EQ(p.calls.size(), 2u);
+    expect_call(p.calls[0], "get_weather", R"({"city":"Hangzhou"})");
+    expect_call(p.calls[1], "get_weather", R"({"city":"Paris","days":2})");
+  }
+}
+
 TEST(ToolCallTemplates, RenderedCallsParseBack) {
   for (const TemplateCase& tc : kTemplates) {
     SCOPED_TRACE(tc.file);
@@ -139,31 +190,11 @@ TEST(ToolCallTemplates, RenderedCallsParseBack) {
     ojson call = {{"id", tc.id[0] ? tc.id : "abcDEF123"},
                   {"type", "function"},
                   {"function", {{"name", "get_weather"}, {"arguments", tc.string_arguments ? ojson(args.dump()) : args}}}};
-    ojson user = {{"role", "user"}, {"content", "What's the weather in Hangzhou?"}};
-    ojson assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}};
-    ojson tools = weather_tools();
-    ojson ctx = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"tools", tools}};
-    ctx["messages"] = ojson::array({user});
-    ctx["add_generation_prompt"] = true;
-    auto prompt = tmpl->render(ctx);
-    ASSERT_TRUE(prompt.ok()) << prompt.error();
-    ctx["messages"] = ojson::array({user, assistant});
-    ctx["add_generation_prompt"] = false;
-    auto full = tmpl->render(ctx);
-    ASSERT_TRUE(full.ok()) << full.error();
-    // The assistant's output: what the full conversation adds to the prompt, up to the end of its turn.
-    size_t common = 0;
-    while (common < prompt->size() && common < full->size() && (*prompt)[common] == (*full)[common]) ++common;
-    // A generation prompt that opens something the call does not (QwQ's "<think>") shares a few bytes
-    // with the call's marker: back off to the end of the last line or tag.
-    if (common < prompt->size())
-      while (common > 0 && (*full)[common - 1] != '\n' && (*full)[common - 1] != '>') --common;
-    std::string out = full->substr(common);
-    if (size_t e = out.find(tc.end, 1); tc.end[0] && e != std::string::npos) out.resize(e);
-    // A reasoning block the template writes first (Qwen3, GLM) is the reasoning parser's, not ours.
-    if (size_t t = out.find("</think>"); t != std::string::npos) out = out.substr(t + 8);
-    if (size_t t = out.find("<|END_THINKING|>"); t != std::string::npos) out = out.substr(t + 16);
+    // The assistant's output: what the conversation adds to the prompt, up to the end of its turn; a
+    // reasoning block the template writes first (Qwen3, GLM) is the reasoning parser's, not ours.
+    const std::string out = rendered_output(tc, *tmpl, ojson::array({call}));
     SCOPED_TRACE("output: " + out);
+    const ojson tools = weather_tools();
     ToolCallParse p = parse(tc.format, out, &tools);
     EXPECT_EQ(p.content, "");
     ASSERT_EQ(p.calls.size(), 1u);
@@ -234,6 +265,10 @@ TEST(ToolCallHermes, MalformedCallsStayContent) {
     EXPECT_TRUE(p.calls.empty());
     EXPECT_EQ(p.content, bad);
   }
+  // Arguments that are not an object (found after the name was streamed): content when finished.
+  const std::string not_object = "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>";
+  EXPECT_TRUE(parse_tool_calls(ToolCallFormat::Hermes, not_object).calls.empty());
+  EXPECT_EQ(parse_tool_calls(ToolCallFormat::Hermes, not_object).content, not_object);
   // A good call after a bad one still parses.
   ToolCallParse p = parse(ToolCallFormat::Hermes, "<tool_call>oops</tool_call><tool_call>{\"name\":\"g\"}</tool_call>");
   EXPECT_EQ(p.content, "<tool_call>oops</tool_call>");
@@ -407,6 +442,57 @@ TEST(ToolCallOthers, GraniteKimiMinimaxCommandR) {
             "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]\n```");
   ASSERT_EQ(p.calls.size(), 1u);
   expect_call(p.calls[0], "f", R"({"a":1})");
+}
+
+}  // namespace
+
+namespace {
+
+// Random texts stitched from the formats' own markers and JSON pieces: every parser, whole and
+// streamed in random pieces, must not crash, and every call it returns has a JSON object as arguments.
+TEST(ToolCallRobustness, RandomMarkerSoup) {
+  const char* pieces[] = {"<tool_call>", "</tool_call>", "{", "}", "[", "]", "\"name\"", "\"arguments\"", ":", ",",
+                          "\"f\"", "\"x\\\"y\"", " ", "\n", "1", "-2.5e3", "true", "null", "<function=", "<parameter=",
+                          "</parameter>", "</function>", ">", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                          "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "<|python_tag|>", ".call(", "q=\"v\"", ")", ";",
+                          "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+                          "<｜tool▁calls▁end｜>", "```json", "```", "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                          "functions.f:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_call|>",
+                          "<|START_ACTION|>", "<|END_ACTION|>", "\"tool_name\"", "\"parameters\"", ">>>", "all",
+                          "functools", "<minimax:tool_call>", "<invoke name=\"f\">", "</invoke>", "<|channel|>",
+                          "<|message|>", "<|end|>", "<|start|>", "to=functions.f", "analysis", "final", "é", "\xff"};
+  const ojson tools = weather_tools();
+  uint64_t state = 12345;
+  auto rnd = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const ToolCallFormat formats[] = {
+      ToolCallFormat::Hermes,      ToolCallFormat::Qwen3Coder, ToolCallFormat::Llama3Json, ToolCallFormat::Mistral,
+      ToolCallFormat::DeepSeekV3,  ToolCallFormat::DeepSeekV31, ToolCallFormat::Glm45,     ToolCallFormat::KimiK2,
+      ToolCallFormat::Granite,     ToolCallFormat::CommandR,   ToolCallFormat::Functionary, ToolCallFormat::FireFunction,
+      ToolCallFormat::MinimaxM2,   ToolCallFormat::OpenAI};
+  int calls = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text;
+    const size_t n = 1 + rnd(30);
+    for (size_t i = 0; i < n; ++i) text += pieces[rnd(sizeof(pieces) / sizeof(pieces[0]))];
+    for (ToolCallFormat f : formats) {
+      ToolCallParse p = parse_tool_calls(f, text, &tools);
+      for (const ToolCall& c : p.calls) {
+        ++calls;
+        EXPECT_FALSE(c.name.empty()) << text;
+        EXPECT_TRUE(ojson::accept(c.arguments) && ojson::parse(c.arguments).is_object())
+            << tool_call_format_name(f) << ": " << c.arguments << " from " << text;
+      }
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); i += 1 + rnd(6)) cuts.push_back(i);
+      ToolCallParse s = stream_parse(f, text, cuts, &tools);
+      EXPECT_LE(s.calls.size(), text.size());
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(calls, 0) << "the soup should contain some calls";
 }
 
 }  // namespace

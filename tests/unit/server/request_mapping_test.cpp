@@ -214,7 +214,7 @@ TEST(CompletionMapping, WrongTypesAndRangesAre400WithTheParam) {
       {R"({"prompt":"x","stop_token_ids":[100000]})", "stop_token_ids"},
       {R"({"prompt":"x","suffix":"tail"})", "suffix"},
       {R"({"prompt":"x","best_of":3})", "best_of"},
-      {R"({"prompt":"x","response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"prompt":"x","response_format":{"type":"xml"}})", "response_format"},
       {R"({"prompt":"x","echo":true,"logprobs":1})", "logprobs"},
       {R"({"prompt":"x","truncate_prompt_tokens":0})", "truncate_prompt_tokens"},
       {R"({"prompt":"x","truncate_prompt_tokens":65})", "truncate_prompt_tokens"},

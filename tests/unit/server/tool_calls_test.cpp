@@ -146,11 +146,18 @@ TEST(ToolMapping, ParserFlagAndSpecialMarkers) {
   json b = chat_body("{}");
   b["chat_template"] = "{% for m in messages %}{{ m.content }}{% endfor %}{# <|python_tag|> #}";
   EXPECT_EQ(chat_ok(b).tools.format, ToolCallFormat::Llama3Json);
-  // XML formats cannot be forced.
+  // Tagged-text (XML) arguments: what cannot be written that way is a 400 naming the keyword.
   c.tool_call_parser = ToolCallFormat::Qwen3Coder;
+  EXPECT_TRUE(chat_ok(chat_body(R"({"tool_choice":"required"})"), c).prompts[0].request.constraint.active());
+  b = chat_body(R"({"tool_choice":"required"})");
+  b["tools"][0]["function"]["parameters"]["anyOf"] = J(R"([{"required":["city"]}])");
   ApiError err;
-  EXPECT_FALSE(map_chat_request(chat_body(R"({"tool_choice":"required"})"), c, &err).ok());
+  EXPECT_FALSE(map_chat_request(b, c, &err).ok());
   EXPECT_EQ(err.param, "tool_choice");
+  EXPECT_NE(err.message.find("'anyOf'"), std::string::npos) << err.message;
+  // Combined with another output constraint.
+  b = chat_body(R"({"tool_choice":"required","response_format":{"type":"json_object"}})");
+  EXPECT_EQ(chat_err(b).param, "tool_choice");
 }
 
 TEST(ToolMapping, BadToolsAndChoicesAre400s) {
@@ -220,6 +227,12 @@ TEST(ToolGrammar, EachFormatAgreesWithItsParser) {
            "}]<|END_ACTION|>"},
       {ToolCallFormat::Functionary, "", "get_weather\n" + args},
       {ToolCallFormat::OpenAI, "", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + args},
+      {ToolCallFormat::Qwen3Coder, "",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
+      {ToolCallFormat::Glm45, "", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"},
+      {ToolCallFormat::MinimaxM2, "",
+       "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n"
+       "</minimax:tool_call>"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(tool_call_format_name(c.f)) + ": " + c.text);
@@ -233,8 +246,29 @@ TEST(ToolGrammar, EachFormatAgreesWithItsParser) {
     EXPECT_EQ(p.calls[0].name, "get_weather");
     EXPECT_EQ(json::parse(p.calls[0].arguments), json::parse(args));
   }
-  for (ToolCallFormat f : {ToolCallFormat::Qwen3Coder, ToolCallFormat::Glm45, ToolCallFormat::MinimaxM2})
-    EXPECT_FALSE(tool_call_grammar(f, tools, "", true, "").ok());
+}
+
+TEST(ToolGrammar, TaggedTextArgumentsFollowTheSchema) {
+  const json tools = J(R"([{"type":"function","function":{"name":"alarm","parameters":{"type":"object","properties":{
+    "hour":{"type":"integer","minimum":0,"maximum":23},"label":{"type":"string","maxLength":5},
+    "tone":{"enum":["beep","ring"]},"code":{"type":"string","pattern":"^[A-Z]{2}$"}},"required":["hour","tone"]}}}])");
+  auto g = tool_call_grammar(ToolCallFormat::Qwen3Coder, tools, "", false, "");
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto call = [](const std::string& params) {
+    return "<tool_call>\n<function=alarm>\n" + params + "</function>\n</tool_call>";
+  };
+  auto param = [](const std::string& k, const std::string& v) { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n"; };
+  const std::string good = call(param("hour", "7") + param("label", "wake") + param("tone", "ring") + param("code", "AB"));
+  EXPECT_TRUE(grammar_accepts(*g, good));
+  EXPECT_TRUE(grammar_accepts(*g, call(param("hour", "23") + param("tone", "beep")))) << "optional ones may be left out";
+  EXPECT_FALSE(grammar_accepts(*g, call(param("hour", "24") + param("tone", "beep")))) << "maximum";
+  EXPECT_FALSE(grammar_accepts(*g, call(param("hour", "7")))) << "required tone";
+  EXPECT_FALSE(grammar_accepts(*g, call(param("hour", "7") + param("label", "too long") + param("tone", "beep"))));
+  EXPECT_FALSE(grammar_accepts(*g, call(param("hour", "7") + param("tone", "bell"))));
+  EXPECT_FALSE(grammar_accepts(*g, call(param("hour", "7") + param("tone", "beep") + param("code", "abc"))));
+  ToolCallParse p = parse_tool_calls(ToolCallFormat::Qwen3Coder, good, &tools);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(json::parse(p.calls[0].arguments), J(R"({"hour":7,"label":"wake","tone":"ring","code":"AB"})"));
 }
 
 TEST(ToolGrammar, PrefixRules) {
