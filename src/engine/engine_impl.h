@@ -83,6 +83,7 @@ struct Engine::Impl {
   std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
   std::vector<ConstraintScratch> constraint_scratch;  // one per pool thread
   std::unique_ptr<grammar::GrammarCache> grammars;    // compiled constraints, on the model's vocabulary
+  std::atomic<int64_t> mask_ns{0};                    // this step's mask time (pool threads add to it)
   EngineObserver* observer = nullptr;
   std::vector<int32_t> eog_ids;
 
