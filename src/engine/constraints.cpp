@@ -9,6 +9,7 @@
 // completes it feeds the matcher the bytes that follow it, and a token whose following bytes the
 // grammar refuses is excluded and the row sampled again.
 #include <bit>
+#include <chrono>
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -100,7 +101,10 @@ SampleResult Engine::Impl::sample_choice(Choice& c, const float* lg, const Reque
   SampleResult res;
   if (cc->active) {
     int32_t only = -1;
+    const auto t0 = Clock::now();
     const int32_t allowed = masked_row(*cc, lg, n, s, &only);
+    mask_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                      std::memory_order_relaxed);
     if (allowed == 0) {
       // Nothing can follow in this vocabulary: end the choice (reported as an error).
       cc->dead = true;

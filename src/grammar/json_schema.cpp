@@ -138,6 +138,23 @@ Result<std::string> Compiler::gen(const Json& s, const std::string& ptr, int dep
   std::string key = s.dump();
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
+  if (s.contains("$ref") || s.contains("allOf") || s.contains("anyOf") || s.contains("oneOf")) {
+    // These may lead back here (recursive definitions through merged schemas): name the rule
+    // first so that the recursion refers to it.
+    std::string hint = ptr;
+    size_t slash = hint.find_last_of('/');
+    if (slash != std::string::npos) hint = hint.substr(slash + 1);
+    std::string name = rules_.reserve(hint.empty() ? "s" : hint);
+    memo_[key] = name;
+    TM_ASSIGN_OR_RETURN(std::string body, gen_body(s, ptr, depth + 1));
+    if (body == kNever) {
+      memo_[key] = kNever;
+      rules_.discard(name);
+      return kNever;
+    }
+    rules_.define(name, body);
+    return name;
+  }
   TM_ASSIGN_OR_RETURN(std::string body, gen_body(s, ptr, depth + 1));
   std::string out = body;
   if (body != kNever && needs_group(body)) {
@@ -179,9 +196,18 @@ Result<std::string> Compiler::gen_body(const Json& s, const std::string& ptr, in
     Json rest = s;
     rest.erase("$ref");
     if (!has_constraints(rest)) return gen_ref(s["$ref"].get<std::string>(), ptr, depth);
+    // A $ref with constraints beside it: the merged schema gets its own rule, named before it is
+    // generated, so a recursive definition refers back to it instead of unfolding forever.
+    std::string key = s["$ref"].get<std::string>() + "\n" + rest.dump();
+    if (auto it = ref_rules_.find(key); it != ref_rules_.end()) return it->second;
     TM_ASSIGN_OR_RETURN(Json target, resolve_ref(s["$ref"].get<std::string>(), ptr));
     TM_ASSIGN_OR_RETURN(Json merged, merge(target, rest, ptr, depth));
-    return gen(merged, ptr, depth + 1);
+    std::string name = rules_.reserve("ref");
+    ref_rules_[key] = name;
+    TM_ASSIGN_OR_RETURN(std::string body, merged.is_object() ? gen_body(merged, ptr, depth + 1) : gen(merged, ptr, depth + 1));
+    if (body == kNever) return Error{"the schema at '" + ptr + "' accepts no value"};
+    rules_.define(name, body);
+    return name;
   }
   if (s.contains("allOf")) {
     const Json& all = s["allOf"];

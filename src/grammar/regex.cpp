@@ -560,7 +560,7 @@ Status collect_branches(const Node& n, std::vector<Branch>& out) {
 
 }  // namespace
 
-Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search) {
+Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule) {
   Parser p(pattern);
   TM_ASSIGN_OR_RETURN(Node root, p.parse());
   std::vector<Branch> branches;
@@ -568,12 +568,18 @@ Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool sear
     return Error{"pattern /" + std::string(pattern) + "/: " + st.error() + " (not supported)"};
   }
   Emitter em(mode);
-  std::string any = em.any_char();
+  std::string any = any_rule.empty() ? group(em.any_char()) : std::string(any_rule);
   RegexGbnf out;
   out.min_len = kUnbounded;
   out.max_len = 0;
-  std::vector<std::string> alts;
-  bool empty_alt = false;
+  // Branches with the same open sides share one prefix/suffix: "a|b|c" is .*(a|b|c).*, not three
+  // copies of .* around each word.
+  struct Group {
+    bool front, back;
+    std::vector<std::string> alts;
+    bool empty_alt = false;
+  };
+  std::vector<Group> groups;
   for (auto& b : branches) {
     bool open_front = search && !b.start, open_back = search && !b.end;
     if (open_front) trim_open_side(b.els, true);
@@ -585,26 +591,45 @@ Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool sear
     lengths(seq, mn, mx);
     auto e = em.emit(seq);
     if (!e) continue;
-    std::string s;
-    if (open_front && open_back && e->empty()) {
-      s = group(any) + "*";
-    } else {
-      if (open_front) s += group(any) + "* ";
-      s += e->empty() ? "" : group(*e);
-      if (open_back) s += (s.empty() ? "" : " ") + group(any) + "*";
-    }
     if (open_front || open_back) mx = kUnbounded;
     out.min_len = std::min(out.min_len, mn);
     out.max_len = std::max(out.max_len, mx);
+    Group* g = nullptr;
+    for (auto& x : groups) {
+      if (x.front == open_front && x.back == open_back) g = &x;
+    }
+    if (!g) {
+      groups.push_back({open_front, open_back, {}, false});
+      g = &groups.back();
+    }
+    if (e->empty()) {
+      g->empty_alt = true;
+    } else if (std::find(g->alts.begin(), g->alts.end(), *e) == g->alts.end()) {
+      g->alts.push_back(*e);
+    }
+  }
+  if (groups.empty()) return Error{"pattern /" + std::string(pattern) + "/ matches nothing"};
+  std::vector<std::string> alts;
+  bool empty_alt = false;
+  for (auto& g : groups) {
+    std::string core;
+    for (size_t i = 0; i < g.alts.size(); ++i) core += (i ? " | " : "") + g.alts[i];
+    if (g.alts.size() > 1) core = "( " + core + " )";
+    if (g.empty_alt && !core.empty()) core = (g.alts.size() > 1 ? core : "( " + core + " )") + "?";
+    if (g.front && g.back && (g.empty_alt || core.empty())) {
+      alts.push_back(any + "*");  // matches anywhere, also nowhere
+      continue;
+    }
+    std::string s;
+    if (g.front) s += any + "* ";
+    s += core;
+    if (g.back) s += (s.empty() || s.back() == ' ' ? "" : " ") + any + "*";
     while (!s.empty() && s.back() == ' ') s.pop_back();
     if (s.empty()) {
       empty_alt = true;
-    } else if (std::find(alts.begin(), alts.end(), s) == alts.end()) {
+    } else {
       alts.push_back(s);
     }
-  }
-  if (alts.empty() && !empty_alt) {
-    return Error{"pattern /" + std::string(pattern) + "/ matches nothing"};
   }
   if (alts.empty()) {
     out.expr = "\"\"";

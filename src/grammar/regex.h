@@ -27,6 +27,7 @@ struct RegexGbnf {
 // search: JSON Schema semantics (the pattern may match anywhere unless anchored with ^ / $);
 // otherwise the whole text must match (anchors at the ends are allowed and change nothing).
 // Errors name the construct and its offset: backreferences, lookaround, \b, flags, \p{...}.
-Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search);
+// any_rule: a rule matching any one character, used for the open sides of a search.
+Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule = {});
 
 }  // namespace tmill::grammar::detail
