@@ -117,7 +117,12 @@ test('reasoning_effort is checked; include_reasoning=false drops the reasoning',
 test('a tool_choice constraint starts after the reasoning: free reasoning with thinking on, a forced call with it off', async () => {
   const tools = [{
     type: 'function',
-    function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } },
+    function: {
+      name: 'get_weather',
+      parameters: {
+        type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false,
+      },
+    },
   }];
   // Thinking on: the output starts inside the reasoning and the grammar waits for </think>, which this
   // model never writes, so the reasoning is exactly the unconstrained greedy text and no call is made.
@@ -129,15 +134,34 @@ test('a tool_choice constraint starts after the reasoning: free reasoning with t
   assert.equal(r.choices[0].message.content, null);
   assert.equal(r.choices[0].message.tool_calls, undefined);
   assert.equal(r.choices[0].finish_reason, 'length');
-  // Thinking off (the prompt closes the block): the grammar applies from the first token, so the
-  // output opens with the call (Hermes format for a template without tool markers). Whether the whole
-  // call comes out right is the tool tests' business (tools e2e).
+  // Thinking off (the prompt closes the block): the grammar applies from the first token and the call
+  // comes back parsed (Hermes format for a template without tool markers).
   const off = await client.chat.completions.create({
-    model: MODEL, messages, max_tokens: 40, temperature: 0, tools, tool_choice: 'required',
+    model: MODEL, messages, max_tokens: 80, temperature: 0, tools, tool_choice: 'required', parallel_tool_calls: false,
     chat_template_kwargs: { enable_thinking: false },
   });
   const c = off.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
   assert.equal(c.message.reasoning_content, null);
-  const opened = (c.message.tool_calls ?? []).length > 0 || (c.message.content ?? '').startsWith('<tool_call>');
-  assert.ok(opened, JSON.stringify(c));
+  assert.equal(c.message.tool_calls.length, 1);
+  assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
+  const args = JSON.parse(c.message.tool_calls[0].function.arguments);
+  assert.deepEqual(Object.keys(args), ['city']);
+  assert.ok(args.city.length <= 12);
+});
+
+test('response_format after the reasoning: free reasoning with thinking on, valid JSON content with it off', async () => {
+  const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 0, maximum: 99 } }, required: ['n'], additionalProperties: false };
+  const response_format = { type: 'json_schema', json_schema: { name: 'n', schema, strict: true } };
+  const want = await plainOutput({}, 30);
+  const on = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 30, temperature: 0, response_format });
+  assert.equal(on.choices[0].message.reasoning_content, want.text);
+  assert.equal(on.choices[0].message.content, null);
+  const off = await client.chat.completions.create({
+    model: MODEL, messages, max_tokens: 30, temperature: 0, response_format, chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(off.choices[0].finish_reason, 'stop');
+  assert.equal(off.choices[0].message.reasoning_content, null);
+  const v = JSON.parse(off.choices[0].message.content);
+  assert.ok(Number.isInteger(v.n) && v.n >= 0 && v.n <= 99, off.choices[0].message.content);
 });
