@@ -23,6 +23,7 @@ Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view gbnf, std::
   g->impl_ = std::make_unique<Grammar::Impl>();
   g->impl_->vocab = std::move(vocab);
   g->impl_->prog = std::move(prog);
+  g->impl_->bindings = std::make_unique<Bindings>(static_cast<size_t>(g->impl_->prog.num_states()));
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

@@ -99,6 +99,8 @@ class Matcher {
   // The tokens allowed next: bit (t % 32) of mask[t / 32] for token t; mask.size() must be
   // mask_words(vocab size). End-of-generation tokens are set exactly when accepting().
   void fill_mask(std::span<uint32_t> mask);
+  // The same mask computed the slow, exact way (every token walked through the stacks); for tests.
+  void fill_mask_reference(std::span<uint32_t> mask);
   static size_t mask_words(int32_t n_vocab) { return (static_cast<size_t>(n_vocab) + 31) / 32; }
 
   // Advance by one token / some bytes. False, with the state unchanged, when not allowed. An

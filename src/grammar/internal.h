@@ -5,13 +5,12 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 #include "grammar/program.h"
 #include "grammar/stacks.h"
 #include "grammar/token_trie.h"
 
 namespace tmill::grammar {
-
-class MaskCache;  // mask_cache.h
 
 struct Vocabulary::Impl {
   VocabularyData data;
@@ -25,6 +24,7 @@ struct Vocabulary::Impl {
 struct Grammar::Impl {
   std::shared_ptr<const Vocabulary> vocab;
   Program prog;
+  std::unique_ptr<Bindings> bindings;  // per state, filled on first use by masks
 };
 
 struct Matcher::State {
@@ -36,9 +36,9 @@ struct Matcher::State {
   explicit State(const Program* p) : stacks(p) {}
 };
 
-// The slow, exact mask: walk the token trie advancing the stack set byte by byte. The reference the
-// fast path is tested against, and the fallback.
-void fill_mask_walk(const Vocabulary::Impl& v, Stacks& stacks, const std::vector<int32_t>& cur,
-                    std::span<uint32_t> mask);
+// Sets the bits of the tokens of trie `t` that the stacks `start` can read (each token alone), walking
+// the trie and advancing the stack set byte by byte. With the vocabulary's trie this is the exact
+// reference mask; the fast path uses it on the small tries of uncertain token suffixes.
+void walk_trie(const TokenTrie& t, Stacks& stacks, const std::vector<int32_t>& start, std::span<uint32_t> mask);
 
 }  // namespace tmill::grammar

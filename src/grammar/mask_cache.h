@@ -1,11 +1,84 @@
-// Per-vocabulary cache of token classifications by grammar position (see mask_cache.cpp).
+// Token classification per grammar position, cached per vocabulary (XGrammar's adaptive token mask
+// cache, computed lazily and shared across grammars).
+//
+// For a stack whose top is state s of rule R, walk every token through R's automaton from s using
+// byte edges only. A token read to its end this way is allowed whatever lies below s on the stack
+// (accepted). A token that dies inside is refused, unless on its way it passed a state where R may
+// return or call another rule (an exit): then whether it is allowed depends on the rest of the stack
+// (uncertain). Uncertain tokens are stored per exit state as a trie of the token suffixes after the
+// exit; at mask time those small tries are walked with the real stacks.
+//
+// The result depends only on what R's automaton looks like within max-token-length bytes of s, so
+// it is keyed by a 128-bit hash of that canonical (BFS-numbered) sub-automaton: the same string,
+// number or whitespace rule in different grammars shares one entry.
 #pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/program.h"
+#include "grammar/token_trie.h"
 
 namespace tmill::grammar {
 
+struct MaskKey {
+  uint64_t a = 0, b = 0;
+  bool operator==(const MaskKey&) const = default;
+};
+struct MaskKeyHash {
+  size_t operator()(const MaskKey& k) const { return static_cast<size_t>(k.a ^ (k.b * 0x9E3779B97F4A7C15ull)); }
+};
+
+struct MaskEntry {
+  std::vector<uint32_t> dense;   // accepted tokens as a bitmask, or
+  std::vector<int32_t> sparse;   // accepted tokens as a list (when few)
+  struct Exit {
+    int32_t canon;  // index of the exit state in the canonical BFS order from s
+    TokenTrie suffixes;
+  };
+  std::vector<Exit> exits;
+  size_t uncertain = 0;  // tokens with at least one exit (statistics)
+};
+
+// A grammar state's view of its entry: the shared entry and the grammar states behind its
+// canonical indices.
+struct Binding {
+  std::shared_ptr<const MaskEntry> entry;
+  std::vector<int32_t> canon_states;
+};
+
 class MaskCache {
  public:
-  MaskCache() = default;
+  std::shared_ptr<const MaskEntry> find(const MaskKey& k) const;
+  // Inserts unless present; returns the entry now cached under k.
+  std::shared_ptr<const MaskEntry> insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<MaskKey, std::shared_ptr<const MaskEntry>, MaskKeyHash> map_;
 };
+
+// Per grammar: bindings computed on first use, thread-safe (grammars are shared by matchers).
+class Bindings {
+ public:
+  explicit Bindings(size_t num_states);
+  const Binding* get(int32_t s) const { return slots_[static_cast<size_t>(s)].load(std::memory_order_acquire); }
+  const Binding* publish(int32_t s, std::unique_ptr<Binding> b) const;
+
+ private:
+  mutable std::unique_ptr<std::atomic<const Binding*>[]> slots_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Binding>> owned_;
+};
+
+// The binding of state s (computing the key, and the entry on a cache miss).
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& vocab_trie,
+                           const std::vector<std::string>& token_bytes, int32_t s);
 
 }  // namespace tmill::grammar

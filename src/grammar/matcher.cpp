@@ -98,15 +98,24 @@ std::string Matcher::forced_bytes(size_t max_bytes) const {
   return out;
 }
 
-void fill_mask_walk(const Vocabulary::Impl& v, Stacks& stacks, const std::vector<int32_t>& cur,
-                    std::span<uint32_t> mask) {
-  const TokenTrie& t = v.trie;
-  std::vector<std::vector<int32_t>> sets(t.max_depth + 1);
-  sets[0] = cur;
+void walk_trie(const TokenTrie& t, Stacks& stacks, const std::vector<int32_t>& start, std::span<uint32_t> mask) {
+  thread_local std::vector<std::vector<int32_t>> sets;
+  thread_local std::vector<ByteSet> firsts;
+  if (sets.size() < t.max_depth + 1) {
+    sets.resize(t.max_depth + 1);
+    firsts.resize(t.max_depth + 1);
+  }
+  sets[0] = start;
+  firsts[0] = stacks.first_bytes(start);
   size_t n = t.size();
   for (size_t i = 1; i < n;) {
     size_t d = t.depth[i];
-    bool acc = stacks.advance(sets[d - 1], t.byte[i], sets[d]);
+    uint8_t b = t.byte[i];
+    if (!byteset_has(firsts[d - 1], b)) {  // no stack reads this byte: skip the subtree
+      i = static_cast<size_t>(t.next[i]);
+      continue;
+    }
+    bool acc = stacks.advance(sets[d - 1], b, sets[d]);
     if (sets[d].empty() && !acc) {
       i = static_cast<size_t>(t.next[i]);
       continue;
@@ -115,24 +124,72 @@ void fill_mask_walk(const Vocabulary::Impl& v, Stacks& stacks, const std::vector
       int32_t tok = t.tokens[static_cast<size_t>(k)];
       mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
     }
+    if (t.next[i] != static_cast<int32_t>(i) + 1) firsts[d] = stacks.first_bytes(sets[d]);
     ++i;
   }
 }
+
+namespace {
+
+// The fast mask: per distinct top state, the cached accepted tokens plus the uncertain ones checked
+// against the real stacks below (mask_cache.h).
+void fill_mask_cached(const Grammar::Impl& g, Matcher::State& st, std::span<uint32_t> mask) {
+  const Vocabulary::Impl& v = g.vocab->impl();
+  const Program& p = g.prog;
+  thread_local std::vector<std::pair<int32_t, int32_t>> groups;  // (top state, stack node)
+  thread_local std::vector<int32_t> seeds, start;
+  groups.clear();
+  for (int32_t n : st.cur) groups.emplace_back(st.stacks.state(n), n);
+  std::sort(groups.begin(), groups.end());
+  for (size_t i = 0; i < groups.size();) {
+    int32_t s = groups[i].first;
+    size_t j = i;
+    while (j < groups.size() && groups[j].first == s) ++j;
+    const Binding& b = binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s);
+    const MaskEntry& e = *b.entry;
+    if (!e.dense.empty()) {
+      for (size_t w = 0; w < e.dense.size(); ++w) mask[w] |= e.dense[w];
+    } else {
+      for (int32_t tok : e.sparse) mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+    }
+    for (const MaskEntry::Exit& x : e.exits) {
+      int32_t q = b.canon_states[static_cast<size_t>(x.canon)];
+      seeds.clear();
+      for (size_t k = i; k < j; ++k) seeds.push_back(st.stacks.cons(q, st.stacks.parent(groups[k].second)));
+      st.stacks.expand_all(seeds, start);
+      if (!start.empty()) walk_trie(x.suffixes, st.stacks, start, mask);
+    }
+    i = j;
+  }
+}
+
+}  // namespace
 
 void Matcher::fill_mask(std::span<uint32_t> mask) {
   State& st = *state_;
   const Vocabulary::Impl& v = grammar_->vocab().impl();
   std::memset(mask.data(), 0, mask.size() * sizeof(uint32_t));
-  if (!st.ended) {
-    if (!st.cur.empty()) {
-      size_t before = st.stacks.num_nodes();
-      fill_mask_walk(v, st.stacks, st.cur, mask);
-      (void)before;
-      maybe_compact(st);
-    }
-    if (st.accepting) {
-      for (size_t i = 0; i < mask.size() && i < v.eos_mask.size(); ++i) mask[i] |= v.eos_mask[i];
-    }
+  if (st.ended) return;
+  if (!st.cur.empty()) {
+    fill_mask_cached(grammar_->impl(), st, mask);
+    maybe_compact(st);
+  }
+  if (st.accepting) {
+    for (size_t i = 0; i < mask.size() && i < v.eos_mask.size(); ++i) mask[i] |= v.eos_mask[i];
+  }
+}
+
+void Matcher::fill_mask_reference(std::span<uint32_t> mask) {
+  State& st = *state_;
+  const Vocabulary::Impl& v = grammar_->vocab().impl();
+  std::memset(mask.data(), 0, mask.size() * sizeof(uint32_t));
+  if (st.ended) return;
+  if (!st.cur.empty()) {
+    walk_trie(v.trie, st.stacks, st.cur, mask);
+    maybe_compact(st);
+  }
+  if (st.accepting) {
+    for (size_t i = 0; i < mask.size() && i < v.eos_mask.size(); ++i) mask[i] |= v.eos_mask[i];
   }
 }
 

@@ -46,6 +46,22 @@ bool Stacks::expand(int32_t seed, std::vector<int32_t>& out) {
     m = epoch_;
     int32_t s = nodes_[static_cast<size_t>(n)].state;
     int32_t par = nodes_[static_cast<size_t>(n)].parent;
+    if (p.is_counter(s)) {  // C(c): another copy of the body, and/or return once c >= min
+      auto [k, c] = p.counter(s);
+      const Program::Repeat& rep = p.repeats[static_cast<size_t>(k)];
+      if (rep.max < 0 || c < rep.max) {
+        int32_t nc = (rep.max < 0 && c >= rep.min) ? c : c + 1;
+        work_.push_back(cons(p.rules[static_cast<size_t>(rep.body)].start, cons(rep.base + nc, par)));
+      }
+      if (c >= rep.min) {
+        if (par == kBottom) {
+          accepting = true;
+        } else {
+          work_.push_back(par);
+        }
+      }
+      continue;
+    }
     uint8_t f = p.flags[static_cast<size_t>(s)];
     if (f & Program::kBytes) out.push_back(n);
     if (f & Program::kRefs) {
@@ -53,7 +69,7 @@ bool Stacks::expand(int32_t seed, std::vector<int32_t>& out) {
         const Program::Ref& r = p.refs[i];
         // A call whose return point has nothing left to do returns straight to our caller.
         int32_t cont = (p.flags[static_cast<size_t>(r.target)] & Program::kPureEnd) ? par : cons(r.target, par);
-        work_.push_back(cons(p.rules[static_cast<size_t>(r.rule)].start, cont));
+        work_.push_back(cons(p.rule_start(r.rule), cont));
       }
     }
     if (f & Program::kFinal) {
@@ -84,6 +100,24 @@ bool Stacks::advance(std::span<const int32_t> in, uint8_t b, std::vector<int32_t
   }
   sort_unique(out, 0);
   return accepting;
+}
+
+bool Stacks::expand_all(std::span<const int32_t> seeds, std::vector<int32_t>& out) {
+  out.clear();
+  ++epoch_;
+  bool acc = false;
+  for (int32_t n : seeds) acc |= expand(n, out);
+  sort_unique(out, 0);
+  return acc;
+}
+
+ByteSet Stacks::first_bytes(std::span<const int32_t> set) const {
+  ByteSet u{};
+  for (int32_t n : set) {
+    const ByteSet& f = prog_->first[static_cast<size_t>(nodes_[static_cast<size_t>(n)].state)];
+    for (size_t i = 0; i < 4; ++i) u[i] |= f[i];
+  }
+  return u;
 }
 
 bool Stacks::initial(std::vector<int32_t>& out) {

@@ -27,6 +27,10 @@ class Stacks {
   bool expand(int32_t n, std::vector<int32_t>& out);
   // The stacks after reading byte b from `in` (expanded, sorted, unique) into out; returns accepting.
   bool advance(std::span<const int32_t> in, uint8_t b, std::vector<int32_t>& out);
+  // Expands several stacks into out (sorted, unique); returns accepting.
+  bool expand_all(std::span<const int32_t> seeds, std::vector<int32_t>& out);
+  // The bytes some stack of the (expanded) set can read next.
+  ByteSet first_bytes(std::span<const int32_t> set) const;
   // Start: the root rule's start state on an empty stack.
   bool initial(std::vector<int32_t>& out);
 

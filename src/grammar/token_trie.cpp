@@ -4,14 +4,15 @@
 
 namespace tmill::grammar {
 
-TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids_in) {
-  std::vector<int32_t> ids;
-  for (int32_t t : ids_in) {
-    if (!token_bytes[static_cast<size_t>(t)].empty()) ids.push_back(t);
-  }
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    return token_bytes[static_cast<size_t>(a)] < token_bytes[static_cast<size_t>(b)];
-  });
+TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids) {
+  std::vector<std::pair<std::string, int32_t>> items;
+  items.reserve(ids.size());
+  for (int32_t t : ids) items.emplace_back(token_bytes[static_cast<size_t>(t)], t);
+  return build(items);
+}
+
+TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) {
+  std::sort(items.begin(), items.end());
   TokenTrie t;
   auto add_node = [&](uint8_t b, size_t d) {
     t.byte.push_back(b);
@@ -23,8 +24,8 @@ TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const st
   add_node(0, 0);
   std::vector<int32_t> path{0};  // path[d] = node at depth d on the current branch
   const std::string* prev = nullptr;
-  for (int32_t id : ids) {
-    const std::string& s = token_bytes[static_cast<size_t>(id)];
+  for (const auto& [s, id] : items) {
+    if (s.empty()) continue;
     size_t lcp = 0;
     if (prev) {
       while (lcp < s.size() && lcp < prev->size() && s[lcp] == (*prev)[lcp]) ++lcp;

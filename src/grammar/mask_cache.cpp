@@ -1,0 +1,171 @@
+#include "grammar/mask_cache.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tmill::grammar {
+
+std::shared_ptr<const MaskEntry> MaskCache::find(const MaskKey& k) const {
+  std::lock_guard lock(mu_);
+  auto it = map_.find(k);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const MaskEntry> MaskCache::insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e) {
+  std::lock_guard lock(mu_);
+  return map_.try_emplace(k, std::move(e)).first->second;
+}
+
+size_t MaskCache::size() const {
+  std::lock_guard lock(mu_);
+  return map_.size();
+}
+
+Bindings::Bindings(size_t num_states) : slots_(new std::atomic<const Binding*>[num_states]) {
+  for (size_t i = 0; i < num_states; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+const Binding* Bindings::publish(int32_t s, std::unique_ptr<Binding> b) const {
+  std::lock_guard lock(mu_);
+  auto& slot = slots_[static_cast<size_t>(s)];
+  if (const Binding* cur = slot.load(std::memory_order_acquire)) return cur;
+  owned_.push_back(std::move(b));
+  slot.store(owned_.back().get(), std::memory_order_release);
+  return owned_.back().get();
+}
+
+namespace {
+
+bool is_exit(const Program& p, int32_t s) {
+  return (p.flags[static_cast<size_t>(s)] & (Program::kFinal | Program::kRefs)) != 0;
+}
+
+struct Hasher {
+  uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
+  void mix(uint64_t v) {
+    a = (a ^ v) * 0x9E3779B97F4A7C15ull;
+    a ^= a >> 31;
+    b = (b + v) * 0xC2B2AE3D27D4EB4Full;
+    b ^= b >> 29;
+  }
+};
+
+// The sub-automaton of s's rule within `max_depth` bytes of s, numbered in BFS order (edges in byte
+// order), hashed. `states` gets the grammar states in that order.
+MaskKey canonical(const Program& p, int32_t s, size_t max_depth, std::vector<int32_t>& states,
+                  std::unordered_map<int32_t, int32_t>& index) {
+  const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
+  states.assign(1, s);
+  std::vector<uint16_t> depth{0};
+  index.clear();
+  index.emplace(s, 0);
+  Hasher h;
+  struct Run {
+    uint8_t lo, hi;
+    int32_t target;
+  };
+  std::vector<Run> runs;
+  for (size_t i = 0; i < states.size(); ++i) {
+    int32_t st = states[i];
+    h.mix(is_exit(p, st) ? 0xE1 : 0xE0);
+    if (is_exit(p, st)) {
+      for (uint64_t w : p.exit_bytes[static_cast<size_t>(st)]) h.mix(w);
+    }
+    if (depth[i] < max_depth) {
+      runs.clear();
+      uint32_t row = p.row[static_cast<size_t>(st)];
+      for (const auto& r : rule.class_runs) {
+        int32_t t = p.trans[row + r[2]];
+        if (t == Program::kDead) continue;
+        if (!runs.empty() && runs.back().target == t && runs.back().hi + 1 == r[0]) {
+          runs.back().hi = r[1];
+        } else {
+          runs.push_back({r[0], r[1], t});
+        }
+      }
+      for (const Run& r : runs) {
+        auto [it, fresh] = index.emplace(r.target, static_cast<int32_t>(states.size()));
+        if (fresh) {
+          states.push_back(r.target);
+          depth.push_back(static_cast<uint16_t>(depth[i] + 1));
+        }
+        h.mix((uint64_t{r.lo} << 40) | (uint64_t{r.hi} << 32) | static_cast<uint32_t>(it->second));
+      }
+    }
+    h.mix(0xFFFFFFFFFFull);
+  }
+  return MaskKey{h.a, h.b ^ states.size()};
+}
+
+std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
+                                          const std::vector<std::string>& token_bytes, int32_t n_vocab,
+                                          const std::unordered_map<int32_t, int32_t>& index) {
+  auto e = std::make_shared<MaskEntry>();
+  std::vector<int32_t> st(t.max_depth + 1, Program::kDead);
+  std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
+  std::vector<uint8_t> path(t.max_depth + 1, 0);  // path[d]: the byte read at depth d
+  std::vector<int32_t> accepted, live;
+  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;  // canon -> (suffix, token)
+  st[0] = s;
+  size_t n = t.size();
+  for (size_t i = 1; i < n;) {
+    int32_t d = t.depth[i];
+    while (!exits.empty() && exits.back() >= d) exits.pop_back();
+    path[static_cast<size_t>(d)] = t.byte[i];
+    int32_t q = p.next(st[static_cast<size_t>(d - 1)], t.byte[i]);
+    if (q != Program::kDead) {
+      st[static_cast<size_t>(d)] = q;
+      for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+      if (is_exit(p, q)) exits.push_back(d);
+      ++i;
+      continue;
+    }
+    auto end = static_cast<size_t>(t.next[i]);
+    // Exits after which the next byte of these tokens could be read in some context.
+    live.clear();
+    for (int32_t j : exits) {
+      if (byteset_has(p.exit_bytes[static_cast<size_t>(st[static_cast<size_t>(j)])], path[static_cast<size_t>(j + 1)])) {
+        live.push_back(j);
+      }
+    }
+    if (!live.empty()) {
+      for (size_t k = i; k < end; ++k) {
+        for (int32_t x = t.tok_begin[k]; x < t.tok_begin[k + 1]; ++x) {
+          int32_t tok = t.tokens[static_cast<size_t>(x)];
+          const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
+          ++e->uncertain;
+          for (int32_t j : live) {
+            int32_t canon = index.at(st[static_cast<size_t>(j)]);
+            uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+          }
+        }
+      }
+    }
+    i = end;
+  }
+  if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
+    e->dense.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+    for (int32_t tok : accepted) e->dense[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+  } else {
+    e->sparse = std::move(accepted);
+  }
+  for (auto& [canon, items] : uncertain) e->exits.push_back({canon, TokenTrie::build(items)});
+  return e;
+}
+
+}  // namespace
+
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& trie,
+                           const std::vector<std::string>& token_bytes, int32_t s) {
+  if (const Binding* b = bindings.get(s)) return *b;
+  auto b = std::make_unique<Binding>();
+  std::unordered_map<int32_t, int32_t> index;
+  MaskKey key = canonical(prog, s, trie.max_depth, b->canon_states, index);
+  b->entry = cache.find(key);
+  if (!b->entry) {
+    b->entry = cache.insert(key, classify(prog, s, trie, token_bytes, static_cast<int32_t>(token_bytes.size()), index));
+  }
+  return *bindings.publish(s, std::move(b));
+}
+
+}  // namespace tmill::grammar
