@@ -60,6 +60,9 @@ Result<bool> pattern_matches(const std::string& pattern, const std::string& text
   return m.accept_bytes(text) && m.accepting();
 }
 
+// Additional properties may come between declared ones (true) or only after them (false: stricter).
+constexpr bool kExtrasAnywhere = true;
+
 bool universal_pattern(const std::string& p) {
   return p.empty() || p == ".*" || p == "^.*" || p == "^.*$" || p == ".*$" || p == "^" || p == "$";
 }
@@ -234,7 +237,7 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
     auto key = std::make_tuple(kind, i, c);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     Part out;
-    if (kind == 'A' && extras) {
+    if (kind == 'A' && extras && (i == n || kExtrasAnywhere)) {
       Part b = build('B', i, c);
       std::vector<std::string> alts;
       if (fits(c) && next(c) == c) {
@@ -283,7 +286,7 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   // The first member has no comma: G(i) ::= KV_i A(i+1,1) | G(i+1) (p_i optional); or X A(0,1).
   std::vector<std::string> head;
   if (extras && fits(0)) {
-    Part a = build('A', 0, next(0));
+    Part a = build('A', kExtrasAnywhere ? 0 : n, next(0));
     if (!a.dead()) head.push_back(join(x, a.ref()));
   }
   for (size_t i = 0; i < n && fits(0); ++i) {
