@@ -281,9 +281,13 @@ std::string RuleSet::reserve(std::string_view hint) { return fresh(hint); }
 
 void RuleSet::define(const std::string& name, std::string body) { rules_[index_.at(name)].second = std::move(body); }
 
+void RuleSet::discard(const std::string& name) { rules_[index_.at(name)].second.clear(); }
+
 std::string RuleSet::render(const std::string& root_body) const {
   std::string out = "root ::= " + root_body + "\n";
-  for (auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+  for (auto& [name, body] : rules_) {
+    if (!body.empty()) out += name + " ::= " + body + "\n";
+  }
   return out;
 }
 

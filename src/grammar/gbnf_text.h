@@ -69,6 +69,7 @@ class RuleSet {
   // A fresh name whose body is given later with define() (for recursion).
   std::string reserve(std::string_view hint);
   void define(const std::string& name, std::string body);
+  void discard(const std::string& name);  // a reserved rule that will not be defined
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   // The grammar text: "root ::= <root_body>" then every rule.
   std::string render(const std::string& root_body) const;

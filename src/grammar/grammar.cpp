@@ -40,7 +40,8 @@ Result<std::shared_ptr<const Grammar>> compile(const OutputConstraint& c, std::s
       gbnf = json_object_gbnf(opt);
       break;
     case OutputConstraint::Kind::JsonSchema: {
-      auto schema = nlohmann::json::parse(c.text, nullptr, false);
+      // Ordered: properties are enforced in the schema's order.
+      auto schema = nlohmann::ordered_json::parse(c.text, nullptr, false);
       if (schema.is_discarded()) return Error{"json_schema: the schema is not valid JSON"};
       TM_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(schema, opt));
       break;

@@ -181,6 +181,12 @@ std::string Tokenizer::decode_continuation(std::span<const int32_t> ids, bool sk
 
 std::string Tokenizer::token_to_piece(int32_t id) const { return piece(id, false); }
 
+std::vector<std::string> Tokenizer::token_bytes_all() const {
+  std::vector<std::string> out(pieces_.size());
+  for (size_t i = 0; i < pieces_.size(); ++i) out[i] = piece(int32_t(i), /*skip_special=*/true);
+  return out;
+}
+
 std::string Tokenizer::token_text(int32_t id) const {
   return id >= 0 && id < n_vocab() ? data_.tokens[id].text : std::string();
 }

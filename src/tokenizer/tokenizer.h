@@ -60,6 +60,11 @@ class Tokenizer {
 
   // The raw bytes a token stands for (special tokens as their text; may be partial UTF-8).
   std::string token_to_piece(int32_t id) const;
+  // Every token's output bytes, index = token id, for grammar-constrained decoding (the grammar
+  // module's Vocabulary): byte-level BPE mapped back to raw bytes, SentencePiece "▁" to a space and
+  // <0xXX> to the byte, user-defined tokens as their text; control and unknown tokens (BOS, EOS,
+  // chat markers) are empty, i.e. never produced as text.
+  std::vector<std::string> token_bytes_all() const;
   // Piece for decoding: empty for control/unknown tokens when skip_special.
   const std::string& piece(int32_t id, bool skip_special) const;
   std::string token_text(int32_t id) const;  // vocabulary string ("" if out of range)
