@@ -13,9 +13,21 @@ std::shared_ptr<const MaskEntry> MaskCache::find(const MaskKey& k) const {
   return it == map_.end() ? nullptr : it->second;
 }
 
+size_t MaskEntry::bytes() const {
+  size_t b = sizeof(MaskEntry) + dense.size() * 4 + sparse.size() * 4;
+  for (const Exit& x : exits) b += x.suffixes.size() * 12 + x.suffixes.tokens.size() * 4;
+  return b;
+}
+
 std::shared_ptr<const MaskEntry> MaskCache::insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e) {
   std::lock_guard lock(mu_);
-  return map_.try_emplace(k, std::move(e)).first->second;
+  if (bytes_ > kMaxBytes) {
+    map_.clear();
+    bytes_ = 0;
+  }
+  auto [it, fresh] = map_.try_emplace(k, std::move(e));
+  if (fresh) bytes_ += it->second->bytes();
+  return it->second;
 }
 
 size_t MaskCache::size() const {

@@ -43,6 +43,7 @@ struct MaskEntry {
   };
   std::vector<Exit> exits;
   size_t uncertain = 0;  // tokens with at least one exit (statistics)
+  size_t bytes() const;
 };
 
 // A grammar state's view of its entry: the shared entry and the grammar states behind its
@@ -54,6 +55,8 @@ struct Binding {
 
 class MaskCache {
  public:
+  // Entries are dropped (all at once; grammars keep the ones they bound) past this many bytes.
+  static constexpr size_t kMaxBytes = size_t{512} << 20;
   std::shared_ptr<const MaskEntry> find(const MaskKey& k) const;
   // Inserts unless present; returns the entry now cached under k.
   std::shared_ptr<const MaskEntry> insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e);
@@ -62,6 +65,7 @@ class MaskCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<MaskKey, std::shared_ptr<const MaskEntry>, MaskKeyHash> map_;
+  size_t bytes_ = 0;
 };
 
 // Per grammar: bindings computed on first use, thread-safe (grammars are shared by matchers).

@@ -36,6 +36,7 @@ Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 Matcher::~Matcher() = default;
 
 const Grammar& Matcher::grammar() const { return *grammar_; }
+size_t Matcher::num_stacks() const { return state_->cur.size(); }
 bool Matcher::accepting() const { return state_->accepting; }
 bool Matcher::terminated() const { return state_->ended || (state_->accepting && state_->cur.empty()); }
 
