@@ -158,6 +158,26 @@ test('a constraint that cannot compile is a 400 naming the field; two constraint
   }
 });
 
+test('a bad schema is a 400 naming the field and the keyword (chat and completions, streaming too)', async () => {
+  const schema = { type: 'object', properties: { x: { type: 'number', multipleOf: 0.37 } } };
+  const calls = [
+    () => client.chat.completions.create({ model: MODEL, messages, max_tokens: 5,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+    () => client.chat.completions.create({ model: MODEL, messages, max_tokens: 5, stream: true,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+    () => client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 5, guided_json: schema }),
+  ];
+  for (const [i, call] of calls.entries()) {
+    await assert.rejects(call(), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, i === 2 ? 'guided_json' : 'response_format');
+      assert.match(e.message, /multipleOf/);
+      assert.match(e.message, /\/properties\/x/);
+      return true;
+    });
+  }
+});
+
 test('metrics count structured requests and compile failures', async () => {
   const m = await scrape(server.url);
   assert.ok(metric(m, 'tokenmill:structured_requests_total') >= 10);
