@@ -59,6 +59,7 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t structured_requests_total = 0;       // submitted with an output constraint (JSON, regex, choice, grammar)
   uint64_t grammar_compile_failures_total = 0;  // constraints refused at the front door (Engine::check)
+  double grammar_mask_seconds_total = 0;        // token masks computed and applied (summed over pool threads)
 };
 
 struct StepStats {

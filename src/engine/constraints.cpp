@@ -5,10 +5,20 @@
 // default "raw" logprobs); a step where the grammar allows exactly one token takes it without
 // sampling (fast-forward).
 //
+// Where the masks run: inside sample_step's parallel loop, one sequence per pool task, after the
+// forward pass. Measured on 2 cores (Qwen2 vocabulary, 151,936 tokens, random-weight Qwen2.5-0.5B,
+// 16 streams, half with a JSON schema): ~0.1 ms per constrained token for mask and copy, under 1 %
+// of a ~70 ms decode step, so overlapping them with the forward pass (which keeps both cores busy
+// with a spinning pool) would buy nothing here; a machine with spare cores could start them before
+// Forward::run, since a step's mask depends only on tokens already accepted.
+// Fast-forward takes one forced token per step; forced_bytes() spanning several tokens would need the
+// scheduler to append several tokens in one step (as speculative decoding does), which it cannot yet.
+//
 // `after` (e.g. "</think>"): until the output contains it the row is not masked; the token that
 // completes it feeds the matcher the bytes that follow it, and a token whose following bytes the
 // grammar refuses is excluded and the row sampled again.
 #include <bit>
+#include <chrono>
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -100,7 +110,10 @@ SampleResult Engine::Impl::sample_choice(Choice& c, const float* lg, const Reque
   SampleResult res;
   if (cc->active) {
     int32_t only = -1;
+    const auto t0 = Clock::now();
     const int32_t allowed = masked_row(*cc, lg, n, s, &only);
+    mask_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                      std::memory_order_relaxed);
     if (allowed == 0) {
       // Nothing can follow in this vocabulary: end the choice (reported as an error).
       cc->dead = true;

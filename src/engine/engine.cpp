@@ -76,15 +76,25 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.plan.max_model_len = std::min(im.plan.max_model_len, im.sched->config().max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
-  // Structured output: the grammar sees every row of the logits (padded rows have no bytes).
-  grammar::VocabularyData vocab{im.tokenizer->all_token_bytes(static_cast<int32_t>(im.model->config().n_vocab)),
-                                im.eog_ids};
-  im.grammars = std::make_unique<grammar::GrammarCache>(grammar::Vocabulary::create(std::move(vocab)));
   log_debug("engine ready in {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());
   return e;
 }
 
 Engine::~Engine() { stop(); }
+
+// Built on first use (any thread), so engines that never see a constraint do not pay for the
+// vocabulary's trie. The grammar sees every row of the logits (padded rows have no bytes).
+grammar::GrammarCache& Engine::Impl::grammar_cache() {
+  std::call_once(grammars_once, [this] {
+    const auto n = static_cast<int32_t>(model->config().n_vocab);
+    grammar::VocabularyData vocab{tokenizer->token_bytes_all(), {}};
+    vocab.token_bytes.resize(static_cast<size_t>(n));  // padded rows: no bytes
+    for (int32_t e : eog_ids)
+      if (e < n) vocab.eos_tokens.push_back(e);
+    grammars = std::make_unique<grammar::GrammarCache>(grammar::Vocabulary::create(std::move(vocab)));
+  });
+  return *grammars;
+}
 
 const ModelInfo& Engine::model_info() const { return impl_->info; }
 std::shared_ptr<const Tokenizer> Engine::tokenizer() const { return impl_->tokenizer; }
@@ -100,7 +110,7 @@ RequestLimits Engine::limits() const {
 std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const {
   if (auto problem = check_request(r, limits())) return problem;
   if (!r.constraint.active()) return std::nullopt;
-  auto compiled = impl_->grammars->get(r.constraint);
+  auto compiled = impl_->grammar_cache().get(r.constraint);
   if (compiled.ok()) return std::nullopt;
   {
     std::lock_guard<std::mutex> lock(impl_->stats_mu);
@@ -113,7 +123,7 @@ Result<uint64_t> Engine::submit(GenerateRequest r, OutputCallback callback) {
   if (auto problem = check(r)) return Error{problem->message};
   auto g = std::make_unique<Group>();
   if (r.constraint.active()) {
-    g->grammar = *impl_->grammars->get(r.constraint);  // compiled by check(): a cache hit
+    g->grammar = *impl_->grammar_cache().get(r.constraint);  // compiled by check(): a cache hit
     std::lock_guard<std::mutex> lock(impl_->stats_mu);
     impl_->stats.structured_requests_total++;
   }

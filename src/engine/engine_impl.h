@@ -83,6 +83,8 @@ struct Engine::Impl {
   std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
   std::vector<ConstraintScratch> constraint_scratch;  // one per pool thread
   std::unique_ptr<grammar::GrammarCache> grammars;    // compiled constraints, on the model's vocabulary
+  std::once_flag grammars_once;                       // grammars is built by the first grammar_cache()
+  std::atomic<int64_t> mask_ns{0};                    // this step's mask time (pool threads add to it)
   EngineObserver* observer = nullptr;
   std::vector<int32_t> eog_ids;
 
@@ -123,6 +125,7 @@ struct Engine::Impl {
   void start_forks(StepSamples& samples);
 
   // constraints.cpp: masks, fast-forward, `after`, finishing on a complete grammar
+  grammar::GrammarCache& grammar_cache();  // engine.cpp
   std::unique_ptr<ChoiceConstraint> new_constraint(const Group& g) const;
   SampleResult sample_choice(Choice& c, const float* logits, const Request& r, Sampler& sp, ConstraintScratch& s);
   FinishReason constraint_finish(Choice& c, FinishReason finish, std::string& reason);

@@ -104,6 +104,7 @@ void Engine::Impl::end_step(StepStats st, Clock::time_point t0) {
     std::lock_guard<std::mutex> lock(stats_mu);
     stats.steps++;
     stats.prompt_tokens_total += static_cast<uint64_t>(st.num_prefill_tokens);
+    stats.grammar_mask_seconds_total += static_cast<double>(mask_ns.exchange(0)) * 1e-9;
   }
   if (observer) observer->on_step(st);
   publish_stats();

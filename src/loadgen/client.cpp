@@ -170,6 +170,27 @@ nlohmann::json build_request_body(Endpoint e, const std::string& model, const Pr
   return b;
 }
 
+bool structured_request(size_t index, double fraction) {
+  if (fraction <= 0) return false;
+  const auto i = static_cast<double>(index);
+  return std::floor((i + 1) * fraction) > std::floor(i * fraction);
+}
+
+const std::string& default_structured_schema() {
+  static const std::string s = R"({"type":"object","properties":{
+    "title":{"type":"string","maxLength":80},"year":{"type":"integer","minimum":1900,"maximum":2100},
+    "rating":{"type":"number"},"genre":{"enum":["drama","comedy","documentary","thriller"]},
+    "tags":{"type":"array","items":{"type":"string","maxLength":20},"maxItems":5},
+    "summary":{"type":"string"}},
+    "required":["title","year","rating","genre","tags","summary"],"additionalProperties":false})";
+  return s;
+}
+
+void add_json_schema(nlohmann::json& body, const nlohmann::json& schema) {
+  body["response_format"] = {{"type", "json_schema"},
+                             {"json_schema", {{"name", "bench"}, {"schema", schema}, {"strict", true}}}};
+}
+
 // ---- HTTP client ----------------------------------------------------------------------------
 
 static void set_timeouts(httplib::Client& c, double connect_s, double read_s) {

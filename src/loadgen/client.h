@@ -104,6 +104,13 @@ class StreamAccumulator {
 nlohmann::json build_request_body(Endpoint e, const std::string& model, const Prompt& p,
                                   int max_tokens, bool ignore_eos);
 
+// Structured output for the load: whether request `index` is one of `fraction` of all (spread
+// evenly: 0.5 is every second request), a built-in schema of the usual shape (an object of strings,
+// numbers, an enum and an array), and the response_format that carries a schema.
+bool structured_request(size_t index, double fraction);
+const std::string& default_structured_schema();
+void add_json_schema(nlohmann::json& body, const nlohmann::json& schema);
+
 struct ModelInfo {
   std::string id;
   int max_model_len = 0;  // 0 when the server does not say

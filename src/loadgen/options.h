@@ -38,6 +38,10 @@ struct BenchOptions {
   double ready_check_timeout_s = 0;
   int max_tokens = 0;     // 0: each prompt's own output length
   int max_workers = 512;  // HTTP worker threads (= most concurrent streams)
+  // Structured output: this fraction of the requests (spread evenly) carries response_format
+  // json_schema with `structured_schema` (JSON text; empty: default_structured_schema()).
+  double structured_fraction = 0;
+  std::string structured_schema;
 
   // Dataset.
   DatasetKind dataset = DatasetKind::Random;

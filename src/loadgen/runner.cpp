@@ -132,12 +132,16 @@ RunResult execute_run(const BenchContext& ctx, const RunPlan& plan) {
   std::condition_variable warm_cv;
   int warm_left = plan.warmups;
 
+  nlohmann::json schema;
+  if (o.structured_fraction > 0)
+    schema = nlohmann::json::parse(o.structured_schema.empty() ? default_structured_schema() : o.structured_schema);
   auto worker = [&] {
     OpenAiClient client(ctx.url, ctx.api_key, o.timeout_s);
     Job job;
     while (queue.pop(&job)) {
       const int max_tokens = o.max_tokens > 0 ? o.max_tokens : job.prompt->max_tokens;
       auto body = build_request_body(o.endpoint, ctx.model, *job.prompt, max_tokens, o.ignore_eos);
+      if (!job.warmup && structured_request(job.index, o.structured_fraction)) add_json_schema(body, schema);
       if (job.warmup) {
         (void)client.stream(o.endpoint, body);
         gate.release();

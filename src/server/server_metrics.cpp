@@ -98,6 +98,8 @@ ServerMetrics::ServerMetrics(std::string model_name)
             "Engine requests with an output constraint (JSON schema or object, regex, choice, grammar).", m);
   r.counter("tokenmill:grammar_compile_failures_total",
             "Output constraints refused because they do not compile (400 naming the field).", m);
+  r.counter("tokenmill:grammar_mask_seconds_total",
+            "Time spent computing and applying structured-output token masks, summed over threads.", m);
   r.gauge("tokenmill:model_load_seconds", "Time taken to load the model and plan memory, in seconds.", m);
   r.gauge("tokenmill:model_loaded", "1 once the model is loaded and requests are served, 0 while loading.", m);
   r.gauge("tokenmill:process_resident_memory_bytes", "Resident memory of the server process in bytes.", m);
@@ -135,6 +137,7 @@ void ServerMetrics::collect() {
     r.counter("tokenmill:structured_requests_total", "", m).set(static_cast<double>(st.structured_requests_total));
     r.counter("tokenmill:grammar_compile_failures_total", "", m)
         .set(static_cast<double>(st.grammar_compile_failures_total));
+    r.counter("tokenmill:grammar_mask_seconds_total", "", m).set(st.grammar_mask_seconds_total);
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
   }

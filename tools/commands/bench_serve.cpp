@@ -3,7 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "core/log.h"
@@ -15,6 +19,7 @@ struct Flags {
   tmill::loadgen::BenchOptions o;
   std::string endpoint = "chat", dataset = "random", rate = "inf", burstiness = "1";
   std::vector<std::string> goodput;
+  std::string structured_schema_path;
   bool no_progress = false, quiet = false;
 };
 
@@ -41,6 +46,11 @@ TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/thro
   app.add_option("--seed", o.seed, "random seed for prompts and arrivals");
   app.add_flag("--ignore-eos", o.ignore_eos, "send \"ignore_eos\": true (vLLM/tokenmill extension)");
   app.add_option("--num-warmups", o.num_warmups, "warm-up requests before measuring");
+  app.add_option("--structured-fraction", o.structured_fraction,
+                 "fraction of the requests sent with response_format json_schema, spread evenly (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--structured-schema", f->structured_schema_path,
+                 "JSON Schema file for --structured-fraction (default: a built-in object schema)");
   app.add_option("--timeout", o.timeout_s, "per-request timeout in seconds (default 600)");
   app.add_option("--ready-check-timeout-sec", o.ready_check_timeout_s,
                  "first wait up to this long for the server to answer /health with 200 (it answers 503 while "
@@ -89,6 +99,16 @@ TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/thro
     }
     o.goodput = *slo;
     o.progress = !f->no_progress;
+    if (!f->structured_schema_path.empty()) {
+      std::ifstream in(f->structured_schema_path, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      if (!in || !nlohmann::json::accept(ss.str())) {
+        std::fprintf(stderr, "error: --structured-schema %s: not a readable JSON file\n", f->structured_schema_path.c_str());
+        return 2;
+      }
+      o.structured_schema = ss.str();
+    }
     auto report = tmill::loadgen::run_bench(o, tmill::cli::version_string());
     if (!report) {
       std::fprintf(stderr, "error: %s\n", report.error().c_str());
