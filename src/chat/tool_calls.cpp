@@ -17,8 +17,8 @@ struct FormatInfo {
 };
 
 constexpr FormatInfo kFormats[] = {
-    {ToolCallFormat::Hermes, "hermes", parse_hermes, false},
-    {ToolCallFormat::Qwen3Coder, "qwen3_coder", parse_qwen3_coder, false},
+    {ToolCallFormat::Hermes, "hermes", parse_hermes, true},
+    {ToolCallFormat::Qwen3Coder, "qwen3_coder", parse_qwen3_coder, true},
     {ToolCallFormat::Llama3Json, "llama3_json", parse_llama3_json, true},
     {ToolCallFormat::Mistral, "mistral", parse_mistral, true},
     {ToolCallFormat::DeepSeekV3, "deepseek_v3", parse_deepseek, true},
@@ -29,7 +29,7 @@ constexpr FormatInfo kFormats[] = {
     {ToolCallFormat::CommandR, "command_r", parse_command_r, true},
     {ToolCallFormat::Functionary, "functionary", parse_functionary, false},
     {ToolCallFormat::FireFunction, "firefunction_v2", parse_firefunction, false},
-    {ToolCallFormat::MinimaxM2, "minimax_m2", parse_minimax_m2, false},
+    {ToolCallFormat::MinimaxM2, "minimax_m2", parse_minimax_m2, true},
     {ToolCallFormat::OpenAI, "openai", parse_harmony, true},
 };
 

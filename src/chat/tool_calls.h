@@ -52,8 +52,9 @@ std::string tool_call_format_names();  // "hermes, qwen3_coder, ..." for help te
 // no known format (or none at all: the ChatML fallback) gets Hermes.
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
 
-// True when the format's markers are special tokens in the models that use it, so they must be kept in
-// the detokenized text (skip_special_tokens false) for the parser to see them.
+// True when the format's markers are (in some models that use it) special tokens, so they must be kept
+// in the detokenized text (skip_special_tokens false) for the parser to see them; as vLLM does. Only
+// functionary's ">>>" and FireFunction's "functools" are always plain text.
 bool tool_call_markers_are_special(ToolCallFormat f);
 
 struct ToolCall {

@@ -5,6 +5,15 @@
 // default "raw" logprobs); a step where the grammar allows exactly one token takes it without
 // sampling (fast-forward).
 //
+// Where the masks run: inside sample_step's parallel loop, one sequence per pool task, after the
+// forward pass. Measured on 2 cores (Qwen2 vocabulary, 151,936 tokens, random-weight Qwen2.5-0.5B,
+// 16 streams, half with a JSON schema): ~0.1 ms per constrained token for mask and copy, under 1 %
+// of a ~70 ms decode step, so overlapping them with the forward pass (which keeps both cores busy
+// with a spinning pool) would buy nothing here; a machine with spare cores could start them before
+// Forward::run, since a step's mask depends only on tokens already accepted.
+// Fast-forward takes one forced token per step; forced_bytes() spanning several tokens would need the
+// scheduler to append several tokens in one step (as speculative decoding does), which it cannot yet.
+//
 // `after` (e.g. "</think>"): until the output contains it the row is not masked; the token that
 // completes it feeds the matcher the bytes that follow it, and a token whose following bytes the
 // grammar refuses is excluded and the row sampled again.

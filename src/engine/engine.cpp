@@ -86,7 +86,11 @@ Engine::~Engine() { stop(); }
 // vocabulary's trie. The grammar sees every row of the logits (padded rows have no bytes).
 grammar::GrammarCache& Engine::Impl::grammar_cache() {
   std::call_once(grammars_once, [this] {
-    grammar::VocabularyData vocab{tokenizer->all_token_bytes(static_cast<int32_t>(model->config().n_vocab)), eog_ids};
+    const auto n = static_cast<int32_t>(model->config().n_vocab);
+    grammar::VocabularyData vocab{tokenizer->token_bytes_all(), {}};
+    vocab.token_bytes.resize(static_cast<size_t>(n));  // padded rows: no bytes
+    for (int32_t e : eog_ids)
+      if (e < n) vocab.eos_tokens.push_back(e);
     grammars = std::make_unique<grammar::GrammarCache>(grammar::Vocabulary::create(std::move(vocab)));
   });
   return *grammars;

@@ -131,6 +131,7 @@ class Compiler {
       TM_TRY(build_rule(queue_[next]));
     }
     finish_refs();
+    TM_TRY(finish_repeats());
     TM_TRY(check_left_recursion());
     compute_exit_bytes();
     return std::move(prog_);
@@ -144,7 +145,12 @@ class Compiler {
   std::vector<int64_t> size_;
   std::vector<int8_t> inline_;
   std::vector<int32_t> prog_rule_;  // syntax rule -> program rule (-1: none yet)
-  std::vector<int32_t> queue_;      // syntax rules to build, in program rule order
+  struct Pending {
+    const Expr* body;
+    int32_t prog_rule;
+  };
+  std::vector<Pending> queue_;  // rule bodies to build, in program rule order
+  std::unordered_map<const Expr*, int32_t> expr_rule_;  // repetition bodies made rules
   int64_t nfa_total_ = 0;
   bool too_big_ = false;
 
@@ -155,9 +161,20 @@ class Compiler {
       Program::RuleInfo info;
       info.name = syn_.rules[static_cast<size_t>(syn_rule)].name;
       prog_.rules.push_back(info);
-      queue_.push_back(syn_rule);
+      queue_.push_back({&syn_.rules[static_cast<size_t>(syn_rule)].body, p});
     }
     return p;
+  }
+  // A program rule for an expression (the body of a counted repetition).
+  int32_t expr_rule(const Expr* e, const std::string& name) {
+    auto [it, fresh] = expr_rule_.emplace(e, static_cast<int32_t>(prog_.rules.size()));
+    if (fresh) {
+      Program::RuleInfo info;
+      info.name = name;
+      prog_.rules.push_back(info);
+      queue_.push_back({e, it->second});
+    }
+    return it->second;
   }
 
   static void refs_of(const Expr& e, std::vector<int32_t>& out) {
@@ -333,6 +350,18 @@ class Compiler {
       }
       case Expr::Kind::Repeat: {
         const Expr& x = e.kids[0];
+        if (e.max > lim_.max_unrolled_repeat || (e.max < 0 && e.min > lim_.max_unrolled_repeat)) {
+          // Counted on the stack instead of unrolled: a call of a repetition pseudo-rule.
+          Program::Repeat rep;
+          rep.body = expr_rule(&x, cur_rule_name_ + "{" + std::to_string(e.min) + "," +
+                                       (e.max < 0 ? std::string() : std::to_string(e.max)) + "}");
+          rep.min = e.min;
+          rep.max = e.max;
+          prog_.repeats.push_back(rep);
+          int32_t t = nfa.add();
+          nfa.out[static_cast<size_t>(from)].push_back({2, t, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
+          return t;
+        }
         for (int32_t i = 0; i < e.min; ++i) from = build(nfa, x, from);
         if (e.max < 0) {  // loop: s -x-> s, leave from s
           int32_t s = nfa.add();
@@ -358,15 +387,16 @@ class Compiler {
     return from;
   }
 
-  Status build_rule(int32_t syn_rule) {
-    int32_t pr = prog_rule_[static_cast<size_t>(syn_rule)];
+  Status build_rule(const Pending& job) {
+    int32_t pr = job.prog_rule;
+    cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
     Nfa nfa;
     int32_t start = nfa.add();
-    int32_t final_state = build(nfa, syn_.rules[static_cast<size_t>(syn_rule)].body, start);
+    int32_t final_state = build(nfa, *job.body, start);
     nfa_total_ += static_cast<int64_t>(nfa.out.size());
     if (too_big_) {
       return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
-                   " automaton states; rule '" + syn_.rules[static_cast<size_t>(syn_rule)].name + "')"};
+                   " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
     }
     return determinize(nfa, start, final_state, pr);
   }
@@ -486,6 +516,25 @@ class Compiler {
   }
 
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
+  std::string cur_rule_name_;
+
+  // Counter ids above the real states; the simple-body test for mask classification.
+  Status finish_repeats() {
+    int64_t next = prog_.num_states();
+    for (auto& r : prog_.repeats) {
+      r.base = static_cast<int32_t>(next);
+      next += (r.max < 0 ? r.min : r.max) + 1;
+      if (next >= (int64_t{1} << 30)) return Error{"grammar: too many counted repetitions"};
+      const Program::RuleInfo& body = prog_.rules[static_cast<size_t>(r.body)];
+      bool simple = !prog_.final(body.start);
+      for (int32_t s = body.first_state; s < body.first_state + body.num_states; ++s) {
+        uint8_t f = prog_.flags[static_cast<size_t>(s)];
+        if ((f & Program::kRefs) || ((f & Program::kFinal) && !(f & Program::kPureEnd))) simple = false;
+      }
+      r.simple = simple;
+    }
+    return {};
+  }
 
   void finish_refs() {
     prog_.ref_begin.clear();
@@ -496,11 +545,14 @@ class Compiler {
     prog_.ref_begin.push_back(static_cast<uint32_t>(prog_.refs.size()));
   }
 
-  // FIRST/FOLLOW byte sets by fixpoint, then exit_bytes per state (program.h).
+  // FIRST/FOLLOW byte sets by fixpoint, then exit_bytes per state (program.h). Repetitions get slots
+  // after the rules: slot(r) = r for rules, nr + k for repetition k.
   void compute_exit_bytes() {
     Program& p = prog_;
     auto ns = static_cast<size_t>(p.num_states());
     size_t nr = p.rules.size();
+    size_t nslots = nr + p.repeats.size();
+    auto slot = [&](int32_t r) { return r >= 0 ? static_cast<size_t>(r) : nr + static_cast<size_t>(-1 - r); };
     auto orr = [](ByteSet& a, const ByteSet& b) {
       bool ch = false;
       for (size_t i = 0; i < 4; ++i) {
@@ -518,7 +570,7 @@ class Compiler {
       return std::span<const Program::Ref>(p.refs.data() + p.ref_begin[static_cast<size_t>(s)],
                                            p.refs.data() + p.ref_begin[static_cast<size_t>(s) + 1]);
     };
-    auto nullable = [&](int32_t r) { return p.rules[static_cast<size_t>(r)].nullable; };
+    auto nullable = [&](int32_t r) { return p.rule_nullable(r); };
     // canend: the rule may return from here without reading a byte.
     std::vector<char> canend(ns);
     for (size_t s = 0; s < ns; ++s) canend[s] = p.final(static_cast<int32_t>(s));
@@ -536,36 +588,43 @@ class Compiler {
     }
     // fb: bytes readable next from the state within its rule's reach (calls included, returns not).
     std::vector<ByteSet> fb = p.first;
-    std::vector<ByteSet> first1(nr);
+    std::vector<ByteSet> first1(nslots);
     for (bool ch = true; ch;) {
       ch = false;
       for (size_t r = 0; r < nr; ++r) ch |= orr(first1[r], fb[static_cast<size_t>(p.rules[r].start)]);
+      for (size_t k = 0; k < p.repeats.size(); ++k) ch |= orr(first1[nr + k], first1[static_cast<size_t>(p.repeats[k].body)]);
       for (int32_t s : with_refs) {
         for (const auto& r : refs(s)) {
-          ch |= orr(fb[static_cast<size_t>(s)], first1[static_cast<size_t>(r.rule)]);
+          ch |= orr(fb[static_cast<size_t>(s)], first1[slot(r.rule)]);
           if (nullable(r.rule)) ch |= orr(fb[static_cast<size_t>(s)], fb[static_cast<size_t>(r.target)]);
         }
       }
     }
-    std::vector<ByteSet> follow(nr);
+    std::vector<ByteSet> follow(nslots);
     for (bool ch = true; ch;) {
       ch = false;
       for (int32_t s : with_refs) {
         for (const auto& r : refs(s)) {
-          ch |= orr(follow[static_cast<size_t>(r.rule)], fb[static_cast<size_t>(r.target)]);
+          ch |= orr(follow[slot(r.rule)], fb[static_cast<size_t>(r.target)]);
           if (canend[static_cast<size_t>(r.target)]) {
-            ch |= orr(follow[static_cast<size_t>(r.rule)], follow[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])]);
+            ch |= orr(follow[slot(r.rule)], follow[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])]);
           }
         }
       }
+      for (size_t k = 0; k < p.repeats.size(); ++k) {  // after a copy: another copy or what follows
+        auto body = static_cast<size_t>(p.repeats[k].body);
+        ch |= orr(follow[body], first1[body]);
+        ch |= orr(follow[body], follow[nr + k]);
+      }
     }
+    for (size_t k = 0; k < p.repeats.size(); ++k) p.repeats[k].follow = follow[nr + k];
     p.exit_bytes.assign(ns, ByteSet{});
     for (size_t s = 0; s < ns; ++s) {
       ByteSet& e = p.exit_bytes[s];
       const ByteSet& fol = follow[static_cast<size_t>(p.rule_of[s])];
       if (p.final(static_cast<int32_t>(s))) orr(e, fol);
       for (const auto& r : refs(static_cast<int32_t>(s))) {
-        orr(e, first1[static_cast<size_t>(r.rule)]);
+        orr(e, first1[slot(r.rule)]);
         if (nullable(r.rule)) {
           orr(e, fb[static_cast<size_t>(r.target)]);
           if (canend[static_cast<size_t>(r.target)]) orr(e, fol);
@@ -590,7 +649,7 @@ class Compiler {
         on_state(s);
         for (uint32_t i = prog_.ref_begin[static_cast<size_t>(s)]; i < prog_.ref_begin[static_cast<size_t>(s) + 1]; ++i) {
           const Program::Ref& ref = prog_.refs[i];
-          if (!prog_.rules[static_cast<size_t>(ref.rule)].nullable) continue;
+          if (!prog_.rule_nullable(ref.rule)) continue;
           auto k = static_cast<size_t>(ref.target - base);
           if (!seen[k]) {
             seen[k] = 1;
@@ -608,11 +667,18 @@ class Compiler {
         if (fin) prog_.rules[r].nullable = changed = true;
       }
     }
+    for (const auto& rep : prog_.repeats) {
+      if (prog_.rules[static_cast<size_t>(rep.body)].nullable) {
+        return Error{"grammar: repetition " + prog_.rules[static_cast<size_t>(rep.body)].name +
+                     " of an expression that can match the empty string is not supported"};
+      }
+    }
     std::vector<std::vector<int32_t>> g(nr);
     for (size_t r = 0; r < nr; ++r) {
       left_states(r, [&](int32_t s) {
         for (uint32_t i = prog_.ref_begin[static_cast<size_t>(s)]; i < prog_.ref_begin[static_cast<size_t>(s) + 1]; ++i) {
-          g[r].push_back(prog_.refs[i].rule);
+          int32_t callee = prog_.refs[i].rule;
+          g[r].push_back(callee >= 0 ? callee : prog_.repeats[static_cast<size_t>(-1 - callee)].body);
         }
       });
     }

@@ -71,9 +71,11 @@ class Compiler {
   Result<std::string> gen_alternatives(const Json& s, const std::string& ptr, int depth);
   Result<std::string> gen_enum(const Json& s, const std::string& ptr);
   Result<std::string> gen_types(const Json& s, const std::string& ptr, int depth);
+  Result<std::optional<Json>> negate(const Json& n, const std::string& ptr, int depth) const;
 
   const Json& root_;
   JsonOptions opt_;
+  bool ref_siblings_ignored_ = false;  // drafts 3-7: keywords beside "$ref" are ignored
   RuleSet rules_;
   std::unordered_map<std::string, std::string> memo_;      // schema text -> expression
   std::unordered_map<std::string, std::string> ref_rules_;  // "$ref" value -> rule

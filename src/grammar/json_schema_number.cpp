@@ -234,19 +234,24 @@ Result<std::string> Compiler::gen_number(const Json& s, const std::string& ptr, 
   // multipleOf: an integer k, or 10^-d (at most d fraction digits).
   std::optional<std::string> mult_int;
   int frac_digits = -1;
+  bool force_int = false;
   if (auto it = s.find("multipleOf"); it != s.end()) {
     if (!it->is_number() || it->get<double>() <= 0) return Error{"'multipleOf' must be a positive number at '" + ptr + "'"};
     auto d = parse_dec(it->dump());
     if (!d) return Error{"unsupported keyword 'multipleOf' at '" + ptr + "'"};
     if (d->f.empty()) {
-      if (d->i != "1") mult_int = d->i;
+      if (d->i == "1") {
+        force_int = true;  // multipleOf 1: integral values
+      } else {
+        mult_int = d->i;
+      }
     } else if (d->i == "0" && d->f.back() == '1' && d->f.find_first_not_of('0') == d->f.size() - 1) {
       if (!integer) frac_digits = int(d->f.size());
     } else {
       return Error{"unsupported keyword 'multipleOf' at '" + ptr + "': only integers and powers of ten (0.1, 0.01, ...)"};
     }
   }
-  const bool int_only = integer || mult_int.has_value();
+  const bool int_only = integer || force_int || mult_int.has_value();
   const std::string int_tail = opt_.flexible_whitespace ? " ( \".\" \"0\"+ )?" : "";  // 3.0 is an integer
 
   if (mult_int) {

@@ -116,12 +116,10 @@ Result<std::string> Compiler::gen_string(const Json& s, const std::string& ptr) 
     }
   }
   if (from) {
-    auto r = regex_expr(pattern, RegexMode::JsonString, search, json_char());
-    if (!r.ok()) return Error{"unsupported keyword '" + std::string(from) + "' at '" + ptr + "': " + r.error()};
-    if (r->min_len < mn || r->max_len > mx) {
-      if (r->min_len > mx || r->max_len < mn) return kNever;
-      return Error{"unsupported keyword '" + std::string(from) + "' at '" + ptr +
-                   "': it cannot be combined with minLength/maxLength"};
+    auto r = regex_expr(pattern, RegexMode::JsonString, search, json_char(), mn, mx);
+    if (!r.ok()) {
+      if (r.error().find("matches nothing") != std::string::npos) return kNever;
+      return Error{"unsupported keyword '" + std::string(from) + "' at '" + ptr + "': " + r.error()};
     }
     return q + " " + group(r->expr) + " " + q;
   }

@@ -21,6 +21,7 @@ struct Node {
   CpSet set;
   std::vector<Node> kids;
   uint32_t min = 0, max = 0;
+  bool any = false;  // Set: any character (emitted as the caller's any-rule)
 };
 
 CpSet digit_set() { return CpSet::range('0', '9'); }
@@ -427,12 +428,14 @@ bool has_anchor(const Node& n) {
 
 class Emitter {
  public:
-  explicit Emitter(RegexMode mode) : mode_(mode) {}
+  Emitter(RegexMode mode, std::string any_rule) : mode_(mode), any_rule_(std::move(any_rule)) {}
 
   // nullopt: matches nothing. "": matches only the empty string.
   std::optional<std::string> emit(const Node& n) {
     switch (n.kind) {
-      case Node::Set: return emit_set(n.set);
+      case Node::Set:
+        if (n.any && !any_rule_.empty()) return any_rule_;
+        return emit_set(n.set);
       case Node::Start:
       case Node::End: return std::string();  // checked away before emitting
       case Node::Seq: {
@@ -506,6 +509,7 @@ class Emitter {
   }
 
   RegexMode mode_;
+  std::string any_rule_;
 };
 
 // Search semantics: an unanchored side may be preceded/followed by anything. A repetition at that
@@ -560,14 +564,70 @@ Status collect_branches(const Node& n, std::vector<Branch>& out) {
 
 }  // namespace
 
-Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule) {
+// Fits a branch to a length range: its open sides become explicit any-character repetitions and the
+// one variable-length element (a repetition of single characters) gets its count bounds. False when
+// the branch has more than one variable element; `dead` when no length fits.
+static bool fit_length(std::vector<Node>& els, bool& open_front, bool& open_back, uint64_t lo, uint64_t hi, bool& dead) {
+  dead = false;
+  Node any_rep;
+  any_rep.kind = Node::Repeat;
+  any_rep.min = 0;
+  any_rep.max = kInf;
+  Node any_set;
+  any_set.kind = Node::Set;
+  any_set.set = CpSet::any();
+  any_set.any = true;
+  any_rep.kids.push_back(any_set);
+  std::vector<Node> e = els;
+  if (open_front) e.insert(e.begin(), any_rep);
+  if (open_back) e.push_back(any_rep);
+  uint64_t fixed = 0;
+  int var = -1;
+  for (size_t i = 0; i < e.size(); ++i) {
+    uint64_t a, b;
+    lengths(e[i], a, b);
+    if (a == b) {
+      fixed = sat_add(fixed, a);
+      continue;
+    }
+    if (var >= 0 || e[i].kind != Node::Repeat) return false;
+    uint64_t ka, kb;
+    lengths(e[i].kids[0], ka, kb);
+    if (ka != 1 || kb != 1) return false;
+    var = int(i);
+  }
+  if (fixed == kUnbounded) return false;
+  if (var < 0) {
+    dead = fixed < lo || fixed > hi;
+  } else {
+    Node& r = e[size_t(var)];
+    uint64_t mn = std::max<uint64_t>(r.min, lo > fixed ? lo - fixed : 0);
+    uint64_t mx = r.max == kInf ? kUnbounded : r.max;
+    if (hi != kUnbounded) mx = hi < fixed ? 0 : std::min(mx, hi - fixed);
+    if (hi != kUnbounded && hi < fixed) dead = true;
+    if (mn > mx || mn > (1u << 30) || (mx != kUnbounded && mx > (1u << 30))) {
+      if (mn > mx) dead = true;
+      if (!dead) return false;
+    }
+    if (!dead) {
+      r.min = uint32_t(mn);
+      r.max = mx == kUnbounded ? kInf : uint32_t(mx);
+    }
+  }
+  els = std::move(e);
+  open_front = open_back = false;
+  return true;
+}
+
+Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule,
+                             uint64_t len_min, uint64_t len_max) {
   Parser p(pattern);
   TM_ASSIGN_OR_RETURN(Node root, p.parse());
   std::vector<Branch> branches;
   if (auto st = collect_branches(root, branches); !st.ok()) {
     return Error{"pattern /" + std::string(pattern) + "/: " + st.error() + " (not supported)"};
   }
-  Emitter em(mode);
+  Emitter em(mode, std::string(any_rule));
   std::string any = any_rule.empty() ? group(em.any_char()) : std::string(any_rule);
   RegexGbnf out;
   out.min_len = kUnbounded;
@@ -589,9 +649,17 @@ Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool sear
     seq.kids = b.els;
     uint64_t mn, mx;
     lengths(seq, mn, mx);
+    if (open_front || open_back) mx = kUnbounded;
+    if (mn < len_min || mx > len_max) {
+      bool dead = false;
+      if (!fit_length(seq.kids, open_front, open_back, len_min, len_max, dead)) {
+        return Error{"pattern /" + std::string(pattern) + "/: cannot be combined with minLength/maxLength"};
+      }
+      if (dead) continue;
+      lengths(seq, mn, mx);
+    }
     auto e = em.emit(seq);
     if (!e) continue;
-    if (open_front || open_back) mx = kUnbounded;
     out.min_len = std::min(out.min_len, mn);
     out.max_len = std::max(out.max_len, mx);
     Group* g = nullptr;

@@ -150,11 +150,6 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
   return pieces_[id];
 }
 
-std::vector<std::string> Tokenizer::all_token_bytes(int32_t n) const {
-  std::vector<std::string> out(static_cast<size_t>(std::max(n, 0)));
-  for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = token_bytes(i);
-  return out;
-}
 
 bool Tokenizer::strips_leading_space() const { return data_.space_prefix != SpacePrefix::None; }
 
@@ -183,7 +178,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const { return piece(id, false
 
 std::vector<std::string> Tokenizer::token_bytes_all() const {
   std::vector<std::string> out(pieces_.size());
-  for (size_t i = 0; i < pieces_.size(); ++i) out[i] = piece(int32_t(i), /*skip_special=*/true);
+  for (size_t i = 0; i < pieces_.size(); ++i) out[i] = token_bytes(int32_t(i));
   return out;
 }
 

@@ -60,10 +60,7 @@ class Tokenizer {
 
   // The raw bytes a token stands for (special tokens as their text; may be partial UTF-8).
   std::string token_to_piece(int32_t id) const;
-  // Every token's output bytes, index = token id, for grammar-constrained decoding (the grammar
-  // module's Vocabulary): byte-level BPE mapped back to raw bytes, SentencePiece "▁" to a space and
-  // <0xXX> to the byte, user-defined tokens as their text; control and unknown tokens (BOS, EOS,
-  // chat markers) are empty, i.e. never produced as text.
+  // token_bytes() of every token, index = token id (the grammar module's Vocabulary).
   std::vector<std::string> token_bytes_all() const;
   // Piece for decoding: empty for control/unknown tokens when skip_special.
   const std::string& piece(int32_t id, bool skip_special) const;
@@ -73,8 +70,6 @@ class Tokenizer {
   // user-defined tokens as their text. Empty for control, unknown and unused tokens (and ids out of
   // range), which a grammar never allows.
   const std::string& token_bytes(int32_t id) const;
-  // token_bytes() of every id in [0, n) (n may exceed n_vocab(): a model's padded embedding rows).
-  std::vector<std::string> all_token_bytes(int32_t n) const;
   std::optional<int32_t> find_token(std::string_view text) const;
 
   int32_t n_vocab() const { return int32_t(data_.tokens.size()); }

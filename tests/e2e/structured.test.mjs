@@ -37,7 +37,7 @@ const person = {
 // A hand-written check of `person` (no validator package in the e2e dependencies).
 function validatePerson(v) {
   assert.equal(typeof v, 'object');
-  assert.deepEqual(Object.keys(v).sort(), ['age', 'happy', 'name', 'pet']);
+  assert.deepEqual(Object.keys(v), ['name', 'age', 'pet', 'happy']);  // the schema's order, as OpenAI
   assert.equal(typeof v.name, 'string');
   assert.ok([...v.name].length <= 12, v.name);
   assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120, String(v.age));
@@ -153,6 +153,26 @@ test('a constraint that cannot compile is a 400 naming the field; two constraint
       assert.equal(e.status, 400, JSON.stringify(extra));
       assert.equal(e.param, param, JSON.stringify(extra));
       assert.ok(e.message.length > 0);
+      return true;
+    });
+  }
+});
+
+test('a bad schema is a 400 naming the field and the keyword (chat and completions, streaming too)', async () => {
+  const schema = { type: 'object', properties: { x: { type: 'number', multipleOf: 0.37 } } };
+  const calls = [
+    () => client.chat.completions.create({ model: MODEL, messages, max_tokens: 5,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+    () => client.chat.completions.create({ model: MODEL, messages, max_tokens: 5, stream: true,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+    () => client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 5, guided_json: schema }),
+  ];
+  for (const [i, call] of calls.entries()) {
+    await assert.rejects(call(), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, i === 2 ? 'guided_json' : 'response_format');
+      assert.match(e.message, /multipleOf/);
+      assert.match(e.message, /\/properties\/x/);
       return true;
     });
   }

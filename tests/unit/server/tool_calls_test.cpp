@@ -97,10 +97,11 @@ TEST(ToolMapping, DefaultsAndChoices) {
   EXPECT_EQ(m.tools.choice, ToolPlan::Choice::Auto);
   EXPECT_EQ(m.tools.format, ToolCallFormat::Hermes) << "the ChatML fallback uses hermes";
   EXPECT_FALSE(m.prompts[0].request.constraint.active()) << "auto constrains nothing";
-  EXPECT_TRUE(m.prompts[0].request.skip_special_tokens);
+  EXPECT_FALSE(m.prompts[0].request.skip_special_tokens) << "markers may be special tokens (as vLLM)";
 
   m = chat_ok(chat_body(R"({"tool_choice":"none"})"));
   EXPECT_FALSE(m.tools.parse);
+  EXPECT_TRUE(m.prompts[0].request.skip_special_tokens) << "no parsing: the request as it was";
   EXPECT_FALSE(m.prompts[0].request.constraint.active());
 
   m = chat_ok(chat_body(R"({"tool_choice":"required"})"));
