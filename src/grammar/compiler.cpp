@@ -280,6 +280,12 @@ class Compiler {
     if (s < 0) s = estimate(syn_.rules[static_cast<size_t>(r)].body);
     return s;
   }
+  // A small non-recursive rule with loops (e.g. the rest of a string after a first character) is
+  // inlined into a rule without loops of its own: the caller's positions then keep reading inside
+  // one automaton instead of leaving for a call after a byte or two (see mask_cache.h).
+  bool loop_inlinable(int32_t r) {
+    return !recursive_[static_cast<size_t>(r)] && rule_size(r) <= lim_.inline_max_loop_states;
+  }
   bool inlinable(int32_t r) {
     auto& v = inline_[static_cast<size_t>(r)];
     if (v < 0) {
@@ -343,7 +349,9 @@ class Compiler {
         return end;
       }
       case Expr::Kind::Ref: {
-        if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        if (inlinable(e.rule) || (cur_bounded_ && loop_inlinable(e.rule))) {
+          return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        }
         int32_t t = nfa.add();
         nfa.out[static_cast<size_t>(from)].push_back({2, t, program_rule(e.rule)});
         return t;
@@ -390,6 +398,7 @@ class Compiler {
   Status build_rule(const Pending& job) {
     int32_t pr = job.prog_rule;
     cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
+    cur_bounded_ = bounded(*job.body);
     Nfa nfa;
     int32_t start = nfa.add();
     int32_t final_state = build(nfa, *job.body, start);
@@ -517,6 +526,7 @@ class Compiler {
 
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
   std::string cur_rule_name_;
+  bool cur_bounded_ = false;
 
   // Counter ids above the real states; the simple-body test for mask classification.
   Status finish_repeats() {

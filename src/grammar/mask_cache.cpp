@@ -137,7 +137,7 @@ void finish(MaskEntry& e, std::vector<int32_t>& accepted,
 
 std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
                                           const std::vector<std::string>& token_bytes, int32_t n_vocab,
-                                          const std::unordered_map<int32_t, int32_t>& index) {
+                                          const std::unordered_map<int32_t, int32_t>* index) {
   auto e = std::make_shared<MaskEntry>();
   std::vector<int32_t> st(t.max_depth + 1, Program::kDead);
   std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
@@ -173,7 +173,8 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
           const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
           ++e->uncertain;
           for (int32_t j : live) {
-            int32_t canon = index.at(st[static_cast<size_t>(j)]);
+            int32_t q = st[static_cast<size_t>(j)];
+            int32_t canon = index ? index->at(q) : q;
             uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
           }
         }
@@ -279,16 +280,17 @@ const Binding& counter_binding_for(const Program& prog, const Bindings& bindings
   return *bindings.publish_counter(local, std::move(b));
 }
 
-const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& trie,
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                           const TokenTrie& short_trie, const TokenTrie& long_trie,
                            const std::vector<std::string>& token_bytes, int32_t s) {
   if (const Binding* b = bindings.get(s)) return *b;
   auto b = std::make_unique<Binding>();
   std::unordered_map<int32_t, int32_t> index;
-  MaskKey key = canonical(prog, s, trie.max_depth, b->canon_states, index);
+  auto n_vocab = static_cast<int32_t>(token_bytes.size());
+  MaskKey key = canonical(prog, s, short_trie.max_depth, b->canon_states, index);
   b->entry = cache.find(key);
-  if (!b->entry) {
-    b->entry = cache.insert(key, classify(prog, s, trie, token_bytes, static_cast<int32_t>(token_bytes.size()), index));
-  }
+  if (!b->entry) b->entry = cache.insert(key, classify(prog, s, short_trie, token_bytes, n_vocab, &index));
+  if (long_trie.size() > 1) b->local = classify(prog, s, long_trie, token_bytes, n_vocab, nullptr);
   return *bindings.publish(s, std::move(b));
 }
 
