@@ -263,7 +263,8 @@ class Compiler {
         for (const auto& q : seqs) n += static_cast<int64_t>(q.size()) - 1;
         return n;
       }
-      case Expr::Kind::Ref: return inlinable(e.rule) ? rule_size(e.rule) : 2;
+      case Expr::Kind::Ref:
+        return inlinable(e.rule) || (est_loops_ && loop_inlinable(e.rule)) ? rule_size(e.rule) : 2;
       case Expr::Kind::Repeat: {
         int64_t k = e.max < 0 ? e.min + 1 : e.max;
         return std::min(kCap, std::max<int64_t>(k, 1) * estimate(e.kids[0]) + 2);
@@ -277,8 +278,14 @@ class Compiler {
   }
   int64_t rule_size(int32_t r) {
     auto& s = size_[static_cast<size_t>(r)];
-    if (s < 0) s = estimate(syn_.rules[static_cast<size_t>(r)].body);
-    return s;
+    if (s < 0) {  // memoized without loop inlining (inlinable() depends on it)
+      bool saved = est_loops_;
+      est_loops_ = false;
+      int64_t v = estimate(syn_.rules[static_cast<size_t>(r)].body);
+      est_loops_ = saved;
+      size_[static_cast<size_t>(r)] = v;
+    }
+    return size_[static_cast<size_t>(r)];
   }
   // A small non-recursive rule with loops (e.g. the rest of a string after a first character) is
   // inlined into a rule without loops of its own: the caller's positions then keep reading inside
@@ -399,6 +406,11 @@ class Compiler {
     int32_t pr = job.prog_rule;
     cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
     cur_bounded_ = bounded(*job.body);
+    if (cur_bounded_) {  // inlining loops must not blow the rule up (keys with many exclusions)
+      est_loops_ = true;
+      cur_bounded_ = estimate(*job.body) <= lim_.max_loop_inlined_rule;
+      est_loops_ = false;
+    }
     Nfa nfa;
     int32_t start = nfa.add();
     int32_t final_state = build(nfa, *job.body, start);
@@ -439,30 +451,35 @@ class Compiler {
     }
     std::vector<uint32_t> mark(nfa.out.size(), 0);
     uint32_t epoch = 0;
-    auto closure = [&](std::vector<int32_t> seeds) {
+    // Epsilon closure of `seeds` into `out` (sorted); buffers reused, no allocation per call.
+    std::vector<int32_t> stack, tmp;
+    auto closure = [&](const std::vector<int32_t>& seeds, std::vector<int32_t>& out) {
       ++epoch;
-      std::vector<int32_t> out;
-      while (!seeds.empty()) {
-        int32_t q = seeds.back();
-        seeds.pop_back();
+      out.clear();
+      stack.assign(seeds.begin(), seeds.end());
+      while (!stack.empty()) {
+        int32_t q = stack.back();
+        stack.pop_back();
         if (mark[static_cast<size_t>(q)] == epoch) continue;
         mark[static_cast<size_t>(q)] = epoch;
         out.push_back(q);
         for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
-          if (e.kind == 0) seeds.push_back(e.to);
+          if (e.kind == 0) stack.push_back(e.to);
         }
       }
       std::sort(out.begin(), out.end());
-      return out;
     };
     std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-    std::vector<std::vector<int32_t>> subsets;
-    auto intern = [&](std::vector<int32_t> s) {
-      auto [it, fresh] = ids.emplace(s, static_cast<int32_t>(subsets.size()));
-      if (fresh) subsets.push_back(std::move(s));
+    std::vector<const std::vector<int32_t>*> subsets;  // keys of ids (stable: node-based map)
+    auto intern = [&](const std::vector<int32_t>& seeds) {
+      closure(seeds, tmp);
+      auto it = ids.find(tmp);
+      if (it != ids.end()) return it->second;
+      it = ids.emplace(tmp, static_cast<int32_t>(subsets.size())).first;
+      subsets.push_back(&it->first);
       return it->second;
     };
-    intern(closure({start}));
+    intern(std::vector<int32_t>{start});
     Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
     info.first_state = prog_.num_states();
     info.start = info.first_state;
@@ -486,7 +503,7 @@ class Compiler {
       for (auto& bk : buckets) bk.clear();
       calls.clear();
       bool fin = false;
-      for (int32_t q : subsets[d]) {
+      for (int32_t q : *subsets[d]) {
         if (q == final_state) fin = true;
         for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
           if (e.kind == 1) {
@@ -504,7 +521,7 @@ class Compiler {
       for (int32_t c = 0; c < ncls; ++c) {
         auto& bk = buckets[static_cast<size_t>(c)];
         if (bk.empty()) continue;
-        prog_.trans[row + static_cast<size_t>(c)] = base + intern(closure(bk));
+        prog_.trans[row + static_cast<size_t>(c)] = base + intern(bk);
         flags |= Program::kBytes;
       }
       ByteSet first{};
@@ -514,7 +531,7 @@ class Compiler {
       prog_.first.push_back(first);
       pending_refs_.emplace_back();
       for (auto& [rule, targets] : calls) {
-        pending_refs_.back().push_back({rule, base + intern(closure(targets))});
+        pending_refs_.back().push_back({rule, base + intern(targets)});
         flags |= Program::kRefs;
       }
       if (fin && !(flags & (Program::kBytes | Program::kRefs))) flags |= Program::kPureEnd;
@@ -527,6 +544,7 @@ class Compiler {
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
   std::string cur_rule_name_;
   bool cur_bounded_ = false;
+  bool est_loops_ = false;
 
   // Counter ids above the real states; the simple-body test for mask classification.
   Status finish_repeats() {

@@ -139,22 +139,39 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
                                           const std::vector<std::string>& token_bytes, int32_t n_vocab,
                                           const std::unordered_map<int32_t, int32_t>* index) {
   auto e = std::make_shared<MaskEntry>();
+  // The walk never leaves s's rule: hoist its transition table.
+  const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
+  const uint8_t* cls = rule.byte_class.data();
+  const int32_t* trans = p.trans.data();
+  const uint32_t* row = p.row.data();
+  const uint8_t* flags = p.flags.data();
   std::vector<int32_t> st(t.max_depth + 1, Program::kDead);
   std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
   std::vector<uint8_t> path(t.max_depth + 1, 0);  // path[d]: the byte read at depth d
-  std::vector<int32_t> accepted, live;
+  std::vector<int32_t> live;
+  std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+  size_t count = 0;
   std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;  // canon -> (suffix, token)
   st[0] = s;
   size_t n = t.size();
+  const uint8_t* tb = t.byte.data();
+  const uint16_t* td = t.depth.data();
+  const int32_t* tbeg = t.tok_begin.data();
+  const int32_t* toks = t.tokens.data();
   for (size_t i = 1; i < n;) {
-    int32_t d = t.depth[i];
+    int32_t d = td[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
-    path[static_cast<size_t>(d)] = t.byte[i];
-    int32_t q = p.next(st[static_cast<size_t>(d - 1)], t.byte[i]);
+    uint8_t byte = tb[i];
+    path[static_cast<size_t>(d)] = byte;
+    int32_t q = trans[row[st[static_cast<size_t>(d - 1)]] + cls[byte]];
     if (q != Program::kDead) {
       st[static_cast<size_t>(d)] = q;
-      for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
-      if (is_exit(p, q)) exits.push_back(d);
+      for (int32_t k = tbeg[i]; k < tbeg[i + 1]; ++k) {
+        int32_t tok = toks[k];
+        bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+        ++count;
+      }
+      if (flags[q] & (Program::kFinal | Program::kRefs)) exits.push_back(d);
       ++i;
       continue;
     }
@@ -168,13 +185,13 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
     }
     if (!live.empty()) {
       for (size_t k = i; k < end; ++k) {
-        for (int32_t x = t.tok_begin[k]; x < t.tok_begin[k + 1]; ++x) {
-          int32_t tok = t.tokens[static_cast<size_t>(x)];
+        for (int32_t x = tbeg[k]; x < tbeg[k + 1]; ++x) {
+          int32_t tok = toks[x];
           const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
           ++e->uncertain;
           for (int32_t j : live) {
-            int32_t q = st[static_cast<size_t>(j)];
-            int32_t canon = index ? index->at(q) : q;
+            int32_t qj = st[static_cast<size_t>(j)];
+            int32_t canon = index ? index->at(qj) : qj;
             uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
           }
         }
@@ -182,7 +199,14 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
     }
     i = end;
   }
-  finish(*e, accepted, uncertain, n_vocab);
+  if (count * 32 > static_cast<size_t>(n_vocab)) {
+    e->dense = std::move(bits);
+  } else {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint32_t x = bits[w]; x; x &= x - 1) e->sparse.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(x))));
+    }
+  }
+  for (auto& [canon, items] : uncertain) e->exits.push_back({canon, TokenTrie::build(items)});
   return e;
 }
 
