@@ -538,7 +538,80 @@ class Compiler {
       prog_.flags.push_back(flags);
     }
     info.num_states = static_cast<int32_t>(subsets.size());
+    if (info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
     return {};
+  }
+
+  // Moore's partition refinement on the rule just built (its states are the last ones): merges
+  // equivalent states, e.g. the copies of a loop rule inlined at many places of a key rule.
+  void minimize(int32_t pr) {
+    Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
+    auto n = static_cast<size_t>(info.num_states);
+    auto base = static_cast<size_t>(info.first_state);
+    auto ncls = static_cast<size_t>(info.num_classes);
+    std::vector<int32_t> cls(n, 0), next_cls(n);
+    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> sig_ids;
+    std::vector<int32_t> sig;
+    size_t count = 0;
+    for (int round = 0;; ++round) {
+      sig_ids.clear();
+      for (size_t i = 0; i < n; ++i) {
+        sig.clear();
+        sig.push_back(round == 0 ? (prog_.flags[base + i] & Program::kFinal) : cls[i]);
+        size_t row = prog_.row[base + i];
+        for (size_t c = 0; c < ncls; ++c) {
+          int32_t t = prog_.trans[row + c];
+          sig.push_back(t == Program::kDead ? -1 : (round == 0 ? 0 : cls[static_cast<size_t>(t) - base]));
+        }
+        for (const auto& r : pending_refs_[base + i]) {
+          sig.push_back(r.rule);
+          sig.push_back(round == 0 ? 0 : cls[static_cast<size_t>(r.target) - base]);
+        }
+        next_cls[i] = sig_ids.emplace(sig, static_cast<int32_t>(sig_ids.size())).first->second;
+      }
+      size_t k = sig_ids.size();
+      cls.swap(next_cls);
+      if (round > 0 && k == count) break;
+      count = k;
+    }
+    if (count == n) return;
+    // New numbering in first-appearance order (the start state stays first).
+    std::vector<int32_t> id(count, -1), rep;
+    for (size_t i = 0; i < n; ++i) {
+      auto& x = id[static_cast<size_t>(cls[i])];
+      if (x < 0) {
+        x = static_cast<int32_t>(rep.size());
+        rep.push_back(static_cast<int32_t>(i));
+      }
+    }
+    auto map = [&](int32_t t) {
+      return t == Program::kDead ? t : static_cast<int32_t>(base) + id[static_cast<size_t>(cls[static_cast<size_t>(t) - base])];
+    };
+    std::vector<int32_t> trans;
+    std::vector<uint8_t> flags;
+    std::vector<ByteSet> first;
+    std::vector<std::vector<Program::Ref>> refs;
+    for (int32_t r : rep) {
+      size_t s = base + static_cast<size_t>(r);
+      for (size_t c = 0; c < ncls; ++c) trans.push_back(map(prog_.trans[prog_.row[s] + c]));
+      flags.push_back(prog_.flags[s]);
+      first.push_back(prog_.first[s]);
+      refs.push_back(pending_refs_[s]);
+      for (auto& ref : refs.back()) ref.target = map(ref.target);
+    }
+    size_t row0 = prog_.row[base];
+    prog_.trans.resize(row0);
+    prog_.trans.insert(prog_.trans.end(), trans.begin(), trans.end());
+    prog_.rule_of.resize(base + count);
+    prog_.row.resize(base + count);
+    for (size_t i = 0; i < count; ++i) prog_.row[base + i] = static_cast<uint32_t>(row0 + i * ncls);
+    prog_.flags.resize(base);
+    prog_.flags.insert(prog_.flags.end(), flags.begin(), flags.end());
+    prog_.first.resize(base);
+    prog_.first.insert(prog_.first.end(), first.begin(), first.end());
+    pending_refs_.resize(base);
+    for (auto& r : refs) pending_refs_.push_back(std::move(r));
+    info.num_states = static_cast<int32_t>(count);
   }
 
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
