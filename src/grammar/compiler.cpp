@@ -550,24 +550,38 @@ class Compiler {
     auto base = static_cast<size_t>(info.first_state);
     auto ncls = static_cast<size_t>(info.num_classes);
     std::vector<int32_t> cls(n, 0), next_cls(n);
-    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> sig_ids;
-    std::vector<int32_t> sig;
+    // Signatures as two independent 64-bit hashes (a collision needs ~2^64 states).
+    struct Key {
+      uint64_t a, b;
+      bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+      size_t operator()(const Key& k) const { return static_cast<size_t>(k.a ^ (k.b >> 7)); }
+    };
+    std::unordered_map<Key, int32_t, KeyHash> sig_ids;
+    sig_ids.reserve(n * 2);
     size_t count = 0;
     for (int round = 0;; ++round) {
       sig_ids.clear();
       for (size_t i = 0; i < n; ++i) {
-        sig.clear();
-        sig.push_back(round == 0 ? (prog_.flags[base + i] & Program::kFinal) : cls[i]);
+        uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD1B54A32D192ED03ull;
+        auto mix = [&](uint64_t v) {
+          a = (a ^ v) * 0x100000001B3ull;
+          a ^= a >> 29;
+          b = (b + v + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+          b ^= b >> 31;
+        };
+        mix(static_cast<uint64_t>(round == 0 ? (prog_.flags[base + i] & Program::kFinal) : cls[i]));
         size_t row = prog_.row[base + i];
         for (size_t c = 0; c < ncls; ++c) {
           int32_t t = prog_.trans[row + c];
-          sig.push_back(t == Program::kDead ? -1 : (round == 0 ? 0 : cls[static_cast<size_t>(t) - base]));
+          mix(t == Program::kDead ? ~uint64_t{0} : static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(t) - base]));
         }
         for (const auto& r : pending_refs_[base + i]) {
-          sig.push_back(r.rule);
-          sig.push_back(round == 0 ? 0 : cls[static_cast<size_t>(r.target) - base]);
+          mix(static_cast<uint64_t>(static_cast<uint32_t>(r.rule)) | (uint64_t{1} << 40));
+          mix(static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(r.target) - base]));
         }
-        next_cls[i] = sig_ids.emplace(sig, static_cast<int32_t>(sig_ids.size())).first->second;
+        next_cls[i] = sig_ids.emplace(Key{a, b}, static_cast<int32_t>(sig_ids.size())).first->second;
       }
       size_t k = sig_ids.size();
       cls.swap(next_cls);
