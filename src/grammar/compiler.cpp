@@ -356,7 +356,9 @@ class Compiler {
         return end;
       }
       case Expr::Kind::Ref: {
-        if (inlinable(e.rule) || (cur_bounded_ && loop_inlinable(e.rule))) {
+        if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        if (cur_bounded_ && loop_inlinable(e.rule)) {
+          ++loops_inlined_;
           return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
         }
         int32_t t = nfa.add();
@@ -406,6 +408,7 @@ class Compiler {
     int32_t pr = job.prog_rule;
     cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
     cur_bounded_ = bounded(*job.body);
+    loops_inlined_ = 0;
     if (cur_bounded_) {  // inlining loops must not blow the rule up (keys with many exclusions)
       est_loops_ = true;
       cur_bounded_ = estimate(*job.body) <= lim_.max_loop_inlined_rule;
@@ -538,7 +541,8 @@ class Compiler {
       prog_.flags.push_back(flags);
     }
     info.num_states = static_cast<int32_t>(subsets.size());
-    if (info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
+    // Only rules with loop rules inlined more than once carry the duplicate copies worth merging.
+    if (loops_inlined_ > 1 && info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
     return {};
   }
 
@@ -632,6 +636,7 @@ class Compiler {
   std::string cur_rule_name_;
   bool cur_bounded_ = false;
   bool est_loops_ = false;
+  int loops_inlined_ = 0;
 
   // Counter ids above the real states; the simple-body test for mask classification.
   Status finish_repeats() {
