@@ -125,7 +125,7 @@ MaskKey canonical(const Program& p, int32_t s, size_t max_depth, std::vector<int
 }
 
 void finish(MaskEntry& e, std::vector<int32_t>& accepted,
-            std::map<int32_t, std::vector<std::pair<std::string, int32_t>>>& uncertain, int32_t n_vocab) {
+            std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>>& uncertain, int32_t n_vocab) {
   if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
     e.dense.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0);
     for (int32_t tok : accepted) e.dense[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
@@ -151,7 +151,7 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
   std::vector<int32_t> live;
   std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
   size_t count = 0;
-  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
   st[0] = s;
   size_t n = t.size();
   const uint8_t* tb = t.byte.data();
@@ -192,7 +192,7 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
           for (int32_t j : live) {
             int32_t qj = st[static_cast<size_t>(j)];
             int32_t canon = index ? index->at(qj) : qj;
-            uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+            uncertain[canon].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
           }
         }
       }
@@ -227,7 +227,7 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
   std::vector<At> st(t.max_depth + 1);
   std::vector<int32_t> exits, accepted;
   std::vector<uint8_t> path(t.max_depth + 1, 0);
-  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;
   st[0] = {s, 0, false};
   size_t n = t.size();
   for (size_t i = 1; i < n;) {
@@ -260,7 +260,7 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
           ++e->uncertain;
           for (int32_t j : exits) {
             if (byteset_has(rep.follow, path[static_cast<size_t>(j + 1)])) {
-              uncertain[-1].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+              uncertain[-1].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
             }
           }
         }

@@ -5,13 +5,13 @@
 namespace tmill::grammar {
 
 TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids) {
-  std::vector<std::pair<std::string, int32_t>> items;
+  std::vector<std::pair<std::string_view, int32_t>> items;
   items.reserve(ids.size());
   for (int32_t t : ids) items.emplace_back(token_bytes[static_cast<size_t>(t)], t);
   return build(items);
 }
 
-TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) {
+TokenTrie TokenTrie::build(std::vector<std::pair<std::string_view, int32_t>>& items) {
   std::sort(items.begin(), items.end());
   TokenTrie t;
   auto add_node = [&](uint8_t b, size_t d) {
@@ -23,7 +23,7 @@ TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) 
   };
   add_node(0, 0);
   std::vector<int32_t> path{0};  // path[d] = node at depth d on the current branch
-  const std::string* prev = nullptr;
+  const std::string_view* prev = nullptr;
   for (const auto& [s, id] : items) {
     if (s.empty()) continue;
     size_t lcp = 0;

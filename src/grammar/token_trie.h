@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,7 +23,7 @@ struct TokenTrie {
   // Tokens in `ids` with non-empty bytes (token_bytes indexed by id).
   static TokenTrie build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids);
   // (bytes, id) pairs; empty strings are skipped. The pairs are sorted in place.
-  static TokenTrie build(std::vector<std::pair<std::string, int32_t>>& items);
+  static TokenTrie build(std::vector<std::pair<std::string_view, int32_t>>& items);
 };
 
 }  // namespace tmill::grammar
