@@ -124,6 +124,10 @@ MaskKey canonical(const Program& p, int32_t s, size_t max_depth, std::vector<int
   return MaskKey{h.a, h.b ^ states.size()};
 }
 
+bool subset(const ByteSet& a, const ByteSet& b) {
+  return !(a[0] & ~b[0]) && !(a[1] & ~b[1]) && !(a[2] & ~b[2]) && !(a[3] & ~b[3]);
+}
+
 void finish(MaskEntry& e, std::vector<int32_t>& accepted,
             std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>>& uncertain, int32_t n_vocab) {
   if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
@@ -152,6 +156,16 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
   std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
   size_t count = 0;
   std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::unordered_map<int32_t, ByteSet> loops;  // per state: the bytes that lead back to it
+  auto loops_of = [&](int32_t q) -> const ByteSet& {
+    auto [it, fresh] = loops.try_emplace(q);
+    if (fresh) {
+      for (unsigned b = 0; b < 256; ++b) {
+        if (trans[row[q] + cls[b]] == q) byteset_add(it->second, static_cast<uint8_t>(b));
+      }
+    }
+    return it->second;
+  };
   st[0] = s;
   size_t n = t.size();
   const uint8_t* tb = t.byte.data();
@@ -172,6 +186,16 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
         ++count;
       }
       if (flags[q] & (Program::kFinal | Program::kRefs)) exits.push_back(d);
+      if (!t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 && subset(t.below[i], loops_of(q))) {
+        // Every byte below loops on q: the whole subtree is accepted.
+        for (int32_t k = tbeg[i + 1]; k < tbeg[t.next[i]]; ++k) {
+          int32_t tok = toks[k];
+          bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+          ++count;
+        }
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
       ++i;
       continue;
     }
@@ -230,6 +254,12 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
   std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;
   st[0] = {s, 0, false};
   size_t n = t.size();
+  bool free_copies = need == 0 && room > static_cast<int32_t>(t.max_depth);
+  ByteSet one_byte_copies{};
+  for (unsigned c = 0; c < 256; ++c) {
+    int32_t q = p.next(start, static_cast<uint8_t>(c));
+    if (q != Program::kDead && p.final(q)) byteset_add(one_byte_copies, static_cast<uint8_t>(c));
+  }
   for (size_t i = 1; i < n;) {
     int32_t d = t.depth[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
@@ -246,6 +276,14 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
         b = {q, a.done, false};
       }
       for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+      // Copies limited by neither bound within a token: every byte that completes a one-byte copy
+      // keeps the walk at a boundary, so a subtree of such bytes is accepted whole.
+      if (free_copies && b.boundary && !t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 &&
+          subset(t.below[i], one_byte_copies)) {
+        for (int32_t k = t.tok_begin[i + 1]; k < t.tok_begin[t.next[i]]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
       ++i;
       continue;
     }

@@ -53,4 +53,20 @@ TokenTrie TokenTrie::build(std::vector<std::pair<std::string_view, int32_t>>& it
   return t;
 }
 
+void TokenTrie::compute_subtree_bytes() {
+  size_t n = byte.size();
+  std::vector<int32_t> parent(n, -1), path;
+  for (size_t i = 0; i < n; ++i) {
+    while (!path.empty() && next[static_cast<size_t>(path.back())] <= static_cast<int32_t>(i)) path.pop_back();
+    if (!path.empty()) parent[i] = path.back();
+    path.push_back(static_cast<int32_t>(i));
+  }
+  below.assign(n, {0, 0, 0, 0});
+  for (size_t i = n; i-- > 1;) {
+    auto& up = below[static_cast<size_t>(parent[i])];
+    for (size_t w = 0; w < 4; ++w) up[w] |= below[i][w];
+    up[byte[i] >> 6] |= uint64_t{1} << (byte[i] & 63);
+  }
+}
+
 }  // namespace tmill::grammar

@@ -3,6 +3,7 @@
 // vocabulary; mask computations walk it and skip a whole subtree when its prefix is refused.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,6 +19,10 @@ struct TokenTrie {
   std::vector<int32_t> tok_begin;  // tokens ending here: tokens[tok_begin[i] .. tok_begin[i + 1])
   std::vector<int32_t> tokens;
   size_t max_depth = 0;
+  // Per node, the bytes on the edges below it (filled by compute_subtree_bytes, vocabulary tries
+  // only): lets a walk accept a whole subtree when all its bytes loop on the current state.
+  std::vector<std::array<uint64_t, 4>> below;
+  void compute_subtree_bytes();
 
   size_t size() const { return byte.size(); }
   // Tokens in `ids` with non-empty bytes (token_bytes indexed by id).

@@ -37,6 +37,8 @@ std::shared_ptr<const Vocabulary> Vocabulary::create(VocabularyData data) {
   }
   im.short_trie = TokenTrie::build(im.data.token_bytes, short_ids);
   im.long_trie = TokenTrie::build(im.data.token_bytes, long_ids);
+  im.short_trie.compute_subtree_bytes();
+  im.trie.compute_subtree_bytes();
   im.cache = std::make_unique<MaskCache>();
   return v;
 }
