@@ -13,8 +13,8 @@
 namespace tmill::grammar {
 
 struct CompileLimits {
-  int32_t max_nfa_states = 4'000'000;
-  int32_t max_dfa_states = 1'000'000;
+  int32_t max_nfa_states = 1'000'000;
+  int32_t max_dfa_states = 500'000;
   int32_t inline_max_states = 256;  // NFA states of a rule body inlined into its caller
   int32_t max_unrolled_repeat = 48;  // larger {m,n} are counted on the stack (Program::Repeat)
 };

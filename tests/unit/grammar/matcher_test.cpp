@@ -284,3 +284,17 @@ TEST(Gbnf, CountedRepetitionBounds) {
   EXPECT_EQ(compile_gbnf("root ::= (\"a\"?){0,100}\n", byte_vocab()).error(),
             "grammar: repetition root{0,100} of an expression that can match the empty string is not supported");
 }
+
+TEST(Matcher, CountedRepetitionNearBounds) {
+  // Long tokens cross the minimum and the maximum of a counted repetition and leave it mid-token.
+  auto v = vocab_of({"", "<", "a", "aa", "aaa", "aaaaaaa", "aaaaaaaaaaaaaaaaa", "a>", "aa>,", ">", ",", "<a", "b",
+                     "ab", "ba", "bab>"},
+                    {0});
+  for (const char* g : {"root ::= \"<\" \"a\"{50,70} \">\" \",\"?\n", "root ::= \"<\" [ab]{49,} \">\"\n",
+                        "root ::= \"<\" (\"a\" | \"ba\"){0,55}\n"}) {
+    SCOPED_TRACE(g);
+    auto gr = must_compile(g, v);
+    ASSERT_TRUE(gr);
+    random_walks(gr, 12, 120, 5);
+  }
+}
