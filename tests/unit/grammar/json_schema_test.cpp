@@ -151,6 +151,8 @@ TEST(JsonSchema, EnumConstAndCombinators) {
                      {"properties":{"a":{"minimum":5},"b":{"type":"string"}}}]})J",
         {{R"J({"a":5})J", R"J({"a":6,"b":"x"})J"}, {R"J({"a":4})J", R"J({"b":"x"})J", R"J({"a":5,"b":1})J"}});
   check(R"J({"not":{"type":"string"}})J", {{"1", "null", "{}"}, {"\"s\""}});
+  check(R"J({"type":"string","not":{"enum":["a","bc"]}})J", {{"\"b\"", "\"\"", "\"ab\"", "\"bcd\""}, {"\"a\"", "\"bc\"", "1"}});
+  check(R"J({"not":{"const":"x"}})J", {{"1", "\"y\"", "\"xx\""}, {"\"x\""}});
   check(R"J({"type":"object","properties":{"a":{}},"not":{"required":["a"]}})J", {{R"J({})J", R"J({"b":1})J"}, {R"J({"a":1})J", "1"}});
 }
 
