@@ -124,8 +124,12 @@ MaskKey canonical(const Program& p, int32_t s, size_t max_depth, std::vector<int
   return MaskKey{h.a, h.b ^ states.size()};
 }
 
+bool subset(const ByteSet& a, const ByteSet& b) {
+  return !(a[0] & ~b[0]) && !(a[1] & ~b[1]) && !(a[2] & ~b[2]) && !(a[3] & ~b[3]);
+}
+
 void finish(MaskEntry& e, std::vector<int32_t>& accepted,
-            std::map<int32_t, std::vector<std::pair<std::string, int32_t>>>& uncertain, int32_t n_vocab) {
+            std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>>& uncertain, int32_t n_vocab) {
   if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
     e.dense.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0);
     for (int32_t tok : accepted) e.dense[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
@@ -137,24 +141,61 @@ void finish(MaskEntry& e, std::vector<int32_t>& accepted,
 
 std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
                                           const std::vector<std::string>& token_bytes, int32_t n_vocab,
-                                          const std::unordered_map<int32_t, int32_t>& index) {
+                                          const std::unordered_map<int32_t, int32_t>* index) {
   auto e = std::make_shared<MaskEntry>();
+  // The walk never leaves s's rule: hoist its transition table.
+  const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
+  const uint8_t* cls = rule.byte_class.data();
+  const int32_t* trans = p.trans.data();
+  const uint32_t* row = p.row.data();
+  const uint8_t* flags = p.flags.data();
   std::vector<int32_t> st(t.max_depth + 1, Program::kDead);
   std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
   std::vector<uint8_t> path(t.max_depth + 1, 0);  // path[d]: the byte read at depth d
-  std::vector<int32_t> accepted, live;
-  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::vector<int32_t> live;
+  std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+  size_t count = 0;
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::unordered_map<int32_t, ByteSet> loops;  // per state: the bytes that lead back to it
+  auto loops_of = [&](int32_t q) -> const ByteSet& {
+    auto [it, fresh] = loops.try_emplace(q);
+    if (fresh) {
+      for (unsigned b = 0; b < 256; ++b) {
+        if (trans[row[q] + cls[b]] == q) byteset_add(it->second, static_cast<uint8_t>(b));
+      }
+    }
+    return it->second;
+  };
   st[0] = s;
   size_t n = t.size();
+  const uint8_t* tb = t.byte.data();
+  const uint16_t* td = t.depth.data();
+  const int32_t* tbeg = t.tok_begin.data();
+  const int32_t* toks = t.tokens.data();
   for (size_t i = 1; i < n;) {
-    int32_t d = t.depth[i];
+    int32_t d = td[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
-    path[static_cast<size_t>(d)] = t.byte[i];
-    int32_t q = p.next(st[static_cast<size_t>(d - 1)], t.byte[i]);
+    uint8_t byte = tb[i];
+    path[static_cast<size_t>(d)] = byte;
+    int32_t q = trans[row[st[static_cast<size_t>(d - 1)]] + cls[byte]];
     if (q != Program::kDead) {
       st[static_cast<size_t>(d)] = q;
-      for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
-      if (is_exit(p, q)) exits.push_back(d);
+      for (int32_t k = tbeg[i]; k < tbeg[i + 1]; ++k) {
+        int32_t tok = toks[k];
+        bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+        ++count;
+      }
+      if (flags[q] & (Program::kFinal | Program::kRefs)) exits.push_back(d);
+      if (!t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 && subset(t.below[i], loops_of(q))) {
+        // Every byte below loops on q: the whole subtree is accepted.
+        for (int32_t k = tbeg[i + 1]; k < tbeg[t.next[i]]; ++k) {
+          int32_t tok = toks[k];
+          bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+          ++count;
+        }
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
       ++i;
       continue;
     }
@@ -168,20 +209,28 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
     }
     if (!live.empty()) {
       for (size_t k = i; k < end; ++k) {
-        for (int32_t x = t.tok_begin[k]; x < t.tok_begin[k + 1]; ++x) {
-          int32_t tok = t.tokens[static_cast<size_t>(x)];
+        for (int32_t x = tbeg[k]; x < tbeg[k + 1]; ++x) {
+          int32_t tok = toks[x];
           const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
           ++e->uncertain;
           for (int32_t j : live) {
-            int32_t canon = index.at(st[static_cast<size_t>(j)]);
-            uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+            int32_t qj = st[static_cast<size_t>(j)];
+            int32_t canon = index ? index->at(qj) : qj;
+            uncertain[canon].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
           }
         }
       }
     }
     i = end;
   }
-  finish(*e, accepted, uncertain, n_vocab);
+  if (count * 32 > static_cast<size_t>(n_vocab)) {
+    e->dense = std::move(bits);
+  } else {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint32_t x = bits[w]; x; x &= x - 1) e->sparse.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(x))));
+    }
+  }
+  for (auto& [canon, items] : uncertain) e->exits.push_back({canon, TokenTrie::build(items)});
   return e;
 }
 
@@ -202,9 +251,15 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
   std::vector<At> st(t.max_depth + 1);
   std::vector<int32_t> exits, accepted;
   std::vector<uint8_t> path(t.max_depth + 1, 0);
-  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;
   st[0] = {s, 0, false};
   size_t n = t.size();
+  bool free_copies = need == 0 && room > static_cast<int32_t>(t.max_depth);
+  ByteSet one_byte_copies{};
+  for (unsigned c = 0; c < 256; ++c) {
+    int32_t q = p.next(start, static_cast<uint8_t>(c));
+    if (q != Program::kDead && p.final(q)) byteset_add(one_byte_copies, static_cast<uint8_t>(c));
+  }
   for (size_t i = 1; i < n;) {
     int32_t d = t.depth[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
@@ -221,6 +276,14 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
         b = {q, a.done, false};
       }
       for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+      // Copies limited by neither bound within a token: every byte that completes a one-byte copy
+      // keeps the walk at a boundary, so a subtree of such bytes is accepted whole.
+      if (free_copies && b.boundary && !t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 &&
+          subset(t.below[i], one_byte_copies)) {
+        for (int32_t k = t.tok_begin[i + 1]; k < t.tok_begin[t.next[i]]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
       ++i;
       continue;
     }
@@ -235,7 +298,7 @@ std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, c
           ++e->uncertain;
           for (int32_t j : exits) {
             if (byteset_has(rep.follow, path[static_cast<size_t>(j + 1)])) {
-              uncertain[-1].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+              uncertain[-1].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
             }
           }
         }
@@ -279,16 +342,17 @@ const Binding& counter_binding_for(const Program& prog, const Bindings& bindings
   return *bindings.publish_counter(local, std::move(b));
 }
 
-const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& trie,
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                           const TokenTrie& short_trie, const TokenTrie& long_trie,
                            const std::vector<std::string>& token_bytes, int32_t s) {
   if (const Binding* b = bindings.get(s)) return *b;
   auto b = std::make_unique<Binding>();
   std::unordered_map<int32_t, int32_t> index;
-  MaskKey key = canonical(prog, s, trie.max_depth, b->canon_states, index);
+  auto n_vocab = static_cast<int32_t>(token_bytes.size());
+  MaskKey key = canonical(prog, s, short_trie.max_depth, b->canon_states, index);
   b->entry = cache.find(key);
-  if (!b->entry) {
-    b->entry = cache.insert(key, classify(prog, s, trie, token_bytes, static_cast<int32_t>(token_bytes.size()), index));
-  }
+  if (!b->entry) b->entry = cache.insert(key, classify(prog, s, short_trie, token_bytes, n_vocab, &index));
+  if (long_trie.size() > 1) b->local = classify(prog, s, long_trie, token_bytes, n_vocab, nullptr);
   return *bindings.publish(s, std::move(b));
 }
 

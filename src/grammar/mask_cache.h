@@ -49,9 +49,14 @@ struct MaskEntry {
 // A grammar state's view of its entry: the shared entry and the grammar states behind its
 // canonical indices.
 struct Binding {
-  std::shared_ptr<const MaskEntry> entry;
+  std::shared_ptr<const MaskEntry> entry;  // the tokens of at most kShortTokenBytes (shared)
   std::vector<int32_t> canon_states;
+  // The few longer tokens, classified for this grammar state alone (exit canon = the grammar
+  // state): keying shared entries by the automaton within kShortTokenBytes instead of the longest
+  // token lets far more positions (and grammars) share them.
+  std::shared_ptr<const MaskEntry> local;
 };
+inline constexpr size_t kShortTokenBytes = 16;
 
 class MaskCache {
  public:
@@ -91,7 +96,8 @@ const Binding& counter_binding_for(const Program& prog, const Bindings& bindings
                                    const TokenTrie& vocab_trie, const std::vector<std::string>& token_bytes, int32_t s,
                                    int32_t counter_state);
 // The binding of state s (computing the key, and the entry on a cache miss).
-const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& vocab_trie,
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                           const TokenTrie& short_trie, const TokenTrie& long_trie,
                            const std::vector<std::string>& token_bytes, int32_t s);
 
 }  // namespace tmill::grammar

@@ -161,29 +161,32 @@ void fill_mask_cached(const Grammar::Impl& g, Matcher::State& st, std::span<uint
     int32_t s = groups[i].state, counter = groups[i].counter;
     size_t j = i;
     while (j < groups.size() && groups[j].state == s && groups[j].counter == counter) ++j;
-    const Binding& b = counter >= 0
-                           ? counter_binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s, counter)
-                           : binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s);
-    const MaskEntry& e = *b.entry;
-    if (!e.dense.empty()) {
-      for (size_t w = 0; w < e.dense.size(); ++w) mask[w] |= e.dense[w];
-    } else {
-      for (int32_t tok : e.sparse) mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
-    }
-    for (const MaskEntry::Exit& x : e.exits) {
-      seeds.clear();
-      if (x.canon < 0) {  // leave the repetition: continue below the counter
-        for (size_t k = i; k < j; ++k) {
-          int32_t below = stacks.parent(stacks.parent(groups[k].node));
-          if (below != Stacks::kBottom) seeds.push_back(below);
-        }
+    const Binding& b =
+        counter >= 0 ? counter_binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s, counter)
+                     : binding_for(p, *g.bindings, *v.cache, v.short_trie, v.long_trie, v.data.token_bytes, s);
+    for (const MaskEntry* e : {b.entry.get(), b.local.get()}) {
+      if (!e) continue;
+      bool direct = e == b.local.get();
+      if (!e->dense.empty()) {
+        for (size_t w = 0; w < e->dense.size(); ++w) mask[w] |= e->dense[w];
       } else {
-        int32_t q = b.canon_states[static_cast<size_t>(x.canon)];
-        for (size_t k = i; k < j; ++k) seeds.push_back(stacks.cons(q, stacks.parent(groups[k].node)));
+        for (int32_t tok : e->sparse) mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
       }
-      if (seeds.empty()) continue;
-      stacks.expand_all(seeds, start);
-      if (!start.empty()) walk_trie(x.suffixes, stacks, start, mask);
+      for (const MaskEntry::Exit& x : e->exits) {
+        seeds.clear();
+        if (x.canon < 0) {  // leave the repetition: continue below the counter
+          for (size_t k = i; k < j; ++k) {
+            int32_t below = stacks.parent(stacks.parent(groups[k].node));
+            if (below != Stacks::kBottom) seeds.push_back(below);
+          }
+        } else {
+          int32_t q = direct ? x.canon : b.canon_states[static_cast<size_t>(x.canon)];
+          for (size_t k = i; k < j; ++k) seeds.push_back(stacks.cons(q, stacks.parent(groups[k].node)));
+        }
+        if (seeds.empty()) continue;
+        stacks.expand_all(seeds, start);
+        if (!start.empty()) walk_trie(x.suffixes, stacks, start, mask);
+      }
     }
     i = j;
   }

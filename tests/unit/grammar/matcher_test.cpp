@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <random>
+#include <thread>
+#include <atomic>
 
 #include "grammar/internal.h"
 #include "grammar/json_schema.h"
@@ -21,7 +23,9 @@ std::vector<std::string> mixed_tokens() {
                                 "1.5", "true", "tr", "ue", "null", "\\", "\\n", "\\u", "00", "e9", "\xC3",
                                 "\xA9", "\xC3\xA9", "a\xC3", "\xA9\"", "\xE4", "\xB8\xAD", "\xE4\xB8", "\xAD\"",
                                 "\xE4\xB8\xAD", "\"a\"", "\": \"", "\", \"", "x", "xy", "+", "*", "(", ")", "((",
-                                "))", "1+", "+2", "\x7F", "\x01", "\xFF", "\xC0\x80", "\xF0\x9F\x98\x80"};
+                                "))", "1+", "+2", "\x7F", "\x01", "\xFF", "\xC0\x80", "\xF0\x9F\x98\x80",
+                                // longer than kShortTokenBytes: classified per grammar state
+                                "aaaaaaaaaaaaaaaaaaaa", "\"}, {\"abc\": [1, 2, 3]}", "ababababababababab\"", "(((((((((1)))))))))"};
   return t;  // token 0 is the EOS (no bytes)
 }
 
@@ -297,4 +301,42 @@ TEST(Matcher, CountedRepetitionNearBounds) {
     ASSERT_TRUE(gr);
     random_walks(gr, 12, 120, 5);
   }
+}
+
+TEST(Matcher, SharedVocabularyAcrossThreadsAndGrammars) {
+  // Matchers of two grammars that share rules fill masks on four threads at once from a cold
+  // cache: every mask must equal the exact walk, and the shared rule's entries are reused.
+  auto v = vocab_of(mixed_tokens(), {0});
+  auto g1 = must_compile(kJson, v);
+  auto g2 = must_compile(std::string(kJson) + "extra ::= \"never used\"\n", v);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int w = 0; w < 20; ++w) {
+        Matcher m(t % 2 ? g1 : g2);
+        for (int s = 0; s < 30; ++s) {
+          std::vector<uint32_t> fast(Matcher::mask_words(v->size())), ref(fast.size());
+          m.fill_mask(fast);
+          m.fill_mask_reference(ref);
+          if (fast != ref) ++bad;
+          std::vector<int32_t> allowed;
+          for (int32_t k = 0; k < v->size(); ++k) {
+            if (mask_has(fast, k)) allowed.push_back(k);
+          }
+          if (allowed.empty() || !m.accept_token(allowed[rng() % allowed.size()]) || m.terminated()) break;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  // The second grammar found the first one's entries: the cache holds one set, not two.
+  size_t entries = v->impl().cache->size();
+  Matcher a(g1), b(g2);
+  std::vector<uint32_t> mask(Matcher::mask_words(v->size()));
+  a.fill_mask(mask);
+  b.fill_mask(mask);
+  EXPECT_EQ(v->impl().cache->size(), entries);
 }
