@@ -131,6 +131,7 @@ class Compiler {
       TM_TRY(build_rule(queue_[next]));
     }
     finish_refs();
+    TM_TRY(finish_repeats());
     TM_TRY(check_left_recursion());
     compute_exit_bytes();
     return std::move(prog_);
@@ -144,7 +145,12 @@ class Compiler {
   std::vector<int64_t> size_;
   std::vector<int8_t> inline_;
   std::vector<int32_t> prog_rule_;  // syntax rule -> program rule (-1: none yet)
-  std::vector<int32_t> queue_;      // syntax rules to build, in program rule order
+  struct Pending {
+    const Expr* body;
+    int32_t prog_rule;
+  };
+  std::vector<Pending> queue_;  // rule bodies to build, in program rule order
+  std::unordered_map<const Expr*, int32_t> expr_rule_;  // repetition bodies made rules
   int64_t nfa_total_ = 0;
   bool too_big_ = false;
 
@@ -155,9 +161,20 @@ class Compiler {
       Program::RuleInfo info;
       info.name = syn_.rules[static_cast<size_t>(syn_rule)].name;
       prog_.rules.push_back(info);
-      queue_.push_back(syn_rule);
+      queue_.push_back({&syn_.rules[static_cast<size_t>(syn_rule)].body, p});
     }
     return p;
+  }
+  // A program rule for an expression (the body of a counted repetition).
+  int32_t expr_rule(const Expr* e, const std::string& name) {
+    auto [it, fresh] = expr_rule_.emplace(e, static_cast<int32_t>(prog_.rules.size()));
+    if (fresh) {
+      Program::RuleInfo info;
+      info.name = name;
+      prog_.rules.push_back(info);
+      queue_.push_back({e, it->second});
+    }
+    return it->second;
   }
 
   static void refs_of(const Expr& e, std::vector<int32_t>& out) {
@@ -246,7 +263,8 @@ class Compiler {
         for (const auto& q : seqs) n += static_cast<int64_t>(q.size()) - 1;
         return n;
       }
-      case Expr::Kind::Ref: return inlinable(e.rule) ? rule_size(e.rule) : 2;
+      case Expr::Kind::Ref:
+        return inlinable(e.rule) || (est_loops_ && loop_inlinable(e.rule)) ? rule_size(e.rule) : 2;
       case Expr::Kind::Repeat: {
         int64_t k = e.max < 0 ? e.min + 1 : e.max;
         return std::min(kCap, std::max<int64_t>(k, 1) * estimate(e.kids[0]) + 2);
@@ -260,8 +278,20 @@ class Compiler {
   }
   int64_t rule_size(int32_t r) {
     auto& s = size_[static_cast<size_t>(r)];
-    if (s < 0) s = estimate(syn_.rules[static_cast<size_t>(r)].body);
-    return s;
+    if (s < 0) {  // memoized without loop inlining (inlinable() depends on it)
+      bool saved = est_loops_;
+      est_loops_ = false;
+      int64_t v = estimate(syn_.rules[static_cast<size_t>(r)].body);
+      est_loops_ = saved;
+      size_[static_cast<size_t>(r)] = v;
+    }
+    return size_[static_cast<size_t>(r)];
+  }
+  // A small non-recursive rule with loops (e.g. the rest of a string after a first character) is
+  // inlined into a rule without loops of its own: the caller's positions then keep reading inside
+  // one automaton instead of leaving for a call after a byte or two (see mask_cache.h).
+  bool loop_inlinable(int32_t r) {
+    return !recursive_[static_cast<size_t>(r)] && rule_size(r) <= lim_.inline_max_loop_states;
   }
   bool inlinable(int32_t r) {
     auto& v = inline_[static_cast<size_t>(r)];
@@ -327,12 +357,28 @@ class Compiler {
       }
       case Expr::Kind::Ref: {
         if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        if (cur_bounded_ && loop_inlinable(e.rule)) {
+          ++loops_inlined_;
+          return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        }
         int32_t t = nfa.add();
         nfa.out[static_cast<size_t>(from)].push_back({2, t, program_rule(e.rule)});
         return t;
       }
       case Expr::Kind::Repeat: {
         const Expr& x = e.kids[0];
+        if (e.max > lim_.max_unrolled_repeat || (e.max < 0 && e.min > lim_.max_unrolled_repeat)) {
+          // Counted on the stack instead of unrolled: a call of a repetition pseudo-rule.
+          Program::Repeat rep;
+          rep.body = expr_rule(&x, cur_rule_name_ + "{" + std::to_string(e.min) + "," +
+                                       (e.max < 0 ? std::string() : std::to_string(e.max)) + "}");
+          rep.min = e.min;
+          rep.max = e.max;
+          prog_.repeats.push_back(rep);
+          int32_t t = nfa.add();
+          nfa.out[static_cast<size_t>(from)].push_back({2, t, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
+          return t;
+        }
         for (int32_t i = 0; i < e.min; ++i) from = build(nfa, x, from);
         if (e.max < 0) {  // loop: s -x-> s, leave from s
           int32_t s = nfa.add();
@@ -358,15 +404,23 @@ class Compiler {
     return from;
   }
 
-  Status build_rule(int32_t syn_rule) {
-    int32_t pr = prog_rule_[static_cast<size_t>(syn_rule)];
+  Status build_rule(const Pending& job) {
+    int32_t pr = job.prog_rule;
+    cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
+    cur_bounded_ = bounded(*job.body);
+    loops_inlined_ = 0;
+    if (cur_bounded_) {  // inlining loops must not blow the rule up (keys with many exclusions)
+      est_loops_ = true;
+      cur_bounded_ = estimate(*job.body) <= lim_.max_loop_inlined_rule;
+      est_loops_ = false;
+    }
     Nfa nfa;
     int32_t start = nfa.add();
-    int32_t final_state = build(nfa, syn_.rules[static_cast<size_t>(syn_rule)].body, start);
+    int32_t final_state = build(nfa, *job.body, start);
     nfa_total_ += static_cast<int64_t>(nfa.out.size());
     if (too_big_) {
       return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
-                   " automaton states; rule '" + syn_.rules[static_cast<size_t>(syn_rule)].name + "')"};
+                   " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
     }
     return determinize(nfa, start, final_state, pr);
   }
@@ -400,30 +454,35 @@ class Compiler {
     }
     std::vector<uint32_t> mark(nfa.out.size(), 0);
     uint32_t epoch = 0;
-    auto closure = [&](std::vector<int32_t> seeds) {
+    // Epsilon closure of `seeds` into `out` (sorted); buffers reused, no allocation per call.
+    std::vector<int32_t> stack, tmp;
+    auto closure = [&](const std::vector<int32_t>& seeds, std::vector<int32_t>& out) {
       ++epoch;
-      std::vector<int32_t> out;
-      while (!seeds.empty()) {
-        int32_t q = seeds.back();
-        seeds.pop_back();
+      out.clear();
+      stack.assign(seeds.begin(), seeds.end());
+      while (!stack.empty()) {
+        int32_t q = stack.back();
+        stack.pop_back();
         if (mark[static_cast<size_t>(q)] == epoch) continue;
         mark[static_cast<size_t>(q)] = epoch;
         out.push_back(q);
         for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
-          if (e.kind == 0) seeds.push_back(e.to);
+          if (e.kind == 0) stack.push_back(e.to);
         }
       }
       std::sort(out.begin(), out.end());
-      return out;
     };
     std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-    std::vector<std::vector<int32_t>> subsets;
-    auto intern = [&](std::vector<int32_t> s) {
-      auto [it, fresh] = ids.emplace(s, static_cast<int32_t>(subsets.size()));
-      if (fresh) subsets.push_back(std::move(s));
+    std::vector<const std::vector<int32_t>*> subsets;  // keys of ids (stable: node-based map)
+    auto intern = [&](const std::vector<int32_t>& seeds) {
+      closure(seeds, tmp);
+      auto it = ids.find(tmp);
+      if (it != ids.end()) return it->second;
+      it = ids.emplace(tmp, static_cast<int32_t>(subsets.size())).first;
+      subsets.push_back(&it->first);
       return it->second;
     };
-    intern(closure({start}));
+    intern(std::vector<int32_t>{start});
     Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
     info.first_state = prog_.num_states();
     info.start = info.first_state;
@@ -447,7 +506,7 @@ class Compiler {
       for (auto& bk : buckets) bk.clear();
       calls.clear();
       bool fin = false;
-      for (int32_t q : subsets[d]) {
+      for (int32_t q : *subsets[d]) {
         if (q == final_state) fin = true;
         for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
           if (e.kind == 1) {
@@ -465,7 +524,7 @@ class Compiler {
       for (int32_t c = 0; c < ncls; ++c) {
         auto& bk = buckets[static_cast<size_t>(c)];
         if (bk.empty()) continue;
-        prog_.trans[row + static_cast<size_t>(c)] = base + intern(closure(bk));
+        prog_.trans[row + static_cast<size_t>(c)] = base + intern(bk);
         flags |= Program::kBytes;
       }
       ByteSet first{};
@@ -475,17 +534,127 @@ class Compiler {
       prog_.first.push_back(first);
       pending_refs_.emplace_back();
       for (auto& [rule, targets] : calls) {
-        pending_refs_.back().push_back({rule, base + intern(closure(targets))});
+        pending_refs_.back().push_back({rule, base + intern(targets)});
         flags |= Program::kRefs;
       }
       if (fin && !(flags & (Program::kBytes | Program::kRefs))) flags |= Program::kPureEnd;
       prog_.flags.push_back(flags);
     }
     info.num_states = static_cast<int32_t>(subsets.size());
+    // Only rules with loop rules inlined more than once carry the duplicate copies worth merging.
+    if (loops_inlined_ > 1 && info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
     return {};
   }
 
+  // Moore's partition refinement on the rule just built (its states are the last ones): merges
+  // equivalent states, e.g. the copies of a loop rule inlined at many places of a key rule.
+  void minimize(int32_t pr) {
+    Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
+    auto n = static_cast<size_t>(info.num_states);
+    auto base = static_cast<size_t>(info.first_state);
+    auto ncls = static_cast<size_t>(info.num_classes);
+    std::vector<int32_t> cls(n, 0), next_cls(n);
+    // Signatures as two independent 64-bit hashes (a collision needs ~2^64 states).
+    struct Key {
+      uint64_t a, b;
+      bool operator==(const Key&) const = default;
+    };
+    struct KeyHash {
+      size_t operator()(const Key& k) const { return static_cast<size_t>(k.a ^ (k.b >> 7)); }
+    };
+    std::unordered_map<Key, int32_t, KeyHash> sig_ids;
+    sig_ids.reserve(n * 2);
+    size_t count = 0;
+    for (int round = 0;; ++round) {
+      sig_ids.clear();
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD1B54A32D192ED03ull;
+        auto mix = [&](uint64_t v) {
+          a = (a ^ v) * 0x100000001B3ull;
+          a ^= a >> 29;
+          b = (b + v + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+          b ^= b >> 31;
+        };
+        mix(static_cast<uint64_t>(round == 0 ? (prog_.flags[base + i] & Program::kFinal) : cls[i]));
+        size_t row = prog_.row[base + i];
+        for (size_t c = 0; c < ncls; ++c) {
+          int32_t t = prog_.trans[row + c];
+          mix(t == Program::kDead ? ~uint64_t{0} : static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(t) - base]));
+        }
+        for (const auto& r : pending_refs_[base + i]) {
+          mix(static_cast<uint64_t>(static_cast<uint32_t>(r.rule)) | (uint64_t{1} << 40));
+          mix(static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(r.target) - base]));
+        }
+        next_cls[i] = sig_ids.emplace(Key{a, b}, static_cast<int32_t>(sig_ids.size())).first->second;
+      }
+      size_t k = sig_ids.size();
+      cls.swap(next_cls);
+      if (round > 0 && k == count) break;
+      count = k;
+    }
+    if (count == n) return;
+    // New numbering in first-appearance order (the start state stays first).
+    std::vector<int32_t> id(count, -1), rep;
+    for (size_t i = 0; i < n; ++i) {
+      auto& x = id[static_cast<size_t>(cls[i])];
+      if (x < 0) {
+        x = static_cast<int32_t>(rep.size());
+        rep.push_back(static_cast<int32_t>(i));
+      }
+    }
+    auto map = [&](int32_t t) {
+      return t == Program::kDead ? t : static_cast<int32_t>(base) + id[static_cast<size_t>(cls[static_cast<size_t>(t) - base])];
+    };
+    std::vector<int32_t> trans;
+    std::vector<uint8_t> flags;
+    std::vector<ByteSet> first;
+    std::vector<std::vector<Program::Ref>> refs;
+    for (int32_t r : rep) {
+      size_t s = base + static_cast<size_t>(r);
+      for (size_t c = 0; c < ncls; ++c) trans.push_back(map(prog_.trans[prog_.row[s] + c]));
+      flags.push_back(prog_.flags[s]);
+      first.push_back(prog_.first[s]);
+      refs.push_back(pending_refs_[s]);
+      for (auto& ref : refs.back()) ref.target = map(ref.target);
+    }
+    size_t row0 = prog_.row[base];
+    prog_.trans.resize(row0);
+    prog_.trans.insert(prog_.trans.end(), trans.begin(), trans.end());
+    prog_.rule_of.resize(base + count);
+    prog_.row.resize(base + count);
+    for (size_t i = 0; i < count; ++i) prog_.row[base + i] = static_cast<uint32_t>(row0 + i * ncls);
+    prog_.flags.resize(base);
+    prog_.flags.insert(prog_.flags.end(), flags.begin(), flags.end());
+    prog_.first.resize(base);
+    prog_.first.insert(prog_.first.end(), first.begin(), first.end());
+    pending_refs_.resize(base);
+    for (auto& r : refs) pending_refs_.push_back(std::move(r));
+    info.num_states = static_cast<int32_t>(count);
+  }
+
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
+  std::string cur_rule_name_;
+  bool cur_bounded_ = false;
+  bool est_loops_ = false;
+  int loops_inlined_ = 0;
+
+  // Counter ids above the real states; the simple-body test for mask classification.
+  Status finish_repeats() {
+    int64_t next = prog_.num_states();
+    for (auto& r : prog_.repeats) {
+      r.base = static_cast<int32_t>(next);
+      next += (r.max < 0 ? r.min : r.max) + 1;
+      if (next >= (int64_t{1} << 30)) return Error{"grammar: too many counted repetitions"};
+      const Program::RuleInfo& body = prog_.rules[static_cast<size_t>(r.body)];
+      bool simple = !prog_.final(body.start);
+      for (int32_t s = body.first_state; s < body.first_state + body.num_states; ++s) {
+        uint8_t f = prog_.flags[static_cast<size_t>(s)];
+        if ((f & Program::kRefs) || ((f & Program::kFinal) && !(f & Program::kPureEnd))) simple = false;
+      }
+      r.simple = simple;
+    }
+    return {};
+  }
 
   void finish_refs() {
     prog_.ref_begin.clear();
@@ -496,11 +665,14 @@ class Compiler {
     prog_.ref_begin.push_back(static_cast<uint32_t>(prog_.refs.size()));
   }
 
-  // FIRST/FOLLOW byte sets by fixpoint, then exit_bytes per state (program.h).
+  // FIRST/FOLLOW byte sets by fixpoint, then exit_bytes per state (program.h). Repetitions get slots
+  // after the rules: slot(r) = r for rules, nr + k for repetition k.
   void compute_exit_bytes() {
     Program& p = prog_;
     auto ns = static_cast<size_t>(p.num_states());
     size_t nr = p.rules.size();
+    size_t nslots = nr + p.repeats.size();
+    auto slot = [&](int32_t r) { return r >= 0 ? static_cast<size_t>(r) : nr + static_cast<size_t>(-1 - r); };
     auto orr = [](ByteSet& a, const ByteSet& b) {
       bool ch = false;
       for (size_t i = 0; i < 4; ++i) {
@@ -518,7 +690,7 @@ class Compiler {
       return std::span<const Program::Ref>(p.refs.data() + p.ref_begin[static_cast<size_t>(s)],
                                            p.refs.data() + p.ref_begin[static_cast<size_t>(s) + 1]);
     };
-    auto nullable = [&](int32_t r) { return p.rules[static_cast<size_t>(r)].nullable; };
+    auto nullable = [&](int32_t r) { return p.rule_nullable(r); };
     // canend: the rule may return from here without reading a byte.
     std::vector<char> canend(ns);
     for (size_t s = 0; s < ns; ++s) canend[s] = p.final(static_cast<int32_t>(s));
@@ -536,36 +708,43 @@ class Compiler {
     }
     // fb: bytes readable next from the state within its rule's reach (calls included, returns not).
     std::vector<ByteSet> fb = p.first;
-    std::vector<ByteSet> first1(nr);
+    std::vector<ByteSet> first1(nslots);
     for (bool ch = true; ch;) {
       ch = false;
       for (size_t r = 0; r < nr; ++r) ch |= orr(first1[r], fb[static_cast<size_t>(p.rules[r].start)]);
+      for (size_t k = 0; k < p.repeats.size(); ++k) ch |= orr(first1[nr + k], first1[static_cast<size_t>(p.repeats[k].body)]);
       for (int32_t s : with_refs) {
         for (const auto& r : refs(s)) {
-          ch |= orr(fb[static_cast<size_t>(s)], first1[static_cast<size_t>(r.rule)]);
+          ch |= orr(fb[static_cast<size_t>(s)], first1[slot(r.rule)]);
           if (nullable(r.rule)) ch |= orr(fb[static_cast<size_t>(s)], fb[static_cast<size_t>(r.target)]);
         }
       }
     }
-    std::vector<ByteSet> follow(nr);
+    std::vector<ByteSet> follow(nslots);
     for (bool ch = true; ch;) {
       ch = false;
       for (int32_t s : with_refs) {
         for (const auto& r : refs(s)) {
-          ch |= orr(follow[static_cast<size_t>(r.rule)], fb[static_cast<size_t>(r.target)]);
+          ch |= orr(follow[slot(r.rule)], fb[static_cast<size_t>(r.target)]);
           if (canend[static_cast<size_t>(r.target)]) {
-            ch |= orr(follow[static_cast<size_t>(r.rule)], follow[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])]);
+            ch |= orr(follow[slot(r.rule)], follow[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])]);
           }
         }
       }
+      for (size_t k = 0; k < p.repeats.size(); ++k) {  // after a copy: another copy or what follows
+        auto body = static_cast<size_t>(p.repeats[k].body);
+        ch |= orr(follow[body], first1[body]);
+        ch |= orr(follow[body], follow[nr + k]);
+      }
     }
+    for (size_t k = 0; k < p.repeats.size(); ++k) p.repeats[k].follow = follow[nr + k];
     p.exit_bytes.assign(ns, ByteSet{});
     for (size_t s = 0; s < ns; ++s) {
       ByteSet& e = p.exit_bytes[s];
       const ByteSet& fol = follow[static_cast<size_t>(p.rule_of[s])];
       if (p.final(static_cast<int32_t>(s))) orr(e, fol);
       for (const auto& r : refs(static_cast<int32_t>(s))) {
-        orr(e, first1[static_cast<size_t>(r.rule)]);
+        orr(e, first1[slot(r.rule)]);
         if (nullable(r.rule)) {
           orr(e, fb[static_cast<size_t>(r.target)]);
           if (canend[static_cast<size_t>(r.target)]) orr(e, fol);
@@ -590,7 +769,7 @@ class Compiler {
         on_state(s);
         for (uint32_t i = prog_.ref_begin[static_cast<size_t>(s)]; i < prog_.ref_begin[static_cast<size_t>(s) + 1]; ++i) {
           const Program::Ref& ref = prog_.refs[i];
-          if (!prog_.rules[static_cast<size_t>(ref.rule)].nullable) continue;
+          if (!prog_.rule_nullable(ref.rule)) continue;
           auto k = static_cast<size_t>(ref.target - base);
           if (!seen[k]) {
             seen[k] = 1;
@@ -608,11 +787,18 @@ class Compiler {
         if (fin) prog_.rules[r].nullable = changed = true;
       }
     }
+    for (const auto& rep : prog_.repeats) {
+      if (prog_.rules[static_cast<size_t>(rep.body)].nullable) {
+        return Error{"grammar: repetition " + prog_.rules[static_cast<size_t>(rep.body)].name +
+                     " of an expression that can match the empty string is not supported"};
+      }
+    }
     std::vector<std::vector<int32_t>> g(nr);
     for (size_t r = 0; r < nr; ++r) {
       left_states(r, [&](int32_t s) {
         for (uint32_t i = prog_.ref_begin[static_cast<size_t>(s)]; i < prog_.ref_begin[static_cast<size_t>(s) + 1]; ++i) {
-          g[r].push_back(prog_.refs[i].rule);
+          int32_t callee = prog_.refs[i].rule;
+          g[r].push_back(callee >= 0 ? callee : prog_.repeats[static_cast<size_t>(-1 - callee)].body);
         }
       });
     }

@@ -45,7 +45,7 @@ struct Syntax {
 };
 
 // Largest {m,n} bound accepted (beyond it a grammar is refused rather than expanded).
-inline constexpr int32_t kMaxRepeat = 100000;
+inline constexpr int32_t kMaxRepeat = 1000000;
 
 Result<Syntax> parse(std::string_view text);
 

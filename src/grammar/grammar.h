@@ -115,6 +115,8 @@ class Matcher {
   std::string forced_bytes(size_t max_bytes = 256) const;
 
   const Grammar& grammar() const;
+  // Diagnostics: how many parse stacks the current state holds (grows with ambiguity).
+  size_t num_stacks() const;
   struct State;
 
  private:

@@ -14,7 +14,8 @@ namespace tmill::grammar {
 
 struct Vocabulary::Impl {
   VocabularyData data;
-  TokenTrie trie;
+  TokenTrie trie;                   // every token with bytes (the exact reference walk)
+  TokenTrie short_trie, long_trie;  // split at kShortTokenBytes (mask_cache.h)
   std::vector<uint32_t> eos_mask;  // EOS bits only
   std::unique_ptr<MaskCache> cache;
   Impl();

@@ -18,7 +18,7 @@ const std::set<std::string>& supported() {
       "minItems",    "maxItems",     "minLength",       "maxLength",        "pattern",
       "format",      "minimum",      "maximum",         "exclusiveMinimum", "exclusiveMaximum",
       "multipleOf",  "minProperties", "maxProperties",  "allOf",            "anyOf",
-      "oneOf",       "$ref"};
+      "oneOf",       "$ref",         kNotInKeyword};
   return k;
 }
 
@@ -60,6 +60,7 @@ bool is_unsupported_keyword(const std::string& k, const Json& v, const Json& sch
   }
   if ((k == "then" || k == "else") && !schema.contains("if")) return false;
   if (k == "if" && !schema.contains("then") && !schema.contains("else")) return false;
+  if (k == "patternProperties" && v.is_object() && v.size() == 1) return false;  // gen_object decides
   if ((k == "patternProperties" || k == "dependentRequired" || k == "dependentSchemas" || k == "dependencies") &&
       v.is_object() && v.empty())
     return false;
@@ -83,7 +84,14 @@ std::string pointer_append(const std::string& ptr, const std::string& token) {
   return ptr + "/" + escape_pointer_token(token);
 }
 
-Compiler::Compiler(const Json& root, const JsonOptions& opt) : root_(root), opt_(opt) {}
+Compiler::Compiler(const Json& root, const JsonOptions& opt) : root_(root), opt_(opt) {
+  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
+    const std::string d = root["$schema"];
+    for (const char* old : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"}) {
+      if (d.find(old) != std::string::npos) ref_siblings_ignored_ = true;
+    }
+  }
+}
 
 std::string Compiler::tok(const std::string& t) { return literal(t); }
 
@@ -186,6 +194,19 @@ Result<std::string> Compiler::gen_ref(const std::string& ref, const std::string&
 
 Result<std::string> Compiler::gen_body(const Json& s, const std::string& ptr, int depth) {
   if (depth > 150) return Error{"schema nesting too deep at '" + ptr + "'"};
+  if (s.contains("$ref") && ref_siblings_ignored_) {
+    if (!s["$ref"].is_string()) return Error{"'$ref' must be a string at '" + ptr + "'"};
+    return gen_ref(s["$ref"].get<std::string>(), ptr, depth);
+  }
+  if (s.contains("not")) {
+    // not: rewritten into a positive schema where it has one (types, absent properties, ...).
+    TM_ASSIGN_OR_RETURN(std::optional<Json> pos, negate(s["not"], pointer_append(ptr, "not"), depth));
+    if (!pos) return Error{"unsupported keyword 'not' at '" + (ptr.empty() ? "/" : ptr) + "'"};
+    Json rest = s;
+    rest.erase("not");
+    TM_ASSIGN_OR_RETURN(Json merged, merge(rest, *pos, ptr, depth));
+    return gen(merged, ptr, depth + 1);
+  }
   for (auto it = s.begin(); it != s.end(); ++it) {
     if (is_unsupported_keyword(it.key(), it.value(), s)) {
       return Error{"unsupported keyword '" + it.key() + "' at '" + (ptr.empty() ? "/" : ptr) + "'"};
@@ -340,6 +361,61 @@ bool provably_disjoint(const Json& a, const Json& b) {
 }
 
 }  // namespace
+
+Result<std::optional<Json>> Compiler::negate(const Json& n0, const std::string& ptr, int depth) const {
+  TM_ASSIGN_OR_RETURN(Json n, resolve_top(n0, ptr, depth + 1));
+  if (n.is_boolean()) return std::optional<Json>(Json(!n.get<bool>()));
+  if (!n.is_object()) return std::optional<Json>();
+  if (!has_constraints(n)) return std::optional<Json>(Json(false));
+  std::vector<std::string> keys;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (is_supported_keyword(it.key()) || is_unsupported_keyword(it.key(), it.value(), n)) keys.push_back(it.key());
+  }
+  if (keys.size() != 1) return std::optional<Json>();
+  const std::string& k = keys[0];
+  const Json& v = n[k];
+  if (k == "type") {
+    unsigned t = schema_types(Json{{"type", v}});
+    Json out = Json::array();
+    if (!(t & kNull)) out.push_back("null");
+    if (!(t & kBool)) out.push_back("boolean");
+    if (!(t & kObj)) out.push_back("object");
+    if (!(t & kArr)) out.push_back("array");
+    if (!(t & kStr)) out.push_back("string");
+    if (!(t & kInt) && !(t & kFrac)) out.push_back("number");
+    if (!(t & kInt) && (t & kFrac)) out.push_back("integer");
+    if ((t & kInt) && !(t & kFrac)) return std::optional<Json>();  // non-integral numbers only
+    if (out.empty()) return std::optional<Json>(Json(false));
+    return std::optional<Json>(Json{{"type", out}});
+  }
+  if (k == "required" && v.is_array() && v.size() == 1 && v[0].is_string()) {
+    // Only objects can fail "required": an object without that property.
+    Json props = Json::object();
+    props[v[0].get<std::string>()] = false;
+    return std::optional<Json>(Json{{"type", "object"}, {"properties", props}});
+  }
+  if (k == "anyOf" && v.is_array()) {
+    Json acc = true;
+    for (size_t i = 0; i < v.size(); ++i) {
+      TM_ASSIGN_OR_RETURN(std::optional<Json> x, negate(v[i], pointer_append(ptr, std::to_string(i)), depth + 1));
+      if (!x) return std::optional<Json>();
+      TM_ASSIGN_OR_RETURN(acc, merge(acc, *x, ptr, depth + 1));
+    }
+    return std::optional<Json>(acc);
+  }
+  if (k == "not") return std::optional<Json>(v);
+  if ((k == "enum" && v.is_array()) || k == "const") {
+    // Not one of some strings: any other type, or a string outside the set.
+    Json strs = k == "const" ? Json::array({v}) : v;
+    for (auto& x : strs) {
+      if (!x.is_string()) return std::optional<Json>();
+    }
+    Json others = Json::array({"null", "boolean", "object", "array", "number"});
+    Json str = {{"type", "string"}, {kNotInKeyword, strs}};
+    return std::optional<Json>(Json{{"anyOf", Json::array({Json{{"type", others}}, str})}});
+  }
+  return std::optional<Json>();
+}
 
 Result<std::string> Compiler::gen_alternatives(const Json& s, const std::string& ptr, int depth) {
   if (s.contains("anyOf") && s.contains("oneOf")) {
@@ -544,6 +620,8 @@ std::optional<bool> quick_validate(const Json& v, const Json& s) {
       if (!x.is_array() || std::find(x.begin(), x.end(), v) == x.end()) return false;
     } else if (k == "const") {
       if (x != v) return false;
+    } else if (k == kNotInKeyword) {
+      if (v.is_string() && x.is_array() && std::find(x.begin(), x.end(), v) != x.end()) return false;
     } else if (k == "minLength" || k == "maxLength" || k == "pattern" || k == "format") {
       if (!v.is_string()) continue;
       if (k == "pattern" || k == "format") return std::nullopt;

@@ -21,6 +21,8 @@ namespace tmill::grammar::detail {
 using Json = nlohmann::ordered_json;
 
 inline const std::string kNever = "!never";
+// Internal keyword (from "not": {"enum": [strings]}): a string that is none of these.
+inline constexpr const char* kNotInKeyword = "$tokenmill:notIn";
 
 // Keywords that constrain values: the ones the compiler enforces and the ones it must refuse.
 bool is_supported_keyword(const std::string& k);
@@ -71,9 +73,11 @@ class Compiler {
   Result<std::string> gen_alternatives(const Json& s, const std::string& ptr, int depth);
   Result<std::string> gen_enum(const Json& s, const std::string& ptr);
   Result<std::string> gen_types(const Json& s, const std::string& ptr, int depth);
+  Result<std::optional<Json>> negate(const Json& n, const std::string& ptr, int depth) const;
 
   const Json& root_;
   JsonOptions opt_;
+  bool ref_siblings_ignored_ = false;  // drafts 3-7: keywords beside "$ref" are ignored
   RuleSet rules_;
   std::unordered_map<std::string, std::string> memo_;      // schema text -> expression
   std::unordered_map<std::string, std::string> ref_rules_;  // "$ref" value -> rule

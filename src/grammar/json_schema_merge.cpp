@@ -164,6 +164,13 @@ Result<Json> Compiler::merge(const Json& a0, const Json& b0, const std::string& 
     return Error{"unsupported keyword 'allOf' at '" + (ptr.empty() ? "/" : ptr) + "': cannot combine two different '" +
                  k + "'"};
   };
+  auto has_pp = [](const Json& x) {
+    return x.contains("patternProperties") && x["patternProperties"].is_object() && !x["patternProperties"].empty();
+  };
+  if ((has_pp(a) && b.contains("properties")) || (has_pp(b) && a.contains("properties")) ||
+      (has_pp(a) && has_pp(b) && a["patternProperties"] != b["patternProperties"])) {
+    return cannot("patternProperties");
+  }
   Json out = a;
   // Properties one side declares meet the other side's additionalProperties.
   Json pa = a.contains("properties") && a["properties"].is_object() ? a["properties"] : Json::object();
@@ -258,6 +265,12 @@ Result<Json> Compiler::merge(const Json& a0, const Json& b0, const std::string& 
         for (auto& y : vb) l.push_back(all_of(x, y));
       }
       out[k] = l;
+    } else if (k == kNotInKeyword) {
+      Json l = va;
+      for (auto& x : vb) l.push_back(x);
+      out[k] = l;
+    } else if (k == "not") {
+      out[k] = Json{{"anyOf", Json::array({va, vb})}};  // not A and not B = not (A or B)
     } else if (k == "multipleOf") {
       if (va.is_number_integer() && vb.is_number_integer() && va.get<int64_t>() > 0 && vb.get<int64_t>() > 0) {
         int64_t x = va.get<int64_t>(), y = vb.get<int64_t>();

@@ -15,7 +15,9 @@
 #include <map>
 #include <tuple>
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema_impl.h"
+#include "grammar/regex.h"
 
 namespace tmill::grammar::detail {
 
@@ -41,6 +43,28 @@ std::string alts_of(const std::vector<std::string>& alts) {
   std::string out;
   for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
   return out;
+}
+
+// Does the pattern (JSON Schema semantics: a search) match text? Runs the pattern's own grammar.
+Result<bool> pattern_matches(const std::string& pattern, const std::string& text) {
+  static const std::shared_ptr<const Vocabulary> bytes = [] {
+    VocabularyData d;
+    for (int i = 0; i < 256; ++i) d.token_bytes.push_back(std::string(1, char(i)));
+    d.token_bytes.emplace_back();
+    d.eos_tokens = {256};
+    return Vocabulary::create(std::move(d));
+  }();
+  TM_ASSIGN_OR_RETURN(RegexGbnf r, regex_expr(pattern, RegexMode::Raw, true));
+  TM_ASSIGN_OR_RETURN(auto g, compile_gbnf("root ::= " + r.expr + "\n", bytes));
+  Matcher m(g);
+  return m.accept_bytes(text) && m.accepting();
+}
+
+// Additional properties may come between declared ones (true) or only after them (false: stricter).
+constexpr bool kExtrasAnywhere = true;
+
+bool universal_pattern(const std::string& p) {
+  return p.empty() || p == ".*" || p == "^.*" || p == "^.*$" || p == ".*$" || p == "^" || p == "$";
 }
 
 }  // namespace
@@ -107,11 +131,49 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   // unevaluatedProperties without combinators acts like additionalProperties.
   if (auto it = s.find("unevaluatedProperties"); it != s.end() && !s.contains("additionalProperties")) addl = *it;
   std::string addl_ptr = pointer_append(ptr, "additionalProperties");
-  TM_ASSIGN_OR_RETURN(std::string addl_value, gen(addl, addl_ptr, depth + 1));
+  // patternProperties: one pattern. Matching every key, it constrains every value; otherwise the
+  // keys it matches are the only others allowed (additionalProperties false), and no declared name
+  // may match it (that would need the intersection of two schemas for one key).
+  std::optional<std::pair<std::string, Json>> pattern_prop;
+  if (auto it = s.find("patternProperties"); it != s.end() && it->is_object() && !it->empty()) {
+    if (it->size() > 1) {
+      return Error{"unsupported keyword 'patternProperties' at '" + ptr + "': more than one pattern"};
+    }
+    pattern_prop.emplace(it->begin().key(), it->begin().value());
+  }
+  std::string addl_value;
+  std::string pattern_key;  // the key grammar for pattern properties that are not universal
+  if (pattern_prop && universal_pattern(pattern_prop->first)) {
+    TM_ASSIGN_OR_RETURN(addl_value, gen(pattern_prop->second, pointer_append(ptr, "patternProperties"), depth + 1));
+  } else if (pattern_prop) {
+    if (!(addl.is_boolean() && !addl.get<bool>())) {
+      return Error{"unsupported keyword 'patternProperties' at '" + ptr +
+                   "': other keys are allowed too (only additionalProperties false is supported)"};
+    }
+    if (auto it = s.find("properties"); it != s.end() && it->is_object()) {
+      for (auto p = it->begin(); p != it->end(); ++p) {
+        auto m = pattern_matches(pattern_prop->first, p.key());
+        if (!m.ok() || *m) {
+          return Error{"unsupported keyword 'patternProperties' at '" + ptr + "': declared property '" + p.key() +
+                       "' matches its pattern"};
+        }
+      }
+    }
+    auto r = regex_expr(pattern_prop->first, RegexMode::JsonString, true, json_char());
+    if (!r.ok()) return Error{"unsupported keyword 'patternProperties' at '" + ptr + "': " + r.error()};
+    pattern_key = "\"\\\"\" " + group(r->expr) + " \"\\\"\"";
+    TM_ASSIGN_OR_RETURN(addl_value, gen(pattern_prop->second, pointer_append(ptr, "patternProperties"), depth + 1));
+  } else {
+    TM_ASSIGN_OR_RETURN(addl_value, gen(addl, addl_ptr, depth + 1));
+  }
   const bool extras = addl_value != kNever;
 
-  auto add_prop = [&](const std::string& name, const Json& schema, const std::string& p) -> Result<bool> {
+  auto add_prop = [&](const std::string& name, const Json& schema0, const std::string& p) -> Result<bool> {
     names.push_back(name);
+    Json schema = schema0;
+    if (pattern_prop && universal_pattern(pattern_prop->first)) {
+      schema = Json{{"allOf", Json::array({schema0, pattern_prop->second})}};  // the pattern matches it too
+    }
     TM_ASSIGN_OR_RETURN(std::string v, gen(schema, p, depth + 1));
     if (v == kNever) return !is_req(name);  // may not appear; required: no object is valid
     props.push_back({name, literal("\"" + json_escape(name) + "\"") + " " + colon() + v, is_req(name)});
@@ -126,8 +188,15 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   }
   for (auto& r : required) {  // required but not declared: an additional property that must be there
     if (std::find(names.begin(), names.end(), r) != names.end()) continue;
-    if (!extras) return kNever;
-    TM_ASSIGN_OR_RETURN(bool ok, add_prop(r, addl, addl_ptr));
+    Json schema = addl;
+    if (pattern_prop && universal_pattern(pattern_prop->first)) {
+      schema = true;  // add_prop applies the pattern's schema
+    } else if (pattern_prop) {
+      auto m = pattern_matches(pattern_prop->first, r);
+      if (!m.ok()) return Error{"unsupported keyword 'patternProperties' at '" + ptr + "': " + m.error()};
+      if (*m) schema = pattern_prop->second;
+    }
+    TM_ASSIGN_OR_RETURN(bool ok, add_prop(r, schema, addl_ptr));
     if (!ok) return kNever;
   }
 
@@ -156,7 +225,10 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
 
   std::string x;
   if (extras) {
-    TM_ASSIGN_OR_RETURN(std::string key, key_not_in(names));
+    std::string key = pattern_key;
+    if (key.empty()) {
+      TM_ASSIGN_OR_RETURN(key, key_not_in(names));
+    }
     x = key + " " + colon() + addl_value;
   }
   const std::string hint = "obj";
@@ -165,7 +237,7 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
     auto key = std::make_tuple(kind, i, c);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     Part out;
-    if (kind == 'A' && extras) {
+    if (kind == 'A' && extras && (i == n || kExtrasAnywhere)) {
       Part b = build('B', i, c);
       std::vector<std::string> alts;
       if (fits(c) && next(c) == c) {
@@ -214,7 +286,7 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   // The first member has no comma: G(i) ::= KV_i A(i+1,1) | G(i+1) (p_i optional); or X A(0,1).
   std::vector<std::string> head;
   if (extras && fits(0)) {
-    Part a = build('A', 0, next(0));
+    Part a = build('A', kExtrasAnywhere ? 0 : n, next(0));
     if (!a.dead()) head.push_back(join(x, a.ref()));
   }
   for (size_t i = 0; i < n && fits(0); ++i) {

@@ -1,6 +1,8 @@
 #include "grammar/mask_cache.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 
 namespace tmill::grammar {
@@ -11,9 +13,21 @@ std::shared_ptr<const MaskEntry> MaskCache::find(const MaskKey& k) const {
   return it == map_.end() ? nullptr : it->second;
 }
 
+size_t MaskEntry::bytes() const {
+  size_t b = sizeof(MaskEntry) + dense.size() * 4 + sparse.size() * 4;
+  for (const Exit& x : exits) b += x.suffixes.size() * 12 + x.suffixes.tokens.size() * 4;
+  return b;
+}
+
 std::shared_ptr<const MaskEntry> MaskCache::insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e) {
   std::lock_guard lock(mu_);
-  return map_.try_emplace(k, std::move(e)).first->second;
+  if (bytes_ > kMaxBytes) {
+    map_.clear();
+    bytes_ = 0;
+  }
+  auto [it, fresh] = map_.try_emplace(k, std::move(e));
+  if (fresh) bytes_ += it->second->bytes();
+  return it->second;
 }
 
 size_t MaskCache::size() const {
@@ -23,6 +37,19 @@ size_t MaskCache::size() const {
 
 Bindings::Bindings(size_t num_states) : slots_(new std::atomic<const Binding*>[num_states]) {
   for (size_t i = 0; i < num_states; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+const Binding* Bindings::get_counter(uint64_t key) const {
+  std::lock_guard lock(mu_);
+  auto it = counters_.find(key);
+  return it == counters_.end() ? nullptr : it->second;
+}
+
+const Binding* Bindings::publish_counter(uint64_t key, std::unique_ptr<Binding> b) const {
+  std::lock_guard lock(mu_);
+  auto [it, fresh] = counters_.emplace(key, b.get());
+  if (fresh) owned_.push_back(std::move(b));
+  return it->second;
 }
 
 const Binding* Bindings::publish(int32_t s, std::unique_ptr<Binding> b) const {
@@ -97,26 +124,78 @@ MaskKey canonical(const Program& p, int32_t s, size_t max_depth, std::vector<int
   return MaskKey{h.a, h.b ^ states.size()};
 }
 
+bool subset(const ByteSet& a, const ByteSet& b) {
+  return !(a[0] & ~b[0]) && !(a[1] & ~b[1]) && !(a[2] & ~b[2]) && !(a[3] & ~b[3]);
+}
+
+void finish(MaskEntry& e, std::vector<int32_t>& accepted,
+            std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>>& uncertain, int32_t n_vocab) {
+  if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
+    e.dense.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+    for (int32_t tok : accepted) e.dense[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+  } else {
+    e.sparse = std::move(accepted);
+  }
+  for (auto& [canon, items] : uncertain) e.exits.push_back({canon, TokenTrie::build(items)});
+}
+
 std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
                                           const std::vector<std::string>& token_bytes, int32_t n_vocab,
-                                          const std::unordered_map<int32_t, int32_t>& index) {
+                                          const std::unordered_map<int32_t, int32_t>* index) {
   auto e = std::make_shared<MaskEntry>();
+  // The walk never leaves s's rule: hoist its transition table.
+  const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
+  const uint8_t* cls = rule.byte_class.data();
+  const int32_t* trans = p.trans.data();
+  const uint32_t* row = p.row.data();
+  const uint8_t* flags = p.flags.data();
   std::vector<int32_t> st(t.max_depth + 1, Program::kDead);
   std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
   std::vector<uint8_t> path(t.max_depth + 1, 0);  // path[d]: the byte read at depth d
-  std::vector<int32_t> accepted, live;
-  std::map<int32_t, std::vector<std::pair<std::string, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::vector<int32_t> live;
+  std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+  size_t count = 0;
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
+  std::unordered_map<int32_t, ByteSet> loops;  // per state: the bytes that lead back to it
+  auto loops_of = [&](int32_t q) -> const ByteSet& {
+    auto [it, fresh] = loops.try_emplace(q);
+    if (fresh) {
+      for (unsigned b = 0; b < 256; ++b) {
+        if (trans[row[q] + cls[b]] == q) byteset_add(it->second, static_cast<uint8_t>(b));
+      }
+    }
+    return it->second;
+  };
   st[0] = s;
   size_t n = t.size();
+  const uint8_t* tb = t.byte.data();
+  const uint16_t* td = t.depth.data();
+  const int32_t* tbeg = t.tok_begin.data();
+  const int32_t* toks = t.tokens.data();
   for (size_t i = 1; i < n;) {
-    int32_t d = t.depth[i];
+    int32_t d = td[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
-    path[static_cast<size_t>(d)] = t.byte[i];
-    int32_t q = p.next(st[static_cast<size_t>(d - 1)], t.byte[i]);
+    uint8_t byte = tb[i];
+    path[static_cast<size_t>(d)] = byte;
+    int32_t q = trans[row[st[static_cast<size_t>(d - 1)]] + cls[byte]];
     if (q != Program::kDead) {
       st[static_cast<size_t>(d)] = q;
-      for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
-      if (is_exit(p, q)) exits.push_back(d);
+      for (int32_t k = tbeg[i]; k < tbeg[i + 1]; ++k) {
+        int32_t tok = toks[k];
+        bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+        ++count;
+      }
+      if (flags[q] & (Program::kFinal | Program::kRefs)) exits.push_back(d);
+      if (!t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 && subset(t.below[i], loops_of(q))) {
+        // Every byte below loops on q: the whole subtree is accepted.
+        for (int32_t k = tbeg[i + 1]; k < tbeg[t.next[i]]; ++k) {
+          int32_t tok = toks[k];
+          bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+          ++count;
+        }
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
       ++i;
       continue;
     }
@@ -130,41 +209,150 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
     }
     if (!live.empty()) {
       for (size_t k = i; k < end; ++k) {
-        for (int32_t x = t.tok_begin[k]; x < t.tok_begin[k + 1]; ++x) {
-          int32_t tok = t.tokens[static_cast<size_t>(x)];
+        for (int32_t x = tbeg[k]; x < tbeg[k + 1]; ++x) {
+          int32_t tok = toks[x];
           const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
           ++e->uncertain;
           for (int32_t j : live) {
-            int32_t canon = index.at(st[static_cast<size_t>(j)]);
-            uncertain[canon].emplace_back(bytes.substr(static_cast<size_t>(j)), tok);
+            int32_t qj = st[static_cast<size_t>(j)];
+            int32_t canon = index ? index->at(qj) : qj;
+            uncertain[canon].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
           }
         }
       }
     }
     i = end;
   }
-  if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
-    e->dense.assign((static_cast<size_t>(n_vocab) + 31) / 32, 0);
-    for (int32_t tok : accepted) e->dense[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+  if (count * 32 > static_cast<size_t>(n_vocab)) {
+    e->dense = std::move(bits);
   } else {
-    e->sparse = std::move(accepted);
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint32_t x = bits[w]; x; x &= x - 1) e->sparse.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(x))));
+    }
   }
   for (auto& [canon, items] : uncertain) e->exits.push_back({canon, TokenTrie::build(items)});
   return e;
 }
 
+// Inside the body of a counted repetition (Program::Repeat, simple body) with `need` more copies to
+// finish before leaving is allowed and room for `room` more (both counted after the current copy
+// and capped at the longest token): the walk goes on into further copies, and leaving at a copy
+// boundary is the one exit (canon -1: the stack below the counter).
+std::shared_ptr<const MaskEntry> classify_counter(const Program& p, int32_t s, const Program::Repeat& rep, int32_t need,
+                                                  int32_t room, const TokenTrie& t,
+                                                  const std::vector<std::string>& token_bytes, int32_t n_vocab) {
+  auto e = std::make_shared<MaskEntry>();
+  int32_t start = p.rules[static_cast<size_t>(rep.body)].start;
+  struct At {
+    int32_t x;     // state in the body (its start at a boundary)
+    int32_t done;  // copies completed since the top
+    bool boundary;
+  };
+  std::vector<At> st(t.max_depth + 1);
+  std::vector<int32_t> exits, accepted;
+  std::vector<uint8_t> path(t.max_depth + 1, 0);
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;
+  st[0] = {s, 0, false};
+  size_t n = t.size();
+  bool free_copies = need == 0 && room > static_cast<int32_t>(t.max_depth);
+  ByteSet one_byte_copies{};
+  for (unsigned c = 0; c < 256; ++c) {
+    int32_t q = p.next(start, static_cast<uint8_t>(c));
+    if (q != Program::kDead && p.final(q)) byteset_add(one_byte_copies, static_cast<uint8_t>(c));
+  }
+  for (size_t i = 1; i < n;) {
+    int32_t d = t.depth[i];
+    while (!exits.empty() && exits.back() >= d) exits.pop_back();
+    path[static_cast<size_t>(d)] = t.byte[i];
+    const At& a = st[static_cast<size_t>(d - 1)];
+    int32_t q = Program::kDead;
+    if (!a.boundary || a.done - 1 < room) q = p.next(a.x, t.byte[i]);
+    if (q != Program::kDead) {
+      At& b = st[static_cast<size_t>(d)];
+      if (p.final(q)) {  // a copy ends (finals of a simple body have no edges)
+        b = {start, a.done + 1, true};
+        if (b.done - 1 >= need) exits.push_back(d);
+      } else {
+        b = {q, a.done, false};
+      }
+      for (int32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+      // Copies limited by neither bound within a token: every byte that completes a one-byte copy
+      // keeps the walk at a boundary, so a subtree of such bytes is accepted whole.
+      if (free_copies && b.boundary && !t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 &&
+          subset(t.below[i], one_byte_copies)) {
+        for (int32_t k = t.tok_begin[i + 1]; k < t.tok_begin[t.next[i]]; ++k) accepted.push_back(t.tokens[static_cast<size_t>(k)]);
+        i = static_cast<size_t>(t.next[i]);
+        continue;
+      }
+      ++i;
+      continue;
+    }
+    auto end = static_cast<size_t>(t.next[i]);
+    bool any = false;
+    for (int32_t j : exits) any |= byteset_has(rep.follow, path[static_cast<size_t>(j + 1)]);
+    if (any) {
+      for (size_t k = i; k < end; ++k) {
+        for (int32_t x = t.tok_begin[k]; x < t.tok_begin[k + 1]; ++x) {
+          int32_t tok = t.tokens[static_cast<size_t>(x)];
+          const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
+          ++e->uncertain;
+          for (int32_t j : exits) {
+            if (byteset_has(rep.follow, path[static_cast<size_t>(j + 1)])) {
+              uncertain[-1].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
+            }
+          }
+        }
+      }
+    }
+    i = end;
+  }
+  finish(*e, accepted, uncertain, n_vocab);
+  return e;
+}
+
 }  // namespace
 
-const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& trie,
+const Binding& counter_binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                                   const TokenTrie& trie, const std::vector<std::string>& token_bytes, int32_t s,
+                                   int32_t counter_state) {
+  auto [k, c] = prog.counter(counter_state);
+  const Program::Repeat& rep = prog.repeats[static_cast<size_t>(k)];
+  auto cap = static_cast<int32_t>(trie.max_depth) + 1;
+  int32_t need = std::min(cap, std::max(0, rep.min - c));
+  int32_t room = rep.max < 0 ? cap : std::min(cap, rep.max - c);
+  uint64_t local = (static_cast<uint64_t>(static_cast<uint32_t>(s)) << 32) | (static_cast<uint64_t>(need) << 16) |
+                   static_cast<uint64_t>(room);
+  if (const Binding* b = bindings.get_counter(local)) return *b;
+  auto b = std::make_unique<Binding>();
+  std::unordered_map<int32_t, int32_t> index;
+  int32_t start = prog.rules[static_cast<size_t>(rep.body)].start;
+  MaskKey body = canonical(prog, start, SIZE_MAX, b->canon_states, index);
+  Hasher h;
+  for (uint64_t w : {body.a, body.b, static_cast<uint64_t>(index.at(s)), static_cast<uint64_t>(need),
+                     static_cast<uint64_t>(room), uint64_t{0xC0C0}}) {
+    h.mix(w);
+  }
+  for (uint64_t w : rep.follow) h.mix(w);
+  MaskKey key{h.a, h.b};
+  b->entry = cache.find(key);
+  if (!b->entry) {
+    b->entry = cache.insert(key, classify_counter(prog, s, rep, need, room, trie, token_bytes,
+                                                  static_cast<int32_t>(token_bytes.size())));
+  }
+  return *bindings.publish_counter(local, std::move(b));
+}
+
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                           const TokenTrie& short_trie, const TokenTrie& long_trie,
                            const std::vector<std::string>& token_bytes, int32_t s) {
   if (const Binding* b = bindings.get(s)) return *b;
   auto b = std::make_unique<Binding>();
   std::unordered_map<int32_t, int32_t> index;
-  MaskKey key = canonical(prog, s, trie.max_depth, b->canon_states, index);
+  auto n_vocab = static_cast<int32_t>(token_bytes.size());
+  MaskKey key = canonical(prog, s, short_trie.max_depth, b->canon_states, index);
   b->entry = cache.find(key);
-  if (!b->entry) {
-    b->entry = cache.insert(key, classify(prog, s, trie, token_bytes, static_cast<int32_t>(token_bytes.size()), index));
-  }
+  if (!b->entry) b->entry = cache.insert(key, classify(prog, s, short_trie, token_bytes, n_vocab, &index));
+  if (long_trie.size() > 1) b->local = classify(prog, s, long_trie, token_bytes, n_vocab, nullptr);
   return *bindings.publish(s, std::move(b));
 }
 

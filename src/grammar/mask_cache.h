@@ -38,22 +38,30 @@ struct MaskEntry {
   std::vector<uint32_t> dense;   // accepted tokens as a bitmask, or
   std::vector<int32_t> sparse;   // accepted tokens as a list (when few)
   struct Exit {
-    int32_t canon;  // index of the exit state in the canonical BFS order from s
+    int32_t canon;  // index of the exit state in the canonical BFS order from s; -1: leaving a counted repetition
     TokenTrie suffixes;
   };
   std::vector<Exit> exits;
   size_t uncertain = 0;  // tokens with at least one exit (statistics)
+  size_t bytes() const;
 };
 
 // A grammar state's view of its entry: the shared entry and the grammar states behind its
 // canonical indices.
 struct Binding {
-  std::shared_ptr<const MaskEntry> entry;
+  std::shared_ptr<const MaskEntry> entry;  // the tokens of at most kShortTokenBytes (shared)
   std::vector<int32_t> canon_states;
+  // The few longer tokens, classified for this grammar state alone (exit canon = the grammar
+  // state): keying shared entries by the automaton within kShortTokenBytes instead of the longest
+  // token lets far more positions (and grammars) share them.
+  std::shared_ptr<const MaskEntry> local;
 };
+inline constexpr size_t kShortTokenBytes = 16;
 
 class MaskCache {
  public:
+  // Entries are dropped (all at once; grammars keep the ones they bound) past this many bytes.
+  static constexpr size_t kMaxBytes = size_t{512} << 20;
   std::shared_ptr<const MaskEntry> find(const MaskKey& k) const;
   // Inserts unless present; returns the entry now cached under k.
   std::shared_ptr<const MaskEntry> insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e);
@@ -62,6 +70,7 @@ class MaskCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<MaskKey, std::shared_ptr<const MaskEntry>, MaskKeyHash> map_;
+  size_t bytes_ = 0;
 };
 
 // Per grammar: bindings computed on first use, thread-safe (grammars are shared by matchers).
@@ -70,15 +79,25 @@ class Bindings {
   explicit Bindings(size_t num_states);
   const Binding* get(int32_t s) const { return slots_[static_cast<size_t>(s)].load(std::memory_order_acquire); }
   const Binding* publish(int32_t s, std::unique_ptr<Binding> b) const;
+  // Inside counted repetitions: keyed by (state, copies needed, room left).
+  const Binding* get_counter(uint64_t key) const;
+  const Binding* publish_counter(uint64_t key, std::unique_ptr<Binding> b) const;
 
  private:
   mutable std::unique_ptr<std::atomic<const Binding*>[]> slots_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Binding>> owned_;
+  mutable std::unordered_map<uint64_t, const Binding*> counters_;
 };
 
+// The binding of a top state s whose stack below is the counter node `counter_state` of a simple
+// repetition body.
+const Binding& counter_binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                                   const TokenTrie& vocab_trie, const std::vector<std::string>& token_bytes, int32_t s,
+                                   int32_t counter_state);
 // The binding of state s (computing the key, and the entry on a cache miss).
-const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache, const TokenTrie& vocab_trie,
+const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCache& cache,
+                           const TokenTrie& short_trie, const TokenTrie& long_trie,
                            const std::vector<std::string>& token_bytes, int32_t s);
 
 }  // namespace tmill::grammar

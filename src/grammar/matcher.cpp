@@ -36,6 +36,7 @@ Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 Matcher::~Matcher() = default;
 
 const Grammar& Matcher::grammar() const { return *grammar_; }
+size_t Matcher::num_stacks() const { return state_->cur.size(); }
 bool Matcher::accepting() const { return state_->accepting; }
 bool Matcher::terminated() const { return state_->ended || (state_->accepting && state_->cur.empty()); }
 
@@ -136,28 +137,56 @@ namespace {
 void fill_mask_cached(const Grammar::Impl& g, Matcher::State& st, std::span<uint32_t> mask) {
   const Vocabulary::Impl& v = g.vocab->impl();
   const Program& p = g.prog;
-  thread_local std::vector<std::pair<int32_t, int32_t>> groups;  // (top state, stack node)
+  Stacks& stacks = st.stacks;
+  struct Top {
+    int32_t state, counter, node;  // counter: the counter state below (simple repetition body), or -1
+    bool operator<(const Top& o) const {
+      return state != o.state ? state < o.state : counter != o.counter ? counter < o.counter : node < o.node;
+    }
+  };
+  thread_local std::vector<Top> groups;
   thread_local std::vector<int32_t> seeds, start;
   groups.clear();
-  for (int32_t n : st.cur) groups.emplace_back(st.stacks.state(n), n);
+  for (int32_t n : st.cur) {
+    int32_t s = stacks.state(n), par = stacks.parent(n), counter = -1;
+    if (par != Stacks::kBottom && p.is_counter(stacks.state(par))) {
+      int32_t cs = stacks.state(par);
+      const Program::Repeat& rep = p.repeats[static_cast<size_t>(p.counter(cs).first)];
+      if (rep.simple && p.rule_of[static_cast<size_t>(s)] == rep.body) counter = cs;
+    }
+    groups.push_back({s, counter, n});
+  }
   std::sort(groups.begin(), groups.end());
   for (size_t i = 0; i < groups.size();) {
-    int32_t s = groups[i].first;
+    int32_t s = groups[i].state, counter = groups[i].counter;
     size_t j = i;
-    while (j < groups.size() && groups[j].first == s) ++j;
-    const Binding& b = binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s);
-    const MaskEntry& e = *b.entry;
-    if (!e.dense.empty()) {
-      for (size_t w = 0; w < e.dense.size(); ++w) mask[w] |= e.dense[w];
-    } else {
-      for (int32_t tok : e.sparse) mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
-    }
-    for (const MaskEntry::Exit& x : e.exits) {
-      int32_t q = b.canon_states[static_cast<size_t>(x.canon)];
-      seeds.clear();
-      for (size_t k = i; k < j; ++k) seeds.push_back(st.stacks.cons(q, st.stacks.parent(groups[k].second)));
-      st.stacks.expand_all(seeds, start);
-      if (!start.empty()) walk_trie(x.suffixes, st.stacks, start, mask);
+    while (j < groups.size() && groups[j].state == s && groups[j].counter == counter) ++j;
+    const Binding& b =
+        counter >= 0 ? counter_binding_for(p, *g.bindings, *v.cache, v.trie, v.data.token_bytes, s, counter)
+                     : binding_for(p, *g.bindings, *v.cache, v.short_trie, v.long_trie, v.data.token_bytes, s);
+    for (const MaskEntry* e : {b.entry.get(), b.local.get()}) {
+      if (!e) continue;
+      bool direct = e == b.local.get();
+      if (!e->dense.empty()) {
+        for (size_t w = 0; w < e->dense.size(); ++w) mask[w] |= e->dense[w];
+      } else {
+        for (int32_t tok : e->sparse) mask[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+      }
+      for (const MaskEntry::Exit& x : e->exits) {
+        seeds.clear();
+        if (x.canon < 0) {  // leave the repetition: continue below the counter
+          for (size_t k = i; k < j; ++k) {
+            int32_t below = stacks.parent(stacks.parent(groups[k].node));
+            if (below != Stacks::kBottom) seeds.push_back(below);
+          }
+        } else {
+          int32_t q = direct ? x.canon : b.canon_states[static_cast<size_t>(x.canon)];
+          for (size_t k = i; k < j; ++k) seeds.push_back(stacks.cons(q, stacks.parent(groups[k].node)));
+        }
+        if (seeds.empty()) continue;
+        stacks.expand_all(seeds, start);
+        if (!start.empty()) walk_trie(x.suffixes, stacks, start, mask);
+      }
     }
     i = j;
   }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tmill::grammar {
@@ -35,8 +36,18 @@ struct Program {
     bool nullable = false;
   };
   struct Ref {
-    int32_t rule;
+    int32_t rule;  // < 0: repetition -1 - rule (repeats)
     int32_t target;
+  };
+  // x{min,max} with large bounds, counted on the stack: a call pushes counter node C(0); C(c) (c
+  // copies done) calls the body with C(c + 1) as its return point and/or returns when c >= min.
+  // Counter node states are ids base + c above the real states (unbounded: c stops at min).
+  struct Repeat {
+    int32_t body = 0;  // program rule
+    int32_t min = 0, max = 0;  // max < 0: unbounded
+    int32_t base = 0;
+    bool simple = false;  // body: no calls, not nullable, every final state a pure end (mask_cache.h)
+    ByteSet follow{};     // bytes that may follow the repetition
   };
 
   std::vector<RuleInfo> rules;
@@ -53,7 +64,26 @@ struct Program {
   std::vector<ByteSet> exit_bytes;
   std::vector<int32_t> trans;
   std::vector<Ref> refs;
+  std::vector<Repeat> repeats;
 
+  bool is_counter(int32_t s) const { return s >= num_states(); }
+  // The repetition and count of a counter state.
+  std::pair<int32_t, int32_t> counter(int32_t s) const {
+    size_t lo = 0, hi = repeats.size();
+    while (hi - lo > 1) {
+      size_t mid = (lo + hi) / 2;
+      if (repeats[mid].base <= s) lo = mid; else hi = mid;
+    }
+    return {static_cast<int32_t>(lo), s - repeats[lo].base};
+  }
+  bool rule_nullable(int32_t r) const {
+    if (r >= 0) return rules[static_cast<size_t>(r)].nullable;
+    const Repeat& x = repeats[static_cast<size_t>(-1 - r)];
+    return x.min == 0 || rules[static_cast<size_t>(x.body)].nullable;
+  }
+  int32_t rule_start(int32_t r) const {
+    return r >= 0 ? rules[static_cast<size_t>(r)].start : repeats[static_cast<size_t>(-1 - r)].base;
+  }
   int32_t num_states() const { return static_cast<int32_t>(rule_of.size()); }
   int32_t next(int32_t s, uint8_t b) const {
     const RuleInfo& r = rules[static_cast<size_t>(rule_of[static_cast<size_t>(s)])];

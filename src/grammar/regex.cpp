@@ -21,6 +21,7 @@ struct Node {
   CpSet set;
   std::vector<Node> kids;
   uint32_t min = 0, max = 0;
+  bool any = false;  // Set: any character (emitted as the caller's any-rule)
 };
 
 CpSet digit_set() { return CpSet::range('0', '9'); }
@@ -44,6 +45,33 @@ CpSet space_set() {
   s.add(0x3000, 0x3000);
   return s;
 }
+// Validators disagree on \d \w \s (ECMAScript: ASCII; Python and Rust: Unicode). Each escape has a
+// small set (in every flavour's) and a big one (containing every flavour's); a pattern uses the
+// small side, and negations (\D, [^...]) the complement of the big side: never looser than any.
+struct SetPair {
+  CpSet small, big;
+  static SetPair same(CpSet s) { return {s, s}; }
+  SetPair negated() const { return {big.negated(), small.negated()}; }
+};
+CpSet non_ascii() { return CpSet::range(0x80, kMaxCp); }
+SetPair digit_pair() {
+  CpSet big = digit_set();
+  big.add(non_ascii());
+  return {digit_set(), big};
+}
+SetPair word_pair() {
+  CpSet big = word_set();
+  big.add(non_ascii());
+  return {word_set(), big};
+}
+SetPair space_pair() {
+  CpSet big = space_set();
+  big.add(0x1C, 0x1F);
+  big.add(0x85, 0x85);
+  big.add(0xFEFF, 0xFEFF);
+  return {space_set(), big};
+}
+
 CpSet dot_set() {  // ECMAScript '.': anything but line terminators
   CpSet s = CpSet::any();
   s = s.minus(CpSet::range('\n', '\n')).minus(CpSet::range('\r', '\r')).minus(CpSet::range(0x2028, 0x2029));
@@ -230,25 +258,25 @@ class Parser {
       }
       if (e >= '1' && e <= '9') return err("backreference");
       if (e == 'k') return err("named backreference");
-      TM_ASSIGN_OR_RETURN(CpSet s, parse_escape(false));
-      return set_node(std::move(s));
+      TM_ASSIGN_OR_RETURN(SetPair s, parse_escape(false));
+      return set_node(std::move(s.small));
     }
     ++i_;
     return set_node(CpSet::range(c, c));
   }
 
   // After the backslash. in_class: \b is a backspace there.
-  Result<CpSet> parse_escape(bool in_class) {
+  Result<SetPair> parse_escape(bool in_class) {
     uint32_t e = peek();
     ++i_;
-    auto one = [](uint32_t cp) { return CpSet::range(cp, cp); };
+    auto one = [](uint32_t cp) { return SetPair::same(CpSet::range(cp, cp)); };
     switch (e) {
-      case 'd': return digit_set();
-      case 'D': return digit_set().negated();
-      case 'w': return word_set();
-      case 'W': return word_set().negated();
-      case 's': return space_set();
-      case 'S': return space_set().negated();
+      case 'd': return digit_pair();
+      case 'D': return digit_pair().negated();
+      case 'w': return word_pair();
+      case 'W': return word_pair().negated();
+      case 's': return space_pair();
+      case 'S': return space_pair().negated();
       case 'n': return one('\n');
       case 'r': return one('\r');
       case 't': return one('\t');
@@ -269,7 +297,10 @@ class Parser {
         }
         return one('c');
       }
-      case 'x': return hex_escape(2);
+      case 'x': {
+        TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(2));
+        return SetPair::same(h);
+      }
       case 'u':
         if (peek() == '{') {
           ++i_;
@@ -285,8 +316,14 @@ class Parser {
           ++i_;
           return one(v);
         }
-        return hex_escape(4);
-      case 'U': return hex_escape(8);
+        {
+          TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(4));
+          return SetPair::same(h);
+        }
+      case 'U': {
+        TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(8));
+        return SetPair::same(h);
+      }
       case 'p':
       case 'P': return err("Unicode property escape \\p");
       default: break;
@@ -326,7 +363,7 @@ class Parser {
       neg = true;
       ++i_;
     }
-    CpSet s;
+    SetPair s;
     bool first = true;
     while (true) {
       if (at_end()) return err("unterminated character class");
@@ -341,22 +378,24 @@ class Parser {
       }
       first = false;
       if (c == '[' && peek(1) == ':') return err("POSIX class [:...:]");
-      TM_ASSIGN_OR_RETURN(CpSet a, class_atom());
+      TM_ASSIGN_OR_RETURN(SetPair a, class_atom());
       if (peek() == '-' && peek(1) != ']' && peek(1) != 0xFFFFFFFF) {
-        if (!a.single()) return err("range with a class escape");
+        if (!a.small.single() || !(a.small == a.big)) return err("range with a class escape");
         ++i_;
-        TM_ASSIGN_OR_RETURN(CpSet b, class_atom());
-        if (!b.single()) return err("range with a class escape");
-        if (b.first() < a.first()) return err("range out of order");
-        s.add(a.first(), b.first());
+        TM_ASSIGN_OR_RETURN(SetPair b, class_atom());
+        if (!b.small.single() || !(b.small == b.big)) return err("range with a class escape");
+        if (b.small.first() < a.small.first()) return err("range out of order");
+        s.small.add(a.small.first(), b.small.first());
+        s.big.add(a.small.first(), b.small.first());
       } else {
-        s.add(a);
+        s.small.add(a.small);
+        s.big.add(a.big);
       }
     }
-    return set_node(neg ? s.negated() : s);
+    return set_node(neg ? s.negated().small : s.small);
   }
 
-  Result<CpSet> class_atom() {
+  Result<SetPair> class_atom() {
     uint32_t c = peek();
     if (c == '\\') {
       ++i_;
@@ -364,7 +403,7 @@ class Parser {
       return parse_escape(true);
     }
     ++i_;
-    return CpSet::range(c, c);
+    return SetPair::same(CpSet::range(c, c));
   }
 
   std::string_view src_;
@@ -427,12 +466,14 @@ bool has_anchor(const Node& n) {
 
 class Emitter {
  public:
-  explicit Emitter(RegexMode mode) : mode_(mode) {}
+  Emitter(RegexMode mode, std::string any_rule) : mode_(mode), any_rule_(std::move(any_rule)) {}
 
   // nullopt: matches nothing. "": matches only the empty string.
   std::optional<std::string> emit(const Node& n) {
     switch (n.kind) {
-      case Node::Set: return emit_set(n.set);
+      case Node::Set:
+        if (n.any && !any_rule_.empty()) return any_rule_;
+        return emit_set(n.set);
       case Node::Start:
       case Node::End: return std::string();  // checked away before emitting
       case Node::Seq: {
@@ -506,6 +547,7 @@ class Emitter {
   }
 
   RegexMode mode_;
+  std::string any_rule_;
 };
 
 // Search semantics: an unanchored side may be preceded/followed by anything. A repetition at that
@@ -560,14 +602,70 @@ Status collect_branches(const Node& n, std::vector<Branch>& out) {
 
 }  // namespace
 
-Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule) {
+// Fits a branch to a length range: its open sides become explicit any-character repetitions and the
+// one variable-length element (a repetition of single characters) gets its count bounds. False when
+// the branch has more than one variable element; `dead` when no length fits.
+static bool fit_length(std::vector<Node>& els, bool& open_front, bool& open_back, uint64_t lo, uint64_t hi, bool& dead) {
+  dead = false;
+  Node any_rep;
+  any_rep.kind = Node::Repeat;
+  any_rep.min = 0;
+  any_rep.max = kInf;
+  Node any_set;
+  any_set.kind = Node::Set;
+  any_set.set = CpSet::any();
+  any_set.any = true;
+  any_rep.kids.push_back(any_set);
+  std::vector<Node> e = els;
+  if (open_front) e.insert(e.begin(), any_rep);
+  if (open_back) e.push_back(any_rep);
+  uint64_t fixed = 0;
+  int var = -1;
+  for (size_t i = 0; i < e.size(); ++i) {
+    uint64_t a, b;
+    lengths(e[i], a, b);
+    if (a == b) {
+      fixed = sat_add(fixed, a);
+      continue;
+    }
+    if (var >= 0 || e[i].kind != Node::Repeat) return false;
+    uint64_t ka, kb;
+    lengths(e[i].kids[0], ka, kb);
+    if (ka != 1 || kb != 1) return false;
+    var = int(i);
+  }
+  if (fixed == kUnbounded) return false;
+  if (var < 0) {
+    dead = fixed < lo || fixed > hi;
+  } else {
+    Node& r = e[size_t(var)];
+    uint64_t mn = std::max<uint64_t>(r.min, lo > fixed ? lo - fixed : 0);
+    uint64_t mx = r.max == kInf ? kUnbounded : r.max;
+    if (hi != kUnbounded) mx = hi < fixed ? 0 : std::min(mx, hi - fixed);
+    if (hi != kUnbounded && hi < fixed) dead = true;
+    if (mn > mx || mn > (1u << 30) || (mx != kUnbounded && mx > (1u << 30))) {
+      if (mn > mx) dead = true;
+      if (!dead) return false;
+    }
+    if (!dead) {
+      r.min = uint32_t(mn);
+      r.max = mx == kUnbounded ? kInf : uint32_t(mx);
+    }
+  }
+  els = std::move(e);
+  open_front = open_back = false;
+  return true;
+}
+
+Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule,
+                             uint64_t len_min, uint64_t len_max) {
   Parser p(pattern);
   TM_ASSIGN_OR_RETURN(Node root, p.parse());
   std::vector<Branch> branches;
   if (auto st = collect_branches(root, branches); !st.ok()) {
     return Error{"pattern /" + std::string(pattern) + "/: " + st.error() + " (not supported)"};
   }
-  Emitter em(mode);
+  Emitter em(mode, std::string(any_rule));
   std::string any = any_rule.empty() ? group(em.any_char()) : std::string(any_rule);
   RegexGbnf out;
   out.min_len = kUnbounded;
@@ -589,9 +687,17 @@ Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool sear
     seq.kids = b.els;
     uint64_t mn, mx;
     lengths(seq, mn, mx);
+    if (open_front || open_back) mx = kUnbounded;
+    if (mn < len_min || mx > len_max) {
+      bool dead = false;
+      if (!fit_length(seq.kids, open_front, open_back, len_min, len_max, dead)) {
+        return Error{"pattern /" + std::string(pattern) + "/: cannot be combined with minLength/maxLength"};
+      }
+      if (dead) continue;
+      lengths(seq, mn, mx);
+    }
     auto e = em.emit(seq);
     if (!e) continue;
-    if (open_front || open_back) mx = kUnbounded;
     out.min_len = std::min(out.min_len, mn);
     out.max_len = std::max(out.max_len, mx);
     Group* g = nullptr;

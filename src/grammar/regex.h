@@ -28,6 +28,9 @@ struct RegexGbnf {
 // otherwise the whole text must match (anchors at the ends are allowed and change nothing).
 // Errors name the construct and its offset: backreferences, lookaround, \b, flags, \p{...}.
 // any_rule: a rule matching any one character, used for the open sides of a search.
-Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule = {});
+// len_min/len_max: the matched text's length in code points must lie in this range (minLength /
+// maxLength beside a pattern); an error when that cannot be expressed exactly.
+Result<RegexGbnf> regex_expr(std::string_view pattern, RegexMode mode, bool search, std::string_view any_rule = {},
+                             uint64_t len_min = 0, uint64_t len_max = kUnbounded);
 
 }  // namespace tmill::grammar::detail

@@ -46,6 +46,22 @@ bool Stacks::expand(int32_t seed, std::vector<int32_t>& out) {
     m = epoch_;
     int32_t s = nodes_[static_cast<size_t>(n)].state;
     int32_t par = nodes_[static_cast<size_t>(n)].parent;
+    if (p.is_counter(s)) {  // C(c): another copy of the body, and/or return once c >= min
+      auto [k, c] = p.counter(s);
+      const Program::Repeat& rep = p.repeats[static_cast<size_t>(k)];
+      if (rep.max < 0 || c < rep.max) {
+        int32_t nc = (rep.max < 0 && c >= rep.min) ? c : c + 1;
+        work_.push_back(cons(p.rules[static_cast<size_t>(rep.body)].start, cons(rep.base + nc, par)));
+      }
+      if (c >= rep.min) {
+        if (par == kBottom) {
+          accepting = true;
+        } else {
+          work_.push_back(par);
+        }
+      }
+      continue;
+    }
     uint8_t f = p.flags[static_cast<size_t>(s)];
     if (f & Program::kBytes) out.push_back(n);
     if (f & Program::kRefs) {
@@ -53,7 +69,7 @@ bool Stacks::expand(int32_t seed, std::vector<int32_t>& out) {
         const Program::Ref& r = p.refs[i];
         // A call whose return point has nothing left to do returns straight to our caller.
         int32_t cont = (p.flags[static_cast<size_t>(r.target)] & Program::kPureEnd) ? par : cons(r.target, par);
-        work_.push_back(cons(p.rules[static_cast<size_t>(r.rule)].start, cont));
+        work_.push_back(cons(p.rule_start(r.rule), cont));
       }
     }
     if (f & Program::kFinal) {

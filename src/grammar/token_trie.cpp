@@ -5,13 +5,13 @@
 namespace tmill::grammar {
 
 TokenTrie TokenTrie::build(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& ids) {
-  std::vector<std::pair<std::string, int32_t>> items;
+  std::vector<std::pair<std::string_view, int32_t>> items;
   items.reserve(ids.size());
   for (int32_t t : ids) items.emplace_back(token_bytes[static_cast<size_t>(t)], t);
   return build(items);
 }
 
-TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) {
+TokenTrie TokenTrie::build(std::vector<std::pair<std::string_view, int32_t>>& items) {
   std::sort(items.begin(), items.end());
   TokenTrie t;
   auto add_node = [&](uint8_t b, size_t d) {
@@ -23,7 +23,7 @@ TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) 
   };
   add_node(0, 0);
   std::vector<int32_t> path{0};  // path[d] = node at depth d on the current branch
-  const std::string* prev = nullptr;
+  const std::string_view* prev = nullptr;
   for (const auto& [s, id] : items) {
     if (s.empty()) continue;
     size_t lcp = 0;
@@ -51,6 +51,22 @@ TokenTrie TokenTrie::build(std::vector<std::pair<std::string, int32_t>>& items) 
   // creating it (and before any later node), so [tok_begin[i], tok_begin[i+1]) are exactly its tokens.
   t.tok_begin.push_back(static_cast<int32_t>(t.tokens.size()));
   return t;
+}
+
+void TokenTrie::compute_subtree_bytes() {
+  size_t n = byte.size();
+  std::vector<int32_t> parent(n, -1), path;
+  for (size_t i = 0; i < n; ++i) {
+    while (!path.empty() && next[static_cast<size_t>(path.back())] <= static_cast<int32_t>(i)) path.pop_back();
+    if (!path.empty()) parent[i] = path.back();
+    path.push_back(static_cast<int32_t>(i));
+  }
+  below.assign(n, {0, 0, 0, 0});
+  for (size_t i = n; i-- > 1;) {
+    auto& up = below[static_cast<size_t>(parent[i])];
+    for (size_t w = 0; w < 4; ++w) up[w] |= below[i][w];
+    up[byte[i] >> 6] |= uint64_t{1} << (byte[i] & 63);
+  }
 }
 
 }  // namespace tmill::grammar

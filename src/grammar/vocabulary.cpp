@@ -31,6 +31,14 @@ std::shared_ptr<const Vocabulary> Vocabulary::create(VocabularyData data) {
     if (!is_eos[static_cast<size_t>(t)]) ids.push_back(t);
   }
   im.trie = TokenTrie::build(im.data.token_bytes, ids);
+  std::vector<int32_t> short_ids, long_ids;
+  for (int32_t t : ids) {
+    (im.data.token_bytes[static_cast<size_t>(t)].size() <= kShortTokenBytes ? short_ids : long_ids).push_back(t);
+  }
+  im.short_trie = TokenTrie::build(im.data.token_bytes, short_ids);
+  im.long_trie = TokenTrie::build(im.data.token_bytes, long_ids);
+  im.short_trie.compute_subtree_bytes();
+  im.trie.compute_subtree_bytes();
   im.cache = std::make_unique<MaskCache>();
   return v;
 }

@@ -170,7 +170,7 @@ TEST(Gbnf, Errors) {
   EXPECT_EQ(error_of("root ::= x\nx ::= y? x \"a\" | \"b\"\ny ::= \"c\"\n"),
             "grammar: left recursion in rule 'x' (it can reach itself before reading any text)");
   EXPECT_EQ(error_of("root ::= [z-a]\n"), "grammar: 1:10: character class range is reversed");
-  EXPECT_EQ(error_of("root ::= \"a\"{1000000}\n"), "grammar: 1:13: repetition count too large (at most 100000)");
+  EXPECT_EQ(error_of("root ::= \"a\"{10000000}\n"), "grammar: 1:13: repetition count too large (at most 1000000)");
   EXPECT_EQ(error_of("root ::= <think>\n"), "grammar: 1:10: token references (<...>) are not supported");
   EXPECT_EQ(error_of("root ::= \"\\uD800\"\n"), "grammar: 1:11: surrogate code point in \\u escape");
   // Right recursion and nullable rules that are not left-recursive compile.
