@@ -541,9 +541,56 @@ class Compiler {
       prog_.flags.push_back(flags);
     }
     info.num_states = static_cast<int32_t>(subsets.size());
+    prune_dead_ends(pr);
     // Only rules with loop rules inlined more than once carry the duplicate copies worth merging.
     if (loops_inlined_ > 1 && info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
     return {};
+  }
+
+  // States that can neither read, call nor return (e.g. after an empty character class) are
+  // removed: an edge into one would let mask classification accept a token the stacks refuse.
+  void prune_dead_ends(int32_t pr) {
+    Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
+    auto n = static_cast<size_t>(info.num_states);
+    auto base = static_cast<size_t>(info.first_state);
+    auto ncls = static_cast<size_t>(info.num_classes);
+    std::vector<char> dead(n, 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (dead[i]) continue;
+        size_t s = base + i;
+        bool live = prog_.final(static_cast<int32_t>(s));
+        for (size_t c = 0; c < ncls && !live; ++c) {
+          int32_t t = prog_.trans[prog_.row[s] + c];
+          live = t != Program::kDead && !dead[static_cast<size_t>(t) - base];
+        }
+        for (const auto& r : pending_refs_[s]) live = live || !dead[static_cast<size_t>(r.target) - base];
+        if (!live) dead[i] = changed = 1;
+      }
+    }
+    if (std::find(dead.begin(), dead.end(), 1) == dead.end()) return;
+    for (size_t i = 0; i < n; ++i) {
+      size_t s = base + i;
+      uint8_t flags = prog_.flags[s] & Program::kFinal;
+      ByteSet first{};
+      for (size_t c = 0; c < ncls; ++c) {
+        int32_t& t = prog_.trans[prog_.row[s] + c];
+        if (t != Program::kDead && dead[static_cast<size_t>(t) - base]) t = Program::kDead;
+        if (t != Program::kDead) flags |= Program::kBytes;
+      }
+      for (unsigned b = 0; b < 256; ++b) {
+        if (prog_.trans[prog_.row[s] + info.byte_class[b]] != Program::kDead) byteset_add(first, static_cast<uint8_t>(b));
+      }
+      auto& refs = pending_refs_[s];
+      refs.erase(std::remove_if(refs.begin(), refs.end(),
+                                [&](const Program::Ref& r) { return dead[static_cast<size_t>(r.target) - base] != 0; }),
+                 refs.end());
+      if (!refs.empty()) flags |= Program::kRefs;
+      if ((flags & Program::kFinal) && !(flags & (Program::kBytes | Program::kRefs))) flags |= Program::kPureEnd;
+      prog_.flags[s] = flags;
+      prog_.first[s] = first;
+    }
   }
 
   // Moore's partition refinement on the rule just built (its states are the last ones): merges

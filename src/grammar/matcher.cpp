@@ -73,7 +73,14 @@ bool Matcher::accept_token(int32_t token) {
 
 std::string Matcher::forced_bytes(size_t max_bytes) const {
   const State& st0 = *state_;
-  if (st0.ended) return {};
+  if (st0.ended || st0.accepting || st0.cur.empty()) return {};
+  {  // the common case, a choice at the next byte, without copying the stack pool
+    ByteSet u = st0.stacks.first_bytes(st0.cur);
+    if (__builtin_popcountll(u[0]) + __builtin_popcountll(u[1]) + __builtin_popcountll(u[2]) +
+            __builtin_popcountll(u[3]) != 1) {
+      return {};
+    }
+  }
   Stacks stacks = st0.stacks;  // scratch: do not grow the matcher's own pool
   std::vector<int32_t> a = st0.cur, b;
   bool acc = st0.accepting;

@@ -185,3 +185,16 @@ TEST(Gbnf, EmptyRuleAndEmptyLanguage) {
   EXPECT_TRUE(m.terminated());
   EXPECT_FALSE(m.accept_bytes("a"));
 }
+
+TEST(Gbnf, EmptyClassesLeadNowhere) {
+  // [^\x00-\U0010FFFF] matches nothing: "a" cannot be followed by anything, so it is refused at once
+  // (by the matcher and the mask alike), while "b" still works.
+  auto v = vocab_of({"", "a", "b", "ab", "bc"}, {0});
+  auto g = must_compile("root ::= \"a\" [^\\x00-\\U0010FFFF] | \"b\" \"c\"?\n", v);
+  Matcher m(g);
+  std::vector<uint32_t> mask(1);
+  m.fill_mask(mask);
+  EXPECT_EQ(mask[0], (1u << 2) | (1u << 4));  // b, bc
+  EXPECT_FALSE(m.accept_bytes("a"));
+  EXPECT_TRUE(m.accept_bytes("b"));
+}
