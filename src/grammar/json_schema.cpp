@@ -18,7 +18,7 @@ const std::set<std::string>& supported() {
       "minItems",    "maxItems",     "minLength",       "maxLength",        "pattern",
       "format",      "minimum",      "maximum",         "exclusiveMinimum", "exclusiveMaximum",
       "multipleOf",  "minProperties", "maxProperties",  "allOf",            "anyOf",
-      "oneOf",       "$ref"};
+      "oneOf",       "$ref",         kNotInKeyword};
   return k;
 }
 
@@ -404,6 +404,16 @@ Result<std::optional<Json>> Compiler::negate(const Json& n0, const std::string& 
     return std::optional<Json>(acc);
   }
   if (k == "not") return std::optional<Json>(v);
+  if ((k == "enum" && v.is_array()) || k == "const") {
+    // Not one of some strings: any other type, or a string outside the set.
+    Json strs = k == "const" ? Json::array({v}) : v;
+    for (auto& x : strs) {
+      if (!x.is_string()) return std::optional<Json>();
+    }
+    Json others = Json::array({"null", "boolean", "object", "array", "number"});
+    Json str = {{"type", "string"}, {kNotInKeyword, strs}};
+    return std::optional<Json>(Json{{"anyOf", Json::array({Json{{"type", others}}, str})}});
+  }
   return std::optional<Json>();
 }
 
@@ -610,6 +620,8 @@ std::optional<bool> quick_validate(const Json& v, const Json& s) {
       if (!x.is_array() || std::find(x.begin(), x.end(), v) == x.end()) return false;
     } else if (k == "const") {
       if (x != v) return false;
+    } else if (k == kNotInKeyword) {
+      if (v.is_string() && x.is_array() && std::find(x.begin(), x.end(), v) != x.end()) return false;
     } else if (k == "minLength" || k == "maxLength" || k == "pattern" || k == "format") {
       if (!v.is_string()) continue;
       if (k == "pattern" || k == "format") return std::nullopt;

@@ -21,6 +21,8 @@ namespace tmill::grammar::detail {
 using Json = nlohmann::ordered_json;
 
 inline const std::string kNever = "!never";
+// Internal keyword (from "not": {"enum": [strings]}): a string that is none of these.
+inline constexpr const char* kNotInKeyword = "$tokenmill:notIn";
 
 // Keywords that constrain values: the ones the compiler enforces and the ones it must refuse.
 bool is_supported_keyword(const std::string& k);

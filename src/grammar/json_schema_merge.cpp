@@ -265,6 +265,10 @@ Result<Json> Compiler::merge(const Json& a0, const Json& b0, const std::string& 
         for (auto& y : vb) l.push_back(all_of(x, y));
       }
       out[k] = l;
+    } else if (k == kNotInKeyword) {
+      Json l = va;
+      for (auto& x : vb) l.push_back(x);
+      out[k] = l;
     } else if (k == "not") {
       out[k] = Json{{"anyOf", Json::array({va, vb})}};  // not A and not B = not (A or B)
     } else if (k == "multipleOf") {

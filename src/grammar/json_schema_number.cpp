@@ -3,6 +3,7 @@
 // multipleOf as a residue automaton (integers) or a bound on fraction digits (10^-d).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "grammar/json_schema_impl.h"
@@ -192,6 +193,110 @@ void magnitude(std::vector<std::string>& out, const std::string& prefix, const s
   if (!b_open) push(literal(*b), fr.zero);
 }
 
+// Fractions (the digits after the point, "" when there is none) compared as decimals 0.f against
+// bounds: the language of f, as whether "" belongs and an expression for the non-empty ones.
+struct FracLang {
+  bool empty_ok = false;
+  std::optional<std::string> ne;
+  std::string full() const {  // "( "." ne )?" etc.; "" = only no fraction; "!" = nothing
+    if (!ne) return empty_ok ? "" : "!";
+    return empty_ok ? "( \".\" " + *ne + " )?" : "\".\" " + *ne;
+  }
+};
+struct FracSide {
+  bool on = false;  // bounded on this side
+  std::string x;    // bound digits (no trailing zeros)
+  bool open = false;
+};
+
+FracLang frac_lang(const FracSide& lo, const FracSide& hi) {
+  bool lo_free = !lo.on || (lo.x.empty() && !lo.open);
+  bool hi_free = !hi.on;
+  FracLang L;
+  if (lo_free && hi_free) {
+    L.empty_ok = true;
+    L.ne = "[0-9]+";
+    return L;
+  }
+  if (hi.on && hi.x.empty()) {  // f <= 0 (only zeros) or f < 0 (nothing)
+    if (hi.open || (lo.on && lo.x.empty() && lo.open)) return L;
+    if (lo_free) {
+      L.empty_ok = true;
+      L.ne = "\"0\"+";
+      return L;
+    }
+    return L;  // lo > 0 needs a non-zero digit
+  }
+  if (lo.on && lo.x.empty() && lo.open && hi_free) {  // f > 0
+    L.ne = "\"0\"* [1-9] [0-9]*";
+    return L;
+  }
+  L.empty_ok = lo_free && (!hi.on || !hi.x.empty() || !hi.open);
+  // First digit d, grouped by what the rest must satisfy.
+  std::vector<std::pair<std::string, std::string>> groups;  // (rest language, digit class)
+  std::vector<std::string> order;
+  std::map<std::string, CpSet> digits;
+  for (int d = 0; d <= 9; ++d) {
+    FracSide rl, rh;
+    if (!lo_free) {
+      int x0 = lo.x.empty() ? 0 : lo.x[0] - '0';
+      if (d < x0) continue;
+      if (d == x0) rl = {true, lo.x.empty() ? "" : lo.x.substr(1), lo.open};
+    }
+    if (!hi_free) {
+      int y0 = hi.x[0] - '0';
+      if (d > y0) continue;
+      if (d == y0) rh = {true, hi.x.substr(1), hi.open};
+    }
+    FracLang r = frac_lang(rl, rh);
+    std::string rest;
+    if (r.ne) {
+      rest = r.empty_ok ? group(*r.ne) + "?" : *r.ne;
+    } else if (r.empty_ok) {
+      rest = "";
+    } else {
+      continue;
+    }
+    if (!digits.count(rest)) order.push_back(rest);
+    digits[rest].add(uint32_t('0' + d), uint32_t('0' + d));
+  }
+  std::string alts;
+  for (auto& rest : order) {
+    alts += (alts.empty() ? "" : " | ") + gbnf_class(digits[rest]) + (rest.empty() ? "" : " " + rest);
+  }
+  if (!alts.empty()) L.ne = order.size() > 1 ? "( " + alts + " )" : alts;
+  return L;
+}
+
+// Decimal magnitudes between a = ai.af and b = bi.bf (b absent: unbounded).
+void magnitude_dec(std::vector<std::string>& out, const std::string& prefix, const Dec& a, bool a_open,
+                   const std::optional<Dec>& b, bool b_open) {
+  auto push = [&](const std::string& d, const FracLang& f) {
+    std::string fr = f.full();
+    if (fr == "!") return;
+    out.push_back(prefix + group(d) + (fr.empty() ? "" : " " + fr));
+  };
+  FracSide none;
+  FracLang any;
+  any.empty_ok = true;
+  any.ne = "[0-9]+";
+  if (!b) {
+    push(literal(a.i), frac_lang({true, a.f, a_open}, none));
+    push(digits_range(inc_mag(a.i), std::nullopt), any);
+    return;
+  }
+  int ci = cmp_mag(a.i, b->i);
+  if (ci > 0) return;
+  if (ci == 0) {
+    push(literal(a.i), frac_lang({true, a.f, a_open}, {true, b->f, b_open}));
+    return;
+  }
+  push(literal(a.i), frac_lang({true, a.f, a_open}, none));
+  std::string lo = inc_mag(a.i), hi = dec_mag(b->i);
+  if (cmp_mag(lo, hi) <= 0) push(digits_range(lo, hi), any);
+  push(literal(b->i), frac_lang(none, {true, b->f, b_open}));
+}
+
 struct Bound {
   std::optional<Dec> v;
   bool open = false;
@@ -340,8 +445,47 @@ Result<std::string> Compiler::gen_number(const Json& s, const std::string& ptr, 
                       "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?");
   }
   if ((lo.v && !lo.v->f.empty()) || (hi.v && !hi.v->f.empty())) {
-    return Error{std::string("unsupported keyword '") + (lo.v && !lo.v->f.empty() ? "minimum" : "maximum") +
-                 "' at '" + ptr + "': a non-integral bound on a number"};
+    if (frac_digits > 0) {
+      return Error{std::string("unsupported keyword 'multipleOf' at '") + ptr + "': with a non-integral bound"};
+    }
+    // Decimal bounds: integer part by range, the fraction compared digit by digit at the ends.
+    std::vector<std::string> alts;
+    Dec zero;
+    auto cmp_signed = [](const Dec& x, const Dec& y) {
+      if (x.neg != y.neg) return x.neg ? -1 : 1;
+      int c = cmp_mag(x.i, y.i);
+      if (c == 0) c = x.f < y.f ? -1 : x.f > y.f ? 1 : 0;  // no trailing zeros: string order is numeric
+      return x.neg ? -c : c;
+    };
+    if (lo.v && hi.v) {
+      int c = cmp_signed(*lo.v, *hi.v);
+      if (c > 0 || (c == 0 && (lo.open || hi.open))) return kNever;
+    }
+    bool pos = !hi.v || cmp_signed(*hi.v, zero) > 0 || (hi.v->zero() && !hi.open);
+    if (pos) {
+      bool lo_pos = lo.v && !lo.v->neg;
+      magnitude_dec(alts, "", lo_pos ? *lo.v : zero, lo_pos ? lo.open : false,
+                    hi.v ? std::optional<Dec>(*hi.v) : std::nullopt, hi.open);
+    }
+    if (!lo.v || lo.v->neg) {
+      Dec a = zero;
+      bool a_open = true;
+      if (hi.v && hi.v->neg) {
+        a = *hi.v;
+        a.neg = false;
+        a_open = hi.open;
+      }
+      std::optional<Dec> b;
+      if (lo.v) {
+        b = *lo.v;
+        b->neg = false;
+      }
+      magnitude_dec(alts, "\"-\" ", a, a_open, b, lo.open);
+    }
+    if (alts.empty()) return kNever;
+    std::string out;
+    for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
+    return rules_.add("num-range", out);
   }
   // Bounded numbers are written without exponents.
   std::vector<std::string> alts;

@@ -92,6 +92,14 @@ Result<std::string> Compiler::gen_string(const Json& s, const std::string& ptr) 
   TM_ASSIGN_OR_RETURN(uint64_t mx, count_keyword(s, "maxLength", ptr, kUnbounded));
   if (mn > mx) return kNever;
   const std::string q = "\"\\\"\"";
+  if (auto it = s.find(kNotInKeyword); it != s.end()) {
+    if (s.contains("pattern") || s.contains("format") || mn > 0 || mx != kUnbounded) {
+      return Error{"unsupported keyword 'not' at '" + ptr + "': an excluded enum beside pattern, format or length"};
+    }
+    std::vector<std::string> names;
+    for (auto& x : *it) names.push_back(x.get<std::string>());
+    return key_not_in(names);
+  }
   std::string pattern;
   const char* from = nullptr;
   bool search = true;

@@ -45,6 +45,33 @@ CpSet space_set() {
   s.add(0x3000, 0x3000);
   return s;
 }
+// Validators disagree on \d \w \s (ECMAScript: ASCII; Python and Rust: Unicode). Each escape has a
+// small set (in every flavour's) and a big one (containing every flavour's); a pattern uses the
+// small side, and negations (\D, [^...]) the complement of the big side: never looser than any.
+struct SetPair {
+  CpSet small, big;
+  static SetPair same(CpSet s) { return {s, s}; }
+  SetPair negated() const { return {big.negated(), small.negated()}; }
+};
+CpSet non_ascii() { return CpSet::range(0x80, kMaxCp); }
+SetPair digit_pair() {
+  CpSet big = digit_set();
+  big.add(non_ascii());
+  return {digit_set(), big};
+}
+SetPair word_pair() {
+  CpSet big = word_set();
+  big.add(non_ascii());
+  return {word_set(), big};
+}
+SetPair space_pair() {
+  CpSet big = space_set();
+  big.add(0x1C, 0x1F);
+  big.add(0x85, 0x85);
+  big.add(0xFEFF, 0xFEFF);
+  return {space_set(), big};
+}
+
 CpSet dot_set() {  // ECMAScript '.': anything but line terminators
   CpSet s = CpSet::any();
   s = s.minus(CpSet::range('\n', '\n')).minus(CpSet::range('\r', '\r')).minus(CpSet::range(0x2028, 0x2029));
@@ -231,25 +258,25 @@ class Parser {
       }
       if (e >= '1' && e <= '9') return err("backreference");
       if (e == 'k') return err("named backreference");
-      TM_ASSIGN_OR_RETURN(CpSet s, parse_escape(false));
-      return set_node(std::move(s));
+      TM_ASSIGN_OR_RETURN(SetPair s, parse_escape(false));
+      return set_node(std::move(s.small));
     }
     ++i_;
     return set_node(CpSet::range(c, c));
   }
 
   // After the backslash. in_class: \b is a backspace there.
-  Result<CpSet> parse_escape(bool in_class) {
+  Result<SetPair> parse_escape(bool in_class) {
     uint32_t e = peek();
     ++i_;
-    auto one = [](uint32_t cp) { return CpSet::range(cp, cp); };
+    auto one = [](uint32_t cp) { return SetPair::same(CpSet::range(cp, cp)); };
     switch (e) {
-      case 'd': return digit_set();
-      case 'D': return digit_set().negated();
-      case 'w': return word_set();
-      case 'W': return word_set().negated();
-      case 's': return space_set();
-      case 'S': return space_set().negated();
+      case 'd': return digit_pair();
+      case 'D': return digit_pair().negated();
+      case 'w': return word_pair();
+      case 'W': return word_pair().negated();
+      case 's': return space_pair();
+      case 'S': return space_pair().negated();
       case 'n': return one('\n');
       case 'r': return one('\r');
       case 't': return one('\t');
@@ -270,7 +297,10 @@ class Parser {
         }
         return one('c');
       }
-      case 'x': return hex_escape(2);
+      case 'x': {
+        TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(2));
+        return SetPair::same(h);
+      }
       case 'u':
         if (peek() == '{') {
           ++i_;
@@ -286,8 +316,14 @@ class Parser {
           ++i_;
           return one(v);
         }
-        return hex_escape(4);
-      case 'U': return hex_escape(8);
+        {
+          TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(4));
+          return SetPair::same(h);
+        }
+      case 'U': {
+        TM_ASSIGN_OR_RETURN(CpSet h, hex_escape(8));
+        return SetPair::same(h);
+      }
       case 'p':
       case 'P': return err("Unicode property escape \\p");
       default: break;
@@ -327,7 +363,7 @@ class Parser {
       neg = true;
       ++i_;
     }
-    CpSet s;
+    SetPair s;
     bool first = true;
     while (true) {
       if (at_end()) return err("unterminated character class");
@@ -342,22 +378,24 @@ class Parser {
       }
       first = false;
       if (c == '[' && peek(1) == ':') return err("POSIX class [:...:]");
-      TM_ASSIGN_OR_RETURN(CpSet a, class_atom());
+      TM_ASSIGN_OR_RETURN(SetPair a, class_atom());
       if (peek() == '-' && peek(1) != ']' && peek(1) != 0xFFFFFFFF) {
-        if (!a.single()) return err("range with a class escape");
+        if (!a.small.single() || !(a.small == a.big)) return err("range with a class escape");
         ++i_;
-        TM_ASSIGN_OR_RETURN(CpSet b, class_atom());
-        if (!b.single()) return err("range with a class escape");
-        if (b.first() < a.first()) return err("range out of order");
-        s.add(a.first(), b.first());
+        TM_ASSIGN_OR_RETURN(SetPair b, class_atom());
+        if (!b.small.single() || !(b.small == b.big)) return err("range with a class escape");
+        if (b.small.first() < a.small.first()) return err("range out of order");
+        s.small.add(a.small.first(), b.small.first());
+        s.big.add(a.small.first(), b.small.first());
       } else {
-        s.add(a);
+        s.small.add(a.small);
+        s.big.add(a.big);
       }
     }
-    return set_node(neg ? s.negated() : s);
+    return set_node(neg ? s.negated().small : s.small);
   }
 
-  Result<CpSet> class_atom() {
+  Result<SetPair> class_atom() {
     uint32_t c = peek();
     if (c == '\\') {
       ++i_;
@@ -365,7 +403,7 @@ class Parser {
       return parse_escape(true);
     }
     ++i_;
-    return CpSet::range(c, c);
+    return SetPair::same(CpSet::range(c, c));
   }
 
   std::string_view src_;

@@ -64,6 +64,13 @@ TEST(JsonSchema, NumberRanges) {
   check(R"J({"type":"number","exclusiveMinimum":0,"maximum":10})J",
         {{"0.5", "0.001", "1", "9.99", "10", "10.0"}, {"0", "0.0", "-0.5", "10.5", "11", "1e3"}});
   check(R"J({"type":"number","minimum":-2,"maximum":-1})J", {{"-2", "-1.5", "-1"}, {"-2.5", "-0.5", "0", "1"}});
+  // Decimal bounds: the fraction is compared digit by digit at the ends.
+  check(R"J({"type":"number","minimum":0.1,"maximum":2.55})J",
+        {{"0.1", "0.10", "0.2", "1", "2", "2.5", "2.55", "2.549"}, {"0", "0.09", "0.099", "2.551", "2.6", "3", "-1"}});
+  check(R"J({"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":-0.25})J",
+        {{"-1.4", "-1", "-0.3", "-0.26"}, {"-1.5", "-1.50", "-2", "-0.25", "-0.2", "0"}});
+  check(R"J({"type":"number","minimum":1.25})J", {{"1.25", "1.3", "2", "100"}, {"1.2", "1.249", "1"}});
+  check(R"J({"type":"number","minimum":-0.5})J", {{"-0.5", "-0.1", "0", "7.5"}, {"-0.51", "-1"}});
   check(R"J({"type":"number","multipleOf":0.01})J", {{"1", "1.5", "1.25", "1.250"}, {"1.255", "1e2"}});
   check(R"J({"type":"integer","multipleOf":3,"minimum":0})J", {{"0", "3", "12", "999"}, {"1", "10", "-3"}});
   check(R"J({"type":"number","multipleOf":1})J", {{"2", "40"}, {"2.5"}});
@@ -144,6 +151,8 @@ TEST(JsonSchema, EnumConstAndCombinators) {
                      {"properties":{"a":{"minimum":5},"b":{"type":"string"}}}]})J",
         {{R"J({"a":5})J", R"J({"a":6,"b":"x"})J"}, {R"J({"a":4})J", R"J({"b":"x"})J", R"J({"a":5,"b":1})J"}});
   check(R"J({"not":{"type":"string"}})J", {{"1", "null", "{}"}, {"\"s\""}});
+  check(R"J({"type":"string","not":{"enum":["a","bc"]}})J", {{"\"b\"", "\"\"", "\"ab\"", "\"bcd\""}, {"\"a\"", "\"bc\"", "1"}});
+  check(R"J({"not":{"const":"x"}})J", {{"1", "\"y\"", "\"xx\""}, {"\"x\""}});
   check(R"J({"type":"object","properties":{"a":{}},"not":{"required":["a"]}})J", {{R"J({})J", R"J({"b":1})J"}, {R"J({"a":1})J", "1"}});
 }
 
