@@ -1,7 +1,7 @@
 // Structured output in the engine: each constrained choice owns a grammar::Matcher; each step its
 // mask is applied to the choice's logits row before sampling, and the sampled token advances it
 // (src/engine/constraints.cpp). The compiled grammars come from the engine's GrammarCache, built on
-// the tokenizer's token bytes (Tokenizer::all_token_bytes).
+// the tokenizer's token bytes (Tokenizer::token_bytes_all).
 #pragma once
 
 #include <cstdint>

@@ -66,7 +66,7 @@ std::string python_float(double d) {
   } else {
     out = digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
-    char buf[16];
+    char buf[32];
     std::snprintf(buf, sizeof buf, "e%c%02ld", exp10 < 0 ? '-' : '+', std::labs(exp10));
     out += buf;
   }

@@ -276,7 +276,7 @@ unsigned value_type(const Json& v) {
 }
 
 unsigned schema_types(const Json& s) {
-  if (s.is_boolean()) return s.get<bool>() ? kAll : 0;
+  if (s.is_boolean()) return s.get<bool>() ? unsigned{kAll} : 0u;
   unsigned t = kAll;
   if (auto it = s.find("type"); it != s.end()) {
     t = 0;

@@ -26,7 +26,8 @@ TEST(MaskBench, LoadsCasesWithCategories) {
   EXPECT_EQ(c->category, "Github_medium");
   EXPECT_FALSE(c->tests.empty());
   auto b = load_maskbench_case(std::string(TM_SOURCE_DIR) + "/tests/data/maskbench-sample/BFCL_java_11.json");
-  if (b.ok()) EXPECT_EQ(b->category, "BFCL_java");
+  ASSERT_TRUE(b.ok()) << b.error();
+  EXPECT_EQ(b->category, "BFCL_java");
 }
 
 TEST(MaskBench, SampleOfTheDevSetIsJudgedAsMeasured) {
