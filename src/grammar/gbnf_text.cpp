@@ -94,6 +94,12 @@ uint32_t next_cp(std::string_view s, size_t& i) {
     }
     cp = (cp << 6) | (c & 0x3F);
   }
+  // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+  static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return b;
+  }
   i += n + 1;
   return cp;
 }

@@ -51,6 +51,14 @@ TEST(Regex, GroupsAlternationQuantifiers) {
   check("^(foo|bar)$", {"foo", "bar"}, {"foobar", ""});
 }
 
+// Bytes that are not UTF-8 (here a 4-byte lead decoding past U+10FFFF, an overlong form, a lone
+// surrogate) stand for themselves as Latin-1 code points, so the GBNF is always valid UTF-8 and compiles.
+TEST(Regex, InvalidUtf8InThePatternStillCompiles) {
+  check("a\xF5\x89\x89\x89", {"a\u00f5\u0089\u0089\u0089"}, {"a", "a\xF5\x89\x89\x89"});
+  check("\xC0\x80", {"\u00c0\u0080"}, {"\u00c0"});
+  check("\xED\xA0\x80", {"\u00ed\u00a0\u0080"}, {"\u00ed"});
+}
+
 TEST(Regex, RefusedConstructsAreErrors) {
   EXPECT_NE(regex_error("(a)\\1").find("backreference"), std::string::npos);
   EXPECT_NE(regex_error("a(?=b)").find("lookahead"), std::string::npos);
