@@ -82,8 +82,17 @@ JsonScan scan_string(std::string_view t, size_t p) {
   for (++p; p < t.size(); ++p) {
     const unsigned char c = static_cast<unsigned char>(t[p]);
     if (c == '"') return {Scan::Complete, b, p + 1};
-    if (c == '\\') {
+    if (c == '\\') {  // JSON's escapes only: \" \\ \/ \b \f \n \r \t \uXXXX
       if (++p >= t.size()) break;
+      const char e = t[p];
+      if (e == 'u') {
+        for (int k = 0; k < 4; ++k) {
+          if (++p >= t.size()) return {Scan::Partial, b, t.size()};
+          if (!std::isxdigit(static_cast<unsigned char>(t[p]))) return {Scan::Invalid, b, p};
+        }
+      } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
+        return {Scan::Invalid, b, p};
+      }
       continue;
     }
     if (c < 0x20) return {Scan::Invalid, b, p};
@@ -177,6 +186,8 @@ JsonScan read_arguments(std::string_view t, size_t p, PartialCall& call) {
     }
   } else {
     call.arguments = std::string(t.substr(v.begin, v.end - v.begin));
+    // The scanner checks the shape; the real parser has the last word (e.g. lone \uD800 surrogates).
+    if (v.status == Scan::Complete && !ojson::accept(call.arguments)) return {Scan::Invalid, v.begin, v.begin};
   }
   return v;
 }
