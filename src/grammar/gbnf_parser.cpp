@@ -6,6 +6,7 @@
 // A rule's alternatives may continue on following lines: a rule ends where the next `name ::=` starts
 // (llama.cpp needs `|` lines inside parentheses; accepting more is harmless).
 #include "grammar/gbnf_parser.h"
+#include "grammar/gbnf_text.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -15,24 +16,6 @@ namespace tmill::grammar::gbnf {
 namespace {
 
 constexpr uint32_t kMaxCp = 0x10FFFF;
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Parser {
  public:
@@ -189,7 +172,7 @@ class Parser {
           if (peek() == '\n') return fail("unterminated string literal");
           auto cp = parse_char();
           if (!cp.ok()) return cp.error_value();
-          append_utf8(e.text, cp.value());
+          e.text += detail::utf8(cp.value());
         }
         if (at_end()) return fail_at(line, col, "unterminated string literal");
         advance();
