@@ -10,6 +10,7 @@ namespace tmill::grammar {
 
 using gbnf::Expr;
 using gbnf::Syntax;
+using gbnf::Hash128;
 
 void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<ByteRange>>& out) {
   std::vector<std::pair<uint32_t, uint32_t>> work{{lo, hi}};
@@ -112,6 +113,17 @@ struct Nfa {
   }
 };
 
+struct MemoKey {
+  Hash128 h;
+  int32_t cont;
+  bool operator==(const MemoKey&) const = default;
+};
+struct MemoKeyHash {
+  size_t operator()(const MemoKey& k) const {
+    return static_cast<size_t>(k.h.a ^ (k.h.b * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(k.cont) << 17));
+  }
+};
+
 class Compiler {
  public:
   Compiler(const Syntax& syn, const CompileLimits& lim) : syn_(syn), lim_(lim) {}
@@ -152,6 +164,7 @@ class Compiler {
   std::vector<Pending> queue_;  // rule bodies to build, in program rule order
   std::unordered_map<const Expr*, int32_t> expr_rule_;  // repetition bodies made rules
   int64_t nfa_total_ = 0;
+  std::unordered_map<MemoKey, int32_t, MemoKeyHash> memo_;  // (expression, continuation) -> start, per rule
   bool too_big_ = false;
 
   int32_t program_rule(int32_t syn_rule) {
@@ -302,39 +315,62 @@ class Compiler {
     return v;
   }
 
-  // Thompson construction; returns the end state of e's fragment starting at `from`.
-  int32_t build(Nfa& nfa, const Expr& e, int32_t from) {
+  // Thompson construction, backwards: returns a state from which reading e leads to `cont`.
+  // Fragments are hash-consed on (e's structure, cont): the same sub-expression before the same
+  // continuation is built once. A key rule that spells the rest of a string after each of hundreds of
+  // name prefixes, or a character class whose multi-byte tails recur at every position, then becomes
+  // an NFA of shared tails instead of hundreds of copies the subset construction would have to walk
+  // and minimization would have to merge again.
+  // A state with one byte-set edge to `to`, shared by all callers asking for the same (set, to).
+  int32_t byte_edge(Nfa& nfa, const ByteSet& set, int32_t to) {
+    Hash128 h;
+    h.mix(0x2545F4914F6CDD1Dull);  // apart from expression hashes
+    for (uint64_t w : set) h.mix(w);
+    auto [it, fresh] = memo_.emplace(MemoKey{h, to}, 0);
+    if (fresh) {
+      it->second = nfa.add();
+      nfa.out[static_cast<size_t>(it->second)].push_back({1, to, nfa.set_id(set)});
+    }
+    return it->second;
+  }
+
+  int32_t build(Nfa& nfa, const Expr& e, int32_t cont) {
     if (too_big_ || static_cast<int64_t>(nfa.out.size()) + nfa_total_ > lim_.max_nfa_states) {
       too_big_ = true;
-      return from;
+      return cont;
     }
+    if (e.kind == Expr::Kind::Seq && e.kids.empty()) return cont;
+    const MemoKey key{e.hash, cont};
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    int32_t start = build_uncached(nfa, e, cont);
+    if (!too_big_) memo_.emplace(key, start);
+    return start;
+  }
+
+  int32_t build_uncached(Nfa& nfa, const Expr& e, int32_t cont) {
     switch (e.kind) {
       case Expr::Kind::Seq:
-        for (const Expr& k : e.kids) from = build(nfa, k, from);
-        return from;
+        for (size_t i = e.kids.size(); i-- > 0;) cont = build(nfa, e.kids[i], cont);
+        return cont;
       case Expr::Kind::Alt: {
-        int32_t end = nfa.add();
+        int32_t s = nfa.add();
         for (const Expr& k : e.kids) {
-          int32_t s = nfa.add();
-          nfa.out[static_cast<size_t>(from)].push_back({0, s, 0});
-          int32_t t = build(nfa, k, s);
-          nfa.out[static_cast<size_t>(t)].push_back({0, end, 0});
+          int32_t t = build(nfa, k, cont);
+          nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
         }
-        return end;
+        return s;
       }
       case Expr::Kind::Literal:
-        for (char c : e.text) {
-          ByteSet s{};
-          byteset_add(s, static_cast<uint8_t>(c));
-          int32_t t = nfa.add();
-          nfa.out[static_cast<size_t>(from)].push_back({1, t, nfa.set_id(s)});
-          from = t;
+        for (size_t i = e.text.size(); i-- > 0;) {
+          ByteSet set{};
+          byteset_add(set, static_cast<uint8_t>(e.text[i]));
+          cont = byte_edge(nfa, set, cont);
         }
-        return from;
+        return cont;
       case Expr::Kind::Class: {
         std::vector<std::vector<ByteRange>> seqs;
         for (auto [lo, hi] : e.ranges) utf8_sequences(lo, hi, seqs);
-        int32_t end = nfa.add();
+        int32_t s = nfa.add();
         ByteSet single{};
         bool any_single = false;
         for (const auto& seq : seqs) {
@@ -343,27 +379,27 @@ class Compiler {
             any_single = true;
             continue;
           }
-          int32_t cur = from;
-          for (size_t i = 0; i < seq.size(); ++i) {
-            ByteSet s{};
-            for (unsigned b = seq[i].lo; b <= seq[i].hi; ++b) byteset_add(s, static_cast<uint8_t>(b));
-            int32_t t = i + 1 == seq.size() ? end : nfa.add();
-            nfa.out[static_cast<size_t>(cur)].push_back({1, t, nfa.set_id(s)});
-            cur = t;
+          int32_t t = cont;
+          for (size_t i = seq.size(); i-- > 1;) {  // the continuation bytes, shared
+            ByteSet set{};
+            for (unsigned b = seq[i].lo; b <= seq[i].hi; ++b) byteset_add(set, static_cast<uint8_t>(b));
+            t = byte_edge(nfa, set, t);
           }
+          ByteSet lead{};
+          for (unsigned b = seq[0].lo; b <= seq[0].hi; ++b) byteset_add(lead, static_cast<uint8_t>(b));
+          nfa.out[static_cast<size_t>(s)].push_back({1, t, nfa.set_id(lead)});
         }
-        if (any_single) nfa.out[static_cast<size_t>(from)].push_back({1, end, nfa.set_id(single)});
-        return end;
+        if (any_single) nfa.out[static_cast<size_t>(s)].push_back({1, cont, nfa.set_id(single)});
+        return s;
       }
       case Expr::Kind::Ref: {
-        if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+        if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
         if (cur_bounded_ && loop_inlinable(e.rule)) {
-          ++loops_inlined_;
-          return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, from);
+          return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
         }
-        int32_t t = nfa.add();
-        nfa.out[static_cast<size_t>(from)].push_back({2, t, program_rule(e.rule)});
-        return t;
+        int32_t s = nfa.add();
+        nfa.out[static_cast<size_t>(s)].push_back({2, cont, program_rule(e.rule)});
+        return s;
       }
       case Expr::Kind::Repeat: {
         const Expr& x = e.kids[0];
@@ -375,48 +411,46 @@ class Compiler {
           rep.min = e.min;
           rep.max = e.max;
           prog_.repeats.push_back(rep);
-          int32_t t = nfa.add();
-          nfa.out[static_cast<size_t>(from)].push_back({2, t, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
-          return t;
+          int32_t s = nfa.add();
+          nfa.out[static_cast<size_t>(s)].push_back({2, cont, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
+          return s;
         }
-        for (int32_t i = 0; i < e.min; ++i) from = build(nfa, x, from);
         if (e.max < 0) {  // loop: s -x-> s, leave from s
           int32_t s = nfa.add();
-          nfa.out[static_cast<size_t>(from)].push_back({0, s, 0});
           int32_t t = build(nfa, x, s);
-          nfa.out[static_cast<size_t>(t)].push_back({0, s, 0});
-          int32_t out = nfa.add();
-          nfa.out[static_cast<size_t>(s)].push_back({0, out, 0});
-          return out;
+          nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
+          nfa.out[static_cast<size_t>(s)].push_back({0, cont, 0});
+          cont = s;
+        } else {
+          const int32_t leave = cont;
+          for (int32_t i = e.min; i < e.max && !too_big_; ++i) {  // x? chained: leave before any copy
+            int32_t s = nfa.add();
+            int32_t t = build(nfa, x, cont);
+            nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
+            nfa.out[static_cast<size_t>(s)].push_back({0, leave, 0});
+            cont = s;
+          }
         }
-        if (e.max == e.min) return from;
-        int32_t end = nfa.add();
-        for (int32_t i = e.min; i < e.max && !too_big_; ++i) {  // x? chained: leave after any copy
-          nfa.out[static_cast<size_t>(from)].push_back({0, end, 0});
-          int32_t s = nfa.add();
-          nfa.out[static_cast<size_t>(from)].push_back({0, s, 0});
-          from = build(nfa, x, s);
-        }
-        nfa.out[static_cast<size_t>(from)].push_back({0, end, 0});
-        return end;
+        for (int32_t i = 0; i < e.min && !too_big_; ++i) cont = build(nfa, x, cont);
+        return cont;
       }
     }
-    return from;
+    return cont;
   }
 
   Status build_rule(const Pending& job) {
     int32_t pr = job.prog_rule;
     cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
     cur_bounded_ = bounded(*job.body);
-    loops_inlined_ = 0;
     if (cur_bounded_) {  // inlining loops must not blow the rule up (keys with many exclusions)
       est_loops_ = true;
       cur_bounded_ = estimate(*job.body) <= lim_.max_loop_inlined_rule;
       est_loops_ = false;
     }
     Nfa nfa;
-    int32_t start = nfa.add();
-    int32_t final_state = build(nfa, *job.body, start);
+    memo_.clear();
+    int32_t final_state = nfa.add();
+    int32_t start = build(nfa, *job.body, final_state);
     nfa_total_ += static_cast<int64_t>(nfa.out.size());
     if (too_big_) {
       return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
@@ -474,15 +508,28 @@ class Compiler {
     };
     std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
     std::vector<const std::vector<int32_t>*> subsets;  // keys of ids (stable: node-based map)
-    auto intern = [&](const std::vector<int32_t>& seeds) {
+    // Seeds to DFA state: the classes of one state mostly lead to the same NFA states (every
+    // character but a few goes on the same way), so most lookups skip the closure.
+    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> seed_ids;
+    auto intern = [&](std::vector<int32_t>& seeds) {
+      std::sort(seeds.begin(), seeds.end());
+      seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+      if (auto hit = seed_ids.find(seeds); hit != seed_ids.end()) return hit->second;
       closure(seeds, tmp);
       auto it = ids.find(tmp);
-      if (it != ids.end()) return it->second;
+      if (it != ids.end()) {
+        seed_ids.emplace(seeds, it->second);
+        return it->second;
+      }
       it = ids.emplace(tmp, static_cast<int32_t>(subsets.size())).first;
       subsets.push_back(&it->first);
+      seed_ids.emplace(seeds, it->second);
       return it->second;
     };
-    intern(std::vector<int32_t>{start});
+    {
+      std::vector<int32_t> seed{start};
+      intern(seed);
+    }
     Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
     info.first_state = prog_.num_states();
     info.start = info.first_state;
@@ -496,21 +543,32 @@ class Compiler {
       }
     }
     int32_t base = info.first_state;
-    std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(ncls));
+    std::vector<ByteSet> class_bytes(static_cast<size_t>(ncls));
+    for (unsigned b = 0; b < 256; ++b) byteset_add(class_bytes[cls[b]], static_cast<uint8_t>(b));
+    // Per DFA state: its byte edges' distinct labels (bit j = labels[j]); the classes that the same
+    // labels cover go to the same subset, so each distinct cover is interned once, not each class.
+    std::vector<std::pair<int32_t, int32_t>> edges;  // (label, to)
+    std::vector<int32_t> labels;
+    std::vector<uint64_t> cover(static_cast<size_t>(ncls));
+    std::vector<std::pair<uint64_t, int32_t>> cover_ids;
+    std::vector<int32_t> seeds;
+    std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(ncls));  // more than 64 labels
     std::map<int32_t, std::vector<int32_t>> calls;
     for (size_t d = 0; d < subsets.size(); ++d) {
       if (prog_.num_states() >= lim_.max_dfa_states) {
         return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_dfa_states) +
                      " automaton states; rule '" + info.name + "')"};
       }
-      for (auto& bk : buckets) bk.clear();
+      edges.clear();
+      labels.clear();
       calls.clear();
       bool fin = false;
       for (int32_t q : *subsets[d]) {
         if (q == final_state) fin = true;
         for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
           if (e.kind == 1) {
-            for (int32_t c : set_classes[static_cast<size_t>(e.label)]) buckets[static_cast<size_t>(c)].push_back(e.to);
+            edges.emplace_back(e.label, e.to);
+            if (std::find(labels.begin(), labels.end(), e.label) == labels.end()) labels.push_back(e.label);
           } else if (e.kind == 2) {
             calls[e.label].push_back(e.to);
           }
@@ -521,15 +579,47 @@ class Compiler {
       prog_.row.push_back(static_cast<uint32_t>(prog_.trans.size()));
       size_t row = prog_.trans.size();
       prog_.trans.resize(row + static_cast<size_t>(ncls), Program::kDead);
-      for (int32_t c = 0; c < ncls; ++c) {
-        auto& bk = buckets[static_cast<size_t>(c)];
-        if (bk.empty()) continue;
-        prog_.trans[row + static_cast<size_t>(c)] = base + intern(bk);
-        flags |= Program::kBytes;
+      if (labels.size() <= 64) {
+        std::fill(cover.begin(), cover.end(), 0);
+        for (size_t j = 0; j < labels.size(); ++j) {
+          for (int32_t c : set_classes[static_cast<size_t>(labels[j])]) cover[static_cast<size_t>(c)] |= uint64_t{1} << j;
+        }
+        cover_ids.clear();
+        for (int32_t c = 0; c < ncls; ++c) {
+          const uint64_t m = cover[static_cast<size_t>(c)];
+          if (m == 0) continue;
+          int32_t id = -1;
+          for (const auto& [cm, cid] : cover_ids) {
+            if (cm == m) id = cid;
+          }
+          if (id < 0) {
+            seeds.clear();
+            for (const auto& [label, to] : edges) {
+              const auto j = static_cast<size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
+              if ((m >> j) & 1) seeds.push_back(to);
+            }
+            id = intern(seeds);
+            cover_ids.emplace_back(m, id);
+          }
+          prog_.trans[row + static_cast<size_t>(c)] = base + id;
+          flags |= Program::kBytes;
+        }
+      } else {
+        for (auto& bk : buckets) bk.clear();
+        for (const auto& [label, to] : edges) {
+          for (int32_t c : set_classes[static_cast<size_t>(label)]) buckets[static_cast<size_t>(c)].push_back(to);
+        }
+        for (int32_t c = 0; c < ncls; ++c) {
+          auto& bk = buckets[static_cast<size_t>(c)];
+          if (bk.empty()) continue;
+          prog_.trans[row + static_cast<size_t>(c)] = base + intern(bk);
+          flags |= Program::kBytes;
+        }
       }
       ByteSet first{};
-      for (unsigned b = 0; b < 256; ++b) {
-        if (prog_.trans[row + cls[b]] != Program::kDead) byteset_add(first, static_cast<uint8_t>(b));
+      for (int32_t c = 0; c < ncls; ++c) {
+        if (prog_.trans[row + static_cast<size_t>(c)] == Program::kDead) continue;
+        for (size_t w = 0; w < first.size(); ++w) first[w] |= class_bytes[static_cast<size_t>(c)][w];
       }
       prog_.first.push_back(first);
       pending_refs_.emplace_back();
@@ -542,8 +632,6 @@ class Compiler {
     }
     info.num_states = static_cast<int32_t>(subsets.size());
     prune_dead_ends(pr);
-    // Only rules with loop rules inlined more than once carry the duplicate copies worth merging.
-    if (loops_inlined_ > 1 && info.num_states > 1 && info.num_states <= lim_.max_minimized_rule) minimize(pr);
     return {};
   }
 
@@ -593,97 +681,10 @@ class Compiler {
     }
   }
 
-  // Moore's partition refinement on the rule just built (its states are the last ones): merges
-  // equivalent states, e.g. the copies of a loop rule inlined at many places of a key rule.
-  void minimize(int32_t pr) {
-    Program::RuleInfo& info = prog_.rules[static_cast<size_t>(pr)];
-    auto n = static_cast<size_t>(info.num_states);
-    auto base = static_cast<size_t>(info.first_state);
-    auto ncls = static_cast<size_t>(info.num_classes);
-    std::vector<int32_t> cls(n, 0), next_cls(n);
-    // Signatures as two independent 64-bit hashes (a collision needs ~2^64 states).
-    struct Key {
-      uint64_t a, b;
-      bool operator==(const Key&) const = default;
-    };
-    struct KeyHash {
-      size_t operator()(const Key& k) const { return static_cast<size_t>(k.a ^ (k.b >> 7)); }
-    };
-    std::unordered_map<Key, int32_t, KeyHash> sig_ids;
-    sig_ids.reserve(n * 2);
-    size_t count = 0;
-    for (int round = 0;; ++round) {
-      sig_ids.clear();
-      for (size_t i = 0; i < n; ++i) {
-        uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD1B54A32D192ED03ull;
-        auto mix = [&](uint64_t v) {
-          a = (a ^ v) * 0x100000001B3ull;
-          a ^= a >> 29;
-          b = (b + v + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
-          b ^= b >> 31;
-        };
-        mix(static_cast<uint64_t>(round == 0 ? (prog_.flags[base + i] & Program::kFinal) : cls[i]));
-        size_t row = prog_.row[base + i];
-        for (size_t c = 0; c < ncls; ++c) {
-          int32_t t = prog_.trans[row + c];
-          mix(t == Program::kDead ? ~uint64_t{0} : static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(t) - base]));
-        }
-        for (const auto& r : pending_refs_[base + i]) {
-          mix(static_cast<uint64_t>(static_cast<uint32_t>(r.rule)) | (uint64_t{1} << 40));
-          mix(static_cast<uint64_t>(round == 0 ? 0 : cls[static_cast<size_t>(r.target) - base]));
-        }
-        next_cls[i] = sig_ids.emplace(Key{a, b}, static_cast<int32_t>(sig_ids.size())).first->second;
-      }
-      size_t k = sig_ids.size();
-      cls.swap(next_cls);
-      if (round > 0 && k == count) break;
-      count = k;
-    }
-    if (count == n) return;
-    // New numbering in first-appearance order (the start state stays first).
-    std::vector<int32_t> id(count, -1), rep;
-    for (size_t i = 0; i < n; ++i) {
-      auto& x = id[static_cast<size_t>(cls[i])];
-      if (x < 0) {
-        x = static_cast<int32_t>(rep.size());
-        rep.push_back(static_cast<int32_t>(i));
-      }
-    }
-    auto map = [&](int32_t t) {
-      return t == Program::kDead ? t : static_cast<int32_t>(base) + id[static_cast<size_t>(cls[static_cast<size_t>(t) - base])];
-    };
-    std::vector<int32_t> trans;
-    std::vector<uint8_t> flags;
-    std::vector<ByteSet> first;
-    std::vector<std::vector<Program::Ref>> refs;
-    for (int32_t r : rep) {
-      size_t s = base + static_cast<size_t>(r);
-      for (size_t c = 0; c < ncls; ++c) trans.push_back(map(prog_.trans[prog_.row[s] + c]));
-      flags.push_back(prog_.flags[s]);
-      first.push_back(prog_.first[s]);
-      refs.push_back(pending_refs_[s]);
-      for (auto& ref : refs.back()) ref.target = map(ref.target);
-    }
-    size_t row0 = prog_.row[base];
-    prog_.trans.resize(row0);
-    prog_.trans.insert(prog_.trans.end(), trans.begin(), trans.end());
-    prog_.rule_of.resize(base + count);
-    prog_.row.resize(base + count);
-    for (size_t i = 0; i < count; ++i) prog_.row[base + i] = static_cast<uint32_t>(row0 + i * ncls);
-    prog_.flags.resize(base);
-    prog_.flags.insert(prog_.flags.end(), flags.begin(), flags.end());
-    prog_.first.resize(base);
-    prog_.first.insert(prog_.first.end(), first.begin(), first.end());
-    pending_refs_.resize(base);
-    for (auto& r : refs) pending_refs_.push_back(std::move(r));
-    info.num_states = static_cast<int32_t>(count);
-  }
-
   std::vector<std::vector<Program::Ref>> pending_refs_;  // per state, in order
   std::string cur_rule_name_;
   bool cur_bounded_ = false;
   bool est_loops_ = false;
-  int loops_inlined_ = 0;
 
   // Counter ids above the real states; the simple-body test for mask classification.
   Status finish_repeats() {

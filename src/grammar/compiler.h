@@ -18,8 +18,7 @@ struct CompileLimits {
   int32_t inline_max_states = 256;  // NFA states of a rule body inlined into its caller
   int32_t inline_max_loop_states = 64;  // rules with * + {m,}: inlined into rules without loops only,
   int32_t max_loop_inlined_rule = 200000;  // and only when the caller stays this small
-  int32_t max_unrolled_repeat = 48;
-  int32_t max_minimized_rule = 100000;  // rules up to this many DFA states are minimized  // larger {m,n} are counted on the stack (Program::Repeat)
+  int32_t max_unrolled_repeat = 48;  // larger {m,n} are counted on the stack (Program::Repeat)
 };
 
 Result<Program> compile_program(const gbnf::Syntax& syntax, std::string_view root, const CompileLimits& lim = {});

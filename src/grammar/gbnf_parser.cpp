@@ -423,6 +423,42 @@ std::vector<CpRange> complement(std::vector<CpRange> ranges) {
   return normalize(std::move(out));
 }
 
-Result<Syntax> parse(std::string_view text) { return Parser(text).run(); }
+namespace {
+void hash_tree(Expr& e) {
+  Hash128 h;
+  h.mix(static_cast<uint64_t>(e.kind) + 1);
+  switch (e.kind) {
+    case Expr::Kind::Literal:
+      h.mix(e.text.size());
+      for (char c : e.text) h.mix(static_cast<uint8_t>(c));
+      break;
+    case Expr::Kind::Class:
+      h.mix(e.ranges.size());
+      for (auto [lo, hi] : e.ranges) h.mix((uint64_t{lo} << 32) | hi);
+      break;
+    case Expr::Kind::Ref:
+      h.mix(static_cast<uint32_t>(e.rule));
+      break;
+    case Expr::Kind::Repeat:
+      h.mix((uint64_t{static_cast<uint32_t>(e.min)} << 32) | static_cast<uint32_t>(e.max));
+      break;
+    default:
+      break;
+  }
+  h.mix(e.kids.size());
+  for (Expr& k : e.kids) {
+    hash_tree(k);
+    h.mix(k.hash.a);
+    h.mix(k.hash.b);
+  }
+  e.hash = h;
+}
+}  // namespace
+
+Result<Syntax> parse(std::string_view text) {
+  TM_ASSIGN_OR_RETURN(Syntax syn, Parser(text).run());
+  for (Rule& r : syn.rules) hash_tree(r.body);
+  return syn;
+}
 
 }  // namespace tmill::grammar::gbnf

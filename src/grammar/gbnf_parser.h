@@ -13,6 +13,18 @@
 
 namespace tmill::grammar::gbnf {
 
+// A 128-bit hash (two independent 64-bit halves), built by mixing in 64-bit words.
+struct Hash128 {
+  uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD1B54A32D192ED03ull;
+  bool operator==(const Hash128&) const = default;
+  void mix(uint64_t v) {
+    a = (a ^ v) * 0x100000001B3ull;
+    a ^= a >> 29;
+    b = (b + v + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+    b ^= b >> 31;
+  }
+};
+
 // A code point range, inclusive.
 using CpRange = std::pair<uint32_t, uint32_t>;
 
@@ -31,6 +43,7 @@ struct Expr {
   std::vector<CpRange> ranges;
   int32_t rule = -1;
   int32_t min = 0, max = 0;
+  Hash128 hash;  // of the structure above (kind, text, ranges, rule, bounds, kids): set by parse()
 };
 
 struct Rule {
