@@ -92,15 +92,37 @@ Result<std::string> Compiler::key_not_in(const std::vector<std::string>& names) 
     trie[cur].end = true;
   }
   std::string rest = rules_.add("key-rest", json_char() + "* \"\\\"\"");
+  // Where every next character of the names is plain printable ASCII (the usual case), the other
+  // characters split into the printable ASCII ones the names do not continue with, spelled here,
+  // and the rest (non-ASCII, escapes), one shared rule: the grammar stays small for schemas with
+  // hundreds of property names.
+  const CpSet plain = CpSet::range(0x20, 0x7E).minus(CpSet::range('"', '"')).minus(CpSet::range('\\', '\\'));
+  std::string other_rule;
+  auto other = [&] {
+    if (other_rule.empty()) {
+      CpSet o = CpSet::any().minus(CpSet::range(0xD800, 0xDFFF)).minus(plain);
+      other_rule = rules_.add("key-other", group(json_char_expr(o)) + " " + rest);
+    }
+    return other_rule;
+  };
   std::function<std::string(size_t)> node = [&](size_t k) -> std::string {
     std::vector<std::string> alts;
     CpSet others = CpSet::any().minus(CpSet::range(0xD800, 0xDFFF));
+    bool all_plain = true;
     for (auto& [cp, child] : trie[k].kids) {
       alts.push_back(literal(json_escape_cp(cp)) + " " + group(node(child)));
       others = others.minus(CpSet::range(cp, cp));
+      all_plain = all_plain && plain.contains(cp);
     }
-    std::string o = json_char_expr(others);
-    if (!o.empty()) alts.push_back(group(o) + " " + rest);
+    if (trie[k].kids.empty()) {
+      alts.push_back(json_char() + " " + rest);
+    } else if (all_plain) {
+      CpSet p = others.intersect(plain);
+      if (!p.empty()) alts.push_back(json_char_expr(p) + " " + rest);
+      alts.push_back(other());
+    } else if (std::string o = json_char_expr(others); !o.empty()) {
+      alts.push_back(group(o) + " " + rest);
+    }
     if (!trie[k].end) alts.push_back("\"\\\"\"");
     return alts.size() == 1 ? alts[0] : "( " + alts_of(alts) + " )";
   };
