@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (tests/fuzz/fuzz_*.cpp) with clang and runs each for N seconds
 # (default 60) on a scratch copy of its seed corpus (tests/fuzz/corpus/<name>/, if any).
-# Usage: tests/fuzz/smoke.sh [SECONDS] [TARGET...]     env: BUILD_DIR (default build-fuzz), JOBS (default 2)
+# Usage: tests/fuzz/smoke.sh [SECONDS] [TARGET...]     env: BUILD_DIR (default build-fuzz), JOBS (default 2:
+# build jobs, and targets run at once)
 # Exit status: non-zero if the build fails or any target finds a crash/leak/timeout (an input running
 # longer than FUZZ_UNIT_TIMEOUT seconds, default 30: pathological grammars can compile for seconds under
 # the fuzz build's instrumentation, see known-slow/README.md).
@@ -21,15 +22,36 @@ else
 fi
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
+# Targets run JOBS at a time (each is single-threaded); results are printed in target order.
+run_one() {
+  local t="$1" name="${1#fuzz_}"
+  local work="$build/fuzz-work/$name"
+  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+  if [ -d "tests/fuzz/corpus/$name" ]; then cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"; fi
+  if "$build/tests/$t" "$work/corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout="${FUZZ_UNIT_TIMEOUT:-30}" \
+      -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$work/log.txt" 2>&1; then
+    echo ok >"$work/status"
+  else
+    echo failed >"$work/status"
+  fi
+}
+running=0
+for t in "${targets[@]}"; do
+  run_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
 status=0
 for t in "${targets[@]}"; do
   name="${t#fuzz_}"
   work="$build/fuzz-work/$name"
-  rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
-  if [ -d "tests/fuzz/corpus/$name" ]; then cp -r "tests/fuzz/corpus/$name/." "$work/corpus/"; fi
   echo "== $t: ${secs}s"
-  if "$build/tests/$t" "$work/corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout="${FUZZ_UNIT_TIMEOUT:-30}" \
-      -artifact_prefix="$work/artifacts/" -print_final_stats=1 >"$work/log.txt" 2>&1; then
+  if [ "$(cat "$work/status" 2>/dev/null)" = ok ]; then
     grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)" "$work/log.txt" | tr '\n' ' '
     echo "-> ok"
   else
