@@ -192,6 +192,7 @@ SchemaResult run_maskbench_case(const MaskBenchCase& c, const std::shared_ptr<co
   const auto deadline = t0 + std::chrono::milliseconds(opt.timeout_ms);
   grammar::JsonOptions jo;
   jo.flexible_whitespace = opt.flexible_whitespace;
+  jo.any_order = opt.any_order;
   auto gbnf = grammar::json_schema_to_gbnf(c.schema, jo);
   if (!gbnf.ok()) {
     r.status = "compile_error";

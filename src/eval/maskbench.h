@@ -56,6 +56,7 @@ struct MaskBenchOptions {
   int threads = 2;           // schemas run in parallel, each on one thread
   int64_t timeout_ms = 10000;
   bool flexible_whitespace = true;  // json.dumps writes ", " and ": "
+  bool any_order = true;            // instances list properties in their own order (JsonOptions::any_order)
   bool masks = true;                // false: judge by accept_token alone (a quick correctness pass)
   int64_t progress_ms = 2000;       // on_progress at most this often (and after the last schema)
 };

@@ -18,6 +18,11 @@ struct JsonOptions {
   // JSON allows, for checking text written by others, e.g. Python's json.dumps ", " / ": ").
   // Flexible mode also accepts integers written as 3.0 (JSON Schema counts them as integers).
   bool flexible_whitespace = false;
+  // Property order: the schema's (what generation wants: deterministic, and what OpenAI's strict
+  // mode emits), or, for checking text written by others, optional declared properties anywhere
+  // among the others (required ones keep the schema's order; a repeated optional key is accepted,
+  // as JSON parsers keep the last).
+  bool any_order = false;
 };
 
 // JSON Schema (draft 2020-12 as used in practice) to GBNF. Unsupported or unenforceable keywords are

@@ -9,6 +9,8 @@
 //   B(n,c) ::= empty                            (when c >= minProperties)
 // where c counts members (saturating when there is no maxProperties). Rules hold only the non-empty
 // derivations; "nullable" says whether the empty one exists too.
+// With JsonOptions::any_order (checking text written by others) the p_i are the required properties
+// only and X is also any optional declared property: those may come anywhere, even twice.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -240,26 +242,42 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   if (max_p && !extras && *max_p >= n) max_p.reset();
   if (max_p && *max_p < n_req) return kNever;
   if (!extras && min_p > n) return kNever;
-  if (max_p && *max_p > 64 && extras) return Error{"unsupported keyword 'maxProperties' at '" + ptr + "': too large"};
+  if (max_p && *max_p > 64 && (extras || (options().any_order && n_req < n))) return Error{"unsupported keyword 'maxProperties' at '" + ptr + "': too large"};
   if (min_p > 64) return Error{"unsupported keyword 'minProperties' at '" + ptr + "': too large"};
   auto next = [&](uint64_t c) { return max_p ? c + 1 : std::min<uint64_t>(c + 1, min_p); };
   auto fits = [&](uint64_t c) { return !max_p || c + 1 <= *max_p; };
 
-  std::string x;
+  // X: a member that may come between the declared ones in order (an additional property; with
+  // any_order also an optional declared one).
+  std::vector<std::string> x_alts;
   if (extras) {
     std::string key = pattern_key;
     if (key.empty()) {
       TM_ASSIGN_OR_RETURN(key, key_not_in(names));
     }
-    x = key + " " + colon() + addl_value;
+    x_alts.push_back(key + " " + colon() + addl_value);
   }
+  if (options().any_order) {
+    for (const Prop& p : props) {
+      if (!p.required) x_alts.push_back(p.kv);
+    }
+  }
+  const bool anywhere = !x_alts.empty();
+  // The declared properties taken in order (with any_order only the required ones: an optional one
+  // has one derivation, through X, so the grammar stays unambiguous).
+  std::vector<Prop> ordered;
+  for (const Prop& p : props) {
+    if (p.required || !options().any_order) ordered.push_back(p);
+  }
+  const size_t n_ord = ordered.size();
+  const std::string x = x_alts.size() == 1 ? x_alts[0] : x_alts.empty() ? std::string() : "( " + alts_of(x_alts) + " )";
   const std::string hint = "obj";
   std::map<std::tuple<char, size_t, uint64_t>, Part> memo;
   std::function<Part(char, size_t, uint64_t)> build = [&](char kind, size_t i, uint64_t c) -> Part {
     auto key = std::make_tuple(kind, i, c);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
     Part out;
-    if (kind == 'A' && extras && (i == n || kExtrasAnywhere)) {
+    if (kind == 'A' && anywhere && (i == n_ord || kExtrasAnywhere)) {
       Part b = build('B', i, c);
       std::vector<std::string> alts;
       if (fits(c) && next(c) == c) {
@@ -288,16 +306,16 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
     }
     if (kind == 'A') return memo[key] = build('B', i, c);
     // B
-    if (i == n) {
+    if (i == n_ord) {
       out.nullable = c >= min_p;
       return memo[key] = out;
     }
     std::vector<std::string> alts;
     if (fits(c)) {
       Part a = build('A', i + 1, next(c));
-      if (!a.dead()) alts.push_back(join(sep() + props[i].kv, a.ref()));
+      if (!a.dead()) alts.push_back(join(sep() + ordered[i].kv, a.ref()));
     }
-    if (!props[i].required) {
+    if (!ordered[i].required) {
       Part b = build('B', i + 1, c);
       if (b.ne) alts.push_back(*b.ne);
       out.nullable = b.nullable;
@@ -307,14 +325,14 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
   };
   // The first member has no comma: G(i) ::= KV_i A(i+1,1) | G(i+1) (p_i optional); or X A(0,1).
   std::vector<std::string> head;
-  if (extras && fits(0)) {
-    Part a = build('A', kExtrasAnywhere ? 0 : n, next(0));
+  if (anywhere && fits(0)) {
+    Part a = build('A', kExtrasAnywhere ? 0 : n_ord, next(0));
     if (!a.dead()) head.push_back(join(x, a.ref()));
   }
-  for (size_t i = 0; i < n && fits(0); ++i) {
+  for (size_t i = 0; i < n_ord && fits(0); ++i) {
     Part a = build('A', i + 1, next(0));
-    if (!a.dead()) head.push_back(join(props[i].kv, a.ref()));
-    if (props[i].required) break;
+    if (!a.dead()) head.push_back(join(ordered[i].kv, a.ref()));
+    if (ordered[i].required) break;
   }
   bool empty_ok = n_req == 0 && min_p == 0;
   const std::string w = ws();

@@ -22,6 +22,7 @@ struct GrammarBenchCli {
   int threads = 0;
   int every = 1;
   bool check_only = false;
+  bool schema_order = false;
 };
 
 bool write_json(const std::string& path, const nlohmann::ordered_json& j) {
@@ -58,6 +59,7 @@ int run(const GrammarBenchCli& o) {
   eval::MaskBenchOptions opt;
   opt.timeout_ms = o.timeout_ms;
   opt.masks = !o.check_only;
+  opt.any_order = !o.schema_order;
   opt.threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::fprintf(stderr, "grammar bench: %zu schemas, %d threads, timeout %lld ms\n", picked.size(), opt.threads,
                (long long)opt.timeout_ms);
@@ -87,6 +89,9 @@ TM_COMMAND("grammar bench", "MaskBench: JSON Schema compile and token-mask corre
                  ->capture_default_str();
              app.add_option("--threads", o->threads, "schemas run in parallel, one thread each (default: all cores)");
              app.add_option("--every", o->every, "take every N-th file only (a quick sample)")->capture_default_str();
+             app.add_flag("--schema-order", o->schema_order,
+                          "instances must list properties in the schema's order, as generation does (default: "
+                          "optional ones anywhere, as the instances are written)");
              app.add_flag("--check-only", o->check_only,
                           "judge instances by advancing the matcher only, without computing masks (fast)");
              return [o] { return run(*o); };

@@ -1,7 +1,8 @@
 // tokenmill grammar gbnf (--json-schema FILE | --regex RE | --choice S... | --json-object) [--flexible-whitespace]
 //   Prints the GBNF that a structured-output request compiles to (llama.cpp's json_schema_to_grammar
 //   for our translator), or the clear error the request would get (exit status 1). With
-//   --check, also compiles the GBNF (without a vocabulary) and prints the compile time.
+//   --check, also compiles the GBNF (without a vocabulary) and prints the compile time; with
+//   --validate FILE, says whether FILE's text is in the language (exit 0) or where it leaves it (exit 3).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,8 +25,10 @@ struct GrammarGbnfCli {
   std::vector<std::string> choices;
   bool json_object = false;
   bool flexible = false;
+  bool any_order = false;
   bool check = false;
   int repeat = 1;
+  std::string validate;
 };
 
 int run(const GrammarGbnfCli& o) {
@@ -37,6 +40,7 @@ int run(const GrammarGbnfCli& o) {
   }
   grammar::JsonOptions jo;
   jo.flexible_whitespace = o.flexible;
+  jo.any_order = o.any_order;
   Result<std::string> gbnf = std::string();
   if (!o.schema_file.empty()) {
     std::string text;
@@ -66,7 +70,38 @@ int run(const GrammarGbnfCli& o) {
     log_error("{}", gbnf.error());
     return 1;
   }
-  std::fwrite(gbnf->data(), 1, gbnf->size(), stdout);
+  if (o.validate.empty()) std::fwrite(gbnf->data(), 1, gbnf->size(), stdout);
+  if (!o.validate.empty()) {
+    // Where does a text leave the grammar? (llama.cpp's gbnf-validator.)
+    std::ifstream f(o.validate, std::ios::binary);
+    if (!f) {
+      log_error("cannot read {}", o.validate);
+      return 1;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    auto g = grammar::compile_gbnf(*gbnf, grammar::Vocabulary::create({}));
+    if (!g.ok()) {
+      log_error("GBNF: {}", g.error());
+      return 1;
+    }
+    grammar::Matcher m(*g);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (!m.accept_bytes(std::string_view(text).substr(i, 1))) {
+        size_t from = i > 40 ? i - 40 : 0;
+        std::fprintf(stderr, "rejected at byte %zu: ...%s[HERE]%s...\n", i, text.substr(from, i - from).c_str(),
+                     text.substr(i, 40).c_str());
+        return 3;
+      }
+    }
+    if (!m.accepting()) {
+      std::fprintf(stderr, "incomplete: the text is a prefix of the grammar's language, not a sentence\n");
+      return 3;
+    }
+    std::fprintf(stderr, "valid\n");
+    return 0;
+  }
   if (o.check) {
     auto vocab = grammar::Vocabulary::create({});
     std::vector<double> ms;
@@ -97,7 +132,12 @@ TM_COMMAND("grammar gbnf", "print the GBNF a JSON Schema, regex or choice list c
              app.add_flag("--json-object", o->json_object, "any JSON object (response_format json_object)");
              app.add_flag("--flexible-whitespace", o->flexible,
                           "JSON whitespace as JSON allows it (default: compact, as generated)");
+             app.add_flag("--any-order", o->any_order,
+                          "optional properties anywhere among the others (for checking; default: schema order)");
              app.add_flag("--check", o->check, "also compile the GBNF and print the time it took (stderr)");
+             app.add_option("--validate", o->validate,
+                            "instead of printing the GBNF, check that this file's text is in the grammar's language "
+                            "(exit 0), or say where it leaves it (exit 3)");
              app.add_option("--repeat", o->repeat, "with --check: compile this many times, print the median")
                  ->capture_default_str();
              return [o] { return run(*o); };

@@ -13,9 +13,10 @@ namespace {
 using testing::matches;
 using testing::must_compile;
 
-std::shared_ptr<const Grammar> schema_grammar(std::string_view schema, bool flexible = false) {
+std::shared_ptr<const Grammar> schema_grammar(std::string_view schema, bool flexible = false, bool any_order = false) {
   JsonOptions o;
   o.flexible_whitespace = flexible;
+  o.any_order = any_order;
   auto gbnf = json_schema_text_to_gbnf(schema, o);
   EXPECT_TRUE(gbnf.ok()) << gbnf.error() << "\n" << schema;
   if (!gbnf.ok()) return nullptr;
@@ -32,8 +33,8 @@ struct Vectors {
   std::vector<std::string> accept, reject;
 };
 
-void check(std::string_view schema, const Vectors& v, bool flexible = false) {
-  auto g = schema_grammar(schema, flexible);
+void check(std::string_view schema, const Vectors& v, bool flexible = false, bool any_order = false) {
+  auto g = schema_grammar(schema, flexible, any_order);
   ASSERT_TRUE(g);
   for (auto& s : v.accept) EXPECT_TRUE(matches(g, s)) << schema << " should accept " << s;
   for (auto& s : v.reject) EXPECT_FALSE(matches(g, s)) << schema << " should reject " << s;
@@ -113,6 +114,25 @@ TEST(JsonSchema, ObjectsInSchemaOrder) {
                      "required":["b"],"additionalProperties":false})J";
   check(s, {{R"J({"b":"x"})J", R"J({"a":1,"b":"x"})J", R"J({"a":1,"b":"x","c":true})J", R"J({"b":"x","c":false})J"},
             {R"J({})J", R"J({"a":1})J", R"J({"b":"x","a":1})J", R"J({"b":"x","d":1})J", R"J({"b":"x","b":"y"})J", R"J({"a":"1","b":"x"})J"}});
+}
+
+// Checking mode: optional declared properties anywhere (a repeated one too, as parsers keep the
+// last), required ones present and in the schema's order, each value under its own schema.
+TEST(JsonSchema, AnyOrderPutsOptionalPropertiesAnywhere) {
+  const char* s = R"J({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"},
+                     "d":{"type":"null"}},"required":["b","d"],"additionalProperties":false})J";
+  check(s,
+        {{R"J({"b":"x","d":null})J", R"J({"c":true,"b":"x","a":1,"d":null})J", R"J({"b":"x","d":null,"a":1})J",
+          R"J({"a":1,"b":"x","a":2,"d":null})J"},
+         {R"J({"a":1,"d":null})J", R"J({"b":"x"})J", R"J({"b":"x","d":null,"a":"1"})J", R"J({"b":"x","d":null,"e":1})J",
+          R"J({"d":null,"b":"x"})J", R"J({})J"}},
+        /*flexible=*/false, /*any_order=*/true);
+  // With additional properties allowed, declared names keep their schemas wherever they come.
+  const char* open = R"J({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}}})J";
+  check(open, {{R"J({"x":[],"b":"s","a":1})J", R"J({"b":"s","x":1,"a":2})J"}, {R"J({"x":1,"b":2,"a":1})J"}},
+        /*flexible=*/true, /*any_order=*/true);
+  // The same schemas in generation mode keep the schema's order.
+  check(s, {{R"J({"a":1,"b":"x","c":true,"d":null})J"}, {R"J({"c":true,"b":"x","a":1,"d":null})J"}});
 }
 
 TEST(JsonSchema, AdditionalPropertiesDefaultAllowsOtherKeysOnly) {
