@@ -53,3 +53,24 @@ TEST(GrammarGbnfCli, RegexChoiceAndJsonObject) {
   auto two = test::run_command(bin() + " grammar gbnf --json-object --regex a");
   EXPECT_EQ(two.exit_code, 2);
 }
+
+// --validate says where a text leaves the grammar (exit 3), or that it is valid (exit 0).
+TEST(GrammarGbnfCli, ValidateSaysWhereTextLeavesTheGrammar) {
+  std::string schema = write_temp("gbnf_cli_v.json",
+                                  R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},)"
+                                  R"("required":["a"],"additionalProperties":false})");
+  std::string good = write_temp("gbnf_cli_good.txt", R"({"a": 1, "b": "x"})");
+  std::string swapped = write_temp("gbnf_cli_swapped.txt", R"({"b": "x", "a": 1})");
+  std::string bad = write_temp("gbnf_cli_bad.txt", R"({"a": "1"})");
+  auto ok = test::run_command(bin() + " grammar gbnf --json-schema " + schema + " --flexible-whitespace --validate " + good);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(ok.out.empty()) << ok.out;
+  auto order = test::run_command(bin() + " grammar gbnf --json-schema " + schema + " --flexible-whitespace --validate " + swapped);
+  EXPECT_EQ(order.exit_code, 3) << order.err;
+  auto any = test::run_command(bin() + " grammar gbnf --json-schema " + schema +
+                               " --flexible-whitespace --any-order --validate " + swapped);
+  EXPECT_EQ(any.exit_code, 0) << any.err;
+  auto r = test::run_command(bin() + " grammar gbnf --json-schema " + schema + " --flexible-whitespace --validate " + bad);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("rejected at byte 6"), std::string::npos) << r.err;
+}
