@@ -19,13 +19,32 @@ size_t MaskEntry::bytes() const {
   return b;
 }
 
-std::shared_ptr<const MaskEntry> MaskCache::insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e) {
-  std::lock_guard lock(mu_);
+void MaskCache::make_room() {
   if (bytes_ > kMaxBytes) {
     map_.clear();
+    summaries_.clear();
     bytes_ = 0;
   }
+}
+
+std::shared_ptr<const MaskEntry> MaskCache::insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e) {
+  std::lock_guard lock(mu_);
+  make_room();
   auto [it, fresh] = map_.try_emplace(k, std::move(e));
+  if (fresh) bytes_ += it->second->bytes();
+  return it->second;
+}
+
+std::shared_ptr<const Summary> MaskCache::find_summary(const MaskKey& k) const {
+  std::lock_guard lock(mu_);
+  auto it = summaries_.find(k);
+  return it == summaries_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Summary> MaskCache::insert_summary(const MaskKey& k, std::shared_ptr<const Summary> e) {
+  std::lock_guard lock(mu_);
+  make_room();
+  auto [it, fresh] = summaries_.try_emplace(k, std::move(e));
   if (fresh) bytes_ += it->second->bytes();
   return it->second;
 }
@@ -139,10 +158,13 @@ void finish(MaskEntry& e, std::vector<int32_t>& accepted,
   for (auto& [canon, items] : uncertain) e.exits.push_back({canon, TokenTrie::build(items)});
 }
 
-std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
-                                          const std::vector<std::string>& token_bytes, int32_t n_vocab,
-                                          const std::unordered_map<int32_t, int32_t>* index) {
-  auto e = std::make_shared<MaskEntry>();
+// The classification walk of trie t from state s: on_accept(k0, k1) gets the token-array positions
+// of tokens read to their end, on_dying(k, j, q) each live exit (state q at byte j) of a token that
+// dies after it. With virtual_q >= 0 every first byte leads to virtual_q instead (a Summary's walk).
+// delegate(i, q) may take the subtree below depth-1 node i (state q) instead (returns true).
+template <class OnAccept, class OnDying, class Delegate>
+void walk(const Program& p, int32_t s, int32_t virtual_q, const TokenTrie& t, OnAccept&& on_accept, OnDying&& on_dying,
+          Delegate&& delegate) {
   // The walk never leaves s's rule: hoist its transition table.
   const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
   const uint8_t* cls = rule.byte_class.data();
@@ -153,9 +175,6 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
   std::vector<int32_t> exits;  // depths j >= 1 on the current path whose state is an exit
   std::vector<uint8_t> path(t.max_depth + 1, 0);  // path[d]: the byte read at depth d
   std::vector<int32_t> live;
-  std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
-  size_t count = 0;
-  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
   std::unordered_map<int32_t, ByteSet> loops;  // per state: the bytes that lead back to it
   auto loops_of = [&](int32_t q) -> const ByteSet& {
     auto [it, fresh] = loops.try_emplace(q);
@@ -171,28 +190,23 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
   const uint8_t* tb = t.byte.data();
   const uint16_t* td = t.depth.data();
   const int32_t* tbeg = t.tok_begin.data();
-  const int32_t* toks = t.tokens.data();
   for (size_t i = 1; i < n;) {
     int32_t d = td[i];
     while (!exits.empty() && exits.back() >= d) exits.pop_back();
     uint8_t byte = tb[i];
     path[static_cast<size_t>(d)] = byte;
-    int32_t q = trans[row[st[static_cast<size_t>(d - 1)]] + cls[byte]];
+    int32_t q = d == 1 && virtual_q >= 0 ? virtual_q : trans[row[st[static_cast<size_t>(d - 1)]] + cls[byte]];
     if (q != Program::kDead) {
       st[static_cast<size_t>(d)] = q;
-      for (int32_t k = tbeg[i]; k < tbeg[i + 1]; ++k) {
-        int32_t tok = toks[k];
-        bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
-        ++count;
+      if (tbeg[i] < tbeg[i + 1]) on_accept(tbeg[i], tbeg[i + 1]);
+      if (d == 1 && t.next[i] > static_cast<int32_t>(i) + 1 && delegate(i, q)) {
+        i = static_cast<size_t>(t.next[i]);
+        continue;
       }
       if (flags[q] & (Program::kFinal | Program::kRefs)) exits.push_back(d);
       if (!t.below.empty() && t.next[i] > static_cast<int32_t>(i) + 1 && subset(t.below[i], loops_of(q))) {
         // Every byte below loops on q: the whole subtree is accepted.
-        for (int32_t k = tbeg[i + 1]; k < tbeg[t.next[i]]; ++k) {
-          int32_t tok = toks[k];
-          bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
-          ++count;
-        }
+        if (tbeg[i + 1] < tbeg[t.next[i]]) on_accept(tbeg[i + 1], tbeg[t.next[i]]);
         i = static_cast<size_t>(t.next[i]);
         continue;
       }
@@ -208,20 +222,99 @@ std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const Tok
       }
     }
     if (!live.empty()) {
-      for (size_t k = i; k < end; ++k) {
-        for (int32_t x = tbeg[k]; x < tbeg[k + 1]; ++x) {
-          int32_t tok = toks[x];
-          const std::string& bytes = token_bytes[static_cast<size_t>(tok)];
-          ++e->uncertain;
-          for (int32_t j : live) {
-            int32_t qj = st[static_cast<size_t>(j)];
-            int32_t canon = index ? index->at(qj) : qj;
-            uncertain[canon].emplace_back(std::string_view(bytes).substr(static_cast<size_t>(j)), tok);
-          }
-        }
+      for (int32_t k = tbeg[i]; k < tbeg[end]; ++k) {
+        for (int32_t j : live) on_dying(k, j, st[static_cast<size_t>(j)]);
       }
     }
     i = end;
+  }
+}
+
+// The Summary of state q (see mask_cache.h), computed on the short trie.
+std::shared_ptr<const Summary> summarize(const Program& p, int32_t q, const TokenTrie& t,
+                                         const std::unordered_map<int32_t, int32_t>& q_index) {
+  auto sum = std::make_shared<Summary>();
+  sum->accepted.assign((t.tokens.size() + 63) / 64, 0);
+  walk(
+      p, q, q, t,
+      [&](int32_t k0, int32_t k1) {
+        for (int32_t k = k0; k < k1; ++k) sum->accepted[static_cast<size_t>(k) / 64] |= uint64_t{1} << (k % 64);
+      },
+      [&](int32_t k, int32_t j, int32_t qj) { sum->dying.push_back({k, j, q_index.at(qj)}); },
+      [](size_t, int32_t) { return false; });
+  return sum;
+}
+
+// First bytes leading to one state at least this often make it worth delegating to (Summary).
+constexpr int kDelegateMinBytes = 8;
+
+std::shared_ptr<const MaskEntry> classify(const Program& p, int32_t s, const TokenTrie& t,
+                                          const std::vector<std::string>& token_bytes, int32_t n_vocab,
+                                          const std::unordered_map<int32_t, int32_t>* index, MaskCache* cache) {
+  auto e = std::make_shared<MaskEntry>();
+  std::vector<uint32_t> bits((static_cast<size_t>(n_vocab) + 31) / 32, 0);
+  size_t count = 0;
+  std::map<int32_t, std::vector<std::pair<std::string_view, int32_t>>> uncertain;  // canon -> (suffix, token)
+  const int32_t* toks = t.tokens.data();
+  auto set = [&](int32_t tok) {
+    bits[static_cast<size_t>(tok) / 32] |= 1u << (tok % 32);
+    ++count;
+  };
+  int32_t last_dying = -1;
+  auto dying = [&](int32_t k, int32_t j, int32_t canon) {
+    int32_t tok = toks[k];
+    if (k != last_dying) ++e->uncertain;
+    last_dying = k;
+    uncertain[canon].emplace_back(std::string_view(token_bytes[static_cast<size_t>(tok)]).substr(static_cast<size_t>(j)),
+                                  tok);
+  };
+  // States that many first bytes lead to (only for shared entries: Summaries are shared too).
+  std::vector<std::pair<int32_t, std::vector<size_t>>> delegated;  // state, depth-1 nodes
+  if (cache && index) {
+    const Program::RuleInfo& rule = p.rules[static_cast<size_t>(p.rule_of[static_cast<size_t>(s)])];
+    std::map<int32_t, int> first;
+    for (const auto& r : rule.class_runs) {
+      int32_t q = p.trans[p.row[static_cast<size_t>(s)] + r[2]];
+      if (q != Program::kDead) first[q] += r[1] - r[0] + 1;
+    }
+    for (auto [q, c] : first) {
+      if (c >= kDelegateMinBytes) delegated.push_back({q, {}});
+    }
+  }
+  walk(
+      p, s, -1, t,
+      [&](int32_t k0, int32_t k1) {
+        for (int32_t k = k0; k < k1; ++k) set(toks[k]);
+      },
+      [&](int32_t k, int32_t j, int32_t qj) { dying(k, j, index ? index->at(qj) : qj); },
+      [&](size_t i, int32_t q) {
+        for (auto& [dq, nodes] : delegated) {
+          if (dq == q) {
+            nodes.push_back(i);
+            return true;
+          }
+        }
+        return false;
+      });
+  for (auto& [q, nodes] : delegated) {
+    if (nodes.empty()) continue;
+    std::vector<int32_t> q_states;
+    std::unordered_map<int32_t, int32_t> q_index;
+    MaskKey key = canonical(p, q, t.max_depth, q_states, q_index);
+    key.a ^= 0x5A5A'0001'D1E6'A7E5ull;  // apart from entries
+    std::shared_ptr<const Summary> sum = cache->find_summary(key);
+    if (!sum) sum = cache->insert_summary(key, summarize(p, q, t, q_index));
+    for (size_t i : nodes) {
+      const int32_t k0 = t.tok_begin[i + 1], k1 = t.tok_begin[static_cast<size_t>(t.next[i])];
+      for (int32_t k = k0; k < k1; ++k) {
+        if ((sum->accepted[static_cast<size_t>(k) / 64] >> (k % 64)) & 1) set(toks[k]);
+      }
+      auto it = std::lower_bound(sum->dying.begin(), sum->dying.end(), k0,
+                                 [](const Summary::Dying& x, int32_t k) { return x.pos < k; });
+      for (; it != sum->dying.end() && it->pos < k1; ++it) {
+        dying(it->pos, it->from, index->at(q_states[static_cast<size_t>(it->canon)]));
+      }
+    }
   }
   if (count * 32 > static_cast<size_t>(n_vocab)) {
     e->dense = std::move(bits);
@@ -351,8 +444,8 @@ const Binding& binding_for(const Program& prog, const Bindings& bindings, MaskCa
   auto n_vocab = static_cast<int32_t>(token_bytes.size());
   MaskKey key = canonical(prog, s, short_trie.max_depth, b->canon_states, index);
   b->entry = cache.find(key);
-  if (!b->entry) b->entry = cache.insert(key, classify(prog, s, short_trie, token_bytes, n_vocab, &index));
-  if (long_trie.size() > 1) b->local = classify(prog, s, long_trie, token_bytes, n_vocab, nullptr);
+  if (!b->entry) b->entry = cache.insert(key, classify(prog, s, short_trie, token_bytes, n_vocab, &index, &cache));
+  if (long_trie.size() > 1) b->local = classify(prog, s, long_trie, token_bytes, n_vocab, nullptr, nullptr);
   return *bindings.publish(s, std::move(b));
 }
 

@@ -58,6 +58,21 @@ struct Binding {
 };
 inline constexpr size_t kShortTokenBytes = 16;
 
+// Delegation: the verdicts of every short token's bytes after its first, read from one state q
+// (as if every first byte led to q), by position in the short trie's token array. A position whose
+// many first bytes lead to q (the rest of a key, a string's content) copies the verdicts of those
+// subtrees from here instead of walking them again; keyed like entries, by q's canonical automaton.
+struct Summary {
+  std::vector<uint64_t> accepted;  // bit per token-array position
+  struct Dying {
+    int32_t pos;    // token-array position
+    int32_t from;   // byte offset of a live exit on the token's path
+    int32_t canon;  // that exit's state, as an index in q's canonical order
+  };
+  std::vector<Dying> dying;  // sorted by pos
+  size_t bytes() const { return sizeof(Summary) + accepted.size() * 8 + dying.size() * sizeof(Dying); }
+};
+
 class MaskCache {
  public:
   // Entries are dropped (all at once; grammars keep the ones they bound) past this many bytes.
@@ -66,10 +81,14 @@ class MaskCache {
   // Inserts unless present; returns the entry now cached under k.
   std::shared_ptr<const MaskEntry> insert(const MaskKey& k, std::shared_ptr<const MaskEntry> e);
   size_t size() const;
+  std::shared_ptr<const Summary> find_summary(const MaskKey& k) const;
+  std::shared_ptr<const Summary> insert_summary(const MaskKey& k, std::shared_ptr<const Summary> e);
 
  private:
+  void make_room();  // under mu_
   mutable std::mutex mu_;
   std::unordered_map<MaskKey, std::shared_ptr<const MaskEntry>, MaskKeyHash> map_;
+  std::unordered_map<MaskKey, std::shared_ptr<const Summary>, MaskKeyHash> summaries_;
   size_t bytes_ = 0;
 };
 
