@@ -137,6 +137,7 @@ class Compiler {
     find_recursive();
     size_.assign(syn_.rules.size(), -1);
     inline_.assign(syn_.rules.size(), -1);
+    loop_refs_.assign(syn_.rules.size(), -1);
     prog_rule_.assign(syn_.rules.size(), -1);
     prog_.root_rule = program_rule(root);
     for (size_t next = 0; next < queue_.size(); ++next) {
@@ -156,6 +157,7 @@ class Compiler {
   std::vector<char> recursive_;
   std::vector<int64_t> size_;
   std::vector<int8_t> inline_;
+  std::vector<int8_t> loop_refs_;
   std::vector<int32_t> prog_rule_;  // syntax rule -> program rule (-1: none yet)
   struct Pending {
     const Expr* body;
@@ -315,6 +317,26 @@ class Compiler {
     return v;
   }
 
+  // Whether r (with its inlinable rules) refers to a loop rule, which is inlined into rules without
+  // loops only. Inlined into a rule with loops, r would call that loop rule after a byte or two (a
+  // key's rest of the string), and nearly every token would leave the automaton there; such an r
+  // stays a call there, and its own automaton reads the loop rule inline.
+  bool has_loop_refs(int32_t r) {
+    auto& v = loop_refs_[static_cast<size_t>(r)];
+    if (v < 0) {
+      v = 0;  // r is not recursive (inlinable): no cycle through here
+      std::vector<int32_t> refs;
+      refs_of(syn_.rules[static_cast<size_t>(r)].body, refs);
+      for (int32_t x : refs) {
+        if (inlinable(x) ? has_loop_refs(x) : loop_inlinable(x)) {
+          v = 1;
+          break;
+        }
+      }
+    }
+    return v != 0;
+  }
+
   // Thompson construction, backwards: returns a state from which reading e leads to `cont`.
   // Fragments are hash-consed on (e's structure, cont): the same sub-expression before the same
   // continuation is built once. A key rule that spells the rest of a string after each of hundreds of
@@ -393,7 +415,9 @@ class Compiler {
         return s;
       }
       case Expr::Kind::Ref: {
-        if (inlinable(e.rule)) return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
+        if (inlinable(e.rule) && (cur_bounded_ || !has_loop_refs(e.rule))) {
+          return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
+        }
         if (cur_bounded_ && loop_inlinable(e.rule)) {
           return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
         }
