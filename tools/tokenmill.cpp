@@ -4,9 +4,11 @@
 #include <map>
 
 #include "cli_common.h"
+#include "core/memory.h"
 
 int main(int argc, char** argv) {
   using namespace tmill::cli;
+  tmill::tune_allocator();
   CLI::App app{"tokenmill: an LLM inference server and toolkit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version_string());

@@ -270,7 +270,9 @@ Result<std::string> Compiler::gen_object(const Json& s, const std::string& ptr, 
     if (p.required || !options().any_order) ordered.push_back(p);
   }
   const size_t n_ord = ordered.size();
-  const std::string x = x_alts.size() == 1 ? x_alts[0] : x_alts.empty() ? std::string() : "( " + alts_of(x_alts) + " )";
+  // Several alternatives (any_order's optional properties) make a rule of their own: X recurs in
+  // every A(i,c), and as text each copy would be compiled again.
+  const std::string x = x_alts.size() == 1 ? x_alts[0] : x_alts.empty() ? std::string() : rules_.add("obj-x", alts_of(x_alts));
   const std::string hint = "obj";
   std::map<std::tuple<char, size_t, uint64_t>, Part> memo;
   std::function<Part(char, size_t, uint64_t)> build = [&](char kind, size_t i, uint64_t c) -> Part {

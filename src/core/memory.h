@@ -1,0 +1,15 @@
+// Process-wide allocator settings.
+#pragma once
+
+namespace tmill {
+
+// glibc malloc serves blocks over 128 KiB (a threshold it moves as blocks are freed) with fresh
+// mmap()s and hands them back on free: every compile of a large grammar, every big temporary vector
+// page-faults its memory in again. Under a hypervisor a fault costs ~10 us, which made compiling a
+// 110 KB GBNF 81 ms instead of 29 ms. tune_allocator() keeps blocks up to 32 MiB in the heap and
+// up to 256 MiB of freed heap mapped (bigger allocations, e.g. the KV cache, are mmapped as before).
+// The MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ environment variables, when set, win. No-op
+// outside glibc.
+void tune_allocator();
+
+}  // namespace tmill
