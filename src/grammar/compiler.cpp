@@ -1,6 +1,7 @@
 #include "grammar/compiler.h"
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <map>
 #include <span>
@@ -84,12 +85,59 @@ struct ByteSetHash {
     return h;
   }
 };
-struct VecHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-    return h;
+
+// Interns int vectors (closures, seed lists): one flat pool, an open-addressing table of ids.
+// No allocation per vector, unlike a map keyed by vectors.
+class VecInterner {
+ public:
+  VecInterner() : table_(64, -1) {}
+  // The id of v, adding it (next id) when new.
+  int32_t intern(std::span<const int32_t> v, bool* fresh = nullptr) {
+    uint64_t h = hash(v);
+    size_t mask = table_.size() - 1;
+    for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+      int32_t id = table_[i];
+      if (id < 0) {
+        id = static_cast<int32_t>(hashes_.size());
+        table_[i] = id;
+        hashes_.push_back(h);
+        pool_.insert(pool_.end(), v.begin(), v.end());
+        off_.push_back(static_cast<uint32_t>(pool_.size()));
+        if (fresh) *fresh = true;
+        if (hashes_.size() * 2 > table_.size()) grow();
+        return id;
+      }
+      if (hashes_[static_cast<size_t>(id)] == h && std::ranges::equal(get(id), v)) {
+        if (fresh) *fresh = false;
+        return id;
+      }
+    }
   }
+  std::span<const int32_t> get(int32_t id) const {
+    return {pool_.data() + off_[static_cast<size_t>(id)], pool_.data() + off_[static_cast<size_t>(id) + 1]};
+  }
+  size_t size() const { return hashes_.size(); }
+
+ private:
+  static uint64_t hash(std::span<const int32_t> v) {
+    uint64_t h = 1469598103934665603ull ^ v.size();
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return h ^ (h >> 32);
+  }
+  void grow() {
+    std::vector<int32_t> t(table_.size() * 2, -1);
+    size_t mask = t.size() - 1;
+    for (size_t id = 0; id < hashes_.size(); ++id) {
+      size_t i = static_cast<size_t>(hashes_[id]) & mask;
+      while (t[i] >= 0) i = (i + 1) & mask;
+      t[i] = static_cast<int32_t>(id);
+    }
+    table_.swap(t);
+  }
+  std::vector<int32_t> pool_;
+  std::vector<uint32_t> off_{0};
+  std::vector<uint64_t> hashes_;
+  std::vector<int32_t> table_;
 };
 
 struct NEdge {
@@ -99,12 +147,25 @@ struct NEdge {
 };
 
 struct Nfa {
-  std::vector<std::vector<NEdge>> out;
+  int32_t n = 0;
+  std::vector<std::pair<int32_t, NEdge>> pending;  // (from, edge) in insertion order
+  std::vector<uint32_t> begin;  // after finish(): the edges of q are flat[begin[q] .. begin[q + 1])
+  std::vector<NEdge> flat;
   std::vector<ByteSet> sets;
   std::unordered_map<ByteSet, int32_t, ByteSetHash> set_ids;
-  int32_t add() {
-    out.emplace_back();
-    return static_cast<int32_t>(out.size() - 1);
+  int32_t add() { return n++; }
+  void edge(int32_t from, NEdge e) { pending.emplace_back(from, e); }
+  // Edges grouped by state (stable: each state keeps its insertion order).
+  void finish() {
+    begin.assign(static_cast<size_t>(n) + 1, 0);
+    for (const auto& [q, e] : pending) ++begin[static_cast<size_t>(q) + 1];
+    for (size_t i = 1; i < begin.size(); ++i) begin[i] += begin[i - 1];
+    flat.resize(pending.size());
+    std::vector<uint32_t> at(begin.begin(), begin.end() - 1);
+    for (const auto& [q, e] : pending) flat[at[static_cast<size_t>(q)]++] = e;
+  }
+  std::span<const NEdge> out(int32_t q) const {
+    return {flat.data() + begin[static_cast<size_t>(q)], flat.data() + begin[static_cast<size_t>(q) + 1]};
   }
   int32_t set_id(const ByteSet& s) {
     auto [it, fresh] = set_ids.emplace(s, static_cast<int32_t>(sets.size()));
@@ -351,13 +412,13 @@ class Compiler {
     auto [it, fresh] = memo_.emplace(MemoKey{h, to}, 0);
     if (fresh) {
       it->second = nfa.add();
-      nfa.out[static_cast<size_t>(it->second)].push_back({1, to, nfa.set_id(set)});
+      nfa.edge(it->second, {1, to, nfa.set_id(set)});
     }
     return it->second;
   }
 
   int32_t build(Nfa& nfa, const Expr& e, int32_t cont) {
-    if (too_big_ || static_cast<int64_t>(nfa.out.size()) + nfa_total_ > lim_.max_nfa_states) {
+    if (too_big_ || static_cast<int64_t>(nfa.n) + nfa_total_ > lim_.max_nfa_states) {
       too_big_ = true;
       return cont;
     }
@@ -378,7 +439,7 @@ class Compiler {
         int32_t s = nfa.add();
         for (const Expr& k : e.kids) {
           int32_t t = build(nfa, k, cont);
-          nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
+          nfa.edge(s, {0, t, 0});
         }
         return s;
       }
@@ -409,9 +470,9 @@ class Compiler {
           }
           ByteSet lead{};
           for (unsigned b = seq[0].lo; b <= seq[0].hi; ++b) byteset_add(lead, static_cast<uint8_t>(b));
-          nfa.out[static_cast<size_t>(s)].push_back({1, t, nfa.set_id(lead)});
+          nfa.edge(s, {1, t, nfa.set_id(lead)});
         }
-        if (any_single) nfa.out[static_cast<size_t>(s)].push_back({1, cont, nfa.set_id(single)});
+        if (any_single) nfa.edge(s, {1, cont, nfa.set_id(single)});
         return s;
       }
       case Expr::Kind::Ref: {
@@ -422,7 +483,7 @@ class Compiler {
           return build(nfa, syn_.rules[static_cast<size_t>(e.rule)].body, cont);
         }
         int32_t s = nfa.add();
-        nfa.out[static_cast<size_t>(s)].push_back({2, cont, program_rule(e.rule)});
+        nfa.edge(s, {2, cont, program_rule(e.rule)});
         return s;
       }
       case Expr::Kind::Repeat: {
@@ -436,22 +497,22 @@ class Compiler {
           rep.max = e.max;
           prog_.repeats.push_back(rep);
           int32_t s = nfa.add();
-          nfa.out[static_cast<size_t>(s)].push_back({2, cont, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
+          nfa.edge(s, {2, cont, -1 - static_cast<int32_t>(prog_.repeats.size() - 1)});
           return s;
         }
         if (e.max < 0) {  // loop: s -x-> s, leave from s
           int32_t s = nfa.add();
           int32_t t = build(nfa, x, s);
-          nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
-          nfa.out[static_cast<size_t>(s)].push_back({0, cont, 0});
+          nfa.edge(s, {0, t, 0});
+          nfa.edge(s, {0, cont, 0});
           cont = s;
         } else {
           const int32_t leave = cont;
           for (int32_t i = e.min; i < e.max && !too_big_; ++i) {  // x? chained: leave before any copy
             int32_t s = nfa.add();
             int32_t t = build(nfa, x, cont);
-            nfa.out[static_cast<size_t>(s)].push_back({0, t, 0});
-            nfa.out[static_cast<size_t>(s)].push_back({0, leave, 0});
+            nfa.edge(s, {0, t, 0});
+            nfa.edge(s, {0, leave, 0});
             cont = s;
           }
         }
@@ -475,42 +536,57 @@ class Compiler {
     memo_.clear();
     int32_t final_state = nfa.add();
     int32_t start = build(nfa, *job.body, final_state);
-    nfa_total_ += static_cast<int64_t>(nfa.out.size());
+    nfa_total_ += static_cast<int64_t>(nfa.n);
     if (too_big_) {
       return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
                    " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
     }
+    nfa.finish();
     return determinize(nfa, start, final_state, pr);
   }
 
   Status determinize(const Nfa& nfa, int32_t start, int32_t final_state, int32_t pr) {
-    // Byte classes: bytes no set of this rule tells apart share a class.
-    std::array<uint16_t, 256> cls{};
-    int32_t ncls = 1;
-    for (const ByteSet& s : nfa.sets) {
-      std::array<int16_t, 512> remap;
-      remap.fill(-1);
-      int32_t m = 0;
-      std::array<uint16_t, 256> nc{};
-      for (unsigned b = 0; b < 256; ++b) {
-        int key = cls[b] * 2 + (byteset_has(s, static_cast<uint8_t>(b)) ? 1 : 0);
-        if (remap[static_cast<size_t>(key)] < 0) remap[static_cast<size_t>(key)] = static_cast<int16_t>(m++);
-        nc[b] = static_cast<uint16_t>(remap[static_cast<size_t>(key)]);
+    // Byte classes: bytes no set of this rule tells apart share a class, numbered in order of their
+    // first byte. A byte's signature hashes the sets that hold it (each set visits only its bytes:
+    // most are one literal byte).
+    auto for_bytes = [](const ByteSet& set, auto&& f) {
+      for (unsigned w = 0; w < 4; ++w) {
+        for (uint64_t x = set[w]; x; x &= x - 1) f(static_cast<unsigned>(w * 64 + static_cast<unsigned>(std::countr_zero(x))));
       }
-      cls = nc;
-      ncls = m;
+    };
+    std::array<Hash128, 256> sig{};
+    for (size_t i = 0; i < nfa.sets.size(); ++i) for_bytes(nfa.sets[i], [&](unsigned b) { sig[b].mix(i + 1); });
+    std::array<uint16_t, 256> cls{};
+    int32_t ncls = 0;
+    {
+      std::array<uint16_t, 256> order;
+      for (unsigned b = 0; b < 256; ++b) order[b] = static_cast<uint16_t>(b);
+      std::sort(order.begin(), order.end(), [&](uint16_t x, uint16_t y) {
+        return sig[x].a != sig[y].a ? sig[x].a < sig[y].a : sig[x].b != sig[y].b ? sig[x].b < sig[y].b : x < y;
+      });
+      std::array<uint16_t, 256> group{};  // byte -> its group's first (smallest) byte
+      for (size_t k = 0; k < 256; ++k) {
+        const uint16_t b = order[k];
+        group[b] = k > 0 && sig[order[k - 1]] == sig[b] ? group[order[k - 1]] : b;
+      }
+      std::array<int16_t, 256> id;
+      id.fill(-1);
+      for (unsigned b = 0; b < 256; ++b) {
+        if (id[group[b]] < 0) id[group[b]] = static_cast<int16_t>(ncls++);
+        cls[b] = static_cast<uint16_t>(id[group[b]]);
+      }
     }
     std::vector<std::vector<int32_t>> set_classes(nfa.sets.size());
+    std::vector<uint32_t> seen(static_cast<size_t>(ncls), 0);
     for (size_t i = 0; i < nfa.sets.size(); ++i) {
-      std::vector<char> seen(static_cast<size_t>(ncls), 0);
-      for (unsigned b = 0; b < 256; ++b) {
-        if (byteset_has(nfa.sets[i], static_cast<uint8_t>(b)) && !seen[cls[b]]) {
-          seen[cls[b]] = 1;
+      for_bytes(nfa.sets[i], [&](unsigned b) {
+        if (seen[cls[b]] != i + 1) {
+          seen[cls[b]] = static_cast<uint32_t>(i + 1);
           set_classes[i].push_back(cls[b]);
         }
-      }
+      });
     }
-    std::vector<uint32_t> mark(nfa.out.size(), 0);
+    std::vector<uint32_t> mark(static_cast<size_t>(nfa.n), 0);
     uint32_t epoch = 0;
     // Epsilon closure of `seeds` into `out` (sorted); buffers reused, no allocation per call.
     std::vector<int32_t> stack, tmp;
@@ -524,31 +600,27 @@ class Compiler {
         if (mark[static_cast<size_t>(q)] == epoch) continue;
         mark[static_cast<size_t>(q)] = epoch;
         out.push_back(q);
-        for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
+        for (const NEdge& e : nfa.out(q)) {
           if (e.kind == 0) stack.push_back(e.to);
         }
       }
       std::sort(out.begin(), out.end());
     };
-    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-    std::vector<const std::vector<int32_t>*> subsets;  // keys of ids (stable: node-based map)
+    VecInterner subsets;  // DFA state d = subsets.get(d), a closure
     // Seeds to DFA state: the classes of one state mostly lead to the same NFA states (every
     // character but a few goes on the same way), so most lookups skip the closure.
-    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> seed_ids;
+    VecInterner seed_lists;
+    std::vector<int32_t> seed_dfa;  // per seed list
     auto intern = [&](std::vector<int32_t>& seeds) {
       std::sort(seeds.begin(), seeds.end());
       seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
-      if (auto hit = seed_ids.find(seeds); hit != seed_ids.end()) return hit->second;
+      bool fresh = false;
+      const int32_t k = seed_lists.intern(seeds, &fresh);
+      if (!fresh) return seed_dfa[static_cast<size_t>(k)];
       closure(seeds, tmp);
-      auto it = ids.find(tmp);
-      if (it != ids.end()) {
-        seed_ids.emplace(seeds, it->second);
-        return it->second;
-      }
-      it = ids.emplace(tmp, static_cast<int32_t>(subsets.size())).first;
-      subsets.push_back(&it->first);
-      seed_ids.emplace(seeds, it->second);
-      return it->second;
+      const int32_t id = subsets.intern(tmp);
+      seed_dfa.push_back(id);
+      return id;
     };
     {
       std::vector<int32_t> seed{start};
@@ -587,9 +659,9 @@ class Compiler {
       labels.clear();
       calls.clear();
       bool fin = false;
-      for (int32_t q : *subsets[d]) {
+      for (int32_t q : subsets.get(static_cast<int32_t>(d))) {
         if (q == final_state) fin = true;
-        for (const NEdge& e : nfa.out[static_cast<size_t>(q)]) {
+        for (const NEdge& e : nfa.out(q)) {
           if (e.kind == 1) {
             edges.emplace_back(e.label, e.to);
             if (std::find(labels.begin(), labels.end(), e.label) == labels.end()) labels.push_back(e.label);
