@@ -488,7 +488,8 @@ class Compiler {
       }
       case Expr::Kind::Repeat: {
         const Expr& x = e.kids[0];
-        if (e.max > lim_.max_unrolled_repeat || (e.max < 0 && e.min > lim_.max_unrolled_repeat)) {
+        const int64_t copies = e.max < 0 ? e.min : e.max;
+        if (copies > lim_.max_unrolled_repeat && copies * estimate(x) > lim_.max_unrolled_states) {
           // Counted on the stack instead of unrolled: a call of a repetition pseudo-rule.
           Program::Repeat rep;
           rep.body = expr_rule(&x, cur_rule_name_ + "{" + std::to_string(e.min) + "," +

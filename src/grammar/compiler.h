@@ -8,6 +8,7 @@
 
 #include "core/result.h"
 #include "grammar/gbnf_parser.h"
+#include "grammar/grammar.h"
 #include "grammar/program.h"
 
 namespace tmill::grammar {
@@ -18,10 +19,18 @@ struct CompileLimits {
   int32_t inline_max_states = 256;  // NFA states of a rule body inlined into its caller
   int32_t inline_max_loop_states = 64;  // rules with * + {m,}: inlined into rules without loops only,
   int32_t max_loop_inlined_rule = 200000;  // and only when the caller stays this small
-  int32_t max_unrolled_repeat = 48;  // larger {m,n} are counted on the stack (Program::Repeat)
+  // {m,n} with more copies than this, whose unrolled copies would also make more NFA states than
+  // max_unrolled_states, are counted on the stack (Program::Repeat); a short body ([a-z]{162}) is
+  // unrolled: one automaton, one stack, however ambiguous what surrounds it.
+  int32_t max_unrolled_repeat = 48;
+  int64_t max_unrolled_states = 1024;
 };
 
 Result<Program> compile_program(const gbnf::Syntax& syntax, std::string_view root, const CompileLimits& lim = {});
+
+// compile_gbnf (grammar.h) under other limits (tests: forcing counted repetitions).
+Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view gbnf, std::shared_ptr<const Vocabulary> vocab,
+                                                    std::string_view root, const CompileLimits& lim);
 
 // The UTF-8 encodings of the code points in [lo, hi] as sequences of byte ranges (all sequences of a
 // result have the same length). Appends to out.

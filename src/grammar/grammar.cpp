@@ -17,8 +17,13 @@ size_t Grammar::num_rules() const { return impl_->prog.rules.size(); }
 
 Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view gbnf, std::shared_ptr<const Vocabulary> vocab,
                                                     std::string_view root) {
+  return compile_gbnf(gbnf, std::move(vocab), root, CompileLimits{});
+}
+
+Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view gbnf, std::shared_ptr<const Vocabulary> vocab,
+                                                    std::string_view root, const CompileLimits& lim) {
   TM_ASSIGN_OR_RETURN(gbnf::Syntax syn, gbnf::parse(gbnf));
-  TM_ASSIGN_OR_RETURN(Program prog, compile_program(syn, root));
+  TM_ASSIGN_OR_RETURN(Program prog, compile_program(syn, root, lim));
   std::shared_ptr<Grammar> g(new Grammar());
   g->impl_ = std::make_unique<Grammar::Impl>();
   g->impl_->vocab = std::move(vocab);

@@ -23,6 +23,8 @@
 
 namespace tmill::grammar {
 
+struct CompileLimits;  // compiler.h (internal)
+
 // A model's vocabulary as the grammar sees it: each token's bytes as they appear in the output text
 // (byte-level BPE mapped back to raw bytes, SentencePiece "▁" to a space and <0xXX> to the byte).
 // Tokens with no text (special and control tokens) have empty bytes and are never allowed, except the
@@ -58,7 +60,7 @@ class Grammar {
 
  private:
   friend Result<std::shared_ptr<const Grammar>> compile_gbnf(std::string_view, std::shared_ptr<const Vocabulary>,
-                                                             std::string_view);
+                                                             std::string_view, const CompileLimits&);
   Grammar();
   std::unique_ptr<Impl> impl_;
 };

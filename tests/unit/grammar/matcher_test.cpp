@@ -6,6 +6,7 @@
 #include <thread>
 #include <atomic>
 
+#include "grammar/compiler.h"
 #include "grammar/internal.h"
 #include "grammar/json_schema.h"
 #include "grammar_test_util.h"
@@ -270,23 +271,39 @@ TEST(Matcher, CountedRepetitionsMatchReference) {
                         "root ::= item{0,100}\nitem ::= \"ab\" | \"c\" | \"1+\"\n",
                         "root ::= (\"(\" root \")\"){0,70} \"x\"?\n"}) {
     SCOPED_TRACE(g);
-    auto gr = must_compile(g, v);
-    ASSERT_TRUE(gr);
+    CompileLimits counted;  // short bodies are unrolled by default
+    counted.max_unrolled_states = 0;
+    auto compiled = compile_gbnf(g, v, "root", counted);
+    ASSERT_TRUE(compiled.ok()) << compiled.error();
+    auto gr = compiled.value();
     EXPECT_GT(gr->impl().prog.repeats.size(), 0u);
     random_walks(gr, 6, 70, 11);
   }
 }
 
 TEST(Gbnf, CountedRepetitionBounds) {
-  auto g = must_compile("root ::= \"<\" [a-z]{3,100} \">\" [0-9]{60,}\n");
-  ASSERT_TRUE(g);
-  EXPECT_TRUE(matches(g, "<abc>" + std::string(60, '1')));
-  EXPECT_TRUE(matches(g, "<" + std::string(100, 'q') + ">" + std::string(200, '7')));
-  EXPECT_FALSE(matches(g, "<ab>" + std::string(60, '1')));
-  EXPECT_FALSE(matches(g, "<" + std::string(101, 'q') + ">" + std::string(60, '7')));
-  EXPECT_FALSE(matches(g, "<abc>" + std::string(59, '1')));
-  EXPECT_EQ(compile_gbnf("root ::= (\"a\"?){0,100}\n", byte_vocab()).error(),
-            "grammar: repetition root{0,100} of an expression that can match the empty string is not supported");
+  CompileLimits counted;
+  counted.max_unrolled_states = 0;
+  for (const CompileLimits& lim : {CompileLimits{}, counted}) {  // unrolled, then counted on the stack
+    auto compiled = compile_gbnf("root ::= \"<\" [a-z]{3,100} \">\" [0-9]{60,}\n", byte_vocab(), "root", lim);
+    ASSERT_TRUE(compiled.ok()) << compiled.error();
+    auto g = compiled.value();
+    EXPECT_EQ(g->impl().prog.repeats.size(), lim.max_unrolled_states == 0 ? 2u : 0u);
+    EXPECT_TRUE(matches(g, "<abc>" + std::string(60, '1')));
+    EXPECT_TRUE(matches(g, "<" + std::string(100, 'q') + ">" + std::string(200, '7')));
+    EXPECT_FALSE(matches(g, "<ab>" + std::string(60, '1')));
+    EXPECT_FALSE(matches(g, "<" + std::string(101, 'q') + ">" + std::string(60, '7')));
+    EXPECT_FALSE(matches(g, "<abc>" + std::string(59, '1')));
+  }
+  // Counted on the stack (too many copies to unroll), a body that can match the empty string is
+  // refused; a short one is unrolled, and works.
+  EXPECT_EQ(compile_gbnf("root ::= (\"a\"?){0,5000}\n", byte_vocab()).error(),
+            "grammar: repetition root{0,5000} of an expression that can match the empty string is not supported");
+  auto small = must_compile("root ::= (\"a\"?){0,100}\n");
+  ASSERT_TRUE(small);
+  EXPECT_TRUE(matches(small, std::string(100, 'a')));
+  EXPECT_TRUE(matches(small, ""));
+  EXPECT_FALSE(matches(small, std::string(101, 'a')));
 }
 
 TEST(Matcher, CountedRepetitionNearBounds) {
