@@ -199,6 +199,7 @@ class Compiler {
     size_.assign(syn_.rules.size(), -1);
     inline_.assign(syn_.rules.size(), -1);
     loop_refs_.assign(syn_.rules.size(), -1);
+    nullable_.assign(syn_.rules.size(), -1);
     prog_rule_.assign(syn_.rules.size(), -1);
     prog_.root_rule = program_rule(root);
     for (size_t next = 0; next < queue_.size(); ++next) {
@@ -219,6 +220,10 @@ class Compiler {
   std::vector<int64_t> size_;
   std::vector<int8_t> inline_;
   std::vector<int8_t> loop_refs_;
+  std::vector<int8_t> nullable_;  // maybe_nullable of rules (-1: not yet)
+  bool conservative_ = false;  // building a rule again after its automaton blew up
+  bool over_budget_ = false;
+  size_t dfa_budget_ = SIZE_MAX;
   std::vector<int32_t> prog_rule_;  // syntax rule -> program rule (-1: none yet)
   struct Pending {
     const Expr* body;
@@ -489,7 +494,8 @@ class Compiler {
       case Expr::Kind::Repeat: {
         const Expr& x = e.kids[0];
         const int64_t copies = e.max < 0 ? e.min : e.max;
-        if (copies > lim_.max_unrolled_repeat && copies * estimate(x) > lim_.max_unrolled_states) {
+        if (conservative_ ? copies > 1 && !maybe_nullable(x)
+                          : copies > lim_.max_unrolled_repeat && copies * estimate(x) > lim_.max_unrolled_states) {
           // Counted on the stack instead of unrolled: a call of a repetition pseudo-rule.
           Program::Repeat rep;
           rep.body = expr_rule(&x, cur_rule_name_ + "{" + std::to_string(e.min) + "," +
@@ -533,17 +539,65 @@ class Compiler {
       cur_bounded_ = estimate(*job.body) <= lim_.max_loop_inlined_rule;
       est_loops_ = false;
     }
-    Nfa nfa;
-    memo_.clear();
-    int32_t final_state = nfa.add();
-    int32_t start = build(nfa, *job.body, final_state);
-    nfa_total_ += static_cast<int64_t>(nfa.n);
-    if (too_big_) {
-      return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
-                   " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
+    // The subset construction can blow up exponentially (optional counted classes that overlap:
+    // 116 NFA states made 131,096 DFA states). Past a budget the rule is built again conservatively:
+    // repetitions counted on the stack and loop rules called, so the matcher's stacks carry the
+    // ambiguity instead of the automaton.
+    const size_t states0 = prog_.rule_of.size(), trans0 = prog_.trans.size(), repeats0 = prog_.repeats.size();
+    const bool bounded_rule = cur_bounded_;
+    for (conservative_ = false;; conservative_ = true) {
+      cur_bounded_ = bounded_rule && !conservative_;
+      Nfa nfa;
+      memo_.clear();
+      int32_t final_state = nfa.add();
+      int32_t start = build(nfa, *job.body, final_state);
+      nfa_total_ += static_cast<int64_t>(nfa.n);
+      if (too_big_) {
+        return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_nfa_states) +
+                     " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
+      }
+      nfa.finish();
+      dfa_budget_ = conservative_ ? SIZE_MAX : 2 * static_cast<size_t>(nfa.n) + 2048;
+      over_budget_ = false;
+      Status st = determinize(nfa, start, final_state, pr);
+      if (!over_budget_ || conservative_) return st;
+      prog_.rule_of.resize(states0);
+      prog_.row.resize(states0);
+      prog_.flags.resize(states0);
+      prog_.first.resize(states0);
+      pending_refs_.resize(states0);
+      prog_.trans.resize(trans0);
+      prog_.repeats.resize(repeats0);
+      prog_.rules[static_cast<size_t>(pr)].class_runs.clear();
     }
-    nfa.finish();
-    return determinize(nfa, start, final_state, pr);
+  }
+
+  // Whether e may match the empty string (true when unsure: rules being looked at).
+  bool maybe_nullable(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::Literal: return e.text.empty();
+      case Expr::Kind::Class: return false;
+      case Expr::Kind::Repeat: return e.min == 0 || maybe_nullable(e.kids[0]);
+      case Expr::Kind::Ref: {
+        auto& v = nullable_[static_cast<size_t>(e.rule)];
+        if (v < 0) {
+          v = 1;  // in progress: unsure
+          v = maybe_nullable(syn_.rules[static_cast<size_t>(e.rule)].body) ? 1 : 0;
+        }
+        return v != 0;
+      }
+      case Expr::Kind::Alt:
+        for (const Expr& k : e.kids) {
+          if (maybe_nullable(k)) return true;
+        }
+        return false;
+      case Expr::Kind::Seq:
+        for (const Expr& k : e.kids) {
+          if (!maybe_nullable(k)) return false;
+        }
+        return true;
+    }
+    return true;
   }
 
   Status determinize(const Nfa& nfa, int32_t start, int32_t final_state, int32_t pr) {
@@ -652,6 +706,10 @@ class Compiler {
     std::vector<std::vector<int32_t>> buckets(static_cast<size_t>(ncls));  // more than 64 labels
     std::map<int32_t, std::vector<int32_t>> calls;
     for (size_t d = 0; d < subsets.size(); ++d) {
+      if (d >= dfa_budget_) {
+        over_budget_ = true;
+        return Error{"over the rule's budget"};
+      }
       if (prog_.num_states() >= lim_.max_dfa_states) {
         return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_dfa_states) +
                      " automaton states; rule '" + info.name + "')"};

@@ -4,8 +4,7 @@
 # Usage: tests/fuzz/smoke.sh [SECONDS] [TARGET...]     env: BUILD_DIR (default build-fuzz), JOBS (default 2:
 # build jobs, and targets run at once)
 # Exit status: non-zero if the build fails or any target finds a crash/leak/timeout (an input running
-# longer than FUZZ_UNIT_TIMEOUT seconds, default 30: pathological grammars can compile for seconds under
-# the fuzz build's instrumentation, see known-slow/README.md).
+# longer than FUZZ_UNIT_TIMEOUT seconds, default 30: generous for the instrumented build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-60}"
