@@ -557,7 +557,10 @@ class Compiler {
                      " automaton states; rule '" + prog_.rules[static_cast<size_t>(pr)].name + "')"};
       }
       nfa.finish();
-      dfa_budget_ = conservative_ ? SIZE_MAX : 2 * static_cast<size_t>(nfa.n) + 2048;
+      // Conservatively built, a rule still this large is refused: a regular language whose automaton
+      // explodes (a loop of a group of many '.') would take seconds and gigabytes.
+      dfa_budget_ = conservative_ ? std::max<size_t>(lim_.max_rule_dfa_states, 8 * static_cast<size_t>(nfa.n))
+                                  : 2 * static_cast<size_t>(nfa.n) + 2048;
       over_budget_ = false;
       Status st = determinize(nfa, start, final_state, pr);
       if (!over_budget_ || conservative_) return st;
@@ -708,7 +711,8 @@ class Compiler {
     for (size_t d = 0; d < subsets.size(); ++d) {
       if (d >= dfa_budget_) {
         over_budget_ = true;
-        return Error{"over the rule's budget"};
+        return Error{"grammar: too complex to compile (rule '" + info.name + "' needs more than " +
+                     std::to_string(dfa_budget_) + " automaton states)"};
       }
       if (prog_.num_states() >= lim_.max_dfa_states) {
         return Error{"grammar: too large to compile (more than " + std::to_string(lim_.max_dfa_states) +

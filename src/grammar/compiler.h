@@ -16,6 +16,7 @@ namespace tmill::grammar {
 struct CompileLimits {
   int32_t max_nfa_states = 1'000'000;
   int32_t max_dfa_states = 500'000;
+  int32_t max_rule_dfa_states = 50'000;  // one rule, after the conservative rebuild (compiler.cpp)
   int32_t inline_max_states = 256;  // NFA states of a rule body inlined into its caller
   int32_t inline_max_loop_states = 64;  // rules with * + {m,}: inlined into rules without loops only,
   int32_t max_loop_inlined_rule = 200000;  // and only when the caller stays this small

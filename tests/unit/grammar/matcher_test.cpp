@@ -302,6 +302,16 @@ TEST(Matcher, ExplodingRuleIsRebuiltWithCountedRepetitions) {
   random_walks(gr, 10, 30, 5);
 }
 
+// A regular language whose automaton explodes even when built conservatively (fuzz_json_schema: a
+// loop of a group of many '.') is refused with a clear error instead of taking seconds and gigabytes.
+TEST(Gbnf, ExplodingAutomatonIsAClearError) {
+  auto gbnf = regex_to_gbnf("^(  fitems*.......................................uT..)*");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.error();
+  auto g = compile_gbnf(*gbnf, byte_vocab());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().find("too complex to compile"), std::string::npos) << g.error();
+}
+
 TEST(Gbnf, CountedRepetitionBounds) {
   CompileLimits counted;
   counted.max_unrolled_states = 0;
