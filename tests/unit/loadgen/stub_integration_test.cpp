@@ -46,7 +46,11 @@ TEST(StubBench, TtftAndTpotMatchTheStubPace) {
   EXPECT_EQ(m.completed, 8);
   EXPECT_EQ(m.failed, 0);
   EXPECT_NEAR(m.ttft_ms.mean, 200.0, 20.0);
-  EXPECT_NEAR(m.ttft_ms.p99, 200.0, 20.0);
+  // The slowest of 8 (p99) is measured from the send to the first content, never before the stub's
+  // 200 ms; above it by however long a loaded machine takes to schedule the two processes (229 ms
+  // seen with three builds running beside the suite).
+  EXPECT_GE(m.ttft_ms.p99, 195.0);
+  EXPECT_LT(m.ttft_ms.p99, 280.0);
   EXPECT_NEAR(m.tpot_ms.mean, 20.0, 2.0);
   EXPECT_NEAR(m.itl_ms.p50, 20.0, 2.0);
   EXPECT_NEAR(m.e2el_ms.mean, 200.0 + 15 * 20.0, 50.0);
