@@ -288,15 +288,14 @@ class Compiler {
     return v != 0;
   }
 
+  // A state with one byte-set edge to `to`, shared by all callers asking for the same (set, to).
+  int32_t byte_edge(Nfa& nfa, const ByteSet& set, int32_t to);
+
   // Thompson construction, backwards: returns a state from which reading e leads to `cont`.
   // Fragments are hash-consed on (e's structure, cont): the same sub-expression before the same
   // continuation is built once. A key rule that spells the rest of a string after each of hundreds of
   // name prefixes, or a character class whose multi-byte tails recur at every position, then becomes
-  // an NFA of shared tails instead of hundreds of copies the subset construction would have to walk
-  // and minimization would have to merge again.
-  // A state with one byte-set edge to `to`, shared by all callers asking for the same (set, to).
-  int32_t byte_edge(Nfa& nfa, const ByteSet& set, int32_t to);
-
+  // an NFA of shared tails instead of hundreds of copies for the subset construction to walk.
   int32_t build(Nfa& nfa, const Expr& e, int32_t cont);
 
   int32_t build_uncached(Nfa& nfa, const Expr& e, int32_t cont);

@@ -41,8 +41,8 @@ json template_kwargs(const json& body) {
 
 }  // namespace
 
-std::string render_messages(const json& body, const ServerContext& ctx) {
-  const json* msgs = field(body, "messages");
+std::string render_messages(const json& body, const ServerContext& ctx, const json* replacement) {
+  const json* msgs = replacement ? replacement : field(body, "messages");
   if (!msgs) throw_bad_request("'messages' is required", "messages");
   auto messages = normalize_chat_messages(*msgs);
   if (!messages.ok()) throw_bad_request(messages.error(), "messages");

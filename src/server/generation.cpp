@@ -120,7 +120,11 @@ std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
 
 Usage Generation::usage() const {
   Usage u;
-  for (const MappedPrompt& p : req_.prompts) u.prompt_tokens += static_cast<int64_t>(p.request.prompt.size());
+  for (const MappedPrompt& p : req_.prompts) {
+    u.prompt_tokens += static_cast<int64_t>(p.request.prompt.size());
+    u.dropped_messages += p.dropped_messages;
+    u.dropped_tokens += p.dropped_tokens;
+  }
   for (int32_t c : completion_tokens_) u.completion_tokens += c;
   for (int32_t c : cached_tokens_) u.cached_tokens += c;
   return u;

@@ -289,6 +289,7 @@ Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ct
         const auto tmpl_src = opt_string(body, "chat_template");
         m.tools = map_tools(body, ctx.tool_call_parser, tmpl_src ? *tmpl_src : ctx.chat_template->source(), p.request);
         p.request.prompt = tokenize_chat_prompt(p.text, *ctx.tokenizer, add_special);
+        truncate_chat(body, ctx, max_tokens, add_special, p);
         finish_prompt(body, ctx, ApiKind::Chat, max_tokens, p);
         m.prompts.push_back(std::move(p));
         map_reasoning(body, ctx, m);  // last: it reads the rendered prompt and the constraint

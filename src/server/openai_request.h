@@ -43,6 +43,7 @@ struct ServerContext {
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
   std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
+  bool truncation_auto = false;       // --truncation auto: requests without "truncation" drop old turns
   // The engine's front door (Engine::check: limits and the output constraint compiled); unset: only
   // the limits (check_request), as in tests without an engine.
   std::function<std::optional<RequestProblem>(const GenerateRequest&)> check;
@@ -59,6 +60,8 @@ struct MappedPrompt {
   std::string text;           // prompt text for echo (as given, or the decoded token ids)
   int32_t original_tokens = 0;  // before truncate_prompt_tokens
   bool truncated = false;
+  int32_t dropped_messages = 0;  // truncation "auto": oldest messages left out of the prompt
+  int32_t dropped_tokens = 0;    // and the prompt tokens that saved
 };
 
 struct MappedRequest {
@@ -96,8 +99,15 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
 // (structured_request.cpp); Kind::None when none. Two of them at once is a 400.
 OutputConstraint map_structured_output(const json& body);
 // Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,
-// chat_template, chat_template_kwargs, tools) through chat/messages.h.
-std::string render_messages(const json& body, const ServerContext& ctx);
+// chat_template, chat_template_kwargs, tools) through chat/messages.h; `messages` replaces the
+// body's own (truncation).
+std::string render_messages(const json& body, const ServerContext& ctx, const json* messages = nullptr);
+// truncation "auto" (the request's, else the server's --truncation): while the prompt and the
+// completion (max_tokens, else one token) do not fit the context, drop the oldest whole turns (a user
+// message and what follows it up to the next one), never the leading system/developer messages nor
+// the latest turn; p gets the shorter prompt and what was dropped (chat_truncation.cpp).
+void truncate_chat(const json& body, const ServerContext& ctx, std::optional<int64_t> max_tokens, bool add_special,
+                   MappedPrompt& p);
 }  // namespace detail
 
 }  // namespace tmill::server

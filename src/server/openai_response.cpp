@@ -26,6 +26,9 @@ json usage_json(const Usage& u) {
   j["completion_tokens"] = u.completion_tokens;
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  if (u.dropped_messages > 0) {
+    j["truncation"] = {{"dropped_messages", u.dropped_messages}, {"dropped_prompt_tokens", u.dropped_tokens}};
+  }
   return j;
 }
 

@@ -39,6 +39,8 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  int64_t dropped_messages = 0;  // truncation "auto": "truncation": {"dropped_messages", "dropped_prompt_tokens"}
+  int64_t dropped_tokens = 0;
 };
 json usage_json(const Usage& u);
 

@@ -95,6 +95,10 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
     }
   }
 
+  if (opts_.truncation != "auto" && opts_.truncation != "disabled")
+    return Error{"--truncation: '" + opts_.truncation + "' is not one of auto, disabled"};
+  ctx_.truncation_auto = opts_.truncation == "auto";
+
   // Tool calls: --tool-call-parser, else the chat template's format (checked per request for a
   // request's own chat_template).
   if (!opts_.tool_call_parser.empty()) {

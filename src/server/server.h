@@ -40,6 +40,7 @@ struct ServerOptions {
   std::string chat_template;          // --chat-template: a file, or the template text itself
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none, or a vLLM name (deepseek_r1, ...)
   std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template
+  std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
 };
 

@@ -238,3 +238,30 @@ test('tokenize / detokenize / version / health', async () => {
   assert.match(v.version, /^\d+\.\d+\.\d+/);
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
 });
+
+test('truncation auto drops the oldest whole turns of a chat too long for the context', async () => {
+  const messages = [{ role: 'system', content: 'You tell short stories.' }];
+  for (let t = 0; t < 12; t++) {
+    messages.push({ role: 'user', content: `Tell me a story about a cat called Tom number ${t}, please, a nice one.` });
+    messages.push({ role: 'assistant', content: `Once upon a time there was a cat called Tom number ${t}. He was happy.` });
+  }
+  messages.push({ role: 'user', content: 'Now one about a dog.' });
+  // stories260K has a 512-token context: the whole conversation does not fit.
+  await assert.rejects(client.chat.completions.create({ model: 'stories260K', messages, max_tokens: 16 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.code, 'context_length_exceeded');
+    return true;
+  });
+  const r = await client.chat.completions.create({ model: 'stories260K', messages, max_tokens: 16, truncation: 'auto', temperature: 0 });
+  assert.equal(r.choices.length, 1);
+  assert.ok(r.usage.prompt_tokens + 16 <= 512, JSON.stringify(r.usage));
+  assert.ok(r.usage.truncation.dropped_messages > 0 && r.usage.truncation.dropped_messages % 2 === 0, JSON.stringify(r.usage));
+  assert.ok(r.usage.truncation.dropped_prompt_tokens > 0);
+  // Streaming reports it in the usage chunk too.
+  const stream = await client.chat.completions.create({
+    model: 'stories260K', messages, max_tokens: 4, truncation: 'auto', stream: true, stream_options: { include_usage: true },
+  });
+  let usage = null;
+  for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+  assert.deepEqual(usage.truncation, r.usage.truncation);
+});

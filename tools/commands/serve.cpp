@@ -149,6 +149,10 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "split <think>…</think> into reasoning_content: auto (when the chat template writes "
                             "<think>), none, or deepseek_r1, deepseek_v3, qwen3, glm45, minimax_m2, step3, seed_oss")
                  ->capture_default_str();
+             app.add_option("--truncation", s.truncation,
+                            "chat requests too long for the context: auto drops the oldest whole turns (never the "
+                            "system prompt or the latest turn), disabled answers 400; a request's \"truncation\" wins")
+                 ->capture_default_str();
              app.add_option("--tool-call-parser", s.tool_call_parser,
                             "how tool calls are read from the output (default: from the chat template): " +
                                 tmill::tool_call_format_names());

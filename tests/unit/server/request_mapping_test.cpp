@@ -2,6 +2,8 @@
 // bundled stories260K tokenizer and hand-written chat templates.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "chat/chat_template.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
@@ -64,6 +66,13 @@ ApiError completion_err(const json& body, const ServerContext& c = context()) {
     EXPECT_EQ(r.error(), err.message);
   }
   return err;
+}
+
+MappedRequest chat_ok(const json& body, const ServerContext& c = context()) {
+  ApiError err;
+  auto r = map_chat_request(body, c, &err);
+  EXPECT_TRUE(r.ok()) << r.error();
+  return r.ok() ? std::move(r).value() : MappedRequest{};
 }
 
 ApiError chat_err(const json& body, const ServerContext& c = context()) {
@@ -393,4 +402,61 @@ TEST(ParseBody, RejectsBadJsonUtf8DepthAndNonObjects) {
   std::string deep(100, '[');
   deep = "{\"a\":" + deep + std::string(100, ']') + "}";
   EXPECT_NE(status_of(deep).find("nesting"), std::string::npos);
+}
+
+// truncation "auto": the oldest whole turns go (never the system prompt nor the latest turn), the
+// fewest that make the prompt and max_tokens fit; what went is reported; "disabled" keeps the 400.
+TEST(ChatMapping, TruncationAutoDropsTheOldestWholeTurns) {
+  ServerContext c = context();
+  c.max_model_len = 200;  // the conversation is ~360 tokens, a turn ~54
+  json msgs = json::array();
+  msgs.push_back({{"role", "system"}, {"content", "Be brief."}});
+  for (int t = 0; t < 6; ++t) {
+    msgs.push_back({{"role", "user"}, {"content", fmt::format("Tell me about the cat number {} please.", t)}});
+    msgs.push_back({{"role", "assistant"}, {"content", fmt::format("The cat number {} sat on a mat.", t)}});
+  }
+  msgs.push_back({{"role", "user"}, {"content", "And the dog?"}});
+  json body = {{"messages", msgs}, {"max_tokens", 16}};
+  // Too long without truncation.
+  ApiError e = chat_err(body, c);
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  body["truncation"] = "disabled";
+  EXPECT_EQ(chat_err(body, c).code, "context_length_exceeded");
+
+  body["truncation"] = "auto";
+  MappedRequest m = chat_ok(body, c);
+  const MappedPrompt& p = m.prompts[0];
+  EXPECT_LE(static_cast<int64_t>(p.request.prompt.size()) + 16, c.max_model_len);
+  EXPECT_GT(p.dropped_messages, 0);
+  EXPECT_EQ(p.dropped_messages % 2, 0) << "whole turns: a user message and its answer";
+  EXPECT_GT(p.dropped_tokens, 0);
+  EXPECT_EQ(p.text.rfind("system: Be brief.\n", 0), 0u) << p.text;  // the system prompt stays first
+  EXPECT_NE(p.text.find("user: And the dog?\nassistant:"), std::string::npos) << p.text;
+  // The fewest turns: keeping one more turn would not fit, and the oldest kept turn is the next one.
+  const int dropped_turns = p.dropped_messages / 2;
+  EXPECT_NE(p.text.find(fmt::format("cat number {} please", dropped_turns)), std::string::npos) << p.text;
+  EXPECT_EQ(p.text.find(fmt::format("cat number {} please", dropped_turns - 1)), std::string::npos) << p.text;
+  json fewer = msgs;
+  fewer.erase(fewer.begin() + 1, fewer.begin() + 1 + 2 * (dropped_turns - 1));
+  json longer = {{"messages", fewer}, {"max_tokens", 16}};
+  EXPECT_EQ(chat_err(longer, c).code, "context_length_exceeded");
+
+  // The server's default applies when the request says nothing; the request's own value wins.
+  ServerContext server_auto = c;
+  server_auto.truncation_auto = true;
+  json plain = {{"messages", msgs}, {"max_tokens", 16}};
+  EXPECT_GT(chat_ok(plain, server_auto).prompts[0].dropped_messages, 0);
+  plain["truncation"] = "disabled";
+  EXPECT_EQ(chat_err(plain, server_auto).code, "context_length_exceeded");
+
+  // The latest turn alone too long: the usual 400, nothing silently cut.
+  json huge = json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", "hello"}},
+                           {{"role", "user"}, {"content", std::string(400, 'a')}}});
+  EXPECT_EQ(chat_err(json{{"messages", huge}, {"truncation", "auto"}}, c).code, "context_length_exceeded");
+  // A prompt that fits is left alone.
+  json small = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"truncation", "auto"}};
+  EXPECT_EQ(chat_ok(small, c).prompts[0].dropped_messages, 0);
+  // Bad values are a 400 naming the field.
+  ApiError bad = chat_err(json{{"messages", msgs}, {"truncation", "middle"}}, c);
+  EXPECT_EQ(bad.param, "truncation");
 }

@@ -50,6 +50,10 @@ TEST(ResponseFormat, ChatChunksAndUsageChunk) {
             R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"stories",)"
             R"("choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,)"
             R"("prompt_tokens_details":{"cached_tokens":8}}})");
+  // truncation "auto" reports what it dropped in usage (absent when nothing was).
+  EXPECT_EQ(dump_json(usage_json(Usage{10, 5, 0, 4, 120})),
+            R"({"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},)"
+            R"("truncation":{"dropped_messages":4,"dropped_prompt_tokens":120}})");
   const json c = completion_chunk(meta(ApiKind::Completion), 2, "hi", nullptr, FinishReason::Length, nullptr);
   EXPECT_EQ(dump_json(c["choices"][0]),
             R"({"index":2,"text":"hi","logprobs":null,"finish_reason":"length","stop_reason":null})");
