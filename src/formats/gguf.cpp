@@ -442,6 +442,23 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size) {
                                ti.name, ti.offset, end, data_size)};
     ti.data = data + data_start + ti.offset;
   }
+  // No two tensors may share bytes (llama.cpp refuses such files too): a crafted file could otherwise
+  // alias one tensor's data as another's, of another type and shape.
+  std::vector<const GgufTensorInfo*> by_offset;
+  by_offset.reserve(f.tensors_.size());
+  for (const auto& ti : f.tensors_) {
+    if (ti.nbytes > 0) by_offset.push_back(&ti);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& prev = *by_offset[i - 1];
+    const GgufTensorInfo& cur = *by_offset[i];
+    if (cur.offset < prev.offset + prev.nbytes)
+      return Error{fmt::format("tensors '{}' (bytes {}..{}) and '{}' (bytes {}..{}) overlap in the data section",
+                               prev.name, prev.offset, prev.offset + prev.nbytes, cur.name, cur.offset,
+                               cur.offset + cur.nbytes)};
+  }
   return f;
 }
 

@@ -82,6 +82,23 @@ TEST(GgufCorrupt, TensorOffsetPastTheEnd) {
   EXPECT_ERROR_HAS(spec_error(s), "overflow");
 }
 
+// Two tensors sharing bytes: one's data read as another's, of another type and shape.
+TEST(GgufCorrupt, OverlappingTensorsAreRefused) {
+  FileSpec s = valid_spec();
+  s.tensors[1].offset = 0;  // b (68 bytes) over a (32 bytes)
+  std::string err = spec_error(s);
+  EXPECT_ERROR_HAS(err, "overlap");
+  EXPECT_ERROR_HAS(err, "'a'");
+  EXPECT_ERROR_HAS(err, "'b'");
+  s = valid_spec();  // a after b, still overlapping b's tail
+  s.tensors[0].offset = 64;
+  s.data_bytes = 128;
+  EXPECT_ERROR_HAS(spec_error(s), "overlap");
+  s.tensors[0].offset = 128;  // a after b, apart: fine
+  s.data_bytes = 160;
+  EXPECT_EQ(spec_error(s), "<parsed OK>");
+}
+
 TEST(GgufCorrupt, SizeOverflow) {
   FileSpec s = valid_spec();
   s.tensors[0].dims = {1ull << 32, 1ull << 32};  // 2^64 elements
