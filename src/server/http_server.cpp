@@ -255,6 +255,7 @@ void HttpServer::install_handlers() {
   set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a route already answered
     HttpResponse e = handler_.transport_error(res.status, head_of(req));
+    for (auto& [k, v] : e.headers) res.set_header(k.c_str(), v);
     res.set_content(std::move(e.body), e.content_type.c_str());
     return httplib::Server::HandlerResponse::Handled;
   }));

@@ -1,8 +1,10 @@
 // The route table (the only list of routes), what happens before a handler runs (unknown route,
 // wrong method, body length, credentials, readiness), the error bodies, and the small routes:
 // /v1/models, /health, /version, /metrics. Transport-neutral: server/http.h only.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,33 @@
 namespace tmill::server {
 
 namespace {
+
+// X-Request-Id: the client's (visible ASCII, at most 128 bytes), else a fresh "req-<32 hex>"; echoed
+// on every response and carried in error bodies as error.request_id, so a client's report and the
+// server's side can be matched.
+std::string request_id_of(const HttpRequest& req) {
+  if (const std::string* h = req.header("X-Request-Id")) {
+    bool ok = !h->empty() && h->size() <= 128;
+    for (char c : *h) ok = ok && c >= 0x21 && c <= 0x7E;
+    if (ok) return *h;
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  return fmt::format("req-{:016x}{:016x}", rng(), rng());
+}
+
+HttpResponse tagged(HttpResponse res, const std::string& id) {
+  res.set_header("X-Request-Id", id);
+  if (res.status >= 400 && !res.streaming() && res.content_type == "application/json") {
+    json j = json::parse(res.body, nullptr, false);
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+      j["error"]["request_id"] = id;
+      res.body = dump_json(j);
+    }
+  }
+  return res;
+}
+
 
 bool has_body(const HttpRequest& req) {
   if (req.has_header("Transfer-Encoding")) return true;
@@ -129,18 +158,23 @@ std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
   HttpResponse res = reply_error(e, e.status == 401 ? "unauthorized" : failure_reason(e.status));
   res.headers = std::move(headers);
   res.close_connection = has_body(req) || e.status == 411;  // the body stays unread
-  return res;
+  return tagged(std::move(res), request_id_of(req));
 }
 
 HttpResponse Server::handle(HttpRequest& req) {
   const Route* r = find_route(req.path);
   TM_ASSERT(r, "before_body let an unknown route through");
+  const std::string id = request_id_of(req);
   if (r->needs_engine)
-    if (auto unavailable = check_available()) return std::move(*unavailable);
-  return (this->*(r->handler))(req);
+    if (auto unavailable = check_available()) return tagged(std::move(*unavailable), id);
+  return tagged((this->*(r->handler))(req), id);
 }
 
-HttpResponse Server::body_error(bool too_large, const HttpRequest&) {
+HttpResponse Server::body_error(bool too_large, const HttpRequest& req) {
+  return tagged(body_error_untagged(too_large), request_id_of(req));
+}
+
+HttpResponse Server::body_error_untagged(bool too_large) {
   ApiError e;
   if (too_large) {
     e.status = 413;
@@ -160,7 +194,7 @@ HttpResponse Server::transport_error(int status, const HttpRequest& req) {
   e.message = status == 414   ? "Request URI too long"
               : status == 404 ? fmt::format("Not found: {} {}", req.method, req.path)
                               : fmt::format("Malformed HTTP request (status {})", status);
-  return reply_error(e, status >= 500 ? "engine_error" : "invalid_request");
+  return tagged(reply_error(e, status >= 500 ? "engine_error" : "invalid_request"), request_id_of(req));
 }
 
 HttpResponse Server::internal_error(const std::string& what) {

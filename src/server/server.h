@@ -71,6 +71,7 @@ class Server final : public HttpHandler {
   size_t max_body_bytes() const override { return opts_.http.payload_max_bytes; }
   HttpResponse handle(HttpRequest& req) override;
   HttpResponse body_error(bool too_large, const HttpRequest& head) override;
+  HttpResponse body_error_untagged(bool too_large);
   HttpResponse transport_error(int status, const HttpRequest& head) override;
   HttpResponse internal_error(const std::string& what) override;
 

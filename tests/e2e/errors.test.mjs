@@ -265,3 +265,28 @@ test('503 when a request waits in the queue longer than --request-timeout', asyn
     await s.stop();
   }
 });
+
+test('X-Request-Id is echoed (or generated) on every response and carried in error bodies', async () => {
+  const ok = await fetch(`${server.url}/v1/models`, { headers: { 'X-Request-Id': 'abc-123' } });
+  assert.equal(ok.status, 200);
+  assert.equal(ok.headers.get('x-request-id'), 'abc-123');
+  const gen = await fetch(`${server.url}/health`);
+  assert.match(gen.headers.get('x-request-id'), /^req-[0-9a-f]{32}$/);
+  // An error: the same id in the header and in error.request_id.
+  const bad = await fetch(`${server.url}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': 'client-7' },
+    body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: -3 }),
+  });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.headers.get('x-request-id'), 'client-7');
+  assert.equal((await bad.json()).error.request_id, 'client-7');
+  // Errors before the body is read (unknown route) and a generated id.
+  const nf = await fetch(`${server.url}/nope`);
+  assert.equal(nf.status, 404);
+  const id = nf.headers.get('x-request-id');
+  assert.match(id, /^req-[0-9a-f]{32}$/);
+  assert.equal((await nf.json()).error.request_id, id);
+  // A value that is not visible ASCII (or too long) is replaced, never reflected.
+  const long = await fetch(`${server.url}/health`, { headers: { 'X-Request-Id': 'x'.repeat(200) } });
+  assert.match(long.headers.get('x-request-id'), /^req-[0-9a-f]{32}$/);
+});
