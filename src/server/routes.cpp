@@ -31,16 +31,11 @@ std::string request_id_of(const HttpRequest& req) {
   return fmt::format("req-{:016x}{:016x}", rng(), rng());
 }
 
-HttpResponse tagged(HttpResponse res, const std::string& id) {
-  res.set_header("X-Request-Id", id);
-  if (res.status >= 400 && !res.streaming() && res.content_type == "application/json") {
-    json j = json::parse(res.body, nullptr, false);
-    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-      j["error"]["request_id"] = id;
-      res.body = dump_json(j);
-    }
-  }
-  return res;
+std::string join_or(const std::vector<std::string>& v, const char* fallback) {
+  if (v.empty() || (v.size() == 1 && v[0] == "*")) return fallback;
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
 }
 
 
@@ -115,7 +110,57 @@ std::optional<HttpResponse> Server::check_available() {
   return res;
 }
 
+bool Server::origin_allowed(const std::string& origin) const {
+  for (const auto& o : opts_.allowed_origins)
+    if (o == "*" || o == origin) return true;
+  return false;
+}
+
+HttpResponse Server::finish(HttpResponse res, const HttpRequest& req, const std::string& id) const {
+  res.set_header("X-Request-Id", id);
+  if (res.status >= 400 && !res.streaming() && res.content_type == "application/json") {
+    json j = json::parse(res.body, nullptr, false);
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+      j["error"]["request_id"] = id;
+      res.body = dump_json(j);
+    }
+  }
+  if (const std::string* origin = req.header("Origin"); origin && origin_allowed(*origin)) {
+    const bool any = opts_.allowed_origins.size() == 1 && opts_.allowed_origins[0] == "*";
+    res.set_header("Access-Control-Allow-Origin", any ? "*" : *origin);
+    if (!any) res.set_header("Vary", "Origin");
+    res.set_header("Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
+  }
+  return res;
+}
+
+// A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method) when CORS is on: 204 with
+// what may be sent, or 403 for an origin not allowed.
+std::optional<HttpResponse> Server::cors_preflight(const HttpRequest& req) const {
+  if (opts_.allowed_origins.empty() || req.method != "OPTIONS") return std::nullopt;
+  const std::string* origin = req.header("Origin");
+  if (!origin || !req.has_header("Access-Control-Request-Method")) return std::nullopt;
+  HttpResponse res;
+  if (!origin_allowed(*origin)) {
+    ApiError e;
+    e.status = 403;
+    e.message = fmt::format("Origin '{}' is not allowed", *origin);
+    e.code = "origin_not_allowed";
+    res.status = e.status;
+    res.content_type = "application/json";
+    res.body = error_body(e);
+    return res;
+  }
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", join_or(opts_.allowed_methods, "GET, POST, OPTIONS"));
+  res.set_header("Access-Control-Allow-Headers",
+                 join_or(opts_.allowed_headers, "Authorization, Content-Type, X-Request-Id"));
+  res.set_header("Access-Control-Max-Age", "600");
+  return res;
+}
+
 std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
+  if (auto pre = cors_preflight(req)) return finish(std::move(*pre), req, request_id_of(req));
   const Route* r = find_route(req.path);
   ApiError e;
   std::vector<std::pair<std::string, std::string>> headers;
@@ -158,7 +203,7 @@ std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
   HttpResponse res = reply_error(e, e.status == 401 ? "unauthorized" : failure_reason(e.status));
   res.headers = std::move(headers);
   res.close_connection = has_body(req) || e.status == 411;  // the body stays unread
-  return tagged(std::move(res), request_id_of(req));
+  return finish(std::move(res), req, request_id_of(req));
 }
 
 HttpResponse Server::handle(HttpRequest& req) {
@@ -166,12 +211,12 @@ HttpResponse Server::handle(HttpRequest& req) {
   TM_ASSERT(r, "before_body let an unknown route through");
   const std::string id = request_id_of(req);
   if (r->needs_engine)
-    if (auto unavailable = check_available()) return tagged(std::move(*unavailable), id);
-  return tagged((this->*(r->handler))(req), id);
+    if (auto unavailable = check_available()) return finish(std::move(*unavailable), req, id);
+  return finish((this->*(r->handler))(req), req, id);
 }
 
 HttpResponse Server::body_error(bool too_large, const HttpRequest& req) {
-  return tagged(body_error_untagged(too_large), request_id_of(req));
+  return finish(body_error_untagged(too_large), req, request_id_of(req));
 }
 
 HttpResponse Server::body_error_untagged(bool too_large) {
@@ -194,7 +239,7 @@ HttpResponse Server::transport_error(int status, const HttpRequest& req) {
   e.message = status == 414   ? "Request URI too long"
               : status == 404 ? fmt::format("Not found: {} {}", req.method, req.path)
                               : fmt::format("Malformed HTTP request (status {})", status);
-  return tagged(reply_error(e, status >= 500 ? "engine_error" : "invalid_request"), request_id_of(req));
+  return finish(reply_error(e, status >= 500 ? "engine_error" : "invalid_request"), req, request_id_of(req));
 }
 
 HttpResponse Server::internal_error(const std::string& what) {

@@ -40,6 +40,10 @@ struct ServerOptions {
   std::string chat_template;          // --chat-template: a file, or the template text itself
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none, or a vLLM name (deepseek_r1, ...)
   std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template
+  // CORS (vLLM's --allowed-origins / --allowed-methods / --allowed-headers); no origins: off.
+  std::vector<std::string> allowed_origins;  // "*" allows any
+  std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, OPTIONS
+  std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id
   std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
 };
@@ -72,6 +76,10 @@ class Server final : public HttpHandler {
   HttpResponse handle(HttpRequest& req) override;
   HttpResponse body_error(bool too_large, const HttpRequest& head) override;
   HttpResponse body_error_untagged(bool too_large);
+  // Every response: X-Request-Id (and error.request_id), CORS headers for an allowed Origin.
+  HttpResponse finish(HttpResponse res, const HttpRequest& req, const std::string& id) const;
+  std::optional<HttpResponse> cors_preflight(const HttpRequest& req) const;
+  bool origin_allowed(const std::string& origin) const;
   HttpResponse transport_error(int status, const HttpRequest& head) override;
   HttpResponse internal_error(const std::string& what) override;
 

@@ -290,3 +290,37 @@ test('X-Request-Id is echoed (or generated) on every response and carried in err
   const long = await fetch(`${server.url}/health`, { headers: { 'X-Request-Id': 'x'.repeat(200) } });
   assert.match(long.headers.get('x-request-id'), /^req-[0-9a-f]{32}$/);
 });
+
+test('CORS: off by default; --allowed-origins answers preflights and tags responses for allowed origins', async () => {
+  const raw = (port, text) => rawRequest(port, text).then(parseResponse);
+  // Off: no CORS headers, a preflight is not answered as one.
+  let r = await raw(server.port, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: http://a.example\r\nConnection: close\r\n\r\n');
+  assert.equal(r.status, 200);
+  assert.equal(r.headers['access-control-allow-origin'], undefined);
+  r = await raw(server.port, 'OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://a.example\r\n' +
+    'Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n');
+  assert.notEqual(r.status, 204);
+  const cors = await startServer(['--allowed-origins', '["http://a.example", "http://c.example"]', '--allowed-headers', 'Authorization, Content-Type']);
+  try {
+    r = await raw(cors.port, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: http://a.example\r\nConnection: close\r\n\r\n');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['access-control-allow-origin'], 'http://a.example');
+    assert.equal(r.headers['vary'], 'Origin');
+    assert.match(r.headers['access-control-expose-headers'], /X-Request-Id/);
+    r = await raw(cors.port, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nOrigin: http://b.example\r\nConnection: close\r\n\r\n');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['access-control-allow-origin'], undefined);
+    r = await raw(cors.port, 'OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://c.example\r\n' +
+      'Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\nConnection: close\r\n\r\n');
+    assert.equal(r.status, 204);
+    assert.equal(r.headers['access-control-allow-origin'], 'http://c.example');
+    assert.equal(r.headers['access-control-allow-methods'], 'GET, POST, OPTIONS');
+    assert.equal(r.headers['access-control-allow-headers'], 'Authorization, Content-Type');
+    r = await raw(cors.port, 'OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n' +
+      'Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n');
+    assert.equal(r.status, 403);
+    assert.equal(JSON.parse(r.body).error.code, 'origin_not_allowed');
+  } finally {
+    await cors.stop();
+  }
+});

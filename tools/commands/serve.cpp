@@ -46,6 +46,45 @@ int run(ServeCli& o) {
       log_error("--api-key must not be empty");
       return 1;
     }
+  // CORS lists as vLLM takes them (a JSON list, '["http://a", "http://b"]') or comma-separated.
+  for (auto* list : {&o.server.allowed_origins, &o.server.allowed_methods, &o.server.allowed_headers}) {
+    std::vector<std::string> out;
+    for (const auto& v : *list) {
+      if (!v.empty() && v.front() == '[') {
+        auto j = nlohmann::json::parse(v, nullptr, false);
+        if (!j.is_array()) {
+          log_error("CORS option: '{}' is not a JSON list", v);
+          return 1;
+        }
+        for (const auto& x : j) {
+          if (!x.is_string()) {
+            log_error("CORS option: '{}' must list strings", v);
+            return 1;
+          }
+          out.push_back(x.get<std::string>());
+        }
+      } else {
+        for (size_t a = 0; a <= v.size();) {
+          size_t b = v.find(',', a);
+          if (b == std::string::npos) b = v.size();
+          std::string item = v.substr(a, b - a);
+          while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+          while (!item.empty() && item.back() == ' ') item.pop_back();
+          // CLI11 splits a '[...]' value itself and keeps the items' JSON quotes.
+          if (item.size() >= 2 && (item.front() == '"' || item.front() == '\'') && item.back() == item.front())
+            item = item.substr(1, item.size() - 2);
+          if (!item.empty()) out.push_back(item);
+          a = b + 1;
+        }
+      }
+    }
+    *list = std::move(out);
+  }
+  if (!o.server.allowed_origins.empty()) {
+    std::string origins;
+    for (const auto& x : o.server.allowed_origins) origins += (origins.empty() ? "" : ", ") + x;
+    log_info("CORS: origins allowed: {}", origins);
+  }
   auto body = parse_size(o.max_body);
   if (!body.ok() || *body == 0) {
     log_error("--max-body-size: {}", body.ok() ? "must be positive" : body.error());
@@ -149,6 +188,14 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "split <think>…</think> into reasoning_content: auto (when the chat template writes "
                             "<think>), none, or deepseek_r1, deepseek_v3, qwen3, glm45, minimax_m2, step3, seed_oss")
                  ->capture_default_str();
+             app.add_option("--allowed-origins", s.allowed_origins,
+                            "CORS: origins allowed to call the API from a browser (\"*\": any; a JSON list or "
+                            "values); default: none, CORS off");
+             app.add_option("--allowed-methods", s.allowed_methods,
+                            "CORS: methods a preflight allows (default GET, POST, OPTIONS)");
+             app.add_option("--allowed-headers", s.allowed_headers,
+                            "CORS: request headers a preflight allows (default Authorization, Content-Type, "
+                            "X-Request-Id)");
              app.add_option("--truncation", s.truncation,
                             "chat requests too long for the context: auto drops the oldest whole turns (never the "
                             "system prompt or the latest turn), disabled answers 400; a request's \"truncation\" wins")
