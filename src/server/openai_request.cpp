@@ -112,6 +112,12 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
   (void)opt_string(body, "user");  // accepted, type-checked, unused
   r.constraint = map_structured_output(body);  // structured_request.cpp
   r.queue_timeout_s = ctx.queue_timeout_s;
+  // The whole request's deadline, from arrival to the last byte; the server's maximum caps it.
+  m.deadline_s = ctx.max_request_time_s;
+  if (auto t = opt_number(body, "timeout", 0.0, 1e9)) {
+    if (*t <= 0) throw_bad_request("'timeout' must be a positive number of seconds", "timeout");
+    m.deadline_s = m.deadline_s > 0 ? std::min(*t, m.deadline_s) : *t;
+  }
 }
 
 void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std::optional<int64_t> max_tokens,

@@ -40,6 +40,7 @@ struct ServerContext {
   int32_t max_prompts = 64;           // prompts in one /v1/completions request
   int32_t max_stop = 64;              // stop strings / stop token ids
   double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
+  double max_request_time_s = 0;      // --max-request-time: cap on (and default of) a request's "timeout"; 0: none
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
   std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
@@ -76,6 +77,7 @@ struct MappedRequest {
   bool logprobs = false;              // return logprobs
   int32_t top_logprobs = 0;           // alternatives per token (chat top_logprobs / completions logprobs)
   bool max_tokens_given = false;
+  double deadline_s = 0;              // "timeout" (capped by --max-request-time): the whole request's; 0: none
   std::optional<RequestReasoning> reasoning;  // chat: split <think>…</think> off (reasoning_output.h)
   ToolPlan tools;                     // chat: tools / tool_choice / parallel_tool_calls
 };

@@ -19,6 +19,17 @@ namespace {
 
 constexpr std::chrono::milliseconds kWaitSlice{50};
 
+// The error of a request past its deadline ("timeout", --max-request-time).
+ApiError deadline_error(double seconds) {
+  ApiError e;
+  e.status = 408;
+  e.message = fmt::format("The request took longer than its time limit of {:g} s; its generation was stopped.",
+                          seconds);
+  e.type = "timeout_error";
+  e.code = "request_timeout";
+  return e;
+}
+
 struct InflightGuard {
   explicit InflightGuard(std::atomic<int64_t>* c) : c_(c) { c_->fetch_add(1); }
   ~InflightGuard() { c_->fetch_sub(1); }
@@ -44,6 +55,18 @@ struct StreamState {
   ToolStreamer tools;            // chat with tools: content / tool_calls deltas
   bool started = false;
   bool error_sent = false;
+  std::optional<Clock::time_point> deadline;  // the request's time limit
+
+  // Past the deadline: the generation is aborted (its KV freed) and the stream ends with an error
+  // event, then [DONE].
+  bool expire(ChunkSink& sink) {
+    gen->abort();
+    metrics->on_failure("request_timeout");
+    const std::string ev = sse_event(error_json(deadline_error(gen->request().deadline_s)));
+    if (!write(sink, ev) || !write(sink, sse_done())) return false;
+    sink.done();
+    return true;
+  }
 
   bool client_gone() {
     if (!gen->finished()) {
@@ -139,6 +162,7 @@ struct StreamState {
       gen->abort();
       return false;
     }
+    if (deadline && Clock::now() >= *deadline) return expire(sink);
     backlog = gen->wait(kWaitSlice);
     if (client_gone_check && client_gone_check()) return client_gone();
     return true;
@@ -188,7 +212,14 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   // Wait for the first output (or the whole result): queue timeouts and errors before any token
   // still get a real HTTP status, and a vanished client is noticed while the request is queued.
   std::vector<OutputItem> first;
+  std::optional<Clock::time_point> deadline;
+  if (m.deadline_s > 0)
+    deadline = arrival + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(m.deadline_s));
   while (!gen->finished() && (!m.stream || !gen->got_output())) {
+    if (deadline && Clock::now() >= *deadline) {
+      gen->abort();
+      return reply_error(deadline_error(m.deadline_s), "request_timeout");
+    }
     auto items = gen->wait(kWaitSlice);
     first.insert(first.end(), std::make_move_iterator(items.begin()), std::make_move_iterator(items.end()));
     if (req.disconnected()) {
@@ -233,6 +264,7 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   st->force_stop = &force_stop_;
   st->tok = ctx_.tokenizer;
   st->client_gone_check = req.client_gone;
+  st->deadline = deadline;
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);

@@ -62,6 +62,7 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
   ctx_.max_tokens_default = opts_.max_tokens_default;
   ctx_.max_n = opts_.max_n;
   ctx_.queue_timeout_s = opts_.request_timeout_s;
+  ctx_.max_request_time_s = opts_.max_request_time_s;
   ctx_.priority_scheduling = engine_->config().policy == SchedulingPolicy::Priority;
   ctx_.check = [e = engine_.get()](const GenerateRequest& r) { return e->check(r); };  // compiles constraints
 

@@ -35,6 +35,7 @@ struct ServerOptions {
   std::vector<std::string> api_keys;  // empty: no authentication
   int64_t max_queued_requests = 512;  // engine requests waiting to be scheduled; more get 429
   double request_timeout_s = 600;     // longest wait in the queue (0: unlimited)
+  double max_request_time_s = 0;      // --max-request-time: longest a whole request may take (0: unlimited)
   int32_t max_tokens_default = 4096;  // cap when a chat request omits max_tokens (0: no cap)
   int32_t max_n = 16;
   std::string chat_template;          // --chat-template: a file, or the template text itself

@@ -20,7 +20,7 @@ const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512
 
 const char* kFailureReasons[] = {"invalid_request", "context_length_exceeded", "unauthorized", "not_found",
                                  "method_not_allowed", "payload_too_large", "queue_full", "queue_timeout",
-                                 "unavailable", "engine_error"};
+                                 "request_timeout", "unavailable", "engine_error"};
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -160,7 +160,7 @@ void ServerMetrics::on_request_end(double e2e_s) { e2e_->observe(e2e_s); }
 void ServerMetrics::on_failure(const std::string& reason) {
   reg_.counter("tokenmill:request_failures_total", "Requests that failed, by reason.", model_and("reason", reason)).inc();
   if (reason == "queue_full") rejected_->inc();
-  if (reason == "queue_timeout") timeouts_->inc();
+  if (reason == "queue_timeout" || reason == "request_timeout") timeouts_->inc();
   if (reason == "context_length_exceeded")
     reg_.counter("tokenmill:out_of_kv_events_total", "", model_and("kind", "prompt_too_long")).inc();
 }

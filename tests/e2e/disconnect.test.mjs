@@ -117,3 +117,44 @@ test('a client that leaves while queued is dropped too', async () => {
     await s.stop();
   }
 });
+
+test('a request past its "timeout" (or --max-request-time) stops: 408, or an error event ending the stream; KV freed', async () => {
+  const s = await startServer(['--debug-step-delay-ms', '20', '--max-request-time', '30']);
+  try {
+    const body = { model: 'stories260K', prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true, temperature: 0 };
+    const before = metric(await scrape(s.url), 'tokenmill:request_timeouts_total');
+    const t0 = Date.now();
+    let r = await fetch(`${s.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ ...body, timeout: 0.5 }) });
+    const ms = Date.now() - t0;
+    assert.equal(r.status, 408);
+    const e = (await r.json()).error;
+    assert.equal(e.code, 'request_timeout');
+    assert.ok(ms >= 450 && ms < 3000, `answered after ${ms} ms`);
+    // Streaming: some tokens, then the error event and [DONE].
+    r = await fetch(`${s.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ ...body, timeout: 0.5, stream: true }) });
+    assert.equal(r.status, 200);
+    const text = await r.text();
+    const events = text.split('\n\n').filter((x) => x.startsWith('data: ')).map((x) => x.slice(6));
+    assert.equal(events.at(-1), '[DONE]');
+    assert.equal(JSON.parse(events.at(-2)).error.code, 'request_timeout');
+    assert.ok(events.length > 3, text.slice(0, 300));
+    // Both free their KV within a step or two, and were counted.
+    const t1 = Date.now();
+    let m;
+    for (;;) {
+      m = await scrape(s.url);
+      if (metric(m, 'vllm:num_requests_running') === 0 && metric(m, 'vllm:kv_cache_usage_perc') === 0) break;
+      assert.ok(Date.now() - t1 < 2000, 'KV still in use 2 s after the deadline');
+      await sleep(10);
+    }
+    assert.equal(metric(m, 'tokenmill:request_timeouts_total'), before + 2);
+    // Bad values are a 400 naming the field; a short request is unaffected.
+    r = await fetch(`${s.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ ...body, timeout: -1 }) });
+    assert.equal(r.status, 400);
+    assert.equal((await r.json()).error.param, 'timeout');
+    r = await fetch(`${s.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ ...body, max_tokens: 3, timeout: 20 }) });
+    assert.equal(r.status, 200);
+  } finally {
+    await s.stop();
+  }
+});

@@ -177,6 +177,11 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--request-timeout", s.request_timeout_s,
                             "seconds a request may wait in the queue before it fails with 503 (0: forever)")
                  ->capture_default_str();
+             app.add_option("--max-request-time", s.max_request_time_s,
+                            "seconds a whole request may take, queue to last token (a request's \"timeout\" is "
+                            "capped by it and defaults to it); past it: 408, or an error event ending the stream "
+                            "(0: unlimited)")
+                 ->capture_default_str();
              app.add_option("--max-tokens-default", s.max_tokens_default,
                             "max_tokens for chat requests that give none: the rest of the context, capped at this "
                             "(0: no cap, as vLLM)")

@@ -460,3 +460,16 @@ TEST(ChatMapping, TruncationAutoDropsTheOldestWholeTurns) {
   ApiError bad = chat_err(json{{"messages", msgs}, {"truncation", "middle"}}, c);
   EXPECT_EQ(bad.param, "truncation");
 }
+
+// "timeout": the whole request's deadline, capped by (and defaulting to) --max-request-time.
+TEST(CompletionMapping, TimeoutIsCappedByTheServerMaximum) {
+  ServerContext c = context();
+  EXPECT_EQ(completion_ok(json{{"prompt", "a"}}, c).deadline_s, 0.0);  // no limit anywhere
+  EXPECT_EQ(completion_ok(json{{"prompt", "a"}, {"timeout", 2.5}}, c).deadline_s, 2.5);
+  c.max_request_time_s = 10;
+  EXPECT_EQ(completion_ok(json{{"prompt", "a"}}, c).deadline_s, 10.0);
+  EXPECT_EQ(completion_ok(json{{"prompt", "a"}, {"timeout", 3}}, c).deadline_s, 3.0);
+  EXPECT_EQ(completion_ok(json{{"prompt", "a"}, {"timeout", 300}}, c).deadline_s, 10.0);
+  EXPECT_EQ(completion_err(json{{"prompt", "a"}, {"timeout", 0}}, c).param, "timeout");
+  EXPECT_EQ(completion_err(json{{"prompt", "a"}, {"timeout", "soon"}}, c).param, "timeout");
+}
