@@ -4,8 +4,9 @@
 // vpdpbusd); the +128 comes back out through the activations' sums:
 //   IQ4_NL: Q8 records with zero point 128, the accumulator starts at bias = -128 * sum(x): then as
 //           Q8_0 (y16 += float(dot) * dx * dw16), with the two-tile qgemm2 as the legacy kernels.
-//   IQ4_XS: Q8K records; per 32-column sub-block dot_j starts at -128 * bsum32_j, isum += sc_j * dot_j
-//           (vpmulld by the row's signed 6-bit scale); y16 += float(isum) * dw16 * dx per super-block.
+//   IQ4_XS: Q8K records; isum = sum_j sc_j * dot_j (vpmulld by the row's signed 6-bit sub-block scale)
+//           minus 128 * sum_j sc_j * bsum32_j (vpdpwssd, as Q4_K's mins); y16 += float(isum) * dw16 * dx
+//           per super-block.
 // Unpacked weights are reused for all tokens of the tile.
 #include "kernels/isa_avx512.h"
 #include "kernels/kernel_table.h"
@@ -106,27 +107,40 @@ void xs_tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, f
     __m512i isum[U];
     TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();
+    __m512i sc[8];
+    TM_UNROLL
+    for (int j = 0; j < 8; ++j)
+      sc[j] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 16 * j)));
     TM_UNROLL
     for (int j = 0; j < 8; ++j) {
       __m512i q[8];
       unpack_levels(gb + 160 + 256 * j, table, q);
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 32 + 16 * j)));
       TM_UNROLL
       for (int u = 0; u < U; ++u) {
-        const int t = t0 + u;
-        const uint8_t* x = rec + 256 * t + 32 * j;
-        int16_t bs;
-        std::memcpy(&bs, rec + T * 260 + 2 * (8 * t + j), 2);
-        const __m512i a = dot4(dot4(_mm512_set1_epi32(-128 * bs), q, x), q + 4, x + 16);
-        isum[u] = _mm512_add_epi32(isum[u], _mm512_mullo_epi32(a, sc));
+        const uint8_t* x = rec + 256 * (t0 + u) + 32 * j;
+        const __m512i a = dot4(dot4(_mm512_setzero_si512(), q, x), q + 4, x + 16);
+        isum[u] = _mm512_add_epi32(isum[u], _mm512_mullo_epi32(a, sc[j]));
       }
     }
+    // The +128 of the levels: 128 * sum_j sc_j * bsum32_j, by vpdpwssd of (sc_2i, sc_2i+1) int16
+    // pairs against the token's (bsum32_2i, bsum32_2i+1), as Q4_K's mins.
+    __m512i sp[4];
+    TM_UNROLL
+    for (int i = 0; i < 4; ++i)
+      sp[i] = _mm512_or_si512(_mm512_and_si512(sc[2 * i], _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc[2 * i + 1], 16));
     const __m512 dw = load_f16x16(gb);
     TM_UNROLL
     for (int u = 0; u < U; ++u) {
+      const int t = t0 + u;
+      const uint8_t* bs = rec + T * 260 + 16 * t;
+      __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sp[0], bcast32x16(bs));
+      ms = _mm512_dpwssd_epi32(ms, sp[1], bcast32x16(bs + 4));
+      ms = _mm512_dpwssd_epi32(ms, sp[2], bcast32x16(bs + 8));
+      ms = _mm512_dpwssd_epi32(ms, sp[3], bcast32x16(bs + 12));
       float dx;
-      std::memcpy(&dx, rec + T * 256 + 4 * (t0 + u), 4);
-      acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[u]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[u]);
+      std::memcpy(&dx, rec + T * 256 + 4 * t, 4);
+      const __m512i tot = _mm512_sub_epi32(isum[u], _mm512_slli_epi32(ms, 7));
+      acc[u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[u]);
     }
   }
   TM_UNROLL
