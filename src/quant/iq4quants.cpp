@@ -20,18 +20,15 @@ using qsearch::nearest_int;
 
 constexpr int kTries = 7;
 
-// Index of the level nearest to v (on an exact tie the upper one, as ggml's best_index_int8).
-int nearest_level(float v) {
+// Index of the level nearest to v, exactly as ggml's best_index_int8 (binary search, then the lower
+// neighbour only if strictly nearer, in float), without its unpredictable branches: the search
+// ends at ml = the number of levels 1..14 that are <= v (0 below the table, 14 above it), and the
+// final comparison then also returns 0 / 15 for v at or beyond the ends.
+inline int nearest_level(float v) {
   const int8_t* t = kIq4nlValues;
-  if (v <= t[0]) return 0;
-  if (v >= t[15]) return 15;
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < t[mid]) hi = mid;
-    else lo = mid;
-  }
-  return v - t[hi - 1] < t[hi] - v ? hi - 1 : hi;
+  int ml = 0;
+  for (int k = 1; k < 15; ++k) ml += v >= static_cast<float>(t[k]);
+  return v - static_cast<float>(t[ml]) < static_cast<float>(t[ml + 1]) - v ? ml : ml + 1;
 }
 
 // Best scale for one block of 32 (levels into L); 0 for an all-(near-)zero block.
