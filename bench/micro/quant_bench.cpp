@@ -52,7 +52,8 @@ void BM_Dequantize(benchmark::State& state, DType t) {
 }
 
 const DType kTypes[] = {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                        DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+                        DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                        DType::IQ4_NL, DType::IQ4_XS};
 
 [[maybe_unused]] const bool kRegistered = [] {
   for (DType t : kTypes) {

@@ -24,6 +24,7 @@ const std::vector<QuantRecipe>& recipes() {
       {"Q3_K_L", FT::MOSTLY_Q3_K_L, DType::Q3_K}, {"Q4_K_S", FT::MOSTLY_Q4_K_S, DType::Q4_K},
       {"Q4_K_M", FT::MOSTLY_Q4_K_M, DType::Q4_K}, {"Q5_K_S", FT::MOSTLY_Q5_K_S, DType::Q5_K},
       {"Q5_K_M", FT::MOSTLY_Q5_K_M, DType::Q5_K}, {"Q6_K", FT::MOSTLY_Q6_K, DType::Q6_K},
+      {"IQ4_NL", FT::MOSTLY_IQ4_NL, DType::IQ4_NL}, {"IQ4_XS", FT::MOSTLY_IQ4_XS, DType::IQ4_XS},
   };
   return r;
 }
@@ -97,7 +98,8 @@ struct State {
     return std::pair{counter, n_ffn};
   }
 
-  // llama_tensor_get_type_impl for the file types we support (no IQ types).
+  // llama_tensor_get_type_impl for the file types we support (of the IQ types IQ4_NL and IQ4_XS).
+  bool iq4() const { return is(FT::MOSTLY_IQ4_NL) || is(FT::MOSTLY_IQ4_XS); }
   Result<DType> mixture_type(const QuantTensorDesc& t, Cat cat, DType nt) {
     if (cat == Cat::Output || (tied && cat == Cat::TokenEmbd)) {
       if (opt.output_tensor_type) return *opt.output_tensor_type;
@@ -111,6 +113,7 @@ struct State {
       else if (is(FT::MOSTLY_Q2_K_S) && n_gqa() >= 4) nt = DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_M)) nt = i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_L)) nt = DType::Q5_K;
+      else if (iq4() && n_gqa() >= 4) nt = DType::Q5_K;
       else if ((is(FT::MOSTLY_Q4_K_M) || is(FT::MOSTLY_Q5_K_M)) && use_more_bits(i_attention_wv, n_attention_wv))
         nt = DType::Q6_K;
       else if (is(FT::MOSTLY_Q4_K_S) && i_attention_wv < 4) nt = DType::Q5_K;
@@ -131,7 +134,8 @@ struct State {
       else if (is(FT::MOSTLY_Q4_K_M)) {
         if (falcon()) nt = il < nl / 16 ? DType::Q6_K : use_more_bits(il, nl) ? DType::Q5_K : DType::Q4_K;
         else if (use_more_bits(il, nl)) nt = DType::Q6_K;
-      } else if (is(FT::MOSTLY_Q5_K_M) && use_more_bits(il, nl)) nt = DType::Q6_K;
+      } else if (il < nl / 8 && iq4() && !opt.has_imatrix) nt = DType::Q5_K;
+      else if (is(FT::MOSTLY_Q5_K_M) && use_more_bits(il, nl)) nt = DType::Q6_K;
       else if (is(FT::MOSTLY_Q4_K_S) && !falcon() && il < nl / 8) nt = DType::Q5_K;
       else if ((is(FT::MOSTLY_Q4_0) || is(FT::MOSTLY_Q5_0)) && opt.has_imatrix && il < nl / 8)
         nt = is(FT::MOSTLY_Q4_0) ? DType::Q4_1 : DType::Q5_1;
@@ -142,7 +146,7 @@ struct State {
       if (!falcon()) {
         if (shape.n_expert == 8) {
           if (is(FT::MOSTLY_Q2_K) || is(FT::MOSTLY_Q3_K_S) || is(FT::MOSTLY_Q3_K_M) || is(FT::MOSTLY_Q4_K_S) ||
-              is(FT::MOSTLY_Q4_K_M))
+              is(FT::MOSTLY_Q4_K_M) || iq4())
             nt = DType::Q5_K;
         } else {
           if (is(FT::MOSTLY_Q2_K)) nt = DType::Q3_K;
@@ -176,6 +180,7 @@ DType fallback(DType target, int64_t ncols, std::string* note) {
     case DType::Q4_K: fb = DType::Q5_0; break;
     case DType::Q5_K: fb = DType::Q5_1; break;
     case DType::Q6_K: fb = DType::Q8_0; break;
+    case DType::IQ4_XS: fb = DType::IQ4_NL; break;
     default: fb = DType::F16; break;
   }
   if (ncols % dtype_info(fb).block_size != 0) fb = DType::F16;

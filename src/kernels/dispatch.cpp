@@ -20,6 +20,7 @@ KernelTable build(Isa isa) {
     add_act_quant_avx2(t);
     add_qgemm_legacy_avx2(t);
     add_qgemm_kquant_avx2(t);
+    add_qgemm_iq4_avx2(t);
     add_fgemm_avx2(t);
     add_attention_avx2(t);
     add_ops_avx2(t);
@@ -28,6 +29,7 @@ KernelTable build(Isa isa) {
     add_act_quant_avx512(t);
     add_qgemm_legacy_avx512(t);
     add_qgemm_kquant_avx512(t);
+    add_qgemm_iq4_avx512(t);
     add_fgemm_avx512(t);
     add_attention_avx512(t);
     add_ops_avx512(t);

@@ -34,6 +34,14 @@
 //        bits 2c.. of h[1]);  value d*sc_j*(q-32), j = element / 16
 //   Weights are read front to back within a group-block (one sequential stream per thread).
 //
+// Non-linear 4-bit types (levels kIq4nlValues[q] of quant/blocks.h, q the stored 4-bit index):
+//   IQ4_NL (288 B = 16 x 18): d[16] f16 | n[4 c][16 r][4] indices in Q4_0's nibble order;
+//        value d*values[q]. Q8 records with zero point 128: kernels that multiply unsigned bytes look
+//        the index up as values[q] + 128.
+//   IQ4_XS (2208 B = 16 x 138, 256 columns): d[16] f16 | sc[8 j][16 r] i8 (the 6-bit scale - 32) |
+//        then per 32-column sub-block j: n[4 c][16 r][4] indices (Q4_0 nibble order, 256 B);
+//        value d*sc_j*values[q]. Q8K records (the zero point 128 via bsum32).
+//
 //   bf16 copy of F16 weights (kPackBf16Copy): per group of 16 rows, ncp = ceil(cols / 2) column
 //        pairs of 64 bytes, [16 r][2] bf16 (columns 2p, 2p+1 of each row): the operand of one
 //        vdpbf16ps against one token's 2 activations broadcast to all lanes.
@@ -69,10 +77,12 @@ enum PackKind : int {
   kPackQ5_K = 7,
   kPackQ6_K = 8,
   kPackBf16Copy = 9,  // F16 weights: a bf16 copy in the x16 layout below, for GEMM
+  kPackIQ4_NL = 10,
+  kPackIQ4_XS = 11,
 };
 
 // Bytes of one group-block per packed kind (0 for non-interleaved kinds).
-inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0};
+inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0, 288, 2208};
 // Byte offsets inside a 32-column group-block, by PackKind (Q8_0 .. Q5_1; 0 where absent): the f16
 // mins (Q4_1, Q5_1), the fifth bits (Q5_0, Q5_1), and the levels (bytes for Q8_0, nibbles otherwise).
 struct LegacyLayout {

@@ -39,15 +39,15 @@ struct RowOps {
   RopeFn rope_neox;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
 };
 
-inline constexpr int kPackKinds = kPackBf16Copy + 1;
+inline constexpr int kPackKinds = kPackIQ4_XS + 1;
 
 // Value-initialize (KernelTable t{}): every entry starts null.
 struct KernelTable {
   // Activation quantizers (every level).
   QuantActQ8Fn quant_act_q8;
   QuantActQ8KFn quant_act_q8k;
-  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K) on every level; null for
-  // kPackNone and kPackBf16Copy (no int8 kernel reads those).
+  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K, kPackIQ4_NL, kPackIQ4_XS) on
+  // every level; null for kPackNone and kPackBf16Copy (no int8 kernel reads those).
   QGemmFn qgemm[kPackKinds];
   // Optional: two tiles per weight pass (null: the dispatcher calls qgemm once per tile).
   QGemm2Fn qgemm2[kPackKinds];
@@ -75,12 +75,14 @@ void add_ops_scalar(KernelTable& t);
 void add_act_quant_avx2(KernelTable& t);
 void add_qgemm_legacy_avx2(KernelTable& t);
 void add_qgemm_kquant_avx2(KernelTable& t);
+void add_qgemm_iq4_avx2(KernelTable& t);
 void add_fgemm_avx2(KernelTable& t);
 void add_attention_avx2(KernelTable& t);
 void add_ops_avx2(KernelTable& t);
 void add_act_quant_avx512(KernelTable& t);  // and to_bf16
 void add_qgemm_legacy_avx512(KernelTable& t);  // and qgemm2
 void add_qgemm_kquant_avx512(KernelTable& t);
+void add_qgemm_iq4_avx512(KernelTable& t);
 void add_fgemm_avx512(KernelTable& t);  // and gemm_bf16, gemm_bf16x16
 void add_attention_avx512(KernelTable& t);
 void add_ops_avx512(KernelTable& t);

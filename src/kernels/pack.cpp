@@ -33,9 +33,9 @@ const uint16_t* f16_to_bf16_table() {
 
 // One row's block decoded into levels and parameters.
 struct RowBlock {
-  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63
+  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63, IQ4 indices
   uint16_t d = 0, m = 0;           // f16 scale and min (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
-  uint8_t sc[16] = {}, mins[8] = {};  // K-quant sub-block scales (Q6_K: int8 bit patterns) and mins
+  uint8_t sc[16] = {}, mins[8] = {};  // sub-block scales (Q6_K, IQ4_XS: int8 bit patterns) and mins
 };
 
 void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
@@ -92,6 +92,16 @@ void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
       }
       return;
     }
+    case kPackIQ4_NL: {
+      BlockIQ4_NL b;
+      std::memcpy(&b, src, sizeof b);
+      o->d = b.d;
+      for (int j = 0; j < 16; ++j) {
+        o->q[j] = b.qs[j] & 0xF;
+        o->q[j + 16] = b.qs[j] >> 4;
+      }
+      return;
+    }
     default: TM_ASSERT(false, "decode_legacy: not a 32-element kind");
   }
 }
@@ -142,7 +152,18 @@ void decode_kquant(int kind, const uint8_t* src, RowBlock* o) {
       }
       return;
     }
-    default: TM_ASSERT(false, "decode_kquant: not a K-quant kind");
+    case kPackIQ4_XS: {
+      BlockIQ4_XS b;
+      std::memcpy(&b, src, sizeof b);
+      o->d = b.d;
+      for (int j = 0; j < 8; ++j) o->sc[j] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(j, b)));
+      for (int e = 0; e < 256; ++e) {
+        const uint8_t byte = b.qs[16 * (e / 32) + e % 16];
+        o->q[e] = (e % 32) < 16 ? (byte & 0xF) : (byte >> 4);
+      }
+      return;
+    }
+    default: TM_ASSERT(false, "decode_kquant: not a 256-column kind");
   }
 }
 
@@ -182,6 +203,7 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
       for (int c = 0; c < 8; ++c) std::memcpy(gb + 32 + (c * 16 + r) * 4, rb.q + 4 * c, 4);
       return;
     case kPackQ4_0:
+    case kPackIQ4_NL:
       put_f16(gb, r, rb.d);
       put_nibbles(gb + 32, r, rb.q);
       return;
@@ -224,6 +246,11 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
         put_h2(gb + 544 + 384 * s, r, rb.q + 32 * s);
       }
       return;
+    case kPackIQ4_XS:
+      put_f16(gb, r, rb.d);
+      for (int j = 0; j < 8; ++j) gb[32 + j * 16 + r] = rb.sc[j];
+      for (int j = 0; j < 8; ++j) put_nibbles(gb + 160 + 256 * j, r, rb.q + 32 * j);
+      return;
     default: TM_ASSERT(false, "put_row: bad kind");
   }
 }
@@ -240,12 +267,16 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
     case DType::Q4_K: return kPackQ4_K;
     case DType::Q5_K: return kPackQ5_K;
     case DType::Q6_K: return kPackQ6_K;
+    case DType::IQ4_NL: return kPackIQ4_NL;
+    case DType::IQ4_XS: return kPackIQ4_XS;
     case DType::F16: return allow_bf16_copy ? kPackBf16Copy : kPackNone;
     default: return kPackNone;
   }
 }
 
-int64_t pack_block_cols(int kind) { return kind >= kPackQ4_K && kind <= kPackQ6_K ? 256 : 32; }
+int64_t pack_block_cols(int kind) {
+  return (kind >= kPackQ4_K && kind <= kPackQ6_K) || kind == kPackIQ4_XS ? 256 : 32;
+}
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;

@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernel_table.h"
+#include "quant/blocks.h"
 
 namespace tmill::kern {
 namespace {
@@ -47,6 +48,18 @@ int dot_nibbles(const uint8_t* n, const uint8_t* h, const uint8_t* h2, int r, co
   return s;
 }
 
+// Dot of the 32 non-linear levels (IQ4_NL / IQ4_XS indices as nibble chunks, row r) with 32 int8
+// activations; `offset` is added to every level (128: the unsigned bytes a SIMD kernel multiplies).
+int dot_iq4(const uint8_t* n, int r, const int8_t* x, int offset) {
+  int s = 0;
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t byte = n[(c * 16 + r) * 4 + i];
+      s += (kIq4nlValues[byte & 0xF] + offset) * x[4 * c + i] + (kIq4nlValues[byte >> 4] + offset) * x[16 + 4 * c + i];
+    }
+  return s;
+}
+
 // The loops both GEMMs share: for each real row r of the groups [g0, g1) and token t < T, the weight
 // blocks in order into one float: block(gb, rec, r, t, acc) adds block b's part, gb being its
 // group-block and rec the tile's record of it (record_bytes per token).
@@ -84,6 +97,7 @@ void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
       case kPackQ4_1: s = dot_nibbles(gb + 64, nullptr, nullptr, r, x); break;
       case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
       case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
+      case kPackIQ4_NL: s = dot_iq4(gb + 32, r, x, 128); break;  // + bias (-128 * sum x): the signed dot
     }
     if (has_min) {
       acc += static_cast<float>(s) * dx * f16(gb, r);
@@ -101,7 +115,12 @@ void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
                     [T](const uint8_t* gb, const uint8_t* rec, int r, int t, float& acc) {
     const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
     const float dx = ld<float>(rec + T * 256, t);
-    if (Kind == kPackQ6_K) {
+    if (Kind == kPackIQ4_XS) {
+      // Signed levels; per sub-block sum of x * values, times the row's signed sub-block scale.
+      int s = 0;
+      for (int j = 0; j < 8; ++j) s += static_cast<int8_t>(gb[32 + j * 16 + r]) * dot_iq4(gb + 160 + 256 * j, r, x + 32 * j, 0);
+      acc += dx * f16(gb, r) * static_cast<float>(s);
+    } else if (Kind == kPackQ6_K) {
       int s = 0;
       for (int sl = 0; sl < 8; ++sl) {
         // dot_nibbles mixes both 16-element halves; split them to apply two scales.
@@ -177,9 +196,10 @@ void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint
 void add_qgemm_scalar(KernelTable& t) {
   t.quant_act_q8 = quant_act_q8_scalar;
   t.quant_act_q8k = quant_act_q8k_scalar;
-  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1>(
+  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1, kPackIQ4_NL>(
       [&](auto k) { t.qgemm[k.value] = gemm_legacy<decltype(k)::value>; });
-  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K>([&](auto k) { t.qgemm[k.value] = gemm_kquant<decltype(k)::value>; });
+  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K, kPackIQ4_XS>(
+      [&](auto k) { t.qgemm[k.value] = gemm_kquant<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

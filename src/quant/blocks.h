@@ -33,6 +33,13 @@
 //        high 2 bits = qh[32*h + l] >> (2 * k).
 //   Q8_K (292 B) d:f32 | qs[256] int8 | bsums[16] int16   x = d * qs; bsums[j] = sum of qs[16j..16j+15]
 //        (Q8_K is only an activation format for K-quant dot products; it never appears in files.)
+//
+// Non-linear 4-bit types: a 4-bit index q selects kIq4nlValues[q] (int8, -127..113).
+//   IQ4_NL (32 el, 18 B)  d:f16 | qs[16]          x[i] = d * values[q(i)]   (Q4_0's nibble order)
+//   IQ4_XS (256 el, 136 B) d:f16 | scales_h:u16 | scales_l[4] | qs[128]
+//        8 sub-blocks of 32 with 6-bit scales ls_j (stored +32): low 4 bits = scales_l[j/2] >> 4*(j%2),
+//        high 2 bits = scales_h >> 2j. x = d * (ls_j - 32) * values[q]; sub-block j's 32 elements
+//        are qs[16j..16j+15] in Q4_0's nibble order (low nibbles first).
 #pragma once
 
 #include <cstdint>
@@ -136,6 +143,31 @@ struct BlockQ8_K {
   int16_t bsums[QK_K / 16];
 };
 static_assert(sizeof(BlockQ8_K) == 292, "Q8_K block must be 292 bytes");
+
+inline constexpr int QK4_NL = 32;
+
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18, "IQ4_NL block must be 18 bytes");
+
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[QK_K / 64];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block must be 136 bytes");
+
+// The 16 levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl), ascending.
+static constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// IQ4_XS: the 6-bit scale of sub-block j (0..7), already minus 32.
+static inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {
+  return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
 //   j < 4:  sc = s[j] & 63,                       m = s[j+4] & 63

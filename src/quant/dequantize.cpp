@@ -1,4 +1,4 @@
-// Scalar dequantizers, one per block format; element order is documented in quant/blocks.h.
+// Scalar dequantizers, one per block format (bit-identical to ggml's dequantize_row_*); element order is documented in quant/blocks.h.
 #include <cstring>
 
 #include "core/fp16.h"
@@ -171,6 +171,30 @@ void deq_q8_K(const BlockQ8_K* x, float* y, int64_t nb) {
     for (int j = 0; j < QK_K; ++j) *y++ = x[i].d * static_cast<float>(x[i].qs[j]);
 }
 
+void deq_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += QK4_NL) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK4_NL / 2; ++j) {
+      y[j] = d * static_cast<float>(kIq4nlValues[x[i].qs[j] & 0xF]);
+      y[j + QK4_NL / 2] = d * static_cast<float>(kIq4nlValues[x[i].qs[j] >> 4]);
+    }
+  }
+}
+
+void deq_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < QK_K / 32; ++j, y += 32) {
+      const float dl = d * static_cast<float>(iq4xs_scale(j, x[i]));
+      const uint8_t* q = x[i].qs + 16 * j;
+      for (int l = 0; l < 16; ++l) {
+        y[l] = dl * static_cast<float>(kIq4nlValues[q[l] & 0xF]);
+        y[l + 16] = dl * static_cast<float>(kIq4nlValues[q[l] >> 4]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool can_dequantize(DType t) {
@@ -179,7 +203,7 @@ bool can_dequantize(DType t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
     case DType::Q8_0: case DType::Q8_1:
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K:
+    case DType::Q8_K: case DType::IQ4_NL: case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -214,6 +238,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: deq_q5_K(static_cast<const BlockQ5_K*>(src), dst, nb); return;
     case DType::Q6_K: deq_q6_K(static_cast<const BlockQ6_K*>(src), dst, nb); return;
     case DType::Q8_K: deq_q8_K(static_cast<const BlockQ8_K*>(src), dst, nb); return;
+    case DType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
+    case DType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb); return;
     default: TM_ASSERT(false, "dequantize_row: unsupported type (check can_dequantize first)");
   }
 }

@@ -14,5 +14,8 @@ void q4_K_row(const float* x, BlockQ4_K* y, int64_t n, const float* qw);
 void q5_K_row(const float* x, BlockQ5_K* y, int64_t n, const float* qw);
 void q6_K_row(const float* x, BlockQ6_K* y, int64_t n, const float* qw);
 void q8_K_row(const float* x, BlockQ8_K* y, int64_t n);
+// Non-linear 4-bit types (iq4quants.cpp); n a multiple of 32 (IQ4_NL) or QK_K (IQ4_XS).
+void iq4_nl_row(const float* x, BlockIQ4_NL* y, int64_t n, const float* qw);
+void iq4_xs_row(const float* x, BlockIQ4_XS* y, int64_t n, const float* qw);
 
 }  // namespace tmill::kquant

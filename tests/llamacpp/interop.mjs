@@ -2,8 +2,9 @@
 // llama.cpp is the prebuilt library shipped by the node-llama-cpp npm package (CPU build, no GPU).
 //
 // Files: the bundled stories260K (convert --llama2c, F32), stories260K quantized by `tokenmill
-// quantize` to every 32-element type, random-weight qwen2 / qwen3 / llama models of 256-wide layers
-// from `tokenmill dummy` quantized to the K-quants and mixed recipes, and a dummy with the real Qwen2
+// quantize` to every 32-element type (IQ4_NL too), random-weight qwen2 / qwen3 / llama models of
+// 256-wide layers from `tokenmill dummy` quantized to the K-quants, IQ4_NL, IQ4_XS and mixed recipes,
+// a pure IQ4_XS dummy, and a dummy with the real Qwen2
 // vocabulary. For each file and a fixed token sequence, the next-token logits at every position from
 // llama.cpp (controlledEvaluate) and from `tokenmill eval logits` are compared:
 //   relrms = rms(llama - tokenmill) / rms(tokenmill - its mean), the worst position.
@@ -13,7 +14,7 @@
 // error itself; so relrms must also be under a third of the quantized model's
 // distance from its F16 source (computed by tokenmill) when that distance is large (>= 0.1: the 4- and
 // 5-bit types); every file stays within 0.1, F32 within 5e-3 (llama.cpp rounds queries to f16). Plus: llama.cpp's greedy 64 tokens on
-// stories260K equal `tokenmill generate`'s, and llama.cpp tokenizes like tokenmill (SPM and Qwen2 BPE).
+// stories260K (F32 and IQ4_NL) equal `tokenmill generate`'s, and llama.cpp tokenizes like tokenmill (SPM and Qwen2 BPE).
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
 import { spawnSync } from 'node:child_process';
@@ -72,18 +73,26 @@ function relrms(a, b) {  // a against b, over b's spread
 }
 const argmax = (a) => a.reduce((bi, v, i) => (v > a[bi] ? i : bi), 0);
 
-// Worst-position relrms of llama.cpp against tokenmill, and top-1 agreement.
+// Worst-position relrms of llama.cpp against tokenmill, top-1 agreement, and `tie`: where the top-1
+// differ, the largest gap in tokenmill's logits between its choice and llama.cpp's, over the logits'
+// standard deviation (a near tie of two candidates is small against the spread).
 async function compare(file, tokens) {
   const mine = tmLogits(file, tokens);
   const theirs = await llamaLogits(file, tokens);
-  let worst = 0, agree = 0;
+  let worst = 0, agree = 0, tie = 0;
   mine.forEach((row, p) => {
     const l = new Array(row.length).fill(NaN);
     for (const [t, v] of theirs[p]) l[t] = v;
     worst = Math.max(worst, relrms(l, row));
-    if (argmax(l) === argmax(row)) agree++;
+    if (argmax(l) === argmax(row)) {
+      agree++;
+    } else {
+      const m = row.reduce((s, v) => s + v, 0) / row.length;
+      const sd = Math.sqrt(row.reduce((s, v) => s + (v - m) ** 2, 0) / row.length);
+      tie = Math.max(tie, (row[argmax(row)] - row[argmax(l)]) / sd);
+    }
   });
-  return { relrms: worst, top1: agree / mine.length };
+  return { relrms: worst, top1: agree / mine.length, tie };
 }
 function quantDistance(file, source, tokens) {  // tokenmill: quantized file against its source
   const q = tmLogits(file, tokens), s = tmLogits(source, tokens);
@@ -122,7 +131,7 @@ try {
     await model.dispose();
   }
   // 3. stories260K quantized by tokenmill to the 32-element types and the float types
-  for (const type of ['F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1']) {
+  for (const type of ['F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL']) {
     const f = path.join(dir, `stories-${type}.gguf`);
     tm(['quantize', stories, f, '--type', type]);
     const r = await compare(f, seq);
@@ -135,7 +144,7 @@ try {
     const src = path.join(dir, `${arch}-F16.gguf`);
     tm(['dummy', '--arch', arch, '--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4',
       '--n-head-kv', '2', '--n-ff', '512', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F16', '-o', src]);
-    for (const type of ['F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'Q5_K_M']) {
+    for (const type of ['F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'Q5_K_M', 'IQ4_NL', 'IQ4_XS']) {
       let f = src;
       if (type !== 'F16') {
         f = path.join(dir, `${arch}-${type}.gguf`);
@@ -146,6 +155,37 @@ try {
       const ok = r.relrms < 0.1 && (q < 0.1 || r.relrms < q / 3);
       check(ok, `${arch} ${type}: relrms ${r.relrms.toExponential(2)} vs quantization ${q.toExponential(2)}`);
     }
+  }
+  // 4b. a pure IQ4_XS dummy straight from `tokenmill dummy` (every matrix IQ4_XS): logits as above, and
+  // where the top-1 differ it is a near tie. (Greedy runs are compared on stories260K IQ4_NL below:
+  // the random model's flat logits make its greedy path follow the activation rounding.)
+  {
+    const f = path.join(dir, 'qwen2-IQ4_XS-pure.gguf');
+    tm(['dummy', '--arch', 'qwen2', '--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4',
+      '--n-head-kv', '2', '--n-ff', '512', '--n-ctx', '256', '--vocab', stories, '--dtype', 'IQ4_XS', '--pure',
+      '--seed', '7', '-o', f]);
+    const r = await compare(f, seq);
+    check(r.relrms < 0.1 && r.top1 >= 0.9 && r.tie < 0.05,
+      `qwen2 pure IQ4_XS dummy: relrms ${r.relrms.toExponential(2)}, top-1 ${r.top1}, largest tie ${r.tie.toExponential(2)} sd`);
+  }
+  // 4c. llama.cpp's greedy continuation on stories260K quantized to IQ4_NL by tokenmill equals
+  // `tokenmill generate`'s (as section 2 for the F32 file)
+  {
+    const f = path.join(dir, 'stories-IQ4_NL.gguf');
+    const g = JSON.parse(tm(['generate', '--model', f, '--prompt', 'Once upon a time', '--max-tokens', '64',
+      '--temperature', '0', '--ignore-eos', '--json']));
+    const model = await llama.loadModel({ modelPath: f });
+    const ctx = await model.createContext({ contextSize: 256, threads: 2 });
+    const out = [];
+    for await (const t of ctx.getSequence().evaluate(g.prompt_tokens, { temperature: 0 })) {
+      out.push(t);
+      if (out.length >= g.tokens.length) break;
+    }
+    const same = out.findIndex((t, i) => t !== g.tokens[i]);
+    check(same === -1 && out.length === g.tokens.length,
+      `stories260K IQ4_NL greedy ${g.tokens.length} tokens identical${same >= 0 ? ` (first difference at ${same})` : ''}`);
+    await ctx.dispose();
+    await model.dispose();
   }
   // 5. the real Qwen2 vocabulary: llama.cpp and tokenmill tokenize alike (a dummy carries the vocab)
   {

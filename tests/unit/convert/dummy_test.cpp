@@ -69,6 +69,23 @@ TEST(Dummy, Q4_0DefaultMixKeepsTheOutputInQ8_0UnlessPure) {
   EXPECT_EQ(pure->find_tensor("token_embd.weight")->type, DType::Q4_0);
 }
 
+TEST(Dummy, IQ4TypesWithLlamaCppsFallbacks) {
+  // tiny-qwen2 rows have 64 columns: IQ4_NL fits them; IQ4_XS (256-blocks) falls back to IQ4_NL as in
+  // llama.cpp; the file type says which was asked for.
+  auto nl = GgufFile::open(write("tiny-qwen2", DType::IQ4_NL, 1));
+  ASSERT_TRUE(nl.ok());
+  EXPECT_EQ(nl->find_tensor("blk.0.attn_q.weight")->type, DType::IQ4_NL);
+  EXPECT_EQ(nl->find_tensor("token_embd.weight")->type, DType::Q8_0);
+  EXPECT_EQ(nl->get_int("general.file_type"), 25);
+  auto xs = GgufFile::open(write("tiny-qwen2", DType::IQ4_XS, 1));
+  ASSERT_TRUE(xs.ok());
+  EXPECT_EQ(xs->find_tensor("blk.0.attn_q.weight")->type, DType::IQ4_NL);
+  EXPECT_EQ(xs->get_int("general.file_type"), 30);
+  auto pure = GgufFile::open(write("tiny-qwen2", DType::IQ4_NL, 1, "", true));
+  ASSERT_TRUE(pure.ok());
+  EXPECT_EQ(pure->find_tensor("token_embd.weight")->type, DType::IQ4_NL);
+}
+
 TEST(Dummy, RealShapesHaveTheirParameterCounts) {
   // Parameter counts of the real models (embedding counted once when tied), without writing them.
   auto params = [](const ModelShape& s) {

@@ -67,7 +67,8 @@ TEST(QuantRecipe, NamesAndFileTypeNumbers) {
                {"Q4_1", 3, DType::Q4_1},    {"Q5_0", 8, DType::Q5_0},  {"Q5_1", 9, DType::Q5_1},
                {"Q3_K", 12, DType::Q3_K},   {"Q3_K_S", 11, DType::Q3_K}, {"Q3_K_L", 13, DType::Q3_K},
                {"Q2_K", 10, DType::Q2_K},   {"Q2_K_S", 21, DType::Q2_K}, {"f16", 1, DType::F16},
-               {"BF16", 32, DType::BF16},   {"F32", 0, DType::F32},    {"15", 15, DType::Q4_K}};
+               {"BF16", 32, DType::BF16},   {"F32", 0, DType::F32},    {"15", 15, DType::Q4_K},
+               {"iq4_nl", 25, DType::IQ4_NL}, {"IQ4_XS", 30, DType::IQ4_XS}, {"30", 30, DType::IQ4_XS}};
   for (const auto& c : cases) {
     auto r = recipe_from_name(c.name);
     ASSERT_TRUE(r.ok()) << c.name << ": " << r.error();
@@ -130,6 +131,33 @@ TEST(QuantRecipe, Q4_K_SAndQ5Mixes) {
   }
   EXPECT_EQ(m5["output.weight"], DType::Q6_K);
   EXPECT_EQ(s5["token_embd.weight"], DType::Q5_K);
+}
+
+TEST(QuantRecipe, IQ4Mixes) {
+  // llama.cpp: attn_v Q5_K when n_gqa >= 4 (here 8 / 2), the first n_layer/8 ffn_down Q5_K unless an
+  // imatrix is given, output Q6_K; everything else the default type.
+  const auto t = llama_tensors();
+  for (const char* name : {"IQ4_NL", "IQ4_XS"}) {
+    const DType def = std::string(name) == "IQ4_NL" ? DType::IQ4_NL : DType::IQ4_XS;
+    auto p = plan(name, t);
+    QuantPlanOptions imat;
+    imat.has_imatrix = true;
+    auto pi = plan(name, t, imat);
+    auto no_gqa = plan(name, t, {}, llama_shape(8, 8));
+    EXPECT_EQ(p["output.weight"], DType::Q6_K) << name;
+    EXPECT_EQ(p["token_embd.weight"], def) << name;
+    for (int l = 0; l < kLayers; ++l) {
+      EXPECT_EQ(p[blk(l, "attn_v")], DType::Q5_K) << name << " " << l;
+      EXPECT_EQ(no_gqa[blk(l, "attn_v")], def) << name << " " << l;
+      EXPECT_EQ(p[blk(l, "ffn_down")], l < 1 ? DType::Q5_K : def) << name << " " << l;
+      EXPECT_EQ(pi[blk(l, "ffn_down")], def) << name << " " << l;
+      for (const char* w : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"}) EXPECT_EQ(p[blk(l, w)], def);
+    }
+  }
+  // IQ4_XS rows that are not a multiple of 256 fall back to IQ4_NL (llama.cpp's table).
+  auto f = plan("IQ4_XS", llama_tensors(96, 512), {}, llama_shape(8, 8));
+  EXPECT_EQ(f[blk(0, "attn_q")], DType::IQ4_NL);
+  EXPECT_EQ(f[blk(1, "ffn_down")], DType::IQ4_XS);  // 512 columns
 }
 
 TEST(QuantRecipe, Q3AndQ2Mixes) {

@@ -117,6 +117,8 @@ double bound(DType t) {
     case DType::Q4_K: return 0.08;
     case DType::Q5_K: return 0.04;
     case DType::Q6_K: return 0.02;
+    case DType::IQ4_NL: return 0.083;
+    case DType::IQ4_XS: return 0.083;
     case DType::F16: return 0.0003;
     default: return 0.33;
   }
@@ -199,7 +201,8 @@ TEST(QuantizeCommand, SingleTypeRecipes) {
   } cases[] = {{"Q8_0", DType::Q8_0, DType::Q8_0, 7}, {"Q4_0", DType::Q4_0, DType::Q6_K, 2},
                {"Q4_1", DType::Q4_1, DType::Q6_K, 3}, {"Q5_0", DType::Q5_0, DType::Q6_K, 8},
                {"Q5_1", DType::Q5_1, DType::Q6_K, 9}, {"Q6_K", DType::Q6_K, DType::Q6_K, 18},
-               {"Q5_K_S", DType::Q5_K, DType::Q6_K, 16}, {"Q3_K_S", DType::Q3_K, DType::Q6_K, 11}};
+               {"Q5_K_S", DType::Q5_K, DType::Q6_K, 16}, {"Q3_K_S", DType::Q3_K, DType::Q6_K, 11},
+               {"IQ4_NL", DType::IQ4_NL, DType::Q6_K, 25}, {"IQ4_XS", DType::IQ4_XS, DType::Q6_K, 30}};
   for (const auto& c : cases) {
     const std::string out = test::temp_dir() + "/" + c.type + ".gguf";
     auto r = quantize(m.path + " " + out + " --type " + c.type + " -q");

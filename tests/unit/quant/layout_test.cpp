@@ -34,6 +34,11 @@ TEST(QuantLayout, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(sizeof(BlockQ5_K), dtype_info(DType::Q5_K).type_size);
   EXPECT_EQ(sizeof(BlockQ6_K), dtype_info(DType::Q6_K).type_size);
   EXPECT_EQ(sizeof(BlockQ8_K), dtype_info(DType::Q8_K).type_size);
+  EXPECT_EQ(sizeof(BlockIQ4_NL), dtype_info(DType::IQ4_NL).type_size);
+  EXPECT_EQ(sizeof(BlockIQ4_XS), dtype_info(DType::IQ4_XS).type_size);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, scales_h), 2u);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, scales_l), 4u);
+  EXPECT_EQ(offsetof(BlockIQ4_XS, qs), 8u);
   // Field offsets that SIMD kernels rely on.
   EXPECT_EQ(offsetof(BlockQ5_0, qh), 2u);
   EXPECT_EQ(offsetof(BlockQ5_0, qs), 6u);
@@ -286,6 +291,51 @@ TEST(QuantLayout, Q8_K) {
   for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], 0.25f * (j - 128));
 }
 
+TEST(QuantLayout, IQ4_NLTableLookup) {
+  // d = 0.5; element j < 16 takes index j (low nibble), element 16 + j index 15 - j (high nibble).
+  BlockIQ4_NL b{};
+  b.d = 0x3800;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const auto y = deq(DType::IQ4_NL, b);
+  const float table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * table[j]) << j;
+    EXPECT_EQ(y[16 + j], 0.5f * table[15 - j]) << j;
+  }
+  EXPECT_EQ(y[0], -63.5f);
+  EXPECT_EQ(y[16], 56.5f);
+  EXPECT_EQ(y[24], -5.0f);  // index 7
+}
+
+TEST(QuantLayout, IQ4_XSSixBitScales) {
+  // d = 0.25; sub-block j has the stored scale 6-bit value v_j = 32 + (j odd ? -(j + 1) : 3j + 1)
+  // packed by hand: low 4 bits in scales_l[j/2] (odd j in the high nibble), top 2 bits in scales_h.
+  BlockIQ4_XS b{};
+  b.d = 0x3400;
+  int v[8];
+  for (int j = 0; j < 8; ++j) v[j] = 32 + (j % 2 ? -(j + 1) : 3 * j + 1);
+  v[7] = 0;   // the most negative scale, -32
+  v[6] = 63;  // the largest, +31
+  for (int j = 0; j < 8; ++j) {
+    b.scales_l[j / 2] = static_cast<uint8_t>(b.scales_l[j / 2] | ((v[j] & 15) << (4 * (j % 2))));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | ((v[j] >> 4) << (2 * j)));
+  }
+  // Nibbles: element 32j + i (i < 16) has index (i + j) % 16, element 32j + 16 + i index (i * 3) % 16.
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 16; ++i) b.qs[16 * j + i] = static_cast<uint8_t>(((i + j) % 16) | (((i * 3) % 16) << 4));
+  const auto y = deq(DType::IQ4_XS, b);
+  for (int j = 0; j < 8; ++j) {
+    const float dl = 0.25f * static_cast<float>(v[j] - 32);
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(y[32 * j + i], dl * kIq4nlValues[(i + j) % 16]) << j << " " << i;
+      EXPECT_EQ(y[32 * j + 16 + i], dl * kIq4nlValues[(i * 3) % 16]) << j << " " << i;
+    }
+  }
+  EXPECT_EQ(y[0], -31.75f);                        // sub-block 0: scale +1, index 0 (-127)
+  EXPECT_EQ(y[32 * 7], 80.0f);                     // sub-block 7: scale -32, index 7 (-10)
+  EXPECT_EQ(y[32 * 6 + 16 + 1], -503.75f);         // sub-block 6: scale +31, index 3 (-65)
+}
+
 TEST(QuantLayout, MultipleBlocksAdvance) {
   BlockQ8_0 blocks[3]{};
   const uint16_t ds[3] = {0x3C00, 0x4000, 0x3800};  // 1, 2, 0.5
@@ -302,11 +352,11 @@ TEST(QuantLayout, MultipleBlocksAdvance) {
 TEST(QuantLayout, SupportedTypes) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                   DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::Q8_K}) {
+                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
   }
-  for (DType t : {DType::IQ2_XXS, DType::IQ4_NL, DType::I32, DType::MXFP4}) {
+  for (DType t : {DType::IQ2_XXS, DType::IQ3_S, DType::I32, DType::MXFP4}) {
     EXPECT_FALSE(can_dequantize(t)) << dtype_name(t);
     EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
   }

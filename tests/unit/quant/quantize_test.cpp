@@ -239,7 +239,7 @@ TEST(QuantRoundTrip, RequantizingDequantizedBlocksGivesTheSameBytes) {
 TEST(QuantRoundTrip, ZerosStayZero) {
   const std::vector<float> x(512, 0.0f);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K,
-                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const auto y = roundtrip(t, x);
     for (float v : y) ASSERT_EQ(v, 0.0f) << dtype_name(t);
   }
@@ -271,7 +271,7 @@ struct Bound {
 
 // Measured on N(0,1) rows of 4096 (seed 42): Q8_0 0.54%, Q4_0 8.6%, Q4_1 7.8%, Q5_0 4.3%,
 // Q5_1 3.8%, Q2_K 29.8%, Q3_K 15.1%, Q4_K 7.1%, Q5_K 3.6%, Q6_K 1.77%, Q8_K 0.69%, F16 0.021%,
-// BF16 0.17%. Bounds are the measurement plus ~8%.
+// BF16 0.17%, IQ4_NL 7.64%, IQ4_XS 7.69%. Bounds are the measurement plus ~8%.
 class QuantError : public testing::TestWithParam<Bound> {};
 
 TEST_P(QuantError, RandomGaussianWithinBound) {
@@ -290,7 +290,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Bound{DType::Q4_1, 0.084}, Bound{DType::Q5_0, 0.046}, Bound{DType::Q5_1, 0.041},
                     Bound{DType::Q2_K, 0.32}, Bound{DType::Q3_K, 0.163}, Bound{DType::Q4_K, 0.077},
                     Bound{DType::Q5_K, 0.039}, Bound{DType::Q6_K, 0.019}, Bound{DType::Q8_K, 0.0075},
-                    Bound{DType::F16, 0.00023}, Bound{DType::BF16, 0.0018}),
+                    Bound{DType::F16, 0.00023}, Bound{DType::BF16, 0.0018}, Bound{DType::IQ4_NL, 0.083},
+                    Bound{DType::IQ4_XS, 0.083}),
     [](const testing::TestParamInfo<Bound>& i) { return std::string(dtype_name(i.param.type)); });
 
 TEST(QuantError, HigherBitTypesAreMoreAccurate) {
@@ -306,6 +307,49 @@ TEST(QuantError, HigherBitTypesAreMoreAccurate) {
   // K-quants beat the legacy formats of the same width.
   EXPECT_LT(q4, rel_rms(x, roundtrip(DType::Q4_0, x)));
   EXPECT_LT(q5, rel_rms(x, roundtrip(DType::Q5_0, x)));
+}
+
+TEST(QuantError, NonLinear4BitBeatsQ4_0) {
+  // The non-linear levels fit Gaussian weights better than Q4_0's uniform grid at the same width.
+  const auto x = gaussian(8 * 4096, 5);
+  const double q4_0 = rel_rms(x, roundtrip(DType::Q4_0, x));
+  EXPECT_LT(rel_rms(x, roundtrip(DType::IQ4_NL, x)), q4_0);
+  EXPECT_LT(rel_rms(x, roundtrip(DType::IQ4_XS, x)), q4_0);
+}
+
+TEST(QuantRef, IQ4_NLExtremeMapsOntoLevel) {
+  // A block of levels times d with the extreme -127 * d present: the start scale is exact, no other
+  // candidate fits better, so the block round-trips exactly; zero blocks store index 8 (the level
+  // nearest 0) with d = 0, as ggml does.
+  std::vector<float> x(64, 0.0f);
+  std::mt19937 rng(3);
+  for (int j = 0; j < 32; ++j) x[j] = 0.5f * kIq4nlValues[rng() % 16];
+  x[5] = 0.5f * -127;
+  const auto q = quant(DType::IQ4_NL, x);
+  BlockIQ4_NL b[2];
+  std::memcpy(b, q.data(), sizeof b);
+  EXPECT_EQ(fp16_to_fp32(b[0].d), 0.5f);
+  EXPECT_EQ(b[1].d & 0x7FFF, 0);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b[1].qs[j], 0x88) << j;
+  EXPECT_EQ(roundtrip(DType::IQ4_NL, x), x);
+}
+
+TEST(QuantRef, IQ4_XSScalesRelativeToLargest) {
+  // Blocks scaled by 1..8 of levels: the largest block scale gets the 6-bit value -32 (stored 0),
+  // d = -max_scale / 32, and block j's scale is the nearest multiple of d.
+  std::vector<float> x(256);
+  std::mt19937 rng(4);
+  for (int b = 0; b < 8; ++b)
+    for (int j = 0; j < 32; ++j) x[32 * b + j] = 0.125f * (b + 1) * kIq4nlValues[rng() % 16];
+  for (int b = 0; b < 8; ++b) x[32 * b] = 0.125f * (b + 1) * -127;
+  const auto q = quant(DType::IQ4_XS, x);
+  BlockIQ4_XS blk;
+  std::memcpy(&blk, q.data(), sizeof blk);
+  EXPECT_EQ(fp16_to_fp32(blk.d), -1.0f / 32);  // max scale 1.0 (block 7: 8 * 0.125)
+  EXPECT_EQ(iq4xs_scale(7, blk), -32);
+  EXPECT_EQ(iq4xs_scale(3, blk), -16);  // 0.5 / (-1/32)
+  EXPECT_EQ(iq4xs_scale(0, blk), -4);
+  EXPECT_EQ(roundtrip(DType::IQ4_XS, x), x);  // every scale is an exact multiple of d
 }
 
 TEST(QuantError, ScaleInvariant) {
@@ -336,7 +380,7 @@ TEST(QuantImportance, ReducesImportanceWeightedError) {
   for (size_t c = 0; c < cols; ++c) imp[c] = c % 8 == 0 ? 50.0f : 1.0f;
   const auto x = gaussian(rows * cols, 11);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     std::vector<float> y_plain(x.size()), y_imp(x.size());
     const size_t rb = *dtype_row_bytes(t, cols);
     std::vector<uint8_t> q(rb);
@@ -363,7 +407,8 @@ TEST(QuantImportance, UniformImportanceStaysClose) {
   // A flat importance vector still goes through the weighted search; quality must stay comparable.
   const auto x = gaussian(8 * 4096, 17);
   std::vector<float> imp(x.size(), 1.0f);
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::Q2_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     const double plain = rel_rms(x, roundtrip(t, x)), weighted = rel_rms(x, roundtrip(t, x, imp.data()));
     EXPECT_LT(weighted, plain * 1.1) << dtype_name(t);
   }
