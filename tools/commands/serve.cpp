@@ -201,6 +201,8 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--allowed-headers", s.allowed_headers,
                             "CORS: request headers a preflight allows (default Authorization, Content-Type, "
                             "X-Request-Id)");
+             app.add_flag("--log-requests", s.log_requests,
+                          "log one line per request: its X-Request-Id, route, status and time (never prompts or keys)");
              app.add_option("--truncation", s.truncation,
                             "chat requests too long for the context: auto drops the oldest whole turns (never the "
                             "system prompt or the latest turn), disabled answers 400; a request's \"truncation\" wins")
