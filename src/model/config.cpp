@@ -65,12 +65,13 @@ std::vector<std::string> known_archs() {
 ArchSpec arch_llama();
 ArchSpec arch_qwen2();
 ArchSpec arch_qwen3();
+ArchSpec arch_phi3();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3()}) registry()[s.name] = s;
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3()}) registry()[s.name] = s;
   });
 }
 }  // namespace
@@ -121,6 +122,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     }
   }
   if (f.find_tensor("rope_freqs.weight")) c.rope_scaling = RopeScaling::Llama3;
+  TM_ASSIGN_OR_RETURN(c.n_ctx_orig, opt_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train, 1, 1ll << 32));
+  TM_ASSIGN_OR_RETURN(c.rope_attn_factor, opt_float(f, a + "rope.scaling.attn_factor", 1.0f));
+  if (!(c.rope_attn_factor > 0)) return Error{"rope.scaling.attn_factor must be positive"};
 
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   if (!emb) return Error{"missing tensor 'token_embd.weight'"};
