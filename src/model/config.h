@@ -16,7 +16,8 @@ enum class RopeLayout {
   NeoX,      // rotate halves (i, i + n_rot/2): qwen2/qwen3 (ggml rope mode NEOX)
 };
 
-enum class RopeScaling { None, Linear, Llama3 };
+// Llama3: rope_freqs.weight divides the frequencies; LongRope (phi3): rope_factors_short/long.weight.
+enum class RopeScaling { None, Linear, Llama3, LongRope };
 
 // What distinguishes one transformer family from another. Registered by src/model/arch_*.cpp.
 struct ArchSpec {

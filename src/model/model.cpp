@@ -113,7 +113,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     TM_ASSIGN_OR_RETURN(w.rope_freqs, ld.vec("rope_freqs.weight", c.n_rot / 2));
   }
   // LongRoPE: both or neither (llama.cpp loads them whenever present, whatever the architecture)
-  if (file->find_tensor("rope_factors_short.weight") || file->find_tensor("rope_factors_long.weight")) {
+  if (c.rope_scaling == RopeScaling::LongRope) {
     TM_ASSIGN_OR_RETURN(w.rope_factors_short, ld.vec("rope_factors_short.weight", c.n_rot / 2));
     TM_ASSIGN_OR_RETURN(w.rope_factors_long, ld.vec("rope_factors_long.weight", c.n_rot / 2));
   }
