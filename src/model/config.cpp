@@ -128,7 +128,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (f.find_tensor("rope_freqs.weight")) c.rope_scaling = RopeScaling::Llama3;
   else if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight"))
     c.rope_scaling = RopeScaling::LongRope;
-  TM_ASSIGN_OR_RETURN(c.n_ctx_orig, opt_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train, 1, 1ll << 32));
+  // 0 (as some converters write for "none") means the trained context, as in llama.cpp
+  TM_ASSIGN_OR_RETURN(c.n_ctx_orig, opt_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train, 0, 1ll << 32));
+  if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
   TM_ASSIGN_OR_RETURN(c.rope_attn_factor, opt_float(f, a + "rope.scaling.attn_factor", 1.0f));
   if (!(c.rope_attn_factor > 0)) return Error{"rope.scaling.attn_factor must be positive"};
 
