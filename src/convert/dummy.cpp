@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
@@ -77,7 +78,13 @@ LongRope longrope_factors(const ModelShape& s, int64_t n_rot) {
   return r;
 }
 
-void synthetic_vocab(GgufWriter& w, int64_t n_vocab) {
+// Phi-3's added tokens, ids 32000.. in its vocabulary. llama.cpp sets attributes on <|endoftext|> by
+// name for any model whose general.name says "phi-3"/"phi3" and fails to load a vocabulary without it.
+constexpr const char* kPhi3Added[] = {"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>",
+                                      "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>",
+                                      "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+
+void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
   // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -94,6 +101,15 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab) {
     tokens.push_back(fmt::format("\xe2\x96\x81tok{}", i));
     scores.push_back(-static_cast<float>(i));
     types.push_back(1);
+  }
+  constexpr int64_t n_added = std::size(kPhi3Added);
+  if (phi3 && n_vocab >= 3 + 256 + n_added) {  // after the byte tokens: at 32000 as in Phi-3, else at the end
+    const int64_t base = n_vocab >= 32000 + n_added ? 32000 : n_vocab - n_added;
+    for (int64_t i = 0; i < n_added; ++i) {
+      tokens[static_cast<size_t>(base + i)] = kPhi3Added[i];
+      scores[static_cast<size_t>(base + i)] = 0;
+      types[static_cast<size_t>(base + i)] = 3;  // control
+    }
   }
   w.set_string("tokenizer.ggml.model", "llama");
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
@@ -164,7 +180,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     for (const auto& [k, v] : vocab->metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
   } else {
-    synthetic_vocab(w, s.n_vocab);
+    synthetic_vocab(w, s.n_vocab, s.arch == "phi3");
   }
 
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
