@@ -133,9 +133,16 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
       TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
     }
-    TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
-    TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
-    TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+    if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
+      TM_ASSIGN_OR_RETURN(auto b, ld.vec(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim()));
+      L.bq.assign(b.begin(), b.begin() + c.q_dim());
+      L.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
+      L.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+    } else {
+      TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
+      TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
+      TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+    }
     TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
