@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "f64_forward.h"
+#include "formats/gguf.h"
 #include "convert/dummy.h"
 #include "model/forward.h"
 #include "model/reference.h"
@@ -174,6 +177,38 @@ TEST(Phi3, FusedTensorsSplitIntoRowViewsAndLongRopeLoads) {
   EXPECT_EQ(L.w_up.data, u0 + c.n_ff * L.w_gate.row_bytes);
   EXPECT_EQ(L.w_up.rows, c.n_ff);
   EXPECT_EQ(L.wq.row_bytes * static_cast<size_t>(c.q_dim() + 2 * c.kv_dim()), qkv->nbytes);
+}
+
+// A phi3 file with attn_qkv.bias (llama.cpp adds it when present): its q, k, v parts become the
+// q/k/v biases, and the reference applies them.
+TEST(Phi3, FusedQkvBiasSplitsIntoQkvBiases) {
+  auto m = tiny_model("tiny-phi3");
+  const auto& c = m->config();
+  const int64_t n = c.q_dim() + 2 * c.kv_dim();
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) bias[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  GgufWriter w;
+  for (const auto& [k, v] : m->file().metadata()) w.set(k, v);
+  for (const auto& t : m->file().tensors()) ASSERT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    ASSERT_TRUE(w.add_tensor(fmt::format("blk.{}.attn_qkv.bias", l), DType::F32, {n}, bias.data()).ok());
+  const std::string path = test::temp_dir() + "/phi3-qkv-bias.gguf";
+  ASSERT_TRUE(w.write(path).ok());
+  auto mb = Model::load(path);
+  ASSERT_TRUE(mb.ok()) << mb.error();
+  const LayerWeights& L = (*mb)->weights().layers[1];
+  ASSERT_EQ(static_cast<int64_t>(L.bq.size()), c.q_dim());
+  ASSERT_EQ(static_cast<int64_t>(L.bk.size()), c.kv_dim());
+  ASSERT_EQ(static_cast<int64_t>(L.bv.size()), c.kv_dim());
+  EXPECT_EQ(L.bq[0], bias[0]);
+  EXPECT_EQ(L.bk[0], bias[c.q_dim()]);
+  EXPECT_EQ(L.bv.back(), bias.back());
+  ReferenceForward a(m, 8), b(*mb, 8);
+  test::F64Forward f64(**mb, 8);
+  const auto& la = a.forward(5, 0);
+  const auto& lb = b.forward(5, 0);
+  EXPECT_NE(la, lb);
+  EXPECT_LT(max_rel_err(lb, f64.forward(5, 0)), 1e-4);
 }
 
 // LongRoPE's factors follow the context served: the forward set to a context within the original
