@@ -128,7 +128,7 @@ TEST(HfConfig, Errors) {
   EXPECT_ERROR_HAS(error_of("{" + base + "}"), "missing \"architectures\"");
   EXPECT_ERROR_HAS(error_of("{\"architectures\": [\"BertModel\"], " + base + "}"),
                    "unsupported architecture 'BertModel' (supported: LlamaForCausalLM, MistralForCausalLM, "
-                   "Qwen2ForCausalLM, Qwen3ForCausalLM)");
+                   "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)");
   EXPECT_ERROR_HAS(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8})"),
                    "missing required field \"intermediate_size\"");
   EXPECT_ERROR_HAS(with(R"(, "num_key_value_heads": 3)"), "not a multiple of num_key_value_heads 3");
@@ -138,8 +138,9 @@ TEST(HfConfig, Errors) {
   EXPECT_ERROR_HAS(with(R"(, "tie_word_embeddings": 1)"), "must be true or false");
   EXPECT_ERROR_HAS(with(R"(, "max_position_embeddings": 1.5)"), "must be an integer");
   EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0})"),
-                   "unsupported rope_scaling type 'dynamic' (supported: linear, llama3, yarn)");
-  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"rope_type": "longrope"})"), "unsupported rope_scaling type 'longrope'");
+                   "unsupported rope_scaling type 'dynamic' (supported: linear, llama3, yarn, longrope)");
+  // longrope (phi3) needs its per-dimension factor arrays.
+  EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"rope_type": "longrope"})"), "needs a non-empty \"short_factor\" array");
   EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"type": "linear"})"), "needs a positive \"factor\"");
   EXPECT_ERROR_HAS(with(R"(, "rope_scaling": 2)"), "\"rope_scaling\" must be an object");
   EXPECT_ERROR_HAS(with(R"(, "rope_scaling": {"rope_type": "llama3", "low_freq_factor": 4, "high_freq_factor": 1})"),
