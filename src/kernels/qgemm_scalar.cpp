@@ -48,8 +48,9 @@ int dot_nibbles(const uint8_t* n, const uint8_t* h, const uint8_t* h2, int r, co
   return s;
 }
 
-// Dot of the 32 non-linear levels (IQ4_NL / IQ4_XS indices as nibble chunks, row r) with 32 int8
-// activations; `offset` is added to every level (128: the unsigned bytes a SIMD kernel multiplies).
+// Dot of the 32 non-linear levels (IQ4_NL / IQ4_XS indices, MXFP4 codes with `values` =
+// kMxfp4Values; nibble chunks, row r) with 32 int8 activations; `offset` is added to every level
+// (128: the unsigned bytes a SIMD kernel multiplies).
 int dot_iq4(const uint8_t* n, int r, const int8_t* x, int offset, const int8_t* values = kIq4nlValues) {
   int s = 0;
   for (int c = 0; c < 4; ++c)
