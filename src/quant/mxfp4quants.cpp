@@ -31,10 +31,11 @@ void mxfp4_row(const float* x, BlockMXFP4* y, int64_t n) {
   for (int64_t i = 0; i < n / QK_MXFP4; ++i, x += QK_MXFP4) {
     float amax = 0.0f;
     for (int j = 0; j < QK_MXFP4; ++j) amax = std::max(amax, std::fabs(x[j]));
-    // ggml converts the float straight to uint8_t; below 2^-125 that is negative (undefined in C),
-    // we clamp to 0 instead. Every amax >= 2^-125 gives the same byte as ggml.
-    int e = 0;
-    if (amax > 0.0f) e = std::clamp(static_cast<int>(std::floor(std::log2(amax))) - 2 + 127, 0, 255);
+    // ggml converts the float straight to uint8_t; below 2^-125 that is negative and for an infinite
+    // amax infinite (both undefined in C): we clamp to 0 and 255. Every finite amax >= 2^-125 gives
+    // ggml's byte.
+    float e = 0.0f;
+    if (amax > 0.0f) e = std::clamp(std::floor(std::log2(amax)) - 2.0f + 127.0f, 0.0f, 255.0f);
     y[i].e = static_cast<uint8_t>(e);
     const float d = mxfp4_half_scale(y[i].e);
     for (int j = 0; j < QK_MXFP4 / 2; ++j)

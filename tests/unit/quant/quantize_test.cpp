@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -378,6 +379,21 @@ TEST(QuantRef, MXFP4ExponentAndNearestCode) {
   EXPECT_EQ(y[0], 2.0f);
   EXPECT_EQ(y[2], 4.0f);
   EXPECT_EQ(y[17], -4.0f);
+}
+
+TEST(QuantRef, MXFP4ExponentClampsAtTheEnds) {
+  // Below 2^-125 ggml's exponent would be negative (an undefined cast): 0 here, the smallest scale.
+  // An infinite element gives 255. Just above, 2^-125 itself is ggml's e = 0 exactly.
+  std::vector<float> x(96, 0.0f);
+  x[0] = std::ldexp(1.0f, -130);
+  x[32] = std::ldexp(1.0f, -125);
+  x[64] = std::numeric_limits<float>::infinity();
+  const auto q = quant(DType::MXFP4, x);
+  EXPECT_EQ(q[0], 0);
+  EXPECT_EQ(q[17], 0);
+  EXPECT_EQ(q[34], 255);
+  // 2^-130 against the unit 2^-127 (values 0, 2^-128, ...): nearest is 0.
+  EXPECT_EQ(q[1] & 0xF, 0);
 }
 
 TEST(QuantError, MXFP4RandomGaussian) {
