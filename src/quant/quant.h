@@ -3,7 +3,8 @@
 // the same quality as llama.cpp's; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and Q8_K reproduce ggml's
 // *_ref functions bit for bit, and IQ4_NL / IQ4_XS reproduce quantize_iq4_nl / quantize_iq4_xs (the
 // searching versions llama-quantize calls; ggml's quantize_row_iq4_nl_ref skips the search) bit for
-// bit, with and without importance (tests/unit/quant/iq4_golden_test.cpp). These are the oracles the
+// bit, with and without importance (tests/unit/quant/iq4_golden_test.cpp); MXFP4 reproduces
+// quantize_mxfp4 (= quantize_row_mxfp4_ref; tests/unit/quant/mxfp4_golden_test.cpp). These are the oracles the
 // optimized kernels are tested against.
 #pragma once
 
