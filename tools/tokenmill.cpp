@@ -2,6 +2,8 @@
 // itself; a name with a space ("bench engine") becomes a nested subcommand.
 #include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cli_common.h"
 #include "core/memory.h"
@@ -33,8 +35,18 @@ int main(int argc, char** argv) {
     CLI::App* sub = parent->add_subcommand(leaf, def.help);
     runs.emplace_back(sub, def.setup(*sub));
   }
+  // vLLM's two-letter short options (-tp N, -pp N), which CLI11 cannot declare.
+  std::vector<std::string> spelled(argv, argv + argc);
+  for (auto& a : spelled) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    else if (a == "-pp") a = "--pipeline-parallel-size";
+    else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
+    else if (a.rfind("-pp=", 0) == 0) a = "--pipeline-parallel-size=" + a.substr(4);
+  }
+  std::vector<char*> args;
+  for (auto& a : spelled) args.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

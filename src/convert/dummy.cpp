@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
@@ -56,7 +57,34 @@ std::vector<float> llama3_rope_factors(const ModelShape& s) {
   return f;
 }
 
-void synthetic_vocab(GgufWriter& w, int64_t n_vocab) {
+// Synthetic LongRoPE factors (phi3), n_rot/2 each: short ones rising from 1 to 2.5, long ones from
+// there to ~ the context scale at the slowest frequencies (the shape of Phi-3.5's factors). The
+// attention factor is the converter's: sqrt(1 + ln(scale) / ln(original context)).
+struct LongRope {
+  std::vector<float> short_f, long_f;
+  float attn_factor;
+};
+LongRope longrope_factors(const ModelShape& s, int64_t n_rot) {
+  LongRope r;
+  const int64_t n = n_rot / 2;
+  const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.rope_orig_ctx);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    const double sf = 1.0 + 1.5 * x * x * x;
+    r.short_f.push_back(static_cast<float>(sf));
+    r.long_f.push_back(static_cast<float>(sf * (1.0 + (scale - 1.0) * x * x)));
+  }
+  r.attn_factor = static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.rope_orig_ctx))));
+  return r;
+}
+
+// Phi-3's added tokens, ids 32000.. in its vocabulary. llama.cpp sets attributes on <|endoftext|> by
+// name for any model whose general.name says "phi-3"/"phi3" and fails to load a vocabulary without it.
+constexpr const char* kPhi3Added[] = {"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>",
+                                      "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>",
+                                      "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+
+void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
   // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -73,6 +101,15 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab) {
     tokens.push_back(fmt::format("\xe2\x96\x81tok{}", i));
     scores.push_back(-static_cast<float>(i));
     types.push_back(1);
+  }
+  constexpr int64_t n_added = std::size(kPhi3Added);
+  if (phi3 && n_vocab >= 3 + 256 + n_added) {  // after the byte tokens: at 32000 as in Phi-3, else at the end
+    const int64_t base = n_vocab >= 32000 + n_added ? 32000 : n_vocab - n_added;
+    for (int64_t i = 0; i < n_added; ++i) {
+      tokens[static_cast<size_t>(base + i)] = kPhi3Added[i];
+      scores[static_cast<size_t>(base + i)] = 0;
+      types[static_cast<size_t>(base + i)] = 3;  // control
+    }
   }
   w.set_string("tokenizer.ggml.model", "llama");
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
@@ -98,6 +135,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       o.dtype == DType::Q4_0 || o.dtype == DType::IQ4_NL || o.dtype == DType::IQ4_XS || o.dtype == DType::MXFP4;
   if (s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0)
     return Error{"invalid model dimensions"};
+  const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
+  if (n_rot % 2 != 0 || n_rot > s.head_dim) return Error{fmt::format("rope dimensions {} must be even and <= head_dim", n_rot)};
+  const bool phi3 = s.arch == "phi3";
+  // llama.cpp's phi3 takes attn_output as [n_embd, n_embd]
+  if (phi3 && s.n_head * s.head_dim != s.n_embd)
+    return Error{fmt::format("phi3 needs n_head * head_dim == n_embd ({} * {} != {})", s.n_head, s.head_dim, s.n_embd)};
+  const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
 
   GgufWriter w;
   std::unique_ptr<GgufFile> vocab;
@@ -131,15 +175,20 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
   }
-  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
+  const LongRope lr = longrope ? longrope_factors(s, n_rot) : LongRope{};
+  if (longrope) {  // as convert_hf_to_gguf.py writes a 128k Phi-3
+    w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+    w.set_f32(a + "rope.scaling.attn_factor", lr.attn_factor);
+  }
   if (vocab) {
     for (const auto& [k, v] : vocab->metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
   } else {
-    synthetic_vocab(w, s.n_vocab);
+    synthetic_vocab(w, s.n_vocab, s.arch == "phi3");
   }
 
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
@@ -178,22 +227,30 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const float emb_spread = 0.05f, w_spread = 0.035f;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   TM_TRY(add_matrix("token_embd.weight", s.n_vocab, s.n_embd, s.tied ? out_t : wt, emb_spread));
-  if (s.rope_llama3_factor > 0) {
-    auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(s));
-    TM_TRY(w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors->size())},
-                        [factors](uint8_t* dst, size_t n) -> Status {
-                          std::memcpy(dst, factors->data(), n);
-                          return {};
-                        }));
+  auto add_f32 = [&](const std::string& name, const std::vector<float>& v) -> Status {
+    auto data = std::make_shared<std::vector<float>>(v);
+    return w.add_tensor(name, DType::F32, {static_cast<int64_t>(data->size())}, [data](uint8_t* dst, size_t n) -> Status {
+      std::memcpy(dst, data->data(), n);
+      return {};
+    });
+  };
+  if (s.rope_llama3_factor > 0) TM_TRY(add_f32("rope_freqs.weight", llama3_rope_factors(s)));
+  if (longrope) {
+    TM_TRY(add_f32("rope_factors_long.weight", lr.long_f));
+    TM_TRY(add_f32("rope_factors_short.weight", lr.short_f));
   }
   TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
-    TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
-    TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
+    if (phi3) {  // q, k, v rows stacked
+      TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
+    } else {
+      TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
+    }
     if (s.arch == "qwen2") {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
@@ -205,8 +262,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     }
     TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
     TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    TM_TRY(add_matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd, wt, w_spread));
-    TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
+    if (phi3) {  // gate rows, then up rows
+      TM_TRY(add_matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd, wt, w_spread));
+    } else {
+      TM_TRY(add_matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
+    }
     TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));
   }
   return w.write(out_path);

@@ -20,10 +20,12 @@ struct ModelShape {
   bool tied;
   // llama3-style rope scaling (factor, low_freq_factor, high_freq_factor, original context), 0 = none
   float rope_llama3_factor = 0, rope_low = 1, rope_high = 4;
-  int64_t rope_orig_ctx = 0;
+  int64_t rope_orig_ctx = 0;  // llama3 above, or phi3 LongRoPE's original context (factors when < n_ctx)
+  int64_t n_rot = 0;          // dimensions RoPE rotates per head; 0 = head_dim (Phi-4-mini rotates 3/4)
 };
 
-// Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
+// Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
+// "tiny-phi3").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -1,5 +1,5 @@
 // The model shapes `tokenmill dummy` knows: real models' dimensions (values from their
-// config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3").
+// config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3").
 #include "convert/dummy.h"
 
 namespace tmill {
@@ -41,11 +41,31 @@ std::vector<ModelShape> qwen3_shapes() {
   };
 }
 
+// Phi-3 / 3.5 / 4-mini ("phi3"): fused attn_qkv and gate/up; the 128k models carry LongRoPE factors
+// (rope_orig_ctx = original_max_position_embeddings).
+std::vector<ModelShape> phi3_shapes() {
+  ModelShape p35{"phi-3.5-mini", "phi3", 32064, 3072, 32, 32, 32, 96, 8192, 131072, 10000.0f, 1e-5f, false};
+  p35.rope_orig_ctx = 4096;
+  ModelShape p4{"phi-4-mini", "phi3", 200064, 3072, 32, 24, 8, 128, 8192, 131072, 10000.0f, 1e-5f, true};
+  p4.rope_orig_ctx = 4096;
+  p4.n_rot = 96;  // partial_rotary_factor 0.75
+  // tiny: LongRoPE past 32 positions, partial RoPE (12 of 16 dimensions)
+  ModelShape tiny{"tiny-phi3", "phi3", 512, 64, 2, 4, 2, 16, 160, 1024, 10000.0f, 1e-5f, false};
+  tiny.rope_orig_ctx = 32;
+  tiny.n_rot = 12;
+  return {
+      p35,
+      {"phi-3-mini-4k", "phi3", 32064, 3072, 32, 32, 32, 96, 8192, 4096, 10000.0f, 1e-5f, false},
+      p4,
+      tiny,
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
-  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes})
+  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -1,5 +1,6 @@
 #include "convert/hf_model.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -22,6 +23,7 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.k_norm", "attn_k_norm"},      {"post_attention_layernorm", "ffn_norm"},
     {"mlp.gate_proj", "ffn_gate"},            {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
+    {"self_attn.qkv_proj", "attn_qkv"},       {"mlp.gate_up_proj", "ffn_up"},  // phi3, kept fused
 };
 
 // llama.cpp's general.file_type (LlamaFileType) for the type of the 2-D weights.
@@ -46,13 +48,18 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string b = fmt::format("blk.{}.", i);
     m[b + "attn_norm.weight"] = {H};
-    m[b + "attn_q.weight"] = {Q, H};
-    m[b + "attn_k.weight"] = {KV, H};
-    m[b + "attn_v.weight"] = {KV, H};
+    if (c.fused_qkv_ffn) {  // phi3: q, k, v rows stacked; gate rows then up rows
+      m[b + "attn_qkv.weight"] = {Q + 2 * KV, H};
+      m[b + "ffn_up.weight"] = {2 * F, H};
+    } else {
+      m[b + "attn_q.weight"] = {Q, H};
+      m[b + "attn_k.weight"] = {KV, H};
+      m[b + "attn_v.weight"] = {KV, H};
+      m[b + "ffn_gate.weight"] = {F, H};
+      m[b + "ffn_up.weight"] = {F, H};
+    }
     m[b + "attn_output.weight"] = {H, Q};
     m[b + "ffn_norm.weight"] = {H};
-    m[b + "ffn_gate.weight"] = {F, H};
-    m[b + "ffn_up.weight"] = {F, H};
     m[b + "ffn_down.weight"] = {H, F};
     if (c.attention_bias) {
       m[b + "attn_q.bias"] = {Q};
@@ -228,7 +235,11 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
   }
   w.set_u32("general.file_type", file_type_of(wtype));
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
+  if (a == "phi3") {  // as Phi3MiniModel writes them
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.original_context));
+    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  }
   const auto& rs = c.rope_scaling;
   if (rs.type == HfRopeScalingType::Linear || rs.type == HfRopeScalingType::Yarn) {
     w.set_string(a + ".rope.scaling.type", rs.type == HfRopeScalingType::Linear ? "linear" : "yarn");
@@ -236,6 +247,12 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     if (rs.type == HfRopeScalingType::Yarn && rs.original_max_position_embeddings > 0)
       w.set_u32(a + ".rope.scaling.original_context_length",
                 static_cast<uint32_t>(rs.original_max_position_embeddings));
+  }
+  if (rs.type == HfRopeScalingType::LongRope) {
+    // the converter's attention factor: sqrt(1 + ln(scale) / ln(original context)), scale = the extension
+    const double scale = static_cast<double>(c.max_position_embeddings) / static_cast<double>(c.original_context);
+    const double attn = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.original_context))) : 1.0;
+    w.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn));
   }
   if (opts.add_tokenizer) TM_TRY(opts.add_tokenizer(m.dir, w));
   w.set_u32("general.quantization_version", 2);
@@ -248,6 +265,17 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
                           std::memcpy(dst, factors->data(), n);
                           return {};
                         }));
+  }
+  if (rs.type == HfRopeScalingType::LongRope) {
+    for (auto [name, v] : {std::pair{"rope_factors_long.weight", &rs.long_factor},
+                           std::pair{"rope_factors_short.weight", &rs.short_factor}}) {
+      auto factors = std::make_shared<std::vector<float>>(*v);
+      TM_TRY(w.add_tensor(name, DType::F32, {static_cast<int64_t>(factors->size())},
+                          [factors](uint8_t* dst, size_t n) -> Status {
+                            std::memcpy(dst, factors->data(), n);
+                            return {};
+                          }));
+    }
   }
   for (const Item& it : items) {
     std::vector<int64_t> ne(it.src.tensor->shape.rbegin(), it.src.tensor->shape.rend());

@@ -1,7 +1,8 @@
 // Hugging Face model folder (config.json + safetensors) -> GGUF, following llama.cpp's
 // convert_hf_to_gguf.py: the same architecture names, metadata keys, tensor names, shapes (ggml
 // order: ne[0] = the HF last dimension), 1-D tensors in F32, llama-family q/k row permutation and
-// llama3 `rope_freqs.weight`. Tokenizer metadata is added by a caller-supplied hook
+// llama3 `rope_freqs.weight`; phi3 keeps attn_qkv / gate-up ffn_up fused and gets LongRoPE's
+// rope_factors_long/short.weight and rope.scaling.attn_factor. Tokenizer metadata is added by a caller-supplied hook
 // (HfConvertOptions::add_tokenizer), called where llama.cpp writes those keys; without one the file
 // holds hyper-parameters and weights only. convert/hf_convert.h installs the HF tokenizer as the hook
 // (the complete conversion `tokenmill convert --hf` runs).

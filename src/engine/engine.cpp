@@ -74,6 +74,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.sched = std::make_unique<Scheduler>(std::move(sched).value());
   // The scheduler never admits more than the KV cache holds: the front door uses the same limit.
   im.plan.max_model_len = std::min(im.plan.max_model_len, im.sched->config().max_model_len);
+  // LongRoPE (phi3) picks its short or long factors by the context served, as llama.cpp by n_ctx
+  im.forward->set_context_length(im.plan.max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
   log_debug("engine ready in {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());

@@ -36,6 +36,7 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward
   if (opt.block_size < 1) return Error{"block size must be at least 1"};
   auto s = std::unique_ptr<LogitStream>(new LogitStream());
   s->forward_ = std::move(forward);
+  s->forward_->set_context_length(opt.max_ctx);  // LongRoPE's factors follow the stream's context
   s->opt_ = opt;
   const ModelConfig& c = s->model().config();
   const int64_t n_blocks = (opt.max_ctx + opt.block_size - 1) / opt.block_size;

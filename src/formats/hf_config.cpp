@@ -28,6 +28,7 @@ constexpr Family kFamilies[] = {
     {"MistralForCausalLM", "llama", 4096 * 32, false, false, true},
     {"Qwen2ForCausalLM", "qwen2", 32768, true, false, false},
     {"Qwen3ForCausalLM", "qwen3", 32768, false, true, false},
+    {"Phi3ForCausalLM", "phi3", 4096, false, false, false},
 };
 
 class Reader {
@@ -116,9 +117,52 @@ Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
     TM_ASSIGN_OR_RETURN(s.factor, r.number(rs, "factor", 0, ctx));
     if (s.factor <= 0) return r.err("yarn rope_scaling needs a positive \"factor\"");
     TM_ASSIGN_OR_RETURN(s.original_max_position_embeddings, orig_ctx(0));
+  } else if (type == "longrope" || type == "su") {
+    s.type = HfRopeScalingType::LongRope;
+    for (auto [key, out] : {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
+      auto it = rs.find(key);
+      if (it == rs.end() || !it->is_array() || it->empty())
+        return r.err(fmt::format("longrope rope_scaling needs a non-empty \"{}\" array", key));
+      for (const auto& v : *it) {
+        if (!v.is_number() || !(v.get<double>() > 0))
+          return r.err(fmt::format("\"rope_scaling.{}\" must hold positive numbers, got {}", key, v.dump()));
+        out->push_back(v.get<float>());
+      }
+    }
+    TM_ASSIGN_OR_RETURN(s.original_max_position_embeddings, orig_ctx(0));
   } else {
-    return r.err(fmt::format("unsupported rope_scaling type '{}' (supported: linear, llama3, yarn)", type));
+    return r.err(fmt::format("unsupported rope_scaling type '{}' (supported: linear, llama3, yarn, longrope)", type));
   }
+  return {};
+}
+
+// phi3: fused tensors, partial rotary, the original context and LongRoPE's factor lengths (as
+// llama.cpp's Phi3MiniModel: rope dims = int(partial_rotary_factor * hidden) / heads).
+Status parse_phi3(const Reader& r, const json& j, const json* rp, HfConfig* c) {
+  c->fused_qkv_ffn = true;
+  if (c->q_dim() != c->hidden_size)
+    return r.err(fmt::format("phi3 needs num_attention_heads * head_dim == hidden_size ({} != {})", c->q_dim(),
+                             c->hidden_size));
+  const json& rpj = rp ? *rp : j;
+  TM_ASSIGN_OR_RETURN(double pct, r.number(r.get("partial_rotary_factor") ? j : rpj, "partial_rotary_factor", 1.0, ""));
+  if (!(pct > 0 && pct <= 1)) return r.err(fmt::format("\"partial_rotary_factor\" {} must be in (0, 1]", pct));
+  c->rope_dims = static_cast<int64_t>(pct * static_cast<double>(c->hidden_size)) / c->num_attention_heads;
+  if (c->rope_dims < 2 || c->rope_dims % 2 != 0 || c->rope_dims > c->head_dim)
+    return r.err(fmt::format("partial_rotary_factor {} gives {} rotary dimensions (must be even, 2 .. head_dim)", pct,
+                             c->rope_dims));
+  auto& s = c->rope_scaling;
+  if (s.type != HfRopeScalingType::None && s.type != HfRopeScalingType::LongRope)
+    return r.err("phi3 supports longrope rope_scaling only");
+  TM_ASSIGN_OR_RETURN(int64_t top, r.integer("original_max_position_embeddings", c->max_position_embeddings, 1,
+                                             int64_t{1} << 32));
+  c->original_context = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings : top;
+  if (s.type == HfRopeScalingType::LongRope) {
+    const auto want = static_cast<size_t>(c->rope_dims / 2);
+    if (s.short_factor.size() != want || s.long_factor.size() != want)
+      return r.err(fmt::format("rope_scaling short_factor/long_factor have {}/{} values, expected {} (rotary dims / 2)",
+                               s.short_factor.size(), s.long_factor.size(), want));
+  }
+  TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", 0, 0, int64_t{1} << 32));
   return {};
 }
 
@@ -189,6 +233,11 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   } else if (rp) {
     TM_TRY(parse_rope_scaling(r, *rp, &c));
   }
+
+  c.rope_dims = c.head_dim;
+  if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));
+  else if (c.rope_scaling.type == HfRopeScalingType::LongRope)
+    return r.err(fmt::format("longrope rope_scaling is supported for Phi3ForCausalLM only, not {}", c.hf_arch));
 
   if (const json* sw = r.get("sliding_window"); sw && sw->is_number_integer() && c.gguf_arch == "llama" &&
                                                  sw->get<int64_t>() < c.max_position_embeddings)

@@ -1,6 +1,6 @@
 // Hyper-parameters from a Hugging Face config.json for the decoder-only families we convert:
 // LlamaForCausalLM and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
-// Qwen3ForCausalLM ("qwen3"). Missing optional fields take the transformers defaults.
+// Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"). Missing optional fields take the transformers defaults.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace tmill {
 
-enum class HfRopeScalingType { None, Linear, Llama3, Yarn };
+enum class HfRopeScalingType { None, Linear, Llama3, Yarn, LongRope };
 
 struct HfRopeScaling {
   HfRopeScalingType type = HfRopeScalingType::None;
@@ -21,6 +21,8 @@ struct HfRopeScaling {
   double high_freq_factor = 4.0;  // llama3
   // llama3: the pre-extension context (default 8192); yarn: written when the config has it (else 0).
   int64_t original_max_position_embeddings = 0;
+  // longrope (phi3, also "su"): per-frequency divisors, rotary dims / 2 each
+  std::vector<float> short_factor, long_factor;
 };
 
 struct HfConfig {
@@ -46,6 +48,13 @@ struct HfConfig {
   // llama family: HF stores q/k rows in "rotate half" order; GGUF llama wants adjacent pairs, so the
   // converter permutes them. qwen2/qwen3 keep HF order and run NeoX-style RoPE.
   bool permute_qk = false;
+  // phi3: q/k/v come as one qkv_proj and gate/up as one gate_up_proj (kept fused, as llama.cpp does);
+  // RoPE rotates rope_dims = partial_rotary_factor * head_dim dimensions; the context before
+  // LongRoPE's extension (original_max_position_embeddings) is written for every phi3 model.
+  bool fused_qkv_ffn = false;
+  int64_t rope_dims = 0;               // 0 before parsing; then head_dim unless partial
+  int64_t original_context = 0;        // phi3
+  int64_t sliding_window = 0;          // phi3: written as llama.cpp's converter does (0 when none)
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }

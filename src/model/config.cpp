@@ -65,12 +65,13 @@ std::vector<std::string> known_archs() {
 ArchSpec arch_llama();
 ArchSpec arch_qwen2();
 ArchSpec arch_qwen3();
+ArchSpec arch_phi3();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3()}) registry()[s.name] = s;
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3()}) registry()[s.name] = s;
   });
 }
 }  // namespace
@@ -111,8 +112,11 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
       c.rope_scaling = RopeScaling::Linear;
       TM_ASSIGN_OR_RETURN(c.rope_scale_factor, opt_float(f, a + "rope.scaling.factor", 1.0f));
       if (!(c.rope_scale_factor > 0)) return Error{"rope.scaling.factor must be positive"};
+    } else if (*st == "longrope") {  // the factor tensors below carry it; llama.cpp would also scale by a factor
+      if (auto fac = f.get_number(a + "rope.scaling.factor"); fac && *fac != 0 && *fac != 1)
+        return Error{fmt::format("rope.scaling.factor {} with rope.scaling.type longrope is not supported", *fac)};
     } else if (*st != "none") {
-      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, llama3 via rope_freqs)", *st)};
+      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, longrope, llama3 via rope_freqs)", *st)};
     }
   } else if (auto sl = f.get_number(a + "rope.scale_linear")) {
     if (*sl > 0 && *sl != 1.0) {
@@ -120,7 +124,15 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
       c.rope_scale_factor = static_cast<float>(*sl);
     }
   }
+  // llama.cpp uses rope_freqs when present, else LongRoPE's factors whenever a file has them
   if (f.find_tensor("rope_freqs.weight")) c.rope_scaling = RopeScaling::Llama3;
+  else if (f.find_tensor("rope_factors_long.weight") || f.find_tensor("rope_factors_short.weight"))
+    c.rope_scaling = RopeScaling::LongRope;
+  // 0 (as some converters write for "none") means the trained context, as in llama.cpp
+  TM_ASSIGN_OR_RETURN(c.n_ctx_orig, opt_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train, 0, 1ll << 32));
+  if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
+  TM_ASSIGN_OR_RETURN(c.rope_attn_factor, opt_float(f, a + "rope.scaling.attn_factor", 1.0f));
+  if (!(c.rope_attn_factor > 0)) return Error{"rope.scaling.attn_factor must be positive"};
 
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   if (!emb) return Error{"missing tensor 'token_embd.weight'"};

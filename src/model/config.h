@@ -16,7 +16,8 @@ enum class RopeLayout {
   NeoX,      // rotate halves (i, i + n_rot/2): qwen2/qwen3 (ggml rope mode NEOX)
 };
 
-enum class RopeScaling { None, Linear, Llama3 };
+// Llama3: rope_freqs.weight divides the frequencies; LongRope (phi3): rope_factors_short/long.weight.
+enum class RopeScaling { None, Linear, Llama3, LongRope };
 
 // What distinguishes one transformer family from another. Registered by src/model/arch_*.cpp.
 struct ArchSpec {
@@ -24,6 +25,9 @@ struct ArchSpec {
   RopeLayout rope_layout;
   bool qkv_bias;             // q/k/v projections carry a bias (qwen2)
   bool qk_norm;              // RMSNorm over each q/k head before RoPE (qwen3)
+  // q/k/v may come as one attn_qkv tensor and gate/up as one ffn_up tensor of 2*n_ff rows, gate
+  // first (phi3); the loader splits them into row views.
+  bool fused_qkv_ffn = false;
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -45,6 +49,11 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_scale_factor = 1.0f;  // linear scaling: positions are divided by this
+  // LongRoPE (phi3): rope_factors_short/long.weight divide the frequencies; the long ones apply when
+  // the context served exceeds n_ctx_orig. attn_factor multiplies cos/sin (rope.scaling.attn_factor,
+  // as llama.cpp applies it: to the rotated dimensions of q and k).
+  int64_t n_ctx_orig = 0;          // rope.scaling.original_context_length, else n_ctx_train
+  float rope_attn_factor = 1.0f;
   bool tied_output = false;        // output projection shares token_embd
 
   int64_t q_dim() const { return n_head * head_dim; }

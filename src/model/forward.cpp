@@ -37,8 +37,14 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
-  inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, w.rope_freqs.empty() ? nullptr : w.rope_freqs.data());
+  set_context_length(c.n_ctx_train);
   if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
+  rope_mscale_ = c.rope_attn_factor;
+}
+
+void Forward::set_context_length(int64_t n_ctx) {
+  const ModelConfig& c = model_->config();
+  inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, model_->weights().rope_freq_factors(c, n_ctx));
 }
 
 uint64_t Forward::weight_bytes() const {
@@ -47,7 +53,8 @@ uint64_t Forward::weight_bytes() const {
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   // A tied output read in place is the embedding's own bytes: count them once.
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
-  uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs);
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs) +
+               floats(w.rope_factors_short) + floats(w.rope_factors_long);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
@@ -139,9 +146,16 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   // RoPE cos/sin per token, shared by every layer
   const int64_t half = c.n_rot / 2;
   parallel(N, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      rope_cos_sin(static_cast<float>(pos_[t]) * pos_scale_, inv_freq_.data(), half, rope_cos_.data() + t * half,
-                   rope_sin_.data() + t * half);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* cs = rope_cos_.data() + t * half;
+      float* sn = rope_sin_.data() + t * half;
+      rope_cos_sin(static_cast<float>(pos_[t]) * pos_scale_, inv_freq_.data(), half, cs, sn);
+      if (rope_mscale_ != 1.0f)
+        for (int64_t i = 0; i < half; ++i) {
+          cs[i] *= rope_mscale_;
+          sn[i] *= rope_mscale_;
+        }
+    }
   });
   // token embeddings: x (N, E)
   for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, batch.tokens[t], x_.data() + t * E);
@@ -151,9 +165,12 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const PreparedLayer& P = layers_[l];
     // attention block (layers after the first got their norm from the previous layer's residual step)
     if (l == 0) residual_norm(false, L.attn_norm.data(), N);
+    // a fused attn_qkv (phi3) is one weight to the observer: reported once
     observe(P.wq, xb_.data(), N);
-    observe(P.wk, xb_.data(), N);
-    observe(P.wv, xb_.data(), N);
+    if (P.wk.source().name != P.wq.source().name) {
+      observe(P.wk, xb_.data(), N);
+      observe(P.wv, xb_.data(), N);
+    }
     const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
     matmul_many(qkv, 3, xb_.data(), E, N, pool_);
     const PagedKvView view = kv.view(l);
@@ -187,7 +204,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // feed-forward block (SwiGLU)
     residual_norm(true, L.ffn_norm.data(), N);
     observe(P.gate, xb_.data(), N);
-    observe(P.up, xb_.data(), N);
+    if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
     matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
     if (observer_) {  // the observer sees the down projection's input, so SwiGLU runs first

@@ -38,6 +38,10 @@ class Forward {
   void run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& logits);
 
   const Model& model() const { return *model_; }
+  // The context length (positions per sequence) this forward serves; it picks LongRoPE's short or
+  // long factors (phi3) as llama.cpp does with its n_ctx. Default: the model's trained context, as
+  // llama.cpp's default n_ctx. Set it before the first run (K already cached would not match).
+  void set_context_length(int64_t n_ctx);
   // Bytes of weights the forward pass keeps in memory: every prepared matrix's packed layout and
   // huge-page copy (F16 has two: row-major for one token, bf16 x16 for batches), plus what it still
   // reads from the file mapping (the token embedding rows, matrices used in place) and the norm and
@@ -68,6 +72,7 @@ class Forward {
   PreparedMatrix output_;
   std::vector<float> inv_freq_;  // (n_rot/2)
   float pos_scale_ = 1.0f;       // linear RoPE scaling divides positions
+  float rope_mscale_ = 1.0f;     // rope.scaling.attn_factor: multiplies cos/sin
 
   // scratch, (n_tokens, dim) row-major
   int64_t cap_ = 0;

@@ -51,6 +51,14 @@ class Loader {
     return vec(name, n);
   }
 
+  // Rows [r0, r0 + n) of a matrix: a view into the same bytes (whole rows, so any block type works).
+  static Matrix rows_of(const Matrix& m, int64_t r0, int64_t n) {
+    Matrix v = m;
+    v.data = m.row(r0);
+    v.rows = n;
+    return v;
+  }
+
   uint64_t bytes = 0;
   int64_t params = 0;
   std::map<DType, uint64_t> bytes_by_type;
@@ -70,6 +78,12 @@ class Loader {
 };
 
 }  // namespace
+
+const float* ModelWeights::rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const {
+  if (!rope_freqs.empty()) return rope_freqs.data();
+  if (rope_factors_long.empty()) return nullptr;
+  return n_ctx > c.n_ctx_orig ? rope_factors_long.data() : rope_factors_short.data();
+}
 
 Result<std::shared_ptr<Model>> Model::load(const std::string& path) {
   auto f = GgufFile::open(path);
@@ -98,23 +112,50 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   if (c.rope_scaling == RopeScaling::Llama3) {
     TM_ASSIGN_OR_RETURN(w.rope_freqs, ld.vec("rope_freqs.weight", c.n_rot / 2));
   }
+  // LongRoPE: both or neither (llama.cpp loads them whenever present, whatever the architecture)
+  if (c.rope_scaling == RopeScaling::LongRope) {
+    TM_ASSIGN_OR_RETURN(w.rope_factors_short, ld.vec("rope_factors_short.weight", c.n_rot / 2));
+    TM_ASSIGN_OR_RETURN(w.rope_factors_long, ld.vec("rope_factors_long.weight", c.n_rot / 2));
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
     TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
-    TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
-    TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+    if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
+      // q, k, v rows stacked in one tensor, in that order
+      TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd));
+      L.wq = Loader::rows_of(qkv, 0, c.q_dim());
+      L.wk = Loader::rows_of(qkv, c.q_dim(), c.kv_dim());
+      L.wv = Loader::rows_of(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    } else {
+      TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    }
+    if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
+      TM_ASSIGN_OR_RETURN(auto b, ld.vec(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim()));
+      L.bq.assign(b.begin(), b.begin() + c.q_dim());
+      L.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
+      L.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+    } else {
+      TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
+      TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
+      TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+    }
     TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
     TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.w_gate, ld.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
+      // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
+      TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd));
+      L.w_gate = Loader::rows_of(gate_up, 0, c.n_ff);
+      L.w_up = Loader::rows_of(gate_up, c.n_ff, c.n_ff);
+    } else {
+      TM_ASSIGN_OR_RETURN(L.w_gate, ld.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+    }
     TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
   }
   model->weight_bytes_ = ld.bytes;

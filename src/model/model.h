@@ -13,6 +13,8 @@ namespace tmill {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // (n_embd)
+  // wq/wk/wv and w_gate/w_up may be row views of one fused tensor (attn_qkv, ffn_up: phi3); such a
+  // view keeps the fused tensor's name.
   Matrix wq;                     // (n_head*head_dim rows, n_embd cols)
   Matrix wk;                     // (n_head_kv*head_dim, n_embd)
   Matrix wv;                     // (n_head_kv*head_dim, n_embd)
@@ -31,6 +33,10 @@ struct ModelWeights {
   std::vector<float> output_norm;  // (n_embd)
   Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
   std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
+  std::vector<float> rope_factors_short, rope_factors_long;  // (n_rot/2) LongRoPE (phi3), or empty
+  // The frequency divisors RoPE uses when the context served is n_ctx positions (null: none):
+  // rope_freqs, else LongRoPE's long factors past n_ctx_orig and its short ones up to it (llama.cpp's rule).
+  const float* rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const;
   std::vector<LayerWeights> layers;
 };
 

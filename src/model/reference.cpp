@@ -48,7 +48,7 @@ void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const fl
     float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(n_rot));
     if (freq_factors) freq /= freq_factors[i];
     const float val = p * freq;
-    const float fcr = std::cos(val), fci = std::sin(val);
+    const float fcr = std::cos(val) * c.rope_attn_factor, fci = std::sin(val) * c.rope_attn_factor;
     // Adjacent: pairs (2i, 2i+1). NeoX: pairs (i, i + n_rot/2).
     const int64_t a = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i : i;
     const int64_t b = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
@@ -83,7 +83,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   TM_ASSERT(pos >= 0 && pos < max_seq_, "position outside the reference KV cache");
   TM_ASSERT(token >= 0 && token < c.n_vocab, "token id out of range");
   const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
-  const float* freq_factors = w.rope_freqs.empty() ? nullptr : w.rope_freqs.data();
+  const float* freq_factors = w.rope_freq_factors(c, max_seq_);
 
   // token embedding
   dequantize_row(w.token_embd.type, w.token_embd.row(token), x_.data(), c.n_embd);

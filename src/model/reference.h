@@ -12,7 +12,8 @@ namespace tmill {
 
 class ReferenceForward {
  public:
-  // max_seq: positions the private (contiguous, float32) KV cache can hold.
+  // max_seq: positions the private (contiguous, float32) KV cache can hold; also the context length
+  // that picks LongRoPE's short or long factors (phi3).
   ReferenceForward(std::shared_ptr<const Model> model, int64_t max_seq);
 
   // Runs token `token` at position `pos` (positions must be fed in order 0, 1, 2, ...)
@@ -47,7 +48,8 @@ void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_s
 void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 float silu(float x);
-// Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos.
+// Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos; the
+// rotated values are scaled by c.rope_attn_factor (LongRoPE's attention factor, 1 otherwise).
 void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors);
 }  // namespace ref
 

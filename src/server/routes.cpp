@@ -210,9 +210,20 @@ HttpResponse Server::handle(HttpRequest& req) {
   const Route* r = find_route(req.path);
   TM_ASSERT(r, "before_body let an unknown route through");
   const std::string id = request_id_of(req);
-  if (r->needs_engine)
-    if (auto unavailable = check_available()) return finish(std::move(*unavailable), req, id);
-  return finish((this->*(r->handler))(req), req, id);
+  const auto t0 = std::chrono::steady_clock::now();
+  HttpResponse res;
+  if (auto unavailable = r->needs_engine ? check_available() : std::nullopt) {
+    res = std::move(*unavailable);
+  } else {
+    res = (this->*(r->handler))(req);
+  }
+  if (opts_.log_requests) {
+    // An access line (never the prompt or the key): for a stream, the time until it started.
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    log_info("request {} {} {} -> {}{} in {:.1f} ms", id, req.method, req.path, res.status,
+             res.streaming() ? " (stream started)" : "", ms);
+  }
+  return finish(std::move(res), req, id);
 }
 
 HttpResponse Server::body_error(bool too_large, const HttpRequest& req) {

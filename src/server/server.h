@@ -45,7 +45,8 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // "*" allows any
   std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, OPTIONS
   std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id
-  std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
+  std::string truncation = "disabled";
+  bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
 };
 

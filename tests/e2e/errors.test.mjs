@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer, rawRequest, parseResponse, scrape, metric } from './lib/server.mjs';
+import { startServer, rawRequest, parseResponse, scrape, metric, sleep } from './lib/server.mjs';
 
 let server;
 let client;
@@ -289,6 +289,26 @@ test('X-Request-Id is echoed (or generated) on every response and carried in err
   // A value that is not visible ASCII (or too long) is replaced, never reflected.
   const long = await fetch(`${server.url}/health`, { headers: { 'X-Request-Id': 'x'.repeat(200) } });
   assert.match(long.headers.get('x-request-id'), /^req-[0-9a-f]{32}$/);
+});
+
+test('--log-requests writes one access line per request with its id, never the prompt or the key', async () => {
+  const s = await startServer(['--log-requests', '--api-key', 'sekrit-key']);
+  try {
+    const r = await fetch(`${s.url}/v1/completions`, {
+      method: 'POST', headers: { Authorization: 'Bearer sekrit-key', 'X-Request-Id': 'log-me-1' },
+      body: JSON.stringify({ prompt: 'a very private prompt', max_tokens: 2 }),
+    });
+    assert.equal(r.status, 200);
+    await r.text();
+    await sleep(200);
+    assert.match(s.log(), /request log-me-1 POST \/v1\/completions -> 200 in [0-9.]+ ms/);
+    assert.ok(!s.log().includes('very private'), 'the prompt is not logged');
+    assert.ok(!s.log().includes('sekrit-key'), 'the key is not logged');
+  } finally {
+    await s.stop();
+  }
+  // Without the flag: no access lines.
+  assert.ok(!server.log().includes('request req-'), 'no access log by default');
 });
 
 test('CORS: off by default; --allowed-origins answers preflights and tags responses for allowed origins', async () => {

@@ -3,8 +3,8 @@
 //
 // Files: the bundled stories260K (convert --llama2c, F32), stories260K quantized by `tokenmill
 // quantize` to every 32-element type (IQ4_NL and pure MXFP4 too), random-weight qwen2 / qwen3 / llama
-// models of 256-wide layers from `tokenmill dummy` quantized to the K-quants, IQ4_NL, IQ4_XS, pure
-// MXFP4 and mixed recipes, pure IQ4_XS and MXFP4 dummies, and a dummy with the real Qwen2
+// / phi3 models of 256-wide layers from `tokenmill dummy` quantized to the K-quants, IQ4_NL, IQ4_XS,
+// pure MXFP4 and mixed recipes, pure IQ4_XS and MXFP4 dummies, and a dummy with the real Qwen2
 // vocabulary. For each file and a fixed token sequence, the next-token logits at every position from
 // llama.cpp (controlledEvaluate) and from `tokenmill eval logits` are compared:
 //   relrms = rms(llama - tokenmill) / rms(tokenmill - its mean), the worst position.
@@ -143,10 +143,13 @@ try {
     check(ok, `stories260K ${type}: relrms ${r.relrms.toExponential(2)} vs quantization ${q.toExponential(2)}, top-1 ${r.top1}`);
   }
   // 4. dummy models of each architecture, 256-wide (K-quant blocks fit), quantized from F16
-  for (const arch of ['llama', 'qwen2', 'qwen3']) {
+  //    phi3: fused attn_qkv and gate/up, partial NeoX RoPE (48 of 64 dimensions), LongRoPE factors
+  //    (the short ones: both sides serve contexts within the original 512)
+  const dims = ['--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4', '--n-head-kv', '2', '--n-ff', '512'];
+  const extra = { phi3: ['--n-ctx', '4096', '--n-rot', '48', '--rope-orig-ctx', '512'] };
+  for (const arch of ['llama', 'qwen2', 'qwen3', 'phi3']) {
     const src = path.join(dir, `${arch}-F16.gguf`);
-    tm(['dummy', '--arch', arch, '--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4',
-      '--n-head-kv', '2', '--n-ff', '512', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F16', '-o', src]);
+    tm(['dummy', '--arch', arch, ...dims, ...(extra[arch] ?? ['--n-ctx', '256']), '--vocab', stories, '--dtype', 'F16', '-o', src]);
     for (const type of ['F16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'Q5_K_M', 'IQ4_NL', 'IQ4_XS', 'MXFP4']) {
       let f = src;
       if (type !== 'F16') {
@@ -200,6 +203,16 @@ try {
     check(ok, `stories260K ${type} greedy ${g.tokens.length} tokens${same >= 0 ? '' : ' identical'}${note}`);
     await ctx.dispose();
     await model.dispose();
+  }
+  // 4d. phi3 LongRoPE in F32, the short and the long factors: llama.cpp picks them by its context (256
+  //     here), tokenmill's `eval logits` by the sequence it serves (32): original context 512 puts both
+  //     on the short ones, 16 both on the long ones. (A file where they pick differently, 64, gives ~4e-2.)
+  for (const [which, orig] of [['short', '512'], ['long', '16']]) {
+    const f = path.join(dir, `phi3-longrope-${which}.gguf`);
+    tm(['dummy', '--arch', 'phi3', ...dims, '--n-ctx', '4096', '--rope-orig-ctx', orig, '--vocab', stories,
+      '--dtype', 'F32', '-o', f]);
+    const r = await compare(f, seq);
+    check(r.relrms < 5e-3 && r.top1 >= 0.9, `phi3 F32 LongRoPE ${which} factors: relrms ${r.relrms.toExponential(2)} (< 5e-3), top-1 ${r.top1}`);
   }
   // 5. the real Qwen2 vocabulary: llama.cpp and tokenmill tokenize alike (a dummy carries the vocab)
   {

@@ -15,12 +15,13 @@ struct DummyCli {
   // explicit dimensions (override or define a shape)
   std::string arch = "llama";
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
+  int64_t n_rot = 0, rope_orig_ctx = 0;
   bool tied = false;
 };
 
 TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::App& app) -> tmill::cli::CommandRun {
   auto o = std::make_shared<DummyCli>();
-  app.add_option("--shape", o->shape, "qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, ... (--list)");
+  app.add_option("--shape", o->shape, "qwen2.5-0.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, phi-3.5-mini, ... (--list)");
   app.add_option("--dtype", o->dtype, "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4")->capture_default_str();
   app.add_option("--vocab", o->vocab, "GGUF file whose tokenizer (tokenizer.* keys) the model gets");
   app.add_option("--seed", o->seed, "random seed (same seed, same bytes)")->capture_default_str();
@@ -28,7 +29,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3)");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -37,6 +38,9 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--head-dim", o->head_dim, "head dimension (default n_embd / n_head)");
   app.add_option("--n-ff", o->n_ff, "feed-forward size");
   app.add_option("--n-ctx", o->n_ctx, "context length");
+  app.add_option("--n-rot", o->n_rot, "dimensions RoPE rotates per head (default head_dim)");
+  app.add_option("--rope-orig-ctx", o->rope_orig_ctx,
+                 "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long");
   app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions)");
   return [o] {
     using namespace tmill;
@@ -71,6 +75,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->n_head_kv) s.n_head_kv = o->n_head_kv;
     if (o->n_ff) s.n_ff = o->n_ff;
     if (o->n_ctx) s.n_ctx = o->n_ctx;
+    if (o->n_rot) s.n_rot = o->n_rot;
+    if (o->rope_orig_ctx) s.rope_orig_ctx = o->rope_orig_ctx;
     if (o->shape.empty()) {
       s.arch = o->arch;
       s.tied = o->tied;

@@ -44,7 +44,10 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                   (long long)c.n_ctx_train, c.rope_theta,
                   c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,
                   c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
-                  : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling" : "",
+                  : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling"
+                  : c.rope_scaling == RopeScaling::LongRope
+                      ? fmt::format(", LongRoPE (original context {}, attn factor {:.4g})", c.n_ctx_orig, c.rope_attn_factor).c_str()
+                      : "",
                   c.rms_eps);
       std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate output.weight");
     } else if (g.find("general.architecture")) {

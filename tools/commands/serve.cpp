@@ -9,8 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "core/log.h"
@@ -21,13 +25,88 @@
 
 namespace {
 
+// vLLM's command line (`vllm serve MODEL --tensor-parallel-size 1 ...`), accepted as is or mapped;
+// what cannot mean the same here is refused with the reason (docs/server.md, "vLLM's flags").
+struct VllmCli {
+  std::string model;  // positional MODEL
+  int tensor_parallel = 1, pipeline_parallel = 1;
+  bool enable_prefix_caching = false, no_enable_prefix_caching = false;
+  bool enable_chunked_prefill = false, no_enable_chunked_prefill = false;
+  bool disable_log_requests = false, enable_log_requests = false;
+  std::string dtype = "auto";
+  double gpu_memory_utilization = 0;  // 0: not given
+};
+
 struct ServeCli {
   tmill::cli::EngineCli engine;
   tmill::server::ServerOptions server;
+  VllmCli vllm;
   std::string max_body = "8MiB";
   double drain_timeout = 30;
   bool threshold_given = false;
 };
+
+uint64_t total_memory_bytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemTotal: %lu kB", &kb) == 1) break;
+  std::fclose(f);
+  return static_cast<uint64_t>(kb) * 1024;
+}
+
+// Maps the vLLM flags onto tokenmill's; an error names the flag and why.
+tmill::Status apply_vllm_flags(ServeCli& o) {
+  using tmill::Error;
+  VllmCli& v = o.vllm;
+  if (!v.model.empty()) {
+    if (!o.engine.model.empty() && o.engine.model != v.model)
+      return Error{"the model is given twice: '" + v.model + "' and --model '" + o.engine.model + "'"};
+    o.engine.model = v.model;
+  }
+  if (v.tensor_parallel != 1)
+    return Error{fmt::format("--tensor-parallel-size {}: tensor parallelism is not supported; tokenmill runs a model "
+                             "on one device (the CPU; CUDA: one GPU), use 1",
+                             v.tensor_parallel)};
+  if (v.pipeline_parallel != 1)
+    return Error{fmt::format("--pipeline-parallel-size {}: pipeline parallelism is not supported; tokenmill runs a "
+                             "model on one device, use 1",
+                             v.pipeline_parallel)};
+  if (v.enable_prefix_caching && (v.no_enable_prefix_caching || o.engine.no_prefix_caching))
+    return Error{"--enable-prefix-caching and --no-enable-prefix-caching (--no-prefix-caching) contradict each other"};
+  if (v.no_enable_prefix_caching) o.engine.no_prefix_caching = true;
+  if (v.no_enable_chunked_prefill)
+    return Error{"--no-enable-chunked-prefill: chunked prefill is always on in tokenmill; --max-num-batched-tokens "
+                 "bounds a step and --long-prefill-token-threshold one prompt's share of it"};
+  if (v.enable_log_requests && v.disable_log_requests)
+    return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
+  if (v.enable_log_requests) o.server.log_requests = true;
+  if (v.dtype != "auto")
+    return Error{"--dtype " + v.dtype + ": tokenmill computes in the model file's own weight types; only auto is "
+                 "accepted (write another type with `tokenmill quantize` or `tokenmill convert --outtype`)"};
+  if (v.gpu_memory_utilization != 0) {
+    if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
+      return Error{"--gpu-memory-utilization must be in (0, 1]"};
+    if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
+      const uint64_t total = total_memory_bytes();
+      if (total == 0) return Error{"--gpu-memory-utilization: cannot read the memory size (/proc/meminfo)"};
+      std::error_code ec;
+      const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
+      const uint64_t weights = std::filesystem::file_size(path, ec);
+      if (ec) return Error{"--gpu-memory-utilization: cannot size the model file " + path + ": " + ec.message()};
+      const double budget = v.gpu_memory_utilization * static_cast<double>(total);
+      if (budget <= static_cast<double>(weights))
+        return Error{fmt::format("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB leaves nothing for the KV "
+                                 "cache beside {:.2f} GiB of weights",
+                                 v.gpu_memory_utilization, budget / (1 << 30), static_cast<double>(total) / (1 << 30),
+                                 static_cast<double>(weights) / (1 << 30))};
+      o.engine.kv_cache_memory = std::to_string(static_cast<uint64_t>(budget) - weights);
+    }
+  }
+  return {};
+}
 
 int run(ServeCli& o) {
   using namespace tmill;
@@ -40,6 +119,10 @@ int run(ServeCli& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (auto st = apply_vllm_flags(o); !st.ok()) {
+    log_error("{}", st.error());
+    return 2;
+  }
   if (const char* k = std::getenv("TOKENMILL_API_KEY"); k && *k) o.server.api_keys.push_back(k);
   for (const auto& k : o.server.api_keys)
     if (k.empty()) {
@@ -201,6 +284,24 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--allowed-headers", s.allowed_headers,
                             "CORS: request headers a preflight allows (default Authorization, Content-Type, "
                             "X-Request-Id)");
+             app.add_flag("--log-requests", s.log_requests,
+                          "log one line per request: its X-Request-Id, route, status and time (never prompts or keys)");
+             // vLLM's command line (docs/server.md, "vLLM's flags").
+             auto& v = o->vllm;
+             app.add_option("model", v.model, "the model, as `vllm serve MODEL` takes it (same as --model)");
+             // vLLM's -tp / -pp: two-letter short names, which CLI11 lacks; main() spells them out.
+             app.add_option("--tensor-parallel-size", v.tensor_parallel, "vLLM (-tp): 1 (one device)");
+             app.add_option("--pipeline-parallel-size", v.pipeline_parallel, "vLLM (-pp): 1 (one device)");
+             app.add_flag("--enable-prefix-caching", v.enable_prefix_caching, "vLLM: prefix caching (the default)");
+             app.add_flag("--no-enable-prefix-caching", v.no_enable_prefix_caching, "vLLM: = --no-prefix-caching");
+             app.add_flag("--enable-chunked-prefill", v.enable_chunked_prefill, "vLLM: chunked prefill (always on)");
+             app.add_flag("--no-enable-chunked-prefill", v.no_enable_chunked_prefill, "vLLM: refused (always on)");
+             app.add_flag("--disable-log-requests", v.disable_log_requests, "vLLM: no access log (the default)");
+             app.add_flag("--enable-log-requests", v.enable_log_requests, "vLLM: = --log-requests");
+             app.add_option("--dtype", v.dtype, "vLLM: auto (the model file's types)")->capture_default_str();
+             app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization,
+                            "vLLM: share of memory for weights + KV cache (KV = share x memory - weights); "
+                            "--kv-cache-memory wins");
              app.add_option("--truncation", s.truncation,
                             "chat requests too long for the context: auto drops the oldest whole turns (never the "
                             "system prompt or the latest turn), disabled answers 400; a request's \"truncation\" wins")

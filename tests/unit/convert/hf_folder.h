@@ -20,7 +20,7 @@ struct HfTensor {
 };
 using HfTensors = std::map<std::string, HfTensor>;  // sorted by HF name
 
-// The HF weights a config implies (llama/qwen2/qwen3 layouts).
+// The HF weights a config implies (llama/qwen2/qwen3/phi3 layouts).
 inline HfTensors hf_weights(const nlohmann::json& cfg) {
   const int64_t H = cfg["hidden_size"], F = cfg["intermediate_size"], L = cfg["num_hidden_layers"];
   const int64_t nh = cfg["num_attention_heads"];
@@ -29,6 +29,7 @@ inline HfTensors hf_weights(const nlohmann::json& cfg) {
   const int64_t V = cfg["vocab_size"];
   const std::string arch = cfg["architectures"][0];
   const bool qwen2 = arch == "Qwen2ForCausalLM", qwen3 = arch == "Qwen3ForCausalLM";
+  const bool phi3 = arch == "Phi3ForCausalLM";  // fused qkv_proj and gate_up_proj
   const bool bias = qwen2 || cfg.value("attention_bias", false);
   HfTensors t;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
@@ -43,12 +44,17 @@ inline HfTensors hf_weights(const nlohmann::json& cfg) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {H});
     add(p + "post_attention_layernorm.weight", {H});
-    add(p + "self_attn.q_proj.weight", {nh * hd, H});
-    add(p + "self_attn.k_proj.weight", {nkv * hd, H});
-    add(p + "self_attn.v_proj.weight", {nkv * hd, H});
+    if (phi3) {
+      add(p + "self_attn.qkv_proj.weight", {(nh + 2 * nkv) * hd, H});
+      add(p + "mlp.gate_up_proj.weight", {2 * F, H});
+    } else {
+      add(p + "self_attn.q_proj.weight", {nh * hd, H});
+      add(p + "self_attn.k_proj.weight", {nkv * hd, H});
+      add(p + "self_attn.v_proj.weight", {nkv * hd, H});
+      add(p + "mlp.gate_proj.weight", {F, H});
+      add(p + "mlp.up_proj.weight", {F, H});
+    }
     add(p + "self_attn.o_proj.weight", {H, nh * hd});
-    add(p + "mlp.gate_proj.weight", {F, H});
-    add(p + "mlp.up_proj.weight", {F, H});
     add(p + "mlp.down_proj.weight", {H, F});
     if (bias) {
       add(p + "self_attn.q_proj.bias", {nh * hd});

@@ -60,7 +60,8 @@ std::string gguf_name(const std::string& hf) {
       {"self_attn.v_proj.bias", "attn_v.bias"},             {"self_attn.o_proj.bias", "attn_output.bias"},
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},          {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"}};
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},     {"mlp.gate_up_proj.weight", "ffn_up.weight"}};
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -99,7 +100,7 @@ void check_tensors(const GgufFile& f, const HfTensors& src, DType weight_type, b
   }
   std::set<std::string> got;
   for (const auto& t : f.tensors())
-    if (t.name != "rope_freqs.weight") got.insert(t.name);
+    if (t.name.rfind("rope_", 0) != 0) got.insert(t.name);  // generated: rope_freqs, rope_factors_*
   EXPECT_EQ(got, want);
 }
 
@@ -237,6 +238,50 @@ TEST(HfConvert, Qwen3HeadDimAndQkNorm) {
   EXPECT_EQ(qn->ne, std::vector<int64_t>{8});
   EXPECT_EQ(qn->type, DType::F32);
   check_tensors(f, src, DType::F32, false, 8, false);
+}
+
+// Phi3ForCausalLM as llama.cpp's Phi3MiniModel writes it: qkv_proj / gate_up_proj kept fused,
+// partial rotary dims, the original context, LongRoPE factors and the attention factor.
+TEST(HfConvert, Phi3FusedTensorsAndLongRope) {
+  json cfg = tiny_llama_config();
+  cfg["architectures"] = {"Phi3ForCausalLM"};
+  cfg["hidden_size"] = 32;  // head_dim 8; partial 0.75: int(0.75 * 32) / 4 = 6 rotary dims
+  cfg["partial_rotary_factor"] = 0.75;
+  cfg["original_max_position_embeddings"] = 32;  // max_position_embeddings 128: scale 4
+  cfg["sliding_window"] = 64;
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.5, 2.0}}, {"long_factor", {2.0, 4.0, 8.0}}};
+  auto src = hf_weights(cfg);
+  auto f = convert(write_hf_folder(cfg, src, "F32"));
+  EXPECT_EQ(f.get_string("general.architecture"), "phi3");
+  EXPECT_EQ(f.get_int("phi3.rope.dimension_count"), 6);
+  EXPECT_EQ(f.get_int("phi3.context_length"), 128);
+  EXPECT_EQ(f.get_int("phi3.rope.scaling.original_context_length"), 32);
+  EXPECT_EQ(f.get_int("phi3.attention.sliding_window"), 64);
+  EXPECT_EQ(f.find("phi3.rope.scaling.type"), nullptr);  // LongRoPE is carried by the tensors
+  ASSERT_NE(f.get_number("phi3.rope.scaling.attn_factor"), std::nullopt);
+  EXPECT_NEAR(*f.get_number("phi3.rope.scaling.attn_factor"), std::sqrt(1 + std::log(4.0) / std::log(32.0)), 1e-6);
+  EXPECT_EQ(f.find_tensor("blk.0.attn_qkv.weight")->ne, (std::vector<int64_t>{32, 32 + 2 * 16}));
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_up.weight")->ne, (std::vector<int64_t>{32, 48}));
+  EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(values_of(*f.find_tensor("rope_factors_short.weight")), (std::vector<float>{1.0f, 1.5f, 2.0f}));
+  EXPECT_EQ(values_of(*f.find_tensor("rope_factors_long.weight")), (std::vector<float>{2.0f, 4.0f, 8.0f}));
+  check_tensors(f, src, DType::F32, false, 8, false);  // fused tensors copied row for row
+
+  // without rope_scaling (Phi-3-mini-4k): no factors, the original context still written
+  cfg.erase("rope_scaling");
+  cfg.erase("original_max_position_embeddings");
+  auto g = convert(write_hf_folder(cfg, hf_weights(cfg), "F32"));
+  EXPECT_EQ(g.find_tensor("rope_factors_long.weight"), nullptr);
+  EXPECT_EQ(g.find("phi3.rope.scaling.attn_factor"), nullptr);
+  EXPECT_EQ(g.get_int("phi3.rope.scaling.original_context_length"), 128);
+
+  // factor arrays must cover the rotary dims
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 4.0}}};
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, hf_weights(cfg), "F32")), "expected 3 (rotary dims / 2)");
+  // a yarn Phi-3 is not what this converter writes
+  cfg["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, hf_weights(cfg), "F32")), "longrope rope_scaling only");
 }
 
 TEST(HfConvert, Llama3RopeFreqsMatchHandComputation) {

@@ -113,6 +113,27 @@ TEST(Imatrix, SumsAreSquaredInputsOfEachWeight) {
   EXPECT_EQ(with_out.entries.at("blk.1.ffn_down.weight").sums, im.entries.at("blk.1.ffn_down.weight").sums);
 }
 
+// phi3's fused attn_qkv and gate/up ffn_up are one weight each, as llama.cpp's imatrix names them:
+// one entry per fused tensor, counted once per token (not once per q/k/v view).
+TEST(Imatrix, Phi3FusedWeightsAreOneEntryEach) {
+  const std::string path = test::dummy_model("tiny-phi3");
+  auto m = load(path);
+  const ModelConfig& c = m->config();
+  const int64_t ctx = 32;
+  const Imatrix im = collect(path, ctx, false, 2);
+  EXPECT_EQ(static_cast<int64_t>(im.entries.size()), 4 * c.n_layer);  // qkv, output, up, down
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    ASSERT_TRUE(im.entries.count(b + "attn_qkv.weight")) << l;
+    ASSERT_TRUE(im.entries.count(b + "ffn_up.weight")) << l;
+    EXPECT_EQ(im.entries.at(b + "attn_qkv.weight").counts, std::vector<float>{2.0f * ctx});
+    EXPECT_EQ(im.entries.at(b + "attn_qkv.weight").n_cols(), c.n_embd);
+    EXPECT_EQ(im.entries.at(b + "ffn_up.weight").counts, std::vector<float>{2.0f * ctx});
+    EXPECT_EQ(im.entries.at(b + "ffn_down.weight").n_cols(), c.n_ff);
+    EXPECT_EQ(im.entries.count(b + "attn_q.weight"), 0u);
+  }
+}
+
 TEST(Imatrix, SavedFileLoadsBackAndDrivesTheQuantizer) {
   const std::string path = test::dummy_model("tiny-qwen2");
   const Imatrix im = collect(path, 64);

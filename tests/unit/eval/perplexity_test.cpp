@@ -101,6 +101,40 @@ TEST(LogitStream, RowsMatchReferenceForwardAcrossFeedsAndSubBatches) {
   EXPECT_NE(st.error().find("outside the vocabulary"), std::string::npos);
 }
 
+// LongRoPE (phi3) follows the stream's context: tiny-phi3 (original context 32) through a stream of
+// 24 positions matches the reference on the short factors, through one of 64 the reference on the
+// long ones, and the two differ.
+TEST(LogitStream, Phi3LongRopeFactorsFollowTheStreamContext) {
+  auto m = load(test::dummy_model("tiny-phi3"));
+  ThreadPool pool(2);
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 24; ++i) toks.push_back(3 + (i * 37) % 500);
+  double apart = 0;
+  std::vector<std::vector<float>> by_ctx[2];
+  for (int k = 0; k < 2; ++k) {
+    const int64_t ctx = k == 0 ? 24 : 64;
+    auto s = stream(m, ctx, 8, DType::F32, &pool);
+    auto& rows = by_ctx[k];
+    rows.resize(toks.size());
+    s->reset();
+    ASSERT_TRUE(s->feed(toks, 0, [&](int64_t pos, const float* r) { rows[pos].assign(r, r + m->config().n_vocab); }).ok());
+    ReferenceForward ref(m, ctx);
+    for (int64_t p = 0; p < static_cast<int64_t>(toks.size()); ++p) {
+      const auto& want = ref.forward(toks[p], p);
+      double err = 0, scale = 0;
+      for (size_t v = 0; v < want.size(); ++v) {
+        err = std::max(err, static_cast<double>(std::abs(want[v] - rows[p][v])));
+        scale = std::max(scale, static_cast<double>(std::abs(want[v])));
+      }
+      EXPECT_LT(err, 1e-4 * scale) << "ctx " << ctx << " position " << p;
+    }
+  }
+  for (size_t p = 0; p < toks.size(); ++p)
+    for (size_t v = 0; v < by_ctx[0][p].size(); ++v)
+      apart = std::max(apart, static_cast<double>(std::abs(by_ctx[0][p][v] - by_ctx[1][p][v])));
+  EXPECT_GT(apart, 1e-3);
+}
+
 // PPL = exp(mean NLL) where the NLLs come from ReferenceForward, summed here in float64.
 TEST(Perplexity, EqualsHandComputedReferenceOnStories260K) {
   auto m = load(test::stories_path());

@@ -12,7 +12,8 @@ namespace tmill::test {
 
 class F64Forward {
  public:
-  explicit F64Forward(const Model& m) : m_(m), c_(m.config()) {
+  // n_ctx: the context length that picks LongRoPE's short or long factors (as ReferenceForward's max_seq).
+  explicit F64Forward(const Model& m, int64_t n_ctx = 64) : m_(m), c_(m.config()), ff_(m.weights().rope_freq_factors(c_, n_ctx)) {
     kc_.resize(c_.n_layer);
     vc_.resize(c_.n_layer);
   }
@@ -93,13 +94,13 @@ class F64Forward {
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
     }
-    const auto& ff = m_.weights().rope_freqs;
+    const double ms = c_.rope_attn_factor;
     double fpos = static_cast<double>(pos);
     if (c_.rope_scaling == RopeScaling::Linear) fpos /= c_.rope_scale_factor;
     for (int64_t i = 0; i < c_.n_rot / 2; ++i) {
       double freq = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.n_rot);
-      if (!ff.empty()) freq /= ff[i];
-      const double a = fpos * freq, cs = std::cos(a), sn = std::sin(a);
+      if (ff_) freq /= ff_[i];
+      const double a = fpos * freq, cs = std::cos(a) * ms, sn = std::sin(a) * ms;
       const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
       const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;
       const double v0 = p[i0], v1 = p[i1];
@@ -109,6 +110,7 @@ class F64Forward {
   }
   const Model& m_;
   const ModelConfig& c_;
+  const float* ff_;  // RoPE frequency divisors, or null
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
 };
 

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "f64_forward.h"
+#include "formats/gguf.h"
 #include "convert/dummy.h"
 #include "model/forward.h"
 #include "model/reference.h"
@@ -139,7 +142,116 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"));
+INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"));
+
+// phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
+// bytes, and LongRoPE's metadata and factors are read.
+TEST(Phi3, FusedTensorsSplitIntoRowViewsAndLongRopeLoads) {
+  auto m = tiny_model("tiny-phi3", DType::Q8_0);
+  const auto& c = m->config();
+  const auto& w = m->weights();
+  EXPECT_EQ(c.n_rot, 12);
+  EXPECT_EQ(c.n_ctx_orig, 32);
+  EXPECT_NEAR(c.rope_attn_factor, std::sqrt(1.0 + std::log(1024.0 / 32) / std::log(32.0)), 1e-6);
+  ASSERT_EQ(w.rope_factors_short.size(), 6u);
+  ASSERT_EQ(w.rope_factors_long.size(), 6u);
+  EXPECT_EQ(w.rope_factors_short[0], 1.0f);
+  EXPECT_GT(w.rope_factors_long[5], w.rope_factors_short[5]);
+  // up to the original context the short factors apply, past it the long ones
+  EXPECT_EQ(w.rope_freq_factors(c, 32), w.rope_factors_short.data());
+  EXPECT_EQ(w.rope_freq_factors(c, 33), w.rope_factors_long.data());
+  const GgufTensorInfo* qkv = m->file().find_tensor("blk.1.attn_qkv.weight");
+  const GgufTensorInfo* up = m->file().find_tensor("blk.1.ffn_up.weight");
+  ASSERT_TRUE(qkv && up);
+  EXPECT_EQ(m->file().find_tensor("blk.1.attn_q.weight"), nullptr);
+  const LayerWeights& L = w.layers[1];
+  const auto* q0 = static_cast<const uint8_t*>(qkv->data);
+  EXPECT_EQ(L.wq.data, q0);
+  EXPECT_EQ(L.wk.data, q0 + c.q_dim() * L.wq.row_bytes);
+  EXPECT_EQ(L.wv.data, q0 + (c.q_dim() + c.kv_dim()) * L.wq.row_bytes);
+  EXPECT_EQ(L.wq.rows, c.q_dim());
+  EXPECT_EQ(L.wk.rows, c.kv_dim());
+  EXPECT_EQ(L.wv.rows, c.kv_dim());
+  const auto* u0 = static_cast<const uint8_t*>(up->data);
+  EXPECT_EQ(L.w_gate.data, u0);
+  EXPECT_EQ(L.w_up.data, u0 + c.n_ff * L.w_gate.row_bytes);
+  EXPECT_EQ(L.w_up.rows, c.n_ff);
+  EXPECT_EQ(L.wq.row_bytes * static_cast<size_t>(c.q_dim() + 2 * c.kv_dim()), qkv->nbytes);
+}
+
+// A phi3 file with attn_qkv.bias (llama.cpp adds it when present): its q, k, v parts become the
+// q/k/v biases, and the reference applies them.
+TEST(Phi3, FusedQkvBiasSplitsIntoQkvBiases) {
+  auto m = tiny_model("tiny-phi3");
+  const auto& c = m->config();
+  const int64_t n = c.q_dim() + 2 * c.kv_dim();
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) bias[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  GgufWriter w;
+  for (const auto& [k, v] : m->file().metadata()) w.set(k, v);
+  for (const auto& t : m->file().tensors()) ASSERT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    ASSERT_TRUE(w.add_tensor(fmt::format("blk.{}.attn_qkv.bias", l), DType::F32, {n}, bias.data()).ok());
+  const std::string path = test::temp_dir() + "/phi3-qkv-bias.gguf";
+  ASSERT_TRUE(w.write(path).ok());
+  auto mb = Model::load(path);
+  ASSERT_TRUE(mb.ok()) << mb.error();
+  const LayerWeights& L = (*mb)->weights().layers[1];
+  ASSERT_EQ(static_cast<int64_t>(L.bq.size()), c.q_dim());
+  ASSERT_EQ(static_cast<int64_t>(L.bk.size()), c.kv_dim());
+  ASSERT_EQ(static_cast<int64_t>(L.bv.size()), c.kv_dim());
+  EXPECT_EQ(L.bq[0], bias[0]);
+  EXPECT_EQ(L.bk[0], bias[c.q_dim()]);
+  EXPECT_EQ(L.bv.back(), bias.back());
+  ReferenceForward a(m, 8), b(*mb, 8);
+  test::F64Forward f64(**mb, 8);
+  const auto& la = a.forward(5, 0);
+  const auto& lb = b.forward(5, 0);
+  EXPECT_NE(la, lb);
+  EXPECT_LT(max_rel_err(lb, f64.forward(5, 0)), 1e-4);
+}
+
+// LongRoPE's factors follow the context served: the forward set to a context within the original
+// one matches the reference (and float64) with the short factors, and differs from the long ones
+// once positions are far enough for the rotation to matter.
+TEST(Phi3, LongRopeShortFactorsWithinTheOriginalContext) {
+  auto m = tiny_model("tiny-phi3");
+  const auto& c = m->config();
+  Forward fwd(m, nullptr);
+  fwd.set_context_length(32);
+  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, 4, 8, DType::F32};
+  auto kv = KvStorage::create(lay);
+  ASSERT_TRUE(kv.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i) prompt.push_back((i * 13 + 5) % static_cast<int32_t>(c.n_vocab));
+  ForwardBatch batch;
+  batch.tokens = prompt;
+  SeqSlice s;
+  for (int b = 0; b < 8; ++b) s.block_table.push_back(b);
+  s.n_tokens = static_cast<int32_t>(prompt.size());
+  s.logits = SeqSlice::Logits::All;
+  batch.seqs = {s};
+  std::vector<float> logits;
+  fwd.run(batch, *kv, logits);
+  ReferenceForward ref_short(m, 32), ref_long(m, 64);
+  test::F64Forward f64(*m, 32);
+  double worst_long = 0;
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const auto& want = ref_short.forward(prompt[p], static_cast<int64_t>(p));
+    const auto& other = ref_long.forward(prompt[p], static_cast<int64_t>(p));
+    ASSERT_LT(max_rel_err(want, f64.forward(prompt[p], static_cast<int64_t>(p))), 1e-4) << "pos " << p;
+    double num = 0, den = 0, dl = 0;
+    for (int64_t v = 0; v < c.n_vocab; ++v) {
+      const float got = logits[p * c.n_vocab + v];
+      num = std::max<double>(num, std::abs(got - want[v]));
+      den = std::max<double>(den, std::abs(want[v]));
+      dl = std::max<double>(dl, std::abs(other[v] - want[v]));
+    }
+    ASSERT_LT(num / den, 1e-4) << "pos " << p;
+    worst_long = std::max(worst_long, dl / den);
+  }
+  EXPECT_GT(worst_long, 1e-3);  // the long factors would have given other logits
+}
 
 // Several sequences of different lengths in one batch give the same logits as each alone.
 TEST(BatchedForward, MixedBatchEqualsSeparateRuns) {
