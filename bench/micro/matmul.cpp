@@ -93,6 +93,10 @@ void fill_random(DType t, std::vector<uint8_t>& b, uint64_t n_elements) {
       const uint16_t h = t == DType::F16 ? fp32_to_fp16(ud(rng)) : fp32_to_bf16(ud(rng));
       std::memcpy(&b[2 * i], &h, 2);
     }
+  } else if (t == DType::MXFP4) {
+    // E8M0 exponent byte first in each block: 2^(121 - 128) ~ 0.008 (random bytes would give
+    // subnormal or infinite scales).
+    for (uint64_t k = 0; k < n_elements / 32; ++k) b[k * info.type_size] = 121;
   } else {
     const uint16_t s = fp32_to_fp16(0.01f);
     const uint64_t blocks = n_elements / static_cast<uint64_t>(info.block_size);
@@ -327,7 +331,7 @@ const Shape kShapes[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {1519
 void register_all() {
   const DType gemv_types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32,
                               DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::IQ4_NL, DType::IQ4_XS};
+                              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
   for (DType t : gemv_types) {
     for (const Shape& s : kShapes) {
       if (s.cols % dtype_info(t).block_size != 0) continue;  // K-quants need 256 | cols (only 896x4864 here)

@@ -125,11 +125,14 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS)
-    return Error{fmt::format("--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS)",
+      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS && o.dtype != DType::MXFP4)
+    return Error{fmt::format("--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4)",
                              dtype_name(o.dtype))};
   // The 4-bit types get llama.cpp's default mix for the output matrix (below, unless --pure).
-  const bool four_bit = o.dtype == DType::Q4_0 || o.dtype == DType::IQ4_NL || o.dtype == DType::IQ4_XS;
+  // MXFP4: every 2-D weight MXFP4 (llama.cpp's MXFP4_MOE would keep a dense model's matrices in Q8_0;
+  // a dummy is for exercising the type), the output matrix Q8_0 as in MXFP4_MOE.
+  const bool four_bit =
+      o.dtype == DType::Q4_0 || o.dtype == DType::IQ4_NL || o.dtype == DType::IQ4_XS || o.dtype == DType::MXFP4;
   if (s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0)
     return Error{"invalid model dimensions"};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
@@ -156,9 +159,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
   // llama_ftype: ALL_F32=0, MOSTLY_F16=1, MOSTLY_Q4_0=2, MOSTLY_Q8_0=7, MOSTLY_IQ4_NL=25, MOSTLY_IQ4_XS=30,
-  // MOSTLY_BF16=32
+  // MOSTLY_BF16=32, MOSTLY_MXFP4_MOE=38
   const uint32_t ftype = o.dtype == DType::F32 ? 0 : o.dtype == DType::F16 ? 1 : o.dtype == DType::Q4_0 ? 2
-                         : o.dtype == DType::Q8_0 ? 7 : o.dtype == DType::IQ4_NL ? 25 : o.dtype == DType::IQ4_XS ? 30 : 32;
+                         : o.dtype == DType::Q8_0 ? 7 : o.dtype == DType::IQ4_NL ? 25 : o.dtype == DType::IQ4_XS ? 30
+                         : o.dtype == DType::MXFP4 ? 38 : 32;
   w.set_u32("general.file_type", ftype);
   if (o.dtype == DType::Q8_0 || four_bit) w.set_u32("general.quantization_version", 2);
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
@@ -219,7 +223,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // llama.cpp's default mix: the output matrix (or the tied embedding) gets Q6_K, or Q8_0 when rows
   // don't fit 256-blocks; --pure keeps everything in the chosen type.
   DType out_t = wt;
-  if (four_bit && !o.pure) out_t = s.n_embd % 256 == 0 ? DType::Q6_K : DType::Q8_0;
+  if (four_bit && !o.pure) out_t = s.n_embd % 256 == 0 && o.dtype != DType::MXFP4 ? DType::Q6_K : DType::Q8_0;
   const float emb_spread = 0.05f, w_spread = 0.035f;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   TM_TRY(add_matrix("token_embd.weight", s.n_vocab, s.n_embd, s.tied ? out_t : wt, emb_spread));

@@ -31,7 +31,7 @@ std::optional<ModelShape> find_shape(const std::string& name);
 
 struct DummyOptions {
   ModelShape shape;
-  DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0 (2-D weights; norms stay F32)
+  DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4 (2-D weights; norms stay F32)
   bool pure = false;          // 4-bit types: also the output/tied embedding in that type (else Q8_0/Q6_K like llama.cpp)
   uint64_t seed = 42;
   std::string vocab_path;     // GGUF whose tokenizer.* keys are copied (its token count sets n_vocab)

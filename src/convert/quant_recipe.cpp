@@ -25,6 +25,7 @@ const std::vector<QuantRecipe>& recipes() {
       {"Q4_K_M", FT::MOSTLY_Q4_K_M, DType::Q4_K}, {"Q5_K_S", FT::MOSTLY_Q5_K_S, DType::Q5_K},
       {"Q5_K_M", FT::MOSTLY_Q5_K_M, DType::Q5_K}, {"Q6_K", FT::MOSTLY_Q6_K, DType::Q6_K},
       {"IQ4_NL", FT::MOSTLY_IQ4_NL, DType::IQ4_NL}, {"IQ4_XS", FT::MOSTLY_IQ4_XS, DType::IQ4_XS},
+      {"MXFP4_MOE", FT::MOSTLY_MXFP4_MOE, DType::MXFP4},
   };
   return r;
 }
@@ -101,6 +102,11 @@ struct State {
   // llama_tensor_get_type_impl for the file types we support (of the IQ types IQ4_NL and IQ4_XS).
   bool iq4() const { return is(FT::MOSTLY_IQ4_NL) || is(FT::MOSTLY_IQ4_XS); }
   Result<DType> mixture_type(const QuantTensorDesc& t, Cat cat, DType nt) {
+    if (is(FT::MOSTLY_MXFP4_MOE)) {
+      // Expert tensors (3-D, more than one expert) MXFP4, every other matrix Q8_0, the output too.
+      if (cat == Cat::Output || (tied && cat == Cat::TokenEmbd)) return opt.output_tensor_type.value_or(DType::Q8_0);
+      return t.ne.size() > 2 && t.ne[2] > 1 ? DType::MXFP4 : DType::Q8_0;
+    }
     if (cat == Cat::Output || (tied && cat == Cat::TokenEmbd)) {
       if (opt.output_tensor_type) return *opt.output_tensor_type;
       const int64_t nx = t.ne[0];
@@ -195,6 +201,7 @@ Result<QuantRecipe> recipe_from_name(std::string_view name) {
   if (u == "Q3_K") u = "Q3_K_M";
   if (u == "Q4_K") u = "Q4_K_M";
   if (u == "Q5_K") u = "Q5_K_M";
+  if (u == "MXFP4") u = "MXFP4_MOE";
   for (const QuantRecipe& r : recipes())
     if (r.name == u) return r;
   int num = -1;
@@ -204,7 +211,7 @@ Result<QuantRecipe> recipe_from_name(std::string_view name) {
       if (static_cast<int>(r.ftype) == num) return r;
   std::string names;
   for (const QuantRecipe& r : recipes()) names += (names.empty() ? "" : ", ") + r.name;
-  return Error{fmt::format("unknown quantization type '{}' (supported: {}; aliases Q3_K, Q4_K, Q5_K)", name, names)};
+  return Error{fmt::format("unknown quantization type '{}' (supported: {}; aliases Q3_K, Q4_K, Q5_K, MXFP4)", name, names)};
 }
 
 std::vector<QuantRecipe> all_recipes() { return recipes(); }

@@ -19,7 +19,7 @@ enum class LlamaFileType : uint32_t {
   ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7, MOSTLY_Q5_0 = 8,
   MOSTLY_Q5_1 = 9, MOSTLY_Q2_K = 10, MOSTLY_Q3_K_S = 11, MOSTLY_Q3_K_M = 12, MOSTLY_Q3_K_L = 13,
   MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16, MOSTLY_Q5_K_M = 17, MOSTLY_Q6_K = 18,
-  MOSTLY_Q2_K_S = 21, MOSTLY_IQ4_NL = 25, MOSTLY_IQ4_XS = 30, MOSTLY_BF16 = 32,
+  MOSTLY_Q2_K_S = 21, MOSTLY_IQ4_NL = 25, MOSTLY_IQ4_XS = 30, MOSTLY_BF16 = 32, MOSTLY_MXFP4_MOE = 38,
 };
 
 struct QuantRecipe {
@@ -30,7 +30,7 @@ struct QuantRecipe {
 
 // Case-insensitive; accepts llama.cpp's names (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
 // Q2_K_S, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K) and its aliases Q3_K = Q3_K_M,
-// Q4_K = Q4_K_M, Q5_K = Q5_K_M, as well as the ftype number.
+// Q4_K = Q4_K_M, Q5_K = Q5_K_M, MXFP4 = MXFP4_MOE, as well as the ftype number.
 Result<QuantRecipe> recipe_from_name(std::string_view name);
 std::vector<QuantRecipe> all_recipes();  // for --help
 

@@ -39,14 +39,14 @@ struct RowOps {
   RopeFn rope_neox;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
 };
 
-inline constexpr int kPackKinds = kPackIQ4_XS + 1;
+inline constexpr int kPackKinds = kPackMXFP4 + 1;
 
 // Value-initialize (KernelTable t{}): every entry starts null.
 struct KernelTable {
   // Activation quantizers (every level).
   QuantActQ8Fn quant_act_q8;
   QuantActQ8KFn quant_act_q8k;
-  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K, kPackIQ4_NL, kPackIQ4_XS) on
+  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K, kPackIQ4_NL .. kPackMXFP4) on
   // every level; null for kPackNone and kPackBf16Copy (no int8 kernel reads those).
   QGemmFn qgemm[kPackKinds];
   // Optional: two tiles per weight pass (null: the dispatcher calls qgemm once per tile).

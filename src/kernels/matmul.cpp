@@ -1,7 +1,7 @@
 // Matrix products: dispatch by weight type through the kernel table of the active ISA
 // (kernels/dispatch.h, read once per call), threading and scratch buffers. The arithmetic lives in
 // the per-ISA kernel files behind kernels/kernel_abi.h:
-//   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS): weights repacked at load (pack.cpp),
+//   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4): weights repacked at load (pack.cpp),
 //       activations quantized once per call to int8 blocks, int8 x int8 dot products.
 //   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or where the table has the bf16
 //       path (AVX-512 BF16) for n_tokens >= 2 bf16 dot products (vdpbf16ps) with activations
@@ -89,6 +89,7 @@ int zero_point(int kind) {
   switch (kind) {
     case kPackQ8_0: return 128;
     case kPackIQ4_NL: return 128;  // levels looked up as values + 128 (kernel_abi.h)
+    case kPackMXFP4: return 128;   // likewise
     case kPackQ4_0: return 8;
     case kPackQ5_0: return 16;
     default: return -1;  // Q4_1 / Q5_1: bias = +sum(x) for the min term

@@ -33,8 +33,8 @@ const uint16_t* f16_to_bf16_table() {
 
 // One row's block decoded into levels and parameters.
 struct RowBlock {
-  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63, IQ4 indices
-  uint16_t d = 0, m = 0;           // f16 scale and min (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
+  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63, IQ4 / MXFP4 indices
+  uint16_t d = 0, m = 0;           // f16 scale (MXFP4: the E8M0 byte) and min (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
   uint8_t sc[16] = {}, mins[8] = {};  // sub-block scales (Q6_K, IQ4_XS: int8 bit patterns) and mins
 };
 
@@ -96,6 +96,16 @@ void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
       BlockIQ4_NL b;
       std::memcpy(&b, src, sizeof b);
       o->d = b.d;
+      for (int j = 0; j < 16; ++j) {
+        o->q[j] = b.qs[j] & 0xF;
+        o->q[j + 16] = b.qs[j] >> 4;
+      }
+      return;
+    }
+    case kPackMXFP4: {
+      BlockMXFP4 b;
+      std::memcpy(&b, src, sizeof b);
+      o->d = b.e;  // the E8M0 byte; put_row stores its half scale as f32
       for (int j = 0; j < 16; ++j) {
         o->q[j] = b.qs[j] & 0xF;
         o->q[j + 16] = b.qs[j] >> 4;
@@ -246,6 +256,12 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
         put_h2(gb + 544 + 384 * s, r, rb.q + 32 * s);
       }
       return;
+    case kPackMXFP4: {
+      const float d = mxfp4_half_scale(static_cast<uint8_t>(rb.d));
+      std::memcpy(gb + 4 * r, &d, 4);
+      put_nibbles(gb + 64, r, rb.q);
+      return;
+    }
     case kPackIQ4_XS:
       put_f16(gb, r, rb.d);
       for (int j = 0; j < 8; ++j) gb[32 + j * 16 + r] = rb.sc[j];
@@ -269,6 +285,7 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
     case DType::Q6_K: return kPackQ6_K;
     case DType::IQ4_NL: return kPackIQ4_NL;
     case DType::IQ4_XS: return kPackIQ4_XS;
+    case DType::MXFP4: return kPackMXFP4;
     case DType::F16: return allow_bf16_copy ? kPackBf16Copy : kPackNone;
     default: return kPackNone;
   }

@@ -1,9 +1,10 @@
-// AVX2 kernels for the non-linear 4-bit types IQ4_NL and IQ4_XS on their x16 layouts
+// AVX2 kernels for the non-linear 4-bit types IQ4_NL, IQ4_XS and MXFP4 on their x16 layouts
 // (kernels/kernel_abi.h); a group's 64-byte chunk vectors are processed as two 8-row ymm halves.
 // The 4-bit indices are unpacked as for Q4_0 and looked up with one vpshufb per chunk vector in the
 // table of signed levels (-127..113). Without VNNI the products go through the sign trick of the
 // Q8_0 kernel, vpmaddubsw(|w|, sign(x, w)) (pairs <= 2 * 127 * 127 < 32767), so no zero point:
 //   IQ4_NL: vpmaddwd by ones per chunk, y += float(dot) * dx * dw (the record's bias is not used);
+//   MXFP4:  the same loop with the doubled E2M1 values as the table and f32 half scales as dw;
 //   IQ4_XS: vpmaddwd by the row's (sc_j, sc_j) int16 pairs applies the sub-block scale in the same
 //           instruction; y += float(isum) * dw * dx per super-block.
 #include "kernels/isa_avx2.h"
@@ -13,8 +14,8 @@
 namespace tmill::kern {
 namespace {
 
-inline __m256i level_table() {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+inline __m256i level_table(const int8_t* values = kIq4nlValues) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
   return _mm256_broadcastsi128_si256(t);
 }
 
@@ -40,11 +41,13 @@ inline __m256i dot8(const __m256i w[8], const __m256i aw[8], const uint8_t* xq, 
   return s;
 }
 
-template <int U>
+// IQ4_NL (f16 scales, then the nibbles at +32) or MXFP4 (f32 scales, nibbles at +64).
+template <int Kind, int U>
 void nl_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, int t0, float* y, int64_t ldy,
              int64_t r, int nrows) {
-  constexpr int64_t BB = kGroupBlockBytes[kPackIQ4_NL];
-  const __m256i table = level_table(), ones = _mm256_set1_epi16(1);
+  constexpr bool kMx = Kind == kPackMXFP4;
+  constexpr int64_t BB = kGroupBlockBytes[Kind];
+  const __m256i table = level_table(kMx ? kMxfp4Values : kIq4nlValues), ones = _mm256_set1_epi16(1);
   __m256 acc[U];
   TM_UNROLL
   for (int u = 0; u < U; ++u) acc[u] = _mm256_setzero_ps();
@@ -55,8 +58,8 @@ void nl_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, i
       for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + 3072 + o), _MM_HINT_T0);
     }
     __m256i w[8], aw[8];
-    unpack_levels(gb + 32 + 32 * hf, table, w, aw);
-    const __m256 dw = load_f16x8(gb + 16 * hf);
+    unpack_levels(gb + (kMx ? 64 : 32) + 32 * hf, table, w, aw);
+    const __m256 dw = kMx ? _mm256_loadu_ps(reinterpret_cast<const float*>(gb) + 8 * hf) : load_f16x8(gb + 16 * hf);
     TM_UNROLL
     for (int u = 0; u < U; ++u) {
       float dx;
@@ -103,11 +106,12 @@ void xs_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, i
   for (int u = 0; u < U; ++u) store_rows8(y + (t0 + u) * ldy + r, acc[u], nrows);
 }
 
+template <int Kind>
 void nl_entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
               int64_t rows) {
-  for_each_half_tile<4>(w, nb * kGroupBlockBytes[kPackIQ4_NL], g0, g1, T, rows,
+  for_each_half_tile<4>(w, nb * kGroupBlockBytes[Kind], g0, g1, T, rows,
                         [&](auto u, const uint8_t* gb, int hf, int t0, int64_t r, int nrows) {
-                          nl_half<decltype(u)::value>(gb, nb, hf, act, T, t0, y, ldy, r, nrows);
+                          nl_half<Kind, decltype(u)::value>(gb, nb, hf, act, T, t0, y, ldy, r, nrows);
                         });
 }
 
@@ -122,8 +126,9 @@ void xs_entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
 }  // namespace
 
 void add_qgemm_iq4_avx2(KernelTable& t) {
-  t.qgemm[kPackIQ4_NL] = nl_entry;
+  t.qgemm[kPackIQ4_NL] = nl_entry<kPackIQ4_NL>;
   t.qgemm[kPackIQ4_XS] = xs_entry;
+  t.qgemm[kPackMXFP4] = nl_entry<kPackMXFP4>;
 }
 
 }  // namespace tmill::kern

@@ -1,9 +1,10 @@
-// AVX-512 VNNI kernels for the non-linear 4-bit types IQ4_NL and IQ4_XS on their x16 layouts
+// AVX-512 VNNI kernels for the non-linear 4-bit types IQ4_NL, IQ4_XS and MXFP4 on their x16 layouts
 // (kernels/kernel_abi.h). The 4-bit indices are unpacked as for Q4_0, then one vpshufb per chunk
 // vector looks them up in the 16-entry table, stored as values + 128 (unsigned bytes 1..241 for
 // vpdpbusd); the +128 comes back out through the activations' sums:
 //   IQ4_NL: Q8 records with zero point 128, the accumulator starts at bias = -128 * sum(x): then as
 //           Q8_0 (y16 += float(dot) * dx * dw16), with the two-tile qgemm2 as the legacy kernels.
+//   MXFP4:  the same kernel with the doubled E2M1 values (+128) as the table and f32 half scales.
 //   IQ4_XS: Q8K records; isum = sum_j sc_j * dot_j (vpmulld by the row's signed 6-bit sub-block scale)
 //           minus 128 * sum_j sc_j * bsum32_j (vpdpwssd, as Q4_K's mins); y16 += float(isum) * dw16 * dx
 //           per super-block.
@@ -18,9 +19,9 @@ namespace {
 constexpr int kPrefetchBytes = 3072;  // as the legacy kernels: every line of the stream, this far ahead
 
 // The 16 levels + 128 in each 128-bit lane (vpshufb looks up within lanes).
-inline __m512i level_table() {
+inline __m512i level_table(const int8_t* values = kIq4nlValues) {
   alignas(16) uint8_t t[16];
-  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(values[i] + 128);
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
 }
 
@@ -40,11 +41,13 @@ inline __m512i dot4(__m512i a, const __m512i* q, const uint8_t* x) {
 
 // IQ4_NL: NT activation tiles of T tokens (tile h's records at act[h]) in one pass over the weights,
 // as the legacy kernels' gemm_tiles (each token's result is the same for any NT).
-template <int T, int NT>
+// MXFP4 (Kind) has f32 scales and its nibbles at +64.
+template <int Kind, int T, int NT>
 void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* const* act, float* y,
               int64_t ldy, int64_t rows) {
-  constexpr int64_t BB = kGroupBlockBytes[kPackIQ4_NL];
-  const __m512i table = level_table();
+  constexpr bool kMx = Kind == kPackMXFP4;
+  constexpr int64_t BB = kGroupBlockBytes[Kind];
+  const __m512i table = level_table(kMx ? kMxfp4Values : kIq4nlValues);
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* gb = w + g * nb * BB;
     const uint8_t* rec[NT];
@@ -57,8 +60,8 @@ void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
       TM_UNROLL
       for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb) + kPrefetchBytes + o, _MM_HINT_T0);
       __m512i q[8];
-      unpack_levels(gb + 32, table, q);
-      const __m512 dw = load_f16x16(gb);
+      unpack_levels(gb + (kMx ? 64 : 32), table, q);
+      const __m512 dw = kMx ? _mm512_loadu_ps(gb) : load_f16x16(gb);
       TM_UNROLL
       for (int h = 0; h < NT; ++h) {
         const float* dx = reinterpret_cast<const float*>(rec[h] + T * 32);
@@ -80,15 +83,17 @@ void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
   }
 }
 
+template <int Kind>
 void nl_entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act, int T, float* y, int64_t ldy,
               int64_t rows) {
-  with_count<kTile>(T, [&](auto k) { nl_tiles<decltype(k)::value, 1>(w, nb, g0, g1, &act, y, ldy, rows); });
+  with_count<kTile>(T, [&](auto k) { nl_tiles<Kind, decltype(k)::value, 1>(w, nb, g0, g1, &act, y, ldy, rows); });
 }
 
+template <int Kind>
 void nl_entry2(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* act0, const uint8_t* act1,
                float* y, int64_t ldy, int64_t rows) {
   const uint8_t* act[2] = {act0, act1};
-  nl_tiles<kTile, 2>(w, nb, g0, g1, act, y, ldy, rows);
+  nl_tiles<Kind, kTile, 2>(w, nb, g0, g1, act, y, ldy, rows);
 }
 
 // IQ4_XS: tokens t0..t0+U-1 of a T-token tile, one group (rows r0.., store mask).
@@ -162,9 +167,11 @@ void xs_entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
 }  // namespace
 
 void add_qgemm_iq4_avx512(KernelTable& t) {
-  t.qgemm[kPackIQ4_NL] = nl_entry;
-  t.qgemm2[kPackIQ4_NL] = nl_entry2;
+  t.qgemm[kPackIQ4_NL] = nl_entry<kPackIQ4_NL>;
+  t.qgemm2[kPackIQ4_NL] = nl_entry2<kPackIQ4_NL>;
   t.qgemm[kPackIQ4_XS] = xs_entry;
+  t.qgemm[kPackMXFP4] = nl_entry<kPackMXFP4>;
+  t.qgemm2[kPackMXFP4] = nl_entry2<kPackMXFP4>;
 }
 
 }  // namespace tmill::kern

@@ -48,14 +48,15 @@ int dot_nibbles(const uint8_t* n, const uint8_t* h, const uint8_t* h2, int r, co
   return s;
 }
 
-// Dot of the 32 non-linear levels (IQ4_NL / IQ4_XS indices as nibble chunks, row r) with 32 int8
-// activations; `offset` is added to every level (128: the unsigned bytes a SIMD kernel multiplies).
-int dot_iq4(const uint8_t* n, int r, const int8_t* x, int offset) {
+// Dot of the 32 non-linear levels (IQ4_NL / IQ4_XS indices, MXFP4 codes with `values` =
+// kMxfp4Values; nibble chunks, row r) with 32 int8 activations; `offset` is added to every level
+// (128: the unsigned bytes a SIMD kernel multiplies).
+int dot_iq4(const uint8_t* n, int r, const int8_t* x, int offset, const int8_t* values = kIq4nlValues) {
   int s = 0;
   for (int c = 0; c < 4; ++c)
     for (int i = 0; i < 4; ++i) {
       const uint8_t byte = n[(c * 16 + r) * 4 + i];
-      s += (kIq4nlValues[byte & 0xF] + offset) * x[4 * c + i] + (kIq4nlValues[byte >> 4] + offset) * x[16 + 4 * c + i];
+      s += (values[byte & 0xF] + offset) * x[4 * c + i] + (values[byte >> 4] + offset) * x[16 + 4 * c + i];
     }
   return s;
 }
@@ -98,8 +99,11 @@ void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
       case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
       case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
       case kPackIQ4_NL: s = dot_iq4(gb + 32, r, x, 128); break;  // + bias (-128 * sum x): the signed dot
+      case kPackMXFP4: s = dot_iq4(gb + 64, r, x, 128, kMxfp4Values); break;
     }
-    if (has_min) {
+    if (Kind == kPackMXFP4) {
+      acc += static_cast<float>(s + bias) * dx * ld<float>(gb, r);  // f32 half scales
+    } else if (has_min) {
       acc += static_cast<float>(s) * dx * f16(gb, r);
       acc += f16(gb + 32, r) * (dx * static_cast<float>(bias));
     } else {
@@ -196,7 +200,7 @@ void quant_act_q8k_scalar(const float* x, int64_t ldx, int T, int64_t cols, uint
 void add_qgemm_scalar(KernelTable& t) {
   t.quant_act_q8 = quant_act_q8_scalar;
   t.quant_act_q8k = quant_act_q8k_scalar;
-  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1, kPackIQ4_NL>(
+  for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1, kPackIQ4_NL, kPackMXFP4>(
       [&](auto k) { t.qgemm[k.value] = gemm_legacy<decltype(k)::value>; });
   for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K, kPackIQ4_XS>(
       [&](auto k) { t.qgemm[k.value] = gemm_kquant<decltype(k)::value>; });

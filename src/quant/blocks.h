@@ -40,8 +40,13 @@
 //        8 sub-blocks of 32 with 6-bit scales ls_j (stored +32): low 4 bits = scales_l[j/2] >> 4*(j%2),
 //        high 2 bits = scales_h >> 2j. x = d * (ls_j - 32) * values[q]; sub-block j's 32 elements
 //        are qs[16j..16j+15] in Q4_0's nibble order (low nibbles first).
+//
+// MXFP4 (OCP microscaling FP4, 32 el, 17 B): e:u8 (E8M0 exponent) | qs[16] E2M1 codes in Q4_0's nibble
+//   order. x[i] = kMxfp4Values[q(i)] * mxfp4_half_scale(e): the table holds the E2M1 values doubled
+//   (integers -12..12), the scale is half of 2^(e - 127), so the product is exact.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace tmill {
@@ -163,6 +168,23 @@ static_assert(sizeof(BlockIQ4_XS) == 136, "IQ4_XS block must be 136 bytes");
 // The 16 levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl), ascending.
 static constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+inline constexpr int QK_MXFP4 = 32;
+
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[QK_MXFP4 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block must be 17 bytes");
+
+// E2M1 code -> twice its value (bit 3 the sign; 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled).
+static constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as a float, exact for every e: e = 0 and 1 are the subnormals 2^-128, 2^-127.
+static inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (uint32_t{0x00200000} << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return std::bit_cast<float>(bits);
+}
 
 // IQ4_XS: the 6-bit scale of sub-block j (0..7), already minus 32.
 static inline int iq4xs_scale(int j, const BlockIQ4_XS& b) {

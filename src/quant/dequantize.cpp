@@ -195,6 +195,16 @@ void deq_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
   }
 }
 
+void deq_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += QK_MXFP4) {
+    const float d = mxfp4_half_scale(x[i].e);
+    for (int j = 0; j < QK_MXFP4 / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[x[i].qs[j] & 0xF]) * d;
+      y[j + QK_MXFP4 / 2] = static_cast<float>(kMxfp4Values[x[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
 }  // namespace
 
 bool can_dequantize(DType t) {
@@ -203,7 +213,7 @@ bool can_dequantize(DType t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
     case DType::Q8_0: case DType::Q8_1:
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K: case DType::IQ4_NL: case DType::IQ4_XS:
+    case DType::Q8_K: case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4:
       return true;
     default:
       return false;
@@ -240,6 +250,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q8_K: deq_q8_K(static_cast<const BlockQ8_K*>(src), dst, nb); return;
     case DType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
     case DType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb); return;
+    case DType::MXFP4: deq_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
     default: TM_ASSERT(false, "dequantize_row: unsupported type (check can_dequantize first)");
   }
 }

@@ -17,5 +17,7 @@ void q8_K_row(const float* x, BlockQ8_K* y, int64_t n);
 // Non-linear 4-bit types (iq4quants.cpp); n a multiple of 32 (IQ4_NL) or QK_K (IQ4_XS).
 void iq4_nl_row(const float* x, BlockIQ4_NL* y, int64_t n, const float* qw);
 void iq4_xs_row(const float* x, BlockIQ4_XS* y, int64_t n, const float* qw);
+// MXFP4 (mxfp4quants.cpp); n a multiple of 32. ggml has no importance-weighted search for it.
+void mxfp4_row(const float* x, BlockMXFP4* y, int64_t n);
 
 }  // namespace tmill::kquant

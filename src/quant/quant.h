@@ -3,7 +3,8 @@
 // the same quality as llama.cpp's; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and Q8_K reproduce ggml's
 // *_ref functions bit for bit, and IQ4_NL / IQ4_XS reproduce quantize_iq4_nl / quantize_iq4_xs (the
 // searching versions llama-quantize calls; ggml's quantize_row_iq4_nl_ref skips the search) bit for
-// bit, with and without importance (tests/unit/quant/iq4_golden_test.cpp). These are the oracles the
+// bit, with and without importance (tests/unit/quant/iq4_golden_test.cpp); MXFP4 reproduces
+// quantize_mxfp4 (= quantize_row_mxfp4_ref; tests/unit/quant/mxfp4_golden_test.cpp). These are the oracles the
 // optimized kernels are tested against.
 #pragma once
 
@@ -17,7 +18,7 @@ namespace tmill {
 class ThreadPool;
 
 // True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
-// IQ4_NL, IQ4_XS.
+// IQ4_NL, IQ4_XS, MXFP4.
 bool can_dequantize(DType t);
 // n elements (a multiple of the block size) from src (n / block_size blocks) into dst.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
@@ -27,7 +28,7 @@ bool can_quantize(DType t);
 // Quantizes ONE row of n elements (a multiple of the block size) and returns the bytes written
 // (dtype_row_bytes(t, n)). `importance` (n per-column weights, e.g. mean squared activations from an
 // imatrix) selects llama.cpp's importance-weighted search where ggml has one (Q4_0, Q4_1, Q5_0,
-// Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS); it is ignored by F32/F16/BF16/Q8_0/Q8_1/Q8_K. Some types (Q4_0 ... with an
+// Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS); it is ignored by F32/F16/BF16/Q8_0/Q8_1/Q8_K/MXFP4. Some types (Q4_0 ... with an
 // importance vector) use statistics of the whole row, so pass rows, not arbitrary chunks.
 size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 

@@ -239,6 +239,7 @@ size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float
     case DType::Q8_K: kquant::q8_K_row(src, static_cast<BlockQ8_K*>(dst), n); break;
     case DType::IQ4_NL: kquant::iq4_nl_row(src, static_cast<BlockIQ4_NL*>(dst), n, importance); break;
     case DType::IQ4_XS: kquant::iq4_xs_row(src, static_cast<BlockIQ4_XS*>(dst), n, importance); break;
+    case DType::MXFP4: kquant::mxfp4_row(src, static_cast<BlockMXFP4*>(dst), n); break;
     default: TM_ASSERT(false, "quantize_row: unsupported type (check can_quantize first)");
   }
   return static_cast<size_t>(nb * info.type_size);

@@ -86,6 +86,20 @@ TEST(Dummy, IQ4TypesWithLlamaCppsFallbacks) {
   EXPECT_EQ(pure->find_tensor("token_embd.weight")->type, DType::IQ4_NL);
 }
 
+TEST(Dummy, MXFP4WeightsWithAQ8_0Output) {
+  // Every 2-D weight MXFP4 (32-blocks fit tiny-qwen2's 64 columns), the tied embedding / output Q8_0
+  // as llama.cpp's MXFP4_MOE keeps it, file type 38; --pure makes it MXFP4 too.
+  auto f = GgufFile::open(write("tiny-qwen2", DType::MXFP4, 1));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, DType::MXFP4);
+  EXPECT_EQ(f->find_tensor("blk.0.ffn_down.weight")->type, DType::MXFP4);
+  EXPECT_EQ(f->find_tensor("token_embd.weight")->type, DType::Q8_0);
+  EXPECT_EQ(f->get_int("general.file_type"), 38);
+  auto pure = GgufFile::open(write("tiny-qwen2", DType::MXFP4, 1, "", true));
+  ASSERT_TRUE(pure.ok());
+  EXPECT_EQ(pure->find_tensor("token_embd.weight")->type, DType::MXFP4);
+}
+
 TEST(Dummy, RealShapesHaveTheirParameterCounts) {
   // Parameter counts of the real models (embedding counted once when tied), without writing them.
   auto params = [](const ModelShape& s) {

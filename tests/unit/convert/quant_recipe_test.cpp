@@ -68,7 +68,8 @@ TEST(QuantRecipe, NamesAndFileTypeNumbers) {
                {"Q3_K", 12, DType::Q3_K},   {"Q3_K_S", 11, DType::Q3_K}, {"Q3_K_L", 13, DType::Q3_K},
                {"Q2_K", 10, DType::Q2_K},   {"Q2_K_S", 21, DType::Q2_K}, {"f16", 1, DType::F16},
                {"BF16", 32, DType::BF16},   {"F32", 0, DType::F32},    {"15", 15, DType::Q4_K},
-               {"iq4_nl", 25, DType::IQ4_NL}, {"IQ4_XS", 30, DType::IQ4_XS}, {"30", 30, DType::IQ4_XS}};
+               {"iq4_nl", 25, DType::IQ4_NL}, {"IQ4_XS", 30, DType::IQ4_XS}, {"30", 30, DType::IQ4_XS},
+               {"MXFP4_MOE", 38, DType::MXFP4}, {"mxfp4", 38, DType::MXFP4}, {"38", 38, DType::MXFP4}};
   for (const auto& c : cases) {
     auto r = recipe_from_name(c.name);
     ASSERT_TRUE(r.ok()) << c.name << ": " << r.error();
@@ -158,6 +159,40 @@ TEST(QuantRecipe, IQ4Mixes) {
   auto f = plan("IQ4_XS", llama_tensors(96, 512), {}, llama_shape(8, 8));
   EXPECT_EQ(f[blk(0, "attn_q")], DType::IQ4_NL);
   EXPECT_EQ(f[blk(1, "ffn_down")], DType::IQ4_XS);  // 512 columns
+}
+
+TEST(QuantRecipe, MXFP4_MOEGivesExpertsMXFP4AndTheRestQ8_0) {
+  // llama.cpp's MXFP4_MOE: tensors with more than one expert (ne[2] > 1) MXFP4, every other matrix
+  // (attention, a dense FFN, the embedding, the output) Q8_0; --pure puts everything in MXFP4.
+  auto t = llama_tensors();
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t.push_back({p + "ffn_gate_exps.weight", {256, 512, 4}, DType::F16});
+    t.push_back({p + "ffn_down_exps.weight", {512, 256, 4}, DType::F16});
+    t.push_back({p + "ffn_gate_inp.weight", {256, 4}, DType::F32});
+    t.push_back({p + "ffn_one_exps.weight", {256, 512, 1}, DType::F16});  // a single expert: not MoE
+  }
+  QuantModelShape shape = llama_shape();
+  shape.n_expert = 4;
+  auto p = plan("MXFP4_MOE", t, {}, shape);
+  EXPECT_EQ(p["output.weight"], DType::Q8_0);
+  EXPECT_EQ(p["token_embd.weight"], DType::Q8_0);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(p[blk(l, "ffn_gate_exps")], DType::MXFP4) << l;
+    EXPECT_EQ(p[blk(l, "ffn_down_exps")], DType::MXFP4) << l;
+    EXPECT_EQ(p[blk(l, "ffn_gate_inp")], DType::F32) << l;  // never quantized
+    EXPECT_EQ(p[blk(l, "ffn_one_exps")], DType::Q8_0) << l;
+    for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+      EXPECT_EQ(p[blk(l, w)], DType::Q8_0) << l << " " << w;
+  }
+  QuantPlanOptions o;
+  o.output_tensor_type = DType::Q6_K;
+  EXPECT_EQ(plan("MXFP4_MOE", t, o, shape)["output.weight"], DType::Q6_K);
+  QuantPlanOptions pure;
+  pure.pure = true;
+  auto pp = plan("MXFP4_MOE", t, pure, shape);
+  EXPECT_EQ(pp[blk(0, "attn_q")], DType::MXFP4);
+  EXPECT_EQ(pp["output.weight"], DType::MXFP4);
 }
 
 TEST(QuantRecipe, Q3AndQ2Mixes) {

@@ -119,6 +119,7 @@ double bound(DType t) {
     case DType::Q6_K: return 0.02;
     case DType::IQ4_NL: return 0.083;
     case DType::IQ4_XS: return 0.083;
+    case DType::MXFP4: return 0.124;
     case DType::F16: return 0.0003;
     default: return 0.33;
   }
@@ -215,6 +216,28 @@ TEST(QuantizeCommand, SingleTypeRecipes) {
     EXPECT_EQ(f->get_int("general.file_type"), c.ftype) << c.type;
     check_values(m, *f);
   }
+}
+
+TEST(QuantizeCommand, MXFP4) {
+  // MXFP4_MOE on a dense model: llama.cpp's mix makes every matrix Q8_0 (no expert tensors), file
+  // type 38; with --pure (spelled with the MXFP4 alias) the weights are MXFP4 within its error bound.
+  const TinyModel& m = f32_model();
+  const std::string mix = test::temp_dir() + "/mxfp4_moe.gguf", pure = test::temp_dir() + "/mxfp4_pure.gguf";
+  auto r = quantize(m.path + " " + mix + " --type MXFP4_MOE -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = GgufFile::open(mix);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->find_tensor(blk(5, "attn_q"))->type, DType::Q8_0);
+  EXPECT_EQ(f->find_tensor("output.weight")->type, DType::Q8_0);
+  EXPECT_EQ(f->get_int("general.file_type"), 38);
+  r = quantize(m.path + " " + pure + " --type mxfp4 --pure -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto g = GgufFile::open(pure);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->find_tensor(blk(5, "attn_q"))->type, DType::MXFP4);
+  EXPECT_EQ(g->find_tensor(blk(5, "ffn_down"))->type, DType::MXFP4);
+  EXPECT_EQ(g->find_tensor("output.weight")->type, DType::MXFP4);
+  check_values(m, *g);
 }
 
 TEST(QuantizeCommand, PureAndTypeOverrides) {

@@ -93,7 +93,7 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 // Types whose fast path quantizes the activations to int8 (the rest multiply in float).
 bool is_int8_path(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
-         t == DType::IQ4_NL || is_kquant(t);
+         t == DType::IQ4_NL || t == DType::MXFP4 || is_kquant(t);
 }
 
 // x^ exactly as the activation quantizers compute it (f32 ops, round to nearest even).
@@ -261,13 +261,13 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
 // (Float types are not batch-invariant: GEMV multiplies in f32, GEMM on AVX-512 in bf16.)
 INSTANTIATE_TEST_SUITE_P(Int8Types, QuantizedType,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS),
+                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulType,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                            DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS),
+                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Matmul, ReferenceOnHandComputedValues) {

@@ -60,7 +60,7 @@ class FamilyTest : public ::testing::TestWithParam<std::string> {};
 // for, and their weights stay small and finite: uniform in +-0.035 (+ quantization error).
 TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
   const auto shape = *find_shape(GetParam());
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::IQ4_NL}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
     const auto m = tiny_model(GetParam(), t);
     const auto& c = m->config();
     EXPECT_EQ(c.arch.name, shape.arch);
@@ -360,7 +360,8 @@ TEST(Forward, WeightBytesCountWhatThePreparedWeightsOccupy) {
 // threads then fill concurrently.
 TEST(Forward, PreparedOnThePoolEqualsPreparedOnOneThread) {
   ModelShape shape{"pp-qwen2", "qwen2", 1024, 256, 2, 4, 2, 64, 512, 256, 1000000.0f, 1e-6f, false};
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32, DType::IQ4_NL, DType::IQ4_XS,
+                   DType::MXFP4}) {
     DummyOptions o;
     o.shape = shape;
     o.dtype = dt;

@@ -3,6 +3,7 @@
 // dequantizer's loops), and a few outputs are spelled out as literal numbers computed by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,8 @@ TEST(QuantLayout, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(sizeof(BlockQ8_K), dtype_info(DType::Q8_K).type_size);
   EXPECT_EQ(sizeof(BlockIQ4_NL), dtype_info(DType::IQ4_NL).type_size);
   EXPECT_EQ(sizeof(BlockIQ4_XS), dtype_info(DType::IQ4_XS).type_size);
+  EXPECT_EQ(sizeof(BlockMXFP4), dtype_info(DType::MXFP4).type_size);
+  EXPECT_EQ(offsetof(BlockMXFP4, qs), 1u);
   EXPECT_EQ(offsetof(BlockIQ4_XS, scales_h), 2u);
   EXPECT_EQ(offsetof(BlockIQ4_XS, scales_l), 4u);
   EXPECT_EQ(offsetof(BlockIQ4_XS, qs), 8u);
@@ -336,6 +339,39 @@ TEST(QuantLayout, IQ4_XSSixBitScales) {
   EXPECT_EQ(y[32 * 6 + 16 + 1], -503.75f);         // sub-block 6: scale +31, index 3 (-65)
 }
 
+TEST(QuantLayout, MXFP4E2M1CodesAndE8M0Scale) {
+  // e = 128: the half scale is 2^0 = 1, so x = the doubled E2M1 value; element j < 16 takes code j
+  // (low nibble), element 16 + j code 15 - j (high nibble).
+  BlockMXFP4 b[2]{};
+  b[0].e = 128;
+  for (int j = 0; j < 16; ++j) b[0].qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  // E2M1: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6 -- doubled.
+  const float e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, -0.0f, -1, -2, -3, -4, -6, -8, -12};
+  // Second block: e = 127 + 3 (half scale 4), codes 7 (6.0 -> 12 doubled) and 15 (-12).
+  b[1].e = 130;
+  for (int j = 0; j < 16; ++j) b[1].qs[j] = 0xF7;
+  std::vector<float> y(64);
+  dequantize_row(DType::MXFP4, b, y.data(), 64);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], e2m1x2[j]) << j;
+    EXPECT_EQ(y[16 + j], e2m1x2[15 - j]) << j;
+  }
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[32 + j], 48.0f) << j;  // 12 * 4: the true value 6 * 2^(130 - 127)
+    EXPECT_EQ(y[48 + j], -48.0f) << j;
+  }
+}
+
+TEST(QuantLayout, MXFP4ScaleCoversTheWholeE8M0Range) {
+  // 2^(e - 128) for every byte, including the subnormal results at e = 0, 1 and the largest at 255.
+  EXPECT_EQ(mxfp4_half_scale(0), std::ldexp(1.0f, -128));
+  EXPECT_EQ(mxfp4_half_scale(1), std::ldexp(1.0f, -127));
+  EXPECT_EQ(mxfp4_half_scale(2), std::ldexp(1.0f, -126));
+  EXPECT_EQ(mxfp4_half_scale(127), 0.5f);
+  EXPECT_EQ(mxfp4_half_scale(255), std::ldexp(1.0f, 127));
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(mxfp4_half_scale(static_cast<uint8_t>(e)), std::ldexp(1.0f, e - 128)) << e;
+}
+
 TEST(QuantLayout, MultipleBlocksAdvance) {
   BlockQ8_0 blocks[3]{};
   const uint16_t ds[3] = {0x3C00, 0x4000, 0x3800};  // 1, 2, 0.5
@@ -352,11 +388,11 @@ TEST(QuantLayout, MultipleBlocksAdvance) {
 TEST(QuantLayout, SupportedTypes) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                   DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS}) {
+                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
   }
-  for (DType t : {DType::IQ2_XXS, DType::IQ3_S, DType::I32, DType::MXFP4}) {
+  for (DType t : {DType::IQ2_XXS, DType::IQ3_S, DType::I32, DType::TQ2_0}) {
     EXPECT_FALSE(can_dequantize(t)) << dtype_name(t);
     EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
   }
