@@ -1,5 +1,6 @@
 #include "core/memory.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #if defined(__GLIBC__)
@@ -7,6 +8,22 @@
 #endif
 
 namespace tmill {
+
+uint64_t meminfo_bytes(std::string_view field) {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string_view l(line);
+    if (l.size() > field.size() && l.substr(0, field.size()) == field && l[field.size()] == ':') {
+      if (std::sscanf(line + field.size() + 1, " %llu kB", &kb) != 1) kb = 0;
+      break;
+    }
+  }
+  std::fclose(f);
+  return static_cast<uint64_t>(kb) * 1024;
+}
 
 void tune_allocator() {
 #if defined(__GLIBC__)

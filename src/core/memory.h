@@ -1,6 +1,9 @@
 // Process-wide allocator settings.
 #pragma once
 
+#include <cstdint>
+#include <string_view>
+
 namespace tmill {
 
 // glibc malloc serves blocks over 128 KiB (a threshold it moves as blocks are freed) with fresh
@@ -11,5 +14,8 @@ namespace tmill {
 // The MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ environment variables, when set, win. No-op
 // outside glibc.
 void tune_allocator();
+
+// A /proc/meminfo field in bytes ("MemTotal", "MemAvailable"); 0 when it cannot be read.
+uint64_t meminfo_bytes(std::string_view field);
 
 }  // namespace tmill

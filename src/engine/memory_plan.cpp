@@ -7,20 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "core/memory.h"
 #include "core/strings.h"
 
 namespace tmill {
 
-uint64_t available_memory_bytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  uint64_t kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
-  std::fclose(f);
-  return kb * 1024;
-}
+uint64_t available_memory_bytes() { return meminfo_bytes("MemAvailable"); }
 
 Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
   if (!s.empty() && s.back() == '%') {

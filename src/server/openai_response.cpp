@@ -9,13 +9,17 @@
 
 namespace tmill::server {
 
-ResponseMeta make_meta(ApiKind kind, const std::string& model) {
+std::string random_id(std::string_view prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}() ^
                                    static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+}
+
+ResponseMeta make_meta(ApiKind kind, const std::string& model) {
   ResponseMeta m;
   m.kind = kind;
   m.model = model;
-  m.id = fmt::format("{}{:016x}{:016x}", kind == ApiKind::Chat ? "chatcmpl-" : "cmpl-", rng(), rng());
+  m.id = random_id(kind == ApiKind::Chat ? "chatcmpl-" : "cmpl-");
   m.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return m;
 }

@@ -34,6 +34,8 @@ struct ResponseMeta {
   bool prompt_truncated = false;  // truncate_prompt_tokens cut the prompt: "prompt_truncated": true
 };
 ResponseMeta make_meta(ApiKind kind, const std::string& model);  // fresh random id, current time
+// prefix + 32 random hex digits (response ids, generated X-Request-Id).
+std::string random_id(std::string_view prefix);
 
 struct Usage {
   int64_t prompt_tokens = 0;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -26,9 +25,7 @@ std::string request_id_of(const HttpRequest& req) {
     for (char c : *h) ok = ok && c >= 0x21 && c <= 0x7E;
     if (ok) return *h;
   }
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  return fmt::format("req-{:016x}{:016x}", rng(), rng());
+  return random_id("req-");
 }
 
 std::string join_or(const std::vector<std::string>& v, const char* fallback) {

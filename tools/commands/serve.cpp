@@ -18,6 +18,7 @@
 
 #include "cli_common.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "core/strings.h"
 #include "engine_options.h"
 #include "chat/tool_calls.h"
@@ -46,16 +47,6 @@ struct ServeCli {
   bool threshold_given = false;
 };
 
-uint64_t total_memory_bytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemTotal: %lu kB", &kb) == 1) break;
-  std::fclose(f);
-  return static_cast<uint64_t>(kb) * 1024;
-}
 
 // Maps the vLLM flags onto tokenmill's; an error names the flag and why.
 tmill::Status apply_vllm_flags(ServeCli& o) {
@@ -90,7 +81,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
     if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
       return Error{"--gpu-memory-utilization must be in (0, 1]"};
     if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
-      const uint64_t total = total_memory_bytes();
+      const uint64_t total = tmill::meminfo_bytes("MemTotal");
       if (total == 0) return Error{"--gpu-memory-utilization: cannot read the memory size (/proc/meminfo)"};
       std::error_code ec;
       const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
@@ -147,17 +138,13 @@ int run(ServeCli& o) {
           out.push_back(x.get<std::string>());
         }
       } else {
-        for (size_t a = 0; a <= v.size();) {
-          size_t b = v.find(',', a);
-          if (b == std::string::npos) b = v.size();
-          std::string item = v.substr(a, b - a);
+        for (std::string item : split(v, ',')) {
           while (!item.empty() && item.front() == ' ') item.erase(0, 1);
           while (!item.empty() && item.back() == ' ') item.pop_back();
           // CLI11 splits a '[...]' value itself and keeps the items' JSON quotes.
           if (item.size() >= 2 && (item.front() == '"' || item.front() == '\'') && item.back() == item.front())
             item = item.substr(1, item.size() - 2);
           if (!item.empty()) out.push_back(item);
-          a = b + 1;
         }
       }
     }
