@@ -20,6 +20,8 @@ struct CallArgs {
 
   // Positional argument `idx` or keyword `name`; nullptr when absent.
   const Value* get(size_t idx, std::string_view name) const;
+  // Like get(), but a missing argument raises TypeError naming `fn` and `name` (Python's wording).
+  const Value& need(size_t idx, std::string_view name, std::string_view fn) const;
   // Raises TypeError when more than `max_pos` positional args or a keyword not in `names` is given.
   void check(std::string_view fn, size_t max_pos, std::initializer_list<std::string_view> names) const;
 };

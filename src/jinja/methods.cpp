@@ -14,6 +14,12 @@ const Value* CallArgs::get(size_t idx, std::string_view name) const {
   return nullptr;
 }
 
+const Value& CallArgs::need(size_t idx, std::string_view name, std::string_view fn) const {
+  const Value* v = get(idx, name);
+  if (!v) raise("TypeError", std::string(fn) + "() missing required argument '" + std::string(name) + "'");
+  return *v;
+}
+
 void CallArgs::check(std::string_view fn, size_t max_pos, std::initializer_list<std::string_view> names) const {
   if (pos.size() > max_pos)
     raise("TypeError", std::string(fn) + "() takes at most " + std::to_string(max_pos) + " argument(s) (" +
@@ -145,7 +151,7 @@ int64_t cp_offset_of_start(const std::string& s, const CallArgs& a, size_t idx) 
 }
 
 Value pad(const std::string& s, const CallArgs& a, char mode) {
-  int64_t width = arg_int(*a.get(0, "width"), "width");
+  int64_t width = arg_int(a.need(0, "width", mode == 'c' ? "center" : mode == 'l' ? "ljust" : "rjust"), "width");
   std::string fill = " ";
   if (const Value* f = a.get(1, "fillchar")) {
     fill = arg_str(*f, "fillchar");
@@ -257,14 +263,14 @@ Value str_method(Interp& in, const Value& self, const std::string& name, CallArg
   if (name == "ljust") return pad(s, a, 'l');
   if (name == "rjust") return pad(s, a, 'r');
   if (name == "zfill") {
-    int64_t width = arg_int(*a.get(0, "width"), "width"), len = static_cast<int64_t>(py::cp_len(s));
+    int64_t width = arg_int(a.need(0, "width", "zfill"), "width"), len = static_cast<int64_t>(py::cp_len(s));
     if (width <= len) return Value::string(s);
     charge_bytes(static_cast<uint64_t>(width - len));
     size_t sign = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
     return Value::string(s.substr(0, sign) + std::string(static_cast<size_t>(width - len), '0') + s.substr(sign));
   }
   if (name == "partition" || name == "rpartition") {
-    std::string sep = arg_str(*a.get(0, "sep"), "sep");
+    std::string sep = arg_str(a.need(0, "sep", name), "sep");
     if (sep.empty()) raise("ValueError", "empty separator");
     size_t f = name == "partition" ? s.find(sep) : s.rfind(sep);
     if (f == std::string::npos)
@@ -273,7 +279,7 @@ Value str_method(Interp& in, const Value& self, const std::string& name, CallArg
     return make_tuple({Value::string(s.substr(0, f)), Value::string(sep), Value::string(s.substr(f + sep.size()))});
   }
   if (name == "removeprefix" || name == "removesuffix") {
-    std::string t = arg_str(*a.get(0, "affix"), name);
+    std::string t = arg_str(a.need(0, "affix", name), name);
     if (name == "removeprefix" && s.compare(0, t.size(), t) == 0) return Value::string(s.substr(t.size()));
     if (name == "removesuffix" && !t.empty() && s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0)
       return Value::string(s.substr(0, s.size() - t.size()));

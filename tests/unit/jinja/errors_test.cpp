@@ -51,6 +51,22 @@ TEST(JinjaErrors, RuntimeErrorsCarryLineNumbers) {
   EXPECT_EQ(render_error("{% set d = {} %}\n{{ d.a.b }}"), "UndefinedError: 'dict object' has no attribute 'a' (template line 2)");
 }
 
+// Found by fuzz_template in CI (stop 29): a string method called without its required argument read a
+// null argument. Each now raises Python's TypeError.
+TEST(JinjaErrors, StringMethodsMissingRequiredArgument) {
+  EXPECT_EQ(render_error("{{ 'a'.rjust() }}"), "TypeError: rjust() missing required argument 'width' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.ljust() }}"), "TypeError: ljust() missing required argument 'width' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.center() }}"), "TypeError: center() missing required argument 'width' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.zfill() }}"), "TypeError: zfill() missing required argument 'width' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.partition() }}"), "TypeError: partition() missing required argument 'sep' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.rpartition() }}"), "TypeError: rpartition() missing required argument 'sep' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.removeprefix() }}"),
+            "TypeError: removeprefix() missing required argument 'affix' (template line 1)");
+  EXPECT_EQ(render_error("{{ 'a'.removesuffix() }}"),
+            "TypeError: removesuffix() missing required argument 'affix' (template line 1)");
+  EXPECT_EQ(render("{{ 'a'.rjust(3, '.') }}|{{ 'ab'.partition('a')[2] }}"), "..a|b");
+}
+
 // ---- limits: hostile templates fail quickly with a clear message ----
 
 TEST(JinjaLimits, RunawayNestedLoops) {
