@@ -128,7 +128,8 @@ function chartDefs(model) {
 function fmt(v, unit) {
   if (v === null || v === undefined || !Number.isFinite(v)) return '–';
   const a = Math.abs(v);
-  const s = a >= 1000 ? v.toFixed(0) : a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : v.toPrecision(2);
+  const s = Number.isInteger(v) || a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2)
+                                                                                     : v.toPrecision(2);
   return unit ? `${s} ${unit}` : s;
 }
 
@@ -142,6 +143,8 @@ function svgEl(tag, attrs) {
 function drawChart(def, windowS) {
   const W = 420, H = 170, L = 44, R = 8, T = 8, B = 20;
   const now = samples.length ? samples[samples.length - 1].t : 0;
+  // Until the page has seen a whole window, the x axis spans what it has (at least a minute).
+  windowS = Math.min(windowS, Math.max(60, Math.ceil((now - (samples.length ? samples[0].t : now)) / 60) * 60));
   const first = samples.findIndex((s) => s.t >= now - windowS);
   const lines = def.series.map((s) => {
     const pts = [];
@@ -162,20 +165,27 @@ function drawChart(def, windowS) {
     t.textContent = fmt(v, '');
     svg.append(t);
   }
-  for (let k = 0; k <= 4; k++) {
-    const secs = (windowS * k) / 4;
-    const t = svgEl('text', { x: x(-secs), y: H - 5, 'text-anchor': k === 0 ? 'end' : k === 4 ? 'start' : 'middle' });
-    t.textContent = secs === 0 ? 'now' : secs >= 60 ? `-${(secs / 60).toFixed(secs % 60 ? 1 : 0)}m` : `-${secs}s`;
+  const step = [10, 15, 30, 60, 120, 180, 300].find((st) => windowS / st <= 5) || 300;
+  for (let secs = 0; secs <= windowS + 1e-9; secs += step) {
+    const t = svgEl('text', { x: x(-secs), y: H - 5, 'text-anchor': secs === 0 ? 'end' : 'middle' });
+    t.textContent = secs === 0 ? 'now' : secs % 60 === 0 ? `-${secs / 60} min` : `-${secs} s`;
     svg.append(t);
   }
   lines.forEach((l, n) => {
-    let d = '', pen = false;
+    const color = COLORS[n % COLORS.length];
+    let d = '', run = [];
+    // A run of one point (a percentile between two idle stretches) is a dot, not an invisible line.
+    const flush = () => {
+      if (run.length === 1) svg.append(svgEl('circle', { cx: run[0][0], cy: run[0][1], r: 2.2, fill: color }));
+      else run.forEach(([px, py], k) => { d += `${k ? 'L' : 'M'}${px.toFixed(1)},${py.toFixed(1)}`; });
+      run = [];
+    };
     for (const [t, v] of l.pts) {
-      if (v === null || !Number.isFinite(v)) { pen = false; continue; }
-      d += `${pen ? 'L' : 'M'}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
-      pen = true;
+      if (v === null || !Number.isFinite(v)) flush();
+      else run.push([x(t), y(v)]);
     }
-    if (d) svg.append(svgEl('path', { d, fill: 'none', stroke: COLORS[n % COLORS.length], 'stroke-width': 1.8 }));
+    flush();
+    if (d) svg.append(svgEl('path', { d, fill: 'none', stroke: color, 'stroke-width': 1.8 }));
   });
   const legend = el('div', { class: 'legend' });
   lines.forEach((l, n) => {
@@ -237,7 +247,10 @@ function renderTables() {
   if (!any) ft.append(el('tr', {}, el('td', { colspan: 3, class: 'muted', text: 'No failures.' })));
 }
 
-function gib(b) { return b === undefined ? '–' : `${(b / 1073741824).toFixed(2)} GiB`; }
+function gib(b) {
+  if (b === undefined) return '–';
+  return b >= 1073741824 ? `${(b / 1073741824).toFixed(2)} GiB` : `${(b / 1048576).toFixed(1)} MiB`;
+}
 function duration(s) {
   if (s === null || s === undefined) return '–';
   const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
