@@ -201,6 +201,67 @@ test('chat: labels, keyboard use and a phone-sized screen', { skip }, async () =
   await page.context().close();
 });
 
+test('chat: reasoning and tool calls are shown apart from the answer', { skip }, async () => {
+  // A real server whose template opens <think>: stories260K's whole reply is reasoning.
+  const dir = fs.mkdtempSync(path.join(outDir, 'think-'));
+  const file = path.join(dir, 'think.jinja');
+  fs.writeFileSync(file, "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}" +
+                         '{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}');
+  const s = await startServer(['--chat-template', file, '--reasoning-parser', 'deepseek_r1']);
+  try {
+    const page = await newPage();
+    await openChat(page, s.url);
+    await setSetting(page, 'max_tokens', 24);
+    await page.fill('#input', 'Think first');
+    await page.press('#input', 'Enter');
+    await page.waitForSelector('article[data-role="assistant"][data-state="done"]', { timeout: 20000 });
+    const reasoning = await assistant(page).locator('details.reasoning .reasoning-text').textContent();
+    assert.ok(reasoning.length > 10, reasoning);
+    assert.equal(await assistant(page).locator('details.reasoning summary').textContent(), 'Reasoning');
+    assert.equal((await assistant(page).locator('.body').textContent()).includes(reasoning.slice(0, 10)), false);
+
+    // Tool calls, in deltas as a server streams them (index, id and name first, arguments in pieces):
+    // the page's rendering of a canned stream.
+    const events = [
+      { choices: [{ index: 0, delta: { role: 'assistant', reasoning_content: 'Need the weather.' } }] },
+      { choices: [{ index: 0, delta: { content: 'Let me check.' } }] },
+      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'call_1', type: 'function',
+                                                      function: { name: 'get_weather', arguments: '' } }] } }] },
+      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city": ' } }] } }] },
+      { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Paris<b>"}' } }] } }] },
+      { choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] },
+      { choices: [], usage: { prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 } },
+    ];
+    let sent = null;
+    await page.route('**/v1/chat/completions', (route) => {
+      sent = JSON.parse(route.request().postData());
+      route.fulfill({ status: 200, contentType: 'text/event-stream',
+                      body: events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n' });
+    });
+    await page.click('#new-chat');
+    await page.fill('#tools', JSON.stringify([{ type: 'function', function: { name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } } } } }]));
+    await page.fill('#input', 'Weather in Paris?');
+    await page.press('#input', 'Enter');
+    await page.waitForSelector('article[data-role="assistant"][data-state="done"]');
+    assert.equal(sent.tools[0].function.name, 'get_weather');
+    assert.equal(sent.stream, true);
+    const a = assistant(page);
+    assert.equal(await a.locator('.reasoning-text').textContent(), 'Need the weather.');
+    assert.equal(await a.locator('.body').textContent(), 'Let me check.');
+    assert.equal(await a.locator('.tools .muted').textContent(), 'Tool call: get_weather');
+    assert.deepEqual(JSON.parse(await a.locator('.tools pre').textContent()), { city: 'Paris<b>' });
+    assert.match(await a.locator('.stats').textContent(), /^9 tokens · TTFT \d+ ms/);
+    assert.equal(await page.locator('#messages b').count(), 0);
+    await page.screenshot({ path: path.join(outDir, 'chat-tools.png') });
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  } finally {
+    await s.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('dashboard: charts appear within seconds and move under load', { skip }, async () => {
   const page = await newPage();
   const t0 = Date.now();
