@@ -1,12 +1,13 @@
 // The web pages (GET / chat playground, GET /dashboard) in a real browser: Debian's headless
 // Chromium driven by playwright-core. Streams a reply, stops a long one (the server's running count
 // returns to 0), shows model output with <script> as text, keyboard and labels, phone width, the
-// dashboard's charts moving under load, --api-key asking for the key, --no-ui. Screenshots go to
+// dashboard's charts moving under `tokenmill bench serve`, --api-key asking for the key, --no-ui. Screenshots go to
 // $TM_E2E_OUT/ui (default build/tests/e2e_out/ui). Skipped without /usr/bin/chromium or playwright-core.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
 import { startServer, scrape, metric, sleep, sourceDir, binary } from './lib/server.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -272,16 +273,19 @@ test('dashboard: charts appear within seconds and move under load', { skip }, as
   // Idle: nothing generated.
   await page.waitForFunction(() => Number(document.body.dataset.scrapes) >= 2);
   assert.equal(await max('tokens'), 0);
-  // Load: 4 concurrent streams of 150 tokens (>= 3 s each at 20 ms a step).
-  const load = Array.from({ length: 4 }, (_, i) => fetch(`${server.baseURL}/completions`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ model: 'stories260K', prompt: `Once ${i}`, max_tokens: 150, ignore_eos: true, stream: true }),
-  }).then((r) => r.text()));
+  // Load: `tokenmill bench serve`, 12 requests 4 at a time, 100 tokens each (>= 2 s each at 20 ms a step).
+  const bench = spawn(binary, ['bench', 'serve', '--base-url', server.url, '--num-prompts', '12', '--max-concurrency', '4',
+                               '--input-len', '16', '--output-len', '100', '--ignore-eos', '--no-progress'],
+                      { stdio: ['ignore', 'pipe', 'pipe'] });
+  let benchLog = '';
+  bench.stdout.on('data', (d) => (benchLog += d));
+  bench.stderr.on('data', (d) => (benchLog += d));
+  const load = new Promise((resolve) => bench.on('exit', (code) => resolve(code)));
   await page.waitForFunction(() => {
     const m = (id) => Number(document.querySelector(`[data-chart="${id}"] svg`).dataset.max);
     return m('tokens') > 0 && m('requests') >= 2 && m('kv') > 0 && m('ttft') > 0 && m('cpu') > 0;
   }, null, { timeout: 15000 });
-  await Promise.all(load);
+  assert.equal(await load, 0, benchLog);
   await page.waitForFunction(() => Number(document.querySelector('[data-chart="itl"] svg').dataset.max) > 0,
                              null, { timeout: 6000 });
   // The models table and the static facts.

@@ -201,9 +201,9 @@ function render() {
   // Whole-benchmark timeline (seconds since the benchmark started).
   htmlEl('h2', {}, root, 'Timeline');
   const tl = htmlEl('div', {class: 'charts'}, root);
-  // Each run is its own step line over its own time span (runs follow each other; a run's last
-  // slice is only as wide as the part of it the run lasted), coloured by scenario; the legend names
-  // the scenarios, hovering a line names the run.
+  // Each run is its own step line over its own time span (runs follow each other; the JSON's 1 s
+  // slices of a run overrun its end, so one line per scenario went back in time), coloured by
+  // scenario; the legend names the scenarios, hovering a line names the run.
   const tokS = [], concS = [], errP = [], starts = [];
   d.scenarios.forEach((s, si) => {
     const c = COLORS[si % COLORS.length];
@@ -211,14 +211,22 @@ function render() {
       if (ri === 0) starts.push({x: r.start_s, label: s.name});
       const t = r.timeline, tp = [], cp = [];
       const bucket = t.t.length > 1 ? t.t[1] - t.t[0] : Math.max(r.duration_s, 1e-9);
+      // Slices clipped to the run; a last sliver under half a slice joins the one before it (a
+      // rate over a few milliseconds would be noise).
+      const sl = [];
       t.t.forEach((x, i) => {
         const w = Math.min(bucket, r.duration_s - x);
         if (!(w > 1e-9)) return;
-        const a = r.start_s + x, b = a + w;
-        tp.push([a, t.output_tokens[i] / w], [b, t.output_tokens[i] / w]);
-        cp.push([a, t.concurrency[i] * bucket / w], [b, t.concurrency[i] * bucket / w]);
-        if (t.errors[i] > 0) errP.push([a + w / 2, t.errors[i] / w]);
+        const q = {a: r.start_s + x, w, tok: t.output_tokens[i], busy: t.concurrency[i] * bucket, err: t.errors[i]};
+        const prev = sl[sl.length - 1];
+        if (prev && w < bucket / 2) { prev.w += w; prev.tok += q.tok; prev.busy += q.busy; prev.err += q.err; }
+        else sl.push(q);
       });
+      for (const q of sl) {
+        tp.push([q.a, q.tok / q.w], [q.a + q.w, q.tok / q.w]);
+        cp.push([q.a, q.busy / q.w], [q.a + q.w, q.busy / q.w]);
+        if (q.err > 0) errP.push([q.a + q.w / 2, q.err / q.w]);
+      }
       const name = ri === 0 ? s.name : undefined, title = `${s.name}: ${r.label}`;
       tokS.push({name, title, color: c, points: tp});
       concS.push({name, title, color: c, points: cp});
