@@ -144,13 +144,18 @@ class Parser {
   }
 
   RouterSpec router(const YAML::Node& n) const {
-    keys(n, "a router", {"name", "default", "rules", "tokenizer_model", "classifier"});
+    keys(n, "a router", {"name", "default", "rules", "tokenizer_model", "classifier", "load_timeout"});
     RouterSpec s;
     if (!n["name"]) fail(n, "a router needs 'name' (the virtual model's name, e.g. auto)");
     s.name = str(n["name"], "name");
     if (!n["default"]) fail(n, "a router needs 'default' (the model when no rule matches)");
     s.default_chain = names(n["default"], "default");
     if (n["tokenizer_model"]) s.tokenizer_model = str(n["tokenizer_model"], "tokenizer_model");
+    if (n["load_timeout"]) {
+      auto d = parse_duration_seconds(str(n["load_timeout"], "load_timeout"));
+      if (!d.ok() || *d <= 0) fail(n["load_timeout"], "'load_timeout' must be a positive duration (e.g. 10s)");
+      s.load_timeout_s = *d;
+    }
     if (n["classifier"]) {
       const YAML::Node c = n["classifier"];
       keys(c, "'classifier'", {"model", "question", "choices", "max_message_chars"});

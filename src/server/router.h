@@ -55,6 +55,7 @@ struct RouterSpec {
   std::vector<std::string> default_chain;  // when no rule matches
   std::string tokenizer_model;           // whose tokenizer counts prompt tokens (default: first of default_chain)
   std::optional<RouteClassifier> classifier;
+  double load_timeout_s = 0;             // how long a chain's on-demand model may take to load (0: the server's)
 };
 
 // What a rule may look at; the costly facts are computed only when a rule needs them.

@@ -264,6 +264,22 @@ HttpResponse Server::internal_error(const std::string& what) {
   return reply_error(e, "engine_error");
 }
 
+// A virtual model: "router" with its rules (names and chains) and default chain.
+json Server::router_json(const RouterSpec& r) const {
+  json m;
+  m["id"] = r.name;
+  m["object"] = "model";
+  m["created"] = created_unix_;
+  m["owned_by"] = "tokenmill";
+  m["root"] = nullptr;
+  m["parent"] = nullptr;
+  m["state"] = "router";
+  json rules = json::array();
+  for (const RouteRule& x : r.rules) rules.push_back({{"name", x.name}, {"models", x.chain}});
+  m["router"] = {{"rules", rules}, {"default", r.default_chain}};
+  return m;
+}
+
 // One model as /v1/models lists it: OpenAI's fields, vLLM's root/parent/max_model_len, and the
 // model's residency ("state": loaded, loading, unloaded), aliases and whether it is pinned.
 json Server::model_json(size_t slot) const {
@@ -289,6 +305,7 @@ json Server::models_json() const {
   list["object"] = "list";
   list["data"] = json::array();
   for (size_t i = 0; i < models_->size(); ++i) list["data"].push_back(model_json(i));
+  for (const RouterSpec& r : opts_.routers) list["data"].push_back(router_json(r));
   return list;
 }
 
@@ -309,6 +326,7 @@ ApiError model_not_found(const std::string& id) {
 
 HttpResponse Server::route_model(HttpRequest& req) {
   const std::string id = req.path.substr(std::strlen("/v1/models/"));
+  if (const RouterSpec* router = find_router(id)) return reply_json(router_json(*router));
   auto r = models_->resolve(id);
   if (!r) return reply_error(model_not_found(id), "not_found");
   return reply_json(model_json(r->slot));

@@ -205,7 +205,15 @@ Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
   }
 }
 
+// A routed request's response says which rule chose its model.
 HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
+  Target t;
+  HttpResponse res = generate(req, kind, t);
+  if (!t.rule.empty()) res.set_header("X-Tokenmill-Route", t.router + "/" + t.rule);
+  return res;
+}
+
+HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   const auto arrival = Clock::now();
   json body;
   try {
@@ -213,38 +221,13 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   } catch (const RequestError& e) {
     return reply_error(e.error, "invalid_request");
   }
-  ApiError err;
-  auto leased = lease_model(body, &err);
-  if (!leased.ok()) {
-    HttpResponse res = reply_error(err, err.status == 404 ? "not_found" : err.status == 503 ? "unavailable" : "invalid_request");
-    if (err.status == 503) res.set_header("Retry-After", "5");
-    return res;
-  }
-  ModelLease lease = std::move(leased).value();
-  ServerMetrics* const metrics = metrics_for(lease.slot());
+  if (auto refused = select_target(body, req, kind, &t)) return std::move(*refused);
+  ModelLease lease = std::move(t.lease);
+  ServerMetrics* const metrics = t.metrics;
   const ServerContext& ctx = lease.model().ctx;
   Engine& engine = *lease.model().engine;
-  body["model"] = ctx.served_model_name;  // an alias answers under the model's name
-  auto mapped = kind == ApiKind::Chat ? map_chat_request(body, ctx, &err) : map_completion_request(body, ctx, &err);
-  if (!mapped.ok()) {
-    return reply_error(err,
-                       err.status == 404                           ? "not_found"
-                       : err.code == "context_length_exceeded" ? "context_length_exceeded"
-                                                               : "invalid_request",
-                       metrics);
-  }
-  const MappedRequest& m = *mapped;
+  const MappedRequest& m = *t.mapped;
   const int64_t k = static_cast<int64_t>(m.prompts.size());
-  if (!metrics->try_admit(k, opts_.max_queued_requests)) {
-    ApiError e;
-    e.status = 429;
-    e.message = fmt::format("The server's queue is full ({} requests waiting); retry later.", metrics->queued());
-    e.type = "rate_limit_error";
-    e.code = "queue_full";
-    HttpResponse res = reply_error(e, "queue_full", metrics);
-    res.set_header("Retry-After", "1");
-    return res;
-  }
   auto guard = std::make_unique<InflightGuard>(&inflight_);
   auto gen = std::make_unique<Generation>(engine, metrics, m, arrival);
   int64_t submitted = 0;

@@ -59,6 +59,18 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
         for (const auto& y : names(b))
           if (x == y) return Error{fmt::format("the model name '{}' is given to two models ({} and {})", x, b.path, a.path)};
     }
+  auto model_exists = [&options](const std::string& n) {
+    for (const ModelSpec& m : options.models)
+      if (m.name == n || std::find(m.aliases.begin(), m.aliases.end(), n) != m.aliases.end()) return true;
+    return false;
+  };
+  for (size_t i = 0; i < options.routers.size(); ++i) {
+    RouterSpec& r = options.routers[i];
+    if (model_exists(r.name)) return Error{fmt::format("the router '{}' has a model's name", r.name)};
+    for (size_t j = 0; j < i; ++j)
+      if (options.routers[j].name == r.name) return Error{fmt::format("two routers are named '{}'", r.name)};
+    TM_TRY(prepare_router(r, model_exists));
+  }
   if (auto r = reasoning_config(options.reasoning_parser); !r.ok()) return Error{"--reasoning-parser: " + r.error()};
   auto s = std::unique_ptr<Server>(new Server(std::move(options)));
   s->created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(

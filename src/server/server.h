@@ -110,6 +110,7 @@ class Server final : public HttpHandler {
   std::optional<HttpResponse> check_available();
   json models_json() const;
   json model_json(size_t slot) const;
+  json router_json(const RouterSpec& r) const;
   // The first model's metrics, or the slot's when a request names one.
   ServerMetrics* metrics_for(size_t slot) const { return model_metrics_[slot].get(); }
   HttpResponse reply_error(const ApiError& e, const char* failure_reason, ServerMetrics* metrics);
@@ -120,10 +121,25 @@ class Server final : public HttpHandler {
   // The request's model: resolved (404 model_not_found) and leased, loading it if needed (503).
   Result<ModelLease> lease_model(const json& body, ApiError* err);
 
+  // The model chosen for a generation request, its mapped request, admitted (routes_select.cpp).
+  struct Target {
+    ModelLease lease;
+    ServerMetrics* metrics = nullptr;
+    std::optional<MappedRequest> mapped;
+    std::string router, rule;  // a virtual model's name and the rule that matched; empty otherwise
+  };
+  // Fills *t, or returns the response to send (404, 400, 429, 503). Sets body["model"] to the name
+  // of the model that answers.
+  std::optional<HttpResponse> select_target(json& body, const HttpRequest& req, ApiKind kind, Target* t);
+  const RouterSpec* find_router(const std::string& name) const;
+  // The router's classifier model's answer (one of its choices) about `message`.
+  Result<std::string> classify(const RouterSpec& router, const std::string& message);
+
   // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
   HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }
   HttpResponse route_completions(HttpRequest& req) { return handle_generate(req, ApiKind::Completion); }
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
+  HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);
   HttpResponse route_detokenize(HttpRequest& req);
   HttpResponse route_models(HttpRequest& req);
