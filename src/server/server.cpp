@@ -89,6 +89,21 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
         TM_ASSIGN_OR_RETURN(auto engine, self->opts_.engine_loader(spec, load_s));
         return self->make_loaded(slot, std::move(engine), *load_s);
       });
+  // The budget's figures at scrape time (model residency: tokenmill:model_loaded per model).
+  s->metrics_registry_.add_collector([self] {
+    if (!self->models_) return;
+    auto& r = self->metrics_registry_;
+    r.gauge("tokenmill:memory_limit_bytes", "The memory budget for resident models (--memory-limit; 0: none).")
+        .set(static_cast<double>(self->models_->memory_limit()));
+    r.gauge("tokenmill:models_memory_bytes",
+            "Memory counted against the budget: each resident model's KV cache and unmapped weights, each weight "
+            "file once.")
+        .set(static_cast<double>(self->models_->used_bytes()));
+    r.counter("tokenmill:model_loads_total", "Models loaded (at start, on demand, by the admin routes).")
+        .set(static_cast<double>(self->models_->loads()));
+    r.counter("tokenmill:model_unloads_total", "Models unloaded (idle, to make room, by the admin routes).")
+        .set(static_cast<double>(self->models_->unloads()));
+  });
   s->http_ = std::make_unique<HttpServer>(s->opts_.http, *s);
   TM_ASSIGN_OR_RETURN(int port, s->http_->bind());
   s->http_->start();
