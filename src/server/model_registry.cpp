@@ -107,7 +107,7 @@ ModelRegistry::~ModelRegistry() {
   }
   cv_.notify_all();
   reaper_.join();
-  for (auto& t : loaders_) t.join();
+  for (auto& l : loaders_) l.thread.join();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& s : slots_) freed.push_back(std::move(s->model));
   // freed's engines stop after the lock is released (`freed` is declared before the guard).
@@ -121,12 +121,6 @@ std::optional<ResolvedModel> ModelRegistry::resolve(std::string_view name) const
       if (a == name) return ResolvedModel{i, {}};
   }
   return std::nullopt;
-}
-
-bool ModelRegistry::file_shared_locked(size_t slot) const {
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if (i != slot && slots_[i]->state != ModelState::Unloaded && specs_[i].path == specs_[slot].path) return true;
-  return false;
 }
 
 uint64_t ModelRegistry::cost_locked(size_t slot, bool with_file) const {
@@ -151,32 +145,34 @@ uint64_t ModelRegistry::used_bytes() const {
 bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed,
                                      std::string* why) {
   if (limit_ == 0) return true;
-  auto used = [&] {
-    uint64_t u = 0;
+  // Victims are chosen on paper first, so nothing is unloaded when even all of them would not do.
+  std::vector<size_t> gone;
+  auto resident = [&](size_t i) {
+    return slots_[i]->state != ModelState::Unloaded && std::find(gone.begin(), gone.end(), i) == gone.end();
+  };
+  for (;;) {
+    uint64_t u = 0;  // the other resident models, each file once
     std::vector<std::string> files;
     for (size_t i = 0; i < specs_.size(); ++i) {
-      if (slots_[i]->state == ModelState::Unloaded) continue;
+      if (i == slot || !resident(i)) continue;
       const bool new_file = std::find(files.begin(), files.end(), specs_[i].path) == files.end();
       if (new_file) files.push_back(specs_[i].path);
       u += cost_locked(i, new_file);
     }
-    return u;
-  };
-  for (;;) {
-    const uint64_t need = cost_locked(slot, !file_shared_locked(slot));
-    const uint64_t u = used();
-    if (u + need <= limit_) return true;
+    const bool file_mapped = std::find(files.begin(), files.end(), specs_[slot].path) != files.end();
+    const uint64_t need = cost_locked(slot, !file_mapped);
+    if (u + need <= limit_) break;
     // The least recently used model that is resident, unpinned, idle, and not this one.
     size_t victim = specs_.size();
     for (size_t i = 0; i < specs_.size(); ++i) {
       const Slot& s = *slots_[i];
-      if (i == slot || specs_[i].pinned || s.state != ModelState::Loaded || s.inflight > 0) continue;
+      if (i == slot || !resident(i) || specs_[i].pinned || s.state != ModelState::Loaded || s.inflight > 0) continue;
       if (victim == specs_.size() || s.last_used < slots_[victim]->last_used) victim = i;
     }
     if (victim == specs_.size()) {
       std::string holders;
       for (size_t i = 0; i < specs_.size(); ++i)
-        if (i != slot && slots_[i]->state != ModelState::Unloaded)
+        if (i != slot && resident(i))
           holders += fmt::format("{}{} ({})", holders.empty() ? "" : ", ", specs_[i].name,
                                  specs_[i].pinned                            ? "pinned"
                                  : slots_[i]->state == ModelState::Loading ? "loading"
@@ -186,13 +182,16 @@ bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<Lo
                          specs_[slot].name, gib(need), gib(u), gib(limit_), holders.empty() ? "nothing" : holders);
       return false;
     }
-    Slot& v = *slots_[victim];
-    log_info("unloading model {} (least recently used) to make room for {}", specs_[victim].name, specs_[slot].name);
-    freed->push_back(std::move(v.model));
-    v.state = ModelState::Unloaded;
-    v.idle_deadline.reset();
+    gone.push_back(victim);
+  }
+  for (size_t v : gone) {
+    log_info("unloading model {} (least recently used) to make room for {}", specs_[v].name, specs_[slot].name);
+    freed->push_back(std::move(slots_[v]->model));
+    slots_[v]->state = ModelState::Unloaded;
+    slots_[v]->idle_deadline.reset();
     ++unloads_;
   }
+  return true;
 }
 
 void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>> victims) {
@@ -200,11 +199,23 @@ void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<L
   s.state = ModelState::Loading;
   s.anon_bytes = specs_[slot].kv_bytes;
   s.last_error.clear();
-  loaders_.emplace_back([this, slot, victims = std::move(victims)]() mutable {
+  // Finished loader threads are joined here (a thread that is not joined keeps its stack).
+  for (auto it = loaders_.begin(); it != loaders_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = loaders_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  loaders_.push_back({{}, done});
+  loaders_.back().thread = std::thread([this, slot, done, victims = std::move(victims)]() mutable {
     victims.clear();  // the models unloaded to make room are freed before this one loads
     double secs = 0;
     auto r = loader_(slot, specs_[slot], &secs);
-    std::shared_ptr<LoadedModel> drop;  // a model loaded after the registry began stopping
+    std::shared_ptr<LoadedModel> drop;  // a model loaded after the registry began stopping, or too large
+    std::vector<std::shared_ptr<LoadedModel>> freed;  // models unloaded to make room for its real size
     {
       std::lock_guard<std::mutex> lock(mu_);
       Slot& s = *slots_[slot];
@@ -216,17 +227,30 @@ void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<L
         drop = std::move(r).value();
         s.state = ModelState::Unloaded;
       } else {
-        s.model = std::move(r).value();
-        s.anon_bytes = s.model->anon_bytes;
-        s.state = ModelState::Loaded;
-        s.last_used = SteadyClock::now();
-        if (!specs_[slot].pinned && specs_[slot].idle_unload_s > 0)
-          s.idle_deadline = s.last_used + std::chrono::duration_cast<SteadyClock::duration>(
-                                              std::chrono::duration<double>(specs_[slot].idle_unload_s));
-        ++loads_;
+        // The engine's real size replaces the estimate; if it is larger (e.g. an automatic KV cache
+        // size) other idle models may have to go, and when nothing can, this one does.
+        s.anon_bytes = r.value()->anon_bytes;
+        std::string why;
+        if (!make_room_locked(slot, &freed, &why)) {
+          drop = std::move(r).value();
+          s.state = ModelState::Unloaded;
+          s.last_error = "once loaded: " + why;
+          log_error("model {}: {}", specs_[slot].name, s.last_error);
+        } else {
+          s.model = std::move(r).value();
+          s.state = ModelState::Loaded;
+          s.last_used = SteadyClock::now();
+          if (!specs_[slot].pinned && specs_[slot].idle_unload_s > 0)
+            s.idle_deadline = s.last_used + std::chrono::duration_cast<SteadyClock::duration>(
+                                                std::chrono::duration<double>(specs_[slot].idle_unload_s));
+          ++loads_;
+        }
       }
     }
     cv_.notify_all();
+    freed.clear();
+    drop.reset();
+    done->store(true);
   });
 }
 

@@ -17,6 +17,7 @@
 // their time. Engines are stopped and freed outside the lock, once no lease holds them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -143,7 +144,6 @@ class ModelRegistry {
   void release(size_t slot);
   // Caller holds mu_. Bytes counted for the slot if it were resident; the file only once.
   uint64_t cost_locked(size_t slot, bool with_file) const;
-  bool file_shared_locked(size_t slot) const;
   // Caller holds mu_: unload LRU idle unpinned models until `need` more bytes fit; the freed models
   // are appended to *freed (destroyed by the caller after unlocking). False when impossible.
   bool make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed, std::string* why);
@@ -157,7 +157,11 @@ class ModelRegistry {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::thread> loaders_;
+  struct Loader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;  // set as the thread's last act
+  };
+  std::vector<Loader> loaders_;
   int64_t loads_ = 0, unloads_ = 0;
   bool stopping_ = false;
   std::thread reaper_;

@@ -200,3 +200,26 @@ TEST(ModelRegistry, ParsesDurations) {
   EXPECT_FALSE(parse_duration_seconds("m").ok());
   EXPECT_FALSE(parse_duration_seconds("1h30").ok());
 }
+
+TEST(ModelRegistry, TheRealSizeAfterLoadingIsCheckedAgainstTheBudget) {
+  // "auto" configures no KV size (estimate 0); its engine plans 60 MiB.
+  ModelLoader big_kv = [](size_t, const ModelSpec& s, double*) -> Result<std::shared_ptr<LoadedModel>> {
+    auto m = std::make_shared<LoadedModel>();
+    m->anon_bytes = s.name == "auto" ? 60 * MiB : s.kv_bytes;
+    return m;
+  };
+  ModelRegistry reg({spec("p", "p.gguf", 40, 10, true), spec("x", "x.gguf", 20, 10, false),
+                     spec("auto", "a.gguf", 20, 0, false)},
+                    110 * MiB, big_kv);
+  ASSERT_TRUE(reg.load(0).ok());
+  { ASSERT_TRUE(reg.acquire(1, 5).ok()); }  // 50 + 30 = 80
+  // auto: estimated 20 (fits beside both), really 80: even with x unloaded 50 + 80 > 110, so refused.
+  ModelRegistry::Failure why{};
+  auto l = reg.acquire(2, 5, &why);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(why, ModelRegistry::Failure::LoadFailed);
+  EXPECT_NE(l.error().find("once loaded"), std::string::npos) << l.error();
+  EXPECT_EQ(reg.view(2).state, ModelState::Unloaded);
+  EXPECT_EQ(reg.view(1).state, ModelState::Loaded);  // not unloaded in vain
+  EXPECT_LE(reg.used_bytes(), reg.memory_limit());
+}
