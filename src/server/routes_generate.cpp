@@ -172,8 +172,21 @@ struct StreamState {
 
 }  // namespace
 
+// Ollama's keep_alive: how long an on-demand model stays loaded after this request (seconds or a
+// duration string; 0: unload when done; negative: keep). 400 naming the field when malformed.
+std::optional<double> keep_alive_of(const json& body) {
+  const json* ka = field(body, "keep_alive");
+  if (!ka) return std::nullopt;
+  Result<double> secs = ka->is_number()   ? Result<double>(ka->get<double>())
+                        : ka->is_string() ? parse_duration_seconds(ka->get<std::string>())
+                                          : Result<double>(Error{"must be a number of seconds or a duration string"});
+  if (!secs.ok()) throw_bad_request("'keep_alive': " + secs.error(), "keep_alive");
+  return *secs;
+}
+
 Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
   try {
+    keep_alive_of(body);  // a malformed keep_alive is a 400 before any model loads
     const std::string name = opt_string(body, "model").value_or("");
     auto r = models_->resolve(name);
     if (!r) {
@@ -190,14 +203,7 @@ Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
       err->param = "model";
       return Error{lease.error()};
     }
-    // Ollama's keep_alive: how long an on-demand model stays loaded after this request.
-    if (const json* ka = field(body, "keep_alive")) {
-      Result<double> secs = ka->is_number() ? Result<double>(ka->get<double>())
-                            : ka->is_string() ? parse_duration_seconds(ka->get<std::string>())
-                                              : Result<double>(Error{"must be a number of seconds or a duration string"});
-      if (!secs.ok()) throw_bad_request("'keep_alive': " + secs.error(), "keep_alive");
-      models_->set_keep_alive(r->slot, *secs);
-    }
+    if (auto ka = keep_alive_of(body)) models_->set_keep_alive(r->slot, *ka);
     return lease;
   } catch (const RequestError& e) {
     *err = e.error;

@@ -144,6 +144,12 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
   }
 
   // A virtual model: the rules pick a chain.
+  std::optional<double> keep_alive;
+  try {
+    keep_alive = keep_alive_of(body);
+  } catch (const RequestError& e) {
+    return reply_error(e.error, "invalid_request");
+  }
   std::string all_text;
   RouteInput in = route_facts(body, req, kind, &all_text);
   in.prompt_tokens = [&]() -> int64_t {
@@ -211,6 +217,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
       fallback("queue_full");
       continue;
     }
+    if (keep_alive) models_->set_keep_alive(lease.slot(), *keep_alive);
     t->lease = std::move(lease);
     t->metrics = metrics;
     t->mapped = std::move(mapped).value();

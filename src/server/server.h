@@ -31,6 +31,9 @@ namespace tmill::server {
 
 class HttpServer;
 
+// A request's keep_alive in seconds (Ollama's meaning), or nullopt; throws RequestError (400).
+std::optional<double> keep_alive_of(const json& body);
+
 struct ServerOptions {
   HttpOptions http;
   std::string served_model_name;    // empty: the model file's name without ".gguf"

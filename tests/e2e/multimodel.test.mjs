@@ -158,9 +158,23 @@ test('an on-demand model loads on first use and unloads when idle while another 
   assert.notEqual(unloadedAt, null, 'od unloaded after its idle time');
   assert.ok((await streaming) >= 50);
   assert.ok(Math.max(...gaps.slice(1)) < 1000, `a stream gap of ${Math.max(...gaps.slice(1))} ms`);
-  const m = await scrape(server.url);
+  let m = await scrape(server.url);
   assert.equal(metric(m, 'tokenmill:model_loaded', 'model_name="od"'), 0);
   assert.equal(metric(m, 'vllm:request_success_total', 'model_name="od",finished_reason="length"'), 1);
+  // keep_alive (Ollama's): "-1" keeps it past its idle time, 0 unloads it as soon as the request is done.
+  await client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2, keep_alive: '-1' });
+  await sleep(2500);
+  assert.equal(await state('od'), 'loaded');
+  await client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2, keep_alive: 0 });
+  await sleep(500);
+  assert.equal(await state('od'), 'unloaded');
+  await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), keep_alive: 'soon' }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'keep_alive');
+    return true;
+  });
+  m = await scrape(server.url);
+  assert.equal(metric(m, 'tokenmill:model_loads_total'), 5);  // small, big, mid at start; od twice
 });
 
 test('an overloaded model falls back to the next of its chain', async () => {
