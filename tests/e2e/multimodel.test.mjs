@@ -19,10 +19,10 @@ after(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function start(args, opts) {
+async function start(args, opts, apiKey = 'none') {
   const s = await startServer(args, opts);
   servers.push(s);
-  return { server: s, client: new OpenAI({ baseURL: s.baseURL, apiKey: 'none', maxRetries: 0 }) };
+  return { server: s, client: new OpenAI({ baseURL: s.baseURL, apiKey, maxRetries: 0 }) };
 }
 
 function modelsFile(name, text) {
@@ -201,16 +201,18 @@ models:
   - {name: big, file: ${MODEL_FILE}, kv_cache_memory: 8MiB}
   - {name: od, file: ${MODEL_FILE}, kv_cache_memory: 8MiB, residency: on_demand}
 `;
-  const { server, client } = await start(['--models-file', modelsFile('budget.yaml', cfg)]);
+  const { server, client } = await start(['--models-file', modelsFile('budget.yaml', cfg), '--api-key', 'k1'], {}, 'k1');
   await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2 }), (e) => {
     assert.equal(e.status, 503);
     assert.equal(e.code, 'model_unavailable');
     assert.match(e.message, /`od` needs .* memory limit/);
     return true;
   });
-  const post = (p, body) => fetch(`${server.url}${p}`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                                       body: JSON.stringify(body) });
-  let r = await post('/models/load', { model: 'od' });
+  const post = (p, body, key = 'k1') => fetch(`${server.url}${p}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+  let r = await post('/models/unload', { model: 'big' }, 'wrong');
+  assert.equal(r.status, 401);  // admin routes need the API key
+  r = await post('/models/load', { model: 'od' });
   assert.equal(r.status, 503);
   r = await post('/models/unload', { model: 'big' });
   assert.equal(r.status, 200);

@@ -334,7 +334,8 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.remove_option(app.get_option("--model"));
              app.add_option("--model", o->model_entries,
                             "GGUF model file (default: the bundled stories260K); repeat as --model NAME=FILE to "
-                            "serve several models, each under its name");
+                            "serve several models, each under its name")
+                 ->allow_extra_args(false);  // one file per --model: a following MODEL stays positional
              app.add_option("--models-file", o->models_file,
                             "YAML file of models (name, aliases, file, engine options, residency) and routers "
                             "(docs/server.md, \"The models file\")");
