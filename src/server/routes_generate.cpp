@@ -187,7 +187,8 @@ std::optional<double> keep_alive_of(const json& body) {
 Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
   try {
     keep_alive_of(body);  // a malformed keep_alive is a 400 before any model loads
-    const std::string name = opt_string(body, "model").value_or("");
+    std::string name = opt_string(body, "model").value_or("");
+    if (const RouterSpec* router = find_router(name)) name = router->tokenizer_model;  // /tokenize "auto"
     auto r = models_->resolve(name);
     if (!r) {
       detail::check_model(body, ServerContext{});  // throws the 404 model_not_found

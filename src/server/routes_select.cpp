@@ -206,7 +206,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                          metrics);
     }
     if (!metrics->try_admit(static_cast<int64_t>(mapped->prompts.size()), opts_.max_queued_requests)) {
-      metrics->on_failure("queue_full");
+      // Not a failure unless the whole chain is full (router_fallbacks_total counts the pass-over).
       last = ApiError{};
       last.status = 429;
       last.type = "rate_limit_error";
@@ -237,7 +237,9 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
   e.code = last_reason == std::string("queue_full") ? "queue_full" : "model_unavailable";
   e.message = fmt::format("No model of the chain chosen by rule '{}' of `{}` can take the request now ({}); retry later.",
                           d.rule, router->name, last.message);
-  HttpResponse res = reply_error(e, nullptr);
+  // Counted as a failure of the chain's first model (its queue_full or unavailable).
+  const auto first = models_->resolve(d.chain[0]);
+  HttpResponse res = reply_error(e, last_reason, metrics_for(first->slot));
   res.set_header("Retry-After", "1");
   return res;
 }

@@ -121,7 +121,8 @@ class Server final : public HttpHandler {
   // Model lifecycle (server.cpp): the registry's loader, and the context a model's requests map with.
   Result<std::shared_ptr<LoadedModel>> make_loaded(size_t slot, std::unique_ptr<Engine> engine, double load_s);
   Result<ServerContext> build_context(const ModelSpec& spec, Engine& engine) const;
-  // The request's model: resolved (404 model_not_found) and leased, loading it if needed (503).
+  // The request's model (a router: its tokenizer_model, for /tokenize): resolved (404
+  // model_not_found) and leased, loading it if needed (503).
   Result<ModelLease> lease_model(const json& body, ApiError* err);
 
   // The model chosen for a generation request, its mapped request, admitted (routes_select.cpp).

@@ -118,6 +118,12 @@ test('auto routes by each rule kind and names the rule; aliases answer as their 
   // An alias is its model.
   const r = await client.chat.completions.create({ model: 'fast', messages: chat('hi'), max_tokens: 2 });
   assert.equal(r.model, 'small');
+  // /tokenize takes a model name, an alias or a router (its tokenizer model).
+  for (const model of ['big', 'fast', 'auto']) {
+    const t = await (await fetch(`${server.url}/tokenize`, { method: 'POST', body: JSON.stringify({ model, prompt: 'Once upon' }),
+                                                            headers: { 'Content-Type': 'application/json' } })).json();
+    assert.equal(t.count, 3, model);  // BOS + two tokens
+  }
   const m = await scrape(server.url);
   assert.equal(metric(m, 'tokenmill:router_requests_total', 'router="auto",rule="long",model_name="big"'), 1);
   assert.equal(metric(m, 'tokenmill:router_requests_total', 'router="auto",rule="default",model_name="small"'), 1);
