@@ -7,7 +7,11 @@
 //
 // Routes (see docs/server.md and the one route table in routes.cpp): POST /v1/chat/completions,
 // POST /v1/completions, GET /v1/models[/ID], POST /tokenize, POST /detokenize, GET /health,
-// GET /version, GET /metrics. The routes speak server/http.h only; HttpServer (cpp-httplib) is the
+// GET /version, GET /metrics, and the admin POST /models/load|unload|reload.
+//
+// Several models: ServerOptions::models (one ModelSpec each) and an engine_loader; the ModelRegistry
+// (model_registry.h) keeps them, routers (router.h) are virtual models over them, and
+// load_pinned_models() replaces attach_engine(). The routes speak server/http.h only; HttpServer (cpp-httplib) is the
 // transport that drives them.
 #pragma once
 
@@ -114,7 +118,7 @@ class Server final : public HttpHandler {
   json models_json() const;
   json model_json(size_t slot) const;
   json router_json(const RouterSpec& r) const;
-  // The first model's metrics, or the slot's when a request names one.
+  // A model's metrics (its model_name series).
   ServerMetrics* metrics_for(size_t slot) const { return model_metrics_[slot].get(); }
   HttpResponse reply_error(const ApiError& e, const char* failure_reason, ServerMetrics* metrics);
 
