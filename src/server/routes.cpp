@@ -296,6 +296,7 @@ json Server::model_json(size_t slot) const {
   m["state"] = model_state_name(v.state);
   m["aliases"] = spec.aliases;
   m["pinned"] = spec.pinned;
+  m["memory_bytes"] = v.bytes;  // counted against the budget (an estimate until first loaded)
   if (!v.last_error.empty() && v.state == ModelState::Unloaded) m["load_error"] = v.last_error;
   return m;
 }
