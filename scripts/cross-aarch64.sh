@@ -42,7 +42,7 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
   # nlohmann-json3-dev and libcli11-dev are architecture-independent (the host's serve); the rest are
   # the arm64 builds of what CMakeLists.txt and src/CMakeLists.txt look for (ICU is optional there).
   PKGS=(g++-aarch64-linux-gnu qemu-user cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev
-        libfmt-dev:arm64 libpcre2-dev:arm64 libxxhash-dev:arm64 libcpp-httplib-dev:arm64 libssl-dev:arm64
+        libfmt-dev:arm64 libpcre2-dev:arm64 libxxhash-dev:arm64 libcpp-httplib-dev:arm64 libssl-dev:arm64 libyaml-cpp-dev:arm64
         zlib1g-dev:arm64 libbrotli-dev:arm64 libicu-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
   missing=()
   for p in "${PKGS[@]}"; do

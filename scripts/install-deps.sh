@@ -6,6 +6,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev libcpp-httplib-dev libssl-dev
+  libyaml-cpp-dev                   # serve --models-file
   libicu-dev                        # Unicode NFC for Hugging Face tokenizer normalizers
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev          # libFuzzer targets and sanitizer runs

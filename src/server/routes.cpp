@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "server/auth.h"
 #include "server/openai_response.h"
+#include "server/request_fields.h"
 #include "server/server.h"
 
 namespace tmill::server {
@@ -68,6 +69,10 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/detokenize", false, true, true, true, &Server::route_detokenize},
     {"/v1/models", false, false, true, true, &Server::route_models},
     {"/v1/models/", true, false, true, true, &Server::route_model},
+    // Admin (llama-server's router paths), behind the API key: {"model": NAME}.
+    {"/models/load", false, true, true, true, &Server::route_admin_load},
+    {"/models/unload", false, true, true, true, &Server::route_admin_unload},
+    {"/models/reload", false, true, true, true, &Server::route_admin_reload},
     {"/health", false, false, false, true, &Server::route_health},
     {"/version", false, false, false, false, &Server::route_version},
     {"/metrics", false, false, false, false, &Server::route_metrics},
@@ -83,12 +88,14 @@ const Server::Route* Server::find_route(const std::string& path) {
   return nullptr;
 }
 
-HttpResponse Server::reply_error(const ApiError& e, const char* reason) {
+HttpResponse Server::reply_error(const ApiError& e, const char* reason) { return reply_error(e, reason, metrics_); }
+
+HttpResponse Server::reply_error(const ApiError& e, const char* reason, ServerMetrics* metrics) {
   HttpResponse res;
   res.status = e.status;
   res.content_type = "application/json";
   res.body = error_body(e);
-  if (reason) metrics_->on_failure(reason);
+  if (reason) metrics->on_failure(reason);
   return res;
 }
 
@@ -261,34 +268,137 @@ HttpResponse Server::internal_error(const std::string& what) {
   return reply_error(e, "engine_error");
 }
 
-json Server::models_json() const {
+// A virtual model: "router" with its rules (names and chains) and default chain.
+json Server::router_json(const RouterSpec& r) const {
   json m;
-  m["id"] = opts_.served_model_name;
+  m["id"] = r.name;
   m["object"] = "model";
   m["created"] = created_unix_;
   m["owned_by"] = "tokenmill";
-  m["root"] = opts_.model_path;
+  m["root"] = nullptr;
   m["parent"] = nullptr;
-  m["max_model_len"] = ctx_.max_model_len;
+  m["state"] = "router";
+  json rules = json::array();
+  for (const RouteRule& x : r.rules) rules.push_back({{"name", x.name}, {"models", x.chain}});
+  m["router"] = {{"rules", rules}, {"default", r.default_chain}};
+  return m;
+}
+
+// One model as /v1/models lists it: OpenAI's fields, vLLM's root/parent/max_model_len, and the
+// model's residency ("state": loaded, loading, unloaded), aliases and whether it is pinned.
+json Server::model_json(size_t slot) const {
+  const ModelSpec& spec = opts_.models[slot];
+  const ModelRegistry::View v = models_->view(slot);
+  json m;
+  m["id"] = spec.name;
+  m["object"] = "model";
+  m["created"] = created_unix_;
+  m["owned_by"] = "tokenmill";
+  m["root"] = spec.path;
+  m["parent"] = nullptr;
+  m["max_model_len"] = v.max_model_len > 0 ? json(v.max_model_len) : json(nullptr);
+  m["state"] = model_state_name(v.state);
+  m["aliases"] = spec.aliases;
+  m["pinned"] = spec.pinned;
+  m["memory_bytes"] = v.bytes;  // counted against the budget (an estimate until first loaded)
+  if (!v.last_error.empty() && v.state == ModelState::Unloaded) m["load_error"] = v.last_error;
+  return m;
+}
+
+json Server::models_json() const {
   json list;
   list["object"] = "list";
-  list["data"] = json::array({m});
+  list["data"] = json::array();
+  for (size_t i = 0; i < models_->size(); ++i) list["data"].push_back(model_json(i));
+  for (const RouterSpec& r : opts_.routers) list["data"].push_back(router_json(r));
   return list;
 }
 
 HttpResponse Server::route_models(HttpRequest&) { return reply_json(models_json()); }
 
+namespace {
+
+ApiError model_not_found(const std::string& id) {
+  ApiError e;
+  e.status = 404;
+  e.message = fmt::format("The model `{}` does not exist.", id);
+  e.param = "model";
+  e.code = "model_not_found";
+  return e;
+}
+
+}  // namespace
+
 HttpResponse Server::route_model(HttpRequest& req) {
   const std::string id = req.path.substr(std::strlen("/v1/models/"));
-  if (id != opts_.served_model_name) {
-    ApiError e;
-    e.status = 404;
-    e.message = fmt::format("The model `{}` does not exist.", id);
-    e.param = "model";
-    e.code = "model_not_found";
-    return reply_error(e, "not_found");
+  if (const RouterSpec* router = find_router(id)) return reply_json(router_json(*router));
+  auto r = models_->resolve(id);
+  if (!r) return reply_error(model_not_found(id), "not_found");
+  return reply_json(model_json(r->slot));
+}
+
+// Admin routes: POST {"model": NAME}. load waits for the model (200 with its /v1/models entry);
+// unload refuses a model serving requests (409); reload is unload then load.
+namespace {
+
+struct AdminTarget {
+  std::optional<ResolvedModel> model;
+  std::string name;
+  std::optional<ApiError> error;
+};
+
+AdminTarget admin_target(const HttpRequest& req, const ModelRegistry& reg) {
+  AdminTarget t;
+  try {
+    const json body = parse_body(req.body);
+    auto name = opt_string(body, "model");
+    if (!name || name->empty()) throw_bad_request("'model' (a model name) is required", "model");
+    t.name = *name;
+    t.model = reg.resolve(*name);
+    if (!t.model) t.error = model_not_found(*name);
+  } catch (const RequestError& e) {
+    t.error = e.error;
   }
-  return reply_json(models_json()["data"][0]);
+  return t;
+}
+
+ApiError admin_failure(int status, const std::string& code, const std::string& message) {
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  e.code = code;
+  if (status == 503) e.type = "service_unavailable_error";
+  return e;
+}
+
+}  // namespace
+
+HttpResponse Server::route_admin_load(HttpRequest& req) {
+  AdminTarget t = admin_target(req, *models_);
+  if (t.error) return reply_error(*t.error, t.error->status == 404 ? "not_found" : "invalid_request");
+  ModelRegistry::Failure why{};
+  if (Status st = models_->load(t.model->slot, &why); !st.ok())
+    return reply_error(admin_failure(503, "model_unavailable", st.error()), "unavailable");
+  return reply_json(json{{"success", true}, {"model", model_json(t.model->slot)}});
+}
+
+HttpResponse Server::route_admin_unload(HttpRequest& req) {
+  AdminTarget t = admin_target(req, *models_);
+  if (t.error) return reply_error(*t.error, t.error->status == 404 ? "not_found" : "invalid_request");
+  if (Status st = models_->unload(t.model->slot); !st.ok())
+    return reply_error(admin_failure(409, "model_busy", st.error()), "invalid_request");
+  return reply_json(json{{"success", true}, {"model", model_json(t.model->slot)}});
+}
+
+HttpResponse Server::route_admin_reload(HttpRequest& req) {
+  AdminTarget t = admin_target(req, *models_);
+  if (t.error) return reply_error(*t.error, t.error->status == 404 ? "not_found" : "invalid_request");
+  if (models_->view(t.model->slot).state != ModelState::Unloaded)
+    if (Status st = models_->unload(t.model->slot); !st.ok())
+      return reply_error(admin_failure(409, "model_busy", st.error()), "invalid_request");
+  if (Status st = models_->load(t.model->slot); !st.ok())
+    return reply_error(admin_failure(503, "model_unavailable", st.error()), "unavailable");
+  return reply_json(json{{"success", true}, {"model", model_json(t.model->slot)}});
 }
 
 HttpResponse Server::route_health(HttpRequest&) { return HttpResponse{}; }

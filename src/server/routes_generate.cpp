@@ -43,6 +43,7 @@ struct InflightGuard {
 // The state of one SSE response, shared by the response's next_chunk and on_close.
 struct StreamState {
   std::unique_ptr<InflightGuard> guard;  // declared first: released last
+  ModelLease lease;                      // the model stays resident until the stream is over
   std::unique_ptr<Generation> gen;
   ServerMetrics* metrics = nullptr;
   const std::atomic<bool>* force_stop = nullptr;
@@ -171,7 +172,55 @@ struct StreamState {
 
 }  // namespace
 
+// Ollama's keep_alive: how long an on-demand model stays loaded after this request (seconds or a
+// duration string; 0: unload when done; negative: keep). 400 naming the field when malformed.
+std::optional<double> keep_alive_of(const json& body) {
+  const json* ka = field(body, "keep_alive");
+  if (!ka) return std::nullopt;
+  Result<double> secs = ka->is_number()   ? Result<double>(ka->get<double>())
+                        : ka->is_string() ? parse_duration_seconds(ka->get<std::string>())
+                                          : Result<double>(Error{"must be a number of seconds or a duration string"});
+  if (!secs.ok()) throw_bad_request("'keep_alive': " + secs.error(), "keep_alive");
+  return *secs;
+}
+
+Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
+  try {
+    keep_alive_of(body);  // a malformed keep_alive is a 400 before any model loads
+    std::string name = opt_string(body, "model").value_or("");
+    if (const RouterSpec* router = find_router(name)) name = router->tokenizer_model;  // /tokenize "auto"
+    auto r = models_->resolve(name);
+    if (!r) {
+      detail::check_model(body, ServerContext{});  // throws the 404 model_not_found
+      return Error{"unreachable"};
+    }
+    ModelRegistry::Failure why{};
+    auto lease = models_->acquire(r->slot, opts_.load_timeout_s, &why);
+    if (!lease.ok()) {
+      err->status = 503;
+      err->type = "service_unavailable_error";
+      err->code = why == ModelRegistry::Failure::Timeout ? "model_loading" : "model_unavailable";
+      err->message = lease.error();
+      err->param = "model";
+      return Error{lease.error()};
+    }
+    if (auto ka = keep_alive_of(body)) models_->set_keep_alive(r->slot, *ka);
+    return lease;
+  } catch (const RequestError& e) {
+    *err = e.error;
+    return Error{e.error.message};
+  }
+}
+
+// A routed request's response says which rule chose its model.
 HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
+  Target t;
+  HttpResponse res = generate(req, kind, t);
+  if (!t.rule.empty()) res.set_header("X-Tokenmill-Route", t.router + "/" + t.rule);
+  return res;
+}
+
+HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   const auto arrival = Clock::now();
   json body;
   try {
@@ -179,31 +228,19 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   } catch (const RequestError& e) {
     return reply_error(e.error, "invalid_request");
   }
-  ApiError err;
-  auto mapped = kind == ApiKind::Chat ? map_chat_request(body, ctx_, &err) : map_completion_request(body, ctx_, &err);
-  if (!mapped.ok()) {
-    return reply_error(err, err.status == 404                           ? "not_found"
-                            : err.code == "context_length_exceeded" ? "context_length_exceeded"
-                                                                    : "invalid_request");
-  }
-  const MappedRequest& m = *mapped;
+  if (auto refused = select_target(body, req, kind, &t)) return std::move(*refused);
+  ModelLease lease = std::move(t.lease);
+  ServerMetrics* const metrics = t.metrics;
+  const ServerContext& ctx = lease.model().ctx;
+  Engine& engine = *lease.model().engine;
+  const MappedRequest& m = *t.mapped;
   const int64_t k = static_cast<int64_t>(m.prompts.size());
-  if (!metrics_->try_admit(k, opts_.max_queued_requests)) {
-    ApiError e;
-    e.status = 429;
-    e.message = fmt::format("The server's queue is full ({} requests waiting); retry later.", metrics_->queued());
-    e.type = "rate_limit_error";
-    e.code = "queue_full";
-    HttpResponse res = reply_error(e, "queue_full");
-    res.set_header("Retry-After", "1");
-    return res;
-  }
   auto guard = std::make_unique<InflightGuard>(&inflight_);
-  auto gen = std::make_unique<Generation>(*engine_, metrics_.get(), m, arrival);
+  auto gen = std::make_unique<Generation>(engine, metrics, m, arrival);
   int64_t submitted = 0;
   if (Status st = gen->submit(&submitted); !st.ok()) {
-    metrics_->cancel_admission(k - submitted);
-    return reply_error(bad_request(st.error()), "invalid_request");
+    metrics->cancel_admission(k - submitted);
+    return reply_error(bad_request(st.error()), "invalid_request", metrics);
   }
 
   ResponseMeta meta = make_meta(kind, m.model);
@@ -218,12 +255,12 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   while (!gen->finished() && (!m.stream || !gen->got_output())) {
     if (deadline && Clock::now() >= *deadline) {
       gen->abort();
-      return reply_error(deadline_error(m.deadline_s), "request_timeout");
+      return reply_error(deadline_error(m.deadline_s), "request_timeout", metrics);
     }
     auto items = gen->wait(kWaitSlice);
     first.insert(first.end(), std::make_move_iterator(items.begin()), std::make_move_iterator(items.end()));
     if (req.disconnected()) {
-      metrics_->on_client_abort();
+      metrics->on_client_abort();
       gen->abort();
       HttpResponse res;
       res.status = 499;  // nginx's "client closed request"; nobody reads it
@@ -237,11 +274,11 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
       ApiError e;
       e.status = 503;
       e.message = "The server is shutting down.";
-      return reply_error(e, "unavailable");
+      return reply_error(e, "unavailable", metrics);
     }
   }
   if (gen->error() && (!m.stream || gen->finished()))
-    return reply_error(*gen->error(), nullptr);  // counted by Generation
+    return reply_error(*gen->error(), nullptr, metrics);  // counted by Generation
 
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
@@ -249,20 +286,21 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
       std::vector<ChoiceOutput> choices = gen->choices();
       split_reasoning_choices(m, choices);  // first: tool calls are parsed from the answer only
       apply_tool_calls(m.tools, choices);
-      return reply_json(chat_response(meta, choices, gen->usage(), *ctx_.tokenizer, lp));
+      return reply_json(chat_response(meta, choices, gen->usage(), *ctx.tokenizer, lp));
     } else {
       std::vector<std::string> echo;
       if (m.echo)
         for (size_t i = 0; i < gen->choices().size(); ++i) echo.push_back(m.prompts[i / static_cast<size_t>(m.n)].text);
-      return reply_json(completion_response(meta, gen->choices(), gen->usage(), *ctx_.tokenizer, lp, echo));
+      return reply_json(completion_response(meta, gen->choices(), gen->usage(), *ctx.tokenizer, lp, echo));
     }
   }
 
   auto st = std::make_shared<StreamState>();
   st->guard = std::move(guard);
-  st->metrics = metrics_.get();
+  st->lease = std::move(lease);
+  st->metrics = metrics;
   st->force_stop = &force_stop_;
-  st->tok = ctx_.tokenizer;
+  st->tok = ctx.tokenizer;
   st->client_gone_check = req.client_gone;
   st->deadline = deadline;
   st->meta = meta;

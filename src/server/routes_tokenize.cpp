@@ -13,8 +13,12 @@ namespace tmill::server {
 
 HttpResponse Server::route_tokenize(HttpRequest& req) {
   try {
-    const json body = parse_body(req.body);
-    detail::check_model(body, ctx_);
+    json body = parse_body(req.body);
+    ApiError err;
+    auto lease = lease_model(body, &err);
+    if (!lease.ok()) throw RequestError{err};
+    const ServerContext& ctx_ = lease->model().ctx;
+    body["model"] = ctx_.served_model_name;
     const Tokenizer& tok = *ctx_.tokenizer;
     std::vector<int32_t> ids;
     if (field(body, "messages")) {
@@ -40,14 +44,19 @@ HttpResponse Server::route_tokenize(HttpRequest& req) {
     }
     return reply_json(out);
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 404 ? "not_found" : "invalid_request");
+    return reply_error(e.error, e.error.status == 404   ? "not_found"
+                                : e.error.status == 503 ? "unavailable"
+                                                        : "invalid_request");
   }
 }
 
 HttpResponse Server::route_detokenize(HttpRequest& req) {
   try {
-    const json body = parse_body(req.body);
-    detail::check_model(body, ctx_);
+    json body = parse_body(req.body);
+    ApiError err;
+    auto lease = lease_model(body, &err);
+    if (!lease.ok()) throw RequestError{err};
+    const ServerContext& ctx_ = lease->model().ctx;
     const json* tokens = field(body, "tokens");
     if (!tokens) throw_bad_request("'tokens' is required", "tokens");
     if (!tokens->is_array()) throw_bad_request("'tokens' must be an array of token ids", "tokens");
@@ -55,7 +64,9 @@ HttpResponse Server::route_detokenize(HttpRequest& req) {
     for (const json& v : *tokens) ids.push_back(static_cast<int32_t>(as_int(v, "tokens", 0, ctx_.n_vocab - 1)));
     return reply_json(json{{"prompt", ctx_.tokenizer->decode(ids)}});
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 404 ? "not_found" : "invalid_request");
+    return reply_error(e.error, e.error.status == 404   ? "not_found"
+                                : e.error.status == 503 ? "unavailable"
+                                                        : "invalid_request");
   }
 }
 

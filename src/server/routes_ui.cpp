@@ -57,28 +57,37 @@ HttpResponse Server::route_ui_info(HttpRequest& req) {
     e.code = "not_found";
     return reply_error(e, "not_found");
   }
-  const ModelInfo& mi = engine_->model_info();
-  const MemoryPlan& mp = engine_->memory_plan();
-  json model = {
-      {"id", opts_.served_model_name},
-      {"path", opts_.model_path},
-      {"architecture", mi.architecture},
-      {"weight_type", mi.weight_type},
-      {"n_params", mi.n_params},
-      {"n_layer", mi.n_layer},
-      {"n_embd", mi.n_embd},
-      {"n_vocab", mi.n_vocab},
-      {"n_ctx_train", mi.n_ctx_train},
-      {"max_model_len", engine_->max_model_len()},
-      {"memory_plan",
-       {{"weight_bytes", mp.weight_bytes},
-        {"kv_bytes", mp.kv_bytes},
-        {"num_blocks", mp.num_blocks},
-        {"kv_tokens", mp.kv_tokens},
-        {"kv_dtype", mp.kv_dtype},
-        {"max_full_sequences", mp.max_full_sequences},
-        {"note", mp.note}}},
-  };
+  // Every configured model: its facts when resident (a lease keeps it so while we read), else its
+  // state and configured limits only (asking must not load it).
+  json models = json::array();
+  for (size_t slot = 0; slot < models_->size(); ++slot) {
+    const ModelSpec& spec = models_->spec(slot);
+    const ModelRegistry::View v = models_->view(slot);
+    json model = {{"id", spec.name}, {"path", spec.path}, {"state", model_state_name(v.state)}};
+    if (auto lease = models_->try_lease(slot)) {
+      const Engine& engine = *lease->model().engine;
+      const ModelInfo& mi = engine.model_info();
+      const MemoryPlan& mp = engine.memory_plan();
+      model["architecture"] = mi.architecture;
+      model["weight_type"] = mi.weight_type;
+      model["n_params"] = mi.n_params;
+      model["n_layer"] = mi.n_layer;
+      model["n_embd"] = mi.n_embd;
+      model["n_vocab"] = mi.n_vocab;
+      model["n_ctx_train"] = mi.n_ctx_train;
+      model["max_model_len"] = engine.max_model_len();
+      model["memory_plan"] = {{"weight_bytes", mp.weight_bytes},
+                              {"kv_bytes", mp.kv_bytes},
+                              {"num_blocks", mp.num_blocks},
+                              {"kv_tokens", mp.kv_tokens},
+                              {"kv_dtype", mp.kv_dtype},
+                              {"max_full_sequences", mp.max_full_sequences},
+                              {"note", mp.note}};
+    } else {
+      model["max_model_len"] = v.max_model_len > 0 ? json(v.max_model_len) : json(nullptr);
+    }
+    models.push_back(std::move(model));
+  }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -86,7 +95,7 @@ HttpResponse Server::route_ui_info(HttpRequest& req) {
                          {"started_unix", created_unix_},
                          {"uptime_s", now - created_unix_},
                          {"api_key_required", !opts_.api_keys.empty()},
-                         {"models", json::array({model})}});
+                         {"models", std::move(models)}});
 }
 
 }  // namespace tmill::server

@@ -39,93 +39,192 @@ int Server::port() const { return http_->port(); }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   if (options.served_model_name.empty()) options.served_model_name = default_model_name(options.model_path);
+  if (options.models.empty()) {
+    ModelSpec one;
+    one.name = options.served_model_name;
+    one.path = options.model_path;
+    options.models.push_back(std::move(one));
+  }
+  options.served_model_name = options.models[0].name;
+  for (size_t i = 0; i < options.models.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const ModelSpec& a = options.models[i];
+      const ModelSpec& b = options.models[j];
+      auto names = [](const ModelSpec& m) {
+        std::vector<std::string> n = m.aliases;
+        n.push_back(m.name);
+        return n;
+      };
+      for (const auto& x : names(a))
+        for (const auto& y : names(b))
+          if (x == y) return Error{fmt::format("the model name '{}' is given to two models ({} and {})", x, b.path, a.path)};
+    }
+  auto model_exists = [&options](const std::string& n) {
+    for (const ModelSpec& m : options.models)
+      if (m.name == n || std::find(m.aliases.begin(), m.aliases.end(), n) != m.aliases.end()) return true;
+    return false;
+  };
+  for (size_t i = 0; i < options.routers.size(); ++i) {
+    RouterSpec& r = options.routers[i];
+    if (model_exists(r.name)) return Error{fmt::format("the router '{}' has a model's name", r.name)};
+    for (size_t j = 0; j < i; ++j)
+      if (options.routers[j].name == r.name) return Error{fmt::format("two routers are named '{}'", r.name)};
+    TM_TRY(prepare_router(r, model_exists));
+  }
   if (auto r = reasoning_config(options.reasoning_parser); !r.ok()) return Error{"--reasoning-parser: " + r.error()};
   auto s = std::unique_ptr<Server>(new Server(std::move(options)));
   s->created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-  s->metrics_ = std::make_unique<ServerMetrics>(s->opts_.served_model_name);
+  // One set of series per model; a single model's output is the same as before (one model_name).
+  for (const ModelSpec& m : s->opts_.models)
+    s->model_metrics_.push_back(std::make_unique<ServerMetrics>(m.name, &s->metrics_registry_));
+  s->metrics_ = s->model_metrics_[0].get();
+  Server* self = s.get();
+  s->models_ = std::make_unique<ModelRegistry>(
+      s->opts_.models, s->opts_.memory_limit,
+      [self](size_t slot, const ModelSpec& spec, double* load_s) -> Result<std::shared_ptr<LoadedModel>> {
+        if (!self->opts_.engine_loader) return Error{"the server has no model loader"};
+        log_info("loading model {} from {}", spec.name, spec.path);
+        TM_ASSIGN_OR_RETURN(auto engine, self->opts_.engine_loader(spec, load_s));
+        return self->make_loaded(slot, std::move(engine), *load_s);
+      });
+  // The budget's figures at scrape time (model residency: tokenmill:model_loaded per model).
+  s->metrics_registry_.add_collector([self] {
+    if (!self->models_) return;
+    auto& r = self->metrics_registry_;
+    r.gauge("tokenmill:memory_limit_bytes", "The memory budget for resident models (--memory-limit; 0: none).")
+        .set(static_cast<double>(self->models_->memory_limit()));
+    r.gauge("tokenmill:models_memory_bytes",
+            "Memory counted against the budget: each resident model's KV cache and unmapped weights, each weight "
+            "file once.")
+        .set(static_cast<double>(self->models_->used_bytes()));
+    r.counter("tokenmill:model_loads_total", "Models loaded (at start, on demand, by the admin routes).")
+        .set(static_cast<double>(self->models_->loads()));
+    r.counter("tokenmill:model_unloads_total", "Models unloaded (idle, to make room, by the admin routes).")
+        .set(static_cast<double>(self->models_->unloads()));
+  });
   s->http_ = std::make_unique<HttpServer>(s->opts_.http, *s);
   TM_ASSIGN_OR_RETURN(int port, s->http_->bind());
   s->http_->start();
+  std::string names;
+  for (const ModelSpec& m : s->opts_.models) names += (names.empty() ? "" : ", ") + m.name;
   log_info("listening on http://{}:{} (model {} loading; /health answers 503 until it is ready)", s->opts_.http.host,
-           port, s->opts_.served_model_name);
+           port, names);
   return s;
 }
 
-Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds) {
-  engine_ = std::move(engine);
-  ctx_.served_model_name = opts_.served_model_name;
-  ctx_.tokenizer = engine_->tokenizer();
-  ctx_.max_model_len = engine_->max_model_len();
-  ctx_.n_vocab = engine_->model_info().n_vocab;  // valid for both the model and the tokenizer
-  ctx_.max_tokens_default = opts_.max_tokens_default;
-  ctx_.max_n = opts_.max_n;
-  ctx_.queue_timeout_s = opts_.request_timeout_s;
-  ctx_.max_request_time_s = opts_.max_request_time_s;
-  ctx_.priority_scheduling = engine_->config().policy == SchedulingPolicy::Priority;
-  ctx_.check = [e = engine_.get()](const GenerateRequest& r) { return e->check(r); };  // compiles constraints
+Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engine) const {
+  ServerContext ctx;
+  ctx.served_model_name = spec.name;
+  ctx.tokenizer = engine.tokenizer();
+  ctx.max_model_len = engine.max_model_len();
+  ctx.n_vocab = engine.model_info().n_vocab;  // valid for both the model and the tokenizer
+  ctx.max_tokens_default = opts_.max_tokens_default;
+  ctx.max_n = opts_.max_n;
+  ctx.queue_timeout_s = opts_.request_timeout_s;
+  ctx.max_request_time_s = opts_.max_request_time_s;
+  ctx.priority_scheduling = engine.config().policy == SchedulingPolicy::Priority;
+  ctx.check = [e = &engine](const GenerateRequest& r) { return e->check(r); };  // compiles constraints
 
-  // Chat template: --chat-template (a file, else the text itself), else the model's, else ChatML.
+  // Chat template: the model's chat_template (models file) or --chat-template (a file, else the text
+  // itself), else the model's own, else ChatML.
+  const std::string& given = spec.chat_template.empty() ? opts_.chat_template : spec.chat_template;
+  const char* what = spec.chat_template.empty() ? "--chat-template" : "chat_template";
   std::string source;
-  if (!opts_.chat_template.empty()) {
+  if (!given.empty()) {
     std::error_code ec;
-    if (std::filesystem::is_regular_file(opts_.chat_template, ec)) {
-      auto text = read_file(opts_.chat_template);
-      if (!text.ok()) return Error{"--chat-template: " + text.error()};
+    if (std::filesystem::is_regular_file(given, ec)) {
+      auto text = read_file(given);
+      if (!text.ok()) return Error{fmt::format("{}: {}", what, text.error())};
       source = std::move(text).value();
-      log_info("chat template: {}", opts_.chat_template);
-    } else if (opts_.chat_template.find("{{") != std::string::npos || opts_.chat_template.find("{%") != std::string::npos) {
-      source = opts_.chat_template;
-      log_info("chat template: given inline on the command line");
+      log_info("chat template: {}", given);
+    } else if (given.find("{{") != std::string::npos || given.find("{%") != std::string::npos) {
+      source = given;
+      log_info("chat template: given inline");
     } else {
-      return Error{"--chat-template: " + opts_.chat_template + " is neither a file nor a template"};
+      return Error{fmt::format("{}: {} is neither a file nor a template", what, given)};
     }
     auto t = ChatTemplate::parse(source);
-    if (!t.ok()) return Error{"--chat-template: " + t.error()};
-    ctx_.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
+    if (!t.ok()) return Error{fmt::format("{}: {}", what, t.error())};
+    ctx.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
   } else {
     // chat_template_for_model logs a warning when it falls back to ChatML.
-    const std::string model_tmpl = ctx_.tokenizer->chat_template().value_or("");
+    const std::string model_tmpl = ctx.tokenizer->chat_template().value_or("");
     if (!model_tmpl.empty()) log_info("chat template: the model's tokenizer.chat_template");
-    auto t = chat_template_for_model(model_tmpl, opts_.served_model_name);
+    auto t = chat_template_for_model(model_tmpl, spec.name);
     if (!t.ok()) {
       log_warn("the model's chat template does not parse ({}); /v1/chat/completions is disabled", t.error());
     } else {
-      ctx_.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
+      ctx.chat_template = std::make_shared<const ChatTemplate>(std::move(t).value());
     }
   }
 
   if (opts_.truncation != "auto" && opts_.truncation != "disabled")
     return Error{"--truncation: '" + opts_.truncation + "' is not one of auto, disabled"};
-  ctx_.truncation_auto = opts_.truncation == "auto";
+  ctx.truncation_auto = opts_.truncation == "auto";
 
   // Tool calls: --tool-call-parser, else the chat template's format (checked per request for a
   // request's own chat_template).
   if (!opts_.tool_call_parser.empty()) {
-    ctx_.tool_call_parser = tool_call_format_from_name(opts_.tool_call_parser);
-    if (!ctx_.tool_call_parser)
+    ctx.tool_call_parser = tool_call_format_from_name(opts_.tool_call_parser);
+    if (!ctx.tool_call_parser)
       return Error{"--tool-call-parser: unknown parser '" + opts_.tool_call_parser + "' (one of " +
                    tool_call_format_names() + ")"};
   }
-  if (ctx_.chat_template)
-    log_info("tool-call parser: {}", tool_call_format_name(ctx_.tool_call_parser.value_or(
-                                         detect_tool_call_format(ctx_.chat_template->source()))));
+  if (ctx.chat_template)
+    log_info("tool-call parser: {}", tool_call_format_name(ctx.tool_call_parser.value_or(
+                                         detect_tool_call_format(ctx.chat_template->source()))));
 
   auto reasoning = reasoning_config(opts_.reasoning_parser);
   if (!reasoning.ok()) return Error{"--reasoning-parser: " + reasoning.error()};
-  ctx_.reasoning = std::move(reasoning).value();
-  if (ctx_.reasoning.spec)
-    log_info("reasoning parser: {} ({}…{})", ctx_.reasoning.spec->name, ctx_.reasoning.spec->start, ctx_.reasoning.spec->end);
-  else if (ctx_.reasoning.auto_detect && ctx_.chat_template && reasoning_parser_for_template(ctx_.chat_template->source()))
+  ctx.reasoning = std::move(reasoning).value();
+  if (ctx.reasoning.spec)
+    log_info("reasoning parser: {} ({}…{})", ctx.reasoning.spec->name, ctx.reasoning.spec->start, ctx.reasoning.spec->end);
+  else if (ctx.reasoning.auto_detect && ctx.chat_template && reasoning_parser_for_template(ctx.chat_template->source()))
     log_info("reasoning parser: detected from the chat template (<think>…</think>)");
+  return ctx;
+}
 
-  metrics_->attach_engine(engine_.get(), load_seconds);
-  engine_->set_observer(metrics_.get());
-  engine_->start();
+Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::unique_ptr<Engine> engine,
+                                                         double load_s) {
+  const ModelSpec& spec = opts_.models[slot];
+  TM_ASSIGN_OR_RETURN(ServerContext ctx, build_context(spec, *engine));
+  auto m = std::make_shared<LoadedModel>();
+  m->ctx = std::move(ctx);
+  const MemoryPlan& plan = engine->memory_plan();
+  // Anonymous memory: the KV cache, and weights beyond the file's mapped bytes (repacked copies).
+  m->anon_bytes = plan.kv_bytes + (plan.weight_bytes > spec.file_bytes ? plan.weight_bytes - spec.file_bytes : 0);
+  ServerMetrics* metrics = model_metrics_[slot].get();
+  metrics->attach_engine(engine.get(), load_s);
+  engine->set_observer(metrics);
+  engine->start();
+  m->engine = std::move(engine);
+  m->on_unload = [metrics] { metrics->detach_engine(); };
+  log_info("model {} ready (max_model_len {})", spec.name, m->ctx.max_model_len);
+  return m;
+}
+
+Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds) {
+  TM_ASSIGN_OR_RETURN(auto m, make_loaded(0, std::move(engine), load_seconds));
+  models_->attach(0, std::move(m));
   ready_.store(true);
-  log_info("ready: serving {} (max_model_len {}) on http://{}:{}", opts_.served_model_name, ctx_.max_model_len,
-           opts_.http.host, http_->port());
+  log_info("ready: serving {} (max_model_len {}) on http://{}:{}", opts_.served_model_name,
+           models_->view(0).max_model_len, opts_.http.host, http_->port());
+  return {};
+}
+
+Status Server::load_pinned_models() {
+  for (size_t i = 0; i < models_->size(); ++i) {
+    if (!opts_.models[i].pinned) continue;
+    if (Status st = models_->load(i); !st.ok()) return Error{fmt::format("model {}: {}", opts_.models[i].name, st.error())};
+  }
+  ready_.store(true);
+  std::string names;
+  for (size_t i = 0; i < models_->size(); ++i)
+    names += fmt::format("{}{}{}", names.empty() ? "" : ", ", opts_.models[i].name,
+                         opts_.models[i].pinned ? "" : " (on demand)");
+  log_info("ready: serving {} on http://{}:{}", names, opts_.http.host, http_->port());
   return {};
 }
 
@@ -148,7 +247,7 @@ void Server::shutdown(double drain_timeout_s) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   http_->shutdown();
-  if (engine_) engine_->stop();
+  models_.reset();  // stops every engine
   log_info("server stopped after {:.2f} s of draining",
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }

@@ -7,11 +7,16 @@
 //
 // Routes (see docs/server.md and the one route table in routes.cpp): POST /v1/chat/completions,
 // POST /v1/completions, GET /v1/models[/ID], POST /tokenize, POST /detokenize, GET /health,
-// GET /version, GET /metrics. The routes speak server/http.h only; HttpServer (cpp-httplib) is the
+// GET /version, GET /metrics, and the admin POST /models/load|unload|reload.
+//
+// Several models: ServerOptions::models (one ModelSpec each) and an engine_loader; the ModelRegistry
+// (model_registry.h) keeps them, routers (router.h) are virtual models over them, and
+// load_pinned_models() replaces attach_engine(). The routes speak server/http.h only; HttpServer (cpp-httplib) is the
 // transport that drives them.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <mutex>
@@ -21,12 +26,17 @@
 #include "core/result.h"
 #include "engine/engine.h"
 #include "server/http.h"
+#include "server/model_registry.h"
 #include "server/openai_request.h"
+#include "server/router.h"
 #include "server/server_metrics.h"
 
 namespace tmill::server {
 
 class HttpServer;
+
+// A request's keep_alive in seconds (Ollama's meaning), or nullopt; throws RequestError (400).
+std::optional<double> keep_alive_of(const json& body);
 
 struct ServerOptions {
   HttpOptions http;
@@ -49,6 +59,14 @@ struct ServerOptions {
   bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
   bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
+  // Several models (docs/server.md, "Several models"): empty means one, named served_model_name,
+  // from model_path, attached with attach_engine (or loaded by engine_loader).
+  std::vector<ModelSpec> models;
+  std::vector<RouterSpec> routers;    // virtual models (tiered routing), prepared by Server::create
+  uint64_t memory_limit = 0;          // --memory-limit in bytes (0: no budget)
+  double load_timeout_s = 300;        // how long a request waits for its on-demand model to load
+  // Creates a model's engine (serve.cpp: the model's engine options); null: attach_engine only.
+  std::function<Result<std::unique_ptr<Engine>>(const ModelSpec&, double* load_seconds)> engine_loader;
 };
 
 class Server final : public HttpHandler {
@@ -60,8 +78,12 @@ class Server final : public HttpHandler {
   const std::string& served_model_name() const { return opts_.served_model_name; }
 
   // Builds the request context (tokenizer, chat template, limits), registers the metrics observer
-  // and starts the engine thread. Errors: an unreadable or invalid --chat-template.
+  // and starts the engine thread, for the first (or only) model; the server is ready afterwards.
+  // Errors: an unreadable or invalid --chat-template.
   Status attach_engine(std::unique_ptr<Engine> engine, double load_seconds);
+  // Loads every pinned model with engine_loader (in order), then the server is ready. Errors: the
+  // first model that fails to load.
+  Status load_pinned_models();
 
   // Stops accepting connections, answers 503 to new requests, waits up to drain_timeout_s for
   // in-flight requests, aborts the rest, then closes connections and stops the engine.
@@ -95,11 +117,38 @@ class Server final : public HttpHandler {
   static HttpResponse reply_json(const json& j);
   std::optional<HttpResponse> check_available();
   json models_json() const;
+  json model_json(size_t slot) const;
+  json router_json(const RouterSpec& r) const;
+  // A model's metrics (its model_name series).
+  ServerMetrics* metrics_for(size_t slot) const { return model_metrics_[slot].get(); }
+  HttpResponse reply_error(const ApiError& e, const char* failure_reason, ServerMetrics* metrics);
+
+  // Model lifecycle (server.cpp): the registry's loader, and the context a model's requests map with.
+  Result<std::shared_ptr<LoadedModel>> make_loaded(size_t slot, std::unique_ptr<Engine> engine, double load_s);
+  Result<ServerContext> build_context(const ModelSpec& spec, Engine& engine) const;
+  // The request's model (a router: its tokenizer_model, for /tokenize): resolved (404
+  // model_not_found) and leased, loading it if needed (503).
+  Result<ModelLease> lease_model(const json& body, ApiError* err);
+
+  // The model chosen for a generation request, its mapped request, admitted (routes_select.cpp).
+  struct Target {
+    ModelLease lease;
+    ServerMetrics* metrics = nullptr;
+    std::optional<MappedRequest> mapped;
+    std::string router, rule;  // a virtual model's name and the rule that matched; empty otherwise
+  };
+  // Fills *t, or returns the response to send (404, 400, 429, 503). Sets body["model"] to the name
+  // of the model that answers.
+  std::optional<HttpResponse> select_target(json& body, const HttpRequest& req, ApiKind kind, Target* t);
+  const RouterSpec* find_router(const std::string& name) const;
+  // The router's classifier model's answer (one of its choices) about `message`.
+  Result<std::string> classify(const RouterSpec& router, const std::string& message);
 
   // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
   HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }
   HttpResponse route_completions(HttpRequest& req) { return handle_generate(req, ApiKind::Completion); }
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
+  HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);
   HttpResponse route_detokenize(HttpRequest& req);
   HttpResponse route_models(HttpRequest& req);
@@ -109,12 +158,16 @@ class Server final : public HttpHandler {
   HttpResponse route_metrics(HttpRequest& req);
   HttpResponse route_ui(HttpRequest& req);       // routes_ui.cpp: GET /, /dashboard, /ui/<asset>
   HttpResponse route_ui_info(HttpRequest& req);  // routes_ui.cpp: GET /ui/info
+  HttpResponse route_admin_load(HttpRequest& req);
+  HttpResponse route_admin_unload(HttpRequest& req);
+  HttpResponse route_admin_reload(HttpRequest& req);
 
   ServerOptions opts_;
   std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<Engine> engine_;
-  ServerContext ctx_;
+  MetricsRegistry metrics_registry_;  // every model's series, one /metrics
+  std::vector<std::unique_ptr<ServerMetrics>> model_metrics_;  // per slot (model_name label)
+  ServerMetrics* metrics_ = nullptr;  // the first model's: failures before a model is known
+  std::unique_ptr<ModelRegistry> models_;
   std::atomic<bool> ready_{false};     // engine attached
   std::atomic<bool> draining_{false};  // shutdown started: new requests get 503
   std::atomic<bool> force_stop_{false};  // drain timed out: in-flight requests are aborted

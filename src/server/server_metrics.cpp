@@ -43,8 +43,10 @@ double process_cpu_seconds() {
   return tv(u.ru_utime) + tv(u.ru_stime);
 }
 
-ServerMetrics::ServerMetrics(std::string model_name)
+ServerMetrics::ServerMetrics(std::string model_name, MetricsRegistry* shared)
     : model_name_(std::move(model_name)),
+      own_reg_(shared ? nullptr : std::make_unique<MetricsRegistry>()),
+      reg_(shared ? *shared : *own_reg_),
       start_wall_(std::chrono::system_clock::now()),
       start_mono_(std::chrono::steady_clock::now()) {
   const Labels m = model();
@@ -117,12 +119,19 @@ void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
                                  buckets_1_2_5(max_len), model());
   gen_hist_ = &reg_.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
                               buckets_1_2_5(max_len), model());
+  std::lock_guard<std::mutex> lock(engine_mu_);
   engine_.store(engine);
+}
+
+void ServerMetrics::detach_engine() {
+  std::lock_guard<std::mutex> lock(engine_mu_);
+  engine_.store(nullptr);
 }
 
 void ServerMetrics::collect() {
   const Labels m = model();
   auto& r = reg_;
+  std::lock_guard<std::mutex> lock(engine_mu_);
   if (const Engine* e = engine_.load()) {
     const EngineStats st = e->stats();
     r.gauge("vllm:num_requests_running", "", m).set(st.num_running);
@@ -140,6 +149,8 @@ void ServerMetrics::collect() {
     r.counter("tokenmill:grammar_mask_seconds_total", "", m).set(st.grammar_mask_seconds_total);
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
+  } else {
+    r.gauge("tokenmill:model_loaded", "", m).set(0);
   }
   r.gauge("tokenmill:admission_queue_requests", "", m).set(static_cast<double>(queued_.load()));
   r.gauge("tokenmill:process_resident_memory_bytes", "", m).set(static_cast<double>(process_resident_bytes()));

@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/engine.h"
@@ -18,10 +20,13 @@ namespace tmill::server {
 
 class ServerMetrics : public EngineObserver {
  public:
-  explicit ServerMetrics(std::string model_name);
+  // Series go to `shared` (several models, one /metrics) or, when null, to a registry of its own.
+  explicit ServerMetrics(std::string model_name, MetricsRegistry* shared = nullptr);
 
   // Once the engine is loaded: scrape-time gauges read its stats; histograms sized to its context.
   void attach_engine(const Engine* engine, double load_seconds);
+  // Before the engine is freed (the model is unloaded): its gauges stop being read.
+  void detach_engine();
 
   // HTTP side.
   void on_first_token(double ttft_s, int32_t prompt_tokens);
@@ -43,6 +48,7 @@ class ServerMetrics : public EngineObserver {
 
   std::string render() { return reg_.render(); }
   MetricsRegistry& registry() { return reg_; }
+  const std::string& model_name() const { return model_name_; }
 
  private:
   Labels model() const { return {{"model_name", model_name_}}; }
@@ -50,7 +56,9 @@ class ServerMetrics : public EngineObserver {
   void collect();
 
   std::string model_name_;
-  MetricsRegistry reg_;
+  std::unique_ptr<MetricsRegistry> own_reg_;
+  MetricsRegistry& reg_;
+  std::mutex engine_mu_;  // collect() reads the engine's stats; detach_engine() waits for it
   // Series updated on hot paths (created in the constructor / attach_engine, never removed).
   Histogram *ttft_, *e2e_, *itl_, *tpot_, *queue_, *prefill_, *decode_, *inference_, *iter_tokens_, *batch_size_;
   Histogram *prompt_hist_ = nullptr, *gen_hist_ = nullptr;

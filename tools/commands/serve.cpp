@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -22,6 +23,8 @@
 #include "core/strings.h"
 #include "engine_options.h"
 #include "chat/tool_calls.h"
+#include "serve_models.h"
+#include "server/models_file.h"
 #include "server/server.h"
 
 namespace {
@@ -45,7 +48,81 @@ struct ServeCli {
   std::string max_body = "8MiB";
   double drain_timeout = 30;
   bool threshold_given = false;
+  bool threads_given = false;
+  // Several models (docs/server.md, "Several models"): --model [NAME=]FILE (repeatable), --models-file.
+  std::vector<std::string> model_entries;
+  std::string models_file;
+  std::string memory_limit;
 };
+
+// One model the way serve always took it (positional MODEL and/or one --model FILE): the
+// single-model path, unchanged. Several models, NAME=FILE or a models file: the registry's path.
+bool several_models(const ServeCli& o) {
+  if (!o.models_file.empty()) return true;
+  std::vector<std::string> all = o.model_entries;
+  if (!o.vllm.model.empty()) all.insert(all.begin(), o.vllm.model);
+  for (const auto& e : all) {
+    const size_t eq = e.find('=');
+    std::error_code ec;
+    if (eq != std::string::npos && e.substr(0, eq).find('/') == std::string::npos && !std::filesystem::exists(e, ec))
+      return true;  // NAME=FILE
+  }
+  std::sort(all.begin(), all.end());
+  return std::unique(all.begin(), all.end()) - all.begin() > 1;
+}
+
+// The registry's path: every model's spec and engine options, the thread policy, the memory
+// budget and the routers, into the server's options; the loader creates a model's engine by name.
+tmill::Status configure_models(ServeCli& o) {
+  using namespace tmill;
+  if (!o.server.served_model_name.empty())
+    return Error{"--served-model-name names one model; with several models use --model NAME=FILE or the models "
+                 "file's 'name' and 'aliases'"};
+  if (o.vllm.gpu_memory_utilization != 0)
+    return Error{"--gpu-memory-utilization sizes one model's KV cache; with several models set each model's "
+                 "kv_cache_memory and the process's --memory-limit"};
+  std::vector<cli::ServeModel> models;
+  std::vector<server::RouterSpec> routers;
+  std::optional<std::string> file_limit;
+  if (!o.models_file.empty()) {
+    if (!o.model_entries.empty() || !o.vllm.model.empty())
+      return Error{"--models-file lists the models: give no --model or MODEL beside it"};
+    TM_ASSIGN_OR_RETURN(server::ModelsFile f, server::load_models_file(o.models_file));
+    TM_ASSIGN_OR_RETURN(models, cli::models_from_file(f, o.engine));
+    routers = std::move(f.routers);
+    file_limit = f.memory_limit;
+  } else {
+    std::vector<std::string> entries;
+    if (!o.vllm.model.empty()) entries.push_back(o.vllm.model);
+    entries.insert(entries.end(), o.model_entries.begin(), o.model_entries.end());
+    TM_ASSIGN_OR_RETURN(models, cli::models_from_cli(entries, o.engine));
+  }
+  cli::apply_thread_policy(models, o.threads_given);
+  TM_TRY(cli::size_models(models));
+  uint64_t limit = cli::default_memory_limit();
+  const std::string limit_text = !o.memory_limit.empty() ? o.memory_limit : file_limit.value_or("");
+  if (!limit_text.empty()) {
+    TM_ASSIGN_OR_RETURN(limit, cli::parse_memory_limit(limit_text));
+  }
+  o.server.memory_limit = limit;
+  auto engines = std::make_shared<std::map<std::string, cli::EngineCli>>();
+  for (auto& m : models) {
+    // Engine options are checked now, not at a model's first request.
+    if (auto c = cli::engine_config(m.engine); !c.ok()) return Error{fmt::format("model {}: {}", m.spec.name, c.error())};
+    (*engines)[m.spec.name] = m.engine;
+    log_info("model {}: {} ({}, {} threads{})", m.spec.name, m.spec.path, m.spec.pinned ? "pinned" : "on demand",
+             m.engine.threads,
+             m.spec.pinned || m.spec.idle_unload_s <= 0 ? "" : fmt::format(", unloaded after {:g} s idle", m.spec.idle_unload_s));
+    o.server.models.push_back(m.spec);
+  }
+  o.server.routers = std::move(routers);
+  if (limit) log_info("memory limit: {} for weights and KV caches of resident models", format_bytes(limit));
+  o.server.engine_loader = [engines](const server::ModelSpec& spec, double* load_s) {
+    return cli::create_engine(engines->at(spec.name), load_s);
+  };
+  o.server.model_path = models[0].spec.path;
+  return {};
+}
 
 
 // Maps the vLLM flags onto tokenmill's; an error names the flag and why.
@@ -110,7 +187,9 @@ int run(ServeCli& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  if (auto st = apply_vllm_flags(o); !st.ok()) {
+  const bool several = several_models(o);
+  if (!several && !o.model_entries.empty()) o.engine.model = o.model_entries[0];
+  if (auto st = several ? Status{} : apply_vllm_flags(o); !st.ok()) {
     log_error("{}", st.error());
     return 2;
   }
@@ -164,12 +243,23 @@ int run(ServeCli& o) {
   // Serving default: one long prompt takes at most half of a step's token budget, so requests that
   // arrive during its prefill start at the next step instead of waiting for all of it.
   if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
-  auto cfg = cli::engine_config(o.engine);
-  if (!cfg.ok()) {
-    log_error("{}", cfg.error());
-    return 1;
+  if (several) {
+    if (auto st = apply_vllm_flags(o); !st.ok()) {  // the vLLM flags that are not about the model
+      log_error("{}", st.error());
+      return 2;
+    }
+    if (auto st = configure_models(o); !st.ok()) {
+      log_error("{}", st.error());
+      return 1;
+    }
+  } else {
+    auto cfg = cli::engine_config(o.engine);
+    if (!cfg.ok()) {
+      log_error("{}", cfg.error());
+      return 1;
+    }
+    o.server.model_path = cfg->model_path;
   }
-  o.server.model_path = cfg->model_path;
   o.server.version = cli::version_string();
 
   auto srv = server::Server::create(o.server);
@@ -208,18 +298,27 @@ int run(ServeCli& o) {
   if (!o.server.api_keys.empty())
     log_info("API keys required on /v1/*, /tokenize, /detokenize ({} key(s)); /health, /metrics, /version stay open",
              o.server.api_keys.size());
-  double load_s = 0;
-  auto eng = cli::create_engine(o.engine, &load_s);
-  if (!eng.ok()) {
-    log_error("{}", eng.error());
-    (*srv)->shutdown(0);
-    return 1;
-  }
-  loaded = true;
-  if (Status st = (*srv)->attach_engine(std::move(eng).value(), load_s); !st.ok()) {
-    log_error("{}", st.error());
-    (*srv)->shutdown(0);
-    return 1;
+  if (several) {
+    if (Status st = (*srv)->load_pinned_models(); !st.ok()) {
+      log_error("{}", st.error());
+      (*srv)->shutdown(0);
+      return 1;
+    }
+    loaded = true;
+  } else {
+    double load_s = 0;
+    auto eng = cli::create_engine(o.engine, &load_s);
+    if (!eng.ok()) {
+      log_error("{}", eng.error());
+      (*srv)->shutdown(0);
+      return 1;
+    }
+    loaded = true;
+    if (Status st = (*srv)->attach_engine(std::move(eng).value(), load_s); !st.ok()) {
+      log_error("{}", st.error());
+      (*srv)->shutdown(0);
+      return 1;
+    }
   }
   while (signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   (*srv)->shutdown(o.drain_timeout);
@@ -231,6 +330,21 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              auto o = std::make_shared<ServeCli>();
              auto& s = o->server;
              tmill::cli::add_engine_options(app, o->engine);
+             // --model is repeatable here: [NAME=]FILE, one engine per model.
+             app.remove_option(app.get_option("--model"));
+             app.add_option("--model", o->model_entries,
+                            "GGUF model file (default: the bundled stories260K); repeat as --model NAME=FILE to "
+                            "serve several models, each under its name")
+                 ->allow_extra_args(false);  // one file per --model: a following MODEL stays positional
+             app.add_option("--models-file", o->models_file,
+                            "YAML file of models (name, aliases, file, engine options, residency) and routers "
+                            "(docs/server.md, \"The models file\")");
+             app.add_option("--memory-limit", o->memory_limit,
+                            "with several models: memory for resident models' weights + KV caches (24GiB, 80%); "
+                            "default 90% of RAM; 0: none");
+             app.add_option("--model-load-timeout", s.load_timeout_s,
+                            "seconds a request waits for its on-demand model to load")
+                 ->capture_default_str();
              app.get_option("--long-prefill-token-threshold")
                  ->description("most prompt tokens one request computes per step, leaving budget for requests that "
                                "arrive meanwhile (default for serve: half of --max-num-batched-tokens; 0: no cap)")
@@ -307,6 +421,7 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                  ->capture_default_str();
              return [o, &app] {
                o->threshold_given = app.count("--long-prefill-token-threshold") > 0;
+               o->threads_given = app.count("--threads") > 0;
                return run(*o);
              };
            });

@@ -1,0 +1,420 @@
+#include "server/model_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+
+namespace tmill::server {
+
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+std::string gib(uint64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1ull << 30)); }
+
+}  // namespace
+
+const char* model_state_name(ModelState s) {
+  switch (s) {
+    case ModelState::Unloaded: return "unloaded";
+    case ModelState::Loading: return "loading";
+    case ModelState::Loaded: return "loaded";
+  }
+  return "unloaded";
+}
+
+Result<double> parse_duration_seconds(std::string_view s) {
+  const std::string text(s);
+  if (s.empty()) return Error{"an empty duration"};
+  bool neg = false;
+  if (s.front() == '-') {
+    neg = true;
+    s.remove_prefix(1);
+  }
+  double total = 0;
+  bool any = false;
+  while (!s.empty()) {
+    size_t i = 0;
+    while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+    if (i == 0) return Error{fmt::format("'{}' is not a duration (e.g. 300, 90s, 5m, 1h)", text)};
+    double v = 0;
+    try {
+      v = std::stod(std::string(s.substr(0, i)));
+    } catch (...) {
+      return Error{fmt::format("'{}' is not a duration (e.g. 300, 90s, 5m, 1h)", text)};
+    }
+    s.remove_prefix(i);
+    double unit = 1;
+    if (s.substr(0, 2) == "ms") unit = 1e-3, s.remove_prefix(2);
+    else if (!s.empty() && s[0] == 's') unit = 1, s.remove_prefix(1);
+    else if (!s.empty() && s[0] == 'm') unit = 60, s.remove_prefix(1);
+    else if (!s.empty() && s[0] == 'h') unit = 3600, s.remove_prefix(1);
+    else if (!s.empty()) return Error{fmt::format("'{}' is not a duration (units: ms, s, m, h)", text)};
+    else if (any) return Error{fmt::format("'{}' is not a duration (a unit is missing)", text)};
+    total += v * unit;
+    any = true;
+  }
+  return neg ? -total : total;
+}
+
+LoadedModel::~LoadedModel() {
+  if (on_unload) on_unload();
+  if (engine) engine->stop();
+}
+
+struct ModelRegistry::Slot {
+  ModelState state = ModelState::Unloaded;
+  std::shared_ptr<LoadedModel> model;
+  int64_t inflight = 0;
+  SteadyClock::time_point last_used{};
+  std::optional<double> keep_alive;                      // the next idle period's (Ollama's keep_alive)
+  std::optional<SteadyClock::time_point> idle_deadline;  // unload at this time when still idle
+  std::string last_error;
+  uint64_t anon_bytes = 0;  // estimate while loading, the engine's figure once loaded
+};
+
+ModelLease& ModelLease::operator=(ModelLease&& o) noexcept {
+  if (this != &o) {
+    release();
+    reg_ = o.reg_;
+    slot_ = o.slot_;
+    model_ = std::move(o.model_);
+    o.reg_ = nullptr;
+  }
+  return *this;
+}
+
+void ModelLease::release() {
+  if (reg_ && model_) reg_->release(slot_);
+  reg_ = nullptr;
+  model_.reset();
+}
+
+ModelRegistry::ModelRegistry(std::vector<ModelSpec> specs, uint64_t memory_limit, ModelLoader loader)
+    : specs_(std::move(specs)), limit_(memory_limit), loader_(std::move(loader)) {
+  for (size_t i = 0; i < specs_.size(); ++i) slots_.push_back(std::make_unique<Slot>());
+  reaper_ = std::thread([this] { reaper_loop(); });
+}
+
+ModelRegistry::~ModelRegistry() {
+  std::vector<std::shared_ptr<LoadedModel>> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  reaper_.join();
+  for (auto& l : loaders_) l.thread.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : slots_) freed.push_back(std::move(s->model));
+  // freed's engines stop after the lock is released (`freed` is declared before the guard).
+}
+
+std::optional<ResolvedModel> ModelRegistry::resolve(std::string_view name) const {
+  if (name.empty()) return specs_.empty() ? std::nullopt : std::optional<ResolvedModel>(ResolvedModel{0, {}});
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].name == name) return ResolvedModel{i, {}};
+    for (const auto& a : specs_[i].aliases)
+      if (a == name) return ResolvedModel{i, {}};
+  }
+  return std::nullopt;
+}
+
+uint64_t ModelRegistry::cost_locked(size_t slot, bool with_file) const {
+  const Slot& s = *slots_[slot];
+  const uint64_t anon = s.state == ModelState::Unloaded ? specs_[slot].kv_bytes : s.anon_bytes;
+  return anon + (with_file ? specs_[slot].file_bytes : 0);
+}
+
+uint64_t ModelRegistry::used_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t used = 0;
+  std::vector<std::string> files;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (slots_[i]->state == ModelState::Unloaded) continue;
+    const bool new_file = std::find(files.begin(), files.end(), specs_[i].path) == files.end();
+    if (new_file) files.push_back(specs_[i].path);
+    used += cost_locked(i, new_file);
+  }
+  return used;
+}
+
+bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed,
+                                     std::string* why) {
+  if (limit_ == 0) return true;
+  // Victims are chosen on paper first, so nothing is unloaded when even all of them would not do.
+  std::vector<size_t> gone;
+  auto resident = [&](size_t i) {
+    return slots_[i]->state != ModelState::Unloaded && std::find(gone.begin(), gone.end(), i) == gone.end();
+  };
+  for (;;) {
+    uint64_t u = 0;  // the other resident models, each file once
+    std::vector<std::string> files;
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      if (i == slot || !resident(i)) continue;
+      const bool new_file = std::find(files.begin(), files.end(), specs_[i].path) == files.end();
+      if (new_file) files.push_back(specs_[i].path);
+      u += cost_locked(i, new_file);
+    }
+    const bool file_mapped = std::find(files.begin(), files.end(), specs_[slot].path) != files.end();
+    const uint64_t need = cost_locked(slot, !file_mapped);
+    if (u + need <= limit_) break;
+    // The least recently used model that is resident, unpinned, idle, and not this one.
+    size_t victim = specs_.size();
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      const Slot& s = *slots_[i];
+      if (i == slot || !resident(i) || specs_[i].pinned || s.state != ModelState::Loaded || s.inflight > 0) continue;
+      if (victim == specs_.size() || s.last_used < slots_[victim]->last_used) victim = i;
+    }
+    if (victim == specs_.size()) {
+      std::string holders;
+      for (size_t i = 0; i < specs_.size(); ++i)
+        if (i != slot && resident(i))
+          holders += fmt::format("{}{} ({})", holders.empty() ? "" : ", ", specs_[i].name,
+                                 specs_[i].pinned                            ? "pinned"
+                                 : slots_[i]->state == ModelState::Loading ? "loading"
+                                                                             : "busy");
+      *why = fmt::format("The model `{}` needs {} but {} of the server's {} memory limit are in use by {}, and "
+                         "none of them can be unloaded now.",
+                         specs_[slot].name, gib(need), gib(u), gib(limit_), holders.empty() ? "nothing" : holders);
+      return false;
+    }
+    gone.push_back(victim);
+  }
+  for (size_t v : gone) {
+    log_info("unloading model {} (least recently used) to make room for {}", specs_[v].name, specs_[slot].name);
+    freed->push_back(std::move(slots_[v]->model));
+    slots_[v]->state = ModelState::Unloaded;
+    slots_[v]->idle_deadline.reset();
+    ++unloads_;
+  }
+  return true;
+}
+
+void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>> victims) {
+  Slot& s = *slots_[slot];
+  s.state = ModelState::Loading;
+  s.anon_bytes = specs_[slot].kv_bytes;
+  s.last_error.clear();
+  // Finished loader threads are joined here (a thread that is not joined keeps its stack).
+  for (auto it = loaders_.begin(); it != loaders_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = loaders_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  loaders_.push_back({{}, done});
+  loaders_.back().thread = std::thread([this, slot, done, victims = std::move(victims)]() mutable {
+    victims.clear();  // the models unloaded to make room are freed before this one loads
+    double secs = 0;
+    auto r = loader_(slot, specs_[slot], &secs);
+    std::shared_ptr<LoadedModel> drop;  // a model loaded after the registry began stopping, or too large
+    std::vector<std::shared_ptr<LoadedModel>> freed;  // models unloaded to make room for its real size
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Slot& s = *slots_[slot];
+      if (!r.ok()) {
+        s.state = ModelState::Unloaded;
+        s.last_error = r.error();
+        log_error("model {}: {}", specs_[slot].name, r.error());
+      } else if (stopping_) {
+        drop = std::move(r).value();
+        s.state = ModelState::Unloaded;
+      } else {
+        // The engine's real size replaces the estimate; if it is larger (e.g. an automatic KV cache
+        // size) other idle models may have to go, and when nothing can, this one does.
+        s.anon_bytes = r.value()->anon_bytes;
+        std::string why;
+        if (!make_room_locked(slot, &freed, &why)) {
+          drop = std::move(r).value();
+          s.state = ModelState::Unloaded;
+          s.last_error = "once loaded: " + why;
+          log_error("model {}: {}", specs_[slot].name, s.last_error);
+        } else {
+          s.model = std::move(r).value();
+          s.state = ModelState::Loaded;
+          s.last_used = SteadyClock::now();
+          if (!specs_[slot].pinned && specs_[slot].idle_unload_s > 0)
+            s.idle_deadline = s.last_used + std::chrono::duration_cast<SteadyClock::duration>(
+                                                std::chrono::duration<double>(specs_[slot].idle_unload_s));
+          ++loads_;
+        }
+      }
+    }
+    cv_.notify_all();
+    freed.clear();
+    drop.reset();
+    done->store(true);
+  });
+}
+
+Result<ModelLease> ModelRegistry::acquire(size_t slot, double timeout_s, Failure* why) {
+  Failure dummy;
+  if (!why) why = &dummy;
+  *why = Failure::None;
+  std::vector<std::shared_ptr<LoadedModel>> freed;  // destroyed after the lock is released
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot& s = *slots_[slot];
+  if (s.state == ModelState::Unloaded) {
+    std::string msg;
+    if (!make_room_locked(slot, &freed, &msg)) {
+      *why = Failure::Unavailable;
+      lock.unlock();
+      return Error{msg};
+    }
+    start_load_locked(slot, std::move(freed));
+  }
+  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                                 std::chrono::duration<double>(std::max(0.0, timeout_s)));
+  while (s.state == ModelState::Loading && !stopping_) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && s.state == ModelState::Loading) {
+      *why = Failure::Timeout;
+      return Error{fmt::format("The model `{}` is still loading; retry later.", specs_[slot].name)};
+    }
+  }
+  if (s.state != ModelState::Loaded) {
+    *why = Failure::LoadFailed;
+    return Error{fmt::format("The model `{}` could not be loaded: {}", specs_[slot].name,
+                             s.last_error.empty() ? "the server is stopping" : s.last_error)};
+  }
+  ModelLease l;
+  l.reg_ = this;
+  l.slot_ = slot;
+  l.model_ = s.model;
+  ++s.inflight;
+  s.idle_deadline.reset();
+  return l;
+}
+
+std::optional<ModelLease> ModelRegistry::try_lease(size_t slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& s = *slots_[slot];
+  if (s.state != ModelState::Loaded) return std::nullopt;
+  ModelLease l;
+  l.reg_ = this;
+  l.slot_ = slot;
+  l.model_ = s.model;
+  ++s.inflight;
+  s.idle_deadline.reset();
+  return l;
+}
+
+void ModelRegistry::attach(size_t slot, std::shared_ptr<LoadedModel> model) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& s = *slots_[slot];
+    TM_ASSERT(s.state == ModelState::Unloaded, "attach into a slot in use");
+    s.anon_bytes = model->anon_bytes;
+    s.model = std::move(model);
+    s.state = ModelState::Loaded;
+    s.last_used = SteadyClock::now();
+    ++loads_;
+  }
+  cv_.notify_all();
+}
+
+Status ModelRegistry::load(size_t slot, Failure* why) {
+  auto l = acquire(slot, 24 * 3600.0, why);
+  if (!l.ok()) return Error{l.error()};
+  return {};
+}
+
+Status ModelRegistry::unload(size_t slot) {
+  std::shared_ptr<LoadedModel> freed;
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& s = *slots_[slot];
+  if (s.state == ModelState::Loading) return Error{fmt::format("The model `{}` is loading.", specs_[slot].name)};
+  if (s.state == ModelState::Unloaded) return Error{fmt::format("The model `{}` is not loaded.", specs_[slot].name)};
+  if (s.inflight > 0)
+    return Error{fmt::format("The model `{}` is serving {} request(s).", specs_[slot].name, s.inflight)};
+  freed = std::move(s.model);
+  s.state = ModelState::Unloaded;
+  s.idle_deadline.reset();
+  ++unloads_;
+  log_info("unloaded model {}", specs_[slot].name);
+  return {};
+  // `freed` is destroyed after the lock guard (declared first, destroyed last): the engine stops
+  // outside the lock.
+}
+
+void ModelRegistry::release(size_t slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& s = *slots_[slot];
+    --s.inflight;
+    s.last_used = SteadyClock::now();
+    if (s.inflight == 0 && !specs_[slot].pinned) {
+      // The request's keep_alive (Ollama: seconds; 0 unloads now; < 0 never), else idle_unload
+      // (0: unloaded only to make room).
+      const std::optional<double> ka = std::exchange(s.keep_alive, std::nullopt);
+      const double idle = ka.value_or(specs_[slot].idle_unload_s);
+      if (ka ? idle >= 0 : idle > 0)
+        s.idle_deadline = s.last_used + std::chrono::duration_cast<SteadyClock::duration>(
+                                            std::chrono::duration<double>(idle));
+      else
+        s.idle_deadline.reset();
+    }
+  }
+  cv_.notify_all();
+}
+
+void ModelRegistry::set_keep_alive(size_t slot, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_[slot]->keep_alive = seconds;
+}
+
+void ModelRegistry::reap(SteadyClock::time_point now) {
+  std::vector<std::shared_ptr<LoadedModel>> freed;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    Slot& s = *slots_[i];
+    if (s.state != ModelState::Loaded || s.inflight > 0 || specs_[i].pinned || !s.idle_deadline) continue;
+    if (now < *s.idle_deadline) continue;
+    log_info("unloading model {} (idle)", specs_[i].name);
+    freed.push_back(std::move(s.model));
+    s.state = ModelState::Unloaded;
+    s.idle_deadline.reset();
+    ++unloads_;
+  }
+}
+
+void ModelRegistry::reaper_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stopping_) break;
+    lock.unlock();
+    reap(SteadyClock::now());
+    lock.lock();
+  }
+}
+
+ModelRegistry::View ModelRegistry::view(size_t slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Slot& s = *slots_[slot];
+  View v;
+  v.state = s.state;
+  v.inflight = s.inflight;
+  v.bytes = cost_locked(slot, true);
+  v.max_model_len = s.model ? s.model->ctx.max_model_len : specs_[slot].max_model_len;
+  v.last_error = s.last_error;
+  return v;
+}
+
+int64_t ModelRegistry::loads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loads_;
+}
+
+int64_t ModelRegistry::unloads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unloads_;
+}
+
+}  // namespace tmill::server

@@ -1,0 +1,170 @@
+// Several models behind one server: which models are configured (names, aliases), which are
+// resident, and the process memory budget that decides what may be loaded.
+//
+//   ModelRegistry reg(specs, memory_limit, loader);
+//   auto r = reg.resolve(body_model);            // name or alias -> slot (+ adapter, reserved for LoRA)
+//   auto lease = reg.acquire(r->slot, 30, &why);  // loaded: at once; on demand: loads off this thread
+//   lease->model().ctx ...                        // the model's request context and engine
+//
+// Memory: a model costs its weight file (counted once however many models map the same file) plus
+// its anonymous memory (KV cache and any weights not served from the mapping). Before a model is
+// loaded its cost is estimated (file size + configured KV bytes); after loading the engine's memory
+// plan replaces the estimate. To make room the least recently used unpinned idle model is unloaded;
+// when nothing can go, acquire fails with Unavailable and a message saying what holds the memory.
+//
+// Threads: every method is thread-safe. Loads run on their own thread (never the caller's lock), so
+// requests for other models go on meanwhile; a reaper thread unloads on-demand models idle past
+// their time. Engines are stopped and freed outside the lock, once no lease holds them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/result.h"
+#include "server/openai_request.h"
+
+namespace tmill::server {
+
+enum class ModelState { Unloaded, Loading, Loaded };
+
+// A duration as Ollama's keep_alive and the models file write it: a number of seconds, or a string
+// "300", "90s", "5m", "1h", "250ms", "1h30m"; negative values ("-1") mean forever.
+Result<double> parse_duration_seconds(std::string_view s);
+const char* model_state_name(ModelState s);
+
+// One configured model.
+struct ModelSpec {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string path;               // the weight file
+  bool pinned = true;             // loaded at start and never unloaded to make room
+  double idle_unload_s = 0;       // on demand: unload after this many idle seconds (0: only to make room)
+  uint64_t file_bytes = 0;        // the weight file's size
+  uint64_t kv_bytes = 0;          // configured KV cache (0: unknown before loading)
+  int32_t max_model_len = 0;      // configured (0: the model's), shown before loading
+  std::string chat_template;      // a file or template text; empty: the server's --chat-template
+};
+
+// A resident model: its engine (null in tests) and request context.
+struct LoadedModel {
+  std::unique_ptr<Engine> engine;
+  ServerContext ctx;
+  uint64_t anon_bytes = 0;             // KV cache + weights not served from the file mapping
+  std::function<void()> on_unload;     // before the engine stops (e.g. detach its metrics)
+  ~LoadedModel();
+};
+
+// Loads one model (on a loader thread); *load_seconds gets the time taken.
+using ModelLoader = std::function<Result<std::shared_ptr<LoadedModel>>(size_t slot, const ModelSpec&,
+                                                                       double* load_seconds)>;
+
+// A model name resolved: the slot, and an adapter to apply (empty today; LoRA adapters will be
+// addressable as model names and resolve to their base model's slot plus the adapter's name).
+struct ResolvedModel {
+  size_t slot = 0;
+  std::string adapter;
+};
+
+class ModelRegistry;
+
+// Holds a resident model in use: it is not unloaded while a lease exists.
+class ModelLease {
+ public:
+  ModelLease() = default;
+  ModelLease(ModelLease&& o) noexcept { *this = std::move(o); }
+  ModelLease& operator=(ModelLease&& o) noexcept;
+  ~ModelLease() { release(); }
+  void release();
+  LoadedModel& model() const { return *model_; }
+  size_t slot() const { return slot_; }
+  explicit operator bool() const { return model_ != nullptr; }
+
+ private:
+  friend class ModelRegistry;
+  ModelRegistry* reg_ = nullptr;
+  size_t slot_ = 0;
+  std::shared_ptr<LoadedModel> model_;
+};
+
+class ModelRegistry {
+ public:
+  enum class Failure { None, Unavailable, LoadFailed, Timeout };
+
+  ModelRegistry(std::vector<ModelSpec> specs, uint64_t memory_limit, ModelLoader loader);
+  ~ModelRegistry();  // unloads everything (waits for loads in progress)
+
+  size_t size() const { return specs_.size(); }
+  const ModelSpec& spec(size_t slot) const { return specs_[slot]; }
+  // A name or alias; an empty name is the first model (a request without "model").
+  std::optional<ResolvedModel> resolve(std::string_view name) const;
+
+  // A lease on the model, loading it first when needed (waits up to timeout_s for the load).
+  // On failure *why says which and the error's message is for the client.
+  Result<ModelLease> acquire(size_t slot, double timeout_s, Failure* why = nullptr);
+  // Synchronous load (start-up, admin): Ok when loaded (or already resident).
+  Status load(size_t slot, Failure* why = nullptr);
+  // Unloads an idle resident model; an error when it is serving requests or not resident.
+  Status unload(size_t slot);
+  // Installs a model loaded elsewhere (Server::attach_engine) into an unloaded slot.
+  void attach(size_t slot, std::shared_ptr<LoadedModel> model);
+  // A model already resident and serving: nullopt when it is not Loaded (no load started).
+  std::optional<ModelLease> try_lease(size_t slot);
+
+  // Ollama's keep_alive for the model's next idle period: seconds (0: unload when idle, < 0: never).
+  void set_keep_alive(size_t slot, double seconds);
+  // Unloads on-demand models whose idle time is over (the reaper calls it; tests call it directly).
+  void reap(std::chrono::steady_clock::time_point now);
+
+  struct View {
+    ModelState state = ModelState::Unloaded;
+    int64_t inflight = 0;
+    uint64_t bytes = 0;           // counted against the budget (estimate while not loaded)
+    int32_t max_model_len = 0;    // the engine's once loaded, else the configured one
+    std::string last_error;       // the last load failure
+  };
+  View view(size_t slot) const;
+  uint64_t used_bytes() const;
+  uint64_t memory_limit() const { return limit_; }
+  int64_t loads() const;
+  int64_t unloads() const;
+
+ private:
+  friend class ModelLease;
+  struct Slot;
+  void release(size_t slot);
+  // Caller holds mu_. Bytes counted for the slot if it were resident; the file only once.
+  uint64_t cost_locked(size_t slot, bool with_file) const;
+  // Caller holds mu_: unload LRU idle unpinned models until `need` more bytes fit; the freed models
+  // are appended to *freed (destroyed by the caller after unlocking). False when impossible.
+  bool make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed, std::string* why);
+  // Caller holds mu_: start loading the slot on a loader thread, which first frees `victims`.
+  void start_load_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>> victims);
+  void reaper_loop();
+
+  std::vector<ModelSpec> specs_;
+  uint64_t limit_;
+  ModelLoader loader_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  struct Loader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;  // set as the thread's last act
+  };
+  std::vector<Loader> loaders_;
+  int64_t loads_ = 0, unloads_ = 0;
+  bool stopping_ = false;
+  std::thread reaper_;
+};
+
+}  // namespace tmill::server
