@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace tmill {
 
@@ -49,10 +50,13 @@ class Forward {
   uint64_t weight_bytes() const;
   // Null (the default) costs one untaken branch per product. Not owned; must outlive its use.
   void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
+  // MoE models: the experts the last layer of the last run computed (tests).
+  const std::vector<int32_t>& last_active_experts() const { return moe_.active_experts(); }
 
  private:
   struct PreparedLayer {
-    PreparedMatrix wq, wk, wv, wo, gate, up, down;
+    PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
+    PreparedMoe moe;                                 // MoE layers (ModelConfig::is_moe)
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
@@ -80,6 +84,7 @@ class Forward {
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (n_tokens, n_rot/2)
+  MoeFfn moe_;                              // MoE scratch
 };
 
 }  // namespace tmill
