@@ -79,7 +79,13 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   count_.assign(static_cast<size_t>(X), 0);
   offset_.resize(static_cast<size_t>(X) + 1);
   // 1. route every token
-  matmul(w.router, x, ld, logits_.data(), X, n, pool);
+  // (one token per product: the float GEMV path whatever the batch, so a token's routing is the same
+  // bits alone or batched; the router is small next to the experts)
+  auto route = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
+  };
+  if (pool && n > 1) pool->parallel_for(n, 1, route);
+  else route(0, n, 0);
   for (int64_t t = 0; t < n; ++t) {
     moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
                     probs_.data());
