@@ -84,7 +84,8 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   auto route = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
   };
-  if (pool && n > 1) pool->parallel_for(n, 1, route);
+  if (n == 1) matmul(w.router, x, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
+  else if (pool) pool->parallel_for(n, 1, route);
   else route(0, n, 0);
   for (int64_t t = 0; t < n; ++t) {
     moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
@@ -128,12 +129,24 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
     matmul_many(gu, 2, x, ld, n, pool);
     matmul_swiglu(w.down_sh, hs_.data(), S, us_.data(), S, ys_.data(), E, n, pool);
   }
-  // 4. each active expert once, over its tokens
-  for (int32_t e : active_) {
+  // 4. each active expert once, over its tokens. Few tokens (decode, small batches): the experts are
+  // split over the pool, each one's products on one thread -- one fork/join per layer instead of two
+  // per expert, which on a loaded machine cost more than the products (rows are independent, so the
+  // bits are the same either way). Many tokens: each expert's rows split over the pool.
+  auto expert = [&](int32_t e, ThreadPool* p) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
     const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
-    matmul_many(gu, 2, xg_.data() + r0 * E, E, m, pool);
-    matmul_swiglu(w.down[e], hg_.data() + r0 * F, F, ug_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, pool);
+    matmul_many(gu, 2, xg_.data() + r0 * E, E, m, p);
+    matmul_swiglu(w.down[e], hg_.data() + r0 * F, F, ug_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+  };
+  const auto n_active = static_cast<int64_t>(active_.size());
+  const int threads = pool ? pool->size() : 1;
+  if (threads > 1 && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
+    pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int) {
+      for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr);
+    });
+  } else {
+    for (int32_t e : active_) expert(e, pool);
   }
   // 5. y = sum of the weighted expert outputs (ascending expert), + the gated shared expert
   for (int64_t t = 0; t < n; ++t) {
