@@ -149,20 +149,24 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
     for (int32_t e : active_) expert(e, pool);
   }
   // 5. y = sum of the weighted expert outputs (ascending expert), + the gated shared expert
-  for (int64_t t = 0; t < n; ++t) {
-    float* yt = y + t * ld;
-    std::fill(yt, yt + E, 0.0f);
-    for (int64_t j = 0; j < K; ++j) {
-      const float wj = weight_[t * K + j];
-      const float* src = yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E;
-      for (int64_t i = 0; i < E; ++i) yt[i] += wj * src[i];
+  auto combine = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* yt = y + t * ld;
+      std::fill(yt, yt + E, 0.0f);
+      for (int64_t j = 0; j < K; ++j) {
+        const float wj = weight_[t * K + j];
+        const float* src = yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E;
+        for (int64_t i = 0; i < E; ++i) yt[i] += wj * src[i];
+      }
+      if (shared) {
+        const float g = gsh_[t];
+        const float* src = ys_.data() + t * E;
+        for (int64_t i = 0; i < E; ++i) yt[i] += g * src[i];
+      }
     }
-    if (shared) {
-      const float g = gsh_[t];
-      const float* src = ys_.data() + t * E;
-      for (int64_t i = 0; i < E; ++i) yt[i] += g * src[i];
-    }
-  }
+  };
+  if (pool && n > 16) pool->parallel_for(n, 16, combine);
+  else combine(0, n, 0);
 }
 
 }  // namespace tmill
