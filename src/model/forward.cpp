@@ -212,8 +212,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // feed-forward block (SwiGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);
     if (c.is_moe()) {
-      observe(P.moe.router, xb_.data(), N);  // expert inputs are not reported
-      moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_);
+      observe(P.moe.router, xb_.data(), N);
+      moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
       residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
       continue;
     }

@@ -27,6 +27,12 @@ class ActivationObserver {
  public:
   virtual ~ActivationObserver() = default;
   virtual void on_matmul_input(const std::string& weight_name, const float* x, int64_t n_rows, int64_t n_cols) = 0;
+  // MoE expert products (model/moe.h): the rows routed to matrix `expert` of the n_expert in the 3-D
+  // weight ("blk.0.ffn_up_exps.weight"); the down projection's input is SwiGLU's output. Default: ignored.
+  virtual void on_expert_matmul_input(const std::string& weight_name, int64_t expert, int64_t n_expert, const float* x,
+                                      int64_t n_rows, int64_t n_cols) {
+    (void)weight_name, (void)expert, (void)n_expert, (void)x, (void)n_rows, (void)n_cols;
+  }
 };
 
 class Forward {

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "model/forward.h"
 
 namespace tmill {
 
@@ -68,7 +69,7 @@ void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm
 }
 
 void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
-                 ThreadPool* pool) {
+                 ThreadPool* pool, ActivationObserver* observer) {
   const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert, K = c.n_expert_used;
   const auto NK = static_cast<size_t>(n * K);
   logits_.resize(static_cast<size_t>(n * X));
@@ -136,12 +137,22 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   auto expert = [&](int32_t e, ThreadPool* p) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
     const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
+    if (observer) {  // as the dense FFN: gate and up see the rows, down sees SwiGLU's output
+      for (const PreparedMatrix* pm : {&w.gate[e], &w.up[e]})
+        observer->on_expert_matmul_input(pm->source().name, e, X, xg_.data() + r0 * E, m, E);
+    }
     matmul_many(gu, 2, xg_.data() + r0 * E, E, m, p);
+    if (observer) {
+      silu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
+      observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
+      matmul(w.down[e], hg_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+      return;
+    }
     matmul_swiglu(w.down[e], hg_.data() + r0 * F, F, ug_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
   };
   const auto n_active = static_cast<int64_t>(active_.size());
   const int threads = pool ? pool->size() : 1;
-  if (threads > 1 && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
+  if (threads > 1 && !observer && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
     pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int) {
       for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr);
     });

@@ -16,6 +16,7 @@
 namespace tmill {
 
 class ThreadPool;
+class ActivationObserver;  // model/forward.h
 
 // One layer's MoE weights prepared for the kernels (PreparedMatrix per expert row view).
 struct PreparedMoe {
@@ -37,8 +38,9 @@ void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm
 class MoeFfn {
  public:
   // y (n rows, stride ld) = MoE FFN of x (n rows of n_embd, stride ld); x and y may be the same.
+  // observer (may be null) sees each active expert's inputs, on the calling thread.
   void run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
-           ThreadPool* pool);
+           ThreadPool* pool, ActivationObserver* observer = nullptr);
   // Experts the last run computed (tests: decode touches only the chosen ones).
   const std::vector<int32_t>& active_experts() const { return active_; }
 

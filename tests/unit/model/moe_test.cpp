@@ -7,7 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "convert/dummy.h"
 #include "core/thread_pool.h"
@@ -321,4 +324,52 @@ TEST(Moe, DummyRefusesWhatLlamaCppCannotLoad) {
   s = *find_shape("tiny-qwen3moe");
   s.n_expert = 0;
   EXPECT_TRUE(fails(s, "needs --n-expert >= 2"));
+}
+
+// The activation observer (imatrix) sees every routed row of every active expert: for each layer,
+// gate and up get n_tokens * k rows in all (n_embd wide), down as many of SwiGLU's output (n_ff_exp
+// wide), each tagged with its expert; observing does not change the logits.
+TEST(Moe, ObserverSeesEachExpertsRows) {
+  struct Seen : ActivationObserver {
+    std::map<std::string, int64_t> rows, cols;
+    std::set<int64_t> experts;
+    void on_matmul_input(const std::string& name, const float*, int64_t n_rows, int64_t n_cols) override {
+      rows[name] += n_rows;
+      cols[name] = n_cols;
+    }
+    void on_expert_matmul_input(const std::string& name, int64_t expert, int64_t n_expert, const float* x,
+                                int64_t n_rows, int64_t n_cols) override {
+      EXPECT_EQ(n_expert, 8);
+      EXPECT_TRUE(std::isfinite(x[n_rows * n_cols - 1]));
+      experts.insert(expert);
+      rows[name] += n_rows;
+      cols[name] = n_cols;
+    }
+  } seen;
+  auto m = load_shape("tiny-qwen2moe", DType::Q8_0);
+  const auto& c = m->config();
+  ThreadPool pool(2);
+  Forward fwd(m, &pool);
+  auto kv = KvStorage::create(KvLayout{c.n_layer, c.n_head_kv, c.head_dim, 4, 16, DType::F32});
+  ASSERT_TRUE(kv.ok());
+  ForwardBatch b;
+  for (int i = 0; i < 6; ++i) b.tokens.push_back(i * 41 % 512);
+  SeqSlice s;
+  s.n_tokens = 6;
+  s.block_table = {0, 1};
+  s.logits = SeqSlice::Logits::All;
+  b.seqs = {s};
+  std::vector<float> plain, observed;
+  fwd.run(b, *kv, plain);
+  fwd.set_activation_observer(&seen);
+  fwd.run(b, *kv, observed);
+  fwd.set_activation_observer(nullptr);
+  EXPECT_EQ(plain, observed);
+  for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    const std::string name = fmt::format("blk.1.{}.weight", t);
+    EXPECT_EQ(seen.rows[name], 6 * c.n_expert_used) << name;
+    EXPECT_EQ(seen.cols[name], std::string(t) == "ffn_down_exps" ? c.n_ff_exp : c.n_embd) << name;
+  }
+  EXPECT_EQ(seen.rows["blk.0.ffn_gate_inp.weight"], 6);
+  EXPECT_GT(seen.experts.size(), 2u);
 }
