@@ -35,6 +35,6 @@ LOG=$DIR/build.log
   cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF &&
-  cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench llama-batched-bench llama-server
+  cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench llama-batched-bench llama-server llama-perplexity
 } >"$LOG" 2>&1 || { tail -40 "$LOG" >&2; echo "llama.cpp build failed; full log: $LOG" >&2; exit 1; }
 echo "$DIR/build/bin"

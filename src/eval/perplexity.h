@@ -17,6 +17,7 @@
 
 #include "core/result.h"
 #include "eval/divergence.h"
+#include "eval/kld_base.h"
 #include "eval/logit_stream.h"
 
 namespace tmill {
@@ -50,9 +51,10 @@ struct PerplexityResult {
   double seconds = 0;
   std::vector<double> nll;  // per scored token, chunk by chunk
 };
-// The stream's max_ctx must be at least the chunk length.
+// The stream's max_ctx must be at least the chunk length. base_out: also write every scored row as
+// llama-perplexity --kl-divergence-base does (the writer was created with the chunks' original tokens).
 Result<PerplexityResult> perplexity(LogitStream& stream, const std::vector<std::vector<int32_t>>& chunks,
-                                    const ChunkProgress& progress = {});
+                                    const ChunkProgress& progress = {}, KldBaseWriter* base_out = nullptr);
 
 struct CompareResult {
   int64_t tokens = 0;
@@ -71,5 +73,12 @@ struct CompareResult {
 // Both streams see the same chunks; their vocabularies must have the same size.
 Result<CompareResult> compare(LogitStream& reference, LogitStream& model, const std::vector<std::vector<int32_t>>& chunks,
                               const ChunkProgress& progress = {});
+
+// The model against llama.cpp's logits: the chunks and tokens of a KL-divergence base file
+// (kld_base.h), each chunk's first token replaced by `bos` (>= 0) as llama-perplexity does when the
+// vocabulary adds BOS, the model's logits at the scored positions compared with the file's rows
+// (compare_token_base). max_chunks 0: all of the file's chunks. The stream's vocabulary must be the file's.
+Result<CompareResult> compare_reference_logits(LogitStream& model, const KldBaseFile& base, int32_t bos,
+                                               int64_t max_chunks = 0, const ChunkProgress& progress = {});
 
 }  // namespace tmill::eval

@@ -71,6 +71,10 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/health", false, false, false, true, &Server::route_health},
     {"/version", false, false, false, false, &Server::route_version},
     {"/metrics", false, false, false, false, &Server::route_metrics},
+    {"/", false, false, false, false, &Server::route_ui},           // the chat page (its API calls need the key)
+    {"/dashboard", false, false, false, false, &Server::route_ui},  // the dashboard page
+    {"/ui/info", false, false, true, true, &Server::route_ui_info},
+    {"/ui/", true, false, false, false, &Server::route_ui},         // the pages' scripts and style
   };
   for (const Route& r : kRoutes)
     if (r.prefix ? (path.size() > std::strlen(r.path) && path.compare(0, std::strlen(r.path), r.path) == 0)

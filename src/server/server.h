@@ -48,6 +48,7 @@ struct ServerOptions {
   std::string truncation = "disabled";
   bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
+  bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
 };
 
 class Server final : public HttpHandler {
@@ -106,6 +107,8 @@ class Server final : public HttpHandler {
   HttpResponse route_health(HttpRequest& req);
   HttpResponse route_version(HttpRequest& req);
   HttpResponse route_metrics(HttpRequest& req);
+  HttpResponse route_ui(HttpRequest& req);       // routes_ui.cpp: GET /, /dashboard, /ui/<asset>
+  HttpResponse route_ui_info(HttpRequest& req);  // routes_ui.cpp: GET /ui/info
 
   ServerOptions opts_;
   std::unique_ptr<HttpServer> http_;

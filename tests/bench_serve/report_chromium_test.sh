@@ -58,5 +58,12 @@ DOTS=$(grep -o '<circle' "$OUT/dom.html" | wc -l)
 [ "$PATHS" -ge 20 ] || fail "only $PATHS plotted lines"
 [ "$DOTS" -ge 50 ] || fail "only $DOTS markers"
 grep -q '>no data</text>' "$OUT/dom.html" && echo "note: some chart has no data"
+# The timelines give every run its own line (hover title "scenario: run"), and the only rotated text
+# is each chart's y-axis title (scenario labels are horizontal, above the plot).
+for run in 'concurrency: concurrency=1' 'concurrency: concurrency=4' 'oom-boundary: step 2'; do
+  [ "$(grep -o "<title>$run[^<]*</title>" "$OUT/dom.html" | wc -l)" -eq 2 ] || fail "no timeline line of its own for run '$run'"
+done
+ROT=$(grep -o 'transform="rotate(' "$OUT/dom.html" | wc -l)
+[ "$ROT" -le "$CHARTS" ] || fail "$ROT rotated labels for $CHARTS charts (a label rotated over a plot?)"
 echo "OK: $CHARTS charts, $PATHS lines, $DOTS markers; screenshot: $OUT/report.png"
 exit 0

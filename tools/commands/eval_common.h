@@ -51,9 +51,11 @@ inline Result<std::unique_ptr<eval::LogitStream>> make_stream(std::shared_ptr<co
   return eval::LogitStream::create(std::move(m), so, pool);
 }
 
-// Tokenizes the text and cuts it into chunks; errors when no full chunk fits.
+// Tokenizes the text and cuts it into chunks; errors when no full chunk fits. original: the chunks'
+// tokens before a chunk's first token is replaced by BOS (what a KL-divergence base file stores).
 inline Result<std::vector<std::vector<int32_t>>> eval_chunks(const Model& m, const std::string& text_path,
-                                                             const EvalStreamCli& o) {
+                                                             const EvalStreamCli& o,
+                                                             std::vector<int32_t>* original = nullptr) {
   if (o.ctx < 2) return Error{"--ctx must be at least 2"};
   if (o.batch < 1) return Error{"--batch must be at least 1"};
   if (o.ctx > m.config().n_ctx_train)
@@ -63,6 +65,7 @@ inline Result<std::vector<std::vector<int32_t>>> eval_chunks(const Model& m, con
   if (chunks.empty())
     return Error{fmt::format("{} has {} tokens, fewer than one chunk of --ctx {}: use a longer text or a smaller --ctx",
                              text_path, t.tokens.size(), o.ctx)};
+  if (original) original->assign(t.tokens.begin(), t.tokens.begin() + static_cast<int64_t>(chunks.size()) * o.ctx);
   log_info("{}: {} tokens -> {} chunk(s) of {} ({} scored tokens each)", text_path, t.tokens.size(), chunks.size(), o.ctx,
            o.ctx - 1 - eval::first_scored(o.ctx));
   return chunks;

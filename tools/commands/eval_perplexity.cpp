@@ -1,6 +1,9 @@
 // tokenmill eval perplexity --model M --text FILE: llama-perplexity-style PPL of a text.
+// --kl-divergence-base FILE also saves the scored logits as llama-perplexity's flag of that name does,
+// so llama.cpp (llama-perplexity --kl-divergence) or `eval compare --reference-logits` can use them.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -11,20 +14,32 @@ namespace {
 using namespace tmill;
 
 struct PplCli {
-  std::string model, text, kv = "auto";
+  std::string model, text, kv = "auto", kld_base;
   cli::EvalStreamCli s;
 };
 
 int run_ppl(const PplCli& o) {
   auto model = cli::load_eval_model(o.model.empty() ? cli::default_model_path() : o.model);
   if (!model.ok()) return log_error("{}", model.error()), 1;
-  auto chunks = cli::eval_chunks(**model, o.text, o.s);
+  std::vector<int32_t> original;
+  auto chunks = cli::eval_chunks(**model, o.text, o.s, &original);
   if (!chunks.ok()) return log_error("{}", chunks.error()), 1;
+  std::optional<eval::KldBaseWriter> base;
+  if (!o.kld_base.empty()) {
+    auto w = eval::KldBaseWriter::create(o.kld_base, o.s.ctx, (*model)->config().n_vocab, original);
+    if (!w.ok()) return log_error("{}", w.error()), 1;
+    base.emplace(std::move(*w));
+  }
   ThreadPool pool(cli::threads_or_default(o.s.threads));
   auto stream = cli::make_stream(*model, o.kv, o.s, &pool);
   if (!stream.ok()) return log_error("{}", stream.error()), 1;
-  auto r = eval::perplexity(**stream, *chunks, o.s.json ? eval::ChunkProgress{} : cli::chunk_progress("perplexity"));
+  auto r = eval::perplexity(**stream, *chunks, o.s.json ? eval::ChunkProgress{} : cli::chunk_progress("perplexity"),
+                            base ? &*base : nullptr);
   if (!r.ok()) return log_error("{}", r.error()), 1;
+  if (base) {
+    if (auto st = base->close(); !st.ok()) return log_error("{}", st.error()), 1;
+    log_info("{}: KL-divergence base written ({} chunk(s) of {})", o.kld_base, r->chunks, r->n_ctx);
+  }
   const char* kv = eval::kv_dtype_name((*stream)->options().kv_dtype);
   const double tps = r->seconds > 0 ? static_cast<double>(r->chunks * (r->n_ctx - 1)) / r->seconds : 0;
   if (o.s.json) {
@@ -51,6 +66,9 @@ TM_COMMAND("eval perplexity", "perplexity of a text file (llama-perplexity metho
              app.add_option("--text", o->text, "UTF-8 text file")->required();
              app.add_option("--kv-cache-dtype", o->kv, "auto, f32, f16, bf16 or int8")->capture_default_str();
              cli::add_eval_stream_options(app, o->s);
+             app.add_option("--kl-divergence-base", o->kld_base,
+                            "also save the scored logits in llama-perplexity's --kl-divergence-base format (the "
+                            "reference for `eval compare --reference-logits` or llama-perplexity --kl-divergence)");
              app.add_flag("--json", o->s.json, "print one JSON object");
              return [o] { return run_ppl(*o); };
            });

@@ -273,6 +273,7 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "X-Request-Id)");
              app.add_flag("--log-requests", s.log_requests,
                           "log one line per request: its X-Request-Id, route, status and time (never prompts or keys)");
+             app.add_flag("--no-ui", s.no_ui, "no web pages: GET / and /dashboard answer 404 (the API is unchanged)");
              // vLLM's command line (docs/server.md, "vLLM's flags").
              auto& v = o->vllm;
              app.add_option("model", v.model, "the model, as `vllm serve MODEL` takes it (same as --model)");

@@ -59,7 +59,31 @@ function chart(parent, o) {
     }
   }
   const rows = legend.length ? legend[legend.length - 1].row + 1 : 0;
-  const T = 34 + rows * 15, H = (o.height || 300) + rows * 15;
+  const xs = [], ys = [];
+  for (const s of o.series || []) {
+    for (const p of s.points || []) if (finite(p)) { xs.push(p[0]); ys.push(p[1]); }
+    for (const b of s.band || []) if (isFinite(b[1]) && isFinite(b[2])) { xs.push(b[0]); ys.push(b[1], b[2]); }
+  }
+  for (const h of o.hlines || []) ys.push(h.y);
+  const hasData = xs.length > 0;
+  for (const v of o.vlines || []) xs.push(v.x);
+  let x0 = o.xMin != null ? o.xMin : Math.min(...xs), x1 = Math.max(...xs);
+  if (!(x1 > x0)) { x0 -= 0.5; x1 += 0.5; }
+  const logx = !!o.xLog && x0 > 0;
+  const tx = v => logx ? Math.log(v) : v;
+  const fx = x => L + (tx(x) - tx(x0)) / (tx(x1) - tx(x0)) * (W - L - R);
+  // Vertical-line labels sit horizontally in rows above the plot (never over it): a label that
+  // would overlap the previous one in its row goes to the next row.
+  const vlab = [], rowEnd = [];
+  if (hasData) for (const v of o.vlines || []) {
+    if (!v.label) continue;
+    const w = 6 * String(v.label).length + 6, x = Math.min(fx(v.x) + 3, W - R - w);
+    let row = 0;
+    while (rowEnd[row] != null && rowEnd[row] > x) row++;
+    rowEnd[row] = x + w;
+    vlab.push({v, x, row});
+  }
+  const T = 34 + rows * 15 + rowEnd.length * 13, H = (o.height || 300) + rows * 15 + rowEnd.length * 13;
   const svg = svgEl('svg', {class: 'chart', width: W, height: H, viewBox: `0 0 ${W} ${H}`,
                             role: 'img', 'aria-label': o.title, 'data-chart': o.id || o.title}, parent);
   svgEl('text', {x: W / 2, y: 20, 'text-anchor': 'middle', 'font-size': 14, 'font-weight': 600}, svg, o.title);
@@ -68,26 +92,14 @@ function chart(parent, o) {
     svgEl('rect', {x: it.x, y: 27 + it.row * 15, width: 10, height: 10, fill: c}, svg);
     svgEl('text', {x: it.x + 13, y: 36 + it.row * 15, 'font-size': 11}, svg, it.s.name);
   }
-  const xs = [], ys = [];
-  for (const s of o.series || []) {
-    for (const p of s.points || []) if (finite(p)) { xs.push(p[0]); ys.push(p[1]); }
-    for (const b of s.band || []) if (isFinite(b[1]) && isFinite(b[2])) { xs.push(b[0]); ys.push(b[1], b[2]); }
-  }
-  for (const h of o.hlines || []) ys.push(h.y);
   nCharts++;
-  if (!xs.length) {
+  if (!hasData) {
     svgEl('text', {x: W / 2, y: H / 2, 'text-anchor': 'middle', fill: '#8a94a6'}, svg, 'no data');
     return svg;
   }
-  for (const v of o.vlines || []) xs.push(v.x);
-  let x0 = o.xMin != null ? o.xMin : Math.min(...xs), x1 = Math.max(...xs);
   let y0 = o.yMin != null ? o.yMin : Math.min(0, ...ys), y1 = o.yMax != null ? o.yMax : Math.max(...ys);
-  if (!(x1 > x0)) { x0 -= 0.5; x1 += 0.5; }
   if (!(y1 > y0)) y1 = y0 + 1;
   if (o.yMax == null) y1 += (y1 - y0) * 0.06;
-  const logx = !!o.xLog && x0 > 0;
-  const tx = v => logx ? Math.log(v) : v;
-  const fx = x => L + (tx(x) - tx(x0)) / (tx(x1) - tx(x0)) * (W - L - R);
   const fy = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
   const grid = svgEl('g', {stroke: '#e9edf3'}, svg);
   for (const t of ticks(y0, y1, 5)) {
@@ -124,7 +136,8 @@ function chart(parent, o) {
       for (const p of pts) svgEl('circle', {cx: fx(p[0]), cy: fy(p[1]), r: 2.6, fill: c, 'fill-opacity': 0.7}, plot);
     } else if (pts.length) {
       const d = pts.map((p, k) => (k ? 'L' : 'M') + fx(p[0]).toFixed(1) + ',' + fy(p[1]).toFixed(1)).join('');
-      svgEl('path', {d, fill: 'none', stroke: c, 'stroke-width': 2, 'stroke-dasharray': s.dash || 'none'}, plot);
+      const path = svgEl('path', {d, fill: 'none', stroke: c, 'stroke-width': 2, 'stroke-dasharray': s.dash || 'none'}, plot);
+      if (s.title) svgEl('title', {}, path, s.title);  // the run's name on hover
       if (s.markers || pts.length === 1) for (const p of pts) svgEl('circle', {cx: fx(p[0]), cy: fy(p[1]), r: 3.2, fill: c}, plot);
     }
   });
@@ -132,11 +145,12 @@ function chart(parent, o) {
     svgEl('line', {x1: L, x2: W - R, y1: fy(h.y), y2: fy(h.y), stroke: h.color || '#c62828', 'stroke-dasharray': '5 4'}, plot);
     svgEl('text', {x: W - R - 4, y: fy(h.y) - 4, 'text-anchor': 'end', 'font-size': 11, fill: h.color || '#c62828'}, plot, h.label);
   }
-  for (const v of o.vlines || []) {
+  for (const v of o.vlines || [])
     svgEl('line', {x1: fx(v.x), x2: fx(v.x), y1: T, y2: H - B, stroke: '#8a94a6', 'stroke-dasharray': '3 3'}, plot);
-    const vx = fx(v.x) + 11, vy = T + 4;  // label runs down along the line, right of it
-    svgEl('text', {x: vx, y: vy, 'font-size': 10, fill: '#5a6475', 'text-anchor': 'end',
-                   transform: `rotate(-90 ${vx} ${vy})`}, plot, v.label || '');
+  for (const l of vlab) {
+    const ly = T - 4 - (rowEnd.length - 1 - l.row) * 13;
+    svgEl('line', {x1: fx(l.v.x), x2: fx(l.v.x), y1: ly + 2, y2: T, stroke: '#8a94a6', 'stroke-dasharray': '3 3'}, plot);
+    svgEl('text', {x: l.x, y: ly, 'font-size': 10, fill: '#5a6475'}, plot, l.v.label);
   }
   return svg;
 }
@@ -187,26 +201,43 @@ function render() {
   // Whole-benchmark timeline (seconds since the benchmark started).
   htmlEl('h2', {}, root, 'Timeline');
   const tl = htmlEl('div', {class: 'charts'}, root);
-  const tokS = [], errS = [], concS = [], starts = [];
+  // Each run is its own step line over its own time span (runs follow each other; the JSON's 1 s
+  // slices of a run overrun its end, so one line per scenario went back in time), coloured by
+  // scenario; the legend names the scenarios, hovering a line names the run.
+  const tokS = [], concS = [], errP = [], starts = [];
   d.scenarios.forEach((s, si) => {
-    const tp = [], ep = [], cp = [];
+    const c = COLORS[si % COLORS.length];
     s.runs.forEach((r, ri) => {
       if (ri === 0) starts.push({x: r.start_s, label: s.name});
-      const t = r.timeline;
-      t.t.forEach((x, i) => { tp.push([r.start_s + x, t.output_tokens[i]]); ep.push([r.start_s + x, t.errors[i]]);
-                              cp.push([r.start_s + x, t.concurrency[i]]); });
+      const t = r.timeline, tp = [], cp = [];
+      const bucket = t.t.length > 1 ? t.t[1] - t.t[0] : Math.max(r.duration_s, 1e-9);
+      // Slices clipped to the run; a last sliver under half a slice joins the one before it (a
+      // rate over a few milliseconds would be noise).
+      const sl = [];
+      t.t.forEach((x, i) => {
+        const w = Math.min(bucket, r.duration_s - x);
+        if (!(w > 1e-9)) return;
+        const q = {a: r.start_s + x, w, tok: t.output_tokens[i], busy: t.concurrency[i] * bucket, err: t.errors[i]};
+        const prev = sl[sl.length - 1];
+        if (prev && w < bucket / 2) { prev.w += w; prev.tok += q.tok; prev.busy += q.busy; prev.err += q.err; }
+        else sl.push(q);
+      });
+      for (const q of sl) {
+        tp.push([q.a, q.tok / q.w], [q.a + q.w, q.tok / q.w]);
+        cp.push([q.a, q.busy / q.w], [q.a + q.w, q.busy / q.w]);
+        if (q.err > 0) errP.push([q.a + q.w / 2, q.err / q.w]);
+      }
+      const name = ri === 0 ? s.name : undefined, title = `${s.name}: ${r.label}`;
+      tokS.push({name, title, color: c, points: tp});
+      concS.push({name, title, color: c, points: cp});
     });
-    const c = COLORS[si % COLORS.length];
-    tokS.push({name: s.name, color: c, points: tp});
-    errS.push({name: s.name + ' errors', color: '#c62828', type: 'bar', points: ep.filter(p => p[1] > 0)});
-    concS.push({name: s.name, color: c, points: cp});
   });
-  chart(tl, {id: 'timeline-tokens', title: 'Output throughput over time', xLabel: 'time since start (s)',
-             yLabel: 'output tokens/s', series: tokS, vlines: starts});
-  chart(tl, {id: 'timeline-errors', title: 'Requests in flight and errors over time', xLabel: 'time since start (s)',
-             yLabel: 'requests in flight / errors per s',
-             series: concS.concat([{name: 'errors', color: '#c62828', type: 'bar', points: [].concat(...errS.map(e => e.points))}]),
-             vlines: starts});
+  const errS = errP.length ? [{name: 'errors (per s)', color: '#c62828', type: 'bar', barWidth: 0.5, points: errP}] : [];
+  chart(tl, {id: 'timeline-tokens', title: 'Output throughput over time (one line per run)', xLabel: 'time since start (s)',
+             yLabel: 'output tokens/s', series: tokS, vlines: starts, width: 1300, legend: true});
+  chart(tl, {id: 'timeline-errors', title: 'Requests in flight and errors over time (one line per run)',
+             xLabel: 'time since start (s)', yLabel: 'in flight / errors per s', series: concS.concat(errS),
+             vlines: starts, width: 1300, legend: true});
 
   for (const s of d.scenarios) {
     htmlEl('h2', {id: 'scenario-' + s.name}, root, 'Scenario: ' + s.name);

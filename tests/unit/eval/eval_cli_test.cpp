@@ -94,6 +94,55 @@ TEST(EvalCli, CompareRefusesDifferentVocabularies) {
   EXPECT_NE(r.err.find("different tokens"), std::string::npos) << r.err;
 }
 
+// --reference-logits: llama-perplexity's --kl-divergence-base file as the reference. tokenmill writes one
+// (eval perplexity --kl-divergence-base) and reads it back; tests/data/llamacpp-kld/ holds one that
+// llama.cpp itself wrote (KldGoldenFromLlamaCpp below).
+TEST(EvalCli, CompareAgainstReferenceLogitsFile) {
+  const std::string m = test::stories_path();
+  const std::string base = test::temp_dir() + "/stories-kld-base.bin";
+  json p = run_json("eval perplexity --model " + m + " --text " + story() + " --ctx 64 --threads 2 --kl-divergence-base " + base);
+  json self = run_json("eval compare --reference-logits " + base + " --model " + m + " --threads 2");
+  EXPECT_EQ(self["reference_logits"], base);
+  EXPECT_EQ(self["ctx"], 64);  // from the file
+  EXPECT_EQ(self["tokens"], p["tokens"]);
+  EXPECT_EQ(self["chunks"], p["chunks"]);
+  EXPECT_LT(self["kld"]["mean"].get<double>(), 1e-5);  // 16-bit rounding only
+  EXPECT_GE(self["top1_agreement"].get<double>(), 0.995);
+  EXPECT_NEAR(self["ppl_reference"].get<double>(), p["ppl"].get<double>(), 1e-3 * p["ppl"].get<double>());
+  EXPECT_NEAR(self["ppl_model"].get<double>(), p["ppl"].get<double>(), 1e-9 * p["ppl"].get<double>());
+  // --chunks limits the chunks as llama-perplexity's does
+  json two = run_json("eval compare --reference-logits " + base + " --model " + m + " --threads 2 --chunks 2 --ctx 64");
+  EXPECT_EQ(two["chunks"], 2);
+  EXPECT_EQ(two["tokens"], 2 * 31);
+  // an int8 KV cache against the file: a real, small divergence
+  json kv = run_json("eval compare --reference-logits " + base + " --model " + m + " --threads 2 --kv-cache-dtype int8");
+  EXPECT_GT(kv["kld"]["mean"].get<double>(), self["kld"]["mean"].get<double>());
+  EXPECT_LT(kv["kld"]["mean"].get<double>(), 0.01);
+
+  // errors: --ctx that differs from the file, both or neither reference, --text with the file, another vocabulary
+  auto r = test::run_command(bin() + " eval compare --reference-logits " + base + " --model " + m + " --ctx 128");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ctx 128 differs from the context of"), std::string::npos) << r.err;
+  r = test::run_command(bin() + " eval compare --reference-logits " + base + " --reference " + m + " --model " + m +
+                        " --text " + story());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("exactly one of --reference"), std::string::npos) << r.err;
+  r = test::run_command(bin() + " eval compare --model " + m + " --text " + story());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("exactly one of --reference"), std::string::npos) << r.err;
+  r = test::run_command(bin() + " eval compare --reference-logits " + base + " --model " + m + " --text " + story());
+  EXPECT_EQ(r.exit_code, 2);
+  ModelShape v700 = *find_shape("tiny-llama");
+  v700.name = "tiny-llama-v700";
+  v700.n_vocab = 700;
+  r = test::run_command(bin() + " eval compare --reference-logits " + base + " --model " + test::dummy_model(v700));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("needs the same vocabulary"), std::string::npos) << r.err;
+  r = test::run_command(bin() + " eval compare --reference-logits " + story() + " --model " + m);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a llama.cpp KL-divergence base file"), std::string::npos) << r.err;
+}
+
 TEST(EvalCli, ImatrixThenQuantizeWithIt) {
   const std::string dir = test::temp_dir();
   const std::string model = test::dummy_model("tiny-qwen2");
