@@ -238,7 +238,9 @@ try {
   //     tie, the activation rounding of either side can pick the other one and that position differs as
   //     much as the expert outputs do (seen: 1 position of 24, relrms 0.12 on F16, 5e-3 elsewhere). So
   //     each file's typical position (median relrms) must pass the dense bounds above (F32: < 5e-3, top-1
-  //     all but the flipped positions), and at most 1 position in 8 may be such an outlier (> 5x the median).
+  //     all but the flipped positions), and at most 1 position in 8 may be such an outlier (> 5x the median);
+  //     the mean KL divergence over the other positions must be below 1e-4 (over all positions it is
+  //     printed: a flip alone can lift it to ~2e-4 on 32 positions, seen on Mixtral-style F16 and IQ4_XS).
   //     Plus llama.cpp's greedy continuation on the F32 files equals `tokenmill generate`'s.
   const moeDims = ['--n-vocab', '512', '--n-embd', '256', '--n-layer', '2', '--n-head', '4', '--n-ff', '512', '--n-ctx', '256',
     '--n-expert', '8', '--n-expert-used', '2'];
@@ -259,7 +261,10 @@ try {
     const med = median(rel.map((x) => x.r));
     const out = rel.filter((x) => x.r > 5 * med).length;
     const top1 = rel.filter((x) => x.same).length;
-    return { med, out, top1, n: rel.length, kld: rel.reduce((s, x) => s + x.kld, 0) / rel.length };
+    // KL over every position, and over the positions without a routing outlier (the bound applies to those)
+    const kept = rel.filter((x) => x.r <= 5 * med);
+    return { med, out, top1, n: rel.length, kldAll: rel.reduce((s, x) => s + x.kld, 0) / rel.length,
+      kld: kept.reduce((s, x) => s + x.kld, 0) / kept.length };
   }
   for (const [arch, extraArgs] of Object.entries(moeArch)) {
     const f32 = path.join(dir, `${arch}-moe-F32.gguf`);
@@ -268,7 +273,7 @@ try {
       const r = await comparePositions(f32, seq);
       check(r.med < 5e-3 && r.out <= r.n / 8 && r.top1 >= r.n - r.out && r.kld < 1e-4,
         `${arch} MoE F32: median relrms ${r.med.toExponential(2)} (< 5e-3), ${r.out} routing outliers of ${r.n}, ` +
-        `KLD ${r.kld.toExponential(2)}, top-1 ${r.top1}/${r.n}`);
+        `KLD ${r.kld.toExponential(2)} (all positions ${r.kldAll.toExponential(2)}), top-1 ${r.top1}/${r.n}`);
       const g = JSON.parse(tm(['generate', '--model', f32, '--prompt', 'Once upon a time', '--max-tokens', '32',
         '--temperature', '0', '--ignore-eos', '--json']));
       const model = await llama.loadModel({ modelPath: f32 });
@@ -297,7 +302,8 @@ try {
       const q = type === 'F16' ? 0 : median(tmLogits(f, seq).map((row, p) => relrms(row, srcLogits[p])));
       const ok = r.med < 0.1 && (q < 0.1 || r.med < q / 3) && r.out <= r.n / 8 && r.kld < 1e-4;
       check(ok, `${arch} MoE ${type}: median relrms ${r.med.toExponential(2)} vs quantization ${q.toExponential(2)}, ` +
-        `${r.out} routing outliers of ${r.n}, KLD ${r.kld.toExponential(2)}, top-1 ${r.top1}/${r.n}`);
+        `${r.out} routing outliers of ${r.n}, KLD ${r.kld.toExponential(2)} (all positions ${r.kldAll.toExponential(2)}), ` +
+        `top-1 ${r.top1}/${r.n}`);
     }
   }
   // 5. the real Qwen2 vocabulary: llama.cpp and tokenmill tokenize alike (a dummy carries the vocab)
