@@ -142,6 +142,27 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (phi3 && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("phi3 needs n_head * head_dim == n_embd ({} * {} != {})", s.n_head, s.head_dim, s.n_embd)};
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
+  // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe";
+  const bool moe = moe_arch || s.n_expert > 0;
+  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe";  // else experts have n_ff rows
+  const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
+  const int64_t n_ff_shexp = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  if (moe) {
+    if (s.arch != "llama" && !moe_arch)
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, llama)", s.arch)};
+    if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
+    if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
+      return Error{fmt::format("--n-expert-used {} must be in [1, --n-expert {}]", s.n_expert_used, s.n_expert)};
+    if (!expert_ff_key && n_ff_exp != s.n_ff)
+      return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
+                               "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe") return Error{"a shared expert is qwen2moe's only"};
+    // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
+    if (s.arch == "olmoe" && (s.n_head_kv != s.n_head || s.n_head * s.head_dim != s.n_embd))
+      return Error{fmt::format("olmoe needs --n-head-kv == --n-head and n_head * head_dim == n_embd (llama.cpp's q/k "
+                               "norms are n_embd wide)")};
+  }
 
   GgufWriter w;
   std::unique_ptr<GgufFile> vocab;
@@ -179,6 +200,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
+  if (moe) {
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
+    if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+  }
   const LongRope lr = longrope ? longrope_factors(s, n_rot) : LongRope{};
   if (longrope) {  // as convert_hf_to_gguf.py writes a 128k Phi-3
     w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
@@ -201,6 +228,23 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
       const size_t row_bytes = nbytes / static_cast<size_t>(rows);
       pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+        std::vector<float> buf(static_cast<size_t>(cols));
+        for (int64_t r = r0; r < r1; ++r) {
+          fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
+          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
+        }
+      });
+      return {};
+    });
+  };
+  // 3-D expert weights [cols, rows, n]: n matrices of rows x cols, one after the other
+  auto add_experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols, DType type,
+                         float spread) -> Status {
+    if (type == DType::IQ4_XS && cols % dtype_info(type).block_size != 0) type = DType::IQ4_NL;
+    if (cols % dtype_info(type).block_size != 0) type = DType::F16;
+    return w.add_tensor(name, type, {cols, rows, n}, [=](uint8_t* dst, size_t nbytes) -> Status {
+      const size_t row_bytes = nbytes / static_cast<size_t>(rows * n);
+      pool->parallel_for(rows * n, 64, [&](int64_t r0, int64_t r1, int) {
         std::vector<float> buf(static_cast<size_t>(cols));
         for (int64_t r = r0; r < r1; ++r) {
           fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
@@ -251,17 +295,36 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
+    if (s.arch == "olmoe") {  // over the whole q / k
+      TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
+      TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
+    }
     TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
     TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    if (moe) {
+      // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
+      // is not a near tie
+      TM_TRY(add_matrix(p + "ffn_gate_inp.weight", s.n_expert, s.n_embd, DType::F32, 4 * w_spread));
+      TM_TRY(add_experts(p + "ffn_gate_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
+      TM_TRY(add_experts(p + "ffn_up_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
+      TM_TRY(add_experts(p + "ffn_down_exps.weight", s.n_expert, s.n_embd, n_ff_exp, wt, w_spread));
+      if (s.arch == "qwen2moe") {
+        TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
+        TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));
+      }
+      continue;
+    }
     if (phi3) {  // gate rows, then up rows
       TM_TRY(add_matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd, wt, w_spread));
     } else {

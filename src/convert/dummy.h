@@ -22,10 +22,14 @@ struct ModelShape {
   float rope_llama3_factor = 0, rope_low = 1, rope_high = 4;
   int64_t rope_orig_ctx = 0;  // llama3 above, or phi3 LongRoPE's original context (factors when < n_ctx)
   int64_t n_rot = 0;          // dimensions RoPE rotates per head; 0 = head_dim (Phi-4-mini rotates 3/4)
+  // Mixture of experts (qwen3moe, qwen2moe, olmoe; llama with n_expert > 0 is Mixtral-style): experts,
+  // experts per token, each expert's FFN rows (0 = n_ff; olmoe and llama need n_ff), the shared
+  // expert's rows (qwen2moe; 0 = n_ff).
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
 };
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
-// "tiny-phi3").
+// "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -61,11 +61,35 @@ std::vector<ModelShape> phi3_shapes() {
   };
 }
 
+// Mixtures of experts: OLMoE-1B-7B (olmoe), Qwen3-30B-A3B (qwen3moe), Qwen1.5-MoE-A2.7B (qwen2moe),
+// Mixtral 8x7B (llama with experts), and tiny ones of each (8 experts, 2 per token, 256-wide rows).
+std::vector<ModelShape> moe_shapes() {
+  auto moe = [](ModelShape s, int64_t n_expert, int64_t used, int64_t ff_exp, int64_t ff_shexp) {
+    s.n_expert = n_expert;
+    s.n_expert_used = used;
+    s.n_ff_exp = ff_exp;
+    s.n_ff_shexp = ff_shexp;
+    return s;
+  };
+  return {
+      moe({"olmoe-1b-7b", "olmoe", 50304, 2048, 16, 16, 16, 128, 1024, 4096, 10000.0f, 1e-5f, false}, 64, 8, 0, 0),
+      moe({"qwen3-30b-a3b", "qwen3moe", 151936, 2048, 48, 32, 4, 128, 6144, 40960, 1000000.0f, 1e-6f, false}, 128, 8,
+          768, 0),
+      moe({"qwen1.5-moe-a2.7b", "qwen2moe", 151936, 2048, 24, 16, 16, 128, 5632, 8192, 1000000.0f, 1e-6f, false}, 60,
+          4, 1408, 5632),
+      moe({"mixtral-8x7b", "llama", 32000, 4096, 32, 32, 8, 128, 14336, 32768, 1000000.0f, 1e-5f, false}, 8, 2, 0, 0),
+      moe({"tiny-olmoe", "olmoe", 512, 64, 2, 4, 4, 16, 64, 256, 10000.0f, 1e-5f, false}, 8, 2, 0, 0),
+      moe({"tiny-qwen3moe", "qwen3moe", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true}, 8, 2, 32, 0),
+      moe({"tiny-qwen2moe", "qwen2moe", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 96),
+      moe({"tiny-mixtral", "llama", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, false}, 8, 2, 0, 0),
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
-  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes})
+  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &moe_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -11,6 +11,11 @@ void ImatrixCollector::on_matmul_input(const std::string& name, const float* x, 
   out_->accumulate(name, x, n_rows, n_cols);
 }
 
+void ImatrixCollector::on_expert_matmul_input(const std::string& name, int64_t expert, int64_t n_expert, const float* x,
+                                              int64_t n_rows, int64_t n_cols) {
+  out_->accumulate(name, x, n_rows, n_cols, expert, n_expert);
+}
+
 Result<Imatrix> collect_imatrix(LogitStream& stream, const std::vector<std::vector<int32_t>>& chunks,
                                 const ImatrixOptions& opt, const std::function<void(int64_t, int64_t)>& progress) {
   if (chunks.empty()) return Error{"no chunk to evaluate: the text has fewer tokens than the context length"};

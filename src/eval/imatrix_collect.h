@@ -22,6 +22,9 @@ class ImatrixCollector : public ActivationObserver {
  public:
   explicit ImatrixCollector(Imatrix* out, bool include_output = false) : out_(out), include_output_(include_output) {}
   void on_matmul_input(const std::string& weight_name, const float* x, int64_t n_rows, int64_t n_cols) override;
+  // MoE experts: one sum and count per expert, as llama-imatrix keeps them for 3-D weights
+  void on_expert_matmul_input(const std::string& weight_name, int64_t expert, int64_t n_expert, const float* x,
+                              int64_t n_rows, int64_t n_cols) override;
 
  private:
   Imatrix* out_;

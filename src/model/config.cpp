@@ -38,6 +38,36 @@ Result<float> opt_float(const GgufFile& f, const std::string& key, float def) {
   if (!d || v->type == GgufType::BOOL) return Error{fmt::format("metadata key '{}' must be a number", key)};
   return static_cast<float>(*d);
 }
+// Expert counts and sizes, as llama.cpp reads them for the family (see ArchSpec::moe*).
+Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  if (c.arch.moe == ArchSpec::Moe::None) {
+    if (auto n = f.get_int(a + "expert_count"); n && *n > 1)
+      return Error{fmt::format("{}expert_count {}: experts are not supported for architecture '{}'", a, *n, c.arch.name)};
+    return {};
+  }
+  TM_ASSIGN_OR_RETURN(c.n_expert, opt_int(f, a + "expert_count", 0, 0, 4096));
+  if (c.n_expert <= 1) {  // llama.cpp: one expert or none is a dense model
+    if (c.arch.moe == ArchSpec::Moe::Required)
+      return Error{fmt::format("metadata key '{}expert_count' must be > 1 for architecture '{}'", a, c.arch.name)};
+    c.n_expert = 0;
+    return {};
+  }
+  TM_ASSIGN_OR_RETURN(c.n_expert_used, req_int(f, a + "expert_used_count", 1, c.n_expert));
+  if (auto g = f.get_int(a + "expert_group_count"); g && *g > 1)
+    return Error{fmt::format("{}expert_group_count {}: grouped expert routing is not supported", a, *g)};
+  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1)  // llama.cpp: 1 softmax, 2 sigmoid
+    return Error{fmt::format("{}expert_gating_func {}: only softmax gating (1) is supported for '{}'", a, *g, c.arch.name)};
+  c.n_ff_exp = c.n_ff;
+  if (c.arch.moe_expert_ff_key) {
+    TM_ASSIGN_OR_RETURN(c.n_ff_exp, opt_int(f, a + "expert_feed_forward_length", c.n_ff / c.n_expert_used, 1, 1 << 22));
+  }
+  if (c.n_ff_exp < 1) return Error{fmt::format("{}expert_feed_forward_length must be positive", a)};
+  if (c.arch.moe_shared_expert) {
+    TM_ASSIGN_OR_RETURN(c.n_ff_shexp, opt_int(f, a + "expert_shared_feed_forward_length", c.n_ff, 1, 1 << 22));
+  } else if (auto sh = f.get_int(a + "expert_shared_feed_forward_length"); sh && *sh > 0)
+    return Error{fmt::format("{}expert_shared_feed_forward_length: shared experts are not supported for '{}'", a, c.arch.name)};
+  return {};
+}
 }  // namespace
 
 void register_arch(const ArchSpec& spec) {
@@ -66,12 +96,15 @@ ArchSpec arch_llama();
 ArchSpec arch_qwen2();
 ArchSpec arch_qwen3();
 ArchSpec arch_phi3();
+ArchSpec arch_qwen2moe();
+ArchSpec arch_qwen3moe();
+ArchSpec arch_olmoe();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3()}) registry()[s.name] = s;
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe()}) registry()[s.name] = s;
   });
 }
 }  // namespace
@@ -143,6 +176,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (auto v = f.get_int(a + "vocab_size"); v && *v != c.n_vocab)
     return Error{fmt::format("{}vocab_size {} disagrees with token_embd.weight rows {}", a, *v, c.n_vocab)};
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  TM_TRY(read_moe_config(f, a, c));
   return c;
 }
 

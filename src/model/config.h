@@ -28,6 +28,16 @@ struct ArchSpec {
   // q/k/v may come as one attn_qkv tensor and gate/up as one ffn_up tensor of 2*n_ff rows, gate
   // first (phi3); the loader splits them into row views.
   bool fused_qkv_ffn = false;
+  // olmoe: attn_q_norm / attn_k_norm span the whole q (n_head*head_dim) and k (kv_dim) vectors
+  // instead of one head.
+  bool qk_norm_full = false;
+  // Mixture of experts (model/moe.h). Every family here routes as llama.cpp's build_moe_ffn with
+  // softmax gating: softmax over all experts' router logits, the top expert_used_count by
+  // probability, their probabilities as weights.
+  enum class Moe { None, Optional, Required } moe = Moe::None;  // Optional: experts when expert_count > 1 (llama/Mixtral)
+  bool moe_norm_topk = false;      // renormalize the chosen weights to sum 1 (qwen3moe, Mixtral)
+  bool moe_expert_ff_key = false;  // expert_feed_forward_length, else n_ff / n_expert_used (qwen2moe/qwen3moe); else n_ff
+  bool moe_shared_expert = false;  // qwen2moe: + sigmoid(ffn_gate_inp_shexp . x) * SwiGLU_shexp(x)
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -55,6 +65,10 @@ struct ModelConfig {
   int64_t n_ctx_orig = 0;          // rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.0f;
   bool tied_output = false;        // output projection shares token_embd
+  // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
+  // n_ff_shexp: the shared expert's (qwen2moe).
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  bool is_moe() const { return n_expert > 0; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

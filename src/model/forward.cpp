@@ -24,8 +24,9 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo},
-                             {&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
+    jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
+    if (c.is_moe()) P.moe.collect(L, jobs);
+    else jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
   }
   jobs.emplace_back(&w.output, &output_);
   std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first->bytes() > b.first->bytes(); });
@@ -49,6 +50,7 @@ void Forward::set_context_length(int64_t n_ctx) {
 
 uint64_t Forward::weight_bytes() const {
   const ModelWeights& w = model_->weights();
+  const bool c_is_moe = model_->config().is_moe();
   auto prepared = [](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : p.source().bytes(); };
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   // A tied output read in place is the embedding's own bytes: count them once.
@@ -58,6 +60,7 @@ uint64_t Forward::weight_bytes() const {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
+    if (c_is_moe) b += P.moe.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
   }
@@ -187,8 +190,13 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
           add_inplace(v, L.bv.data(), KD);
         }
         if (!L.q_norm.empty()) {
-          rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
-          rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+          if (c.arch.qk_norm_full) {  // olmoe: one norm over the whole q / k
+            rmsnorm_rows(q, QD, L.q_norm.data(), q, QD, 1, QD, c.rms_eps);
+            rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
+          } else {
+            rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
+            rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+          }
         }
         const float* cs = rope_cos_.data() + t * half;
         const float* sn = rope_sin_.data() + t * half;
@@ -201,8 +209,14 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     attention(batch, kv, l);
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
-    // feed-forward block (SwiGLU)
+    // feed-forward block (SwiGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);
+    if (c.is_moe()) {
+      observe(P.moe.router, xb_.data(), N);
+      moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
+      residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
+      continue;
+    }
     observe(P.gate, xb_.data(), N);
     if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};

@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace tmill {
 
@@ -26,6 +27,12 @@ class ActivationObserver {
  public:
   virtual ~ActivationObserver() = default;
   virtual void on_matmul_input(const std::string& weight_name, const float* x, int64_t n_rows, int64_t n_cols) = 0;
+  // MoE expert products (model/moe.h): the rows routed to matrix `expert` of the n_expert in the 3-D
+  // weight ("blk.0.ffn_up_exps.weight"); the down projection's input is SwiGLU's output. Default: ignored.
+  virtual void on_expert_matmul_input(const std::string& weight_name, int64_t expert, int64_t n_expert, const float* x,
+                                      int64_t n_rows, int64_t n_cols) {
+    (void)weight_name, (void)expert, (void)n_expert, (void)x, (void)n_rows, (void)n_cols;
+  }
 };
 
 class Forward {
@@ -49,10 +56,13 @@ class Forward {
   uint64_t weight_bytes() const;
   // Null (the default) costs one untaken branch per product. Not owned; must outlive its use.
   void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
+  // MoE models: the experts the last layer of the last run computed (tests).
+  const std::vector<int32_t>& last_active_experts() const { return moe_.active_experts(); }
 
  private:
   struct PreparedLayer {
-    PreparedMatrix wq, wk, wv, wo, gate, up, down;
+    PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
+    PreparedMoe moe;                                 // MoE layers (ModelConfig::is_moe)
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
@@ -80,6 +90,7 @@ class Forward {
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (n_tokens, n_rot/2)
+  MoeFfn moe_;                              // MoE scratch
 };
 
 }  // namespace tmill

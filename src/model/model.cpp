@@ -32,6 +32,30 @@ class Loader {
     return m;
   }
 
+  // A 3-D tensor [cols, rows, n] (one matrix per expert, GGUF's ffn_*_exps): n row views into it.
+  Result<std::vector<Matrix>> experts(const std::string& name, int64_t n, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) return Error{fmt::format("missing tensor '{}'", name)};
+    if (t->ne.size() != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
+      return Error{fmt::format("tensor '{}' has shape [{}], expected [{}, {}, {}]", name, shape(*t), cols, rows, n)};
+    if (!can_dequantize(t->type))
+      return Error{fmt::format("tensor '{}' has type {}, which tokenmill cannot compute with yet", name,
+                               dtype_name(t->type))};
+    std::vector<Matrix> out(static_cast<size_t>(n));
+    const size_t row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(rows * n));
+    for (int64_t e = 0; e < n; ++e) {
+      Matrix& m = out[static_cast<size_t>(e)];
+      m.type = t->type;
+      m.rows = rows;
+      m.cols = cols;
+      m.row_bytes = row_bytes;
+      m.data = t->data + static_cast<size_t>(e * rows) * row_bytes;
+      m.name = name;
+    }
+    used(*t);
+    return out;
+  }
+
   // 1-D tensors (norm weights, biases) are small: converted to f32 once.
   Result<std::vector<float>> vec(const std::string& name, int64_t n) {
     const GgufTensorInfo* t = f_.find_tensor(name);
@@ -72,10 +96,30 @@ class Loader {
   void used(const GgufTensorInfo& t) {
     bytes += t.nbytes;
     params += t.n_elements;
-    if (t.ne.size() == 2) bytes_by_type[t.type] += t.nbytes;
+    if (t.ne.size() >= 2) bytes_by_type[t.type] += t.nbytes;
   }
   const GgufFile& f_;
 };
+
+// The MoE FFN of one layer (ModelConfig::is_moe): router, experts, qwen2moe's shared expert.
+Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, F = c.n_ff_exp, n = c.n_expert;
+  if (f.find_tensor(p + "ffn_gate_up_exps.weight") || f.find_tensor(p + "ffn_gate.0.weight"))
+    return Error{fmt::format("{}: fused ffn_gate_up_exps and per-expert ffn_gate.N tensors (old Mixtral files) are "
+                             "not supported; convert the model again", p)};
+  TM_ASSIGN_OR_RETURN(L.ffn_gate_inp, ld.matrix(p + "ffn_gate_inp.weight", n, E));
+  TM_ASSIGN_OR_RETURN(L.gate_exps, ld.experts(p + "ffn_gate_exps.weight", n, F, E));
+  TM_ASSIGN_OR_RETURN(L.up_exps, ld.experts(p + "ffn_up_exps.weight", n, F, E));
+  TM_ASSIGN_OR_RETURN(L.down_exps, ld.experts(p + "ffn_down_exps.weight", n, E, F));
+  if (c.arch.moe_shared_expert) {
+    const int64_t S = c.n_ff_shexp;
+    TM_ASSIGN_OR_RETURN(L.gate_inp_shexp, ld.vec(p + "ffn_gate_inp_shexp.weight", E));
+    TM_ASSIGN_OR_RETURN(L.gate_shexp, ld.matrix(p + "ffn_gate_shexp.weight", S, E));
+    TM_ASSIGN_OR_RETURN(L.up_shexp, ld.matrix(p + "ffn_up_shexp.weight", S, E));
+    TM_ASSIGN_OR_RETURN(L.down_shexp, ld.matrix(p + "ffn_down_shexp.weight", E, S));
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -143,10 +187,15 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
       TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
     }
-    TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", c.head_dim, c.arch.qk_norm));
-    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", c.head_dim, c.arch.qk_norm));
+    const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
+    TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
+    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
     TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", c.n_embd));
+    if (c.is_moe()) {
+      TM_TRY(load_moe_layer(ld, *file, c, p, L));
+      continue;
+    }
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
       // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
       TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd));

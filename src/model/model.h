@@ -26,6 +26,15 @@ struct LayerWeights {
   Matrix w_gate;                 // (n_ff, n_embd)
   Matrix w_up;                   // (n_ff, n_embd)
   Matrix w_down;                 // (n_embd, n_ff)
+  // Mixture of experts (ModelConfig::is_moe; the dense w_gate/w_up/w_down are then empty):
+  // the router and one row view per expert into each 3-D ffn_*_exps tensor (views keep its name).
+  Matrix ffn_gate_inp;                         // (n_expert, n_embd) router
+  std::vector<Matrix> gate_exps, up_exps;      // n_expert x (n_ff_exp, n_embd)
+  std::vector<Matrix> down_exps;               // n_expert x (n_embd, n_ff_exp)
+  // qwen2moe's shared expert and its gate vector (else empty)
+  Matrix gate_shexp, up_shexp;                 // (n_ff_shexp, n_embd)
+  Matrix down_shexp;                           // (n_embd, n_ff_shexp)
+  std::vector<float> gate_inp_shexp;           // (n_embd)
 };
 
 struct ModelWeights {

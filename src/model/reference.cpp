@@ -41,6 +41,24 @@ void softmax(float* x, int64_t n) {
 
 float silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }
 
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm) {
+  std::vector<float> p(logits, logits + n_expert);
+  softmax(p.data(), n_expert);
+  std::vector<int32_t> idx(static_cast<size_t>(n_expert));
+  for (int32_t e = 0; e < n_expert; ++e) idx[e] = e;
+  // highest probability first; equal ones by expert index
+  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+  std::vector<std::pair<int32_t, float>> out;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    out.emplace_back(idx[i], p[idx[i]]);
+    sum += p[idx[i]];
+  }
+  if (norm)
+    for (auto& [e, w] : out) w /= sum;
+  return out;
+}
+
 void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors) {
   float p = static_cast<float>(pos);
   if (c.rope_scaling == RopeScaling::Linear) p /= c.rope_scale_factor;
@@ -70,8 +88,11 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   v_.resize(c.kv_dim());
   att_out_.resize(c.q_dim());
   att_.resize(max_seq);
-  hb_.resize(c.n_ff);
-  hb2_.resize(c.n_ff);
+  const int64_t ff = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp});
+  hb_.resize(ff);
+  hb2_.resize(ff);
+  router_.resize(c.n_expert);
+  moe_out_.resize(c.n_embd);
   logits_.resize(c.n_vocab);
   key_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
   value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
@@ -102,14 +123,20 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
     }
     // per-head q/k norm (qwen3), then RoPE
+    // (olmoe: one norm over the whole q and the whole k)
+    const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
+    if (full) {
+      ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
+      ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+    }
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + h * hd;
-      if (!L.q_norm.empty()) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+      if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
       ref::rope(qh, c.n_rot, pos, c, freq_factors);
     }
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = k_.data() + h * hd;
-      if (!L.k_norm.empty()) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+      if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
       ref::rope(kh, c.n_rot, pos, c, freq_factors);
     }
     // store k, v at this position
@@ -141,16 +168,46 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
     // ffn rmsnorm, SwiGLU, residual
     ref::rmsnorm(xb_.data(), x_.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps);
-    ref::matvec(L.w_gate, xb_.data(), hb_.data(), row_);
-    ref::matvec(L.w_up, xb_.data(), hb2_.data(), row_);
-    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
-    ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
+    if (c.is_moe()) {
+      moe_ffn(L);
+      for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += moe_out_[i];
+      continue;
+    }
+    swiglu(L.w_gate, L.w_up, L.w_down, xb_.data());
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
   }
   // final norm and classifier
   ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   return logits_;
+}
+
+// down(silu(gate x) * up x) into xb_ (x may be xb_)
+void ReferenceForward::swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x) {
+  ref::matvec(gate, x, hb_.data(), row_);
+  ref::matvec(up, x, hb2_.data(), row_);
+  for (int64_t i = 0; i < gate.rows; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
+  ref::matvec(down, hb_.data(), xb_.data(), row_);
+}
+
+// Mixture of experts on the normed input xb_, into moe_out_: the routed experts' outputs times their
+// weights, plus (qwen2moe) the shared expert's times sigmoid of its gate.
+void ReferenceForward::moe_ffn(const LayerWeights& L) {
+  const ModelConfig& c = model_->config();
+  const std::vector<float> x(xb_);
+  ref::matvec(L.ffn_gate_inp, x.data(), router_.data(), row_);
+  std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
+  for (const auto& [e, weight] : ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.arch.moe_norm_topk)) {
+    swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], x.data());
+    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += weight * xb_[i];
+  }
+  if (!L.gate_inp_shexp.empty()) {
+    float g = 0.0f;
+    for (int64_t i = 0; i < c.n_embd; ++i) g += L.gate_inp_shexp[i] * x[i];
+    g = 1.0f / (1.0f + std::exp(-g));
+    swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, x.data());
+    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += g * xb_[i];
+  }
 }
 
 }  // namespace tmill

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -21,6 +22,9 @@ class ReferenceForward {
   const std::vector<float>& forward(int32_t token, int64_t pos);
 
  private:
+  void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
+  void moe_ffn(const LayerWeights& L);
+
   std::shared_ptr<const Model> model_;
   int64_t max_seq_;
   // activations
@@ -31,8 +35,10 @@ class ReferenceForward {
   std::vector<float> v_;       // (kv_dim)
   std::vector<float> att_out_; // (q_dim) attention output before wo
   std::vector<float> att_;     // (max_seq) scores of one head
-  std::vector<float> hb_;      // (n_ff) gate
-  std::vector<float> hb2_;     // (n_ff) up
+  std::vector<float> hb_;      // (max FFN rows) gate
+  std::vector<float> hb2_;     // (max FFN rows) up
+  std::vector<float> router_;  // (n_expert) router logits
+  std::vector<float> moe_out_; // (n_embd) the MoE FFN's output
   std::vector<float> logits_;  // (n_vocab)
   std::vector<float> row_;     // (max(n_embd, n_ff, q_dim)) one dequantized weight row
   // caches
@@ -48,6 +54,9 @@ void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_s
 void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 float silu(float x);
+// Softmax over all n_expert router logits, the k most probable experts (ties: lower index first)
+// with their probabilities, renormalized to sum 1 when `norm`: llama.cpp's softmax gating.
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm);
 // Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos; the
 // rotated values are scaled by c.rope_attn_factor (LongRoPE's attention factor, 1 otherwise).
 void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors);

@@ -1,5 +1,7 @@
 // tokenmill dummy: write a random-weight model of a real shape (like vLLM's --load-format dummy).
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <memory>
 
 #include "cli_common.h"
@@ -16,12 +18,14 @@ struct DummyCli {
   std::string arch = "llama";
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
   int64_t n_rot = 0, rope_orig_ctx = 0;
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool tied = false;
 };
 
 TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::App& app) -> tmill::cli::CommandRun {
   auto o = std::make_shared<DummyCli>();
-  app.add_option("--shape", o->shape, "qwen2.5-0.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, phi-3.5-mini, ... (--list)");
+  app.add_option("--shape", o->shape,
+                 "qwen2.5-0.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, phi-3.5-mini, olmoe-1b-7b, qwen3-30b-a3b, ... (--list)");
   app.add_option("--dtype", o->dtype, "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4")->capture_default_str();
   app.add_option("--vocab", o->vocab, "GGUF file whose tokenizer (tokenizer.* keys) the model gets");
   app.add_option("--seed", o->seed, "random seed (same seed, same bytes)")->capture_default_str();
@@ -29,7 +33,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3)");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, qwen3moe, qwen2moe, olmoe; "
+                 "llama with --n-expert is Mixtral-style)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -41,15 +46,26 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--n-rot", o->n_rot, "dimensions RoPE rotates per head (default head_dim)");
   app.add_option("--rope-orig-ctx", o->rope_orig_ctx,
                  "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long");
+  app.add_option("--n-expert", o->n_expert, "experts per MoE layer (qwen3moe, qwen2moe, olmoe; llama: Mixtral-style)");
+  app.add_option("--n-expert-used", o->n_expert_used, "experts each token is routed to (default 2, at most --n-expert)");
+  app.add_option("--n-ff-exp", o->n_ff_exp, "each expert's feed-forward size (default --n-ff; qwen3moe/qwen2moe only differ)");
+  app.add_option("--n-ff-shexp", o->n_ff_shexp, "qwen2moe: the shared expert's feed-forward size (default --n-ff)");
   app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions)");
   return [o] {
     using namespace tmill;
     if (o->list) {
-      for (auto& s : known_shapes())
-        std::printf("%-16s %-6s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s\n",
+      for (auto& s : known_shapes()) {
+        std::string experts;
+        if (s.n_expert > 0) {
+          experts = " experts=" + std::to_string(s.n_expert_used) + "/" + std::to_string(s.n_expert);
+          if (s.n_ff_exp > 0) experts += " ff_exp=" + std::to_string(s.n_ff_exp);
+          if (s.n_ff_shexp > 0) experts += " ff_shexp=" + std::to_string(s.n_ff_shexp);
+        }
+        std::printf("%-16s %-6s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
                     s.name.c_str(), s.arch.c_str(), (long long)s.n_vocab, (long long)s.n_embd, (long long)s.n_layer,
                     (long long)s.n_head, (long long)s.n_head_kv, (long long)s.head_dim, (long long)s.n_ff,
-                    (long long)s.n_ctx, s.tied ? " tied" : "");
+                    (long long)s.n_ctx, experts.c_str(), s.tied ? " tied" : "");
+      }
       return 0;
     }
     if (o->out.empty()) {
@@ -77,6 +93,11 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->n_ctx) s.n_ctx = o->n_ctx;
     if (o->n_rot) s.n_rot = o->n_rot;
     if (o->rope_orig_ctx) s.rope_orig_ctx = o->rope_orig_ctx;
+    if (o->n_expert) s.n_expert = o->n_expert;
+    if (o->n_expert_used) s.n_expert_used = o->n_expert_used;
+    if (o->n_ff_exp) s.n_ff_exp = o->n_ff_exp;
+    if (o->n_ff_shexp) s.n_ff_shexp = o->n_ff_shexp;
+    if (s.n_expert > 0 && !s.n_expert_used) s.n_expert_used = std::min<int64_t>(2, s.n_expert);
     if (o->shape.empty()) {
       s.arch = o->arch;
       s.tied = o->tied;

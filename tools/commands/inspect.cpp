@@ -40,6 +40,11 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
       std::printf("hyper-params:  vocab %lld, hidden %lld, layers %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld\n",
                   (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
                   (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.n_ff);
+      if (c.is_moe())
+        std::printf("experts:       %lld, %lld per token (%s), expert ffn %lld%s\n", (long long)c.n_expert,
+                    (long long)c.n_expert_used, c.arch.moe_norm_topk ? "weights renormalized" : "softmax weights",
+                    (long long)c.n_ff_exp,
+                    c.n_ff_shexp ? fmt::format(", shared expert ffn {}", c.n_ff_shexp).c_str() : "");
       std::printf("context:       %lld trained; rope theta %g, %s layout, n_rot %lld%s; rms eps %g\n",
                   (long long)c.n_ctx_train, c.rope_theta,
                   c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,

@@ -115,3 +115,51 @@ TEST(Dummy, RealShapesHaveTheirParameterCounts) {
   EXPECT_NEAR(params(*find_shape("llama-3.2-1b")) / 1e9, 1.236, 0.001);
   EXPECT_NEAR(params(*find_shape("llama-3-8b")) / 1e9, 8.030, 0.001);
 }
+
+// MoE dummies: llama.cpp's keys and 3-D expert tensors [n_embd, n_ff_exp, n_expert] (down transposed),
+// the router F32 whatever the type, qwen2moe's shared expert and its gate vector.
+TEST(Dummy, MixtureOfExpertsTensorsAndKeys) {
+  auto f = GgufFile::open(write("tiny-qwen2moe", DType::Q8_0, 3));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_EQ(f->get_int("qwen2moe.expert_count"), 8);
+  EXPECT_EQ(f->get_int("qwen2moe.expert_used_count"), 2);
+  EXPECT_EQ(f->get_int("qwen2moe.expert_feed_forward_length"), 32);
+  EXPECT_EQ(f->get_int("qwen2moe.expert_shared_feed_forward_length"), 96);
+  const GgufTensorInfo* gate = f->find_tensor("blk.1.ffn_gate_exps.weight");
+  const GgufTensorInfo* down = f->find_tensor("blk.1.ffn_down_exps.weight");
+  const GgufTensorInfo* router = f->find_tensor("blk.1.ffn_gate_inp.weight");
+  ASSERT_TRUE(gate && down && router);
+  EXPECT_EQ(gate->ne, (std::vector<int64_t>{64, 32, 8}));
+  EXPECT_EQ(gate->type, DType::Q8_0);
+  EXPECT_EQ(down->ne, (std::vector<int64_t>{32, 64, 8}));
+  EXPECT_EQ(router->ne, (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(router->type, DType::F32);
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_inp_shexp.weight")->ne, (std::vector<int64_t>{64}));
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_down_shexp.weight")->ne, (std::vector<int64_t>{96, 64}));
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_gate.weight"), nullptr);
+  EXPECT_NE(f->find_tensor("blk.1.attn_q.bias"), nullptr);
+  // olmoe and Mixtral-style llama: experts of feed_forward_length rows, no expert_feed_forward_length
+  auto o = GgufFile::open(write("tiny-olmoe", DType::F16, 3));
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->get_int("olmoe.expert_feed_forward_length").has_value());
+  EXPECT_EQ(o->find_tensor("blk.0.ffn_up_exps.weight")->ne, (std::vector<int64_t>{64, 64, 8}));
+  EXPECT_EQ(o->find_tensor("blk.0.attn_k_norm.weight")->ne, (std::vector<int64_t>{64}));  // whole k
+  auto l = GgufFile::open(write("tiny-mixtral", DType::F16, 3));
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->get_int("llama.expert_count"), 8);
+}
+
+TEST(Dummy, RealMoeShapesHaveTheirParameterCounts) {
+  auto params = [](const ModelShape& s) {
+    const int64_t q = s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
+    const int64_t ff_exp = s.n_ff_exp ? s.n_ff_exp : s.n_ff;
+    int64_t per_layer = s.n_embd * q + 2 * s.n_embd * kv + q * s.n_embd + 2 * s.n_embd;
+    per_layer += s.n_expert * (3 * s.n_embd * ff_exp + s.n_embd);
+    if (s.n_ff_shexp) per_layer += 3 * s.n_embd * s.n_ff_shexp + s.n_embd;
+    return s.n_vocab * s.n_embd * (s.tied ? 1 : 2) + s.n_layer * per_layer + s.n_embd;
+  };
+  EXPECT_NEAR(params(*find_shape("olmoe-1b-7b")) / 1e9, 6.92, 0.01);
+  EXPECT_NEAR(params(*find_shape("qwen3-30b-a3b")) / 1e9, 30.53, 0.01);
+  EXPECT_NEAR(params(*find_shape("qwen1.5-moe-a2.7b")) / 1e9, 14.32, 0.01);
+  EXPECT_NEAR(params(*find_shape("mixtral-8x7b")) / 1e9, 46.70, 0.01);
+}

@@ -2,6 +2,7 @@
 // float32 reference forward computes the right thing (not just the same thing as itself).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -29,8 +30,13 @@ class F64Forward {
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
       if (!L.bk.empty())
         for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
-      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, L.q_norm, pos);
-      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, L.k_norm, pos);
+      if (c_.arch.qk_norm_full) {  // olmoe: one norm over all of q / k, then RoPE per head
+        q = norm(q, L.q_norm);
+        k = norm(k, L.k_norm);
+      }
+      const std::vector<float> none;
+      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos);
+      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos);
       kc_[l].push_back(k);
       vc_[l].push_back(v);
       std::vector<double> att(c_.q_dim(), 0.0);
@@ -53,15 +59,44 @@ class F64Forward {
       auto o = mv(L.wo, att);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       xb = norm(x, L.ffn_norm);
-      auto g = mv(L.w_gate, xb), u = mv(L.w_up, xb);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-      auto d = mv(L.w_down, g);
+      if (c_.is_moe()) {
+        // softmax over the router logits, the k largest, (renormalized), weighted sum of experts
+        auto p = mv(L.ffn_gate_inp, xb);
+        double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (auto& e : p) e /= sum;
+        std::vector<int64_t> idx(p.size());
+        for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
+        std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+        double wsum = 0;
+        for (int64_t j = 0; j < c_.n_expert_used; ++j) wsum += p[idx[j]];
+        for (int64_t j = 0; j < c_.n_expert_used; ++j) {
+          const int64_t e = idx[j];
+          const double wt = c_.arch.moe_norm_topk ? p[e] / wsum : p[e];
+          auto d = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
+          for (size_t i = 0; i < x.size(); ++i) x[i] += wt * d[i];
+        }
+        if (!L.gate_inp_shexp.empty()) {
+          double g = 0;
+          for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
+          g = 1 / (1 + std::exp(-g));
+          auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
+          for (size_t i = 0; i < x.size(); ++i) x[i] += g * d[i];
+        }
+        continue;
+      }
+      auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
     return mv(w.output, norm(x, w.output_norm));
   }
 
  private:
+  std::vector<double> swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const std::vector<double>& x) {
+    auto g = mv(gate, x), u = mv(up, x);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    return mv(down, g);
+  }
   std::vector<double> row(const Matrix& m, int64_t r) {
     std::vector<float> f(m.cols);
     dequantize_row(m.type, m.row(r), f.data(), m.cols);

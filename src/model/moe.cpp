@@ -1,0 +1,183 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/forward.h"
+
+namespace tmill {
+
+void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Matrix*, PreparedMatrix*>>& jobs) {
+  const size_t n = L.gate_exps.size();
+  gate.resize(n);
+  up.resize(n);
+  down.resize(n);
+  jobs.emplace_back(&L.ffn_gate_inp, &router);
+  for (size_t e = 0; e < n; ++e) {
+    jobs.emplace_back(&L.gate_exps[e], &gate[e]);
+    jobs.emplace_back(&L.up_exps[e], &up[e]);
+    jobs.emplace_back(&L.down_exps[e], &down[e]);
+  }
+  if (!L.gate_inp_shexp.empty()) {
+    jobs.insert(jobs.end(), {{&L.gate_shexp, &gate_sh}, {&L.up_shexp, &up_sh}, {&L.down_shexp, &down_sh}});
+    gate_inp_shexp = &L.gate_inp_shexp;
+  }
+}
+
+uint64_t PreparedMoe::bytes() const {
+  auto prepared = [](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : p.source().bytes(); };
+  uint64_t b = prepared(router) + prepared(gate_sh) + prepared(up_sh) + prepared(down_sh);
+  for (size_t e = 0; e < gate.size(); ++e) b += prepared(gate[e]) + prepared(up[e]) + prepared(down[e]);
+  if (gate_inp_shexp) b += gate_inp_shexp->size() * sizeof(float);
+  return b;
+}
+
+void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
+                     float* p) {
+  // softmax as the reference computes it (max-shifted exp, then divide by the sum)
+  float mx = logits[0];
+  for (int64_t e = 1; e < n_expert; ++e) mx = std::max(mx, logits[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    p[e] = std::exp(logits[e] - mx);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < n_expert; ++e) p[e] /= sum;
+  // top-k by repeated selection (k is small: 1..8 of 8..128 experts); taken ones are marked -1
+  float wsum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n_expert; ++e)
+      if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
+    experts[j] = best;
+    weights[j] = p[best];
+    wsum += p[best];
+    p[best] = -1.0f;
+  }
+  if (norm)
+    for (int64_t j = 0; j < k; ++j) weights[j] /= wsum;
+  // ascending expert order: the order each token's outputs are summed in
+  for (int64_t a = 1; a < k; ++a)
+    for (int64_t b = a; b > 0 && experts[b - 1] > experts[b]; --b) {
+      std::swap(experts[b - 1], experts[b]);
+      std::swap(weights[b - 1], weights[b]);
+    }
+}
+
+void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
+                 ThreadPool* pool, ActivationObserver* observer) {
+  const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert, K = c.n_expert_used;
+  const auto NK = static_cast<size_t>(n * K);
+  logits_.resize(static_cast<size_t>(n * X));
+  probs_.resize(static_cast<size_t>(X));
+  expert_.resize(NK);
+  weight_.resize(NK);
+  slot_.resize(NK);
+  count_.assign(static_cast<size_t>(X), 0);
+  offset_.resize(static_cast<size_t>(X) + 1);
+  // 1. route every token
+  // (one token per product: the float GEMV path whatever the batch, so a token's routing is the same
+  // bits alone or batched; the router is small next to the experts)
+  auto route = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
+  };
+  if (n == 1) matmul(w.router, x, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
+  else if (pool) pool->parallel_for(n, 1, route);
+  else route(0, n, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
+                    probs_.data());
+    for (int64_t j = 0; j < K; ++j) ++count_[expert_[t * K + j]];
+  }
+  // 2. group the (token, expert) pairs by expert: expert e's tokens are rows offset_[e].. of xg_
+  offset_[0] = 0;
+  active_.clear();
+  for (int64_t e = 0; e < X; ++e) {
+    offset_[e + 1] = offset_[e] + count_[e];
+    if (count_[e]) active_.push_back(static_cast<int32_t>(e));
+  }
+  xg_.resize(NK * E);
+  hg_.resize(NK * F);
+  ug_.resize(NK * F);
+  yg_.resize(NK * E);
+  std::vector<int32_t>& fill = count_;  // reused as the running row index per expert
+  for (int64_t e = 0; e < X; ++e) fill[e] = offset_[e];
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t row = fill[expert_[t * K + j]]++;
+      slot_[t * K + j] = row;
+      std::memcpy(xg_.data() + row * E, x + t * ld, static_cast<size_t>(E) * sizeof(float));
+    }
+  // 3. shared expert (reads x, so before y is written)
+  const bool shared = w.gate_inp_shexp != nullptr;
+  if (shared) {
+    const int64_t S = c.n_ff_shexp;
+    hs_.resize(static_cast<size_t>(n * S));
+    us_.resize(static_cast<size_t>(n * S));
+    ys_.resize(static_cast<size_t>(n * E));
+    gsh_.resize(static_cast<size_t>(n));
+    const float* gv = w.gate_inp_shexp->data();
+    for (int64_t t = 0; t < n; ++t) {
+      float g = 0.0f;
+      for (int64_t i = 0; i < E; ++i) g += gv[i] * x[t * ld + i];
+      gsh_[t] = 1.0f / (1.0f + std::exp(-g));
+    }
+    const MatmulOutput gu[] = {{&w.gate_sh, hs_.data(), S}, {&w.up_sh, us_.data(), S}};
+    matmul_many(gu, 2, x, ld, n, pool);
+    matmul_swiglu(w.down_sh, hs_.data(), S, us_.data(), S, ys_.data(), E, n, pool);
+  }
+  // 4. each active expert once, over its tokens. Few tokens (decode, small batches): the experts are
+  // split over the pool, each one's products on one thread -- one fork/join per layer instead of two
+  // per expert, which on a loaded machine cost more than the products (rows are independent, so the
+  // bits are the same either way). Many tokens: each expert's rows split over the pool.
+  auto expert = [&](int32_t e, ThreadPool* p) {
+    const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
+    const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
+    if (observer) {  // as the dense FFN: gate and up see the rows, down sees SwiGLU's output
+      for (const PreparedMatrix* pm : {&w.gate[e], &w.up[e]})
+        observer->on_expert_matmul_input(pm->source().name, e, X, xg_.data() + r0 * E, m, E);
+    }
+    matmul_many(gu, 2, xg_.data() + r0 * E, E, m, p);
+    if (observer) {
+      silu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
+      observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
+      matmul(w.down[e], hg_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+      return;
+    }
+    matmul_swiglu(w.down[e], hg_.data() + r0 * F, F, ug_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+  };
+  const auto n_active = static_cast<int64_t>(active_.size());
+  const int threads = pool ? pool->size() : 1;
+  if (threads > 1 && !observer && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
+    pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int) {
+      for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr);
+    });
+  } else {
+    for (int32_t e : active_) expert(e, pool);
+  }
+  // 5. y = sum of the weighted expert outputs (ascending expert), + the gated shared expert
+  auto combine = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* yt = y + t * ld;
+      std::fill(yt, yt + E, 0.0f);
+      for (int64_t j = 0; j < K; ++j) {
+        const float wj = weight_[t * K + j];
+        const float* src = yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E;
+        for (int64_t i = 0; i < E; ++i) yt[i] += wj * src[i];
+      }
+      if (shared) {
+        const float g = gsh_[t];
+        const float* src = ys_.data() + t * E;
+        for (int64_t i = 0; i < E; ++i) yt[i] += g * src[i];
+      }
+    }
+  };
+  if (pool && n > 16) pool->parallel_for(n, 16, combine);
+  else combine(0, n, 0);
+}
+
+}  // namespace tmill

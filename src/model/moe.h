@@ -1,0 +1,52 @@
+// The batched mixture-of-experts FFN (qwen3moe, qwen2moe, olmoe, Mixtral-style llama): every token
+// of the step is routed (router product, softmax gating, top-k), the batch's (token, expert) pairs
+// are grouped by expert so each active expert's weights are read once per step with the batch's
+// matmul kernels, experts nobody chose are skipped, and each token's expert outputs are summed in
+// ascending expert order (the same bits whatever else is in the batch). qwen2moe's shared expert
+// runs on every token, scaled by its sigmoid gate. Tested against ReferenceForward::moe_ffn.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace tmill {
+
+class ThreadPool;
+class ActivationObserver;  // model/forward.h
+
+// One layer's MoE weights prepared for the kernels (PreparedMatrix per expert row view).
+struct PreparedMoe {
+  PreparedMatrix router;
+  std::vector<PreparedMatrix> gate, up, down;
+  PreparedMatrix gate_sh, up_sh, down_sh;  // shared expert (qwen2moe), else empty
+  const std::vector<float>* gate_inp_shexp = nullptr;
+  // (weight, prepared slot) pairs for Forward's parallel preparation
+  void collect(const LayerWeights& L, std::vector<std::pair<const Matrix*, PreparedMatrix*>>& jobs);
+  uint64_t bytes() const;
+};
+
+// The k (expert, weight) pairs of one token from its router logits: softmax over all experts, the k
+// most probable (ties: lower index), renormalized to sum 1 when `norm`; written in ascending expert
+// order. Same result as ref::moe_route, sorted by expert.
+void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
+                     float* scratch);
+
+class MoeFfn {
+ public:
+  // y (n rows, stride ld) = MoE FFN of x (n rows of n_embd, stride ld); x and y may be the same.
+  // observer (may be null) sees each active expert's inputs, on the calling thread.
+  void run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
+           ThreadPool* pool, ActivationObserver* observer = nullptr);
+  // Experts the last run computed (tests: decode touches only the chosen ones).
+  const std::vector<int32_t>& active_experts() const { return active_; }
+
+ private:
+  std::vector<float> logits_, probs_, weight_, xg_, hg_, ug_, yg_, hs_, us_, ys_, gsh_;
+  std::vector<int32_t> expert_, count_, offset_, slot_, active_;
+};
+
+}  // namespace tmill
