@@ -72,6 +72,10 @@ struct HttpOptions {
   size_t max_header_bytes = 65536;     // request line + headers; larger: 431
   size_t max_headers = 100;            // more header lines: 431
   size_t payload_max_bytes = 8u << 20; // larger bodies get 413
+  // TLS (vLLM's flags): a certificate chain and key in PEM turn it on; client certificates signed by
+  // ssl_ca_certs are asked for with ssl_cert_reqs 1 (optional) or 2 (required).
+  std::string ssl_certfile, ssl_keyfile, ssl_ca_certs;
+  int ssl_cert_reqs = 0;
 };
 
 // What a transport drives, for every request on every connection (from any number of threads).

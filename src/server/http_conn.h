@@ -15,6 +15,7 @@
 
 #include "server/http_parser.h"
 #include "server/http_server.h"
+#include "server/tls.h"
 
 namespace tmill::server {
 
@@ -29,6 +30,7 @@ inline int64_t now_ms() {
 struct HttpServer::Conn {
   enum class St : uint8_t { Head, Body, Handling, Writing, Linger };
   int fd = -1;
+  SSL* ssl = nullptr;  // the TLS session, when TLS is on
   St st = St::Head;
   uint32_t events = 0;      // registered epoll events; 0: not registered
   bool started = false;     // bytes of the current request received
@@ -54,17 +56,35 @@ struct HttpServer::Conn {
   std::atomic<bool> gone{false};
 
   size_t pending() const { return out.size() - out_off; }
+  // Socket or TLS I/O: >0 bytes, 0 the peer closed, -1 would block, -2 failed.
+  ssize_t recv_some(char* buf, size_t n) {
+    if (ssl) return tls_read(ssl, buf, n);
+    for (;;) {
+      const ssize_t r = ::recv(fd, buf, n, 0);
+      if (r >= 0) return r;
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+    }
+  }
+  ssize_t send_some(const char* buf, size_t n) {
+    if (ssl) return tls_write(ssl, buf, n);
+    for (;;) {
+      const ssize_t r = ::send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (r >= 0) return r == 0 ? -1 : r;
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+    }
+  }
   // Sends what the socket takes now (mu held). False when the connection failed.
   bool flush_locked() {
     while (out_off < out.size()) {
-      const ssize_t r = ::send(fd, out.data() + out_off, out.size() - out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t r = send_some(out.data() + out_off, out.size() - out_off);
       if (r > 0) {
         out_off += static_cast<size_t>(r);
         last_write = now_ms();
         continue;
       }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r == -1) return true;  // would block
       gone = true;
       cv.notify_all();
       return false;

@@ -116,6 +116,13 @@ Result<int> HttpServer::bind() {
              have, opt_.max_connections, fit, want);
     opt_.max_connections = fit;
   }
+  if (!opt_.ssl_certfile.empty() || !opt_.ssl_keyfile.empty()) {
+    TlsOptions t{opt_.ssl_certfile, opt_.ssl_keyfile, opt_.ssl_ca_certs, opt_.ssl_cert_reqs};
+    TM_ASSIGN_OR_RETURN(tls_, TlsContext::create(t));
+    log_info("TLS on (TLS 1.2+; certificate {}{})", opt_.ssl_certfile,
+             opt_.ssl_cert_reqs == 2 ? ", client certificates required"
+             : opt_.ssl_cert_reqs == 1 ? ", client certificates optional" : "");
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -196,7 +203,10 @@ void HttpServer::shutdown() {
   stop_io_ = true;
   post(nullptr, Msg::Shutdown);
   if (io_thread_.joinable()) io_thread_.join();
-  for (auto& [fd, c] : conns_) ::close(fd);
+  for (auto& [fd, c] : conns_) {
+    tls_close(std::exchange(c->ssl, nullptr));
+    ::close(fd);
+  }
   conns_.clear();
   open_ = 0;
   for (int* fd : {&listen_fd_, &epoll_fd_, &wake_fd_, &spare_fd_})
@@ -262,6 +272,10 @@ void HttpServer::on_accept() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // tokens must not wait for Nagle
     auto c = std::make_shared<Conn>();
     c->fd = fd;
+    if (tls_ && !(c->ssl = tls_->new_session(fd))) {
+      ::close(fd);
+      continue;
+    }
     c->deadline = now_ms() + opt_.header_timeout_s * 1000LL;
     conns_.emplace(fd, c);
     open_++;
@@ -289,6 +303,7 @@ void HttpServer::close_conn(const std::shared_ptr<Conn>& c) {
   }
   if (c->st == Conn::St::Writing) busy_--;
   set_interest(*c, 0);
+  tls_close(std::exchange(c->ssl, nullptr));
   ::close(c->fd);
   conns_.erase(c->fd);
   open_--;
@@ -316,23 +331,27 @@ void HttpServer::on_event(const std::shared_ptr<Conn>& c, uint32_t events) {
     after_write(c);
     return;
   }
-  // Head, Body, Linger: read.
+  // Head, Body, Linger: read (a few rounds, then the next epoll turn; TLS bytes already decrypted
+  // inside the session raise no epoll event, so those are always taken).
   static thread_local char buf[65536];
-  for (int round = 0; round < 4; round++) {
-    const ssize_t r = ::recv(c->fd, buf, sizeof buf, 0);
-    if (r == 0) return close_conn(c);  // the client closed (mid-request or between requests)
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return close_conn(c);
+  for (int round = 0;; round++) {
+    const bool linger = c->st == Conn::St::Linger;
+    ssize_t r;
+    if (linger) {  // dropped unread, TLS or not
+      r = ::recv(c->fd, buf, sizeof buf, 0);
+      if (r < 0) r = (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -1 : -2;
+    } else {
+      r = c->recv_some(buf, sizeof buf);
     }
-    if (c->st == Conn::St::Linger) {
+    if (r == 0 || r == -2) return close_conn(c);  // closed (mid-request or between requests), failed
+    if (r == -1) break;
+    if (linger) {
       c->linger_bytes += static_cast<size_t>(r);
       if (c->linger_bytes > kLingerMaxBytes) return close_conn(c);
-      continue;
+    } else {
+      c->in.append(buf, static_cast<size_t>(r));
     }
-    c->in.append(buf, static_cast<size_t>(r));
-    if (static_cast<size_t>(r) < sizeof buf) break;
+    if (round >= 3 && !(c->ssl && !linger && tls_pending(c->ssl))) break;
   }
   if (c->st != Conn::St::Linger) process_input(c);
 }
@@ -513,6 +532,9 @@ void HttpServer::finish_response(const std::shared_ptr<Conn>& c) {
     // Closing with unread request data makes the kernel send RST, which can destroy the response
     // just sent (a 413 for a body still being uploaded): send FIN, then read and drop what the
     // client still sends for a while (nginx's lingering close).
+    if (c->ssl) {
+      tls_close(std::exchange(c->ssl, nullptr));  // close_notify first
+    }
     ::shutdown(c->fd, SHUT_WR);
     c->st = Conn::St::Linger;
     c->deadline = now_ms() + kLingerMs;

@@ -32,6 +32,7 @@
 #include "core/result.h"
 #include "server/http.h"
 #include "server/http_parser.h"
+#include "server/tls.h"
 
 namespace tmill::server {
 
@@ -124,6 +125,7 @@ class HttpServer {
   int64_t last_scan_ms_ = 0, last_full_warn_ms_ = 0;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
+  std::unique_ptr<TlsContext> tls_;  // null: plain HTTP
   ElasticPool pool_;
 };
 

@@ -306,6 +306,15 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "requests handled at once (worker threads; a stream holds one, idle connections none)")
                  ->capture_default_str()
                  ->check(CLI::Range(1, 65536));
+             app.add_option("--ssl-certfile", s.http.ssl_certfile, "TLS: the certificate chain (PEM); with --ssl-keyfile")
+                 ->check(CLI::ExistingFile);
+             app.add_option("--ssl-keyfile", s.http.ssl_keyfile, "TLS: the private key (PEM)")->check(CLI::ExistingFile);
+             app.add_option("--ssl-ca-certs", s.http.ssl_ca_certs, "TLS: CA certificates (PEM) for client certificates")
+                 ->check(CLI::ExistingFile);
+             app.add_option("--ssl-cert-reqs", s.http.ssl_cert_reqs,
+                            "TLS client certificates: 0 not asked, 1 optional, 2 required (needs --ssl-ca-certs)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(0, 2));
              app.add_option("--header-timeout", s.http.header_timeout_s,
                             "seconds to receive a request line and headers (slowloris)")
                  ->capture_default_str()
