@@ -19,6 +19,9 @@
 
 namespace tmill::server {
 
+constexpr size_t kLingerMaxBytes = 16u << 20;  // a lingering close drops at most this much
+constexpr int kLingerMs = 2000;                  // ... for at most this long
+
 inline int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
