@@ -196,7 +196,11 @@ void HttpServer::shutdown() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (busy_.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (io_thread_.joinable()) post(nullptr, Msg::Shutdown);  // cuts every connection: workers see gone
+  if (io_thread_.joinable()) {
+    post(nullptr, Msg::Shutdown);  // cuts every connection: workers see gone, nothing new is dispatched
+    std::unique_lock<std::mutex> lock(msg_mu_);
+    msg_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return cut_ack_; });
+  }
   pool_.shutdown();
   stop_io_ = true;
   post(nullptr, Msg::Shutdown);
@@ -398,6 +402,9 @@ void HttpServer::handle_messages() {
         std::vector<std::shared_ptr<Conn>> all;
         for (auto& [fd, cc] : conns_) all.push_back(cc);
         for (auto& cc : all) close_conn(cc);
+        std::lock_guard<std::mutex> lock(msg_mu_);
+        cut_ack_ = true;
+        msg_cv_.notify_all();
         break;
       }
     }

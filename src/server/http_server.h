@@ -121,7 +121,7 @@ class HttpServer {
   std::mutex msg_mu_;
   std::condition_variable msg_cv_;
   std::vector<std::pair<std::shared_ptr<Conn>, Msg>> msgs_;
-  bool accept_stopped_ack_ = false;
+  bool accept_stopped_ack_ = false, cut_ack_ = false;
   int64_t last_scan_ms_ = 0, last_full_warn_ms_ = 0;
   std::mutex shutdown_mu_;
   bool shut_down_ = false;
