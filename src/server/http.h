@@ -1,6 +1,6 @@
 // Transport-neutral HTTP: what the routes see (HttpRequest) and return (HttpResponse, with a body or
-// a stream of chunks), and what a transport drives (HttpHandler). The transport - cpp-httplib in
-// http_server.cpp today - parses requests, asks the handler before it reads a body, reads the body
+// a stream of chunks), and what a transport drives (HttpHandler). The transport - an epoll loop in
+// http_server.cpp - parses requests, asks the handler before it reads a body, reads the body
 // (bounded), calls the handler and writes its response; no route includes the transport's headers,
 // so another transport (an event loop) replaces it without touching a route.
 #pragma once
@@ -58,13 +58,24 @@ struct HttpResponse {
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                     // 0: any free port (see HttpServer::port())
-  int max_threads = 1024;              // connections served at once (one thread each)
+  int max_threads = 1024;              // requests handled at once (worker threads; a stream holds one)
+  int max_connections = 16384;         // open connections (idle ones included); more are closed at accept
   int backlog = 1024;                  // listen() backlog
   int keep_alive_timeout_s = 10;       // idle time before a keep-alive connection is closed
   int keep_alive_max_requests = 1000;  // requests per connection
-  int read_timeout_s = 30;             // per read while receiving a request
-  int write_timeout_s = 30;            // per write while sending a response
+  int header_timeout_s = 30;           // to receive a request line and headers (slowloris)
+  int read_timeout_s = 30;             // the longest pause while receiving a body
+  int body_timeout_s = 120;            // to receive a whole body
+  int write_timeout_s = 30;            // the longest a response may wait for a client that reads nothing
+  size_t output_buffer_max_bytes = 1u << 20;  // per connection: a stream waits (then fails) above it
+  size_t max_request_line = 8192;      // longer: 414
+  size_t max_header_bytes = 65536;     // request line + headers; larger: 431
+  size_t max_headers = 100;            // more header lines: 431
   size_t payload_max_bytes = 8u << 20; // larger bodies get 413
+  // TLS (vLLM's flags): a certificate chain and key in PEM turn it on; client certificates signed by
+  // ssl_ca_certs are asked for with ssl_cert_reqs 1 (optional) or 2 (required).
+  std::string ssl_certfile, ssl_keyfile, ssl_ca_certs;
+  int ssl_cert_reqs = 0;
 };
 
 // What a transport drives, for every request on every connection (from any number of threads).

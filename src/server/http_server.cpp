@@ -1,127 +1,35 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "server/http_conn.h"
 
 namespace tmill::server {
 
 namespace {
 
-thread_local int tl_socket = -1;
-thread_local bool tl_close_after = false;
-
-// poll() one fd for `events`, retrying on EINTR. >0 ready, 0 timeout, <0 error.
-int poll_fd(int fd, short events, int timeout_ms, short* revents = nullptr) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (revents) *revents = p.revents;
-    return r;
-  }
-}
-
-void addr_to_string(const sockaddr_storage& ss, std::string& ip, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-    port = ntohs(a->sin6_port);
-  }
-  ip = buf;
-}
-
-// A connected socket as an httplib::Stream: reads through a 4 KiB buffer (httplib reads request
-// lines byte by byte), timeouts via poll(), writes with MSG_NOSIGNAL.
-class ConnStream final : public httplib::Stream {
- public:
-  ConnStream(int fd, int read_timeout_s, int write_timeout_s)
-      : fd_(fd), read_ms_(read_timeout_s * 1000), write_ms_(write_timeout_s * 1000) {}
-
-  bool buffered() const { return off_ < len_; }
-
-  bool is_readable() const override { return buffered() || poll_fd(fd_, POLLIN, read_ms_) > 0; }
-  bool is_writable() const override { return poll_fd(fd_, POLLOUT, write_ms_) > 0 && !HttpServer::peer_closed(fd_); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (buffered()) {
-      const size_t n = std::min(size, len_ - off_);
-      std::memcpy(ptr, buf_ + off_, n);
-      off_ += n;
-      return static_cast<ssize_t>(n);
-    }
-    if (poll_fd(fd_, POLLIN, read_ms_) <= 0) return -1;
-    for (;;) {
-      if (size >= sizeof buf_) {
-        const ssize_t r = ::recv(fd_, ptr, size, 0);
-        if (r < 0 && errno == EINTR) continue;
-        return r;
-      }
-      const ssize_t r = ::recv(fd_, buf_, sizeof buf_, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return r;
-      off_ = 0;
-      len_ = static_cast<size_t>(r);
-      const size_t n = std::min(size, len_);
-      std::memcpy(ptr, buf_, n);
-      off_ = n;
-      return static_cast<ssize_t>(n);
-    }
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t r = ::send(fd_, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (r > 0) {
-        done += static_cast<size_t>(r);
-        continue;
-      }
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (poll_fd(fd_, POLLOUT, write_ms_) > 0) continue;  // a slow client: wait up to the write timeout
-      }
-      return done > 0 ? static_cast<ssize_t>(done) : -1;
-    }
-    return static_cast<ssize_t>(done);
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) addr_to_string(ss, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) addr_to_string(ss, ip, port);
-  }
-  socket_t socket() const override { return fd_; }
-
- private:
-  int fd_;
-  int read_ms_, write_ms_;
-  char buf_[4096];
-  size_t off_ = 0, len_ = 0;
-};
+constexpr uint64_t kListenTag = ~0ull, kWakeTag = ~0ull - 1;
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// ElasticPool
 
 void ElasticPool::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -161,251 +69,371 @@ size_t ElasticPool::threads() const {
   return threads_.size();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Set-up and tear-down
+
 HttpServer::HttpServer(HttpOptions options, HttpHandler& handler)
-    : opt_(std::move(options)), handler_(handler), pool_(static_cast<size_t>(opt_.max_threads)) {
-  // Body limits: the handler's before_body (by Content-Length) and read_body below (while reading
-  // chunked bodies, which httplib 0.11.4 does not bound).
-  set_keep_alive_timeout(opt_.keep_alive_timeout_s);  // advertised in the Keep-Alive header
-  set_keep_alive_max_count(static_cast<size_t>(opt_.keep_alive_max_requests));
-  install_handlers();
-}
-
-namespace {
-
-HttpRequest head_of(const httplib::Request& req) {
-  HttpRequest r;
-  r.method = req.method;
-  r.path = req.path;
-  for (const auto& [k, v] : req.headers) r.headers.emplace_back(k, v);
-  r.client_gone = [] { return HttpServer::client_disconnected(); };
-  return r;
-}
-
-class SinkAdapter final : public ChunkSink {
- public:
-  explicit SinkAdapter(httplib::DataSink& sink) : sink_(sink) {}
-  bool write(std::string_view d) override { return sink_.write(d.data(), d.size()); }
-  void done() override { sink_.done(); }
-
- private:
-  httplib::DataSink& sink_;
-};
-
-void to_httplib(HttpResponse&& from, httplib::Response& res) {
-  res.status = from.status;
-  for (auto& [k, v] : from.headers) res.set_header(k.c_str(), v);
-  if (from.close_connection) {
-    res.set_header("Connection", "close");
-    HttpServer::close_after_response();
-  }
-  if (from.streaming()) {
-    auto next = std::make_shared<std::function<bool(ChunkSink&)>>(std::move(from.next_chunk));
-    auto on_close = std::make_shared<std::function<void()>>(std::move(from.on_close));
-    res.set_chunked_content_provider(
-        from.content_type,
-        [next](size_t, httplib::DataSink& sink) {
-          SinkAdapter a(sink);
-          return (*next)(a);
-        },
-        [on_close](bool) {
-          if (*on_close) (*on_close)();
-        });
-  } else if (!from.body.empty() || !from.content_type.empty()) {
-    res.set_content(std::move(from.body), from.content_type.c_str());
-  }
-}
-
-}  // namespace
-
-void HttpServer::install_handlers() {
-  set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto early = handler_.before_body(head_of(req));
-    if (!early) return httplib::Server::HandlerResponse::Unhandled;
-    to_httplib(std::move(*early), res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Every request that before_body let through reaches the handler, with its body read here.
-  auto dispatch = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader) {
-    HttpRequest r = head_of(req);
-    if (reader) {
-      const size_t max = handler_.max_body_bytes();
-      bool too_large = false;
-      const bool ok = (*reader)([&](const char* d, size_t n) {
-        if (r.body.size() + n > max) {
-          too_large = true;
-          return false;
-        }
-        r.body.append(d, n);
-        return true;
-      });
-      if (!ok || too_large) {
-        HttpResponse e = handler_.body_error(too_large, r);
-        e.close_connection = true;  // the rest of the body stays unread
-        to_httplib(std::move(e), res);
-        return;
-      }
-    }
-    to_httplib(handler_.handle(r), res);
-  };
-  Get(".*", [dispatch](const httplib::Request& req, httplib::Response& res) { dispatch(req, res, nullptr); });
-  Post(".*", [dispatch](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& rd) {
-    dispatch(req, res, &rd);
-  });
-  // httplib's own errors (malformed request line or headers, URI too long).
-  set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a route already answered
-    HttpResponse e = handler_.transport_error(res.status, head_of(req));
-    for (auto& [k, v] : e.headers) res.set_header(k.c_str(), v);
-    res.set_content(std::move(e.body), e.content_type.c_str());
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    log_error("http handler exception: {}", what);
-    to_httplib(handler_.internal_error(what), res);
-  });
+    : opt_(std::move(options)), handler_(handler), pool_(static_cast<size_t>(std::max(1, opt_.max_threads))) {
+  limits_.max_request_line = opt_.max_request_line;
+  limits_.max_header_bytes = opt_.max_header_bytes;
+  limits_.max_header_line = std::max<size_t>(opt_.max_request_line, 8192);
+  limits_.max_headers = opt_.max_headers;
 }
 
 HttpServer::~HttpServer() { shutdown(); }
 
-int HttpServer::current_socket() { return tl_socket; }
-
-void HttpServer::close_after_response() { tl_close_after = true; }
-
 bool HttpServer::peer_closed(int fd) {
-  short rev = 0;
-  if (poll_fd(fd, POLLIN | POLLRDHUP, 0, &rev) <= 0) return false;
-  if (rev & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return true;
-  if (rev & POLLIN) {
-    char c;
-    const ssize_t r = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-  }
-  return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) != 0;
 }
 
+namespace {
+
+// Raises RLIMIT_NOFILE's soft limit towards `want` descriptors; returns what is available.
+rlim_t raise_fd_limit(rlim_t want) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  if (rl.rlim_cur >= want) return rl.rlim_cur;
+  rlimit next = rl;
+  next.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+  if (::setrlimit(RLIMIT_NOFILE, &next) == 0) return next.rlim_cur;
+  return rl.rlim_cur;
+}
+
+}  // namespace
+
 Result<int> HttpServer::bind() {
-  const int port = opt_.port == 0 ? bind_to_any_port(opt_.host) : (bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
-  if (port <= 0) return Error{fmt::format("cannot listen on {}:{} (address in use or not available)", opt_.host, opt_.port)};
-  const int fd = svr_sock_.load();
-  ::listen(fd, opt_.backlog);  // httplib listens with a backlog of 5; a second listen() raises it
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  port_ = port;
-  return port;
+  // Descriptors: one per connection, plus the engine's files, logs and a reserve.
+  const rlim_t want = static_cast<rlim_t>(opt_.max_connections) + 256;
+  const rlim_t have = raise_fd_limit(want);
+  if (have < want) {
+    const int fit = have > 256 ? static_cast<int>(have - 256) : 16;
+    log_warn("open-file limit is {} (hard limit too low for --max-connections {}): at most {} connections; "
+             "raise it with `ulimit -n {}`",
+             have, opt_.max_connections, fit, want);
+    opt_.max_connections = fit;
+  }
+  if (!opt_.ssl_certfile.empty() || !opt_.ssl_keyfile.empty()) {
+    TlsOptions t{opt_.ssl_certfile, opt_.ssl_keyfile, opt_.ssl_ca_certs, opt_.ssl_cert_reqs};
+    TM_ASSIGN_OR_RETURN(tls_, TlsContext::create(t));
+    log_info("TLS on (TLS 1.2+; certificate {}{})", opt_.ssl_certfile,
+             opt_.ssl_cert_reqs == 2 ? ", client certificates required"
+             : opt_.ssl_cert_reqs == 1 ? ", client certificates optional" : "");
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(opt_.port);
+  if (::getaddrinfo(opt_.host.empty() ? nullptr : opt_.host.c_str(), port.c_str(), &hints, &res) != 0 || !res)
+    return Error{fmt::format("cannot listen on {}:{} (unknown address)", opt_.host, opt_.port)};
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, opt_.backlog) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0) return Error{fmt::format("cannot listen on {}:{} (address in use or not available)", opt_.host, opt_.port)};
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  listen_fd_ = fd;
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // given up to accept-and-close at EMFILE
+  if (epoll_fd_ < 0 || wake_fd_ < 0) return Error{std::string("epoll/eventfd: ") + std::strerror(errno)};
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = kWakeTag;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  return port_;
 }
 
 void HttpServer::start() {
-  accept_thread_ = std::thread([this] { accept_loop(); });
+  io_thread_ = std::thread([this] { io_loop(); });
 }
 
-void HttpServer::accept_loop() {
-  const int lfd = svr_sock_.load();
-  while (!stop_accept_.load()) {
-    if (poll_fd(lfd, POLLIN, 100) <= 0) continue;
-    const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+void HttpServer::post(const std::shared_ptr<Conn>& c, Msg m) {
+  {
+    std::lock_guard<std::mutex> lock(msg_mu_);
+    msgs_.emplace_back(c, m);
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);
+}
+
+void HttpServer::stop_accepting() {
+  closing_ = true;
+  if (stopped_accepting_.exchange(true) || listen_fd_ < 0) return;
+  if (!io_thread_.joinable()) {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    return;
+  }
+  post(nullptr, Msg::StopAccepting);
+  // Wait until the I/O thread has stopped listening: after this returns, connects are refused.
+  std::unique_lock<std::mutex> lock(msg_mu_);
+  msg_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return accept_stopped_ack_; });
+}
+
+void HttpServer::shutdown() {
+  std::lock_guard<std::mutex> guard(shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  stop_accepting();
+  // Responses already produced get a moment to reach their clients.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (busy_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (io_thread_.joinable()) {
+    post(nullptr, Msg::Shutdown);  // cuts every connection: workers see gone, nothing new is dispatched
+    std::unique_lock<std::mutex> lock(msg_mu_);
+    msg_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return cut_ack_; });
+  }
+  pool_.shutdown();
+  stop_io_ = true;
+  post(nullptr, Msg::Shutdown);
+  if (io_thread_.joinable()) io_thread_.join();
+  for (auto& [fd, c] : conns_) {
+    tls_close(std::exchange(c->ssl, nullptr));
+    ::close(fd);
+  }
+  conns_.clear();
+  open_ = 0;
+  for (int* fd : {&listen_fd_, &epoll_fd_, &wake_fd_, &spare_fd_})
+    if (*fd >= 0) ::close(std::exchange(*fd, -1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The I/O thread
+
+void HttpServer::io_loop() {
+  std::vector<epoll_event> evs(512);
+  while (!stop_io_.load()) {
+    const int n = ::epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), 100);
+    for (int i = 0; i < n; i++) {
+      const uint64_t tag = evs[i].data.u64;
+      if (tag == kListenTag) {
+        on_accept();
+      } else if (tag == kWakeTag) {
+        uint64_t v;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof v);
+      } else {
+        auto it = conns_.find(static_cast<int>(tag));
+        if (it != conns_.end()) on_event(it->second, evs[i].events);
+      }
+    }
+    handle_messages();
+    const int64_t now = now_ms();
+    if (now - last_scan_ms_ >= 100) {
+      last_scan_ms_ = now;
+      check_timeouts(now);
+    }
+  }
+}
+
+void HttpServer::on_accept() {
+  for (int i = 0; i < 256 && !stopped_accepting_.load(); i++) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE) {
-        log_warn("http: out of file descriptors, pausing accept");
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+        // Out of descriptors: accept and close one (the client sees a reset instead of waiting).
+        ::close(spare_fd_);
+        const int f = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (f >= 0) ::close(f);
+        spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const int64_t now = now_ms();
+        if (now - last_full_warn_ms_ > 5000) {
+          last_full_warn_ms_ = now;
+          log_warn("http: out of file descriptors with {} connections open; refusing new ones", open_.load());
+        }
+      }
+      return;
+    }
+    if (open_.load() >= static_cast<size_t>(opt_.max_connections)) {
+      ::close(fd);
+      const int64_t now = now_ms();
+      if (now - last_full_warn_ms_ > 5000) {
+        last_full_warn_ms_ = now;
+        log_warn("http: {} connections open (--max-connections); refusing new ones", open_.load());
       }
       continue;
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // tokens must not wait for Nagle
-    open_++;
-    pool_.enqueue([this, fd] {
-      serve_connection(fd);
-      open_--;
-    });
-  }
-}
-
-bool HttpServer::wait_for_request(int fd, int timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (closing_.load()) return false;
-    short rev = 0;
-    const int r = poll_fd(fd, POLLIN, 100, &rev);
-    if (r < 0) return false;
-    if (r > 0) return true;  // data, or EOF that process_request will see
-  }
-  return false;
-}
-
-void HttpServer::serve_connection(int fd) {
-  {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    conns_.insert(fd);
-  }
-  ConnStream strm(fd, opt_.read_timeout_s, opt_.write_timeout_s);
-  tl_socket = fd;
-  int remaining = std::max(1, opt_.keep_alive_max_requests);
-  bool first = true;
-  while (remaining > 0) {
-    const int wait_s = first ? opt_.read_timeout_s : opt_.keep_alive_timeout_s;
-    if (!strm.buffered() && !wait_for_request(fd, wait_s)) break;
-    first = false;
-    const bool close_after = remaining == 1 || closing_.load();
-    bool closed_by_client = false;
-    tl_close_after = false;
-    const bool ok = process_request(strm, close_after, closed_by_client, nullptr);
-    if (!ok || closed_by_client || close_after || tl_close_after) break;
-    --remaining;
-  }
-  tl_socket = -1;
-  if (tl_close_after) linger_close(fd);
-  std::lock_guard<std::mutex> lock(conns_mu_);
-  conns_.erase(fd);
-  ::shutdown(fd, SHUT_RDWR);
-  ::close(fd);
-}
-
-// Closing a socket with unread request data makes the kernel send RST, which can destroy the
-// response we just sent (a 413 for a body still being uploaded, say). So: send FIN first, then read
-// and drop what the client still sends, for at most 2 s / 16 MiB, as nginx's lingering close does.
-void HttpServer::linger_close(int fd) {
-  tl_close_after = false;
-  ::shutdown(fd, SHUT_WR);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  size_t dropped = 0;
-  char buf[16384];
-  while (dropped < (16u << 20) && std::chrono::steady_clock::now() < deadline) {
-    if (poll_fd(fd, POLLIN, 100) <= 0) {
-      if (closing_.load()) break;
+    auto c = std::make_shared<Conn>();
+    c->fd = fd;
+    if (tls_ && !(c->ssl = tls_->new_session(fd))) {
+      ::close(fd);
       continue;
     }
-    const ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) break;
-    if (r > 0) dropped += static_cast<size_t>(r);
+    c->deadline = now_ms() + opt_.header_timeout_s * 1000LL;
+    conns_.emplace(fd, c);
+    open_++;
+    set_interest(*c, EPOLLIN);
   }
 }
 
-void HttpServer::stop_accepting() {
-  closing_ = true;
-  if (stop_accept_.exchange(true)) return;
-  if (accept_thread_.joinable()) accept_thread_.join();
-  const int fd = svr_sock_.load();
-  // shutdown() on a listening socket makes the kernel refuse new connections while the fd (and
-  // svr_sock_, which httplib's streaming loop checks) stays valid until shutdown().
-  if (fd != INVALID_SOCKET) ::shutdown(fd, SHUT_RDWR);
+void HttpServer::set_interest(Conn& c, uint32_t events) {
+  if (c.events == events) return;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = static_cast<uint64_t>(c.fd);
+  if (events == 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, &ev);
+  else ::epoll_ctl(epoll_fd_, c.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, c.fd, &ev);
+  c.events = events;
 }
 
-void HttpServer::shutdown() {
-  stop_accepting();
+void HttpServer::close_conn(const std::shared_ptr<Conn>& c) {
+  if (c->st == Conn::St::Handling) {  // a worker holds it: cut, and close when it is done
+    c->gone = true;
+    ::shutdown(c->fd, SHUT_RDWR);
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->cv.notify_all();
+    return;
+  }
+  if (c->st == Conn::St::Writing) busy_--;
+  set_interest(*c, 0);
+  tls_close(std::exchange(c->ssl, nullptr));
+  ::close(c->fd);
+  conns_.erase(c->fd);
+  open_--;
+}
+
+void HttpServer::on_event(const std::shared_ptr<Conn>& c, uint32_t events) {
+  if (c->st == Conn::St::Handling) {
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->gone = true;
+      c->cv.notify_all();
+      set_interest(*c, 0);  // level-triggered: stop hearing about it; the worker's Done closes it
+      return;
+    }
+    if (events & EPOLLOUT) {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->want_write_posted = false;
+      c->flush_locked();
+      if (c->pending() == 0 || c->gone) set_interest(*c, c->gone ? 0u : static_cast<uint32_t>(EPOLLRDHUP));
+    }
+    return;
+  }
+  if (c->st == Conn::St::Writing) {
+    if (events & (EPOLLHUP | EPOLLERR)) return close_conn(c);
+    after_write(c);
+    return;
+  }
+  // Head, Body, Linger: read (a few rounds, then the next epoll turn; TLS bytes already decrypted
+  // inside the session raise no epoll event, so those are always taken).
+  static thread_local char buf[65536];
+  for (int round = 0;; round++) {
+    const bool linger = c->st == Conn::St::Linger;
+    ssize_t r;
+    if (linger) {  // dropped unread, TLS or not
+      r = ::recv(c->fd, buf, sizeof buf, 0);
+      if (r < 0) r = (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -1 : -2;
+    } else {
+      r = c->recv_some(buf, sizeof buf);
+    }
+    if (r == 0 || r == -2) return close_conn(c);  // closed (mid-request or between requests), failed
+    if (r == -1) break;
+    if (linger) {
+      c->linger_bytes += static_cast<size_t>(r);
+      if (c->linger_bytes > kLingerMaxBytes) return close_conn(c);
+    } else {
+      c->in.append(buf, static_cast<size_t>(r));
+    }
+    if (round >= 3 && !(c->ssl && !linger && tls_pending(c->ssl))) break;
+  }
+  if (c->st != Conn::St::Linger) process_input(c);
+}
+
+void HttpServer::handle_messages() {
+  std::vector<std::pair<std::shared_ptr<Conn>, Msg>> msgs;
   {
-    // Unblock connections still reading a request (slow clients): their reads fail at once.
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    for (int fd : conns_) ::shutdown(fd, SHUT_RDWR);
+    std::lock_guard<std::mutex> lock(msg_mu_);
+    msgs.swap(msgs_);
   }
-  pool_.shutdown();
-  const int fd = svr_sock_.exchange(INVALID_SOCKET);
-  if (fd != INVALID_SOCKET) ::close(fd);
+  for (auto& [c, m] : msgs) {
+    switch (m) {
+      case Msg::WantWrite: {
+        if (c->st != Conn::St::Handling || c->events == 0) break;
+        std::lock_guard<std::mutex> lock(c->mu);
+        if (c->pending() > 0 && !c->gone) set_interest(*c, EPOLLRDHUP | EPOLLOUT);
+        break;
+      }
+      case Msg::Done:
+        if (c->abort || c->gone) {
+          c->st = Conn::St::Head;  // not Handling any more: close_conn closes it
+          busy_--;
+          close_conn(c);
+        } else {
+          c->st = Conn::St::Writing;
+          after_write(c);
+        }
+        break;
+      case Msg::StopAccepting: {
+        if (listen_fd_ >= 0) {
+          epoll_event ev{};
+          ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, &ev);
+          ::shutdown(listen_fd_, SHUT_RDWR);  // the kernel refuses new connections from now on
+        }
+        // Idle connections (between requests, or before their first byte) close now.
+        std::vector<std::shared_ptr<Conn>> idle;
+        for (auto& [fd, cc] : conns_)
+          if (cc->st == Conn::St::Head && cc->in.empty()) idle.push_back(cc);
+        for (auto& cc : idle) close_conn(cc);
+        std::lock_guard<std::mutex> lock(msg_mu_);
+        accept_stopped_ack_ = true;
+        msg_cv_.notify_all();
+        break;
+      }
+      case Msg::Shutdown: {
+        std::vector<std::shared_ptr<Conn>> all;
+        for (auto& [fd, cc] : conns_) all.push_back(cc);
+        for (auto& cc : all) close_conn(cc);
+        std::lock_guard<std::mutex> lock(msg_mu_);
+        cut_ack_ = true;
+        msg_cv_.notify_all();
+        break;
+      }
+    }
+  }
+}
+
+void HttpServer::check_timeouts(int64_t now) {
+  std::vector<std::shared_ptr<Conn>> expired;
+  for (auto& [fd, c] : conns_) {
+    switch (c->st) {
+      case Conn::St::Head:
+      case Conn::St::Linger:
+      case Conn::St::Writing:
+        if (now >= c->deadline) expired.push_back(c);
+        break;
+      case Conn::St::Body:
+        if (now >= c->deadline || now >= c->body_deadline) expired.push_back(c);
+        break;
+      case Conn::St::Handling: {
+        std::lock_guard<std::mutex> lock(c->mu);
+        if (c->pending() > 0 && now - c->last_write >= opt_.write_timeout_s * 1000LL) {
+          c->gone = true;  // a reader that stopped reading: the stream's next write fails
+          c->cv.notify_all();
+        }
+        break;
+      }
+    }
+  }
+  for (auto& c : expired) close_conn(c);
 }
 
 }  // namespace tmill::server

@@ -11,7 +11,7 @@
 //
 // Several models: ServerOptions::models (one ModelSpec each) and an engine_loader; the ModelRegistry
 // (model_registry.h) keeps them, routers (router.h) are virtual models over them, and
-// load_pinned_models() replaces attach_engine(). The routes speak server/http.h only; HttpServer (cpp-httplib) is the
+// load_pinned_models() replaces attach_engine(). The routes speak server/http.h only; HttpServer (the epoll transport) is the
 // transport that drives them.
 #pragma once
 

@@ -412,8 +412,32 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "how tool calls are read from the output (default: from the chat template): " +
                                 tmill::tool_call_format_names());
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
-             app.add_option("--max-connections", s.http.max_threads, "connections served at once (one thread each)")
-                 ->capture_default_str();
+             app.add_option("--max-connections", s.http.max_connections,
+                            "open connections held at once, idle ones included (more are refused; the open-file "
+                            "limit is raised to fit)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(1, 1000000));
+             app.add_option("--http-threads", s.http.max_threads,
+                            "requests handled at once (worker threads; a stream holds one, idle connections none)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(1, 65536));
+             app.add_option("--ssl-certfile", s.http.ssl_certfile, "TLS: the certificate chain (PEM); with --ssl-keyfile")
+                 ->check(CLI::ExistingFile);
+             app.add_option("--ssl-keyfile", s.http.ssl_keyfile, "TLS: the private key (PEM)")->check(CLI::ExistingFile);
+             app.add_option("--ssl-ca-certs", s.http.ssl_ca_certs, "TLS: CA certificates (PEM) for client certificates")
+                 ->check(CLI::ExistingFile);
+             app.add_option("--ssl-cert-reqs", s.http.ssl_cert_reqs,
+                            "TLS client certificates: 0 not asked, 1 optional, 2 required (needs --ssl-ca-certs)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(0, 2));
+             app.add_option("--header-timeout", s.http.header_timeout_s,
+                            "seconds to receive a request line and headers (slowloris)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(1, 3600));
+             app.add_option("--write-timeout", s.http.write_timeout_s,
+                            "seconds a response may wait for a client that reads nothing (then it is cut)")
+                 ->capture_default_str()
+                 ->check(CLI::Range(1, 3600));
              app.add_option("--keep-alive-timeout", s.http.keep_alive_timeout_s, "idle keep-alive seconds")
                  ->capture_default_str();
              app.add_option("--drain-timeout", o->drain_timeout,
