@@ -60,7 +60,7 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
   for (const LoraTensorPair& p : info->pairs) {
     TM_ASSIGN_OR_RETURN(auto a, to_f32(*p.a));
     TM_ASSIGN_OR_RETURN(auto b, to_f32(*p.b));
-    ad->bytes_ += (a.size() + b.size()) * sizeof(float);
+    ad->bytes_ += (a.size() + 2 * b.size()) * sizeof(float);  // B twice: as is and transposed
     ad->storage_.push_back(std::move(a));
     ad->storage_.push_back(std::move(b));
     by_name[p.base_name] = {&p, ad->storage_[ad->storage_.size() - 2].data(), ad->storage_.back().data()};
@@ -79,7 +79,10 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     w->a = f32_matrix(it->second.a, p.rank, m.cols, p.a->name);
     w->b = f32_matrix(it->second.b + r0 * p.rank, m.rows, p.rank, p.b->name);
     w->pa = PreparedMatrix(w->a);
-    w->pb = PreparedMatrix(w->b);
+    w->bt.resize(static_cast<size_t>(p.rank * m.rows));
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t k = 0; k < p.rank; ++k)
+        w->bt[static_cast<size_t>(k * m.rows + r)] = reinterpret_cast<const float*>(w->b.row(r))[k];
     w->factor = info->factor(p);
     used.insert(m.name);
     return w;

@@ -24,8 +24,9 @@ inline constexpr int kLoraSlots = 7;
 // One base matrix's low-rank update: W' = W + user_scale * factor * B A.
 struct LoraWeight {
   Matrix a;       // (rank rows, cols) float32; token embedding: (n_vocab rows, rank)
-  Matrix b;       // (rows, rank) float32; the rows of this view for a fused tensor's view
-  PreparedMatrix pa, pb;
+  Matrix b;       // (rows, rank) float32; the rows of this view for a fused tensor's view (the oracle's)
+  PreparedMatrix pa;
+  std::vector<float> bt;  // (rank, rows): B transposed, so B's product is added as rank axpys per row
   float factor = 1.0f;  // alpha / rank, or 1 without alpha
   int64_t rank() const { return b.cols; }
 };

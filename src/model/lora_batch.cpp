@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace tmill {
 
@@ -35,18 +37,25 @@ void LoraBatch::apply_weight(const LoraWeight& w, float scale, const std::vector
                              int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) {
   const auto n = static_cast<int64_t>(rows.size());
   const int64_t cols = w.a.cols, rank = w.rank(), out = w.b.rows;
+  const float s = scale * w.factor;
+  // A few rows (decode) are a few microseconds of work, less than a fork/join on the pool costs.
+  if (n <= kSerialRows) pool = nullptr;
   xs_.resize(static_cast<size_t>(n * cols));
   t_.resize(static_cast<size_t>(n * rank));
-  d_.resize(static_cast<size_t>(n * out));
   for (int64_t i = 0; i < n; ++i) std::memcpy(xs_.data() + i * cols, x + rows[i] * ldx, cols * sizeof(float));
-  matmul(w.pa, xs_.data(), cols, t_.data(), rank, n, pool);
-  matmul(w.pb, t_.data(), rank, d_.data(), out, n, pool);
-  const float s = scale * w.factor;
-  for (int64_t i = 0; i < n; ++i) {
-    float* yr = y + rows[i] * ldy;
-    const float* dr = d_.data() + i * out;
-    for (int64_t j = 0; j < out; ++j) yr[j] += s * dr[j];
-  }
+  matmul(w.pa, xs_.data(), cols, t_.data(), rank, n, pool);  // t = A x: rank dot products per row
+  // y += sum_k (s t_k) B^T[k]: rank contiguous axpys per row (B's rows are only rank wide, too short
+  // for dot products to pay), rows split over the pool.
+  auto rows_fn = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* yr = y + rows[static_cast<size_t>(i)] * ldy;
+      for (int64_t k = 0; k < rank; ++k) {
+        axpy(yr, w.bt.data() + k * out, s * t_[static_cast<size_t>(i * rank + k)], out);
+      }
+    }
+  };
+  if (pool) pool->parallel_for(n, 4, rows_fn);
+  else rows_fn(0, n, 0);
 }
 
 void LoraBatch::apply(int64_t l, LoraSlot s, const float* x, int64_t ldx, float* y, int64_t ldy, ThreadPool* pool) {

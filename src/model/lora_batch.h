@@ -38,9 +38,10 @@ class LoraBatch {
   void apply_weight(const LoraWeight& w, float scale, const std::vector<int64_t>& rows, const float* x, int64_t ldx,
                     float* y, int64_t ldy, ThreadPool* pool);
 
+  static constexpr int64_t kSerialRows = 32;  // groups of at most this many rows skip the pool
   std::vector<Group> groups_;
   std::vector<int32_t> binding_of_token_;
-  std::vector<float> xs_, t_, d_;  // gathered inputs, A x, B (A x)
+  std::vector<float> xs_, t_;  // gathered inputs, A x
 };
 
 }  // namespace tmill
