@@ -1,6 +1,10 @@
 #include "engine_options.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "cli_common.h"
 #include "core/log.h"
@@ -27,6 +31,53 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
       ->group("");
 }
 
+void add_lora_options(CLI::App& app, EngineCli& o) {
+  app.add_option("--lora", o.lora,
+                 "LoRA adapter (llama.cpp's LoRA GGUF) as [NAME=]FILE[:SCALE]; NAME defaults to the file name, SCALE to 1 (repeatable)");
+  app.add_option("--lora-scaled", o.lora_scaled, "LoRA adapter FILE with a SCALE (llama.cpp's spelling; repeatable)")
+      ->type_name("FILE SCALE");
+  app.add_option("--max-loras", o.max_loras, "LoRA adapters loaded at once")->capture_default_str();
+}
+
+Result<std::vector<CliLora>> lora_flags(const EngineCli& o) {
+  auto stem = [](const std::string& path) {
+    std::string n = path.substr(path.find_last_of('/') + 1);
+    if (n.size() > 5 && n.ends_with(".gguf")) n.resize(n.size() - 5);
+    return n;
+  };
+  auto number = [](const std::string& s, float* v) {
+    char* end = nullptr;
+    *v = std::strtof(s.c_str(), &end);
+    return !s.empty() && end == s.c_str() + s.size() && std::isfinite(*v);
+  };
+  std::vector<CliLora> out;
+  for (const std::string& spec : o.lora) {
+    CliLora l;
+    std::string rest = spec;
+    // NAME= only when what precedes '=' has no '/' (a path may contain '=')
+    if (auto eq = rest.find('='); eq != std::string::npos && rest.substr(0, eq).find('/') == std::string::npos) {
+      l.name = rest.substr(0, eq);
+      rest = rest.substr(eq + 1);
+      if (l.name.empty()) return Error{fmt::format("--lora {}: empty NAME before '='", spec)};
+    }
+    // :SCALE only when what follows the last ':' is a number (a path may contain ':')
+    if (auto colon = rest.rfind(':'); colon != std::string::npos && number(rest.substr(colon + 1), &l.scale))
+      rest.resize(colon);
+    else
+      l.scale = 1.0f;
+    if (rest.empty()) return Error{fmt::format("--lora {}: no file", spec)};
+    l.path = rest;
+    if (l.name.empty()) l.name = stem(rest);
+    out.push_back(l);
+  }
+  for (const auto& [path, scale] : o.lora_scaled) {
+    CliLora l{stem(path), path, 1.0f};
+    if (!number(scale, &l.scale)) return Error{fmt::format("--lora-scaled {} {}: the scale is not a number", path, scale)};
+    out.push_back(l);
+  }
+  return out;
+}
+
 Result<EngineConfig> engine_config(const EngineCli& o) {
   EngineConfig c;
   c.model_path = o.model.empty() ? default_model_path() : o.model;
@@ -50,6 +101,12 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.long_prefill_token_threshold = o.long_prefill_token_threshold;
   if (o.debug_step_delay_ms < 0 || o.debug_step_delay_ms > 10000) return Error{"--debug-step-delay-ms must be in [0, 10000]"};
   c.debug_step_delay_s = o.debug_step_delay_ms / 1000.0;
+  if (o.max_loras < 1) return Error{"--max-loras must be at least 1"};
+  c.max_loras = o.max_loras;
+  TM_ASSIGN_OR_RETURN(auto loras, lora_flags(o));
+  if (static_cast<int32_t>(loras.size()) > c.max_loras)
+    return Error{fmt::format("{} LoRA adapters given, more than --max-loras {}", loras.size(), c.max_loras)};
+  for (const CliLora& l : loras) c.loras.push_back({l.name, l.path});
   if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
   else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;
   else return Error{"--scheduling-policy must be fcfs or priority"};
@@ -71,6 +128,9 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_s
            format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,
            p.kv_dtype, p.max_model_len, p.max_full_sequences);
   if (!p.note.empty()) log_info("{}", p.note);
+  for (const LoraInfo& l : e->loras())
+    log_info("LoRA adapter '{}': {} (rank {}, alpha {}, {} tensors, {})", l.name, l.path, l.rank, l.alpha, l.n_tensors,
+             format_bytes(l.bytes));
   if (o.max_model_len == 0 && p.max_model_len < mi.n_ctx_train)
     log_warn("max_model_len {} is below the model's trained context of {} tokens (KV cache {}); raise "
              "--kv-cache-memory for longer prompts",

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/result.h"
 #include "engine/engine.h"
@@ -26,12 +28,29 @@ struct EngineCli {
   std::string policy = "fcfs";  // EngineConfig::policy's default, spelled as the flag takes it
   int32_t long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
   double debug_step_delay_ms = 0;  // hidden testing aid (EngineConfig::debug_step_delay_s)
+  // LoRA adapters (add_lora_options): "[NAME=]FILE[:SCALE]" and llama.cpp's "--lora-scaled FILE SCALE"
+  std::vector<std::string> lora;
+  std::vector<std::pair<std::string, std::string>> lora_scaled;
+  int32_t max_loras = EngineConfig{}.max_loras;
+};
+
+// One adapter of the command line: loaded under `name`, applied with `scale` where the command
+// applies adapters to its requests.
+struct CliLora {
+  std::string name;  // NAME= or the file name without ".gguf"
+  std::string path;
+  float scale = 1.0f;
 };
 
 // Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
 // --long-prefill-token-threshold.
 void add_engine_options(CLI::App& app, EngineCli& o);
+// Adds --lora [NAME=]FILE[:SCALE] (repeatable), --lora-scaled FILE SCALE (llama.cpp's spelling)
+// and --max-loras: the adapters go into EngineConfig::loras.
+void add_lora_options(CLI::App& app, EngineCli& o);
+// The adapters of --lora / --lora-scaled, in order. Errors: a scale that is not a number.
+Result<std::vector<CliLora>> lora_flags(const EngineCli& o);
 // Fills an EngineConfig (default model when --model is absent).
 Result<EngineConfig> engine_config(const EngineCli& o);
 // Creates the engine and logs the model, memory plan and load time (also returned in *load_seconds).

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "api/lora.h"
 
 namespace tmill {
 
@@ -14,6 +17,7 @@ namespace defaults {
 inline constexpr int32_t kBlockSize = 16;               // tokens per KV block
 inline constexpr int32_t kMaxNumSeqs = 64;              // sequences per step
 inline constexpr int32_t kMaxNumBatchedTokens = 1024;   // token budget per step
+inline constexpr int32_t kMaxLoras = 8;                 // LoRA adapters loaded at once
 }  // namespace defaults
 
 struct EngineConfig {
@@ -29,6 +33,10 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   SchedulingPolicy policy = SchedulingPolicy::Fcfs;
   int32_t long_prefill_token_threshold = 0;  // > 0: most prompt tokens one request computes per step
+  // LoRA adapters: loaded at create (more at run time with Engine::load_lora), at most max_loras at
+  // once; every loaded adapter can be used by any request of any batch.
+  std::vector<LoraSpec> loras;
+  int32_t max_loras = defaults::kMaxLoras;
   // Testing aid: the engine thread (start()) sleeps this long after every step, so tests can hold a
   // request in flight for a known time on any machine. 0 in production.
   double debug_step_delay_s = 0;

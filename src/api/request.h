@@ -47,12 +47,17 @@ struct GenerateRequest {
   // long after submission. 0: wait forever.
   double queue_timeout_s = 0;
   OutputConstraint constraint;           // structured output; Kind::None: free text
+  // A loaded LoRA adapter's name (Engine::load_lora / EngineConfig::loras); "" = the base model.
+  // Its deltas are scaled by lora_scale (times the adapter's alpha / rank); 0 = the base model.
+  std::string lora;
+  float lora_scale = 1.0f;
 };
 
 // Why the engine refuses a request (Engine::check / Engine::submit). `field` names the request field
 // in the OpenAI API's spelling ("prompt", "max_tokens", "top_p", ...), so a front end can point at it.
 struct RequestProblem {
-  enum class Kind : uint8_t { Invalid, ContextLength };
+  // NotFound: the request names something the engine does not have (an unloaded LoRA adapter).
+  enum class Kind : uint8_t { Invalid, ContextLength, NotFound };
   Kind kind = Kind::Invalid;
   std::string field;
   std::string message;

@@ -14,7 +14,6 @@
 
 namespace tmill {
 namespace {
-
 uint64_t splitmix64(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -28,7 +27,8 @@ uint64_t name_hash(const std::string& s) {
   return h;
 }
 
-// Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed, name, row).
+}  // namespace
+
 void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int64_t row, float center,
               float spread) {
   uint64_t s = seed ^ name_hash(name) ^ (static_cast<uint64_t>(row) * 0x632be59bd9b4e019ull);
@@ -37,6 +37,8 @@ void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int
     dst[i] = center + spread * static_cast<float>(2.0 * u - 1.0);
   }
 }
+
+namespace {
 
 // llama.cpp's llama3 rope frequency factors (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors).
 std::vector<float> llama3_rope_factors(const ModelShape& s) {

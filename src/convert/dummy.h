@@ -42,6 +42,10 @@ struct DummyOptions {
   int threads = 0;            // 0 = all cores
 };
 
+// Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed,
+// name, row): the dummy model's and the dummy LoRA adapter's values.
+void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int64_t row, float center, float spread);
+
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);
 

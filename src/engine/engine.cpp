@@ -78,6 +78,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.forward->set_context_length(im.plan.max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
+  for (const LoraSpec& l : config.loras) {
+    auto loaded = im.load_lora(l.name, l.path);
+    if (!loaded.ok()) return Error{fmt::format("LoRA adapter {}: {}", l.path, loaded.error())};
+  }
   log_debug("engine ready in {:.2f} s", std::chrono::duration<double>(Clock::now() - t0).count());
   return e;
 }
@@ -111,6 +115,9 @@ RequestLimits Engine::limits() const {
 // the same schema find it): a constraint that does not compile is refused naming its field.
 std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const {
   if (auto problem = check_request(r, limits())) return problem;
+  if (!r.lora.empty() && !impl_->find_lora(r.lora))
+    return RequestProblem{RequestProblem::Kind::NotFound, "model",
+                          fmt::format("The model '{}' does not exist (no LoRA adapter of that name is loaded)", r.lora)};
   if (!r.constraint.active()) return std::nullopt;
   auto compiled = impl_->grammar_cache().get(r.constraint);
   if (compiled.ok()) return std::nullopt;
@@ -124,6 +131,7 @@ std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const {
 Result<uint64_t> Engine::submit(GenerateRequest r, OutputCallback callback) {
   if (auto problem = check(r)) return Error{problem->message};
   auto g = std::make_unique<Group>();
+  TM_TRY(resolve_request_lora(*impl_, r, *g));  // an unload since check() is an error here
   if (r.constraint.active()) {
     g->grammar = *impl_->grammar_cache().get(r.constraint);  // compiled by check(): a cache hit
     std::lock_guard<std::mutex> lock(impl_->stats_mu);

@@ -15,9 +15,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/config.h"
+#include "api/lora.h"
 #include "api/request.h"
 #include "api/sampling.h"
 #include "api/stats.h"
@@ -56,12 +59,24 @@ class Engine {
   int32_t max_model_len() const;
   RequestLimits limits() const;
 
-  // check_request() against this engine's limits.
+  // check_request() against this engine's limits; a request naming an adapter that is not loaded
+  // gets Kind::NotFound with field "model" (the OpenAI API addresses adapters as models).
   std::optional<RequestProblem> check(const GenerateRequest& request) const;
   // Checks and queues a request (thread-safe); the error is check()'s message.
   Result<uint64_t> submit(GenerateRequest request, OutputCallback callback);
   // Aborts a request and frees its KV blocks at the next step boundary (thread-safe, idempotent).
   void abort(uint64_t request_id);
+
+  // LoRA adapters (llama.cpp's LoRA GGUF), thread-safe at any time, also while the engine thread
+  // runs. A request names one in GenerateRequest::lora; a batch mixes requests of different
+  // adapters and none; prefix-cache entries are keyed by adapter and scale. A request already
+  // submitted keeps its adapter until it finishes, even if the adapter is unloaded meanwhile.
+  // load_lora errors: an empty or taken name, max_loras adapters loaded, an unreadable file, an
+  // adapter that does not fit this model (architecture, tensor names or shapes; the message names them).
+  Result<LoraInfo> load_lora(const std::string& name, const std::string& path);
+  // Error: no adapter of that name is loaded.
+  Status unload_lora(const std::string& name);
+  std::vector<LoraInfo> loras() const;  // in load order
 
   // Background mode: a thread runs steps while there is work.
   void start();

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "engine/engine.h"
 #include "model/forward.h"
 #include "model/kv_storage.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
@@ -54,6 +56,13 @@ struct Group {
   int32_t cached_prompt_tokens = 0;
   RequestTimings timings;
   std::shared_ptr<const grammar::Grammar> grammar;  // req.constraint compiled (null when none)
+  std::shared_ptr<const LoraAdapter> lora;          // req.lora resolved at submit (null: base model)
+  std::optional<uint64_t> cache_key;                 // prefix-cache key of (adapter load, scale)
+};
+
+struct LoadedLora {
+  LoraInfo info;
+  std::shared_ptr<const LoraAdapter> adapter;
 };
 
 // What one step sampled, indexed like SchedulerOutput::scheduled.
@@ -96,8 +105,14 @@ struct Engine::Impl {
   std::atomic<uint64_t> next_id{1};
   std::atomic<int64_t> live_groups{0};  // drained from the inbox, not yet finished
 
+  // LoRA adapters (lora.cpp): any thread, under lora_mu; groups hold what they use
+  mutable std::mutex lora_mu;
+  std::vector<LoadedLora> loras;
+  uint64_t next_lora_id = 1;
+
   // engine thread only
   std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;
+  int64_t live_lora_groups = 0;  // groups with an adapter: zero means no batch needs LoRA work
   std::unordered_map<RequestId, Choice*> choices;
   RequestId next_sched_id = 1;
   std::vector<float> logits;
@@ -120,6 +135,11 @@ struct Engine::Impl {
   void end_step(StepStats st, Clock::time_point t0);
   void publish_stats();
 
+  // lora.cpp: the adapter registry and each step's bindings
+  Result<LoraInfo> load_lora(const std::string& name, const std::string& path);
+  std::optional<LoadedLora> find_lora(const std::string& name) const;
+  void bind_loras(ForwardBatch& batch, const SchedulerOutput& out) const;
+
   // sample_step.cpp: every sequence whose chunk reached its last known token, in parallel
   StepSamples sample_step(const SchedulerOutput& out);
   void start_forks(StepSamples& samples);
@@ -138,5 +158,8 @@ struct Engine::Impl {
   void maybe_finish_group(Group& g);
   void end_group(uint64_t id, FinishReason reason, const std::string& why);
 };
+
+// lora.cpp: sets g.lora and g.cache_key from r.lora / r.lora_scale; error: no such adapter.
+Status resolve_request_lora(const Engine::Impl& im, const GenerateRequest& r, Group& g);
 
 }  // namespace tmill

@@ -31,6 +31,7 @@ void Engine::Impl::add_choice(Group& g, Choice& c) {
   p.min_tokens = r.min_tokens;
   p.priority = r.priority;
   p.stop_token_ids = r.stop_token_ids;
+  p.cache_key = g.cache_key;  // K/V under an adapter are cached apart from the base model's
   if (!r.ignore_eos)
     for (int32_t e : eog_ids) p.stop_token_ids.push_back(e);
   sched->add_request(std::move(p));  // checked at the front door (Engine::submit)
@@ -137,6 +138,7 @@ void Engine::Impl::maybe_finish_group(Group& g) {
   }
   if (observer) observer->on_request_done(g.timings);
   live_groups.fetch_sub(1);
+  if (g.lora) --live_lora_groups;
   groups.erase(g.id);
 }
 

@@ -2,6 +2,8 @@
 // messages. Front ends call it (through Engine::check, or check_request before they hold an engine)
 // to answer with the field at fault; Engine::submit calls it again, so nothing unchecked reaches the
 // scheduler, which asserts these as invariants.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "engine/engine.h"
@@ -66,6 +68,7 @@ std::optional<RequestProblem> check_request(const GenerateRequest& r, const Requ
   if (auto p = check_sampling(r.sampling, limits.n_vocab)) return p;
   if (r.priority != 0 && !limits.priority_scheduling)
     return invalid("priority", "'priority' needs the priority scheduling policy (--scheduling-policy priority)");
+  if (!std::isfinite(r.lora_scale)) return invalid("lora_scale", "'lora_scale' must be a finite number");
   if (r.queue_timeout_s < 0) return invalid("queue_timeout_s", "the queue timeout must not be negative");
   if (len + r.max_tokens > max_len)
     return context_problem("max_tokens", fmt::format("This model's maximum context length is {} tokens. However, you "

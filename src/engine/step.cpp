@@ -20,7 +20,8 @@ bool Engine::Impl::step() {
   }
   const Clock::time_point t0 = Clock::now();
   for (const BlockCopy& c : out.block_copies) kv.copy_block(c.src, c.dst);  // copy-on-write
-  const ForwardBatch batch = build_forward_batch(out);
+  ForwardBatch batch = build_forward_batch(out);
+  bind_loras(batch, out);                                 // sequences with a LoRA adapter
   StepStats st = begin_step(out, t0);
   forward->run(batch, kv, logits);
   StepSamples samples = sample_step(out);
@@ -57,6 +58,7 @@ void Engine::Impl::drain_inbox() {
     }
     g.unfinished = r.n;
     live_groups.fetch_add(1);
+    if (g.lora) ++live_lora_groups;
     const uint64_t id = g.id;
     groups[id] = std::move(gp);
     // n > 1 starts with choice 0 alone; the others fork from it after the prompt is computed.

@@ -54,6 +54,13 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward
   return s;
 }
 
+void LogitStream::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
+  lora_ = std::move(adapter);
+  batch_.loras.clear();
+  if (lora_) batch_.loras.push_back({lora_.get(), scale});
+  batch_.seqs[0].lora = lora_ ? 0 : -1;
+}
+
 Status LogitStream::feed(std::span<const int32_t> tokens, int64_t logits_from, const RowFn& fn) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (pos_ + n > opt_.max_ctx)

@@ -18,6 +18,7 @@
 #include "core/result.h"
 #include "model/forward.h"
 #include "model/kv_storage.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 namespace tmill::eval {
@@ -58,6 +59,8 @@ class LogitStream {
   int64_t n_vocab() const { return model().config().n_vocab; }
   const Model& model() const { return forward_->model(); }  // the Forward keeps it alive
   const LogitStreamOptions& options() const { return opt_; }
+  // Applies a LoRA adapter to the sequences fed from now on (null: the base model).
+  void set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale);
   // For imatrix collection (see Forward::set_activation_observer).
   void set_activation_observer(ActivationObserver* o) { forward_->set_activation_observer(o); }
 
@@ -69,6 +72,7 @@ class LogitStream {
   std::vector<int32_t> block_table_;
   std::vector<float> logits_;
   ForwardBatch batch_;
+  std::shared_ptr<const LoraAdapter> lora_;
   int64_t pos_ = 0;
 };
 

@@ -25,6 +25,7 @@ using SiluMulFn = void (*)(float* gate, const float* up, int64_t n);
 using ExpShiftScaleFn = void (*)(const float* x, float shift, float scale, float* out, int64_t n);
 using ArgmaxFn = int64_t (*)(const float* x, int64_t n);
 using AddInplaceFn = void (*)(float* y, const float* x, int64_t n);
+using AxpyFn = void (*)(float* y, const float* x, float a, int64_t n);
 // NeoX RoPE (pairs i and i + half) of n_heads vectors head_dim apart, with cos/sin tables of `half`.
 using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
                         const float* sin_t);
@@ -37,6 +38,7 @@ struct RowOps {
   ArgmaxFn argmax;
   AddInplaceFn add_inplace;
   RopeFn rope_neox;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
+  AxpyFn axpy;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
 };
 
 inline constexpr int kPackKinds = kPackMXFP4 + 1;

@@ -1,6 +1,6 @@
 // Element-wise and row-wise operations of the transformer block (everything except matmul and
 // attention). Generic loops plus AVX2 / AVX-512 versions (ops_avx2.cpp, ops_avx512.cpp) picked at run
-// time; rmsnorm_rows, add_inplace and rope_heads_cs give the same bits on every ISA (same operation
+// time; rmsnorm_rows, add_inplace, axpy and rope_heads_cs give the same bits on every ISA (same operation
 // order, no FMA contraction), silu_mul and exp_shift_scale use a vector exp (~2 ulp).
 #pragma once
 
@@ -18,6 +18,8 @@ void silu_mul(float* gate, const float* up, int64_t n);
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// y[i] += a * x[i], multiplied then added (no FMA): the same bits on every ISA (LoRA deltas)
+void axpy(float* y, const float* x, float a, int64_t n);
 // Index of the first largest element, as std::max_element on finite values (greedy sampling over a
 // 150k-entry vocabulary: std::max_element's loop carries a load->compare->select chain, ~7 cycles
 // per element; this is a vector max then a vector search for its first position). n >= 1.

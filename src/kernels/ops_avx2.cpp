@@ -48,6 +48,14 @@ int64_t argmax(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
+void axpy(float* y, const float* x, float a, int64_t n) {  // multiply then add: the scalar bits
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), rounded(_mm256_mul_ps(va, _mm256_loadu_ps(x + i)))));
+  for (; i < n; ++i) y[i] += rounded(a * x[i]);
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
@@ -99,7 +107,7 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
 }  // namespace
 
 void add_ops_avx2(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy};
 }
 
 }  // namespace tmill::kern

@@ -55,6 +55,17 @@ int64_t argmax(const float* x, int64_t n) {
   return 0;  // every element NaN
 }
 
+void axpy(float* y, const float* x, float a, int64_t n) {  // multiply then add: the scalar bits
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), rounded(_mm512_mul_ps(va, _mm512_loadu_ps(x + i)))));
+  if (i < n) {
+    const __mmask16 m = tail_mask16(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), rounded(_mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, x + i)))));
+  }
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
@@ -107,7 +118,7 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
 }  // namespace
 
 void add_ops_avx512(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy};
 }
 
 }  // namespace tmill::kern

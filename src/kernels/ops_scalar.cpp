@@ -52,6 +52,10 @@ int64_t argmax(const float* x, int64_t n) {
   return 0;  // only when every element is NaN (std::max_element also answers 0)
 }
 
+void axpy(float* y, const float* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -76,7 +80,7 @@ void rope_pairs_scalar(float* x, int64_t n_heads, int64_t head_dim, int64_t half
 }
 
 void add_ops_scalar(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy};
 }
 
 }  // namespace tmill::kern

@@ -8,6 +8,14 @@
 
 namespace tmill {
 
+class LoraAdapter;
+
+// An adapter applied to some sequences of a batch: y += scale * B (A x) on every adapted matrix.
+struct LoraBinding {
+  const LoraAdapter* adapter = nullptr;  // kept alive by the caller for the step
+  float scale = 1.0f;                    // the user's scale (alpha / rank is the adapter's own)
+};
+
 struct SeqSlice {
   int32_t token_begin = 0;  // first index of this sequence's tokens in ForwardBatch::tokens
   int32_t n_tokens = 0;     // tokens of this sequence computed this step (prompt chunk or 1)
@@ -16,11 +24,13 @@ struct SeqSlice {
   // Which logits to produce: none, the last token's (decode / end of prompt), or every token's
   // (perplexity evaluation, prompt logprobs).
   enum class Logits : uint8_t { None, Last, All } logits = Logits::Last;
+  int32_t lora = -1;        // index into ForwardBatch::loras; -1: the base model
 };
 
 struct ForwardBatch {
   std::vector<int32_t> tokens;  // (n_tokens) all sequences' tokens, flattened in seq order
   std::vector<SeqSlice> seqs;
+  std::vector<LoraBinding> loras;  // adapters some seqs use (empty: none, the forward does no LoRA work)
   int64_t n_logit_rows() const {
     int64_t n = 0;
     for (const auto& s : seqs) n += s.logits == SeqSlice::Logits::All ? s.n_tokens : s.logits == SeqSlice::Logits::Last;

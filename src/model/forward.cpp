@@ -162,6 +162,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   });
   // token embeddings: x (N, E)
   for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, batch.tokens[t], x_.data() + t * E);
+  lora_.begin(batch);
+  const bool lora = lora_.active();
+  if (lora) lora_.apply_embedding(batch, x_.data(), E);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -176,6 +179,11 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     }
     const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
     matmul_many(qkv, 3, xb_.data(), E, N, pool_);
+    if (lora) {
+      lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
+      lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
+      lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
+    }
     const PagedKvView view = kv.view(l);
     // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
     // tokens of one chunk see each other causally)
@@ -209,6 +217,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     attention(batch, kv, l);
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
+    if (lora) lora_.apply(l, LoraSlot::O, att_.data(), QD, xb_.data(), E, pool_);
     // feed-forward block (SwiGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);
     if (c.is_moe()) {
@@ -221,12 +230,18 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
     const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
     matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
-    if (observer_) {  // the observer sees the down projection's input, so SwiGLU runs first
+    if (lora) {
+      lora_.apply(l, LoraSlot::Gate, xb_.data(), E, hb_.data(), F, pool_);
+      lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb2_.data(), F, pool_);
+    }
+    // The observer and an adapted down projection need its input, so SwiGLU runs first there.
+    if (observer_ || (lora && lora_.touches(l, LoraSlot::Down))) {
       parallel(N, 4, [&](int64_t t0, int64_t t1) {
         silu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
       });
       observe(P.down, hb_.data(), N);
       matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+      if (lora) lora_.apply(l, LoraSlot::Down, hb_.data(), F, xb_.data(), E, pool_);
     } else {
       // SwiGLU tile by tile inside the product, each tile just before it is quantized
       matmul_swiglu(P.down, hb_.data(), F, hb2_.data(), F, xb_.data(), E, N, pool_);
@@ -249,6 +264,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
   observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
+  if (lora) lora_.apply_output(rows, xb_.data(), E, logits.data(), c.n_vocab, pool_);
 }
 
 }  // namespace tmill

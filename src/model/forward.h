@@ -11,6 +11,7 @@
 #include "kernels/matmul.h"
 #include "model/batch.h"
 #include "model/kv_storage.h"
+#include "model/lora_batch.h"
 #include "model/model.h"
 #include "model/moe.h"
 
@@ -42,6 +43,7 @@ class Forward {
 
   // Computes the batch, writing its K/V into `kv` at the slots its block tables give, and returns
   // logits rows (n_vocab floats each) in seq order: one per Last seq, n_tokens per All seq.
+  // Sequences bound to a LoRA adapter (batch.loras) get its deltas on every adapted matrix.
   void run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& logits);
 
   const Model& model() const { return *model_; }
@@ -78,6 +80,7 @@ class Forward {
   std::shared_ptr<const Model> model_;
   ThreadPool* pool_;
   ActivationObserver* observer_ = nullptr;
+  LoraBatch lora_;  // this run's adapter groups; inactive without adapters
   std::vector<PreparedLayer> layers_;
   PreparedMatrix output_;
   std::vector<float> inv_freq_;  // (n_rot/2)

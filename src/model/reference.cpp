@@ -98,6 +98,21 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
 }
 
+void ReferenceForward::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
+  lora_ = std::move(adapter);
+  lora_scale_ = scale;
+}
+
+void ReferenceForward::lora_add(const LoraWeight* w, const float* x, float* y) {
+  if (!w) return;
+  lora_t_.resize(static_cast<size_t>(w->rank()));
+  lora_d_.resize(static_cast<size_t>(w->b.rows));
+  ref::matvec(w->a, x, lora_t_.data(), row_);
+  ref::matvec(w->b, lora_t_.data(), lora_d_.data(), row_);
+  const float s = lora_scale_ * w->factor;
+  for (int64_t i = 0; i < w->b.rows; ++i) y[i] += s * lora_d_[i];
+}
+
 const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) {
   const ModelConfig& c = model_->config();
   const ModelWeights& w = model_->weights();
@@ -108,6 +123,13 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
 
   // token embedding
   dequantize_row(w.token_embd.type, w.token_embd.row(token), x_.data(), c.n_embd);
+  const LoraAdapter* lora = lora_.get();
+  if (lora && lora->embedding()) {  // row `token` += scale * B a_token (a_token: row of the flipped A)
+    const LoraWeight& e = *lora->embedding();
+    ref::matvec(e.b, reinterpret_cast<const float*>(e.a.row(token)), xb_.data(), row_);
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += lora_scale_ * e.factor * xb_[i];
+  }
+  auto adapted = [&](int64_t l, LoraSlot s) { return lora ? lora->layer(l, s) : nullptr; };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -117,6 +139,9 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     ref::matvec(L.wq, xb_.data(), q_.data(), row_);
     ref::matvec(L.wk, xb_.data(), k_.data(), row_);
     ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+    lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
+    lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
+    lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
     if (!L.bq.empty()) {
       for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
       for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
@@ -165,6 +190,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     }
     // output projection and residual
     ref::matvec(L.wo, att_out_.data(), xb_.data(), row_);
+    lora_add(adapted(l, LoraSlot::O), att_out_.data(), xb_.data());
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
     // ffn rmsnorm, SwiGLU, residual
     ref::rmsnorm(xb_.data(), x_.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps);
@@ -173,12 +199,19 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += moe_out_[i];
       continue;
     }
-    swiglu(L.w_gate, L.w_up, L.w_down, xb_.data());
+    ref::matvec(L.w_gate, xb_.data(), hb_.data(), row_);
+    ref::matvec(L.w_up, xb_.data(), hb2_.data(), row_);
+    lora_add(adapted(l, LoraSlot::Gate), xb_.data(), hb_.data());
+    lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb2_.data());
+    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
+    ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
+    lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
   }
   // final norm and classifier
   ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
+  if (lora) lora_add(lora->output(), x_.data(), logits_.data());
   return logits_;
 }
 

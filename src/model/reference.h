@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/model.h"
 
 namespace tmill {
@@ -20,11 +21,19 @@ class ReferenceForward {
   // Runs token `token` at position `pos` (positions must be fed in order 0, 1, 2, ...)
   // and returns the logits over the vocabulary.
   const std::vector<float>& forward(int32_t token, int64_t pos);
+  // Applies a LoRA adapter (y += scale * factor * B (A x) on each adapted matrix) from now on;
+  // null: the base model. Set it before position 0.
+  void set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale);
 
  private:
   void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
   void moe_ffn(const LayerWeights& L);
 
+  // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
+  void lora_add(const LoraWeight* w, const float* x, float* y);
+  std::shared_ptr<const LoraAdapter> lora_;
+  float lora_scale_ = 1.0f;
+  std::vector<float> lora_t_, lora_d_;  // A x, B (A x)
   std::shared_ptr<const Model> model_;
   int64_t max_seq_;
   // activations

@@ -10,3 +10,12 @@ if(TM_NODE)
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
                        LABELS "e2e" TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
+# LoRA adapters written by `tokenmill lora dummy`: llama.cpp loads them and its logits with the adapter
+# match tokenmill's (--lora and the merged model) (tests/llamacpp/lora.mjs).
+if(TM_NODE)
+  add_test(NAME e2e_llamacpp_lora COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/lora.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+  set_tests_properties(e2e_llamacpp_lora PROPERTIES
+                       ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
+                       LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

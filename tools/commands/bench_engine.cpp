@@ -25,6 +25,7 @@ struct BenchCli {
   int32_t prompt_len = 128, gen_len = 128, repetitions = 1;
   uint64_t seed = 1;
   bool json_out = false;
+  std::vector<tmill::cli::CliLora> loras;  // --lora: request b uses loras[b % size]
 };
 
 struct Run {
@@ -60,6 +61,11 @@ Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) 
     r.ignore_eos = true;
     r.sampling.temperature = 0;
     r.skip_special_tokens = true;
+    if (!o.loras.empty()) {
+      const auto& l = o.loras[static_cast<size_t>(b) % o.loras.size()];
+      r.lora = l.name;
+      r.lora_scale = l.scale;
+    }
     auto id = e.submit(std::move(r), [&](const RequestOutput& out) {
       if (!out.token_ids.empty() && out.completion_tokens == static_cast<int32_t>(out.token_ids.size())) {
         if (++have_first == batch) t_first = Clock::now();
@@ -107,6 +113,12 @@ int run(BenchCli& o) {
     }
   }
   const int32_t max_b = *std::max_element(batches.begin(), batches.end());
+  auto loras = cli::lora_flags(o.engine);
+  if (!loras.ok()) {
+    log_error("{}", loras.error());
+    return 2;
+  }
+  o.loras = *loras;
   cli::EngineCli ec = o.engine;
   ec.max_num_seqs = std::max(ec.max_num_seqs, max_b);
   if (ec.max_model_len == 0) ec.max_model_len = o.prompt_len + o.gen_len;
@@ -149,6 +161,7 @@ TM_COMMAND("bench engine", "prompt and generation throughput per batch size (lik
            [](CLI::App& app) -> tmill::cli::CommandRun {
              auto o = std::make_shared<BenchCli>();
              tmill::cli::add_engine_options(app, o->engine);
+             tmill::cli::add_lora_options(app, o->engine);  // requests take the adapters in turn
              app.add_option("--batch", o->batches, "comma-separated batch sizes")->capture_default_str();
              app.add_option("--prompt-len", o->prompt_len, "prompt tokens per sequence")->capture_default_str();
              app.add_option("--gen-len", o->gen_len, "generated tokens per sequence")->capture_default_str();

@@ -12,14 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "engine_options.h"
 #include "eval_common.h"
+#include "model/lora.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 using namespace tmill;
 
 struct LogitsCli {
-  std::string model, tokens, text, kv = "auto";
+  std::string model, tokens, text, kv = "auto", lora;
   bool add_special = false;
   int top = 0;
   int threads = 0;
@@ -49,6 +51,15 @@ int run_logits(const LogitsCli& o) {
   s.batch = std::min<int64_t>(s.ctx, 64);
   auto stream = cli::make_stream(*model, o.kv, s, &pool);
   if (!stream.ok()) return log_error("{}", stream.error()), 1;
+  if (!o.lora.empty()) {  // FILE[:SCALE]
+    cli::EngineCli flags;
+    flags.lora = {o.lora};
+    auto l = cli::lora_flags(flags);
+    if (!l.ok()) return log_error("{}", l.error()), 2;
+    auto ad = LoraAdapter::load((*l)[0].path, **model);
+    if (!ad.ok()) return log_error("{}", ad.error()), 1;
+    (*stream)->set_lora(*ad, (*l)[0].scale);
+  }
   const int64_t n_vocab = (*stream)->n_vocab();
   std::vector<int32_t> order(static_cast<size_t>(n_vocab));
   Status st = (*stream)->feed(*ids, 0, [&](int64_t pos, const float* row) {
@@ -80,6 +91,7 @@ TM_COMMAND("eval logits", "raw next-token logits at every position of a token se
              app.add_option("--kv-cache-dtype", o->kv, "auto, f32, f16, bf16 or int8")->capture_default_str();
              app.add_option("--top", o->top, "print only the K largest logits per position as [id, logit] pairs");
              app.add_option("--threads", o->threads, "compute threads (default: all cores)");
+             app.add_option("--lora", o->lora, "LoRA adapter FILE[:SCALE] (llama.cpp's LoRA GGUF) applied to the sequence");
              return [o] { return run_logits(*o); };
            });
 

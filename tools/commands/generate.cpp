@@ -26,6 +26,9 @@ struct GenerateCli {
   int64_t seed = -1;
   bool ignore_eos = false, json_out = false, no_stream = false;
   std::vector<std::string> stop;
+  // The adapter every request uses unless its JSONL line picks another ("" = the base model).
+  std::string lora;
+  float lora_scale = 1.0f;
 };
 
 struct Job {
@@ -58,11 +61,26 @@ tmill::Result<tmill::GenerateRequest> parse_line(const std::string& line, const 
   r.ignore_eos = j.value("ignore_eos", o.ignore_eos);
   if (j.contains("stop") && j["stop"].is_array())
     for (auto& s : j["stop"]) r.stop.push_back(s.get<std::string>());
+  r.lora = j.value("lora", o.lora);
+  r.lora_scale = j.value("lora_scale", j.contains("lora") ? 1.0f : o.lora_scale);
   return r;
 }
 
 int run(GenerateCli& o) {
   using namespace tmill;
+  // One --lora applies to every prompt (llama.cpp's meaning); with several, each JSONL line picks one.
+  auto loras = cli::lora_flags(o.engine);
+  if (!loras.ok()) {
+    log_error("{}", loras.error());
+    return 2;
+  }
+  if (loras->size() == 1) {
+    o.lora = (*loras)[0].name;
+    o.lora_scale = (*loras)[0].scale;
+  } else if (loras->size() > 1 && o.prompts_file.empty()) {
+    log_error("several LoRA adapters: a request uses one; give one --lora, or pick per line of --prompts-file with \"lora\"");
+    return 2;
+  }
   auto eng = cli::create_engine(o.engine);
   if (!eng.ok()) {
     log_error("{}", eng.error());
@@ -109,6 +127,8 @@ int run(GenerateCli& o) {
     if (o.seed >= 0) job->req.sampling.seed = static_cast<uint64_t>(o.seed);
     job->req.ignore_eos = o.ignore_eos;
     job->req.stop = o.stop;
+    job->req.lora = o.lora;
+    job->req.lora_scale = o.lora_scale;
     job->req.prompt = tokenize(o.has_prompt ? o.prompt : std::string());
     jobs.push_back(std::move(job));
   }
@@ -158,9 +178,10 @@ TM_COMMAND("generate", "generate text with the engine (one prompt, or --prompts-
            [](CLI::App& app) -> tmill::cli::CommandRun {
              auto o = std::make_shared<GenerateCli>();
              tmill::cli::add_engine_options(app, o->engine);
+             tmill::cli::add_lora_options(app, o->engine);
              app.add_option("--prompt", o->prompt, "prompt text (default: start from BOS alone)");
              app.add_option("--prompts-file", o->prompts_file,
-                            "JSONL, one {\"prompt\", \"max_tokens\", \"temperature\", \"seed\", ...} per line");
+                            "JSONL, one {\"prompt\", \"max_tokens\", \"temperature\", \"seed\", \"lora\", \"lora_scale\", ...} per line");
              app.add_option("-n,--max-tokens", o->max_tokens, "tokens to generate at most")->capture_default_str();
              app.add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
              app.add_option("--top-p", o->top_p, "nucleus sampling")->capture_default_str();

@@ -107,7 +107,7 @@ TEST(Ops, RmsnormRowsMatchesTheFormulaInDouble) {
 // The residual stream's operations must not depend on the ISA a machine happens to have: a model
 // served on an AVX2 host gives the same greedy output as on AVX-512. The SIMD versions keep the
 // generic loops' operation order, so the bits are equal, not just close.
-TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
+TEST(Ops, RmsnormAddAxpyAndRopeGiveTheSameBitsOnEveryIsa) {
   IsaGuard guard;
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -120,7 +120,7 @@ TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
     fill(x);
     fill(w);
     fill(y);
-    std::vector<float> want_norm, want_inplace, want_add;
+    std::vector<float> want_norm, want_inplace, want_add, want_axpy;
     for (Isa isa : available_isas()) {
       set_isa_limit(isa);
       std::vector<float> out(static_cast<size_t>(rows * ldo), -1.0f);
@@ -129,17 +129,23 @@ TEST(Ops, RmsnormAddAndRopeGiveTheSameBitsOnEveryIsa) {
       rmsnorm_rows(inplace.data(), ldx, w.data(), inplace.data(), ldx, rows, n, 1e-5f);
       std::vector<float> sum = y;
       add_inplace(sum.data(), x.data(), static_cast<int64_t>(x.size()) - (n % 3));
+      std::vector<float> ax = y;
+      axpy(ax.data(), x.data(), 0.37f, static_cast<int64_t>(x.size()) - (n % 3));
       if (isa == Isa::Scalar) {
         want_norm = out;
         want_inplace = inplace;
         want_add = sum;
+        want_axpy = ax;
         continue;
       }
+      ASSERT_EQ(0, std::memcmp(ax.data(), want_axpy.data(), ax.size() * 4)) << "axpy n " << n << " " << isa_name(isa);
       ASSERT_EQ(0, std::memcmp(out.data(), want_norm.data(), out.size() * 4)) << "n " << n << " " << isa_name(isa);
       ASSERT_EQ(0, std::memcmp(inplace.data(), want_inplace.data(), inplace.size() * 4)) << "n " << n;
       ASSERT_EQ(0, std::memcmp(sum.data(), want_add.data(), sum.size() * 4)) << "n " << n << " " << isa_name(isa);
     }
     EXPECT_EQ(want_add[0], y[0] + x[0]);
+    EXPECT_EQ(want_axpy[0], y[0] + 0.37f * x[0]);
+    EXPECT_EQ(want_axpy.back(), n % 3 ? y.back() : y.back() + 0.37f * x.back());
   }
   // RoPE: NeoX pairs (i, i + half) take the vector path, interleaved pairs the generic one; partial
   // rotation (n_rot < head_dim) leaves the other dims alone.
