@@ -24,7 +24,9 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
                         Case{"--no-enable-chunked-prefill", "chunked prefill is always on"},
                         Case{"--enable-prefix-caching --no-enable-prefix-caching", "contradict"},
                         Case{"--gpu-memory-utilization 1.2", "must be in (0, 1]"},
-                        Case{"--gpu-memory-utilization 0.0000001", "leaves nothing for the KV cache"}}) {
+                        Case{"--gpu-memory-utilization 0.0000001", "leaves nothing for the KV cache"},
+                        Case{"--uvicorn-log-level loud", "expected one of trace, debug, info, warning, error, critical"},
+                        Case{"--log-level warning --uvicorn-log-level error", "contradict"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
