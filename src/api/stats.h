@@ -4,12 +4,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/request.h"
 
 namespace tmill {
+
+// Sampling defaults a model file recommends (llama.cpp's `general.sampling.*` GGUF keys, HF's
+// generation_config.json): what a request that omits the field gets (vLLM's --generation-config auto).
+struct GenerationDefaults {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;
+  std::optional<int32_t> max_tokens;  // generation_config.json's max_new_tokens
+  bool empty() const {
+    return !temperature && !top_p && !min_p && !repetition_penalty && !top_k && !max_tokens;
+  }
+};
 
 struct ModelInfo {
   std::string name;          // general.name, else the file name without ".gguf"
@@ -22,6 +34,7 @@ struct ModelInfo {
   int64_t n_embd = 0;
   int64_t n_params = 0;
   std::string weight_type;   // the dtype most weights are stored in ("Q8_0", "F16", ...)
+  GenerationDefaults generation_defaults;  // from the file's general.sampling.* keys
 };
 
 struct MemoryPlan {

@@ -33,6 +33,18 @@ ModelInfo model_info_of(const Model& m, const Tokenizer& tok, const std::string&
   info.n_embd = c.n_embd;
   info.n_params = m.n_params();
   info.weight_type = std::string(dtype_name(m.main_weight_type()));
+  // llama.cpp's recommended sampling keys (general.sampling.*), when the file carries them.
+  GenerationDefaults& g = info.generation_defaults;
+  const GgufFile& f = m.file();
+  auto num = [&](const char* key) -> std::optional<float> {
+    if (auto v = f.get_number(key)) return static_cast<float>(*v);
+    return std::nullopt;
+  };
+  g.temperature = num("general.sampling.temp");
+  g.top_p = num("general.sampling.top_p");
+  g.min_p = num("general.sampling.min_p");
+  g.repetition_penalty = num("general.sampling.penalty_repeat");
+  if (auto k = f.get_int("general.sampling.top_k")) g.top_k = static_cast<int32_t>(*k);
   return info;
 }
 

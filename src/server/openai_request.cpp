@@ -92,14 +92,15 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
   r.n = m.n;
 
   SamplingParams& sp = r.sampling;
-  sp.temperature = opt_float(body, "temperature").value_or(1.0f);
-  sp.top_p = opt_float(body, "top_p").value_or(1.0f);
-  const int64_t top_k = opt_int(body, "top_k", -1, INT32_MAX).value_or(0);
+  const GenerationDefaults& dflt = ctx.defaults;  // --generation-config (the model's recommendations)
+  sp.temperature = opt_float(body, "temperature").value_or(dflt.temperature.value_or(1.0f));
+  sp.top_p = opt_float(body, "top_p").value_or(dflt.top_p.value_or(1.0f));
+  const int64_t top_k = opt_int(body, "top_k", -1, INT32_MAX).value_or(dflt.top_k.value_or(0));
   sp.top_k = top_k <= 0 ? 0 : static_cast<int32_t>(top_k);  // -1 (vLLM) and 0: disabled
-  sp.min_p = opt_float(body, "min_p").value_or(0.0f);
+  sp.min_p = opt_float(body, "min_p").value_or(dflt.min_p.value_or(0.0f));
   sp.presence_penalty = opt_float(body, "presence_penalty").value_or(0.0f);
   sp.frequency_penalty = opt_float(body, "frequency_penalty").value_or(0.0f);
-  sp.repetition_penalty = opt_float(body, "repetition_penalty").value_or(1.0f);
+  sp.repetition_penalty = opt_float(body, "repetition_penalty").value_or(dflt.repetition_penalty.value_or(1.0f));
   if (auto seed = opt_int(body, "seed", INT64_MIN, INT64_MAX)) sp.seed = static_cast<uint64_t>(*seed);
   map_logit_bias(body, sp);
   map_stop(body, ctx, r);
@@ -143,6 +144,8 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
   int64_t mt = 0;
   if (max_tokens) {
     mt = *max_tokens;
+  } else if (ctx.defaults.max_tokens) {
+    mt = std::min<int64_t>(*ctx.defaults.max_tokens, room);  // the generation config's max_new_tokens
   } else if (kind == ApiKind::Completion) {
     mt = std::min<int64_t>(16, room);  // OpenAI's documented default for /v1/completions
   } else {

@@ -45,6 +45,7 @@ struct ServerContext {
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
   std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
   bool truncation_auto = false;       // --truncation auto: requests without "truncation" drop old turns
+  GenerationDefaults defaults;        // --generation-config: sampling fields a request omits
   // The engine's front door (Engine::check: limits and the output constraint compiled); unset: only
   // the limits (check_request), as in tests without an engine.
   std::function<std::optional<RequestProblem>(const GenerateRequest&)> check;

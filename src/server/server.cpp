@@ -14,6 +14,7 @@
 #include "chat/chat_template.h"
 #include "chat/tool_calls.h"
 #include "core/log.h"
+#include "server/generation_config.h"
 #include "core/mmap.h"
 #include "server/http_server.h"
 #include "server/openai_response.h"
@@ -126,6 +127,10 @@ Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engin
   ctx.max_request_time_s = opts_.max_request_time_s;
   ctx.priority_scheduling = engine.config().policy == SchedulingPolicy::Priority;
   ctx.check = [e = &engine](const GenerateRequest& r) { return e->check(r); };  // compiles constraints
+  TM_ASSIGN_OR_RETURN(ctx.defaults, load_generation_defaults(opts_.generation_config, spec.path, engine.model_info()));
+  if (!ctx.defaults.empty())
+    log_info("model {}: sampling defaults from the model (--generation-config {}): {}", spec.name,
+             opts_.generation_config, describe(ctx.defaults));
 
   // Chat template: the model's chat_template (models file) or --chat-template (a file, else the text
   // itself), else the model's own, else ChatML.

@@ -58,6 +58,7 @@ struct ServerOptions {
   std::string truncation = "disabled";
   bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   std::string version = "0";
+  std::string generation_config = "auto";  // --generation-config: auto, vllm, or a folder (generation_config.h)
   bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
   // Several models (docs/server.md, "Several models"): empty means one, named served_model_name,
   // from model_path, attached with attach_engine (or loaded by engine_loader).

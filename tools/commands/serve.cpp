@@ -415,6 +415,11 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--log-level", v.log_level,
                             "log lines shown: trace/debug, info (default), warning, error/critical");
              app.add_option("--uvicorn-log-level", v.uvicorn_log_level, "vLLM: = --log-level");
+             app.add_option("--generation-config", s.generation_config,
+                            "sampling defaults for fields a request omits: auto (the model file's general.sampling.* "
+                            "keys, and a generation_config.json beside it), vllm (none), or a folder holding "
+                            "generation_config.json")
+                 ->capture_default_str();
              app.add_option("--dtype", v.dtype, "vLLM: auto (the model file's types)")->capture_default_str();
              app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization,
                             "vLLM: share of memory for weights + KV cache (KV = share x memory - weights); "
