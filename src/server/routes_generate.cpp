@@ -2,6 +2,7 @@
 // for the whole result (JSON) or stream Server-Sent Events as a chunked response (server/http.h).
 // Both paths poll the client's socket while they wait, so a client that goes away aborts its engine
 // requests (freeing their KV blocks) within one wait slice.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -184,7 +185,7 @@ std::optional<double> keep_alive_of(const json& body) {
   return *secs;
 }
 
-Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
+Result<ModelLease> Server::lease_model(const json& body, ApiError* err, ResolvedModel* resolved) {
   try {
     keep_alive_of(body);  // a malformed keep_alive is a 400 before any model loads
     std::string name = opt_string(body, "model").value_or("");
@@ -205,11 +206,34 @@ Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
       return Error{lease.error()};
     }
     if (auto ka = keep_alive_of(body)) models_->set_keep_alive(r->slot, *ka);
+    if (resolved) *resolved = *r;
     return lease;
   } catch (const RequestError& e) {
     *err = e.error;
     return Error{e.error.message};
   }
+}
+
+Status Server::apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRequest* m) {
+  if (r.adapter.empty()) return {};
+  Engine& engine = *lease.model().engine;
+  auto has = [&] {
+    for (const LoraInfo& l : engine.loras())
+      if (l.name == r.adapter) return true;
+    return false;
+  };
+  if (!has()) {  // added at run time while its model was loading: load it now
+    for (const AdapterSpec& a : models_->adapters(lease.slot()))
+      if (a.name == r.adapter)
+        if (auto info = engine.load_lora(a.name, a.path); !info.ok() && !has())  // !has: not a racing load
+          return Error{fmt::format("LoRA adapter '{}': {}", a.name, info.error())};
+  }
+  m->model = r.adapter;
+  for (MappedPrompt& p : m->prompts) {
+    p.request.lora = r.adapter;
+    p.request.lora_scale = r.adapter_scale;
+  }
+  return {};
 }
 
 // A routed request's response says which rule chose its model.
