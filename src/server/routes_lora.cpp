@@ -4,7 +4,8 @@
 // Both answer 200 with a plain-text sentence (as vLLM does); errors are OpenAI error bodies: 400 for
 // a bad request or an adapter the model refuses, 404 for an unknown adapter or base model.
 // An adapter is registered with its base model (ModelRegistry::add_adapter) and, when that model is
-// resident, loaded into its engine at once; an unloaded model loads it with its weights.
+// resident, loaded into its engine at once; an unloaded model loads it with its weights (and drops it
+// with a warning if it does not load then, e.g. past --max-loras).
 #include <cmath>
 #include <filesystem>
 
@@ -61,6 +62,10 @@ HttpResponse Server::route_load_lora(HttpRequest& req) {
                          "not_found");
     slot = r->slot;
   }
+  if (find_router(name))
+    return reply_error(lora_error(400, fmt::format("The name '{}' is a router's; choose another 'lora_name'.", name),
+                                  "lora_name"),
+                       "invalid_request");
   if (auto existing = models_->resolve(name); existing)
     return reply_error(lora_error(400,
                                   existing->adapter.empty()

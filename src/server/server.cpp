@@ -226,7 +226,16 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
   // The model's LoRA adapters (those of the start and those loaded at run time).
   for (const AdapterSpec& a : models_->adapters(slot)) {
     auto info = engine->load_lora(a.name, a.path);
-    if (!info.ok()) return Error{fmt::format("LoRA adapter '{}' ({}): {}", a.name, a.path, info.error())};
+    if (!info.ok()) {
+      // A configured adapter that fails fails the model; one added at run time while the model was
+      // unloaded (only its file's existence was checked) is dropped instead, with a warning.
+      const bool configured = std::any_of(spec.loras.begin(), spec.loras.end(),
+                                          [&](const AdapterSpec& c) { return c.name == a.name && c.path == a.path; });
+      if (configured) return Error{fmt::format("LoRA adapter '{}' ({}): {}", a.name, a.path, info.error())};
+      log_warn("model {}: LoRA adapter '{}' ({}) dropped: {}", spec.name, a.name, a.path, info.error());
+      models_->remove_adapter(a.name);
+      continue;
+    }
     log_info("model {}: LoRA adapter '{}' from {} (rank {}, {} tensors)", spec.name, a.name, a.path, info->rank,
              info->n_tensors);
   }

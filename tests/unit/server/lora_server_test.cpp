@@ -289,3 +289,49 @@ models:
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("path"), std::string::npos) << bad.error();
 }
+
+TEST(LoraServer, AdapterOfAnOnDemandModelLoadsWithIt) {
+  std::string want;
+  {
+    auto ref = make_server({}, files().merged);
+    ASSERT_TRUE(ref);
+    httplib::Client cli("127.0.0.1", ref->port());
+    want = text_of(complete(cli, ""));
+    ref->shutdown(5);
+  }
+  ServerOptions o;
+  o.http.port = 0;
+  o.version = "test";
+  ModelSpec m;
+  m.name = "od";
+  m.path = stories();
+  m.pinned = false;
+  o.models = {m};
+  o.engine_loader = [](const ModelSpec& spec, double*) { return Result<std::unique_ptr<Engine>>(engine_for(spec.path)); };
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.error();
+  auto& srv = *s;
+  ASSERT_TRUE(srv->load_pinned_models().ok());
+  httplib::Client cli("127.0.0.1", srv->port());
+  auto post = [&](const std::string& path, const json& body) {
+    auto r = cli.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    return r;
+  };
+  // Registered while the model is unloaded: checked for existence only, loaded with the model.
+  EXPECT_EQ(post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "/no/such.gguf"}})->status, 400);
+  EXPECT_EQ(post("/v1/load_lora_adapter", {{"lora_name", "ad"}, {"lora_path", files().a}, {"lora_scale", 0.5}})->status,
+            200);
+  EXPECT_EQ(post("/v1/load_lora_adapter", {{"lora_name", "bogus"}, {"lora_path", stories()}})->status, 200);
+  EXPECT_EQ(json::parse(cli.Get("/v1/models/ad")->body)["state"], "unloaded");
+  const json got = complete(cli, "ad");
+  ASSERT_TRUE(got.contains("choices")) << got.dump();
+  EXPECT_EQ(got["model"], "ad");
+  EXPECT_EQ(text_of(got), want);
+  // The adapter that is not one was dropped when the model loaded (with a warning), not the model.
+  int status = 0;
+  complete(cli, "bogus", &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(json::parse(cli.Get("/v1/models")->body)["data"].size(), 2u);
+  srv->shutdown(5);
+}
