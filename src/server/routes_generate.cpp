@@ -7,6 +7,8 @@
 #include <chrono>
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "core/log.h"
 #include "server/generation.h"
 #include "server/request_fields.h"
@@ -264,6 +266,14 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   int64_t submitted = 0;
   if (Status st = gen->submit(&submitted); !st.ok()) {
     metrics->cancel_admission(k - submitted);
+    if (!m.prompts.empty() && !m.prompts[0].request.lora.empty() && !models_->resolve(m.model)) {
+      ApiError e;  // the adapter was unloaded between resolving its name and submitting
+      e.status = 404;
+      e.message = fmt::format("The model `{}` does not exist.", m.model);
+      e.param = "model";
+      e.code = "model_not_found";
+      return reply_error(e, "not_found", metrics);
+    }
     return reply_error(bad_request(st.error()), "invalid_request", metrics);
   }
 
