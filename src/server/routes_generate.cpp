@@ -276,6 +276,7 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
     }
     return reply_error(bad_request(st.error()), "invalid_request", metrics);
   }
+  if (!m.prompts.empty() && !m.prompts[0].request.lora.empty()) metrics->track_lora(gen->ids(), m.prompts[0].request.lora);
 
   ResponseMeta meta = make_meta(kind, m.model);
   for (const MappedPrompt& p : m.prompts) meta.prompt_truncated |= p.truncated;

@@ -81,6 +81,7 @@ HttpResponse Server::route_load_lora(HttpRequest& req) {
       (void)lease->model().engine->unload_lora(name);
       return reply_error(lora_error(400, st.error(), "lora_name"), "invalid_request");
     }
+    metrics_for(slot)->enable_lora();
   } else {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))

@@ -240,6 +240,7 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
              info->n_tensors);
   }
   ServerMetrics* metrics = model_metrics_[slot].get();
+  if (!engine->loras().empty()) metrics->enable_lora();
   metrics->attach_engine(engine.get(), load_s);
   engine->set_observer(metrics);
   engine->start();

@@ -335,3 +335,41 @@ TEST(LoraServer, AdapterOfAnOnDemandModelLoadsWithIt) {
   EXPECT_EQ(json::parse(cli.Get("/v1/models")->body)["data"].size(), 2u);
   srv->shutdown(5);
 }
+
+TEST(LoraServer, LoraRequestsInfoMetric) {
+  ServerOptions o;
+  o.loras = {{"ad", files().a, 0.5f, ""}};
+  auto srv = make_server(o, stories());
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  auto info_line = [&]() -> std::string {
+    const std::string body = cli.Get("/metrics")->body;
+    const size_t at = body.find("\nvllm:lora_requests_info{");
+    return at == std::string::npos ? "" : body.substr(at + 1, body.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(info_line().find(R"(running_lora_adapters="",waiting_lora_adapters="",max_lora="8")"), std::string::npos)
+      << info_line();
+  // A long adapter request: seen running while it generates.
+  std::thread t([&] {
+    httplib::Client c("127.0.0.1", srv->port());
+    const json req = {{"model", "ad"}, {"prompt", "Once"}, {"max_tokens", 400}, {"temperature", 0}, {"ignore_eos", true}};
+    c.Post("/v1/completions", req.dump(), "application/json");
+  });
+  bool seen = false;
+  for (int i = 0; i < 400 && !seen; ++i) {
+    seen = info_line().find(R"(running_lora_adapters="ad")") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  t.join();
+  EXPECT_TRUE(seen);
+  const std::string after = info_line();
+  EXPECT_NE(after.find(R"(running_lora_adapters="",waiting_lora_adapters="")"), std::string::npos) << after;
+  // One series per model: the old label sets are gone.
+  const std::string body = cli.Get("/metrics")->body;
+  size_t n = 0;
+  for (size_t at = body.find("\nvllm:lora_requests_info{"); at != std::string::npos;
+       at = body.find("\nvllm:lora_requests_info{", at + 1))
+    ++n;
+  EXPECT_EQ(n, 1u);
+  srv->shutdown(5);
+}
