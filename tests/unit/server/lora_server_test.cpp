@@ -362,7 +362,13 @@ TEST(LoraServer, LoraRequestsInfoMetric) {
   }
   t.join();
   EXPECT_TRUE(seen);
-  const std::string after = info_line();
+  // The engine reports the request done just after its last output: poll briefly.
+  std::string after;
+  for (int i = 0; i < 500; ++i) {
+    after = info_line();
+    if (after.find(R"(running_lora_adapters="",waiting_lora_adapters="")") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   EXPECT_NE(after.find(R"(running_lora_adapters="",waiting_lora_adapters="")"), std::string::npos) << after;
   // One series per model: the old label sets are gone.
   const std::string body = cli.Get("/metrics")->body;
