@@ -47,7 +47,7 @@ test('base and adapter in one concurrent batch; the adapter answers like the mer
   const gen = generateJson(['--model', BASE, '--lora', ADAPTER, '--prompt', PROMPT, '-n', '16', '--temperature', '0']);
   assert.equal(gen.text, want);  // generate --lora == the merged model
 
-  const { client } = await start(['--model', BASE, '--lora-modules', `sql=${ADAPTER}`, `poet=${OTHER}`]);
+  const { server, client } = await start(['--model', BASE, '--lora-modules', `sql=${ADAPTER}`, `poet=${OTHER}`]);
   const list = await client.models.list();
   assert.deepEqual(list.data.map((m) => [m.id, m.parent]), [['stories260K', null], ['sql', 'stories260K'], ['poet', 'stories260K']]);
   assert.equal(list.data[1].root, ADAPTER);
@@ -72,6 +72,15 @@ test('base and adapter in one concurrent batch; the adapter answers like the mer
   for await (const chunk of stream) assert.equal(chunk.model, 'sql');
 
   await assert.rejects(greedy(client, 'no-such-adapter'), (e) => e.status === 404 && e.code === 'model_not_found');
+  // vLLM's info gauge, idle again once the batch is done.
+  const idle = /^vllm:lora_requests_info\{model_name="stories260K",running_lora_adapters="",waiting_lora_adapters="",max_lora="8"\} \d/m;
+  let metrics = '';
+  for (let i = 0; i < 50; i++) {  // the engine reports a request done just after its last output
+    metrics = await (await fetch(`${server.url}/metrics`)).text();
+    if (idle.test(metrics)) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.match(metrics, idle);
 });
 
 test('adapters load and unload at run time (vLLM routes, behind the API key)', async () => {
