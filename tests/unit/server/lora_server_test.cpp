@@ -379,3 +379,35 @@ TEST(LoraServer, LoraRequestsInfoMetric) {
   EXPECT_EQ(n, 1u);
   srv->shutdown(5);
 }
+
+TEST(LoraServer, RouterChainsMayNameAdapters) {
+  ServerOptions o;
+  o.loras = {{"ad", files().a, 0.5f, ""}};
+  RouterSpec r;
+  r.name = "auto";
+  r.default_chain = {"ad"};
+  RouteRule base_rule;
+  base_rule.name = "plain";
+  base_rule.header_name = "X-Tier";
+  base_rule.header_equals = "base";
+  base_rule.chain = {"stories260K"};
+  r.rules = {base_rule};
+  o.routers = {r};
+  auto srv = make_server(o, stories());
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  const std::string want_ad = text_of(complete(cli, "ad"));
+  const std::string want_base = text_of(complete(cli, "stories260K"));
+  ASSERT_NE(want_ad, want_base);
+  const json req = {{"model", "auto"}, {"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}};
+  auto a = cli.Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_EQ(a->status, 200) << a->body;
+  EXPECT_EQ(json::parse(a->body)["model"], "ad");
+  EXPECT_EQ(text_of(json::parse(a->body)), want_ad);
+  EXPECT_EQ(a->get_header_value("X-Tokenmill-Route"), "auto/default");
+  auto b = cli.Post("/v1/completions", {{"X-Tier", "base"}}, req.dump(), "application/json");
+  ASSERT_EQ(b->status, 200) << b->body;
+  EXPECT_EQ(json::parse(b->body)["model"], "stories260K");
+  EXPECT_EQ(text_of(json::parse(b->body)), want_base);
+  srv->shutdown(5);
+}
