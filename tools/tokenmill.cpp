@@ -1,11 +1,13 @@
 // tokenmill: the command-line entry point. Each subcommand lives in tools/commands/ and registers
 // itself; a name with a space ("bench engine") becomes a nested subcommand.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cli_common.h"
+#include "config_args.h"
 #include "core/memory.h"
 
 int main(int argc, char** argv) {
@@ -43,6 +45,13 @@ int main(int argc, char** argv) {
     else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
     else if (a.rfind("-pp=", 0) == 0) a = "--pipeline-parallel-size=" + a.substr(4);
   }
+  // vLLM's --config FILE.yaml: the file's options join the command line's (which win).
+  auto expanded = expand_config_args(spelled);
+  if (!expanded.ok()) {
+    std::fprintf(stderr, "error: %s\n", expanded.error().c_str());
+    return 2;
+  }
+  spelled = std::move(*expanded);
   std::vector<char*> args;
   for (auto& a : spelled) args.push_back(a.data());
   try {

@@ -39,6 +39,7 @@ struct VllmCli {
   bool disable_log_requests = false, enable_log_requests = false;
   std::string dtype = "auto";
   double gpu_memory_utilization = 0;  // 0: not given
+  std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
 };
 
 struct ServeCli {
@@ -195,6 +196,17 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.enable_log_requests && v.disable_log_requests)
     return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
   if (v.enable_log_requests) o.server.log_requests = true;
+  if (!v.log_level.empty() && !v.uvicorn_log_level.empty() && v.log_level != v.uvicorn_log_level)
+    return Error{"--log-level and --uvicorn-log-level contradict each other"};
+  if (const std::string& lv = v.log_level.empty() ? v.uvicorn_log_level : v.log_level; !lv.empty()) {
+    // uvicorn's names (vLLM passes them through): trace and debug, info, warning, error, critical.
+    if (lv == "trace" || lv == "debug") tmill::set_log_level(tmill::LogLevel::Debug);
+    else if (lv == "info") tmill::set_log_level(tmill::LogLevel::Info);
+    else if (lv == "warning" || lv == "warn") tmill::set_log_level(tmill::LogLevel::Warn);
+    else if (lv == "error" || lv == "critical") tmill::set_log_level(tmill::LogLevel::Error);
+    else
+      return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
+  }
   if (v.dtype != "auto")
     return Error{"--dtype " + v.dtype + ": tokenmill computes in the model file's own weight types; only auto is "
                  "accepted (write another type with `tokenmill quantize` or `tokenmill convert --outtype`)"};
@@ -452,6 +464,9 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_flag("--no-enable-chunked-prefill", v.no_enable_chunked_prefill, "vLLM: refused (always on)");
              app.add_flag("--disable-log-requests", v.disable_log_requests, "vLLM: no access log (the default)");
              app.add_flag("--enable-log-requests", v.enable_log_requests, "vLLM: = --log-requests");
+             app.add_option("--log-level", v.log_level,
+                            "log lines shown: trace/debug, info (default), warning, error/critical");
+             app.add_option("--uvicorn-log-level", v.uvicorn_log_level, "vLLM: = --log-level");
              app.add_option("--dtype", v.dtype, "vLLM: auto (the model file's types)")->capture_default_str();
              app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization,
                             "vLLM: share of memory for weights + KV cache (KV = share x memory - weights); "

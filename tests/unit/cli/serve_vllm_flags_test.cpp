@@ -25,12 +25,17 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
                         Case{"--enable-prefix-caching --no-enable-prefix-caching", "contradict"},
                         Case{"--gpu-memory-utilization 1.2", "must be in (0, 1]"},
                         Case{"--gpu-memory-utilization 0.0000001", "leaves nothing for the KV cache"},
-                        Case{"a.gguf --model b.gguf", "the model is given twice"}}) {
+                        Case{"--uvicorn-log-level loud", "expected one of trace, debug, info, warning, error, critical"},
+                        Case{"--log-level warning --uvicorn-log-level error", "contradict"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find(c.phrase), std::string::npos) << r.err;
   }
+  // A positional MODEL beside --model is a second model (several models, issue 20): each file must load.
+  auto two = test::run_command(bin() + " serve --port 0 a.gguf --model b.gguf");
+  EXPECT_EQ(two.exit_code, 1) << two.err;
+  EXPECT_NE(two.err.find("model a: cannot read a.gguf"), std::string::npos) << two.err;
   // Unknown flags stay errors.
   auto unknown = test::run_command(bin() + " serve --port 0 --swap-space 4");
   EXPECT_NE(unknown.exit_code, 0);

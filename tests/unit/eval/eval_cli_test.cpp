@@ -143,6 +143,29 @@ TEST(EvalCli, CompareAgainstReferenceLogitsFile) {
   EXPECT_NE(r.err.find("not a llama.cpp KL-divergence base file"), std::string::npos) << r.err;
 }
 
+// A base file written by llama.cpp's own llama-perplexity (tests/data/llamacpp-kld/PROVENANCE.txt):
+// tokenmill reads the real format and computes what llama.cpp computed on the same file.
+TEST(EvalCli, KldGoldenFromLlamaCpp) {
+  const std::string golden = test::source_path("tests/data/llamacpp-kld/stories260K-c128.kld");
+  json j = run_json("eval compare --reference-logits " + golden + " --model " + test::stories_path() + " --threads 2");
+  EXPECT_EQ(j["ctx"], 128);
+  EXPECT_EQ(j["chunks"], 3);
+  EXPECT_EQ(j["tokens"], 3 * 63);
+  EXPECT_LT(j["kld"]["mean"].get<double>(), 1e-4);  // issue 19's bar (measured 5e-6: the 16-bit rows' floor)
+  EXPECT_GE(j["top1_agreement"].get<double>(), 0.995);
+  EXPECT_NEAR(j["ppl_reference"].get<double>(), 3.4193, 5e-4);  // llama-perplexity's "Final estimate"
+  EXPECT_NEAR(j["ppl_model"].get<double>(), j["ppl_reference"].get<double>(), 2e-3);
+  // a quantized model against llama.cpp's F32 logits: a real divergence, ordered as expected
+  const std::string q8 = test::temp_dir() + "/stories-q8-golden.gguf";
+  const std::string q4 = test::temp_dir() + "/stories-q4-golden.gguf";
+  ASSERT_EQ(test::run_command(bin() + " quantize " + test::stories_path() + " " + q8 + " --type Q8_0 -q").exit_code, 0);
+  ASSERT_EQ(test::run_command(bin() + " quantize " + test::stories_path() + " " + q4 + " --type Q4_0 -q").exit_code, 0);
+  const double k8 = run_json("eval compare --reference-logits " + golden + " --model " + q8 + " --threads 2")["kld"]["mean"];
+  const double k4 = run_json("eval compare --reference-logits " + golden + " --model " + q4 + " --threads 2")["kld"]["mean"];
+  EXPECT_GT(k8, j["kld"]["mean"].get<double>());
+  EXPECT_GT(k4, 10 * k8);
+}
+
 TEST(EvalCli, ImatrixThenQuantizeWithIt) {
   const std::string dir = test::temp_dir();
   const std::string model = test::dummy_model("tiny-qwen2");
