@@ -54,6 +54,7 @@ class Generation {
   const std::vector<ChoiceOutput>& choices() const { return choices_; }
   int32_t choice_index(const OutputItem& it) const { return static_cast<int32_t>(it.prompt) * req_.n + it.out.index; }
   Usage usage() const;
+  const std::vector<uint64_t>& ids() const { return ids_; }  // the engine's request ids (after submit)
   // vLLM's stop_reason for a finished output: the stop string, the stop token id, or null.
   json stop_reason(const OutputItem& it) const;
 

@@ -117,6 +117,20 @@ MetricsRegistry::Series& MetricsRegistry::series(const std::string& name, const 
   return *f->series.back();
 }
 
+Gauge& MetricsRegistry::gauge_replacing(const std::string& name, const std::string& help, const Labels& labels,
+                                       const std::string& key, const std::string& value) {
+  Gauge& g = gauge(name, help, labels);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& all = by_name_.at(name)->series;
+  std::erase_if(all, [&](const std::unique_ptr<Series>& s) {
+    if (s->labels == labels) return false;
+    for (const auto& [k, v] : s->labels)
+      if (k == key && v == value) return true;
+    return false;
+  });
+  return g;
+}
+
 Counter& MetricsRegistry::counter(const std::string& name, const std::string& help, const Labels& labels) {
   Series& s = series(name, help, Type::Counter, labels);
   std::lock_guard<std::mutex> lock(mu_);

@@ -80,6 +80,12 @@ class MetricsRegistry {
   Histogram& histogram(const std::string& name, const std::string& help, const std::vector<double>& buckets,
                        const Labels& labels = {});
 
+  // An info-style gauge whose labels change (vLLM's lora_requests_info): the series with these
+  // labels, after dropping the family's other series that share the label `key`=`value` (so one
+  // series per model remains). Only for families nothing else holds references into.
+  Gauge& gauge_replacing(const std::string& name, const std::string& help, const Labels& labels,
+                         const std::string& key, const std::string& value);
+
   // Called at the start of every render() (e.g. to copy engine stats into gauges).
   void add_collector(std::function<void()> fn);
 

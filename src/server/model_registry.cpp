@@ -95,7 +95,13 @@ void ModelLease::release() {
 
 ModelRegistry::ModelRegistry(std::vector<ModelSpec> specs, uint64_t memory_limit, ModelLoader loader)
     : specs_(std::move(specs)), limit_(memory_limit), loader_(std::move(loader)) {
-  for (size_t i = 0; i < specs_.size(); ++i) slots_.push_back(std::make_unique<Slot>());
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    for (AdapterSpec a : specs_[i].loras) {
+      a.base = specs_[i].name;
+      adapters_.push_back({i, std::move(a)});
+    }
+  }
   reaper_ = std::thread([this] { reaper_loop(); });
 }
 
@@ -120,7 +126,48 @@ std::optional<ResolvedModel> ModelRegistry::resolve(std::string_view name) const
     for (const auto& a : specs_[i].aliases)
       if (a == name) return ResolvedModel{i, {}};
   }
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  for (const AdapterEntry& a : adapters_)
+    if (a.spec.name == name) return ResolvedModel{a.slot, a.spec.name, a.spec.scale};
   return std::nullopt;
+}
+
+Status ModelRegistry::add_adapter(size_t slot, AdapterSpec a) {
+  TM_ASSERT(slot < specs_.size(), "add_adapter: no such slot");
+  if (a.name.empty()) return Error{"an adapter needs a name"};
+  for (const ModelSpec& m : specs_)
+    if (m.name == a.name || std::find(m.aliases.begin(), m.aliases.end(), a.name) != m.aliases.end())
+      return Error{fmt::format("the name '{}' is a model's", a.name)};
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  for (const AdapterEntry& e : adapters_)
+    if (e.spec.name == a.name) return Error{fmt::format("an adapter named '{}' is already loaded", a.name)};
+  a.base = specs_[slot].name;
+  adapters_.push_back({slot, std::move(a)});
+  return {};
+}
+
+std::optional<size_t> ModelRegistry::remove_adapter(const std::string& name) {
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  for (auto it = adapters_.begin(); it != adapters_.end(); ++it)
+    if (it->spec.name == name) {
+      const size_t slot = it->slot;
+      adapters_.erase(it);
+      return slot;
+    }
+  return std::nullopt;
+}
+
+std::vector<AdapterSpec> ModelRegistry::adapters(size_t slot) const {
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  std::vector<AdapterSpec> out;
+  for (const AdapterEntry& a : adapters_)
+    if (a.slot == slot) out.push_back(a.spec);
+  return out;
+}
+
+std::vector<ModelRegistry::AdapterEntry> ModelRegistry::all_adapters() const {
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  return adapters_;
 }
 
 uint64_t ModelRegistry::cost_locked(size_t slot, bool with_file) const {

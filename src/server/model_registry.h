@@ -42,6 +42,14 @@ enum class ModelState { Unloaded, Loading, Loaded };
 Result<double> parse_duration_seconds(std::string_view s);
 const char* model_state_name(ModelState s);
 
+// A LoRA adapter served as a model name on top of a base model (docs/lora.md, "Server").
+struct AdapterSpec {
+  std::string name;   // the model name requests give
+  std::string path;   // llama.cpp's LoRA GGUF
+  float scale = 1.0f; // applied to every request that names it (llama.cpp's --lora-scaled)
+  std::string base;   // the base model's name or alias (command line; "" = the first model)
+};
+
 // One configured model.
 struct ModelSpec {
   std::string name;
@@ -53,6 +61,7 @@ struct ModelSpec {
   uint64_t kv_bytes = 0;          // configured KV cache (0: unknown before loading)
   int32_t max_model_len = 0;      // configured (0: the model's), shown before loading
   std::string chat_template;      // a file or template text; empty: the server's --chat-template
+  std::vector<AdapterSpec> loras; // adapters on this model, at start (the registry keeps the live list)
 };
 
 // A resident model: its engine (null in tests) and request context.
@@ -68,11 +77,12 @@ struct LoadedModel {
 using ModelLoader = std::function<Result<std::shared_ptr<LoadedModel>>(size_t slot, const ModelSpec&,
                                                                        double* load_seconds)>;
 
-// A model name resolved: the slot, and an adapter to apply (empty today; LoRA adapters will be
-// addressable as model names and resolve to their base model's slot plus the adapter's name).
+// A model name resolved: the slot, and an adapter to apply (a LoRA adapter's name resolves to its
+// base model's slot plus the adapter; empty for the base model itself).
 struct ResolvedModel {
   size_t slot = 0;
   std::string adapter;
+  float adapter_scale = 1.0f;
 };
 
 class ModelRegistry;
@@ -105,8 +115,22 @@ class ModelRegistry {
 
   size_t size() const { return specs_.size(); }
   const ModelSpec& spec(size_t slot) const { return specs_[slot]; }
-  // A name or alias; an empty name is the first model (a request without "model").
+  // A name or alias; an empty name is the first model (a request without "model"); an adapter's
+  // name is its base model's slot plus the adapter.
   std::optional<ResolvedModel> resolve(std::string_view name) const;
+
+  // LoRA adapters addressed as model names. The registry's list is what a model loads with (the
+  // server loads each into the engine) and what resolve() answers; the engine's list follows it.
+  // add_adapter errors: an empty name, a name taken by a model, an alias or an adapter.
+  Status add_adapter(size_t slot, AdapterSpec a);
+  // Removes it from the list: its slot, or nullopt when no adapter has that name.
+  std::optional<size_t> remove_adapter(const std::string& name);
+  std::vector<AdapterSpec> adapters(size_t slot) const;
+  struct AdapterEntry {
+    size_t slot;
+    AdapterSpec spec;
+  };
+  std::vector<AdapterEntry> all_adapters() const;
 
   // A lease on the model, loading it first when needed (waits up to timeout_s for the load).
   // On failure *why says which and the error's message is for the client.
@@ -165,6 +189,8 @@ class ModelRegistry {
   int64_t loads_ = 0, unloads_ = 0;
   bool stopping_ = false;
   std::thread reaper_;
+  mutable std::mutex adapters_mu_;  // never held while taking mu_
+  std::vector<AdapterEntry> adapters_;
 };
 
 }  // namespace tmill::server

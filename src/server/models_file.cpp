@@ -75,7 +75,7 @@ class Parser {
 
   ModelsFileEntry model(const YAML::Node& n) const {
     keys(n, "a model", {"name", "file", "aliases", "threads", "kv_cache_memory", "kv_cache_dtype", "max_model_len",
-                        "max_num_seqs", "chat_template", "residency", "idle_unload"});
+                        "max_num_seqs", "chat_template", "residency", "idle_unload", "loras", "max_loras"});
     ModelsFileEntry e;
     if (!n["file"]) fail(n, "a model needs 'file' (its GGUF file)");
     e.spec.path = path(n["file"], "file");
@@ -95,6 +95,45 @@ class Parser {
                                  ? t
                                  : path(n["chat_template"], "chat_template");
     }
+    if (n["loras"]) {
+      // LoRA adapters on this model, each a model name: NAME=FILE, FILE, or {name, file, scale}.
+      const YAML::Node& l = n["loras"];
+      if (!l.IsSequence()) fail(l, "'loras' must be a list of adapters (NAME=FILE or {name, file, scale})");
+      for (const auto& x : l) {
+        AdapterSpec a;
+        if (x.IsScalar()) {
+          std::string t = x.as<std::string>();
+          const size_t eq = t.find('=');
+          if (eq != std::string::npos && t.substr(0, eq).find('/') == std::string::npos) {
+            a.name = t.substr(0, eq);
+            t = t.substr(eq + 1);
+          }
+          a.path = t;
+        } else if (x.IsMap()) {
+          keys(x, "a LoRA adapter", {"name", "file", "scale"});
+          if (!x["file"]) fail(x, "a LoRA adapter needs 'file'");
+          a.path = str(x["file"], "file");
+          if (x["name"]) a.name = str(x["name"], "name");
+          if (x["scale"]) {
+            try {
+              a.scale = x["scale"].as<float>();
+            } catch (const YAML::Exception&) {
+              fail(x["scale"], "'scale' must be a number");
+            }
+          }
+        } else {
+          fail(x, "a LoRA adapter is NAME=FILE or {name, file, scale}");
+        }
+        if (a.path.empty()) fail(x, "a LoRA adapter needs a file");
+        if (a.path[0] != '/' && !base_.empty()) a.path = (std::filesystem::path(base_) / a.path).string();
+        if (a.name.empty()) {
+          a.name = std::filesystem::path(a.path).filename().string();
+          if (a.name.size() > 5 && a.name.ends_with(".gguf")) a.name.resize(a.name.size() - 5);
+        }
+        e.spec.loras.push_back(std::move(a));
+      }
+    }
+    if (n["max_loras"]) e.engine.max_loras = static_cast<int32_t>(integer(n["max_loras"], "max_loras", 1, 1 << 16));
     if (n["residency"]) {
       const std::string r = str(n["residency"], "residency");
       if (r == "pinned") e.spec.pinned = true;

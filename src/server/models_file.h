@@ -40,6 +40,7 @@ struct EngineOverrides {
   std::optional<std::string> kv_cache_dtype;
   std::optional<int32_t> max_model_len;
   std::optional<int32_t> max_num_seqs;
+  std::optional<int32_t> max_loras;
 };
 
 struct ModelsFileEntry {

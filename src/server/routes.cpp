@@ -73,6 +73,9 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/models/load", false, true, true, true, &Server::route_admin_load},
     {"/models/unload", false, true, true, true, &Server::route_admin_unload},
     {"/models/reload", false, true, true, true, &Server::route_admin_reload},
+    // vLLM's run-time LoRA routes (routes_lora.cpp), behind the API key.
+    {"/v1/load_lora_adapter", false, true, true, true, &Server::route_load_lora},
+    {"/v1/unload_lora_adapter", false, true, true, true, &Server::route_unload_lora},
     {"/health", false, false, false, true, &Server::route_health},
     {"/version", false, false, false, false, &Server::route_version},
     {"/metrics", false, false, false, false, &Server::route_metrics},
@@ -310,6 +313,7 @@ json Server::models_json() const {
   list["object"] = "list";
   list["data"] = json::array();
   for (size_t i = 0; i < models_->size(); ++i) list["data"].push_back(model_json(i));
+  for (const auto& a : models_->all_adapters()) list["data"].push_back(adapter_json(a));
   for (const RouterSpec& r : opts_.routers) list["data"].push_back(router_json(r));
   return list;
 }
@@ -334,6 +338,9 @@ HttpResponse Server::route_model(HttpRequest& req) {
   if (const RouterSpec* router = find_router(id)) return reply_json(router_json(*router));
   auto r = models_->resolve(id);
   if (!r) return reply_error(model_not_found(id), "not_found");
+  if (!r->adapter.empty())
+    for (const auto& a : models_->all_adapters())
+      if (a.spec.name == r->adapter) return reply_json(adapter_json(a));
   return reply_json(model_json(r->slot));
 }
 

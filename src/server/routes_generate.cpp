@@ -2,9 +2,12 @@
 // for the whole result (JSON) or stream Server-Sent Events as a chunked response (server/http.h).
 // Both paths poll the client's socket while they wait, so a client that goes away aborts its engine
 // requests (freeing their KV blocks) within one wait slice.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
+
+#include <fmt/format.h>
 
 #include "core/log.h"
 #include "server/generation.h"
@@ -184,7 +187,7 @@ std::optional<double> keep_alive_of(const json& body) {
   return *secs;
 }
 
-Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
+Result<ModelLease> Server::lease_model(const json& body, ApiError* err, ResolvedModel* resolved) {
   try {
     keep_alive_of(body);  // a malformed keep_alive is a 400 before any model loads
     std::string name = opt_string(body, "model").value_or("");
@@ -205,11 +208,34 @@ Result<ModelLease> Server::lease_model(const json& body, ApiError* err) {
       return Error{lease.error()};
     }
     if (auto ka = keep_alive_of(body)) models_->set_keep_alive(r->slot, *ka);
+    if (resolved) *resolved = *r;
     return lease;
   } catch (const RequestError& e) {
     *err = e.error;
     return Error{e.error.message};
   }
+}
+
+Status Server::apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRequest* m) {
+  if (r.adapter.empty()) return {};
+  Engine& engine = *lease.model().engine;
+  auto has = [&] {
+    for (const LoraInfo& l : engine.loras())
+      if (l.name == r.adapter) return true;
+    return false;
+  };
+  if (!has()) {  // added at run time while its model was loading: load it now
+    for (const AdapterSpec& a : models_->adapters(lease.slot()))
+      if (a.name == r.adapter)
+        if (auto info = engine.load_lora(a.name, a.path); !info.ok() && !has())  // !has: not a racing load
+          return Error{fmt::format("LoRA adapter '{}': {}", a.name, info.error())};
+  }
+  m->model = r.adapter;
+  for (MappedPrompt& p : m->prompts) {
+    p.request.lora = r.adapter;
+    p.request.lora_scale = r.adapter_scale;
+  }
+  return {};
 }
 
 // A routed request's response says which rule chose its model.
@@ -240,8 +266,17 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   int64_t submitted = 0;
   if (Status st = gen->submit(&submitted); !st.ok()) {
     metrics->cancel_admission(k - submitted);
+    if (!m.prompts.empty() && !m.prompts[0].request.lora.empty() && !models_->resolve(m.model)) {
+      ApiError e;  // the adapter was unloaded between resolving its name and submitting
+      e.status = 404;
+      e.message = fmt::format("The model `{}` does not exist.", m.model);
+      e.param = "model";
+      e.code = "model_not_found";
+      return reply_error(e, "not_found", metrics);
+    }
     return reply_error(bad_request(st.error()), "invalid_request", metrics);
   }
+  if (!m.prompts.empty() && !m.prompts[0].request.lora.empty()) metrics->track_lora(gen->ids(), m.prompts[0].request.lora);
 
   ResponseMeta meta = make_meta(kind, m.model);
   for (const MappedPrompt& p : m.prompts) meta.prompt_truncated |= p.truncated;

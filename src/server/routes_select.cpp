@@ -68,6 +68,16 @@ RouteInput route_facts(const json& body, const HttpRequest& req, ApiKind kind, s
   return in;
 }
 
+ApiError adapter_unavailable(const std::string& why) {
+  ApiError e;
+  e.status = 503;
+  e.type = "service_unavailable_error";
+  e.code = "model_unavailable";
+  e.message = why;
+  e.param = "model";
+  return e;
+}
+
 }  // namespace
 
 const RouterSpec* Server::find_router(const std::string& name) const {
@@ -111,7 +121,8 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
   const RouterSpec* router = find_router(name);
   if (!router) {  // a model by name: its failures are the answer
     ApiError err;
-    auto leased = lease_model(body, &err);
+    ResolvedModel resolved;
+    auto leased = lease_model(body, &err, &resolved);
     if (!leased.ok()) {
       HttpResponse res =
           reply_error(err, err.status == 404 ? "not_found" : err.status == 503 ? "unavailable" : "invalid_request");
@@ -130,6 +141,8 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                                                                  : "invalid_request",
                          t->metrics);
     t->mapped = std::move(mapped).value();
+    if (Status st = apply_adapter(resolved, t->lease, &*t->mapped); !st.ok())
+      return reply_error(adapter_unavailable(st.error()), "unavailable", t->metrics);
     if (!t->metrics->try_admit(static_cast<int64_t>(t->mapped->prompts.size()), opts_.max_queued_requests)) {
       ApiError e;
       e.status = 429;
@@ -205,6 +218,8 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
       return reply_error(err, err.code == "context_length_exceeded" ? "context_length_exceeded" : "invalid_request",
                          metrics);
     }
+    if (Status st = apply_adapter(*slot, lease, &*mapped); !st.ok())
+      return reply_error(adapter_unavailable(st.error()), "unavailable", metrics);
     if (!metrics->try_admit(static_cast<int64_t>(mapped->prompts.size()), opts_.max_queued_requests)) {
       // Not a failure unless the whole chain is full (router_fallbacks_total counts the pass-over).
       last = ApiError{};

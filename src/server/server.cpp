@@ -60,9 +60,37 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
         for (const auto& y : names(b))
           if (x == y) return Error{fmt::format("the model name '{}' is given to two models ({} and {})", x, b.path, a.path)};
     }
-  auto model_exists = [&options](const std::string& n) {
+  auto model_index = [&options](const std::string& n) -> std::optional<size_t> {
+    for (size_t i = 0; i < options.models.size(); ++i) {
+      const ModelSpec& m = options.models[i];
+      if (m.name == n || std::find(m.aliases.begin(), m.aliases.end(), n) != m.aliases.end()) return i;
+    }
+    return std::nullopt;
+  };
+  // LoRA adapters: the command line's onto their base models; every adapter name is unique among
+  // models, aliases and adapters.
+  for (AdapterSpec& a : options.loras) {
+    const auto base = a.base.empty() ? std::optional<size_t>(0) : model_index(a.base);
+    if (!base) return Error{fmt::format("LoRA adapter '{}': no model is named '{}' (base_model_name)", a.name, a.base)};
+    options.models[*base].loras.push_back(std::move(a));
+  }
+  options.loras.clear();
+  {
+    std::vector<std::string> seen;
     for (const ModelSpec& m : options.models)
-      if (m.name == n || std::find(m.aliases.begin(), m.aliases.end(), n) != m.aliases.end()) return true;
+      for (const AdapterSpec& a : m.loras) {
+        if (a.name.empty()) return Error{fmt::format("a LoRA adapter ({}) has no name", a.path)};
+        if (model_index(a.name)) return Error{fmt::format("the LoRA adapter name '{}' is a model's name", a.name)};
+        if (std::find(seen.begin(), seen.end(), a.name) != seen.end())
+          return Error{fmt::format("two LoRA adapters are named '{}'", a.name)};
+        seen.push_back(a.name);
+      }
+  }
+  auto model_exists = [&](const std::string& n) {
+    if (model_index(n)) return true;
+    for (const ModelSpec& m : options.models)
+      for (const AdapterSpec& a : m.loras)
+        if (a.name == n) return true;  // a router's chain may name an adapter
     return false;
   };
   for (size_t i = 0; i < options.routers.size(); ++i) {
@@ -200,7 +228,24 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
   const MemoryPlan& plan = engine->memory_plan();
   // Anonymous memory: the KV cache, and weights beyond the file's mapped bytes (repacked copies).
   m->anon_bytes = plan.kv_bytes + (plan.weight_bytes > spec.file_bytes ? plan.weight_bytes - spec.file_bytes : 0);
+  // The model's LoRA adapters (those of the start and those loaded at run time).
+  for (const AdapterSpec& a : models_->adapters(slot)) {
+    auto info = engine->load_lora(a.name, a.path);
+    if (!info.ok()) {
+      // A configured adapter that fails fails the model; one added at run time while the model was
+      // unloaded (only its file's existence was checked) is dropped instead, with a warning.
+      const bool configured = std::any_of(spec.loras.begin(), spec.loras.end(),
+                                          [&](const AdapterSpec& c) { return c.name == a.name && c.path == a.path; });
+      if (configured) return Error{fmt::format("LoRA adapter '{}' ({}): {}", a.name, a.path, info.error())};
+      log_warn("model {}: LoRA adapter '{}' ({}) dropped: {}", spec.name, a.name, a.path, info.error());
+      models_->remove_adapter(a.name);
+      continue;
+    }
+    log_info("model {}: LoRA adapter '{}' from {} (rank {}, {} tensors)", spec.name, a.name, a.path, info->rank,
+             info->n_tensors);
+  }
   ServerMetrics* metrics = model_metrics_[slot].get();
+  if (!engine->loras().empty()) metrics->enable_lora();
   metrics->attach_engine(engine.get(), load_s);
   engine->set_observer(metrics);
   engine->start();

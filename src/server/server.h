@@ -64,6 +64,9 @@ struct ServerOptions {
   // from model_path, attached with attach_engine (or loaded by engine_loader).
   std::vector<ModelSpec> models;
   std::vector<RouterSpec> routers;    // virtual models (tiered routing), prepared by Server::create
+  // LoRA adapters of the command line (--lora-modules, --lora): each on the model its `base` names
+  // ("": the first model), added to that ModelSpec's loras by Server::create.
+  std::vector<AdapterSpec> loras;
   uint64_t memory_limit = 0;          // --memory-limit in bytes (0: no budget)
   double load_timeout_s = 300;        // how long a request waits for its on-demand model to load
   // Creates a model's engine (serve.cpp: the model's engine options); null: attach_engine only.
@@ -129,7 +132,11 @@ class Server final : public HttpHandler {
   Result<ServerContext> build_context(const ModelSpec& spec, Engine& engine) const;
   // The request's model (a router: its tokenizer_model, for /tokenize): resolved (404
   // model_not_found) and leased, loading it if needed (503).
-  Result<ModelLease> lease_model(const json& body, ApiError* err);
+  // *resolved (when given) gets the adapter a LoRA adapter's name adds.
+  Result<ModelLease> lease_model(const json& body, ApiError* err, ResolvedModel* resolved = nullptr);
+  // A request for an adapter: the engine has it loaded (it loads it when a run-time load raced a
+  // model load), the response names the adapter, every prompt carries it.
+  Status apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRequest* m);
 
   // The model chosen for a generation request, its mapped request, admitted (routes_select.cpp).
   struct Target {
@@ -162,6 +169,9 @@ class Server final : public HttpHandler {
   HttpResponse route_admin_load(HttpRequest& req);
   HttpResponse route_admin_unload(HttpRequest& req);
   HttpResponse route_admin_reload(HttpRequest& req);
+  HttpResponse route_load_lora(HttpRequest& req);    // routes_lora.cpp: vLLM's /v1/load_lora_adapter
+  HttpResponse route_unload_lora(HttpRequest& req);  // vLLM's /v1/unload_lora_adapter
+  json adapter_json(const ModelRegistry::AdapterEntry& a) const;
 
   ServerOptions opts_;
   std::unique_ptr<HttpServer> http_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 namespace tmill::server {
 
@@ -149,6 +150,27 @@ void ServerMetrics::collect() {
     r.counter("tokenmill:grammar_mask_seconds_total", "", m).set(st.grammar_mask_seconds_total);
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
+    if (lora_enabled_.load()) {
+      // vLLM's info gauge: the adapters of running and of waiting requests (comma-separated, sorted),
+      // max_lora; the value is the time of the scrape.
+      std::set<std::string> running, waiting;
+      {
+        std::lock_guard<std::mutex> l(lora_mu_);
+        for (const auto& [id, q] : lora_reqs_) (q.running ? running : waiting).insert(q.adapter);
+      }
+      auto join = [](const std::set<std::string>& s) {
+        std::string out;
+        for (const auto& x : s) out += (out.empty() ? "" : ",") + x;
+        return out;
+      };
+      r.gauge_replacing("vllm:lora_requests_info", "Running stats on lora requests.",
+                        {{"model_name", model_name_},
+                         {"running_lora_adapters", join(running)},
+                         {"waiting_lora_adapters", join(waiting)},
+                         {"max_lora", std::to_string(e->config().max_loras)}},
+                        "model_name", model_name_)
+          .set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    }
   } else {
     r.gauge("tokenmill:model_loaded", "", m).set(0);
   }
@@ -193,9 +215,47 @@ void ServerMetrics::on_step(const StepStats& s) {
   batch_size_->observe(s.num_seqs);
 }
 
-void ServerMetrics::on_request_scheduled(const RequestTimings&) { queued_.fetch_sub(1); }
+void ServerMetrics::on_request_scheduled(const RequestTimings& t) {
+  queued_.fetch_sub(1);
+  lora_event(t.request_id, false);
+}
+
+void ServerMetrics::track_lora(const std::vector<uint64_t>& ids, const std::string& adapter) {
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  for (uint64_t id : ids) {
+    LoraReq r{adapter, false};
+    bool done = false;
+    for (auto it = lora_early_.begin(); it != lora_early_.end();)
+      if (it->first == id) {
+        r.running = true;
+        done |= it->second;
+        it = lora_early_.erase(it);
+      } else {
+        ++it;
+      }
+    if (!done) lora_reqs_[id] = std::move(r);
+  }
+}
+
+void ServerMetrics::lora_event(uint64_t id, bool done) {
+  if (!lora_enabled_.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(lora_mu_);
+  if (auto it = lora_reqs_.find(id); it != lora_reqs_.end()) {
+    if (done) lora_reqs_.erase(it);
+    else it->second.running = true;
+    return;
+  }
+  for (auto& e : lora_early_)
+    if (e.first == id) {
+      e.second |= done;
+      return;
+    }
+  lora_early_.emplace_back(id, done);
+  if (lora_early_.size() > 4096) lora_early_.pop_front();
+}
 
 void ServerMetrics::on_request_done(const RequestTimings& t) {
+  lora_event(t.request_id, true);
   if (!t.scheduled) queued_.fetch_sub(1);  // left the queue without being scheduled (abort, timeout)
   switch (t.finish_reason) {
     case FinishReason::Stop: success_stop_->inc(); break;

@@ -9,9 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/metrics_registry.h"
@@ -41,6 +44,11 @@ class ServerMetrics : public EngineObserver {
   void cancel_admission(int64_t k);  // submit failed
   int64_t queued() const { return queued_.load(); }
 
+  // LoRA: vLLM's vllm:lora_requests_info (running / waiting adapters, max_lora), from the engine
+  // request ids of adapter requests (track_lora, after submit) and the observer's events.
+  void enable_lora() { lora_enabled_.store(true); }
+  void track_lora(const std::vector<uint64_t>& ids, const std::string& adapter);
+
   // EngineObserver (engine thread).
   void on_step(const StepStats& s) override;
   void on_request_scheduled(const RequestTimings& t) override;
@@ -64,6 +72,17 @@ class ServerMetrics : public EngineObserver {
   Histogram *prompt_hist_ = nullptr, *gen_hist_ = nullptr;
   Counter *prompt_tokens_, *client_aborts_, *timeouts_, *rejected_, *success_stop_, *success_length_, *success_abort_;
   std::atomic<const Engine*> engine_{nullptr};
+  // LoRA request states; events that arrive before track_lora (the engine may schedule a request
+  // before submit returns its id) wait in a bounded list of recent ids.
+  struct LoraReq {
+    std::string adapter;
+    bool running = false;
+  };
+  std::atomic<bool> lora_enabled_{false};
+  std::mutex lora_mu_;
+  std::map<uint64_t, LoraReq> lora_reqs_;
+  std::deque<std::pair<uint64_t, bool>> lora_early_;  // (id, done) of untracked ids, newest last
+  void lora_event(uint64_t id, bool done);
   std::atomic<int64_t> queued_{0};
   std::atomic<int32_t> max_model_len_{0};
   double load_seconds_ = 0;

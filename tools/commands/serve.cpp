@@ -54,7 +54,51 @@ struct ServeCli {
   std::vector<std::string> model_entries;
   std::string models_file;
   std::string memory_limit;
+  std::vector<std::string> lora_modules;  // vLLM's --lora-modules: NAME=FILE or a JSON object
 };
+
+// The LoRA adapters of --lora-modules (vLLM: NAME=FILE, or {"name", "path", "base_model_name"}) and
+// llama-server's --lora [NAME=]FILE[:SCALE] / --lora-scaled FILE SCALE. They become model names
+// (ServerOptions::loras); the server loads them into their base model's engine, so the engine
+// options keep none of them.
+tmill::Status collect_loras(ServeCli& o) {
+  using tmill::Error;
+  TM_ASSIGN_OR_RETURN(auto flags, tmill::cli::lora_flags(o.engine));
+  for (const auto& l : flags) o.server.loras.push_back({l.name, l.path, l.scale, ""});
+  o.engine.lora.clear();
+  o.engine.lora_scaled.clear();
+  for (const std::string& m : o.lora_modules) {
+    tmill::server::AdapterSpec a;
+    if (!m.empty() && m.front() == '{') {
+      auto j = nlohmann::json::parse(m, nullptr, false);
+      if (!j.is_object() || !j.contains("name") || !j.contains("path") || !j["name"].is_string() ||
+          !j["path"].is_string())
+        return Error{"--lora-modules " + m + ": a JSON module needs string \"name\" and \"path\""};
+      for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() != "name" && it.key() != "path" && it.key() != "base_model_name")
+          return Error{"--lora-modules " + m + ": unknown key '" + it.key() + "' (name, path, base_model_name)"};
+      a.name = j["name"].get<std::string>();
+      a.path = j["path"].get<std::string>();
+      if (j.contains("base_model_name")) {
+        if (!j["base_model_name"].is_string()) return Error{"--lora-modules " + m + ": base_model_name must be a string"};
+        a.base = j["base_model_name"].get<std::string>();
+      }
+    } else {
+      const size_t eq = m.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == m.size())
+        return Error{"--lora-modules " + m + ": expected NAME=FILE or a JSON object"};
+      a.name = m.substr(0, eq);
+      a.path = m.substr(eq + 1);
+    }
+    o.server.loras.push_back(std::move(a));
+  }
+  for (const auto& a : o.server.loras) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(a.path, ec))
+      return Error{fmt::format("LoRA adapter '{}': no such file {}", a.name, a.path)};
+  }
+  return {};
+}
 
 // One model the way serve always took it (positional MODEL and/or one --model FILE): the
 // single-model path, unchanged. Several models, NAME=FILE or a models file: the registry's path.
@@ -199,6 +243,10 @@ int run(ServeCli& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (auto st = collect_loras(o); !st.ok()) {
+    log_error("{}", st.error());
+    return 1;
+  }
   const bool several = several_models(o);
   if (!several && !o.model_entries.empty()) o.engine.model = o.model_entries[0];
   if (auto st = several ? Status{} : apply_vllm_flags(o); !st.ok()) {
@@ -342,6 +390,10 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              auto o = std::make_shared<ServeCli>();
              auto& s = o->server;
              tmill::cli::add_engine_options(app, o->engine);
+             tmill::cli::add_lora_options(app, o->engine);
+             app.add_option("--lora-modules", o->lora_modules,
+                            "LoRA adapters served as model names (vLLM's flag): NAME=FILE or "
+                            "'{\"name\": N, \"path\": FILE, \"base_model_name\": M}' (repeatable)");
              // --model is repeatable here: [NAME=]FILE, one engine per model.
              app.remove_option(app.get_option("--model"));
              app.add_option("--model", o->model_entries,

@@ -64,6 +64,7 @@ Result<std::vector<ServeModel>> models_from_file(const server::ModelsFile& file,
     if (e.engine.kv_cache_dtype) m.engine.kv_cache_dtype = *e.engine.kv_cache_dtype;
     if (e.engine.max_model_len) m.engine.max_model_len = *e.engine.max_model_len;
     if (e.engine.max_num_seqs) m.engine.max_num_seqs = *e.engine.max_num_seqs;
+    if (e.engine.max_loras) m.engine.max_loras = *e.engine.max_loras;
     out.push_back(std::move(m));
   }
   return out;

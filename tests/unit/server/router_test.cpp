@@ -208,7 +208,7 @@ TEST(ModelsFile, ErrorsNameTheFileLineAndKey) {
   };
   EXPECT_EQ(err("models:\n  - file: a.gguf\n    thread: 2\n"),
             "m.yaml:3:5: unknown key 'thread' in a model (known: name, file, aliases, threads, kv_cache_memory, "
-            "kv_cache_dtype, max_model_len, max_num_seqs, chat_template, residency, idle_unload)");
+            "kv_cache_dtype, max_model_len, max_num_seqs, chat_template, residency, idle_unload, loras, max_loras)");
   EXPECT_NE(err("models:\n  - file: a.gguf\n    residency: sometimes\n").find("m.yaml:3:16: 'residency' must be"),
             std::string::npos);
   EXPECT_NE(err("models:\n  - name: a\n").find("m.yaml:2:5: a model needs 'file'"), std::string::npos);

@@ -1,0 +1,134 @@
+// LoRA adapters at run time, vLLM's routes (behind the API key like the admin routes):
+//   POST /v1/load_lora_adapter   {"lora_name": N, "lora_path": FILE[, "base_model_name": M][, "lora_scale": S]}
+//   POST /v1/unload_lora_adapter {"lora_name": N}
+// Both answer 200 with a plain-text sentence (as vLLM does); errors are OpenAI error bodies: 400 for
+// a bad request or an adapter the model refuses, 404 for an unknown adapter or base model.
+// An adapter is registered with its base model (ModelRegistry::add_adapter) and, when that model is
+// resident, loaded into its engine at once; an unloaded model loads it with its weights (and drops it
+// with a warning if it does not load then, e.g. past --max-loras).
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "server/request_fields.h"
+#include "server/server.h"
+
+namespace tmill::server {
+
+namespace {
+
+HttpResponse text_ok(const std::string& text) {
+  HttpResponse res;
+  res.content_type = "text/plain; charset=utf-8";
+  res.body = text;
+  return res;
+}
+
+ApiError lora_error(int status, const std::string& message, const char* param) {
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  e.param = param;
+  if (status == 404) e.code = "model_not_found";
+  return e;
+}
+
+}  // namespace
+
+HttpResponse Server::route_load_lora(HttpRequest& req) {
+  std::string name, path, base;
+  float scale = 1.0f;
+  try {
+    const json body = parse_body(req.body);
+    if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
+    name = opt_string(body, "lora_name").value_or("");
+    path = opt_string(body, "lora_path").value_or("");
+    base = opt_string(body, "base_model_name").value_or("");
+    if (auto s = opt_float(body, "lora_scale")) scale = *s;
+  } catch (const RequestError& e) {
+    return reply_error(e.error, "invalid_request");
+  }
+  if (name.empty() || path.empty())
+    return reply_error(lora_error(400, "Both 'lora_name' and 'lora_path' must be provided.", name.empty() ? "lora_name" : "lora_path"),
+                       "invalid_request");
+  if (!std::isfinite(scale)) return reply_error(lora_error(400, "'lora_scale' must be finite", "lora_scale"), "invalid_request");
+  size_t slot = 0;
+  if (!base.empty()) {
+    auto r = models_->resolve(base);
+    if (!r || !r->adapter.empty())
+      return reply_error(lora_error(404, fmt::format("The model `{}` does not exist.", base), "base_model_name"),
+                         "not_found");
+    slot = r->slot;
+  }
+  if (find_router(name))
+    return reply_error(lora_error(400, fmt::format("The name '{}' is a router's; choose another 'lora_name'.", name),
+                                  "lora_name"),
+                       "invalid_request");
+  if (auto existing = models_->resolve(name); existing)
+    return reply_error(lora_error(400,
+                                  existing->adapter.empty()
+                                      ? fmt::format("The name '{}' is a model's; choose another 'lora_name'.", name)
+                                      : fmt::format("The lora adapter '{}' has already been loaded.", name),
+                                  "lora_name"),
+                       "invalid_request");
+  // Resident: the engine reads and checks the file now; its error is the client's answer.
+  if (auto lease = models_->try_lease(slot); lease && lease->model().engine) {
+    auto info = lease->model().engine->load_lora(name, path);
+    if (!info.ok()) return reply_error(lora_error(400, info.error(), "lora_path"), "invalid_request");
+    if (Status st = models_->add_adapter(slot, AdapterSpec{name, path, scale, ""}); !st.ok()) {
+      (void)lease->model().engine->unload_lora(name);
+      return reply_error(lora_error(400, st.error(), "lora_name"), "invalid_request");
+    }
+    metrics_for(slot)->enable_lora();
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      return reply_error(lora_error(400, fmt::format("cannot read the LoRA adapter file {}", path), "lora_path"),
+                         "invalid_request");
+    if (Status st = models_->add_adapter(slot, AdapterSpec{name, path, scale, ""}); !st.ok())
+      return reply_error(lora_error(400, st.error(), "lora_name"), "invalid_request");
+  }
+  log_info("LoRA adapter '{}' loaded from {} on model {}", name, path, models_->spec(slot).name);
+  return text_ok(fmt::format("Success: LoRA adapter '{}' added successfully.", name));
+}
+
+HttpResponse Server::route_unload_lora(HttpRequest& req) {
+  std::string name;
+  try {
+    const json body = parse_body(req.body);
+    if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
+    name = opt_string(body, "lora_name").value_or("");
+  } catch (const RequestError& e) {
+    return reply_error(e.error, "invalid_request");
+  }
+  if (name.empty()) return reply_error(lora_error(400, "'lora_name' must be provided.", "lora_name"), "invalid_request");
+  auto slot = models_->remove_adapter(name);
+  if (!slot)
+    return reply_error(lora_error(404, fmt::format("The lora adapter '{}' cannot be found.", name), "lora_name"),
+                       "not_found");
+  // Requests already running keep it until they finish (the engine holds it per request).
+  if (auto lease = models_->try_lease(*slot); lease && lease->model().engine)
+    (void)lease->model().engine->unload_lora(name);
+  log_info("LoRA adapter '{}' unloaded", name);
+  return text_ok(fmt::format("Success: LoRA adapter '{}' removed successfully.", name));
+}
+
+// An adapter as /v1/models lists it (vLLM's shape): root is its file, parent its base model.
+json Server::adapter_json(const ModelRegistry::AdapterEntry& a) const {
+  const ModelRegistry::View v = models_->view(a.slot);
+  json m;
+  m["id"] = a.spec.name;
+  m["object"] = "model";
+  m["created"] = created_unix_;
+  m["owned_by"] = "tokenmill";
+  m["root"] = a.spec.path;
+  m["parent"] = models_->spec(a.slot).name;
+  m["max_model_len"] = v.max_model_len > 0 ? json(v.max_model_len) : json(nullptr);
+  m["state"] = model_state_name(v.state);
+  m["lora_scale"] = a.spec.scale;
+  return m;
+}
+
+}  // namespace tmill::server
