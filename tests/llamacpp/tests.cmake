@@ -8,7 +8,10 @@ if(TM_NODE)
            WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
   set_tests_properties(e2e_llamacpp_interop PROPERTIES
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
-                       LABELS "e2e" TIMEOUT 900 SKIP_RETURN_CODE 77)
+                       LABELS "e2e;slow" TIMEOUT 900 SKIP_RETURN_CODE 77)
+  # "slow": ~100 files through `tokenmill eval logits`; it runs in the release suite, and the sanitizer
+  # pass of .ci/run skips it (under ASan it takes several minutes; the kernels it exercises have their
+  # own sanitized unit tests).
 endif()
 # LoRA adapters written by `tokenmill lora dummy`: llama.cpp loads them and its logits with the adapter
 # match tokenmill's (--lora and the merged model) (tests/llamacpp/lora.mjs).
