@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "model/reference.h"
 
 namespace tmill {
 
@@ -38,15 +39,9 @@ uint64_t PreparedMoe::bytes() const {
 
 void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
                      float* p) {
-  // softmax as the reference computes it (max-shifted exp, then divide by the sum)
-  float mx = logits[0];
-  for (int64_t e = 1; e < n_expert; ++e) mx = std::max(mx, logits[e]);
-  float sum = 0.0f;
-  for (int64_t e = 0; e < n_expert; ++e) {
-    p[e] = std::exp(logits[e] - mx);
-    sum += p[e];
-  }
-  for (int64_t e = 0; e < n_expert; ++e) p[e] /= sum;
+  // the reference's own softmax, so routing matches the oracle bit for bit
+  std::copy(logits, logits + n_expert, p);
+  ref::softmax(p, n_expert);
   // top-k by repeated selection (k is small: 1..8 of 8..128 experts); taken ones are marked -1
   float wsum = 0.0f;
   for (int64_t j = 0; j < k; ++j) {

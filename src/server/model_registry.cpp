@@ -330,6 +330,10 @@ Result<ModelLease> ModelRegistry::acquire(size_t slot, double timeout_s, Failure
     return Error{fmt::format("The model `{}` could not be loaded: {}", specs_[slot].name,
                              s.last_error.empty() ? "the server is stopping" : s.last_error)};
   }
+  return lease_locked(slot, s);
+}
+
+ModelLease ModelRegistry::lease_locked(size_t slot, Slot& s) {
   ModelLease l;
   l.reg_ = this;
   l.slot_ = slot;
@@ -343,13 +347,7 @@ std::optional<ModelLease> ModelRegistry::try_lease(size_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& s = *slots_[slot];
   if (s.state != ModelState::Loaded) return std::nullopt;
-  ModelLease l;
-  l.reg_ = this;
-  l.slot_ = slot;
-  l.model_ = s.model;
-  ++s.inflight;
-  s.idle_deadline.reset();
-  return l;
+  return lease_locked(slot, s);
 }
 
 void ModelRegistry::attach(size_t slot, std::shared_ptr<LoadedModel> model) {

@@ -166,6 +166,8 @@ class ModelRegistry {
   friend class ModelLease;
   struct Slot;
   void release(size_t slot);
+  // A lease on a Loaded slot (mu_ held): counts it in flight and cancels its idle unload.
+  ModelLease lease_locked(size_t slot, Slot& s);
   // Caller holds mu_. Bytes counted for the slot if it were resident; the file only once.
   uint64_t cost_locked(size_t slot, bool with_file) const;
   // Caller holds mu_: unload LRU idle unpinned models until `need` more bytes fit; the freed models
