@@ -135,6 +135,12 @@ StubServer::StubServer(StubConfig cfg) : cfg_(std::move(cfg)), svr_(std::make_un
             }
             if (st->sent_tokens < out_tokens) {
               if (drop && st->chunks >= cfg_.drop_after_chunks) return false;  // connection drops
+              if (st->chunks == 0 && cfg_.hold_until_running > 0) {
+                std::unique_lock<std::mutex> lk(mu_);
+                if (cv_.wait_for(lk, std::chrono::milliseconds(cfg_.hold_timeout_ms),
+                                 [&] { return max_running_.load() >= cfg_.hold_until_running; }))
+                  st->first = std::max(st->first, Clock::now());
+              }
               std::this_thread::sleep_until(st->first + std::chrono::milliseconds(cfg_.itl_ms) * st->chunks);
               const int k = std::min(cfg_.tokens_per_chunk, out_tokens - st->sent_tokens);
               std::string text;
@@ -203,6 +209,7 @@ bool StubServer::admit(int* status) {
   if (cfg_.preempt_above > 0 && running_ > cfg_.preempt_above) preemptions_.fetch_add(1);
   for (int m = max_running_.load(); running_ > m && !max_running_.compare_exchange_weak(m, running_);) {
   }
+  if (cfg_.hold_until_running > 0) cv_.notify_all();
   return true;
 }
 

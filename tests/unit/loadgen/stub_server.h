@@ -42,6 +42,11 @@ struct StubConfig {
   int reject_above = 0;   // 429 when running + waiting would exceed this (0: never)
   int preempt_above = 0;  // count a preemption for each admitted request beyond this many running
   int loading_ms = 0;     // "loading the model": every route but /metrics answers 503 this long
+  // Hold every stream's first content chunk until this many requests have been running at once
+  // (at most hold_timeout_ms): makes "N streams at once" independent of how fast a loaded machine
+  // opens the connections.
+  int hold_until_running = 0;
+  int hold_timeout_ms = 20000;
 };
 
 class StubServer {
