@@ -12,7 +12,10 @@ shift || true
 build="${BUILD_DIR:-build-fuzz}"
 jobs="${JOBS:-2}"
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTM_FUZZ=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+# -O1 -g1: the instrumented build compiles ~2x faster than at -O2 (CI's time budget), runs nearly as fast,
+# and line tables symbolize the reproducers' stack traces.
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DTM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
 if [ "$#" -gt 0 ]; then
   targets=("$@")
 else

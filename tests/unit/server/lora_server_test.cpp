@@ -164,8 +164,12 @@ TEST(LoraServer, AdapterAnswersLikeTheMergedModelInOneBatchWithTheBase) {
   for (size_t i = 0; i < names.size(); ++i) {
     ASSERT_TRUE(got[i].contains("choices")) << got[i].dump();
     EXPECT_EQ(got[i]["model"], names[i]);  // the response names the adapter
-    if (names[i] == "stories260K") EXPECT_EQ(text_of(got[i]), want_base);
-    if (names[i] == "ad") EXPECT_EQ(text_of(got[i]), want_adapter);
+    if (names[i] == "stories260K") {
+      EXPECT_EQ(text_of(got[i]), want_base);
+    }
+    if (names[i] == "ad") {
+      EXPECT_EQ(text_of(got[i]), want_adapter);
+    }
     if (names[i] == "bd") {
       if (bd_text.empty()) bd_text = text_of(got[i]);
       EXPECT_EQ(text_of(got[i]), bd_text);
