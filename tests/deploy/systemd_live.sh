@@ -30,7 +30,9 @@ if ! podman image exists "$image"; then
 fi
 name=tokenmill-systemd-$$
 trap '$pod rm -f "$name" >/dev/null 2>&1 || true' EXIT
-$pod run -d --systemd=always --network host --name "$name" "$image" >/dev/null
+# --privileged: the unit's sandbox (ProtectSystem, PrivateTmp, ...) needs mount namespaces, which
+# systemd gets on a real host but not in an unprivileged container (status 226/NAMESPACE).
+$pod run -d --privileged --systemd=always --network host --name "$name" "$image" >/dev/null
 for _ in $(seq 1 60); do
   state=$($pod exec "$name" systemctl is-system-running 2>/dev/null || true)
   case "$state" in running|degraded) break;; esac
