@@ -11,7 +11,8 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev          # libFuzzer targets and sanitizer runs
   nodejs npm                        # end-to-end tests with the official openai client
-  prometheus                        # promtool check metrics
+  prometheus                        # promtool check metrics, promtool check/test rules (deploy/)
+  yamllint python3-yaml file        # deploy/ manifests check; cpack -G DEB (file, dpkg-shlibdeps)
   chromium                          # renders the load-test HTML report in tests
 )
 missing=()

@@ -20,7 +20,8 @@ std::string option_name(const std::string& a) {
 
 }  // namespace
 
-Result<std::vector<std::string>> expand_config_args(const std::vector<std::string>& argv) {
+Result<std::vector<std::string>> expand_config_args(const std::vector<std::string>& argv,
+                                                    const std::function<bool(const std::string&)>& skip) {
   std::string path;
   std::vector<std::string> rest;
   int found = 0;
@@ -64,6 +65,7 @@ Result<std::vector<std::string>> expand_config_args(const std::vector<std::strin
     if (key.empty() || key == "config")
       return Error{fmt::format("--config {}: line {}: option '{}' cannot be set in a config file", path, line, raw)};
     if (given.count(key)) continue;  // the command line wins
+    if (skip && skip(key)) continue;  // and so does the environment (serve's TOKENMILL_*)
     const YAML::Node& v = kv.second;
     const std::string flag = "--" + key;
     if (v.IsScalar()) {

@@ -10,6 +10,7 @@
 // command line is not taken from the file: the command line wins, as in vLLM.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,12 @@
 namespace tmill::cli {
 
 // Returns argv without `--config FILE` / `--config=FILE` and with the file's options appended.
+// `skip(key)` (optional; the key as a long option name) leaves a file option out: serve passes
+// env_option_set, so an option set in the environment is not taken from the file.
 // Errors: an unreadable
 // file, YAML that is not a mapping of scalars / sequences of scalars (naming the key and the line),
 // two --config flags.
-Result<std::vector<std::string>> expand_config_args(const std::vector<std::string>& argv);
+Result<std::vector<std::string>> expand_config_args(const std::vector<std::string>& argv,
+                                                    const std::function<bool(const std::string&)>& skip = {});
 
 }  // namespace tmill::cli

@@ -2,12 +2,14 @@
 // itself; a name with a space ("bench engine") becomes a nested subcommand.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cli_common.h"
 #include "config_args.h"
+#include "env_options.h"
 #include "core/memory.h"
 
 int main(int argc, char** argv) {
@@ -45,8 +47,23 @@ int main(int argc, char** argv) {
     else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
     else if (a.rfind("-pp=", 0) == 0) a = "--pipeline-parallel-size=" + a.substr(4);
   }
-  // vLLM's --config FILE.yaml: the file's options join the command line's (which win).
-  auto expanded = expand_config_args(spelled);
+  // serve's flags are also environment variables (TOKENMILL_PORT=8001, env_options.h), and
+  // TOKENMILL_CONFIG names its --config file when the command line gives none.
+  const bool serve = spelled.size() > 1 && spelled[1] == "serve";
+  if (serve) {
+    for (auto& [sub, run] : runs)
+      if (sub->get_name() == "serve") bind_env_options(*sub);
+    const bool has_config = std::any_of(spelled.begin(), spelled.end(), [](const std::string& a) {
+      return a == "--config" || a.rfind("--config=", 0) == 0;
+    });
+    if (const char* c = std::getenv("TOKENMILL_CONFIG"); c && *c && !has_config) {
+      spelled.push_back("--config");
+      spelled.push_back(c);
+    }
+  }
+  // vLLM's --config FILE.yaml: the file's options join the command line's (which win, and so does
+  // the environment for serve).
+  auto expanded = serve ? expand_config_args(spelled, env_option_set) : expand_config_args(spelled);
   if (!expanded.ok()) {
     std::fprintf(stderr, "error: %s\n", expanded.error().c_str());
     return 2;

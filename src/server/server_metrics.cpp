@@ -120,6 +120,17 @@ void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
                                  buckets_1_2_5(max_len), model());
   gen_hist_ = &reg_.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
                               buckets_1_2_5(max_len), model());
+  // vLLM's info gauge of the KV cache's shape (value 1): the inference gateway's prefix-cache scorer
+  // reads block_size and num_gpu_blocks from it (docs/deploy.md, "What the endpoint picker reads").
+  const EngineConfig& cfg = engine->config();
+  reg_.gauge_replacing("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.",
+                       {{"model_name", model_name_},
+                        {"block_size", std::to_string(cfg.block_size)},
+                        {"cache_dtype", engine->memory_plan().kv_dtype},
+                        {"enable_prefix_caching", cfg.enable_prefix_caching ? "True" : "False"},
+                        {"num_gpu_blocks", std::to_string(engine->memory_plan().num_blocks)}},
+                       "model_name", model_name_)
+      .set(1);
   std::lock_guard<std::mutex> lock(engine_mu_);
   engine_.store(engine);
 }

@@ -20,6 +20,7 @@
 #include "cli_common.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "core/sd_notify.h"
 #include "core/strings.h"
 #include "engine_options.h"
 #include "chat/tool_calls.h"
@@ -380,7 +381,10 @@ int run(ServeCli& o) {
       return 1;
     }
   }
+  // systemd (Type=notify): started once the model serves; a stop is under way from the signal on.
+  tmill::sd_notify(fmt::format("READY=1\nSTATUS=serving on {}:{}", o.server.http.host, (*srv)->port()));
   while (signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  tmill::sd_notify("STOPPING=1\nSTATUS=draining");
   (*srv)->shutdown(o.drain_timeout);
   return 0;
 }
