@@ -79,10 +79,12 @@ void attn(const AttnArgs& a) {
     _mm256_store_ps(lsum[g], _mm256_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __m256 valid_lo = _mm256_castsi256_ps(tail_mask8(n));
-    const __m256 valid_hi = _mm256_castsi256_ps(tail_mask8(n - 8));
+    // a sliding window's first block: the keys before ctx_begin are masked like those past n_ctx
+    const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __m256 valid_lo = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0), tail_mask8(n)));
+    const __m256 valid_hi = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0 - 8), tail_mask8(n - 8)));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -143,8 +145,9 @@ void attn(const AttnArgs& a) {
   }
 }
 
+// Soft-capped scores (gemma2) take the scalar kernel.
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.softcap == 0.0f && a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
 }
 
 }  // namespace

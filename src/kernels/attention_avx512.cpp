@@ -87,9 +87,11 @@ void attn(const AttnArgs& a) {
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hp));
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __mmask16 valid = tail_mask16(n);
+    // a sliding window's first block: the keys before ctx_begin are masked like those past n_ctx
+    const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __mmask16 valid = static_cast<__mmask16>(tail_mask16(n) & ~tail_mask16(t0));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -146,8 +148,9 @@ void attn(const AttnArgs& a) {
   }
 }
 
+// Soft-capped scores (gemma2) take the scalar kernel.
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.softcap == 0.0f && a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
 }
 
 }  // namespace
