@@ -107,8 +107,13 @@ void attn(const AttnArgs& a) {
     // Online softmax with a lazy reference (as the AVX-512 kernel): m[g] moves, and acc / lsum are
     // rescaled, only when a score exceeds it by more than kSlack; the row sums stay vectors.
     for (int64_t g = 0; g < G; ++g) {
-      const __m256 a0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s0[g], ks0), valid_lo);
-      const __m256 a1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s1[g], ks1), valid_hi);
+      __m256 c0 = _mm256_mul_ps(s0[g], ks0), c1 = _mm256_mul_ps(s1[g], ks1);
+      if (a.softcap > 0) {  // gemma2
+        c0 = softcap256(c0, a.softcap);
+        c1 = softcap256(c1, a.softcap);
+      }
+      const __m256 a0 = _mm256_blendv_ps(ninf, c0, valid_lo);
+      const __m256 a1 = _mm256_blendv_ps(ninf, c1, valid_hi);
       const __m256 lim = _mm256_set1_ps(m[g] + kSlack);
       if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a0, lim, _CMP_GT_OQ), _mm256_cmp_ps(a1, lim, _CMP_GT_OQ)))) {
         const float mx = __builtin_fmaxf(m[g], hmax8(_mm256_max_ps(a0, a1)));
@@ -145,9 +150,8 @@ void attn(const AttnArgs& a) {
   }
 }
 
-// Soft-capped scores (gemma2) take the scalar kernel.
 bool covers(const AttnArgs& a) {
-  return a.softcap == 0.0f && a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
 }
 
 }  // namespace

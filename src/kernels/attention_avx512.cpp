@@ -112,7 +112,9 @@ void attn(const AttnArgs& a) {
     // Most blocks then cost one compare instead of two horizontal reductions and a scalar exp; the
     // row sum stays a vector until the end.
     for (int64_t g = 0; g < G; ++g) {
-      const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(s[g], kscale));
+      __m512 sc = _mm512_mul_ps(s[g], kscale);
+      if (a.softcap > 0) sc = softcap512(sc, a.softcap);  // gemma2
+      const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, sc);
       if (_mm512_cmp_ps_mask(sg, _mm512_set1_ps(m[g] + kSlack), _CMP_GT_OQ)) {
         const float mx = __builtin_fmaxf(m[g], _mm512_reduce_max_ps(sg));
         const float corr = __builtin_expf(m[g] - mx);  // 0 on the first block (m = -inf)
@@ -148,9 +150,8 @@ void attn(const AttnArgs& a) {
   }
 }
 
-// Soft-capped scores (gemma2) take the scalar kernel.
 bool covers(const AttnArgs& a) {
-  return a.softcap == 0.0f && a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
 }
 
 }  // namespace
