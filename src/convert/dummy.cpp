@@ -140,6 +140,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
   if (n_rot % 2 != 0 || n_rot > s.head_dim) return Error{fmt::format("rope dimensions {} must be even and <= head_dim", n_rot)};
   const bool phi3 = s.arch == "phi3";
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
+  if (gemma) s.tied = true;  // llama.cpp's gemma2 reads no output.weight; both families tie it
+  if (s.n_swa > 0 && s.arch != "llama" && !gemma)
+    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3)", s.arch)};
+  if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
+    return Error{fmt::format("--rope-scaling {}: linear or yarn", s.rope_scaling)};
+  if (!s.rope_scaling.empty() && !(s.rope_factor > 0)) return Error{"--rope-scaling needs --rope-factor > 0"};
+  if (!(o.std >= 0)) return Error{"--std must not be negative"};
   // llama.cpp's phi3 takes attn_output as [n_embd, n_embd]
   if (phi3 && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("phi3 needs n_head * head_dim == n_embd ({} * {} != {})", s.n_head, s.head_dim, s.n_embd)};
@@ -208,6 +216,19 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
   }
+  if (s.n_swa > 0) {
+    w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
+    if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
+    if (s.rope_theta_swa > 0) w.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
+  }
+  if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  if (!s.rope_scaling.empty()) {  // as convert_hf_to_gguf.py writes HF's rope_scaling
+    w.set_string(a + "rope.scaling.type", s.rope_scaling);
+    w.set_f32(a + "rope.scaling.factor", s.rope_factor);
+    if (s.rope_scaling == "yarn" && s.rope_orig_ctx > 0)
+      w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+  }
   const LongRope lr = longrope ? longrope_factors(s, n_rot) : LongRope{};
   if (longrope) {  // as convert_hf_to_gguf.py writes a 128k Phi-3
     w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
@@ -270,7 +291,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // don't fit 256-blocks; --pure keeps everything in the chosen type.
   DType out_t = wt;
   if (four_bit && !o.pure) out_t = s.n_embd % 256 == 0 && o.dtype != DType::MXFP4 ? DType::Q6_K : DType::Q8_0;
-  const float emb_spread = 0.05f, w_spread = 0.035f;
+  const float emb_spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.05f;
+  const float w_spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   TM_TRY(add_matrix("token_embd.weight", s.n_vocab, s.n_embd, s.tied ? out_t : wt, emb_spread));
   auto add_f32 = [&](const std::string& name, const std::vector<float>& v) -> Status {
@@ -302,7 +324,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
@@ -311,6 +333,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
     TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
+    if (gemma) {  // norm weights as llama.cpp's converter stores them: Gemma's 1 + w
+      TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
+      TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
+    }
     TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
     if (moe) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing

@@ -1,5 +1,5 @@
 // The model shapes `tokenmill dummy` knows: real models' dimensions (values from their
-// config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3").
+// config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-gemma3", ...).
 #include "convert/dummy.h"
 
 namespace tmill {
@@ -19,6 +19,51 @@ std::vector<ModelShape> llama_shapes() {
       {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 10000.0f, 1e-5f, false},
       {"tiny-llama", "llama", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
   };
+}
+
+// Mistral 7B v0.1 (llama with a 4096-position sliding window on every layer), and a tiny one whose
+// window (8) the tests' prompts exceed.
+std::vector<ModelShape> mistral_shapes() {
+  ModelShape m{"mistral-7b", "llama", 32000, 4096, 32, 32, 8, 128, 14336, 32768, 10000.0f, 1e-5f, false};
+  m.n_swa = 4096;
+  ModelShape tiny{"tiny-mistral", "llama", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+  tiny.n_swa = 8;
+  // tiny llama with YaRN x4 over an original context of 32 (the tests run past it)
+  ModelShape yarn{"tiny-llama-yarn", "llama", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+  yarn.rope_scaling = "yarn";
+  yarn.rope_factor = 4;
+  yarn.rope_orig_ctx = 32;
+  return {m, tiny, yarn};
+}
+
+// Gemma 2 / Gemma 3 text: tied output, head_dim 256, sliding windows (gemma2 every other layer,
+// gemma3 five of six; gemma3's sliding layers rotate with base 10000, its 4B's global ones with a
+// linear x8 scaling), gemma2's soft-capping.
+std::vector<ModelShape> gemma_shapes() {
+  ModelShape g2{"gemma-2-2b", "gemma2", 256000, 2304, 26, 8, 4, 256, 9216, 8192, 10000.0f, 1e-6f, true};
+  g2.n_swa = 4096;
+  g2.attn_softcap = 50;
+  g2.final_softcap = 30;
+  ModelShape g31{"gemma-3-1b", "gemma3", 262144, 1152, 26, 4, 1, 256, 6912, 32768, 1000000.0f, 1e-6f, true};
+  g31.n_swa = 512;
+  g31.rope_theta_swa = 10000;
+  ModelShape g34{"gemma-3-4b", "gemma3", 262208, 2560, 34, 8, 4, 256, 10240, 131072, 1000000.0f, 1e-6f, true};
+  g34.n_swa = 1024;
+  g34.rope_theta_swa = 10000;
+  g34.rope_scaling = "linear";
+  g34.rope_factor = 8;
+  // tiny: windows of 8 positions; gemma2 3 layers (0 and 2 slide), gemma3 7 layers (5 is global,
+  // scaled x2, base 1e6; the sliding ones base 10000)
+  ModelShape t2{"tiny-gemma2", "gemma2", 512, 64, 3, 4, 2, 32, 160, 256, 10000.0f, 1e-6f, true};
+  t2.n_swa = 8;
+  t2.attn_softcap = 50;
+  t2.final_softcap = 30;
+  ModelShape t3{"tiny-gemma3", "gemma3", 512, 64, 7, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true};
+  t3.n_swa = 8;
+  t3.rope_theta_swa = 10000;
+  t3.rope_scaling = "linear";
+  t3.rope_factor = 2;
+  return {g2, g31, g34, t2, t3};
 }
 
 // Qwen2/2.5.
@@ -89,7 +134,7 @@ std::vector<ModelShape> moe_shapes() {
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
-  for (auto* f : {&llama_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &moe_shapes})
+  for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -30,8 +30,10 @@ struct AttnArgs {
   int64_t n_head_kv = 0;
   int64_t kv_head = 0;
   const int32_t* block_table = nullptr;
-  int64_t n_ctx = 0;                // attend to positions [0, n_ctx)
+  int64_t n_ctx = 0;                // attend to positions [ctx_begin, n_ctx)
+  int64_t ctx_begin = 0;            // > 0: a sliding window (earlier positions are masked)
   float scale = 1.0f;               // 1 / sqrt(head_dim)
+  float softcap = 0.0f;             // > 0: scores -> softcap * tanh(score / softcap) (gemma2)
   int kv_type = kKvF16;
   float* out = nullptr;             // (group, head_dim)
 };

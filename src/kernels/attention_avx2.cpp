@@ -79,10 +79,12 @@ void attn(const AttnArgs& a) {
     _mm256_store_ps(lsum[g], _mm256_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __m256 valid_lo = _mm256_castsi256_ps(tail_mask8(n));
-    const __m256 valid_hi = _mm256_castsi256_ps(tail_mask8(n - 8));
+    // a sliding window's first block: the keys before ctx_begin are masked like those past n_ctx
+    const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __m256 valid_lo = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0), tail_mask8(n)));
+    const __m256 valid_hi = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0 - 8), tail_mask8(n - 8)));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -105,8 +107,13 @@ void attn(const AttnArgs& a) {
     // Online softmax with a lazy reference (as the AVX-512 kernel): m[g] moves, and acc / lsum are
     // rescaled, only when a score exceeds it by more than kSlack; the row sums stay vectors.
     for (int64_t g = 0; g < G; ++g) {
-      const __m256 a0 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s0[g], ks0), valid_lo);
-      const __m256 a1 = _mm256_blendv_ps(ninf, _mm256_mul_ps(s1[g], ks1), valid_hi);
+      __m256 c0 = _mm256_mul_ps(s0[g], ks0), c1 = _mm256_mul_ps(s1[g], ks1);
+      if (a.softcap > 0) {  // gemma2
+        c0 = softcap256(c0, a.softcap);
+        c1 = softcap256(c1, a.softcap);
+      }
+      const __m256 a0 = _mm256_blendv_ps(ninf, c0, valid_lo);
+      const __m256 a1 = _mm256_blendv_ps(ninf, c1, valid_hi);
       const __m256 lim = _mm256_set1_ps(m[g] + kSlack);
       if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a0, lim, _CMP_GT_OQ), _mm256_cmp_ps(a1, lim, _CMP_GT_OQ)))) {
         const float mx = __builtin_fmaxf(m[g], hmax8(_mm256_max_ps(a0, a1)));

@@ -87,9 +87,11 @@ void attn(const AttnArgs& a) {
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hp));
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __mmask16 valid = tail_mask16(n);
+    // a sliding window's first block: the keys before ctx_begin are masked like those past n_ctx
+    const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __mmask16 valid = static_cast<__mmask16>(tail_mask16(n) & ~tail_mask16(t0));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -110,7 +112,9 @@ void attn(const AttnArgs& a) {
     // Most blocks then cost one compare instead of two horizontal reductions and a scalar exp; the
     // row sum stays a vector until the end.
     for (int64_t g = 0; g < G; ++g) {
-      const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(s[g], kscale));
+      __m512 sc = _mm512_mul_ps(s[g], kscale);
+      if (a.softcap > 0) sc = softcap512(sc, a.softcap);  // gemma2
+      const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, sc);
       if (_mm512_cmp_ps_mask(sg, _mm512_set1_ps(m[g] + kSlack), _CMP_GT_OQ)) {
         const float mx = __builtin_fmaxf(m[g], _mm512_reduce_max_ps(sg));
         const float corr = __builtin_expf(m[g] - mx);  // 0 on the first block (m = -inf)

@@ -46,6 +46,14 @@ static inline __m256 exp256(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// Soft-capping cap * tanh(x / cap), with tanh(y) = 1 - 2 / (exp(2y) + 1) (absolute error ~1e-7 * cap).
+static inline __m256 softcap256(__m256 x, float cap) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = exp256(_mm256_mul_ps(x, _mm256_set1_ps(2.0f / cap)));
+  const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+  return _mm256_mul_ps(t, _mm256_set1_ps(cap));
+}
+
 // The value v, opaque to the compiler, for a product that must stay rounded: GCC contracts a
 // separate multiply and add into one FMA (C++ mode defaults to -ffp-contract=fast), which rounds
 // once instead of twice and so would not give the generic loops' bits. Any float or vector type.

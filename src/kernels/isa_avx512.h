@@ -40,6 +40,14 @@ static inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// Soft-capping cap * tanh(x / cap), with tanh(y) = 1 - 2 / (exp(2y) + 1) (absolute error ~1e-7 * cap).
+static inline __m512 softcap512(__m512 x, float cap) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = exp512(_mm512_mul_ps(x, _mm512_set1_ps(2.0f / cap)));
+  const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+  return _mm512_mul_ps(t, _mm512_set1_ps(cap));
+}
+
 // ---- reductions
 
 // Lanes 0-7 + lanes 8-15.

@@ -22,6 +22,7 @@ namespace tmill::kern {
 // ---- row operations (kernels/ops.h says what they compute and which must be bitwise the same)
 using RmsnormRowFn = void (*)(const float* x, const float* w, float* o, int64_t n, float eps);
 using SiluMulFn = void (*)(float* gate, const float* up, int64_t n);
+using GeluMulFn = void (*)(float* gate, const float* up, int64_t n);
 using ExpShiftScaleFn = void (*)(const float* x, float shift, float scale, float* out, int64_t n);
 using ArgmaxFn = int64_t (*)(const float* x, int64_t n);
 using AddInplaceFn = void (*)(float* y, const float* x, int64_t n);
@@ -38,7 +39,8 @@ struct RowOps {
   ArgmaxFn argmax;
   AddInplaceFn add_inplace;
   RopeFn rope_neox;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
-  AxpyFn axpy;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
+  AxpyFn axpy;
+  GeluMulFn gelu_mul;  // GeGLU (gemma)
 };
 
 inline constexpr int kPackKinds = kPackMXFP4 + 1;
@@ -88,6 +90,9 @@ void add_qgemm_iq4_avx512(KernelTable& t);
 void add_fgemm_avx512(KernelTable& t);  // and gemm_bf16, gemm_bf16x16
 void add_attention_avx512(KernelTable& t);
 void add_ops_avx512(KernelTable& t);
+
+// gate[i] = gelu_tanh(gate[i]) * up[i], the reference's formula (ops_scalar.cpp).
+void gelu_mul_scalar(float* gate, const float* up, int64_t n);
 
 // The generic rotation both orders use (ops_scalar.cpp): the GPT-J order's only kernel, and the
 // scalar table's NeoX one.

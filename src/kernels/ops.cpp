@@ -17,6 +17,12 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64
 
 void silu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.silu_mul(gate, up, n); }
 
+void gelu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.gelu_mul(gate, up, n); }
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
   kern::kernels().ops.exp_shift_scale(x, shift, scale, out, n);
 }

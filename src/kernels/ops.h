@@ -14,6 +14,10 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64
                   float eps);
 // gate[i] = silu(gate[i]) * up[i] (vectorized exp on AVX2/AVX-512)
 void silu_mul(float* gate, const float* up, int64_t n);
+// gate[i] = gelu(gate[i]) * up[i], GELU's tanh approximation (GeGLU: gemma); the reference's bits
+void gelu_mul(float* gate, const float* up, int64_t n);
+// x[i] = cap * tanh(x[i] / cap) (soft-capping: gemma's logits)
+void softcap_inplace(float* x, int64_t n, float cap);
 // out[i] = exp((x[i] - shift) * scale) (vectorized; out may alias x)
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n);
 // y[i] += x[i]

@@ -16,6 +16,20 @@ void silu_mul(float* g, const float* u, int64_t n) {
   for (; i < n; ++i) g[i] = g[i] / (1.0f + __builtin_expf(-g[i])) * u[i];
 }
 
+// GeGLU: gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) x (1 + 0.044715 x^2))) (0.5 (1 + tanh y) =
+// sigmoid(2y)), times up; the vector exp as silu_mul's, the tail by the scalar formula.
+void gelu_mul(float* g, const float* u, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), k = _mm256_set1_ps(-2.0f * 0.79788456080286535587989211986876f),
+               a = _mm256_set1_ps(0.044715f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 y = _mm256_mul_ps(_mm256_mul_ps(k, x), _mm256_add_ps(one, _mm256_mul_ps(a, _mm256_mul_ps(x, x))));
+    _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, exp256(y))), _mm256_loadu_ps(u + i)));
+  }
+  if (i < n) gelu_mul_scalar(g + i, u + i, n - i);
+}
+
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
   const __m256 sh = _mm256_set1_ps(shift), sc = _mm256_set1_ps(scale);
   int64_t i = 0;
@@ -107,7 +121,7 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
 }  // namespace
 
 void add_ops_avx2(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul};
 }
 
 }  // namespace tmill::kern

@@ -21,6 +21,24 @@ void silu_mul(float* g, const float* u, int64_t n) {
   }
 }
 
+// GeGLU: gelu_tanh(x) = x / (1 + exp(-2 sqrt(2/pi) x (1 + 0.044715 x^2))) (0.5 (1 + tanh y) =
+// sigmoid(2y)), times up; the vector exp as silu_mul's.
+void gelu_mul(float* g, const float* u, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(-2.0f * 0.79788456080286535587989211986876f),
+               a = _mm512_set1_ps(0.044715f);
+  auto gelu = [&](__m512 x) {
+    const __m512 y = _mm512_mul_ps(_mm512_mul_ps(k, x), _mm512_add_ps(one, _mm512_mul_ps(a, _mm512_mul_ps(x, x))));
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp512(y)));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(g + i, _mm512_mul_ps(gelu(_mm512_loadu_ps(g + i)), _mm512_loadu_ps(u + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask16(n - i);
+    _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(gelu(_mm512_maskz_loadu_ps(m, g + i)), _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n) {
   const __m512 sh = _mm512_set1_ps(shift), sc = _mm512_set1_ps(scale);
   int64_t i = 0;
@@ -118,7 +136,7 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
 }  // namespace
 
 void add_ops_avx512(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul};
 }
 
 }  // namespace tmill::kern

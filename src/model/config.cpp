@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -99,15 +100,56 @@ ArchSpec arch_phi3();
 ArchSpec arch_qwen2moe();
 ArchSpec arch_qwen3moe();
 ArchSpec arch_olmoe();
+ArchSpec arch_gemma2();
+ArchSpec arch_gemma3();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe()}) registry()[s.name] = s;
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
+                               arch_gemma2(), arch_gemma3()})
+      registry()[s.name] = s;
   });
 }
 }  // namespace
+
+Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def, int64_t pattern) {
+  const std::string a = c.arch.name + ".";
+  TM_ASSIGN_OR_RETURN(c.n_swa, opt_int(f, a + "attention.sliding_window", def, 0, 1ll << 32));
+  if (c.n_swa == 0) return false;
+  std::vector<bool> slides(static_cast<size_t>(c.n_layer));
+  const std::string pkey = a + "attention.sliding_window_pattern";
+  const GgufValue* pv = f.find(pkey);
+  if (pv && pv->type == GgufType::ARRAY) {  // one bool (or integer) per layer
+    auto v = pv->as_int_array();
+    if (!v) return Error{fmt::format("{} must hold booleans", pkey)};
+    if (v->size() != static_cast<size_t>(c.n_layer))
+      return Error{fmt::format("{} has {} entries for {} layers", pkey, v->size(), c.n_layer)};
+    for (size_t l = 0; l < v->size(); ++l) slides[l] = (*v)[l] != 0;
+  } else {
+    TM_ASSIGN_OR_RETURN(pattern, opt_int(f, pkey, pattern, 0, 1 << 20));
+    for (int64_t l = 0; l < c.n_layer; ++l) slides[static_cast<size_t>(l)] = pattern == 0 || l % pattern < pattern - 1;
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (slides[static_cast<size_t>(l)]) c.layer_attn[static_cast<size_t>(l)].window = c.n_swa;
+  return true;
+}
+
+void set_sliding_rope(ModelConfig& c, float theta, float freq_scale) {
+  RopeParams r = c.ropes[0];
+  r.theta = theta;
+  r.freq_scale = freq_scale;
+  if (r.theta == c.ropes[0].theta && r.freq_scale == c.ropes[0].freq_scale) return;
+  c.ropes.push_back(r);
+  const int idx = static_cast<int>(c.ropes.size()) - 1;
+  for (auto& la : c.layer_attn)
+    if (la.window > 0) la.rope = idx;
+}
+
+Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def) {
+  return opt_float(f, c.arch.name + "." + key, def);
+}
 
 Result<ModelConfig> read_model_config(const GgufFile& f) {
   auto arch_name = f.get_string("general.architecture");
@@ -140,22 +182,24 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
   TM_ASSIGN_OR_RETURN(c.rope_theta, opt_float(f, a + "rope.freq_base", 10000.0f));
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return Error{"rms epsilon and rope.freq_base must be positive"};
-  if (auto st = f.get_string(a + "rope.scaling.type")) {
-    if (*st == "linear") {
-      c.rope_scaling = RopeScaling::Linear;
-      TM_ASSIGN_OR_RETURN(c.rope_scale_factor, opt_float(f, a + "rope.scaling.factor", 1.0f));
-      if (!(c.rope_scale_factor > 0)) return Error{"rope.scaling.factor must be positive"};
-    } else if (*st == "longrope") {  // the factor tensors below carry it; llama.cpp would also scale by a factor
-      if (auto fac = f.get_number(a + "rope.scaling.factor"); fac && *fac != 0 && *fac != 1)
-        return Error{fmt::format("rope.scaling.factor {} with rope.scaling.type longrope is not supported", *fac)};
-    } else if (*st != "none") {
-      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, longrope, llama3 via rope_freqs)", *st)};
+  // llama.cpp: the type defaults to linear, and rope.scaling.factor (or the old rope.scale_linear)
+  // applies to linear and YaRN
+  float factor = 0.0f;
+  if (auto fac = f.get_number(a + "rope.scaling.factor")) factor = static_cast<float>(*fac);
+  else if (auto sl = f.get_number(a + "rope.scale_linear")) factor = static_cast<float>(*sl);
+  if (!(factor >= 0)) return Error{"rope.scaling.factor must not be negative"};
+  const std::string stype = f.get_string(a + "rope.scaling.type").value_or("linear");
+  if (stype == "linear" || stype == "yarn") {
+    if (factor > 0 && (factor != 1.0f || stype == "yarn")) {
+      c.rope_scaling = stype == "yarn" ? RopeScaling::Yarn : RopeScaling::Linear;
+      c.rope_scale_factor = factor;
     }
-  } else if (auto sl = f.get_number(a + "rope.scale_linear")) {
-    if (*sl > 0 && *sl != 1.0) {
-      c.rope_scaling = RopeScaling::Linear;
-      c.rope_scale_factor = static_cast<float>(*sl);
-    }
+  } else if (stype == "longrope") {  // the factor tensors below carry it; llama.cpp would also scale by a factor
+    if (factor != 0 && factor != 1)
+      return Error{fmt::format("rope.scaling.factor {} with rope.scaling.type longrope is not supported", factor)};
+  } else if (stype != "none") {
+    return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, yarn, longrope, llama3 via "
+                             "rope_freqs)", stype)};
   }
   // llama.cpp uses rope_freqs when present, else LongRoPE's factors whenever a file has them
   if (f.find_tensor("rope_freqs.weight")) c.rope_scaling = RopeScaling::Llama3;
@@ -166,6 +210,17 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.n_ctx_orig == 0) c.n_ctx_orig = c.n_ctx_train;
   TM_ASSIGN_OR_RETURN(c.rope_attn_factor, opt_float(f, a + "rope.scaling.attn_factor", 1.0f));
   if (!(c.rope_attn_factor > 0)) return Error{"rope.scaling.attn_factor must be positive"};
+  // The global RoPE every layer uses unless the family says otherwise. YaRN's beta_fast/beta_slow are
+  // llama.cpp's defaults: it reads rope.scaling.yarn_* only for families tokenmill does not compute.
+  RopeParams rope;
+  rope.theta = c.rope_theta;
+  rope.freq_scale = c.rope_scaling == RopeScaling::Linear || c.rope_scaling == RopeScaling::Yarn ? 1.0f / c.rope_scale_factor : 1.0f;
+  rope.yarn = c.rope_scaling == RopeScaling::Yarn;
+  rope.n_ctx_orig = c.n_ctx_orig;
+  rope.attn_factor = c.rope_attn_factor;
+  c.ropes = {rope};
+  c.layer_attn.assign(static_cast<size_t>(c.n_layer), LayerAttention{});
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
   if (!emb) return Error{"missing tensor 'token_embd.weight'"};
@@ -177,6 +232,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     return Error{fmt::format("{}vocab_size {} disagrees with token_embd.weight rows {}", a, *v, c.n_vocab)};
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   TM_TRY(read_moe_config(f, a, c));
+  if (c.arch.read_family) TM_TRY(c.arch.read_family(f, c));
   return c;
 }
 

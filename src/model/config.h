@@ -16,8 +16,15 @@ enum class RopeLayout {
   NeoX,      // rotate halves (i, i + n_rot/2): qwen2/qwen3 (ggml rope mode NEOX)
 };
 
-// Llama3: rope_freqs.weight divides the frequencies; LongRope (phi3): rope_factors_short/long.weight.
-enum class RopeScaling { None, Linear, Llama3, LongRope };
+// Llama3: rope_freqs.weight divides the frequencies; LongRope (phi3): rope_factors_short/long.weight;
+// Yarn: rope.scaling.type yarn (model/rope.h).
+enum class RopeScaling { None, Linear, Llama3, LongRope, Yarn };
+
+// The FFN's gated activation: SwiGLU (silu(gate) * up) or GeGLU (gelu(gate) * up, the tanh
+// approximation as ggml computes it: gemma2/gemma3).
+enum class FfnActivation { Silu, GeluTanh };
+
+struct ModelConfig;
 
 // What distinguishes one transformer family from another. Registered by src/model/arch_*.cpp.
 struct ArchSpec {
@@ -38,6 +45,32 @@ struct ArchSpec {
   bool moe_norm_topk = false;      // renormalize the chosen weights to sum 1 (qwen3moe, Mixtral)
   bool moe_expert_ff_key = false;  // expert_feed_forward_length, else n_ff / n_expert_used (qwen2moe/qwen3moe); else n_ff
   bool moe_shared_expert = false;  // qwen2moe: + sigmoid(ffn_gate_inp_shexp . x) * SwiGLU_shexp(x)
+  FfnActivation ffn_act = FfnActivation::Silu;
+  // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
+  // (gemma2/gemma3); the loader requires them, the forward applies whatever a layer has.
+  bool post_norms = false;
+  // The family's own metadata (sliding windows, soft-capping, per-layer RoPE bases, embedding scale:
+  // arch_gemma*.cpp, arch_llama.cpp), read after the common keys into ModelConfig's generic fields.
+  Status (*read_family)(const GgufFile& f, ModelConfig& c) = nullptr;
+};
+
+// How a layer turns positions into RoPE angles: llama.cpp's ggml_rope_ext parameters (model/rope.h
+// computes them; the reference and the batched forward both use that one definition).
+struct RopeParams {
+  float theta = 10000.0f;   // freq_base
+  float freq_scale = 1.0f;  // linear scaling and YaRN: 1 / rope.scaling.factor
+  // YaRN (ext_factor 1): frequencies between the corr dims of beta_fast/beta_slow (over n_ctx_orig)
+  // blend interpolation and extrapolation, and cos/sin gain 1 + 0.1 ln(1 / freq_scale).
+  bool yarn = false;
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;
+  float attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos/sin
+};
+
+// One layer's attention: the positions it sees and its RoPE.
+struct LayerAttention {
+  int64_t window = 0;  // a query at p sees keys at (p - window, p]; 0 = every previous position
+  int rope = 0;        // index into ModelConfig::ropes
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -65,6 +98,18 @@ struct ModelConfig {
   int64_t n_ctx_orig = 0;          // rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.0f;
   bool tied_output = false;        // output projection shares token_embd
+  // Per-layer attention (every layer: window 0, ropes[0] unless the family's reader says otherwise)
+  // and the distinct RoPE parameter sets (ropes[0]: the file's global RoPE; gemma3's sliding layers
+  // add their own base).
+  std::vector<LayerAttention> layer_attn;
+  std::vector<RopeParams> ropes;
+  int64_t n_swa = 0;               // the sliding window of the windowed layers (0: none)
+  // gemma: token embeddings times sqrt(n_embd); q.k scale (default 1/sqrt(head_dim)); soft-capping
+  // cap * tanh(x / cap) of the attention scores and of the logits (0 = none).
+  float embd_scale = 1.0f;
+  float attn_scale = 0.0f;
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
   // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
   // n_ff_shexp: the shared expert's (qwen2moe).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
@@ -77,5 +122,17 @@ struct ModelConfig {
 
 // Reads and validates the hyper-parameters ({arch}.* keys). Errors name the missing/invalid key.
 Result<ModelConfig> read_model_config(const GgufFile& file);
+
+// For the families' readers (ArchSpec::read_family): {arch}.attention.sliding_window (`def` when
+// absent; 0 = none) applied to the layers llama.cpp makes sliding: an explicit
+// {arch}.attention.sliding_window_pattern (a bool per layer, or every Nth layer dense), else every
+// `pattern`th layer dense (layer il slides when il % pattern < pattern - 1; pattern 0: all slide).
+// Returns whether a window was set.
+Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def, int64_t pattern);
+// Gives the sliding-window layers their own RoPE (ModelConfig::ropes[1], the global one's YaRN and
+// attention factor with base `theta` and `freq_scale`) when it differs from the global one.
+void set_sliding_rope(ModelConfig& c, float theta, float freq_scale);
+// An optional float key of the family ({arch}.<key>), `def` when absent.
+Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 
 }  // namespace tmill

@@ -39,13 +39,13 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
-  if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
-  rope_mscale_ = c.rope_attn_factor;
 }
 
 void Forward::set_context_length(int64_t n_ctx) {
   const ModelConfig& c = model_->config();
-  inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, model_->weights().rope_freq_factors(c, n_ctx));
+  const float* factors = model_->weights().rope_freq_factors(c, n_ctx);
+  ropes_.clear();
+  for (const RopeParams& r : c.ropes) ropes_.push_back(rope_table(r, c.n_rot, factors));
 }
 
 uint64_t Forward::weight_bytes() const {
@@ -62,7 +62,9 @@ uint64_t Forward::weight_bytes() const {
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
     if (c_is_moe) b += P.moe.bytes();
     const LayerWeights& L = w.layers[l];
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
+                          &L.ffn_post_norm})
+      b += floats(*v);
   }
   return b;
 }
@@ -82,8 +84,8 @@ void Forward::ensure_scratch(int64_t n) {
   hb2_.resize(N * c.n_ff);
   pos_.resize(N);
   seq_of_.resize(N);
-  rope_cos_.resize(N * static_cast<size_t>(c.n_rot / 2));
-  rope_sin_.resize(N * static_cast<size_t>(c.n_rot / 2));
+  rope_cos_.resize(c.ropes.size() * N * static_cast<size_t>(c.n_rot / 2));
+  rope_sin_.resize(c.ropes.size() * N * static_cast<size_t>(c.n_rot / 2));
 }
 
 void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -105,11 +107,24 @@ void Forward::residual_norm(bool add, const float* norm, int64_t n) {
   });
 }
 
+void Forward::post_norm(const std::vector<float>& norm, int64_t n) {
+  if (norm.empty()) return;
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd;
+  parallel(n, 16, [&](int64_t t0, int64_t t1) {
+    rmsnorm_rows(xb_.data() + t0 * E, E, norm.data(), xb_.data() + t0 * E, E, t1 - t0, E, c.rms_eps);
+  });
+}
+
+// Attention of every batch token over its sequence's cached positions: those of the layer's sliding
+// window when it has one (the kernel masks the rest), scores q.k * attn_scale, soft-capped when the
+// model says so (gemma2).
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
   const PagedKvView view = kv.view(layer);
   const int64_t group = c.gqa_group(), hd = c.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = c.attn_scale;
+  const int64_t window = c.layer_attn[static_cast<size_t>(layer)].window;
   // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   auto body = [&](int64_t i0, int64_t i1, int) {
@@ -118,13 +133,15 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       const SeqSlice& s = batch.seqs[seq_of_[t]];
       const float* q = q_.data() + t * c.q_dim() + h * group * hd;
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
-      paged_attention_group(q, group, h, view, s.block_table.data(), pos_[t] + 1, scale, out);
+      const int64_t n_ctx = pos_[t] + 1;
+      const AttnMask mask{window > 0 && n_ctx > window ? n_ctx - window : 0, c.attn_softcap};
+      paged_attention_group(q, group, h, view, s.block_table.data(), n_ctx, scale, out, mask);
     }
   };
   // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
   // (~3 us on a busy 2-core machine) costs about what the second core would save.
   int64_t macs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1) * c.n_head * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) macs += (window > 0 ? std::min<int64_t>(pos_[t] + 1, window) : pos_[t] + 1) * c.n_head * hd;
   if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * c.n_head_kv, 1, body);
   else body(0, n_tokens * c.n_head_kv, 0);
 }
@@ -135,7 +152,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   TM_ASSERT(N > 0, "empty batch");
   ensure_scratch(N);
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), F = c.n_ff, hd = c.head_dim;
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim;
   const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
 
   for (const SeqSlice& s : batch.seqs) {
@@ -146,25 +163,30 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       seq_of_[s.token_begin + i] = static_cast<int32_t>(&s - batch.seqs.data());
     }
   }
-  // RoPE cos/sin per token, shared by every layer
+  // RoPE cos/sin per token and RoPE table, shared by the layers of that table
   const int64_t half = c.n_rot / 2;
-  parallel(N, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* cs = rope_cos_.data() + t * half;
-      float* sn = rope_sin_.data() + t * half;
-      rope_cos_sin(static_cast<float>(pos_[t]) * pos_scale_, inv_freq_.data(), half, cs, sn);
-      if (rope_mscale_ != 1.0f)
-        for (int64_t i = 0; i < half; ++i) {
-          cs[i] *= rope_mscale_;
-          sn[i] *= rope_mscale_;
-        }
-    }
-  });
+  for (size_t r = 0; r < ropes_.size(); ++r) {
+    const RopeTable& rt = ropes_[r];
+    parallel(N, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* cs = rope_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
+        float* sn = rope_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
+        rope_cos_sin(static_cast<float>(pos_[t]) * rt.pos_scale, rt.inv_freq.data(), half, cs, sn);
+        if (rt.mscale != 1.0f)
+          for (int64_t i = 0; i < half; ++i) {
+            cs[i] *= rt.mscale;
+            sn[i] *= rt.mscale;
+          }
+      }
+    });
+  }
   // token embeddings: x (N, E)
   for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, batch.tokens[t], x_.data() + t * E);
   lora_.begin(batch);
   const bool lora = lora_.active();
   if (lora) lora_.apply_embedding(batch, x_.data(), E);
+  if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd)
+    for (int64_t i = 0; i < N * E; ++i) x_[static_cast<size_t>(i)] *= c.embd_scale;
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -185,6 +207,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
     }
     const PagedKvView view = kv.view(l);
+    const int64_t rope_off = static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half;
     // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
     // tokens of one chunk see each other causally)
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
@@ -206,8 +229,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
             rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
           }
         }
-        const float* cs = rope_cos_.data() + t * half;
-        const float* sn = rope_sin_.data() + t * half;
+        const float* cs = rope_cos_.data() + rope_off + t * half;
+        const float* sn = rope_sin_.data() + rope_off + t * half;
         rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
         rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
         const SeqSlice& s = batch.seqs[seq_of_[t]];
@@ -218,34 +241,16 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
     if (lora) lora_.apply(l, LoraSlot::O, att_.data(), QD, xb_.data(), E, pool_);
-    // feed-forward block (SwiGLU, or the experts: model/moe.h)
+    post_norm(L.attn_post_norm, N);
+    // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);
     if (c.is_moe()) {
       observe(P.moe.router, xb_.data(), N);
       moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
-      residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
-      continue;
-    }
-    observe(P.gate, xb_.data(), N);
-    if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
-    const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
-    matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
-    if (lora) {
-      lora_.apply(l, LoraSlot::Gate, xb_.data(), E, hb_.data(), F, pool_);
-      lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb2_.data(), F, pool_);
-    }
-    // The observer and an adapted down projection need its input, so SwiGLU runs first there.
-    if (observer_ || (lora && lora_.touches(l, LoraSlot::Down))) {
-      parallel(N, 4, [&](int64_t t0, int64_t t1) {
-        silu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
-      });
-      observe(P.down, hb_.data(), N);
-      matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
-      if (lora) lora_.apply(l, LoraSlot::Down, hb_.data(), F, xb_.data(), E, pool_);
     } else {
-      // SwiGLU tile by tile inside the product, each tile just before it is quantized
-      matmul_swiglu(P.down, hb_.data(), F, hb2_.data(), F, xb_.data(), E, N, pool_);
+      dense_ffn(l, N, lora);
     }
+    post_norm(L.ffn_post_norm, N);
     residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
   }
 
@@ -265,6 +270,36 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
   if (lora) lora_.apply_output(rows, xb_.data(), E, logits.data(), c.n_vocab, pool_);
+  if (c.final_softcap > 0) softcap_inplace(logits.data(), R * c.n_vocab, c.final_softcap);
+}
+
+void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
+  const ModelConfig& c = model_->config();
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd, F = c.n_ff;
+  observe(P.gate, xb_.data(), N);
+  if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
+  const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};
+  matmul_many(gate_up, 2, xb_.data(), E, N, pool_);
+  if (lora) {
+    lora_.apply(l, LoraSlot::Gate, xb_.data(), E, hb_.data(), F, pool_);
+    lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb2_.data(), F, pool_);
+  }
+  const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
+  // The observer, an adapted down projection and GeGLU need the product's input, so the activation
+  // runs first there.
+  if (gelu || observer_ || (lora && lora_.touches(l, LoraSlot::Down))) {
+    parallel(N, 4, [&](int64_t t0, int64_t t1) {
+      if (gelu) gelu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
+      else silu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
+    });
+    observe(P.down, hb_.data(), N);
+    matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+    if (lora) lora_.apply(l, LoraSlot::Down, hb_.data(), F, xb_.data(), E, pool_);
+  } else {
+    // SwiGLU tile by tile inside the product, each tile just before it is quantized
+    matmul_swiglu(P.down, hb_.data(), F, hb2_.data(), F, xb_.data(), E, N, pool_);
+  }
 }
 
 }  // namespace tmill

@@ -14,6 +14,7 @@
 #include "model/lora_batch.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/rope.h"
 
 namespace tmill {
 
@@ -71,6 +72,11 @@ class Forward {
   // x += xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null): one pass over the
   // residual stream per token range, split across the pool.
   void residual_norm(bool add, const float* norm, int64_t n);
+  // xb = rmsnorm(xb) with a sub-block's output norm (gemma's post-attention / post-FFN norms); none
+  // when the layer has no such weights.
+  void post_norm(const std::vector<float>& norm, int64_t n);
+  // The FFN of a dense layer on xb (n rows) into xb: gate/up products, SwiGLU or GeGLU, down.
+  void dense_ffn(int64_t l, int64_t n, bool lora);
   // [0, n) in chunks of at least `grain` over the pool (inline without one).
   void parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void observe(const PreparedMatrix& w, const float* x, int64_t n_rows) const {
@@ -83,16 +89,16 @@ class Forward {
   LoraBatch lora_;  // this run's adapter groups; inactive without adapters
   std::vector<PreparedLayer> layers_;
   PreparedMatrix output_;
-  std::vector<float> inv_freq_;  // (n_rot/2)
-  float pos_scale_ = 1.0f;       // linear RoPE scaling divides positions
-  float rope_mscale_ = 1.0f;     // rope.scaling.attn_factor: multiplies cos/sin
+  // One table per distinct RoPE of the model (ModelConfig::ropes; a layer's LayerAttention::rope
+  // picks one): frequencies, linear position scale, cos/sin gain.
+  std::vector<RopeTable> ropes_;
 
   // scratch, (n_tokens, dim) row-major
   int64_t cap_ = 0;
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
-  std::vector<float> rope_cos_, rope_sin_;  // (n_tokens, n_rot/2)
+  std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, n_rot/2)
   MoeFfn moe_;                              // MoE scratch
 };
 

@@ -22,6 +22,8 @@ struct LayerWeights {
   std::vector<float> q_norm;     // (head_dim) — qwen3 only, else empty
   std::vector<float> k_norm;     // (head_dim) — qwen3 only, else empty
   Matrix wo;                     // (n_embd, n_head*head_dim)
+  // RMSNorm of the attention output and of the FFN output before their residual adds (gemma2/3), else empty
+  std::vector<float> attn_post_norm, ffn_post_norm;  // (n_embd)
   std::vector<float> ffn_norm;   // (n_embd)
   Matrix w_gate;                 // (n_ff, n_embd)
   Matrix w_up;                   // (n_ff, n_embd)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/log.h"
+#include "model/rope.h"
 #include "quant/quant.h"
 
 namespace tmill {
@@ -41,6 +42,13 @@ void softmax(float* x, int64_t n) {
 
 float silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }
 
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+float softcap(float x, float cap) { return cap * std::tanh(x / cap); }
+
 std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm) {
   std::vector<float> p(logits, logits + n_expert);
   softmax(p.data(), n_expert);
@@ -59,17 +67,23 @@ std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_
   return out;
 }
 
-void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors) {
-  float p = static_cast<float>(pos);
-  if (c.rope_scaling == RopeScaling::Linear) p /= c.rope_scale_factor;
+void rope(float* vec, int64_t n_rot, int64_t pos, const RopeParams& r, RopeLayout layout, const float* freq_factors) {
+  const float p = static_cast<float>(pos);
+  float dims[2] = {0, 0};
+  if (r.yarn) yarn_corr_dims(n_rot, r.n_ctx_orig, r.theta, r.beta_fast, r.beta_slow, dims);
+  const float mscale = rope_mscale(r);
   for (int64_t i = 0; i < n_rot / 2; ++i) {
-    float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(n_rot));
+    float freq = 1.0f / std::pow(r.theta, static_cast<float>(2 * i) / static_cast<float>(n_rot));
     if (freq_factors) freq /= freq_factors[i];
-    const float val = p * freq;
-    const float fcr = std::cos(val) * c.rope_attn_factor, fci = std::sin(val) * c.rope_attn_factor;
+    float val = p * r.freq_scale * freq;
+    if (r.yarn) {
+      const float extrap = p * freq, mix = yarn_extrapolation_mix(dims, i);
+      val = r.freq_scale * extrap * (1 - mix) + extrap * mix;
+    }
+    const float fcr = std::cos(val) * mscale, fci = std::sin(val) * mscale;
     // Adjacent: pairs (2i, 2i+1). NeoX: pairs (i, i + n_rot/2).
-    const int64_t a = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i : i;
-    const int64_t b = c.arch.rope_layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
+    const int64_t a = layout == RopeLayout::Adjacent ? 2 * i : i;
+    const int64_t b = layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
     const float v0 = vec[a], v1 = vec[b];
     vec[a] = v0 * fcr - v1 * fci;
     vec[b] = v0 * fci + v1 * fcr;
@@ -129,6 +143,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     ref::matvec(e.b, reinterpret_cast<const float*>(e.a.row(token)), xb_.data(), row_);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += lora_scale_ * e.factor * xb_[i];
   }
+  if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd)
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] *= c.embd_scale;
   auto adapted = [&](int64_t l, LoraSlot s) { return lora ? lora->layer(l, s) : nullptr; };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -150,6 +166,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // per-head q/k norm (qwen3), then RoPE
     // (olmoe: one norm over the whole q and the whole k)
     const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
+    const RopeParams& rope = c.ropes[static_cast<size_t>(c.layer_attn[l].rope)];
     if (full) {
       ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
       ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
@@ -157,40 +174,23 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + h * hd;
       if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-      ref::rope(qh, c.n_rot, pos, c, freq_factors);
+      ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
     }
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = k_.data() + h * hd;
       if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-      ref::rope(kh, c.n_rot, pos, c, freq_factors);
+      ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
     }
     // store k, v at this position
     float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
     float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
     std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
     std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
-    // multi-head attention over positions 0..pos; query head h reads kv head h / group
-    const float sqrt_hd = std::sqrt(static_cast<float>(hd));
-    for (int64_t h = 0; h < c.n_head; ++h) {
-      const float* qh = q_.data() + h * hd;
-      const int64_t kvh = h / c.gqa_group();
-      for (int64_t t = 0; t <= pos; ++t) {
-        const float* kt = kc + t * kv_dim + kvh * hd;
-        float score = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) score += qh[i] * kt[i];
-        att_[t] = score / sqrt_hd;
-      }
-      ref::softmax(att_.data(), pos + 1);
-      float* out = att_out_.data() + h * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t t = 0; t <= pos; ++t) {
-        const float* vt = vc + t * kv_dim + kvh * hd;
-        for (int64_t i = 0; i < hd; ++i) out[i] += att_[t] * vt[i];
-      }
-    }
+    attention(l, pos);
     // output projection and residual
     ref::matvec(L.wo, att_out_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::O), att_out_.data(), xb_.data());
+    if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
     // ffn rmsnorm, SwiGLU, residual
     ref::rmsnorm(xb_.data(), x_.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps);
@@ -203,16 +203,51 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     ref::matvec(L.w_up, xb_.data(), hb2_.data(), row_);
     lora_add(adapted(l, LoraSlot::Gate), xb_.data(), hb_.data());
     lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb2_.data());
-    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
+    const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
+    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = (gelu ? ref::gelu_tanh(hb_[i]) : ref::silu(hb_[i])) * hb2_[i];
     ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
+    if (!L.ffn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
   }
   // final norm and classifier
   ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
+  if (c.final_softcap > 0)
+    for (float& v : logits_) v = ref::softcap(v, c.final_softcap);
   return logits_;
+}
+
+// Multi-head attention of q_ over layer l's cached positions up to pos (those within the layer's
+// sliding window, when it has one); query head h reads kv head h / group. Scores q.k * attn_scale,
+// soft-capped when the model says so (gemma2), softmax, weighted sum of values into att_out_.
+void ReferenceForward::attention(int64_t l, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
+  const float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
+  const float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+  const int64_t window = c.layer_attn[static_cast<size_t>(l)].window;
+  const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
+  const int64_t n = pos + 1 - first;
+  for (int64_t h = 0; h < c.n_head; ++h) {
+    const float* qh = q_.data() + h * hd;
+    const int64_t kvh = h / c.gqa_group();
+    for (int64_t t = first; t <= pos; ++t) {
+      const float* kt = kc + t * kv_dim + kvh * hd;
+      float score = 0.0f;
+      for (int64_t i = 0; i < hd; ++i) score += qh[i] * kt[i];
+      score *= c.attn_scale;
+      att_[t - first] = c.attn_softcap > 0 ? ref::softcap(score, c.attn_softcap) : score;
+    }
+    ref::softmax(att_.data(), n);
+    float* out = att_out_.data() + h * hd;
+    std::fill(out, out + hd, 0.0f);
+    for (int64_t t = first; t <= pos; ++t) {
+      const float* vt = vc + t * kv_dim + kvh * hd;
+      for (int64_t i = 0; i < hd; ++i) out[i] += att_[t - first] * vt[i];
+    }
+  }
 }
 
 // down(silu(gate x) * up x) into xb_ (x may be xb_)

@@ -27,6 +27,7 @@ class ReferenceForward {
 
  private:
   void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
+  void attention(int64_t l, int64_t pos);
   void moe_ffn(const LayerWeights& L);
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
@@ -63,12 +64,18 @@ void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_s
 void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
 float silu(float x);
+// GELU, tanh approximation (ggml_gelu): 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
+float gelu_tanh(float x);
+// Soft-capping (gemma2's attention scores, gemma logits): cap * tanh(x / cap)
+float softcap(float x, float cap);
 // Softmax over all n_expert router logits, the k most probable experts (ties: lower index first)
 // with their probabilities, renormalized to sum 1 when `norm`: llama.cpp's softmax gating.
 std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm);
-// Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos; the
-// rotated values are scaled by c.rope_attn_factor (LongRoPE's attention factor, 1 otherwise).
-void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors);
+// Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos as
+// ggml_rope_ext does with the layer's parameters: theta_extrap = pos theta^(-2i/n_rot) / factor_i,
+// linear scaling pos * freq_scale, YaRN's blend of the two per rotation pair; the rotated values are
+// scaled by the attention factor (LongRoPE's; YaRN's gain).
+void rope(float* vec, int64_t n_rot, int64_t pos, const RopeParams& r, RopeLayout layout, const float* freq_factors);
 }  // namespace ref
 
 }  // namespace tmill

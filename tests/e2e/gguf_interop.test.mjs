@@ -20,7 +20,7 @@ const BLOCK = {
   F32: [1, 4], F16: [1, 2], BF16: [1, 2], Q8_0: [32, 34], Q4_0: [32, 18], Q4_1: [32, 20], Q5_0: [32, 22],
   Q5_1: [32, 24], Q2_K: [256, 84], Q3_K: [256, 110], Q4_K: [256, 144], Q5_K: [256, 176], Q6_K: [256, 210],
 };
-const NAME_RE = /^(token_embd|output_norm|output|rope_freqs)\.weight$|^blk\.\d+\.(attn_norm|attn_q|attn_k|attn_v|attn_output|attn_q_norm|attn_k_norm|ffn_norm|ffn_gate|ffn_up|ffn_down)\.(weight|bias)$/;
+const NAME_RE = /^(token_embd|output_norm|output|rope_freqs)\.weight$|^blk\.\d+\.(attn_norm|attn_q|attn_k|attn_v|attn_output|attn_q_norm|attn_k_norm|post_attention_norm|post_ffw_norm|ffn_norm|ffn_gate|ffn_up|ffn_down)\.(weight|bias)$/;
 
 function tm(args) {
   const r = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
@@ -78,7 +78,7 @@ async function check(file) {
 
   // Metadata llama.cpp reads when it loads the architecture, with the value types it accepts.
   const arch = metadata['general.architecture'];
-  assert.ok(['llama', 'qwen2', 'qwen3'].includes(arch), arch);
+  assert.ok(['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3'].includes(arch), arch);
   for (const k of ['context_length', 'embedding_length', 'block_count', 'feed_forward_length',
     'attention.head_count', 'attention.head_count_kv']) {
     const e = typedMetadata[`${arch}.${k}`];
@@ -123,7 +123,7 @@ test('convert --llama2c output', async () => {
   assert.equal(r.arch, 'llama');
 });
 
-for (const arch of ['llama', 'qwen2', 'qwen3']) {
+for (const arch of ['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3']) {
   for (const dtype of ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0']) {
     test(`dummy --arch ${arch} --dtype ${dtype}`, async () => {
       const out = path.join(dir, `dummy-${arch}-${dtype}.gguf`);

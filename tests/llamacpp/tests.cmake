@@ -22,3 +22,14 @@ if(TM_NODE)
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
                        LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# Sliding windows, gemma2, gemma3 and YaRN against llama.cpp (tests/llamacpp/swa.mjs): tiny dummies of
+# each, logits compared by KL divergence and top-1 agreement over a context past the windows. "slow":
+# ~55 s in a release build (measured 2026-12-02, machine shared with builds), so the sanitizer pass
+# skips it as it skips interop.mjs; the release suite runs it.
+if(TM_NODE)
+  add_test(NAME e2e_llamacpp_swa COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/swa.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+  set_tests_properties(e2e_llamacpp_swa PROPERTIES
+                       ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
+                       LABELS "e2e;slow" TIMEOUT 600 SKIP_RETURN_CODE 77)
+endif()

@@ -19,6 +19,9 @@ struct DummyCli {
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
   int64_t n_rot = 0, rope_orig_ctx = 0;
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  int64_t sliding_window = -1, swa_pattern = 0;
+  float std = 0, rope_theta = 0, rope_factor = 0;
+  std::string rope_scaling;
   bool tied = false;
 };
 
@@ -33,7 +36,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, qwen3moe, qwen2moe, olmoe; "
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, qwen2moe, olmoe; "
                  "llama with --n-expert is Mixtral-style)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
@@ -50,7 +53,18 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--n-expert-used", o->n_expert_used, "experts each token is routed to (default 2, at most --n-expert)");
   app.add_option("--n-ff-exp", o->n_ff_exp, "each expert's feed-forward size (default --n-ff; qwen3moe/qwen2moe only differ)");
   app.add_option("--n-ff-shexp", o->n_ff_shexp, "qwen2moe: the shared expert's feed-forward size (default --n-ff)");
-  app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions)");
+  app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions; gemma2/gemma3 always are)");
+  app.add_option("--sliding-window", o->sliding_window,
+                 "sliding-window attention over N positions (gemma2, gemma3: their sliding layers; llama: every layer, "
+                 "as Mistral 7B v0.1); 0: none");
+  app.add_option("--swa-pattern", o->swa_pattern,
+                 "every Nth layer global (attention.sliding_window_pattern; default: gemma2 2, gemma3 6)");
+  app.add_option("--std", o->std, "standard deviation of the weight matrices (default: uniform +-0.035, "
+                 "embedding/output +-0.05); larger values make a tiny model's logits less flat");
+  app.add_option("--rope-theta", o->rope_theta, "rope.freq_base (explicit dimensions default 10000)");
+  app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
+                 "yarn: --rope-orig-ctx is its original context)");
+  app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
   return [o] {
     using namespace tmill;
     if (o->list) {
@@ -61,7 +75,9 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
           if (s.n_ff_exp > 0) experts += " ff_exp=" + std::to_string(s.n_ff_exp);
           if (s.n_ff_shexp > 0) experts += " ff_shexp=" + std::to_string(s.n_ff_shexp);
         }
-        std::printf("%-16s %-6s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
+        if (s.n_swa > 0) experts += " window=" + std::to_string(s.n_swa);
+        if (!s.rope_scaling.empty()) experts += " rope=" + s.rope_scaling + " x" + std::to_string(static_cast<int>(s.rope_factor));
+        std::printf("%-17s %-8s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
                     s.name.c_str(), s.arch.c_str(), (long long)s.n_vocab, (long long)s.n_embd, (long long)s.n_layer,
                     (long long)s.n_head, (long long)s.n_head_kv, (long long)s.head_dim, (long long)s.n_ff,
                     (long long)s.n_ctx, experts.c_str(), s.tied ? " tied" : "");
@@ -102,7 +118,17 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
       s.arch = o->arch;
       s.tied = o->tied;
       if (!s.n_head_kv) s.n_head_kv = s.n_head;
+      if (s.arch == "gemma2") {  // the real models' values, written as their converter does
+        s.attn_softcap = 50;
+        s.final_softcap = 30;
+      }
+      if (s.arch == "gemma3") s.rope_theta_swa = 10000;
     }
+    if (o->sliding_window >= 0) s.n_swa = o->sliding_window;
+    if (o->swa_pattern) s.swa_pattern = o->swa_pattern;
+    if (o->rope_theta > 0) s.rope_theta = o->rope_theta;
+    if (!o->rope_scaling.empty()) s.rope_scaling = o->rope_scaling;
+    if (o->rope_factor > 0) s.rope_factor = o->rope_factor;
     if (o->head_dim) s.head_dim = o->head_dim;
     else if (o->shape.empty() && s.n_head) s.head_dim = s.n_embd / s.n_head;
     if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_ff <= 0 || s.head_dim <= 0) {
@@ -116,6 +142,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     }
     d.dtype = *t;
     d.pure = o->pure;
+    d.std = o->std;
     d.seed = o->seed;
     d.vocab_path = o->vocab;
     d.threads = o->threads;

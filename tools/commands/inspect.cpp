@@ -49,11 +49,22 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                   (long long)c.n_ctx_train, c.rope_theta,
                   c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,
                   c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
+                  : c.rope_scaling == RopeScaling::Yarn
+                      ? fmt::format(", YaRN x{} (original context {})", c.rope_scale_factor, c.n_ctx_orig).c_str()
                   : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling"
                   : c.rope_scaling == RopeScaling::LongRope
                       ? fmt::format(", LongRoPE (original context {}, attn factor {:.4g})", c.n_ctx_orig, c.rope_attn_factor).c_str()
                       : "",
                   c.rms_eps);
+      if (c.n_swa > 0) {
+        int64_t sliding = 0;
+        for (const auto& la : c.layer_attn) sliding += la.window > 0;
+        std::printf("attention:     sliding window %lld on %lld of %lld layers%s\n", (long long)c.n_swa, (long long)sliding,
+                    (long long)c.n_layer,
+                    c.ropes.size() > 1 ? fmt::format(" (their rope theta {})", c.ropes[1].theta).c_str() : "");
+      }
+      if (c.attn_softcap > 0 || c.final_softcap > 0)
+        std::printf("soft-capping:  attention %g, logits %g\n", c.attn_softcap, c.final_softcap);
       std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate output.weight");
     } else if (g.find("general.architecture")) {
       std::printf("model config:  not loadable: %s\n", cfg.error().c_str());

@@ -3,6 +3,8 @@
 // model layer loads these files with the shape asked for is tested in tests/unit/model/model_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "convert/dummy.h"
@@ -162,4 +164,78 @@ TEST(Dummy, RealMoeShapesHaveTheirParameterCounts) {
   EXPECT_NEAR(params(*find_shape("qwen3-30b-a3b")) / 1e9, 30.53, 0.01);
   EXPECT_NEAR(params(*find_shape("qwen1.5-moe-a2.7b")) / 1e9, 14.32, 0.01);
   EXPECT_NEAR(params(*find_shape("mixtral-8x7b")) / 1e9, 46.70, 0.01);
+}
+
+// gemma2 / gemma3 / Mistral dummies: llama.cpp's keys (windows, soft-capping, the sliding layers'
+// RoPE base, rope scaling) and tensors (post-norms, gemma3's per-head q/k norms, no output.weight).
+TEST(Dummy, GemmaAndSlidingWindowKeysAndTensors) {
+  auto g2 = GgufFile::open(write("tiny-gemma2", DType::F16, 3));
+  ASSERT_TRUE(g2.ok()) << g2.error();
+  EXPECT_EQ(g2->get_int("gemma2.attention.sliding_window"), 8);
+  EXPECT_EQ(g2->get_number("gemma2.attn_logit_softcapping"), 50.0);
+  EXPECT_EQ(g2->get_number("gemma2.final_logit_softcapping"), 30.0);
+  EXPECT_EQ(g2->get_int("gemma2.attention.key_length"), 32);
+  EXPECT_NE(g2->find_tensor("blk.2.post_attention_norm.weight"), nullptr);
+  EXPECT_NE(g2->find_tensor("blk.2.post_ffw_norm.weight"), nullptr);
+  EXPECT_EQ(g2->find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(g2->find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  auto g3 = GgufFile::open(write("tiny-gemma3", DType::F16, 3));
+  ASSERT_TRUE(g3.ok()) << g3.error();
+  EXPECT_EQ(g3->get_number("gemma3.rope.freq_base_swa"), 10000.0);
+  EXPECT_EQ(g3->get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(g3->get_number("gemma3.rope.scaling.factor"), 2.0);
+  EXPECT_FALSE(g3->get_number("gemma3.attn_logit_softcapping").has_value());
+  EXPECT_EQ(g3->find_tensor("blk.6.attn_k_norm.weight")->ne, (std::vector<int64_t>{32}));
+  auto mi = GgufFile::open(write("tiny-mistral", DType::F16, 3));
+  ASSERT_TRUE(mi.ok()) << mi.error();
+  EXPECT_EQ(mi->get_int("llama.attention.sliding_window"), 8);
+  auto y = GgufFile::open(write("tiny-llama-yarn", DType::F16, 3));
+  ASSERT_TRUE(y.ok()) << y.error();
+  EXPECT_EQ(y->get_string("llama.rope.scaling.type"), "yarn");
+  EXPECT_EQ(y->get_int("llama.rope.scaling.original_context_length"), 32);
+  // qwen2 has no sliding window here
+  DummyOptions o;
+  o.shape = *find_shape("tiny-qwen2");
+  o.shape.n_swa = 16;
+  EXPECT_FALSE(write_dummy_model(o, test::temp_dir() + "/bad.gguf").ok());
+}
+
+// --std S: the matrices' values have standard deviation S (uniform in +-S sqrt 3), every family.
+TEST(Dummy, StdSetsTheWeightsSpread) {
+  for (const char* shape : {"tiny-llama", "tiny-gemma3", "tiny-qwen3moe"}) {
+    DummyOptions o;
+    o.shape = *find_shape(shape);
+    o.dtype = DType::F32;
+    o.std = 0.2f;
+    const std::string path = test::temp_dir() + "/std.gguf";
+    ASSERT_TRUE(write_dummy_model(o, path).ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok());
+    for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight"}) {
+      const GgufTensorInfo* t = f->find_tensor(name);
+      const auto* v = reinterpret_cast<const float*>(t->data);
+      double ss = 0, mx = 0;
+      for (int64_t i = 0; i < t->n_elements; ++i) {
+        ss += double(v[i]) * v[i];
+        mx = std::max<double>(mx, std::abs(v[i]));
+      }
+      EXPECT_NEAR(std::sqrt(ss / t->n_elements), 0.2, 0.01) << shape << " " << name;
+      EXPECT_LE(mx, 0.2 * std::sqrt(3.0) + 1e-6) << shape << " " << name;
+    }
+    auto norm = f->find_tensor("output_norm.weight");  // norms stay around 1
+    EXPECT_NEAR(reinterpret_cast<const float*>(norm->data)[0], 1.0, 0.1);
+  }
+}
+
+TEST(Dummy, RealGemmaAndMistralShapesHaveTheirParameterCounts) {
+  auto params = [](const ModelShape& s) {
+    const int64_t q = s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
+    int64_t per_layer = s.n_embd * q + 2 * s.n_embd * kv + q * s.n_embd + 3 * s.n_embd * s.n_ff + 2 * s.n_embd;
+    if (s.arch == "gemma2" || s.arch == "gemma3") per_layer += 2 * s.n_embd;  // post-norms
+    if (s.arch == "gemma3") per_layer += 2 * s.head_dim;                      // q/k norms
+    return s.n_vocab * s.n_embd * (s.tied ? 1 : 2) + s.n_layer * per_layer + s.n_embd;
+  };
+  EXPECT_NEAR(params(*find_shape("gemma-2-2b")) / 1e9, 2.614, 0.001);
+  EXPECT_NEAR(params(*find_shape("gemma-3-1b")) / 1e9, 1.000, 0.001);
+  EXPECT_NEAR(params(*find_shape("mistral-7b")) / 1e9, 7.242, 0.001);
 }

@@ -38,25 +38,27 @@ Cache make_cache(DType t, int64_t n_head_kv, int64_t hd, int64_t bs, int64_t n_c
   return c;
 }
 
-// softmax(q K^T * scale) V in double precision over the values the cache holds.
+// softmax(q K^T * scale) V in double precision over the values the cache holds at positions
+// [begin, n_ctx), scores soft-capped when softcap > 0.
 std::vector<double> naive(const Cache& c, const std::vector<float>& q, int64_t group, int64_t head, int64_t n_ctx,
-                          float scale) {
+                          float scale, int64_t begin = 0, float softcap = 0) {
   const int64_t hd = c.view.head_dim;
   std::vector<double> out(static_cast<size_t>(group * hd), 0.0);
   std::vector<float> k(hd), v(hd);
   for (int64_t g = 0; g < group; ++g) {
-    std::vector<double> s(n_ctx);
+    std::vector<double> s(n_ctx, 0.0);
     double mx = -1e300;
-    for (int64_t p = 0; p < n_ctx; ++p) {
+    for (int64_t p = begin; p < n_ctx; ++p) {
       paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
       double d = 0;
       for (int64_t i = 0; i < hd; ++i) d += double(q[g * hd + i]) * k[i];
       s[p] = d * scale;
+      if (softcap > 0) s[p] = softcap * std::tanh(s[p] / softcap);
       mx = std::max(mx, s[p]);
     }
     double sum = 0;
-    for (auto& x : s) sum += (x = std::exp(x - mx));
-    for (int64_t p = 0; p < n_ctx; ++p) {
+    for (int64_t p = begin; p < n_ctx; ++p) sum += (s[p] = std::exp(s[p] - mx));
+    for (int64_t p = begin; p < n_ctx; ++p) {
       paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
       for (int64_t i = 0; i < hd; ++i) out[g * hd + i] += s[p] / sum * v[i];
     }
@@ -98,6 +100,43 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
                 << n_ctx << " i " << i;
         }
         set_isa_limit(Isa::Avx512);
+      }
+    }
+  }
+}
+
+// Sliding windows (the first block entered part-way, or at its start) and soft-capped scores: the
+// oracle against float64, every ISA's kernel against the oracle (soft-capping takes the scalar kernel).
+TEST(Attention, SlidingWindowAndSoftcapMatchTheOracleOnEveryIsa) {
+  std::mt19937 rng(11);
+  const Shape shapes[] = {{64, 4, 2, 16}, {32, 3, 2, 8}, {40, 2, 1, 16}, {256, 8, 1, 16}};
+  for (DType t : {DType::F32, DType::F16, DType::I8}) {
+    for (const Shape& sh : shapes) {
+      const int64_t n_ctx = 75;
+      Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
+      std::normal_distribution<float> nd(0.0f, 2.0f);
+      std::vector<float> q(static_cast<size_t>(sh.group * sh.hd));
+      for (auto& x : q) x = nd(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+      const int64_t head = sh.n_head_kv - 1;
+      for (int64_t begin : {0, 1, 7, 15, 16, 17, 40, 74}) {
+        for (float softcap : {0.0f, 2.0f}) {
+          const AttnMask mask{begin, softcap};
+          std::vector<float> want(q.size()), got(q.size());
+          paged_attention_group_reference(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, want.data(), mask);
+          auto exact = naive(c, q, sh.group, head, n_ctx, scale, begin, softcap);
+          for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(want[i], exact[i], 1e-4) << dtype_name(t) << " begin " << begin;
+          for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+            if (isa > detected_isa()) continue;
+            set_isa_limit(isa);
+            paged_attention_group(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, got.data(), mask);
+            for (size_t i = 0; i < q.size(); ++i)
+              ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i])))
+                  << dtype_name(t) << " isa " << isa_name(isa) << " hd " << sh.hd << " begin " << begin << " softcap "
+                  << softcap << " i " << i;
+          }
+          set_isa_limit(Isa::Avx512);
+        }
       }
     }
   }

@@ -70,6 +70,30 @@ TEST(Ops, SiluMulAndExpMatchTheFormulaOnEveryIsa) {
   }
 }
 
+// GeGLU's gelu (tanh approximation, as ggml) times up, and soft-capping, against the formulas in double.
+TEST(Ops, GeluMulAndSoftcapMatchTheFormulaOnEveryIsa) {
+  IsaGuard guard;
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> ud(-12.0f, 12.0f);
+  for (int64_t n : {1, 7, 16, 17, 100, 6912}) {
+    std::vector<float> g(static_cast<size_t>(n)), u(g.size());
+    for (auto& v : g) v = ud(rng);
+    for (auto& v : u) v = ud(rng);
+    for (Isa isa : available_isas()) {
+      set_isa_limit(isa);
+      std::vector<float> got = g, capped = g;
+      gelu_mul(got.data(), u.data(), n);
+      softcap_inplace(capped.data(), n, 5.0f);
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double x = g[i];
+        const double want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+        ASSERT_NEAR(got[i], want, 2e-6 * (1 + std::abs(want))) << isa_name(isa) << " i " << i;
+        ASSERT_NEAR(capped[i], 5.0 * std::tanh(x / 5.0), 2e-6) << isa_name(isa) << " i " << i;
+      }
+    }
+  }
+}
+
 TEST(Ops, RmsnormRowsMatchesTheFormulaInDouble) {
   IsaGuard guard;
   for (Isa isa : available_isas()) {

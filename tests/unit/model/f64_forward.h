@@ -22,8 +22,12 @@ class F64Forward {
   std::vector<double> forward(int32_t token, int64_t pos) {
     const auto& w = m_.weights();
     std::vector<double> x = row(w.token_embd, token);
+    for (double& e : x) e *= c_.embd_scale;  // gemma: sqrt(n_embd)
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const LayerWeights& L = w.layers[l];
+      const RopeParams& rp = c_.ropes[static_cast<size_t>(c_.layer_attn[static_cast<size_t>(l)].rope)];
+      const int64_t window = c_.layer_attn[static_cast<size_t>(l)].window;
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
       auto xb = norm(x, L.attn_norm);
       auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
       if (!L.bq.empty())
@@ -35,28 +39,31 @@ class F64Forward {
         k = norm(k, L.k_norm);
       }
       const std::vector<float> none;
-      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos);
-      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos);
+      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp);
+      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp);
       kc_[l].push_back(k);
       vc_[l].push_back(v);
       std::vector<double> att(c_.q_dim(), 0.0);
       const int64_t hd = c_.head_dim;
       for (int64_t h = 0; h < c_.n_head; ++h) {
         const int64_t kvh = h / (c_.n_head / c_.n_head_kv);
-        std::vector<double> s(pos + 1);
+        std::vector<double> s(pos + 1 - first);
         double mx = -1e300;
-        for (int64_t t = 0; t <= pos; ++t) {
+        for (int64_t t = first; t <= pos; ++t) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[l][t][kvh * hd + i];
-          s[t] = d / std::sqrt(static_cast<double>(hd));
-          mx = std::max(mx, s[t]);
+          double& e = s[t - first];
+          e = d * static_cast<double>(c_.attn_scale);
+          if (c_.attn_softcap > 0) e = c_.attn_softcap * std::tanh(e / c_.attn_softcap);
+          mx = std::max(mx, e);
         }
         double sum = 0;
         for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t t = 0; t <= pos; ++t)
-          for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t] / sum * vc_[l][t][kvh * hd + i];
+        for (int64_t t = first; t <= pos; ++t)
+          for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[l][t][kvh * hd + i];
       }
       auto o = mv(L.wo, att);
+      if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       xb = norm(x, L.ffn_norm);
       if (c_.is_moe()) {
@@ -86,15 +93,23 @@ class F64Forward {
         continue;
       }
       auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
+      if (!L.ffn_post_norm.empty()) d = norm(d, L.ffn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
     }
-    return mv(w.output, norm(x, w.output_norm));
+    auto logits = mv(w.output, norm(x, w.output_norm));
+    if (c_.final_softcap > 0)
+      for (double& e : logits) e = c_.final_softcap * std::tanh(e / c_.final_softcap);
+    return logits;
   }
 
  private:
   std::vector<double> swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const std::vector<double>& x) {
     auto g = mv(gate, x), u = mv(up, x);
-    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    const bool gelu = c_.arch.ffn_act == FfnActivation::GeluTanh;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double a = g[i];
+      g[i] = (gelu ? 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a))) : a / (1 + std::exp(-a))) * u[i];
+    }
     return mv(down, g);
   }
   std::vector<double> row(const Matrix& m, int64_t r) {
@@ -120,7 +135,7 @@ class F64Forward {
     for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * s;
     return o;
   }
-  void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos) {
+  void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos, const RopeParams& rp) {
     const int64_t hd = c_.head_dim;
     double* p = v.data() + h * hd;
     if (!nw.empty()) {
@@ -129,12 +144,26 @@ class F64Forward {
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
     }
-    const double ms = c_.rope_attn_factor;
-    double fpos = static_cast<double>(pos);
-    if (c_.rope_scaling == RopeScaling::Linear) fpos /= c_.rope_scale_factor;
+    // ggml_rope_ext: linear scaling multiplies positions; YaRN blends the scaled and unscaled angle
+    // per pair (weight of the unscaled one: 1 below the correction dim of beta_fast, 0 above beta_slow's)
+    // and scales cos/sin by 1 + 0.1 ln(factor)
+    double ms = rp.attn_factor, lo = 0, hi = 0;
+    if (rp.yarn) {
+      ms *= 1 + 0.1 * std::log(1.0 / rp.freq_scale);
+      auto dim = [&](double turns) {
+        return c_.n_rot * std::log(rp.n_ctx_orig / (turns * 2 * M_PI)) / (2 * std::log(static_cast<double>(rp.theta)));
+      };
+      lo = std::max(0.0, std::floor(dim(rp.beta_fast)));
+      hi = std::min(static_cast<double>(c_.n_rot - 1), std::ceil(dim(rp.beta_slow)));
+    }
     for (int64_t i = 0; i < c_.n_rot / 2; ++i) {
-      double freq = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.n_rot);
+      double freq = std::pow(static_cast<double>(rp.theta), -2.0 * i / c_.n_rot);
       if (ff_) freq /= ff_[i];
+      double fpos = pos * static_cast<double>(rp.freq_scale);
+      if (rp.yarn) {
+        const double mix = 1 - std::min(1.0, std::max(0.0, (i - lo) / std::max(0.001, hi - lo)));
+        fpos = pos * (rp.freq_scale * (1 - mix) + mix);
+      }
       const double a = fpos * freq, cs = std::cos(a) * ms, sn = std::sin(a) * ms;
       const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
       const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;

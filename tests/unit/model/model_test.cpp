@@ -133,9 +133,12 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
             num = std::max<double>(num, std::abs(got[v] - exp[v]));
             den = std::max<double>(den, std::abs(exp[v]));
           }
-          // the cache rounds K/V: f16 to 11 bits, bf16 to 8 bits, int8 to max/254 per token and head
-          const double tol = kv_type == DType::F32 ? 1e-4 : kv_type == DType::F16 ? 5e-3 : 3e-2;
-          ASSERT_LT(num / den, tol) << GetParam() << " chunk " << chunk << " pos " << begin + i;
+          // the cache rounds K/V: f16 to 11 bits, bf16 to 8 bits, int8 to max/254 per token and head;
+          // the rounding of every layer adds up (tiny-gemma3 has 7 layers, the others 2-3)
+          const double depth = std::max(1.0, static_cast<double>(c.n_layer) / 3.0);
+          const double tol = kv_type == DType::F32 ? 1e-4 : (kv_type == DType::F16 ? 5e-3 : 3e-2) * depth;
+          ASSERT_LT(num / den, tol) << GetParam() << " kv " << dtype_name(kv_type) << " chunk " << chunk << " pos "
+                                    << begin + i;
         }
       }
     }
@@ -144,7 +147,8 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3",
                                                               "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe",
-                                                              "tiny-mixtral"));
+                                                              "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
+                                                              "tiny-mistral", "tiny-llama-yarn"));
 
 // phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
 // bytes, and LongRoPE's metadata and factors are read.
