@@ -100,15 +100,18 @@ SpeculativeConfig spec_of(const std::string& method, int32_t k, const std::strin
 }  // namespace
 
 TEST(Speculative, NgramProposesTheContinuationOfTheLatestMatch) {
+  auto ng = [](std::vector<int32_t> t, int32_t lo, int32_t hi, int32_t k) { return ngram_propose(t, lo, hi, k); };
   const std::vector<int32_t> t = {5, 6, 7, 8, 9, 5, 6, 1, 2, 5, 6};
-  // "5 6" last occurred at 5..6, followed by 1 2 5 6
-  EXPECT_EQ(ngram_propose(t, 1, 3, 3), (std::vector<int32_t>{1, 2, 5}));
-  EXPECT_EQ(ngram_propose(t, 1, 3, 10), (std::vector<int32_t>{1, 2, 5, 6}));
-  // the longest n-gram wins: "9 5 6" is not in the tail, "1 5 6" neither; "5 6" (n=2) is
-  EXPECT_EQ(ngram_propose({1, 2, 3, 9, 2, 3, 4, 1, 2, 3}, 1, 3, 2), (std::vector<int32_t>{9, 2}));
-  EXPECT_TRUE(ngram_propose({1, 2, 3, 4}, 1, 3, 4).empty());
-  EXPECT_TRUE(ngram_propose({1, 2, 3, 4, 2}, 2, 3, 4).empty());  // only a 1-gram matches
-  EXPECT_TRUE(ngram_propose({7}, 1, 3, 4).empty());
+  // "5 6" last occurred at 5..6, followed by 1 2 5 6 ("8 5 6"... no 3-gram matches)
+  EXPECT_EQ(ng(t, 1, 3, 3), (std::vector<int32_t>{1, 2, 5}));
+  EXPECT_EQ(ng(t, 1, 3, 10), (std::vector<int32_t>{1, 2, 5, 6}));
+  // the longest n-gram wins: "1 2 3" (at 0) over "2 3" (latest at 4)
+  EXPECT_EQ(ng({1, 2, 3, 9, 2, 3, 4, 1, 2, 3}, 1, 3, 2), (std::vector<int32_t>{9, 2}));
+  EXPECT_EQ(ng({1, 2, 3, 9, 2, 3, 4, 1, 2, 3}, 1, 2, 2), (std::vector<int32_t>{4, 1}));
+  EXPECT_TRUE(ng({1, 2, 3, 4}, 1, 3, 4).empty());
+  EXPECT_TRUE(ng({1, 2, 3, 4, 2}, 2, 3, 4).empty());  // only a 1-gram matches
+  EXPECT_EQ(ng({1, 2, 3, 4, 2}, 1, 3, 4), (std::vector<int32_t>{3, 4, 2}));
+  EXPECT_TRUE(ng({7}, 1, 3, 4).empty());
 }
 
 TEST(Speculative, ParsesVllmKeys) {
@@ -190,7 +193,8 @@ TEST(Speculative, VerifyKeepsTheSamplingDistribution) {
 struct SpecCase {
   std::string name;
   std::string model;    // "stories" or a dummy shape
-  std::string method;   // ngram, replay, draft_self (the model drafts for itself), draft_other
+  std::string method;   // ngram, replay, draft_self (the model drafts for itself), draft_other (same
+                        // shape, other weights: tiny-qwen2 dummies all repeat one token, tiny-llama ones do not)
 };
 
 class SpecInvariance : public ::testing::TestWithParam<SpecCase> {};
@@ -213,6 +217,13 @@ TEST_P(SpecInvariance, GreedyOutputIsTokenIdentical) {
     reqs[i].prompt = p;
   }
   reqs[2].stop_token_ids = {reqs[2].prompt[3]};  // a stop token that an accepted draft may carry
+  {  // a prompt that the model continues by repeating it: BOS, its own greedy text, BOS
+    auto own = run_all(*probe, {greedy({1}, 24)})[0];
+    std::vector<int32_t> p = {1};
+    p.insert(p.end(), own.begin(), own.end());
+    p.push_back(1);
+    reqs.push_back(greedy(p, 20));
+  }
   reqs[5].sampling.repetition_penalty = 1.3f;    // penalties see the accepted drafts
   std::vector<std::vector<int32_t>> alone;
   {
@@ -245,12 +256,18 @@ TEST_P(SpecInvariance, GreedyOutputIsTokenIdentical) {
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone[i]) << v.name << " request " << i;
     const EngineStats st = e->stats();
     EXPECT_GT(st.spec_num_drafts, 0u) << v.name;
-    EXPECT_GT(st.spec_num_accepted_tokens, 0u) << v.name;
-    EXPECT_LE(st.spec_num_accepted_tokens, st.spec_num_draft_tokens);
+    if (sc.method != "draft_other") {  // unrelated random weights rarely agree
+      EXPECT_GT(st.spec_num_accepted_tokens, 0u) << v.name;
+    }
+    if (sc.method != "draft_self") {  // the model drafting for itself is always right
+      EXPECT_LT(st.spec_num_accepted_tokens, st.spec_num_draft_tokens) << v.name;  // some rejected
+    }
     uint64_t per_pos = 0;
     for (uint64_t a : st.spec_accepted_per_pos) per_pos += a;
     EXPECT_EQ(per_pos, st.spec_num_accepted_tokens);
-    if (std::string(v.name) == "preempt") EXPECT_GT(st.num_preemptions, 0u);
+    if (std::string(v.name) == "preempt") {
+      EXPECT_GT(st.num_preemptions, 0u);
+    }
     EXPECT_EQ(st.kv.usage, 0.0) << v.name;  // rolled-back slots are not leaked
     EXPECT_EQ(st.num_running, 0);
   }
@@ -262,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(Proposers, SpecInvariance,
                                            SpecCase{"stories_draft_self", "stories", "draft_self"},
                                            SpecCase{"llama_ngram", "tiny-llama", "ngram"},
                                            SpecCase{"qwen3moe_replay", "tiny-qwen3moe", "replay"},
-                                           SpecCase{"qwen2_draft_other", "tiny-qwen2", "draft_other"}),
+                                           SpecCase{"llama_draft_other", "tiny-llama", "draft_other"}),
                          [](const auto& info) { return info.param.name; });
 
 // Per-request opt-out, and adaptive k: a proposer that is always wrong is switched off for the
@@ -295,7 +312,7 @@ TEST(Speculative, OptOutAndAdaptiveSwitchOff) {
 TEST(Speculative, SamplingDistributionIsUnchanged) {
   const std::string model = stories_path();
   constexpr int kRuns = 1500;
-  const std::vector<int32_t> prompt = {1, 403, 407};  // "Once upon"
+  const std::vector<int32_t> prompt = {1};
   std::vector<int32_t> greedy_tail;
   {
     auto e = make_engine(model, {});
