@@ -26,6 +26,10 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                  "most prompt tokens one request computes per step, leaving budget for others (0: no cap)")
       ->capture_default_str();
+  app.add_option("--speculative-config", o.speculative_config,
+                 "speculative decoding as JSON with vLLM's keys, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                 "\"prompt_lookup_max\": 4}' or '{\"model\": \"draft.gguf\", \"num_speculative_tokens\": 3}' "
+                 "(docs/speculative.md)");
   // Hidden (empty group): lets end-to-end tests keep a request running for a known time.
   app.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "testing aid: sleep after every engine step")
       ->group("");
@@ -107,6 +111,9 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   if (static_cast<int32_t>(loras.size()) > c.max_loras)
     return Error{fmt::format("{} LoRA adapters given, more than --max-loras {}", loras.size(), c.max_loras)};
   for (const CliLora& l : loras) c.loras.push_back({l.name, l.path});
+  if (!o.speculative_config.empty()) {
+    TM_ASSIGN_OR_RETURN(c.speculative, parse_speculative_config(o.speculative_config));
+  }
   if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
   else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;
   else return Error{"--scheduling-policy must be fcfs or priority"};
@@ -128,6 +135,10 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_s
            format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,
            p.kv_dtype, p.max_model_len, p.max_full_sequences);
   if (!p.note.empty()) log_info("{}", p.note);
+  if (c.speculative.enabled())
+    log_info("speculative decoding: {}{}, up to {} draft tokens per sequence{}", c.speculative.method,
+             c.speculative.model.empty() ? "" : " (" + c.speculative.model + ")", c.speculative.num_speculative_tokens,
+             c.speculative.adaptive ? " (adaptive)" : "");
   for (const LoraInfo& l : e->loras())
     log_info("LoRA adapter '{}': {} (rank {}, alpha {}, {} tensors, {})", l.name, l.path, l.rank, l.alpha, l.n_tensors,
              format_bytes(l.bytes));

@@ -13,6 +13,29 @@ namespace tmill {
 
 enum class SchedulingPolicy : uint8_t { Fcfs, Priority };
 
+// Speculative decoding (vLLM's --speculative-config keys; docs/speculative.md). A proposer drafts up
+// to num_speculative_tokens tokens per decoding sequence; the target model scores them in the same
+// forward as the other sequences' work and keeps the longest prefix its own sampling agrees with
+// (greedy: token-identical output; temperature > 0: rejection sampling, the same distribution).
+struct SpeculativeConfig {
+  // "" (off), "ngram" (prompt lookup), "draft_model" (a small GGUF with the same tokenizer), or the
+  // test proposer "replay" (replays GenerateRequest::debug_replay_tokens, each draft token wrong with
+  // probability replay_error_rate). "mtp" (and EAGLE heads) is not supported: Engine::create refuses it.
+  std::string method;
+  std::string model;                   // draft_model: the draft GGUF
+  int32_t num_speculative_tokens = 0;  // k: most draft tokens per sequence and step (>= 1 when on)
+  int32_t prompt_lookup_max = 0;       // ngram: longest suffix n-gram matched (0: 4, or min when larger)
+  int32_t prompt_lookup_min = 0;       // ngram: shortest (0: 1)
+  double replay_error_rate = 0;        // replay: probability that a draft token is wrong
+  // Adaptive k: each sequence's k follows its recent acceptance; a sequence whose drafts do not pay
+  // stops drafting for a while. Off: always num_speculative_tokens (when the proposer finds them).
+  bool adaptive = true;
+  // No drafts in a step where more than this many sequences decode (vLLM's disable_by_batch_size):
+  // a batch that large already keeps the cores busy. 0: never.
+  int32_t disable_by_batch_size = 8;
+  bool enabled() const { return !method.empty(); }
+};
+
 namespace defaults {
 inline constexpr int32_t kBlockSize = 16;               // tokens per KV block
 inline constexpr int32_t kMaxNumSeqs = 64;              // sequences per step
@@ -37,6 +60,7 @@ struct EngineConfig {
   // once; every loaded adapter can be used by any request of any batch.
   std::vector<LoraSpec> loras;
   int32_t max_loras = defaults::kMaxLoras;
+  SpeculativeConfig speculative;        // speculative decoding; method "" = off
   // Testing aid: the engine thread (start()) sleeps this long after every step, so tests can hold a
   // request in flight for a known time on any machine. 0 in production.
   double debug_step_delay_s = 0;

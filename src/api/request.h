@@ -51,6 +51,11 @@ struct GenerateRequest {
   // Its deltas are scaled by lora_scale (times the adapter's alpha / rank); 0 = the base model.
   std::string lora;
   float lora_scale = 1.0f;
+  // false: no speculative decoding for this request, whatever the engine's --speculative-config.
+  bool speculative = true;
+  // Testing aid for the "replay" proposer: the continuation it replays (e.g. the request's known
+  // greedy output). Ignored by every other proposer.
+  std::vector<int32_t> debug_replay_tokens;
 };
 
 // Why the engine refuses a request (Engine::check / Engine::submit). `field` names the request field

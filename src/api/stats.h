@@ -73,13 +73,20 @@ struct EngineStats {
   uint64_t structured_requests_total = 0;       // submitted with an output constraint (JSON, regex, choice, grammar)
   uint64_t grammar_compile_failures_total = 0;  // constraints refused at the front door (Engine::check)
   double grammar_mask_seconds_total = 0;        // token masks computed and applied (summed over pool threads)
+  // Speculative decoding, with vLLM's meanings: drafts = sequences verified with >= 1 draft token,
+  // acceptance rate = accepted / draft tokens; per position: accepted drafts at index i of a draft.
+  uint64_t spec_num_drafts = 0;
+  uint64_t spec_num_draft_tokens = 0;
+  uint64_t spec_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;  // num_speculative_tokens entries when speculation is on
 };
 
 struct StepStats {
   int32_t num_seqs = 0;
   int32_t num_tokens = 0;
   int32_t num_prefill_tokens = 0;
-  int32_t num_decode_tokens = 0;
+  int32_t num_decode_tokens = 0;  // includes draft tokens scored for verification
+  int32_t num_draft_tokens = 0;   // speculative drafts scored this step
   double seconds = 0;
 };
 

@@ -12,7 +12,10 @@ ForwardBatch build_forward_batch(const SchedulerOutput& out) {
     slice.n_tokens = s.num_tokens;
     slice.pos_begin = s.start_pos;
     slice.block_table = s.block_table;
-    slice.logits = s.produces_sample ? SeqSlice::Logits::Last : SeqSlice::Logits::None;
+    // A chunk with speculative drafts needs a row per position: each scores the next draft.
+    slice.logits = !s.produces_sample         ? SeqSlice::Logits::None
+                   : s.num_draft_tokens > 0 ? SeqSlice::Logits::All
+                                            : SeqSlice::Logits::Last;
     batch.tokens.insert(batch.tokens.end(), s.token_ids.begin(), s.token_ids.end());
     batch.seqs.push_back(std::move(slice));
   }

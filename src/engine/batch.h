@@ -8,7 +8,8 @@
 namespace tmill {
 
 // One SeqSlice per scheduled request, in order; tokens flattened in the same order. A request
-// whose chunk reaches its last known token asks for its last logits row (it samples this step).
+// whose chunk reaches its last known token asks for its last logits row (it samples this step), or
+// for every row when the chunk ends with speculative drafts (each row verifies the next draft).
 ForwardBatch build_forward_batch(const SchedulerOutput& out);
 
 }  // namespace tmill

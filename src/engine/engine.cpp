@@ -90,6 +90,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.forward->set_context_length(im.plan.max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
+  if (config.speculative.enabled()) {
+    TM_ASSIGN_OR_RETURN(im.proposer, make_proposer(config.speculative, *im.tokenizer, im.info.n_vocab,
+                                                   static_cast<int32_t>(layout.block_size), im.pool.get()));
+    im.stats.spec_accepted_per_pos.assign(static_cast<size_t>(config.speculative.num_speculative_tokens), 0);
+  }
   for (const LoraSpec& l : config.loras) {
     auto loaded = im.load_lora(l.name, l.path);
     if (!loaded.ok()) return Error{fmt::format("LoRA adapter {}: {}", l.path, loaded.error())};

@@ -42,6 +42,12 @@ std::optional<RequestProblem> check_request(const GenerateRequest& request, cons
 // "2GiB", "512MiB", "1000000" (bytes) or "30%" (of available memory, /proc/meminfo MemAvailable).
 Result<uint64_t> parse_kv_cache_memory(std::string_view s);
 
+// --speculative-config's JSON (vLLM's keys: method, model, num_speculative_tokens,
+// prompt_lookup_max, prompt_lookup_min, disable_by_batch_size; tokenmill's: adaptive,
+// replay_error_rate) with vLLM's defaults filled in; errors name the key. Engine::create checks the
+// rest (method "mtp" unsupported, a draft model's tokenizer).
+Result<SpeculativeConfig> parse_speculative_config(std::string_view json);
+
 class Engine {
  public:
   // Loads the model and tokenizer, prepares the weights and plans the KV cache. Errors: an

@@ -18,6 +18,7 @@
 #include "engine/batch.h"
 #include "engine/constraints.h"
 #include "engine/engine.h"
+#include "engine/speculative.h"
 #include "model/forward.h"
 #include "model/kv_storage.h"
 #include "model/lora.h"
@@ -43,6 +44,7 @@ struct Choice {
   FinishReason finish_reason = FinishReason::None;
   Clock::time_point last_token_time{};
   std::unique_ptr<ChoiceConstraint> constraint;  // structured output; null: free text
+  SpecState spec;                                 // speculative decoding: acceptance, adaptive k
 };
 
 // One submitted request (all its choices).
@@ -65,17 +67,21 @@ struct LoadedLora {
   std::shared_ptr<const LoraAdapter> adapter;
 };
 
-// What one step sampled, indexed like SchedulerOutput::scheduled.
+// What one step sampled, indexed like SchedulerOutput::scheduled: per entry the tokens it produced
+// (none; one; or with speculative drafts, the accepted drafts and one more) and their results.
 struct StepSamples {
-  std::vector<int32_t> tokens;                 // -1 where the entry produced no sample
-  std::vector<SampleResult> results;
-  std::unordered_map<RequestId, const SampleResult*> by_request;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<SampleResult>> results;
+  std::unordered_map<RequestId, const std::vector<SampleResult>*> by_request;
   // n > 1: the other choices' first tokens, drawn from choice 0's logits; they fork after update.
   struct Fork {
     Choice* parent;
     std::vector<std::pair<Choice*, SampleResult>> children;
   };
   std::vector<Fork> forks;
+  // speculative decoding: what this step verified
+  int32_t num_drafts = 0, num_draft_tokens = 0, num_accepted = 0;
+  std::vector<int32_t> accepted_per_pos;
 };
 
 struct Engine::Impl {
@@ -96,6 +102,7 @@ struct Engine::Impl {
   std::atomic<int64_t> mask_ns{0};                    // this step's mask time (pool threads add to it)
   EngineObserver* observer = nullptr;
   std::vector<int32_t> eog_ids;
+  std::unique_ptr<Proposer> proposer;  // speculative decoding (null: off)
 
   // inbox (any thread) -> engine thread
   std::mutex mu;
@@ -129,10 +136,12 @@ struct Engine::Impl {
 
   // step.cpp: the heartbeat and its bookkeeping
   bool step();
+  // speculative.cpp: draft tokens for the decoding sequences, handed to the scheduler
+  void propose_drafts();
   void drain_inbox();
   void expire_queued();  // queue_timeout_s
   StepStats begin_step(const SchedulerOutput& out, Clock::time_point t0);
-  void end_step(StepStats st, Clock::time_point t0);
+  void end_step(StepStats st, Clock::time_point t0, const StepSamples& samples);
   void publish_stats();
 
   // lora.cpp: the adapter registry and each step's bindings
@@ -143,6 +152,9 @@ struct Engine::Impl {
   // sample_step.cpp: every sequence whose chunk reached its last known token, in parallel
   StepSamples sample_step(const SchedulerOutput& out);
   void start_forks(StepSamples& samples);
+  // One entry's tokens: one sample, or its drafts verified row by row (logits: its k + 1 rows).
+  void sample_entry(const ScheduledRequest& sr, const float* logits, Choice& c, const Request& r, Sampler& sp,
+                    ConstraintScratch& scratch, std::vector<SampleResult>& out);
 
   // constraints.cpp: masks, fast-forward, `after`, finishing on a complete grammar
   grammar::GrammarCache& grammar_cache();  // engine.cpp

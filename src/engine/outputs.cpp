@@ -40,11 +40,15 @@ void Engine::Impl::add_choice(Group& g, Choice& c) {
 }
 
 void Engine::Impl::emit_outputs(const std::vector<RequestEvent>& events, const StepSamples& samples) {
+  // A request's events come in token order (several with accepted speculative drafts), like its results.
+  std::unordered_map<RequestId, size_t> seen;
   for (const RequestEvent& ev : events) {
+    const size_t k = seen[ev.id]++;
     auto it = choices.find(ev.id);
     if (it == choices.end()) continue;
     auto sr = samples.by_request.find(ev.id);
-    handle_event(*it->second, ev, sr == samples.by_request.end() ? nullptr : sr->second);
+    const SampleResult* res = sr != samples.by_request.end() && k < sr->second->size() ? &(*sr->second)[k] : nullptr;
+    handle_event(*it->second, ev, res);
   }
 }
 
@@ -99,6 +103,7 @@ void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleR
   c.finished = true;
   c.finish_reason = finish;
   choices.erase(c.sched_id);
+  if (proposer) proposer->release(c.sched_id);
   if (g.callback) g.callback(o);
   g.unfinished--;
   maybe_finish_group(g);
@@ -116,6 +121,7 @@ void Engine::Impl::finish_choice(Choice& c, FinishReason reason, const std::stri
   o.finish_reason = reason;
   o.stop_reason = stop_reason;
   if (c.added) choices.erase(c.sched_id);
+  if (c.added && proposer) proposer->release(c.sched_id);
   if (g.callback) g.callback(o);
   g.unfinished--;
   maybe_finish_group(g);

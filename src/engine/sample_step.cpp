@@ -2,7 +2,8 @@
 // token from its logits row, sequences in parallel (each choice owns its RNG, each pool thread its
 // Sampler scratch). For n > 1 the other choices draw their first token from choice 0's logits and
 // join the scheduler as forks after the update. Constrained choices mask their row first
-// (constraints.cpp), inside the same parallel loop.
+// (constraints.cpp), inside the same parallel loop. A sequence with speculative drafts verifies them
+// here, row by row (sample_entry).
 #include "engine/engine_impl.h"
 
 namespace tmill {
@@ -10,11 +11,11 @@ namespace tmill {
 StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   const int32_t n_vocab = static_cast<int32_t>(model->config().n_vocab);
   StepSamples s;
-  s.tokens.assign(out.scheduled.size(), -1);
+  s.tokens.resize(out.scheduled.size());
   s.results.resize(out.scheduled.size());
   struct Job {
     size_t i;         // index in out.scheduled
-    const float* lg;  // its logits row
+    const float* lg;  // its first logits row
     Choice* c;
     const Request* r;
   };
@@ -23,12 +24,13 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& sr = out.scheduled[i];
     if (!sr.produces_sample) continue;
-    jobs.push_back({i, logits.data() + row++ * static_cast<size_t>(n_vocab), choices.at(sr.id), sched->request(sr.id)});
+    jobs.push_back({i, logits.data() + row * static_cast<size_t>(n_vocab), choices.at(sr.id), sched->request(sr.id)});
+    row += 1 + static_cast<size_t>(sr.num_draft_tokens);  // a chunk with drafts has a row per position
   }
   auto sample_one = [&](const Job& j, int tid) {
-    s.results[j.i] = sample_choice(*j.c, j.lg, *j.r, samplers[static_cast<size_t>(tid)],
-                                   constraint_scratch[static_cast<size_t>(tid)]);
-    s.tokens[j.i] = s.results[j.i].token;
+    sample_entry(out.scheduled[j.i], j.lg, *j.c, *j.r, samplers[static_cast<size_t>(tid)],
+                 constraint_scratch[static_cast<size_t>(tid)], s.results[j.i]);
+    for (const SampleResult& res : s.results[j.i]) s.tokens[j.i].push_back(res.token);
   };
   if (jobs.size() > 1 && pool->size() > 1) {
     pool->parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e, int tid) {
@@ -39,6 +41,15 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   }
   for (const Job& j : jobs) {
     s.by_request[out.scheduled[j.i].id] = &s.results[j.i];
+    if (const int32_t k = out.scheduled[j.i].num_draft_tokens; k > 0) {
+      const auto accepted = static_cast<int32_t>(s.tokens[j.i].size()) - 1;
+      s.num_drafts++;
+      s.num_draft_tokens += k;
+      s.num_accepted += accepted;
+      if (static_cast<int32_t>(s.accepted_per_pos.size()) < k) s.accepted_per_pos.resize(static_cast<size_t>(k), 0);
+      for (int32_t p = 0; p < accepted; ++p) s.accepted_per_pos[static_cast<size_t>(p)]++;
+      record_verification(j.c->spec, k, accepted, config.speculative.adaptive);
+    }
     Group& g = *j.c->group;
     if (g.req.n > 1 && !g.forked && j.c->index == 0 && j.r->num_output_tokens() == 0) {
       g.forked = true;
@@ -50,6 +61,35 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
     }
   }
   return s;
+}
+
+// Without drafts: one token from the row. With k drafts (rows 0..k score the positions of drafts
+// 1..k and the one after them): each draft is verified against the row before it (Sampler::verify:
+// the sampler's own choice, or the rejection rule) with the accepted drafts counted as output for
+// penalties; the first rejection ends the entry with the verifier's token, and when all are accepted
+// the last row gives one more token. Constrained choices never have drafts (propose_drafts).
+void Engine::Impl::sample_entry(const ScheduledRequest& sr, const float* lg, Choice& c, const Request& r, Sampler& sp,
+                                ConstraintScratch& scratch, std::vector<SampleResult>& out) {
+  const int32_t k = sr.num_draft_tokens;
+  if (k == 0) {
+    out.push_back(sample_choice(c, lg, r, sp, scratch));
+    return;
+  }
+  const auto n = static_cast<int32_t>(model->config().n_vocab);
+  const SamplingParams& p = c.group->req.sampling;
+  const int32_t* drafts = sr.token_ids.data() + (sr.token_ids.size() - static_cast<size_t>(k));
+  std::vector<int32_t> output(r.outputs().begin(), r.outputs().end());
+  for (int32_t j = 0; j <= k; ++j) {
+    const float* row = lg + static_cast<size_t>(j) * static_cast<size_t>(n);
+    if (j == k) {
+      out.push_back(sp.sample(row, n, p, r.prompt(), output, c.rng));
+      return;
+    }
+    bool accepted = false;
+    out.push_back(sp.verify(row, n, p, r.prompt(), output, drafts[j], c.rng, &accepted));
+    if (!accepted) return;
+    output.push_back(drafts[j]);
+  }
 }
 
 void Engine::Impl::start_forks(StepSamples& samples) {

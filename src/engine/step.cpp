@@ -13,7 +13,8 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 // Schedules, computes and samples one step. Returns false when nothing was scheduled.
 bool Engine::Impl::step() {
   drain_inbox();                                          // new requests, aborts, queue timeouts
-  const SchedulerOutput out = sched->schedule();          // request -> num_tokens this step
+  propose_drafts();                                       // speculative decoding: draft tokens
+  const SchedulerOutput out = sched->schedule();          // request -> num_tokens (+ drafts) this step
   if (out.empty()) {
     publish_stats();
     return false;
@@ -24,11 +25,11 @@ bool Engine::Impl::step() {
   bind_loras(batch, out);                                 // sequences with a LoRA adapter
   StepStats st = begin_step(out, t0);
   forward->run(batch, kv, logits);
-  StepSamples samples = sample_step(out);
+  StepSamples samples = sample_step(out);                 // drafts verified, accepted ones kept
   const std::vector<RequestEvent> events = sched->update(out, samples.tokens);
   emit_outputs(events, samples);                          // text, stop strings, finishing, timings
   start_forks(samples);                                   // n > 1: the other choices join
-  end_step(st, t0);
+  end_step(st, t0, samples);
   return true;
 }
 
@@ -49,6 +50,7 @@ void Engine::Impl::drain_inbox() {
       c->group = &g;
       c->index = i;
       c->rng.reseed(base_seed + static_cast<uint64_t>(i));
+      c->spec.rng.reseed(~base_seed + static_cast<uint64_t>(i));  // the replay proposer's errors
       StreamingDetokenizer::Options opt;
       opt.skip_special = r.skip_special_tokens;
       opt.stop = r.stop;
@@ -89,6 +91,7 @@ StepStats Engine::Impl::begin_step(const SchedulerOutput& out, Clock::time_point
     const Request* r = sched->request(s.id);
     const bool decode = r && s.start_pos >= r->num_prompt_tokens();
     (decode ? st.num_decode_tokens : st.num_prefill_tokens) += s.num_tokens;
+    st.num_draft_tokens += s.num_draft_tokens;
     Group& g = *choices.at(s.id)->group;
     if (!g.timings.scheduled) {
       g.timings.scheduled = true;
@@ -100,10 +103,15 @@ StepStats Engine::Impl::begin_step(const SchedulerOutput& out, Clock::time_point
   return st;
 }
 
-void Engine::Impl::end_step(StepStats st, Clock::time_point t0) {
+void Engine::Impl::end_step(StepStats st, Clock::time_point t0, const StepSamples& samples) {
   st.seconds = seconds_between(t0, Clock::now());
   {
     std::lock_guard<std::mutex> lock(stats_mu);
+    stats.spec_num_drafts += static_cast<uint64_t>(samples.num_drafts);
+    stats.spec_num_draft_tokens += static_cast<uint64_t>(samples.num_draft_tokens);
+    stats.spec_num_accepted_tokens += static_cast<uint64_t>(samples.num_accepted);
+    for (size_t p = 0; p < samples.accepted_per_pos.size() && p < stats.spec_accepted_per_pos.size(); ++p)
+      stats.spec_accepted_per_pos[p] += static_cast<uint64_t>(samples.accepted_per_pos[p]);
     stats.steps++;
     stats.prompt_tokens_total += static_cast<uint64_t>(st.num_prefill_tokens);
     stats.grammar_mask_seconds_total += static_cast<double>(mask_ns.exchange(0)) * 1e-9;

@@ -104,6 +104,20 @@ void KvCacheManager::commit(KvRequestId id, std::span<const BlockHash> block_has
   st.num_cached_blocks = std::max<int32_t>(st.num_cached_blocks, static_cast<int32_t>(full));
 }
 
+void KvCacheManager::truncate(KvRequestId id, int32_t num_tokens) {
+  auto it = reqs_.find(id);
+  TM_ASSERT(it != reqs_.end(), "truncate of an unknown request");
+  ReqState& st = it->second;
+  const int32_t bs = block_size();
+  const size_t keep = static_cast<size_t>((std::max(num_tokens, 0) + bs - 1) / bs);
+  TM_ASSERT(static_cast<int32_t>(keep) >= st.num_cached_blocks, "truncate below the committed blocks");
+  while (st.table.size() > keep) {
+    pool_.release(st.table.back());
+    st.table.pop_back();
+  }
+  if (keep > 0 && num_tokens % bs != 0) pool_.set_fill(st.table[keep - 1], num_tokens % bs);
+}
+
 void KvCacheManager::free(KvRequestId id) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;

@@ -83,6 +83,12 @@ class KvCacheManager {
   // Registers the request's full blocks below num_computed_tokens in the prefix cache.
   void commit(KvRequestId id, std::span<const BlockHash> block_hashes, int32_t num_computed_tokens);
 
+  // Speculative decoding's rollback: the request keeps only the blocks that hold its first
+  // num_tokens positions (the rest, slots of rejected draft tokens, go back to the pool, last first)
+  // and its last block's fill shrinks to what it holds. Never below the blocks already committed to
+  // the prefix cache (rejected tokens are never committed: commit runs on accepted counts only).
+  void truncate(KvRequestId id, int32_t num_tokens);
+
   // Releases the request's blocks (last block first). Unknown ids are ignored.
   void free(KvRequestId id);
 

@@ -88,6 +88,23 @@ void Sampler::apply_penalties(float* w, int32_t n, const SamplingParams& p, std:
 }
 
 int32_t Sampler::draw(float* w, int32_t n, const SamplingParams& p, Rng& rng) {
+  candidates(w, n, p);
+  return pick(rng);
+}
+
+int32_t Sampler::pick(Rng& rng) const {
+  double sum = 0;
+  for (auto& c : cand_) sum += c.first;
+  const double u = rng.uniform() * sum;
+  double run = 0;
+  for (auto& c : cand_) {
+    run += c.first;
+    if (u < run) return c.second;
+  }
+  return cand_.back().second;
+}
+
+void Sampler::candidates(float* w, int32_t n, const SamplingParams& p) {
   // temperature-scaled, unnormalized probabilities (the max token has weight 1)
   const float inv_t = 1.0f / p.temperature;
   float mx = -INFINITY;
@@ -120,15 +137,6 @@ int32_t Sampler::draw(float* w, int32_t n, const SamplingParams& p, Rng& rng) {
     kept_.resize(keep);
     cand_.swap(kept_);
   }
-  double sum = 0;
-  for (auto& c : cand_) sum += c.first;
-  const double u = rng.uniform() * sum;
-  double run = 0;
-  for (auto& c : cand_) {
-    run += c.first;
-    if (u < run) return c.second;
-  }
-  return cand_.back().second;
 }
 
 SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
@@ -146,6 +154,39 @@ SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParam
     r.token = p.greedy() ? static_cast<int32_t>(argmax(w, n)) : draw(w, n, p, rng);
   }
   if (p.logprobs >= 0) fill_logprobs(raw ? raw : logits, n, p.logprobs, r);
+  return r;
+}
+
+SampleResult Sampler::verify(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
+                             std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted) {
+  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (p.greedy()) {
+    SampleResult r = sample(logits, n, p, prompt, output, rng);
+    *accepted = r.token == draft;
+    return r;
+  }
+  work_.assign(logits, logits + n);
+  float* w = work_.data();
+  for (auto [tok, bias] : p.logit_bias)
+    if (tok >= 0 && tok < n) w[tok] += bias;
+  if (penalties) apply_penalties(w, n, p, prompt, output);
+  candidates(w, n, p);
+  // The draft was proposed with certainty (q(draft) = 1): accept it with probability p(draft), else
+  // draw from p with the draft removed; either way the token follows p exactly.
+  double sum = 0, p_draft = 0;
+  for (auto& c : cand_) {
+    sum += c.first;
+    if (c.second == draft) p_draft = c.first;
+  }
+  SampleResult r;
+  *accepted = p_draft > 0 && rng.uniform() * sum < p_draft;
+  if (*accepted) {
+    r.token = draft;
+  } else {
+    std::erase_if(cand_, [&](const std::pair<float, int32_t>& c) { return c.second == draft; });
+    r.token = cand_.empty() ? draft : pick(rng);
+  }
+  if (p.logprobs >= 0) fill_logprobs(logits, n, p.logprobs, r);
   return r;
 }
 

@@ -32,6 +32,13 @@ class Sampler {
   // of the model's row and reports the model's own distribution, as vLLM's default raw logprobs).
   SampleResult sample(const float* logits, int32_t n_vocab, const SamplingParams& p, std::span<const int32_t> prompt,
                       std::span<const int32_t> output, Rng& rng, const float* raw = nullptr);
+  // Speculative decoding: the token for a position a draft token was proposed for. Greedy: sample()'s
+  // token, *accepted when it is the draft. Otherwise the rejection rule for a draft proposed with
+  // certainty: the draft with probability p(draft) under the distribution sample() draws from (bias,
+  // penalties, temperature, min_p, top_k, top_p), else a token from p without the draft, so the
+  // result follows p exactly.
+  SampleResult verify(const float* logits, int32_t n_vocab, const SamplingParams& p, std::span<const int32_t> prompt,
+                      std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted);
   // Fills r.logprob and r.top (k alternatives) for r.token from a logits row.
   void fill_logprobs(const float* logits, int32_t n_vocab, int32_t k, SampleResult& r);
 
@@ -42,6 +49,9 @@ class Sampler {
   void apply_penalties(float* w, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
                        std::span<const int32_t> output);
   int32_t draw(float* w, int32_t n, const SamplingParams& p, Rng& rng);
+  // cand_ = the tokens draw() may pick, with their unnormalized probabilities.
+  void candidates(float* w, int32_t n, const SamplingParams& p);
+  int32_t pick(Rng& rng) const;  // one of cand_, in proportion to its weight
 
   std::vector<float> work_;
   std::vector<std::pair<float, int32_t>> cand_, kept_;

@@ -61,6 +61,9 @@ class Request {
   std::span<const BlockHash> block_hashes() const { return block_hashes_; }
 
   int32_t num_computed_tokens = 0;  // tokens whose KV is in the cache
+  // Speculative decoding: tokens proposed for the positions after tokens() (Scheduler::set_draft_tokens),
+  // scored with the request's next decode; update() clears them. Never part of tokens().
+  std::vector<int32_t> draft_tokens;
   RequestStatus status = RequestStatus::Waiting;
   int32_t num_preemptions = 0;
 

@@ -60,6 +60,7 @@ void Scheduler::enqueue_waiting(RequestId id, bool front) {
 
 void Scheduler::preempt(Request& r) {
   kv_.free(r.id());
+  r.draft_tokens.clear();
   r.status = RequestStatus::Preempted;
   r.num_computed_tokens = 0;
   ++r.num_preemptions;
@@ -71,7 +72,8 @@ namespace {
 struct Planned {
   RequestId id;
   int32_t start_pos;
-  int32_t num_tokens;
+  int32_t num_tokens;  // including num_drafts
+  int32_t num_drafts;
   bool resumed;
   std::vector<BlockCopy> copies;
 };
@@ -95,8 +97,17 @@ SchedulerOutput Scheduler::schedule() {
     if (threshold > 0) n = std::min(n, threshold);
     n = std::min(n, budget);
     std::optional<AllocResult> alloc;
+    // Speculative drafts ride along a decode when budget, context and free blocks allow (cut first),
+    // leaving a free block for each running request after this one, so drafts do not preempt anyone.
+    int32_t drafts = 0;
+    if (n == 1 && !r.draft_tokens.empty() &&
+        kv_.num_free_blocks() > static_cast<int32_t>(running_.size() - i - 1)) {
+      drafts = std::min({static_cast<int32_t>(r.draft_tokens.size()), budget - 1, r.max_model_len() - r.num_tokens()});
+      if (drafts > 0 && !(alloc = kv_.allocate_slots(r.id(), r.num_computed_tokens, n + drafts))) drafts = 0;
+      drafts = std::max(drafts, 0);
+    }
     bool self_preempted = false;
-    while (!(alloc = kv_.allocate_slots(r.id(), r.num_computed_tokens, n))) {
+    while (!alloc && !(alloc = kv_.allocate_slots(r.id(), r.num_computed_tokens, n))) {
       // No room: preempt the newest running request (lowest priority, then newest, under the
       // priority policy). The victim may be r itself.
       size_t v = running_.size() - 1;
@@ -121,8 +132,8 @@ SchedulerOutput Scheduler::schedule() {
       }
     }
     if (self_preempted) break;
-    plan.push_back({r.id(), r.num_computed_tokens, n, false, std::move(alloc->copies)});
-    budget -= n;
+    plan.push_back({r.id(), r.num_computed_tokens, n + drafts, drafts, false, std::move(alloc->copies)});
+    budget -= n + drafts;
     ++i;
   }
 
@@ -142,7 +153,7 @@ SchedulerOutput Scheduler::schedule() {
     running_.push_back(r.id());
     r.status = RequestStatus::Running;
     r.num_computed_tokens = hit.num_tokens;
-    plan.push_back({r.id(), hit.num_tokens, n, true, std::move(alloc->copies)});
+    plan.push_back({r.id(), hit.num_tokens, n, 0, true, std::move(alloc->copies)});
     budget -= n;
   }
 
@@ -153,10 +164,12 @@ SchedulerOutput Scheduler::schedule() {
     s.id = p.id;
     s.start_pos = p.start_pos;
     s.num_tokens = p.num_tokens;
-    auto toks = r.tokens().subspan(p.start_pos, p.num_tokens);
+    auto toks = r.tokens().subspan(p.start_pos, p.num_tokens - p.num_drafts);
     s.token_ids.assign(toks.begin(), toks.end());
+    s.token_ids.insert(s.token_ids.end(), r.draft_tokens.begin(), r.draft_tokens.begin() + p.num_drafts);
+    s.num_draft_tokens = p.num_drafts;
     s.block_table = kv_.block_table(p.id);
-    s.produces_sample = p.start_pos + p.num_tokens == r.num_tokens();
+    s.produces_sample = p.start_pos + p.num_tokens - p.num_drafts == r.num_tokens();
     s.resumed = p.resumed;
     out.block_copies.insert(out.block_copies.end(), p.copies.begin(), p.copies.end());
     out.total_tokens += p.num_tokens;

@@ -7,6 +7,13 @@
 //   each entry with produces_sample;
 //   auto events = sched.update(out, sampled);   // sampled[i] pairs with out.scheduled[i]
 //
+// Speculative decoding: before schedule() the engine gives a decoding request draft tokens
+// (set_draft_tokens); schedule() scores them with its decode as one chunk of 1 + k tokens (the budget
+// and the KV cache permitting: drafts are cut first, they never cause a preemption), and update()
+// takes the tokens the engine kept (the accepted drafts, then one token of its own), advances
+// num_computed_tokens past the accepted ones only and gives back the slots of the rejected ones
+// (KvCacheManager::truncate), so the prefix cache never holds a rejected token.
+//
 // Preemption is by recomputation: the victim's blocks are freed, num_computed_tokens resets to 0 and
 // it re-enters the waiting queue at the front (FCFS) keeping its outputs, which are then prefilled
 // again as part of its tokens (prefix caching usually makes that cheap).
@@ -43,7 +50,9 @@ struct ScheduledRequest {
   RequestId id = 0;
   int32_t start_pos = 0;              // num_computed_tokens before the step = position of token 0
   int32_t num_tokens = 0;             // tokens computed this step
-  std::vector<int32_t> token_ids;     // those tokens: tokens[start_pos, start_pos + num_tokens)
+  std::vector<int32_t> token_ids;     // those tokens: tokens[start_pos, start_pos + num_tokens - num_draft_tokens)
+                                      // followed by the draft tokens
+  int32_t num_draft_tokens = 0;       // speculative drafts at the end of token_ids (scored, not yet tokens)
   std::vector<int32_t> block_table;   // full block table after allocation
   bool produces_sample = false;       // the last token reaches the end of the known tokens
   bool resumed = false;               // newly admitted from the waiting queue this step
@@ -89,6 +98,13 @@ class Scheduler {
   // finishes requests on stop tokens / max_tokens / max_model_len. Requests finished or aborted
   // since schedule() are skipped. Returns one event per appended token.
   std::vector<RequestEvent> update(const SchedulerOutput& out, std::span<const int32_t> sampled);
+  // The same with speculative decoding: sampled[i] is what entry i produced, in order: its accepted
+  // draft tokens (a prefix of its drafts) and one more token (empty for entries without a sample).
+  // Tokens after one that finishes the request are dropped. One event per appended token.
+  std::vector<RequestEvent> update(const SchedulerOutput& out, std::span<const std::vector<int32_t>> sampled);
+  // Draft tokens for a running request whose next step is a decode (all its tokens but the last
+  // computed); replaces earlier ones. False (nothing set) for any other request.
+  bool set_draft_tokens(RequestId id, std::vector<int32_t> drafts);
   // Ends a request for a reason found by the engine (stop string: Stop). False if unknown.
   bool finish(RequestId id, FinishReason reason);
   bool abort(RequestId id) { return finish(id, FinishReason::Abort); }

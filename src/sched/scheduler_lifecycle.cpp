@@ -36,6 +36,14 @@ bool Scheduler::finish(RequestId id, FinishReason reason) {
 
 std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::span<const int32_t> sampled) {
   TM_ASSERT(sampled.size() == out.scheduled.size(), "one sampled entry per scheduled request");
+  std::vector<std::vector<int32_t>> lists(sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i)
+    if (out.scheduled[i].produces_sample) lists[i].push_back(sampled[i]);
+  return update(out, std::span<const std::vector<int32_t>>(lists));
+}
+
+std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::span<const std::vector<int32_t>> sampled) {
+  TM_ASSERT(sampled.size() == out.scheduled.size(), "one sampled entry per scheduled request");
   in_flight_ = false;
   std::vector<RequestEvent> events;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
@@ -44,17 +52,44 @@ std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::spa
     if (it == requests_.end() || it->second.status != RequestStatus::Running) continue;  // aborted
     Request& r = it->second;
     TM_ASSERT(r.num_computed_tokens == s.start_pos, "update() does not match the request state");
-    r.num_computed_tokens += s.num_tokens;
+    r.draft_tokens.clear();
+    if (!s.produces_sample) {
+      r.num_computed_tokens += s.num_tokens;
+      kv_.commit(r.id(), r.block_hashes(), r.num_computed_tokens);
+      continue;
+    }
+    const std::vector<int32_t>& toks = sampled[i];
+    const auto accepted = static_cast<int32_t>(toks.size()) - 1;
+    TM_ASSERT(accepted >= 0 && accepted <= s.num_draft_tokens, "more tokens than drafts + 1");
+    for (int32_t k = 0; k < accepted; ++k)
+      TM_ASSERT(toks[k] == s.token_ids[s.token_ids.size() - s.num_draft_tokens + k], "an accepted token is not its draft");
+    // The KV of the scored tokens up to the last accepted draft stays; rejected drafts' slots go back.
+    r.num_computed_tokens += s.num_tokens - (s.num_draft_tokens - accepted);
+    if (accepted < s.num_draft_tokens) kv_.truncate(r.id(), r.num_computed_tokens);
+    FinishReason finish = FinishReason::None;
+    for (int32_t tok : toks) {
+      finish = r.append_output(tok);
+      events.push_back({s.id, tok, finish});
+      if (finish != FinishReason::None) break;
+    }
+    // Finished on an accepted draft: the computed tokens end with it.
+    r.num_computed_tokens = std::min(r.num_computed_tokens, r.num_tokens());
     kv_.commit(r.id(), r.block_hashes(), r.num_computed_tokens);
-    if (!s.produces_sample) continue;
-    RequestEvent ev{s.id, sampled[i], r.append_output(sampled[i])};
-    if (ev.finish != FinishReason::None) {
-      r.status = finished_status(ev.finish);
+    if (finish != FinishReason::None) {
+      r.status = finished_status(finish);
       remove_request(s.id);
     }
-    events.push_back(ev);
   }
   return events;
+}
+
+bool Scheduler::set_draft_tokens(RequestId id, std::vector<int32_t> drafts) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request& r = it->second;
+  if (r.status != RequestStatus::Running || r.num_tokens() - r.num_computed_tokens != 1) return false;
+  r.draft_tokens = std::move(drafts);
+  return true;
 }
 
 Result<RequestEvent> Scheduler::fork(RequestId parent, RequestId child,

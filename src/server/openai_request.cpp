@@ -106,6 +106,7 @@ void map_common(const json& body, const ServerContext& ctx, ApiKind kind, Genera
   map_stop(body, ctx, r);
 
   r.ignore_eos = opt_bool(body, "ignore_eos").value_or(false);
+  r.speculative = opt_bool(body, "speculative").value_or(true);  // false: no speculative decoding
   r.min_tokens = static_cast<int32_t>(opt_int(body, "min_tokens", INT32_MIN, INT32_MAX).value_or(0));
   r.skip_special_tokens = opt_bool(body, "skip_special_tokens").value_or(true);
   r.include_stop_str_in_output = opt_bool(body, "include_stop_str_in_output").value_or(false);

@@ -131,6 +131,15 @@ void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
                         {"num_gpu_blocks", std::to_string(engine->memory_plan().num_blocks)}},
                        "model_name", model_name_)
       .set(1);
+  if (engine->config().speculative.enabled()) {  // vLLM registers these only with a speculative config
+    const Labels m = model();
+    reg_.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", m);
+    reg_.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", m);
+    reg_.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", m);
+    for (int32_t p = 0; p < engine->config().speculative.num_speculative_tokens; ++p)
+      reg_.counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "Accepted tokens per draft position.",
+                   model_and("position", std::to_string(p)));
+  }
   std::lock_guard<std::mutex> lock(engine_mu_);
   engine_.store(engine);
 }
@@ -159,6 +168,15 @@ void ServerMetrics::collect() {
     r.counter("tokenmill:grammar_compile_failures_total", "", m)
         .set(static_cast<double>(st.grammar_compile_failures_total));
     r.counter("tokenmill:grammar_mask_seconds_total", "", m).set(st.grammar_mask_seconds_total);
+    if (e->config().speculative.enabled()) {
+      r.counter("vllm:spec_decode_num_drafts_total", "", m).set(static_cast<double>(st.spec_num_drafts));
+      r.counter("vllm:spec_decode_num_draft_tokens_total", "", m).set(static_cast<double>(st.spec_num_draft_tokens));
+      r.counter("vllm:spec_decode_num_accepted_tokens_total", "", m)
+          .set(static_cast<double>(st.spec_num_accepted_tokens));
+      for (size_t p = 0; p < st.spec_accepted_per_pos.size(); ++p)
+        r.counter("vllm:spec_decode_num_accepted_tokens_per_pos_total", "", model_and("position", std::to_string(p)))
+            .set(static_cast<double>(st.spec_accepted_per_pos[p]));
+    }
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
     r.gauge("tokenmill:model_loaded", "", m).set(1);
     if (lora_enabled_.load()) {

@@ -34,6 +34,7 @@ struct Run {
   double kv_waste_mean = 0; // over all steps: sum(allocated - used) / sum(allocated) (lockstep sequences
                             // all open a new block at the same step, so the peak is the worst instant)
   int64_t kv_peak_slots = 0;
+  double drafts = 0, draft_tokens = 0, accepted_tokens = 0;  // speculative decoding, this run
 };
 
 double median(std::vector<double> v) {
@@ -42,14 +43,53 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Submits the requests and steps the engine until they are done; outputs[b] gets request b's tokens.
+struct Pass {
+  Clock::time_point t_first{}, t_done{};
+  double sum_alloc = 0, sum_unused = 0;
+  double kv_waste = 0;
+  int64_t kv_peak_slots = 0;
+  std::vector<std::vector<int32_t>> outputs;
+};
+
+bool run_pass(tmill::Engine& e, const std::vector<tmill::GenerateRequest>& reqs, Pass& p) {
+  using namespace tmill;
+  const auto batch = static_cast<int32_t>(reqs.size());
+  int32_t have_first = 0, done = 0;
+  p.outputs.assign(reqs.size(), {});
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    auto id = e.submit(reqs[b], [&, b](const RequestOutput& out) {
+      auto& toks = p.outputs[b];
+      if (!out.token_ids.empty() && toks.empty()) {
+        if (++have_first == batch) p.t_first = Clock::now();
+      }
+      toks.insert(toks.end(), out.token_ids.begin(), out.token_ids.end());
+      if (out.finished && ++done == batch) p.t_done = Clock::now();
+    });
+    if (!id.ok()) {
+      log_error("bench request rejected: {}", id.error());
+      return false;
+    }
+  }
+  // step by hand to watch the KV cache at its fullest
+  while (e.step() || !e.idle()) {
+    const KvCacheStats kv = e.stats().kv;
+    p.sum_alloc += static_cast<double>(kv.allocated_slots);
+    p.sum_unused += static_cast<double>(kv.allocated_slots - kv.used_slots);
+    if (kv.allocated_slots > p.kv_peak_slots) {
+      p.kv_peak_slots = kv.allocated_slots;
+      p.kv_waste = kv.allocated_slots ? double(kv.allocated_slots - kv.used_slots) / kv.allocated_slots : 0;
+    }
+  }
+  return true;
+}
+
 Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) {
   using namespace tmill;
   const int32_t n_vocab = e.model_info().n_vocab;
   std::mt19937_64 rng(seed);
   auto tok = e.tokenizer();
-  int32_t have_first = 0, done = 0;
-  Clock::time_point t_first{}, t_done{};
-  const auto t0 = Clock::now();
+  std::vector<GenerateRequest> reqs;
   for (int32_t b = 0; b < batch; ++b) {
     GenerateRequest r;
     // random tokens that are not control tokens, so every prompt is distinct (no prefix-cache hits)
@@ -66,34 +106,35 @@ Run run_once(tmill::Engine& e, int32_t batch, const BenchCli& o, uint64_t seed) 
       r.lora = l.name;
       r.lora_scale = l.scale;
     }
-    auto id = e.submit(std::move(r), [&](const RequestOutput& out) {
-      if (!out.token_ids.empty() && out.completion_tokens == static_cast<int32_t>(out.token_ids.size())) {
-        if (++have_first == batch) t_first = Clock::now();
-      }
-      if (out.finished && ++done == batch) t_done = Clock::now();
-    });
-    if (!id.ok()) {
-      log_error("bench request rejected: {}", id.error());
-      return {};
-    }
+    reqs.push_back(std::move(r));
   }
+  if (e.config().speculative.method == "replay") {
+    // The test proposer replays the known greedy continuation: compute it first, untimed.
+    for (auto& r : reqs) r.speculative = false;
+    Pass ref;
+    if (!run_pass(e, reqs, ref)) return {};
+    for (size_t b = 0; b < reqs.size(); ++b) {
+      reqs[b].speculative = true;
+      reqs[b].debug_replay_tokens = ref.outputs[b];
+    }
+    // (with prefix caching the timed pass's prompts hit the cache: its prompt tok/s is not comparable)
+  }
+  const EngineStats before = e.stats();
+  Pass p;
+  const auto t0 = Clock::now();
+  if (!run_pass(e, reqs, p)) return {};
+  const EngineStats after = e.stats();
   Run r;
-  // step by hand to watch the KV cache at its fullest
-  double sum_alloc = 0, sum_unused = 0;
-  while (e.step() || !e.idle()) {
-    const KvCacheStats kv = e.stats().kv;
-    sum_alloc += static_cast<double>(kv.allocated_slots);
-    sum_unused += static_cast<double>(kv.allocated_slots - kv.used_slots);
-    if (kv.allocated_slots > r.kv_peak_slots) {
-      r.kv_peak_slots = kv.allocated_slots;
-      r.kv_waste = kv.allocated_slots ? double(kv.allocated_slots - kv.used_slots) / kv.allocated_slots : 0;
-    }
-  }
-  r.kv_waste_mean = sum_alloc > 0 ? sum_unused / sum_alloc : 0;
-  r.prompt_s = std::chrono::duration<double>(t_first - t0).count();
-  r.gen_s = std::chrono::duration<double>(t_done - t_first).count();
+  r.kv_peak_slots = p.kv_peak_slots;
+  r.kv_waste = p.kv_waste;
+  r.kv_waste_mean = p.sum_alloc > 0 ? p.sum_unused / p.sum_alloc : 0;
+  r.prompt_s = std::chrono::duration<double>(p.t_first - t0).count();
+  r.gen_s = std::chrono::duration<double>(p.t_done - p.t_first).count();
   r.prompt_tps = batch * static_cast<double>(o.prompt_len) / r.prompt_s;
   r.gen_tps = o.gen_len > 1 ? batch * static_cast<double>(o.gen_len - 1) / r.gen_s : 0;
+  r.draft_tokens = static_cast<double>(after.spec_num_draft_tokens - before.spec_num_draft_tokens);
+  r.accepted_tokens = static_cast<double>(after.spec_num_accepted_tokens - before.spec_num_accepted_tokens);
+  r.drafts = static_cast<double>(after.spec_num_drafts - before.spec_num_drafts);
   return r;
 }
 
@@ -131,11 +172,16 @@ int run(BenchCli& o) {
   }
   Engine& e = **eng;
   nlohmann::json out = nlohmann::json::array();
-  if (!o.json_out)
-    std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s | %12s | %13s |\n", "batch", "prompt", "gen",
+  const bool spec = e.config().speculative.enabled();
+  if (!o.json_out) {
+    std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s | %12s | %13s |", "batch", "prompt", "gen",
                 "prompt tok/s", "gen tok/s", "prompt s", "gen s", "KV waste peak", "KV waste mean");
+    if (spec) std::printf(" %8s | %10s |", "accept", "tok/verify");
+    std::printf("\n");
+  }
   for (int32_t b : batches) {
     std::vector<double> p, g, ps, gs, waste, waste_mean;
+    double drafts = 0, draft_tokens = 0, accepted = 0;
     for (int32_t rep = 0; rep < std::max(1, o.repetitions); ++rep) {
       Run r = run_once(e, b, o, o.seed + static_cast<uint64_t>(rep) * 1000 + static_cast<uint64_t>(b));
       p.push_back(r.prompt_tps);
@@ -144,13 +190,30 @@ int run(BenchCli& o) {
       gs.push_back(r.gen_s);
       waste.push_back(r.kv_waste);
       waste_mean.push_back(r.kv_waste_mean);
+      drafts += r.drafts;
+      draft_tokens += r.draft_tokens;
+      accepted += r.accepted_tokens;
     }
     const double mp = median(p), mg = median(g);
-    out.push_back({{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg},
-                   {"kv_waste_at_peak", median(waste)}, {"kv_waste_mean", median(waste_mean)}});
-    if (!o.json_out)
-      std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f | %12.2f%% | %12.2f%% |\n", b, o.prompt_len,
+    // vLLM's acceptance rate: accepted draft tokens / draft tokens; and tokens per verified draft
+    // (accepted + the verifier's own token)
+    const double rate = draft_tokens > 0 ? accepted / draft_tokens : 0;
+    const double per_verify = drafts > 0 ? (accepted + drafts) / drafts : 0;
+    nlohmann::json row = {{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg},
+                          {"kv_waste_at_peak", median(waste)}, {"kv_waste_mean", median(waste_mean)}};
+    if (spec) {
+      row["spec_acceptance_rate"] = rate;
+      row["spec_draft_tokens"] = draft_tokens;
+      row["spec_accepted_tokens"] = accepted;
+      row["spec_tokens_per_verification"] = per_verify;
+    }
+    out.push_back(row);
+    if (!o.json_out) {
+      std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f | %12.2f%% | %12.2f%% |", b, o.prompt_len,
                   o.gen_len, mp, mg, median(ps), median(gs), 100 * median(waste), 100 * median(waste_mean));
+      if (spec) std::printf(" %7.1f%% | %10.2f |", 100 * rate, per_verify);
+      std::printf("\n");
+    }
     std::fflush(stdout);
   }
   if (o.json_out) std::printf("%s\n", out.dump().c_str());

@@ -171,6 +171,13 @@ int run(GenerateCli& o) {
     }
   }
   if (stream) std::printf("\n");
+  if (e.config().speculative.enabled()) {
+    std::fflush(stdout);
+    const EngineStats st = e.stats();
+    log_info("speculative decoding: {} drafts, {} draft tokens, {} accepted ({:.1f}%)", st.spec_num_drafts,
+             st.spec_num_draft_tokens, st.spec_num_accepted_tokens,
+             st.spec_num_draft_tokens ? 100.0 * st.spec_num_accepted_tokens / st.spec_num_draft_tokens : 0.0);
+  }
   return rc;
 }
 

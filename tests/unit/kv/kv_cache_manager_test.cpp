@@ -303,3 +303,26 @@ TEST(KvCacheManager, RejectsBadConfig) {
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->capacity_tokens(), 16);
 }
+
+// Speculative decoding's rollback: slots reserved for draft tokens that were rejected go back to the
+// pool (last block first, as garbage at the head of the free queue), the kept block's fill shrinks,
+// and the committed prefix is untouched.
+TEST(KvCacheManager, TruncateGivesBackRejectedDraftSlots) {
+  auto kv = make();
+  const Seq a = iota_seq(0, 6);
+  prefill(kv, 1, a);                                    // blocks 1 (cached), 2 (2 of 4 slots)
+  ASSERT_TRUE(kv.allocate_slots(1, 6, 1 + 4));          // decode + 4 drafts: 11 tokens
+  EXPECT_THAT(kv.block_table(1), ElementsAre(1, 2, 3));
+  EXPECT_EQ(kv.stats().used_slots, 11);
+  kv.truncate(1, 7);                                    // only the decode token's KV is kept
+  EXPECT_THAT(kv.block_table(1), ElementsAre(1, 2));
+  EXPECT_EQ(kv.stats().used_slots, 7);
+  EXPECT_EQ(kv.pool().free_queue().front(), 3);       // the rejected block is reused first
+  EXPECT_TRUE(kv.pool().block_key(1));
+  EXPECT_FALSE(kv.pool().block_key(2));
+  kv.truncate(1, 8);                                    // nothing to give back: 2 blocks hold 8
+  EXPECT_THAT(kv.block_table(1), ElementsAre(1, 2));
+  kv.free(1);
+  EXPECT_EQ(kv.stats().used_slots, 0);
+  EXPECT_EQ(kv.num_free_blocks(), 7);
+}

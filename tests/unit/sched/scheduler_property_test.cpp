@@ -24,6 +24,7 @@ struct PropCase {
   SchedulerConfig config;
   int steps;
   uint64_t seed;
+  double drafts = 0;  // chance that a decoding request gets speculative drafts in a step
 };
 
 struct Track {
@@ -36,7 +37,7 @@ struct Track {
 class Driver {
  public:
   explicit Driver(const PropCase& c)
-      : sched_(std::move(Scheduler::create(c.config)).value()), sim_(sched_, kVocab), rng_(c.seed) {
+      : sched_(std::move(Scheduler::create(c.config)).value()), sim_(sched_, kVocab), rng_(c.seed), drafts_(c.drafts) {
     for (int i = 0; i < 4; ++i) prefixes_.push_back(random_tokens(uniform(4, 24)));
   }
 
@@ -95,11 +96,36 @@ class Driver {
     done(tracks_[id], FinishReason::Abort);
   }
 
+  // Speculative drafts for some decoding requests: the model's own continuation, each token wrong
+  // (random) with probability 0.3, so drafts are accepted, partly accepted and rejected.
+  void propose() {
+    for (RequestId id : sched_.running()) {
+      const Request* r = sched_.request(id);
+      if (r->num_tokens() - r->num_computed_tokens != 1 || !chance(drafts_)) continue;
+      uint64_t v = kSimSeed;
+      for (int32_t t : r->tokens()) v = sim_mix(v, t);
+      std::vector<int32_t> d;
+      for (int k = uniform(1, 5); k > 0; --k) {
+        const int32_t right = static_cast<int32_t>(v % static_cast<uint64_t>(kVocab));
+        d.push_back(chance(0.3) ? uniform(0, kVocab - 1) : right);
+        v = sim_mix(v, d.back());
+      }
+      ASSERT_TRUE(sched_.set_draft_tokens(id, d));
+      ++drafted_;
+    }
+  }
+
   void step() {
+    if (drafts_ > 0) propose();
     const SchedulerOutput out = sched_.schedule();
     check_output(out);
-    const std::vector<int32_t> sampled = sim_.forward(sched_, out);
-    for (const RequestEvent& e : sched_.update(out, sampled)) record(e);
+    const auto sampled = sim_.forward_spec(sched_, out);
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      if (out.scheduled[i].num_draft_tokens == 0) continue;
+      ++verified_;
+      accepted_ += static_cast<int64_t>(sampled[i].size()) - 1;
+    }
+    for (const RequestEvent& e : sched_.update(out, std::span<const std::vector<int32_t>>(sampled))) record(e);
     // n > 1: fork some requests right after their prompt produced the first token.
     for (const ScheduledRequest& s : out.scheduled) {
       const Request* r = sched_.request(s.id);
@@ -145,7 +171,8 @@ class Driver {
       ASSERT_NE(r, nullptr);
       ASSERT_EQ(r->status, RequestStatus::Running);
       ASSERT_EQ(r->num_computed_tokens, s.start_pos);
-      ASSERT_EQ(s.produces_sample, s.start_pos + s.num_tokens == r->num_tokens());
+      ASSERT_EQ(s.produces_sample, s.start_pos + s.num_tokens - s.num_draft_tokens == r->num_tokens());
+      ASSERT_TRUE(s.num_draft_tokens == 0 || s.num_tokens == s.num_draft_tokens + 1);
       sum += s.num_tokens;
     }
     ASSERT_EQ(sum, out.total_tokens);
@@ -242,12 +269,14 @@ class Driver {
  public:
   SchedulerStats stats_;  // at the end of run()
   int drain_steps_ = 0;
+  int64_t drafted_ = 0, verified_ = 0, accepted_ = 0;  // speculative drafts set, scored, accepted
 
  private:
   std::set<RequestId> forked_;
   Scheduler sched_;
   SimEngine sim_;
   std::mt19937_64 rng_;
+  double drafts_;
   std::vector<std::vector<int32_t>> prefixes_;
   std::map<RequestId, Track> tracks_;
   RequestId next_id_ = 1;
@@ -270,6 +299,11 @@ TEST_P(SchedulerProperty, InvariantsHoldAndOutputsMatchTheModel) {
     EXPECT_GT(st.kv.num_evictions, 0u);
   }
   RecordProperty("preemptions", std::to_string(st.num_preemptions));
+  if (GetParam().drafts > 0) {  // drafts were scored and some (not all) accepted
+    EXPECT_GT(d.verified_, 100);
+    EXPECT_GT(d.accepted_, 100);
+    EXPECT_LT(d.accepted_, d.verified_ * 5);
+  }
 }
 
 SchedulerConfig prop_config(int32_t blocks, int32_t bs, int32_t budget, int32_t seqs, int32_t max_len,
@@ -294,6 +328,11 @@ std::vector<PropCase> prop_cases() {
     out.push_back({"block1_" + s, prop_config(48, 1, 8, 6, 40), 3000, seed});
     out.push_back({"nocache_" + s, prop_config(20, 4, 24, 6, 60, SchedulingPolicy::Fcfs, 0, false), 3000, seed});
     out.push_back({"block16_" + s, prop_config(8, 16, 64, 8, 100, SchedulingPolicy::Priority), 3000, seed});
+    // speculative decoding: drafts scored as chunks, rejected ones rolled back, under preemption,
+    // prefix hits, forks, tight budgets (drafts cut) and one-token blocks
+    out.push_back({"spec_fcfs_" + s, prop_config(24, 4, 32, 8, 64), 3000, seed, 0.7});
+    out.push_back({"spec_tight_" + s, prop_config(13, 4, 10, 4, 48, SchedulingPolicy::Priority, 6), 3000, seed, 0.7});
+    out.push_back({"spec_block1_" + s, prop_config(48, 1, 8, 6, 40), 3000, seed, 0.7});
   }
   return out;
 }

@@ -63,14 +63,26 @@ class SimEngine {
   // Fake forward + sampling for one schedule() output. Checks that every written block is owned by
   // exactly this request and holds no prefix-cache key (shared or cached blocks are read-only).
   std::vector<int32_t> forward(const Scheduler& sched, const SchedulerOutput& out) {
+    std::vector<int32_t> sampled(out.scheduled.size(), -1);
+    const auto lists = forward_spec(sched, out);
+    for (size_t i = 0; i < lists.size(); ++i)
+      if (!lists[i].empty()) sampled[i] = lists[i][0];
+    return sampled;
+  }
+
+  // The same with speculative drafts: per entry what the fake model keeps, verifying greedily: each
+  // draft is accepted while it equals the model's token for its position; then one token of its own.
+  std::vector<std::vector<int32_t>> forward_spec(const Scheduler& sched, const SchedulerOutput& out) {
     for (const BlockCopy& c : out.block_copies)
       for (int32_t s = 0; s < bs_; ++s) kv_[slot(c.dst, s)] = kv_[slot(c.src, s)];
-    std::vector<int32_t> sampled(out.scheduled.size(), -1);
+    std::vector<std::vector<int32_t>> sampled(out.scheduled.size());
     for (size_t i = 0; i < out.scheduled.size(); ++i) {
       const ScheduledRequest& s = out.scheduled[i];
       EXPECT_GE(static_cast<int64_t>(s.block_table.size()) * bs_, s.start_pos + s.num_tokens);
       EXPECT_EQ(static_cast<int32_t>(s.token_ids.size()), s.num_tokens);
       uint64_t prev = s.start_pos == 0 ? kSimSeed : kv_[pos_slot(s.block_table, s.start_pos - 1)];
+      std::vector<int32_t> next;  // the model's token after each position from the last real one on
+      const int32_t first_row = s.num_tokens - s.num_draft_tokens - 1;
       for (int32_t j = 0; j < s.num_tokens; ++j) {
         const int32_t p = s.start_pos + j;
         const int32_t block = s.block_table[p / bs_];
@@ -79,8 +91,14 @@ class SimEngine {
         EXPECT_FALSE(sched.kv().pool().block_key(block).has_value()) << "write into cached block " << block;
         prev = sim_mix(prev, s.token_ids[j]);
         kv_[pos_slot(s.block_table, p)] = prev;
+        if (j >= first_row) next.push_back(static_cast<int32_t>(prev % static_cast<uint64_t>(vocab_)));
       }
-      if (s.produces_sample) sampled[i] = static_cast<int32_t>(prev % static_cast<uint64_t>(vocab_));
+      if (!s.produces_sample) continue;
+      const int32_t* drafts = s.token_ids.data() + (s.num_tokens - s.num_draft_tokens);
+      for (int32_t j = 0; j <= s.num_draft_tokens; ++j) {
+        sampled[i].push_back(next[static_cast<size_t>(j)]);
+        if (j == s.num_draft_tokens || next[static_cast<size_t>(j)] != drafts[j]) break;
+      }
     }
     return sampled;
   }
