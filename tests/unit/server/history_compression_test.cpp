@@ -85,18 +85,22 @@ TEST(HistoryCompression, ShortConversationsStayAsTheyAre) {
 }
 
 TEST(HistoryCompression, OldestTurnsBecomeASummaryKeepingSystemAndLatest) {
-  const ServerContext c = context();
+  ServerContext c = context();
+  c.max_model_len = 1024;  // the whole transcript fits a summarization request
+  CompressionOptions o = options();
+  o.threshold = 0.25;      // still 256 tokens
   SummaryCache cache;
   FakeSummarizer fake;
-  const json msgs = conversation(20);
+  const json msgs = conversation(12);
   json body = {{"messages", msgs}};
   const int64_t before = prompt_tokens(body, c);
   ASSERT_GT(before, 256);
-  auto rep = compress_history(body, c, options(), cache, 0, fake.fn());
+  auto rep = compress_history(body, c, o, cache, 0, fake.fn());
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(fake.jobs.size(), 1u);
   EXPECT_EQ(fake.jobs[0].instruction, "Summarize.");
-  EXPECT_NE(fake.jobs[0].transcript.find("user: Tell me about the little cat number 0 in the park."), std::string::npos);
+  EXPECT_NE(fake.jobs[0].transcript.find("user: Tell me about the little cat number 0 in the park."), std::string::npos)
+      << fake.jobs[0].transcript;
   EXPECT_EQ(fake.jobs[0].transcript.find("And what happened at the end?"), std::string::npos);
   EXPECT_GT(rep->compressed_messages, 0);
   EXPECT_EQ(rep->compressed_messages % 2, 0);  // whole turns: user + assistant
