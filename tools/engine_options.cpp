@@ -16,7 +16,7 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--model", o.model, "GGUF model file (default: the bundled stories260K)");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, or int8 (per-token scales: ~1.9x the tokens of f16)")->capture_default_str();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--max-num-seqs", o.max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")->capture_default_str();
@@ -30,6 +30,11 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
                  "speculative decoding as JSON with vLLM's keys, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                  "\"prompt_lookup_max\": 4}' or '{\"model\": \"draft.gguf\", \"num_speculative_tokens\": 3}' "
                  "(docs/speculative.md)");
+  app.add_flag("--context-shift", o.context_shift,
+               "endless generation: a sequence reaching the context drops the oldest half after its kept prefix and goes on");
+  app.add_option("--context-shift-keep", o.context_shift_keep,
+                 "tokens kept at the start on a context shift (-1: the prompt; at most half the context)")
+      ->capture_default_str();
   // Hidden (empty group): lets end-to-end tests keep a request running for a known time.
   app.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "testing aid: sleep after every engine step")
       ->group("");
@@ -103,6 +108,9 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.enable_prefix_caching = !o.no_prefix_caching;
   if (o.long_prefill_token_threshold < 0) return Error{"--long-prefill-token-threshold must not be negative"};
   c.long_prefill_token_threshold = o.long_prefill_token_threshold;
+  if (o.context_shift_keep < -1) return Error{"--context-shift-keep must be -1 or at least 0"};
+  c.context_shift = o.context_shift;
+  c.context_shift_keep = o.context_shift_keep;
   if (o.debug_step_delay_ms < 0 || o.debug_step_delay_ms > 10000) return Error{"--debug-step-delay-ms must be in [0, 10000]"};
   c.debug_step_delay_s = o.debug_step_delay_ms / 1000.0;
   if (o.max_loras < 1) return Error{"--max-loras must be at least 1"};

@@ -27,6 +27,8 @@ struct EngineCli {
   bool no_prefix_caching = !EngineConfig{}.enable_prefix_caching;
   std::string policy = "fcfs";  // EngineConfig::policy's default, spelled as the flag takes it
   int32_t long_prefill_token_threshold = EngineConfig{}.long_prefill_token_threshold;
+  bool context_shift = EngineConfig{}.context_shift;
+  int32_t context_shift_keep = EngineConfig{}.context_shift_keep;
   double debug_step_delay_ms = 0;  // hidden testing aid (EngineConfig::debug_step_delay_s)
   // LoRA adapters (add_lora_options): "[NAME=]FILE[:SCALE]" and llama.cpp's "--lora-scaled FILE SCALE"
   std::vector<std::string> lora;
@@ -45,7 +47,7 @@ struct CliLora {
 
 // Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
-// --long-prefill-token-threshold --speculative-config.
+// --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config.
 void add_engine_options(CLI::App& app, EngineCli& o);
 // Adds --lora [NAME=]FILE[:SCALE] (repeatable), --lora-scaled FILE SCALE (llama.cpp's spelling)
 // and --max-loras: the adapters go into EngineConfig::loras.

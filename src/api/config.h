@@ -48,7 +48,7 @@ struct EngineConfig {
   int threads = 0;                      // 0: all cores this process may use
   uint64_t kv_cache_bytes = 0;          // 0: automatic (see the memory plan)
   int64_t kv_cache_tokens = 0;          // > 0: a cache of this many tokens (whole blocks), not bytes
-  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8
+  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8, q4_0
   int32_t block_size = defaults::kBlockSize;
   int32_t max_num_seqs = defaults::kMaxNumSeqs;
   int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;
@@ -56,6 +56,12 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   SchedulingPolicy policy = SchedulingPolicy::Fcfs;
   int32_t long_prefill_token_threshold = 0;  // > 0: most prompt tokens one request computes per step
+  // Context shift (llama-server's --context-shift): a sequence that reaches max_model_len before
+  // max_tokens keeps its first context_shift_keep tokens (-1: its prompt; at most half the context),
+  // drops the oldest half of the rest and goes on (its KV recomputed by prefill). With it,
+  // prompt + max_tokens may exceed the context. Off: such requests are refused / end with "length".
+  bool context_shift = false;
+  int32_t context_shift_keep = 1;
   // LoRA adapters: loaded at create (more at run time with Engine::load_lora), at most max_loras at
   // once; every loaded adapter can be used by any request of any batch.
   std::vector<LoraSpec> loras;

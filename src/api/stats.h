@@ -65,6 +65,7 @@ struct EngineStats {
   int32_t num_running = 0;           // sequences holding KV blocks
   int32_t num_waiting = 0;           // sequences queued (preempted ones included)
   uint64_t num_preemptions = 0;      // total
+  uint64_t num_context_shifts = 0;   // total (EngineConfig::context_shift)
   KvCacheStats kv;
   uint64_t prompt_tokens_total = 0;  // prompt tokens computed (prefix-cache hits excluded)
   uint64_t generation_tokens_total = 0;

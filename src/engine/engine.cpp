@@ -78,6 +78,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.max_model_len = im.plan.max_model_len;
   sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
   sc.policy = config.policy;
+  sc.context_shift = config.context_shift;
+  sc.context_shift_keep = config.context_shift_keep;
   sc.kv.num_blocks = static_cast<int32_t>(layout.num_blocks);
   sc.kv.block_size = static_cast<int32_t>(layout.block_size);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
@@ -125,7 +127,8 @@ const MemoryPlan& Engine::memory_plan() const { return impl_->plan; }
 const EngineConfig& Engine::config() const { return impl_->config; }
 int32_t Engine::max_model_len() const { return impl_->plan.max_model_len; }
 RequestLimits Engine::limits() const {
-  return {impl_->info.n_vocab, impl_->plan.max_model_len, impl_->config.policy == SchedulingPolicy::Priority};
+  return {impl_->info.n_vocab, impl_->plan.max_model_len, impl_->config.policy == SchedulingPolicy::Priority,
+          impl_->config.context_shift};
 }
 
 // check_request, then the output constraint compiled (cached, so submit and later requests with

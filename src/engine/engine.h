@@ -35,6 +35,7 @@ struct RequestLimits {
   int32_t n_vocab = 0;        // token ids (prompt, stop_token_ids, logit_bias) must be below this
   int32_t max_model_len = 0;  // prompt + max_tokens must fit
   bool priority_scheduling = false;  // a non-zero priority needs SchedulingPolicy::Priority
+  bool context_shift = false;  // EngineConfig::context_shift: max_tokens may run past the context
 };
 // Null when the request is acceptable; otherwise what is wrong, naming the field.
 std::optional<RequestProblem> check_request(const GenerateRequest& request, const RequestLimits& limits);

@@ -42,7 +42,10 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   else if (dt == "f16") lay.dtype = DType::F16;
   else if (dt == "bf16") lay.dtype = DType::BF16;
   else if (dt == "int8") lay.dtype = DType::I8;
-  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8)", cfg.kv_cache_dtype)};
+  else if (dt == "q4_0") lay.dtype = DType::Q4_0;
+  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8, q4_0)", cfg.kv_cache_dtype)};
+  if (lay.dtype == DType::Q4_0 && (lay.block_size % 2 != 0 || lay.head_dim % 2 != 0))
+    return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
 
   const uint64_t per_block = lay.bytes_per_block();
   const uint64_t per_token = per_block / static_cast<uint64_t>(lay.block_size);

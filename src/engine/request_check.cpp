@@ -70,7 +70,7 @@ std::optional<RequestProblem> check_request(const GenerateRequest& r, const Requ
     return invalid("priority", "'priority' needs the priority scheduling policy (--scheduling-policy priority)");
   if (!std::isfinite(r.lora_scale)) return invalid("lora_scale", "'lora_scale' must be a finite number");
   if (r.queue_timeout_s < 0) return invalid("queue_timeout_s", "the queue timeout must not be negative");
-  if (len + r.max_tokens > max_len)
+  if (!limits.context_shift && len + r.max_tokens > max_len)
     return context_problem("max_tokens", fmt::format("This model's maximum context length is {} tokens. However, you "
                                                      "requested {} tokens ({} in the prompt, {} in the completion).",
                                                      max_len, len + r.max_tokens, len, r.max_tokens));

@@ -126,6 +126,7 @@ void Engine::Impl::publish_stats() {
   stats.num_running = s.num_running;
   stats.num_waiting = s.num_waiting;
   stats.num_preemptions = s.num_preemptions;
+  stats.num_context_shifts = s.num_context_shifts;
   stats.kv = s.kv;
 }
 

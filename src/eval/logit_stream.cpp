@@ -12,7 +12,11 @@ Result<DType> parse_kv_dtype(const std::string& name, const Model& model) {
   if (name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
   if (name == "int8") return DType::I8;
-  return Error{fmt::format("unsupported KV cache dtype '{}' (auto, f32, f16, bf16, int8)", name)};
+  if (name == "q4_0") {
+    if (model.config().head_dim % 2 != 0) return Error{"KV cache dtype q4_0 needs an even head size"};
+    return DType::Q4_0;
+  }
+  return Error{fmt::format("unsupported KV cache dtype '{}' (auto, f32, f16, bf16, int8, q4_0)", name)};
 }
 
 const char* kv_dtype_name(DType t) {
@@ -21,6 +25,7 @@ const char* kv_dtype_name(DType t) {
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
     case DType::I8: return "int8";
+    case DType::Q4_0: return "q4_0";
     default: return "?";
   }
 }
@@ -34,6 +39,7 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward
   if (opt.max_ctx < 1) return Error{"context length must be at least 1"};
   if (opt.batch < 1) return Error{"batch must be at least 1"};
   if (opt.block_size < 1) return Error{"block size must be at least 1"};
+  if (opt.kv_dtype == DType::Q4_0 && opt.block_size % 2 != 0) return Error{"KV cache dtype q4_0 needs an even block size"};
   auto s = std::unique_ptr<LogitStream>(new LogitStream());
   s->forward_ = std::move(forward);
   s->forward_->set_context_length(opt.max_ctx);  // LongRoPE's factors follow the stream's context

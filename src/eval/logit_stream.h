@@ -23,9 +23,9 @@
 
 namespace tmill::eval {
 
-// "auto" (f32 for F32 models, else f16), "f32", "f16", "bf16", "int8" -> KV element type.
+// "auto" (f32 for F32 models, else f16), "f32", "f16", "bf16", "int8", "q4_0" -> KV element type.
 Result<DType> parse_kv_dtype(const std::string& name, const Model& model);
-// "f32", "f16", "bf16", "int8".
+// "f32", "f16", "bf16", "int8", "q4_0".
 const char* kv_dtype_name(DType t);
 
 struct LogitStreamOptions {

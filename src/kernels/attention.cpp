@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -16,6 +17,7 @@ int kv_type_code(DType t) {
     case DType::F32: return kern::kKvF32;
     case DType::F16: return kern::kKvF16;
     case DType::BF16: return kern::kKvBF16;
+    case DType::Q4_0: return kern::kKvQ4;
     default: return kern::kKvI8;
   }
 }
@@ -70,7 +72,9 @@ void prefetch_kv_block(const AttnArgs& a, int64_t b) {
 
 }  // namespace kern
 
-bool kv_type_supported(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8; }
+bool kv_type_supported(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8 || t == DType::Q4_0;
+}
 
 size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
   const auto n = static_cast<size_t>(head_dim * block_size);
@@ -78,6 +82,8 @@ size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
     case DType::F32: return n * 4;
     case DType::F16:
     case DType::BF16: return n * 2;
+    case DType::Q4_0:  // nibbles + an f16 scale per token and group of dimensions
+      return n / 2 + static_cast<size_t>(block_size * (head_dim / kern::kv_q4_group(head_dim))) * 2;
     default: return n + static_cast<size_t>(block_size) * 4;  // int8 + f32 scale per token
   }
 }
@@ -95,6 +101,43 @@ void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const
   const kern::AttnFn fn = t.attention_covers(a) ? t.attention[a.kv_type] : kern::attention_scalar;
   fn(a);
 }
+
+namespace {
+
+// q4_0's rounding: the value of largest magnitude maps to -8, d = max / -8, q = min(15, x / d + 8.5).
+// Writes the codes of x[0..n) through put(i, q) and returns the f16 scale.
+template <class Put>
+uint16_t quantize_q4_group(const float* x, int64_t n, Put put) {
+  float amax = 0, mx = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      mx = x[i];
+    }
+  const float d = mx / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < n; ++i) put(i, static_cast<uint8_t>(std::min(15, static_cast<int>(x[i] * id + 8.5f))));
+  return fp32_to_fp16(d);
+}
+
+void set_nibble(uint8_t* byte, int64_t which, uint8_t q) {
+  *byte = which & 1 ? static_cast<uint8_t>((*byte & 0x0F) | (q << 4)) : static_cast<uint8_t>((*byte & 0xF0) | q);
+}
+
+void store_q4(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, const float* kh, const float* vh) {
+  const int64_t gs = kern::kv_q4_group(hd), ng = hd / gs;
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint16_t ks = quantize_q4_group(kh + g * gs, gs, [&](int64_t i, uint8_t q) {
+      set_nibble(kt + (g * gs + i) * (bs / 2) + slot / 2, slot, q);
+    });
+    std::memcpy(kt + hd * bs / 2 + (g * bs + slot) * 2, &ks, 2);
+    const uint16_t vs = quantize_q4_group(vh + g * gs, gs, [&](int64_t i, uint8_t q) {
+      set_nibble(vt + slot * (hd / 2) + (g * gs + i) / 2, g * gs + i, q);
+    });
+    std::memcpy(vt + hd * bs / 2 + (slot * ng + g) * 2, &vs, 2);
+  }
+}
+
+}  // namespace
 
 void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v) {
   const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
@@ -121,6 +164,9 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
           reinterpret_cast<uint16_t*>(kt)[d * bs + slot] = fp32_to_bf16(kh[d]);
           reinterpret_cast<uint16_t*>(vt)[slot * hd + d] = fp32_to_bf16(vh[d]);
         }
+        break;
+      case DType::Q4_0:
+        store_q4(kt, vt, bs, hd, slot, kh, vh);
         break;
       default: {
         // int8 with a per-token scale: max |x| maps to 127
@@ -151,6 +197,18 @@ void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t po
   const int64_t block = block_table[pos / bs];
   const uint8_t* kt = kv.k + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
   const uint8_t* vt = kv.v + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+  if (kv.dtype == DType::Q4_0) {
+    const int64_t gs = kern::kv_q4_group(hd), ng = hd / gs;
+    for (int64_t d = 0; d < hd; ++d) {
+      uint16_t ks, vs;
+      std::memcpy(&ks, kt + hd * bs / 2 + ((d / gs) * bs + slot) * 2, 2);
+      std::memcpy(&vs, vt + hd * bs / 2 + (slot * ng + d / gs) * 2, 2);
+      const uint8_t kb = kt[d * (bs / 2) + slot / 2], vb = vt[slot * (hd / 2) + d / 2];
+      k[d] = fp16_to_fp32(ks) * static_cast<float>(((slot & 1) ? kb >> 4 : kb & 15) - 8);
+      v[d] = fp16_to_fp32(vs) * static_cast<float>(((d & 1) ? vb >> 4 : vb & 15) - 8);
+    }
+    return;
+  }
   for (int64_t d = 0; d < hd; ++d) {
     switch (kv.dtype) {
       case DType::F32:

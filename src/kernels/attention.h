@@ -10,7 +10,8 @@
 
 namespace tmill {
 
-// KV element types: F32, F16, BF16, or I8 (int8 with a per-token scale).
+// KV element types: F32, F16, BF16, I8 (int8 with a per-token scale) or Q4_0 (4-bit codes with an f16
+// scale per token and group of 32 dimensions; block_size and head_dim even). Layouts: attention_abi.h.
 bool kv_type_supported(DType t);
 // Bytes of one (block, kv head) tile of keys (values are the same size).
 size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size);

@@ -8,7 +8,12 @@
 //   V: [block_size][head_dim]  token-major, so one token's row is contiguous
 // element types: F32, F16, BF16, or INT8 with one f32 scale per token appended to the tile
 // (K: int8[head_dim][block_size] then f32 scale[block_size]; V: int8[block_size][head_dim] then
-// f32 scale[block_size]); value = scale[token] * q.
+// f32 scale[block_size]); value = scale[token] * q; or Q4 (q4_0-like: 4-bit codes q in 0..15, value
+// = scale * (q - 8), one f16 scale per token and group of kv_q4_group(head_dim) dimensions):
+//   K: nibbles [head_dim][block_size / 2] (token 2i in the low nibble, 2i+1 in the high one) then
+//      f16 scale[n_groups][block_size];
+//   V: nibbles [block_size][head_dim / 2] (dimension 2j low, 2j+1 high) then f16 scale[block_size][n_groups].
+// block_size and head_dim even.
 #pragma once
 
 #include <cstddef>
@@ -16,8 +21,11 @@
 
 namespace tmill::kern {
 
-enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3 };
-inline constexpr int kKvTypes = 4;
+enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3, kKvQ4 = 4 };
+inline constexpr int kKvTypes = 5;
+
+// Dimensions that share one Q4 scale: 32 (q4_0's block) when head_dim allows, else the whole head.
+inline constexpr int64_t kv_q4_group(int64_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
 struct AttnArgs {
   const float* q = nullptr;         // (group, head_dim) query heads sharing one KV head

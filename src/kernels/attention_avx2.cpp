@@ -66,9 +66,12 @@ constexpr PvFn kPv[3][3] = {{pv_block<T, 1, 1>, pv_block<T, 1, 2>, pv_block<T, 1
                             {pv_block<T, 2, 1>, pv_block<T, 2, 2>, pv_block<T, 2, 3>},
                             {pv_block<T, 3, 1>, pv_block<T, 3, 2>, pv_block<T, 3, 3>}};
 
+// Q4 tiles are dequantized per block into F32 tiles (dequant_q4_kv_tiles) and run as F32 (L).
 template <int T>
 void attn(const AttnArgs& a) {
-  constexpr int64_t bs = 16, eb = elem_bytes<T>();
+  constexpr int L = T == kKvQ4 ? static_cast<int>(kKvF32) : T;
+  constexpr int64_t bs = 16, eb = elem_bytes<L>();
+  alignas(32) float kq[T == kKvQ4 ? 256 * 16 : 1], vq[T == kKvQ4 ? 256 * 16 : 1];
   const int64_t hd = a.head_dim, G = a.group, nd = hd / 8;
   alignas(32) float acc[16 * 256];
   alignas(32) float p[16][16];
@@ -89,10 +92,15 @@ void attn(const AttnArgs& a) {
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     if ((b + 1) * bs < a.n_ctx) prefetch_kv_block(a, b + 1);
+    if constexpr (T == kKvQ4) {
+      dequant_q4_kv_tiles(kt, vt, hd, kq, vq);
+      kt = reinterpret_cast<const uint8_t*>(kq);
+      vt = reinterpret_cast<const uint8_t*>(vq);
+    }
     __m256 s0[16], s1[16];
     for (int64_t g0 = 0; g0 < G; g0 += 6) {
       const int gn = static_cast<int>(G - g0 < 6 ? G - g0 : 6);
-      kQk<T>[gn - 1](kt, a.q + g0 * hd, hd, s0 + g0, s1 + g0);
+      kQk<L>[gn - 1](kt, a.q + g0 * hd, hd, s0 + g0, s1 + g0);
     }
     __m256 ks0 = _mm256_set1_ps(a.scale), ks1 = ks0, vs0 = _mm256_set1_ps(1.0f), vs1 = vs0;
     if constexpr (T == kKvI8) {
@@ -139,7 +147,7 @@ void attn(const AttnArgs& a) {
       const int jn = static_cast<int>(nd - j0 < 3 ? nd - j0 : 3);
       for (int64_t g0 = 0; g0 < G; g0 += 3) {
         const int gn = static_cast<int>(G - g0 < 3 ? G - g0 : 3);
-        kPv<T>[gn - 1][jn - 1](vt + j0 * 8 * eb, hd * eb, n, p + g0, acc + g0 * hd + j0 * 8, hd);
+        kPv<L>[gn - 1][jn - 1](vt + j0 * 8 * eb, hd * eb, n, p + g0, acc + g0 * hd + j0 * 8, hd);
       }
     }
   }
@@ -158,7 +166,7 @@ bool covers(const AttnArgs& a) {
 
 void add_attention_avx2(KernelTable& t) {
   t.attention_covers = covers;
-  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -72,9 +72,12 @@ constexpr PvFn kPv[6][4] = {
 // How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
 constexpr float kSlack = 8.0f;
 
+// Q4 tiles are dequantized per block into F32 tiles (dequant_q4_kv_tiles) and run as F32 (L).
 template <int T>
 void attn(const AttnArgs& a) {
-  constexpr int64_t bs = 16, eb = elem_bytes<T>();
+  constexpr int L = T == kKvQ4 ? static_cast<int>(kKvF32) : T;
+  constexpr int64_t bs = 16, eb = elem_bytes<L>();
+  alignas(64) float kq[T == kKvQ4 ? 256 * 16 : 1], vq[T == kKvQ4 ? 256 * 16 : 1];
   const int64_t hd = a.head_dim, G = a.group, nd = (hd + 15) / 16, hp = nd * 16;  // acc rows padded to hp
   const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xffff);
   alignas(64) float acc[16 * 256];
@@ -96,11 +99,16 @@ void attn(const AttnArgs& a) {
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     if ((b + 1) * bs < a.n_ctx) prefetch_kv_block(a, b + 1);
+    if constexpr (T == kKvQ4) {
+      dequant_q4_kv_tiles(kt, vt, hd, kq, vq);
+      kt = reinterpret_cast<const uint8_t*>(kq);
+      vt = reinterpret_cast<const uint8_t*>(vq);
+    }
     // scores of the block's 16 keys for every query head
     __m512 s[16];
     for (int64_t g0 = 0; g0 < G; g0 += 8) {
       const int gn = static_cast<int>(G - g0 < 8 ? G - g0 : 8);
-      kQk<T>[gn - 1](kt, a.q + g0 * hd, hd, s + g0);
+      kQk<L>[gn - 1](kt, a.q + g0 * hd, hd, s + g0);
     }
     __m512 kscale = _mm512_set1_ps(a.scale), vscale = _mm512_set1_ps(1.0f);
     if constexpr (T == kKvI8) {
@@ -136,7 +144,7 @@ void attn(const AttnArgs& a) {
       const bool last_masked = j0 + jn == nd && hd % 16 != 0;
       for (int64_t g0 = 0; g0 < G; g0 += 6) {
         const int gn = static_cast<int>(G - g0 < 6 ? G - g0 : 6);
-        kPv<T>[gn - 1][jn - 1](vt + j0 * 16 * eb, hd * eb, n, p + g0, acc + g0 * hp + j0 * 16, hp, last_masked, tail);
+        kPv<L>[gn - 1][jn - 1](vt + j0 * 16 * eb, hd * eb, n, p + g0, acc + g0 * hp + j0 * 16, hp, last_masked, tail);
       }
     }
   }
@@ -151,14 +159,15 @@ void attn(const AttnArgs& a) {
 }
 
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1 &&
+         (a.kv_type != kKvQ4 || a.head_dim % 8 == 0);  // dequant_q4_kv_tiles: 8 dimensions at a time
 }
 
 }  // namespace
 
 void add_attention_avx512(KernelTable& t) {
   t.attention_covers = covers;
-  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

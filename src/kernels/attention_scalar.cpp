@@ -8,8 +8,9 @@
 namespace tmill::kern {
 namespace {
 
-// Element i of a K or V tile (K: i = d * bs + t, V: i = t * hd + d); int8 tiles scale by token t.
-float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int64_t hd) {
+// Element i of a K or V tile (K: i = d * bs + t, V: i = t * hd + d); int8 tiles scale by token t,
+// Q4 tiles by token t and the group of dimension d.
+float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int64_t hd, bool is_v) {
   switch (type) {
     case kKvF32: {
       float f;
@@ -25,6 +26,14 @@ float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int6
       uint16_t h;
       std::memcpy(&h, tile + i * 2, 2);
       return bf16_to_fp32(h);
+    }
+    case kKvQ4: {
+      const int64_t d = is_v ? i - t * hd : i / bs, gs = kv_q4_group(hd), ng = hd / gs;
+      const uint8_t byte = is_v ? tile[t * (hd / 2) + d / 2] : tile[d * (bs / 2) + t / 2];
+      const int q = ((is_v ? d : t) & 1) ? byte >> 4 : byte & 15;
+      uint16_t h;
+      std::memcpy(&h, tile + hd * bs / 2 + (is_v ? t * ng + d / gs : (d / gs) * bs + t) * 2, 2);
+      return fp16_to_fp32(h) * static_cast<float>(q - 8);
     }
     default: {
       float s;
@@ -57,7 +66,7 @@ void attention_scalar(const AttnArgs& a) {
       float mx = m[g];
       for (int64_t t = t0; t < n; ++t) {
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, a.kv_type, d * bs + t, t, bs, hd);
+        for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, a.kv_type, d * bs + t, t, bs, hd, false);
         s[t] = dot * a.scale;
         if (a.softcap > 0) s[t] = a.softcap * std::tanh(s[t] / a.softcap);
         if (s[t] > mx) mx = s[t];
@@ -71,7 +80,7 @@ void attention_scalar(const AttnArgs& a) {
       for (int64_t t = t0; t < n; ++t) {
         const float p = std::exp(s[t] - mx);
         l[g] += p;
-        for (int64_t d = 0; d < hd; ++d) og[d] += p * load(vt, a.kv_type, t * hd + d, t, bs, hd);
+        for (int64_t d = 0; d < hd; ++d) og[d] += p * load(vt, a.kv_type, t * hd + d, t, bs, hd, true);
       }
     }
   }

@@ -140,6 +140,38 @@ static inline __m256 load8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
+// Q4 KV tiles (attention_abi.h) of one 16-token block as f32: K into kf [hd][16], V into vf [16][hd]
+// (the F32 tile layouts); hd a multiple of 8. Same products as the scalar oracle: f16 scale * (q - 8).
+static inline void dequant_q4_kv_tiles(const uint8_t* kt, const uint8_t* vt, int64_t hd, float* kf, float* vf) {
+  constexpr int64_t bs = 16;
+  const int64_t gs = kv_q4_group(hd), ng = hd / gs;
+  const uint8_t* ks = kt + hd * bs / 2;
+  const uint8_t* vs = vt + hd * bs / 2;
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  for (int64_t d = 0; d < hd; ++d) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kt + d * (bs / 2)));
+    const __m128i q = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    const __m256 q0 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), eight);
+    const __m256 q1 = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), eight);
+    const uint8_t* srow = ks + (d / gs) * bs * 2;
+    _mm256_storeu_ps(kf + d * bs, _mm256_mul_ps(load_f16x8(srow), q0));
+    _mm256_storeu_ps(kf + d * bs + 8, _mm256_mul_ps(load_f16x8(srow + 16), q1));
+  }
+  for (int64_t t = 0; t < bs; ++t) {
+    for (int64_t d = 0; d < hd; d += 8) {
+      int32_t w;
+      std::memcpy(&w, vt + t * (hd / 2) + d / 2, 4);
+      const __m128i b = _mm_cvtsi32_si128(w);
+      const __m128i q = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+      uint16_t h;
+      std::memcpy(&h, vs + (t * ng + d / gs) * 2, 2);
+      const __m256 qf = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), eight);
+      _mm256_storeu_ps(vf + t * hd + d, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), qf));
+    }
+  }
+}
+
 // ---- x16 weight layouts (kernel_abi.h): AVX2 handles a 64-byte chunk vector as two 8-row halves
 
 // Nibble chunks of one 32-column block (4 chunk vectors, 64 bytes apart, this half's 32 bytes at n)

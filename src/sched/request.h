@@ -42,7 +42,10 @@ struct RequestParams {
 
 class Request {
  public:
-  Request(RequestParams params, uint64_t arrival, int32_t max_model_len, int32_t block_size);
+  // shift_keep: context shift (SchedulerConfig::context_shift) with this many leading tokens kept
+  // (-1: the prompt); unset: reaching max_model_len finishes the request with Length.
+  Request(RequestParams params, uint64_t arrival, int32_t max_model_len, int32_t block_size,
+          std::optional<int32_t> shift_keep = std::nullopt);
 
   RequestId id() const { return params_.id; }
   const RequestParams& params() const { return params_; }  // params().prompt is empty: see prompt()
@@ -56,7 +59,11 @@ class Request {
   std::span<const int32_t> outputs() const { return std::span(tokens_).subspan(num_prompt_tokens_); }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
-  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }  // still in tokens()
+  // Outputs generated in all: num_output_tokens() plus those a context shift discarded. max_tokens
+  // and min_tokens count these.
+  int32_t num_generated() const { return num_generated_; }
+  int32_t num_context_shifts() const { return num_context_shifts_; }
   // Prefix-cache keys of every full block of tokens().
   std::span<const BlockHash> block_hashes() const { return block_hashes_; }
 
@@ -73,6 +80,12 @@ class Request {
   FinishReason check_stop() const;
   // Replaces the last output token (fork: the child samples its own first token).
   void replace_last_output(int32_t token);
+  // Context shift: discards half of the tokens after the kept prefix (the oldest ones), so that
+  // generation can go on past max_model_len; the request must then recompute its KV from position 0
+  // (num_computed_tokens = 0; the caller frees its blocks). The kept prefix is shift_keep tokens
+  // (-1: the prompt), at most half of max_model_len. Returns the number of tokens discarded.
+  int32_t shift_context();
+  bool context_shift_enabled() const { return shift_keep_.has_value(); }
   // A copy with a new id and arrival that continues from the same state (fork).
   Request fork_as(RequestId child_id, uint64_t arrival) const;
 
@@ -84,6 +97,9 @@ class Request {
   int32_t num_prompt_tokens_;
   std::vector<int32_t> tokens_;
   std::vector<BlockHash> block_hashes_;
+  std::optional<int32_t> shift_keep_;
+  int32_t num_generated_ = 0;
+  int32_t num_context_shifts_ = 0;
 };
 
 }  // namespace tmill

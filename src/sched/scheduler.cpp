@@ -68,6 +68,18 @@ void Scheduler::preempt(Request& r) {
   enqueue_waiting(r.id(), /*front=*/true);
 }
 
+// The request's tokens lose their oldest part after the kept prefix; its KV is recomputed from the
+// front of the waiting queue, like a preempted request (the kept prefix's full blocks hit the cache).
+void Scheduler::shift_context(Request& r) {
+  kv_.free(r.id());
+  const int32_t discarded = r.shift_context();
+  TM_ASSERT(discarded > 0, "context shift made no room");
+  log_debug("request {}: context shift discarded {} tokens", r.id(), discarded);
+  r.status = RequestStatus::Preempted;
+  ++num_context_shifts_;
+  enqueue_waiting(r.id(), /*front=*/true);
+}
+
 namespace {
 struct Planned {
   RequestId id;
@@ -92,6 +104,12 @@ SchedulerOutput Scheduler::schedule() {
   size_t i = 0;
   while (i < running_.size() && budget > 0 && plan.size() < max_seqs) {
     Request& r = req(running_[i]);
+    if (r.context_shift_enabled() && r.num_tokens() >= r.max_model_len()) {
+      // Its next token would not fit the context: shift (after update(), so n > 1 forks are done).
+      running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+      shift_context(r);
+      continue;
+    }
     int32_t n = r.num_tokens() - r.num_computed_tokens;
     TM_ASSERT(n >= 1 && r.num_tokens() <= r.max_model_len());
     if (threshold > 0) n = std::min(n, threshold);
@@ -187,6 +205,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_running = static_cast<int32_t>(running_.size());
   s.num_waiting = static_cast<int32_t>(waiting_.size());
   s.num_preemptions = num_preemptions_;
+  s.num_context_shifts = num_context_shifts_;
   s.num_steps = step_;
   s.last_step_tokens = last_step_tokens_;
   s.total_scheduled_tokens = total_scheduled_tokens_;

@@ -43,6 +43,12 @@ struct SchedulerConfig {
   int32_t long_prefill_token_threshold = 0;  // >0: cap on one request's chunk per step
   bool enable_chunked_prefill = true;     // false: a prompt must fit the remaining budget whole
   SchedulingPolicy policy = SchedulingPolicy::Fcfs;
+  // Context shift (llama-server's --context-shift): a request that reaches its max_model_len before
+  // max_tokens keeps its first context_shift_keep tokens (-1: its prompt; at most half the context),
+  // discards half of the rest (the oldest) and recomputes the remainder by prefill (its kept prefix
+  // from the prefix cache), then goes on generating. Off: it finishes with Length.
+  bool context_shift = false;
+  int32_t context_shift_keep = 1;
   KvCacheConfig kv;
 };
 
@@ -78,6 +84,7 @@ struct SchedulerStats {
   int32_t num_running = 0;
   int32_t num_waiting = 0;         // includes preempted requests
   uint64_t num_preemptions = 0;    // total
+  uint64_t num_context_shifts = 0; // total
   uint64_t num_steps = 0;
   int32_t last_step_tokens = 0;
   int64_t total_scheduled_tokens = 0;
@@ -126,6 +133,7 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager kv);
   void enqueue_waiting(RequestId id, bool front);
   void preempt(Request& req);
+  void shift_context(Request& req);
   void remove_request(RequestId id);
   Request& req(RequestId id);
 
@@ -138,6 +146,7 @@ class Scheduler {
   uint64_t step_ = 0;
   bool in_flight_ = false;  // a non-empty schedule() awaits its update()
   uint64_t num_preemptions_ = 0;
+  uint64_t num_context_shifts_ = 0;
   int32_t last_step_tokens_ = 0;
   int64_t total_scheduled_tokens_ = 0;
 };

@@ -16,7 +16,9 @@ void Scheduler::add_request(RequestParams params) {
   if (params.max_model_len > 0) max_len = std::min(max_len, params.max_model_len);
   TM_ASSERT(static_cast<int64_t>(params.prompt.size()) <= max_len, "prompt longer than max_model_len");
   const RequestId id = params.id;
-  requests_.emplace(id, Request(std::move(params), next_arrival_++, max_len, kv_.block_size()));
+  std::optional<int32_t> shift_keep;
+  if (config_.context_shift) shift_keep = config_.context_shift_keep;
+  requests_.emplace(id, Request(std::move(params), next_arrival_++, max_len, kv_.block_size(), shift_keep));
   enqueue_waiting(id, /*front=*/false);
 }
 

@@ -127,6 +127,7 @@ Usage Generation::usage() const {
   }
   for (int32_t c : completion_tokens_) u.completion_tokens += c;
   for (int32_t c : cached_tokens_) u.cached_tokens += c;
+  u.compression = req_.compression;
   return u;
 }
 

@@ -152,6 +152,8 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
   } else {
     mt = room;  // chat: the rest of the context (as vLLM), capped by --max-tokens-default
     if (ctx.max_tokens_default > 0) mt = std::min<int64_t>(mt, ctx.max_tokens_default);
+    // --context-shift: generation may run past the context, up to --max-tokens-default
+    if (ctx.context_shift && ctx.max_tokens_default > 0) mt = ctx.max_tokens_default;
   }
   p.request.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(mt, INT32_MIN, INT32_MAX));
   if (auto problem = ctx.check ? ctx.check(p.request) : check_request(p.request, ctx.limits())) {

@@ -42,6 +42,7 @@ struct ServerContext {
   double queue_timeout_s = 0;         // --request-timeout (engine queue_timeout_s)
   double max_request_time_s = 0;      // --max-request-time: cap on (and default of) a request's "timeout"; 0: none
   bool priority_scheduling = false;   // "priority" != 0 needs --scheduling-policy priority
+  bool context_shift = false;         // --context-shift: max_tokens may run past the context
   ReasoningConfig reasoning;          // --reasoning-parser (default: detect from the chat template)
   std::optional<ToolCallFormat> tool_call_parser;  // --tool-call-parser; unset: from the chat template
   bool truncation_auto = false;       // --truncation auto: requests without "truncation" drop old turns
@@ -51,7 +52,17 @@ struct ServerContext {
   std::function<std::optional<RequestProblem>(const GenerateRequest&)> check;
 
   // What the engine checks every request against (check_request).
-  RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling}; }
+  RequestLimits limits() const { return {n_vocab, max_model_len, priority_scheduling, context_shift}; }
+};
+
+// What compression did to one request (usage.compression in the response).
+struct CompressionReport {
+  int32_t compressed_messages = 0;  // messages replaced by the summary (0: no compression)
+  int32_t saved_prompt_tokens = 0;  // prompt tokens before minus after
+  int32_t summary_tokens = 0;       // tokens of the summary text
+  bool cached = false;              // the summary came from the cache (no generation this request)
+  int32_t summary_prompt_tokens = 0;      // the summarization request's own usage (0 when cached)
+  int32_t summary_completion_tokens = 0;
 };
 
 enum class ApiKind { Chat, Completion };
@@ -81,6 +92,7 @@ struct MappedRequest {
   double deadline_s = 0;              // "timeout" (capped by --max-request-time): the whole request's; 0: none
   std::optional<RequestReasoning> reasoning;  // chat: split <think>…</think> off (reasoning_output.h)
   ToolPlan tools;                     // chat: tools / tool_choice / parallel_tool_calls
+  CompressionReport compression;      // chat: history compression (history_compression.h), usage.compression
 };
 
 Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);

@@ -33,6 +33,14 @@ json usage_json(const Usage& u) {
   if (u.dropped_messages > 0) {
     j["truncation"] = {{"dropped_messages", u.dropped_messages}, {"dropped_prompt_tokens", u.dropped_tokens}};
   }
+  if (const CompressionReport& c = u.compression; c.compressed_messages > 0) {
+    j["compression"] = {{"compressed_messages", c.compressed_messages},
+                        {"saved_prompt_tokens", c.saved_prompt_tokens},
+                        {"summary_tokens", c.summary_tokens},
+                        {"cached", c.cached},
+                        {"summary_prompt_tokens", c.summary_prompt_tokens},
+                        {"summary_completion_tokens", c.summary_completion_tokens}};
+  }
   return j;
 }
 

@@ -43,6 +43,7 @@ struct Usage {
   int64_t cached_tokens = 0;
   int64_t dropped_messages = 0;  // truncation "auto": "truncation": {"dropped_messages", "dropped_prompt_tokens"}
   int64_t dropped_tokens = 0;
+  CompressionReport compression;  // history compression: "compression": {...} when messages were replaced
 };
 json usage_json(const Usage& u);
 

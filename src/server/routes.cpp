@@ -65,6 +65,7 @@ const Server::Route* Server::find_route(const std::string& path) {
   static const Route kRoutes[] = {
     {"/v1/chat/completions", false, true, true, true, &Server::route_chat},
     {"/v1/completions", false, true, true, true, &Server::route_completions},
+    {"/v1/map_reduce", false, true, true, true, &Server::route_map_reduce},  // routes_map_reduce.cpp
     {"/tokenize", false, true, true, true, &Server::route_tokenize},
     {"/detokenize", false, true, true, true, &Server::route_detokenize},
     {"/v1/models", false, false, true, true, &Server::route_models},

@@ -243,6 +243,8 @@ HttpResponse Server::handle_generate(HttpRequest& req, ApiKind kind) {
   Target t;
   HttpResponse res = generate(req, kind, t);
   if (!t.rule.empty()) res.set_header("X-Tokenmill-Route", t.router + "/" + t.rule);
+  if (t.mapped && t.mapped->compression.compressed_messages > 0)  // also for streams without usage
+    res.set_header("X-Tokenmill-Compressed-Messages", std::to_string(t.mapped->compression.compressed_messages));
   return res;
 }
 

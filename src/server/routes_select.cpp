@@ -132,6 +132,12 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     t->lease = std::move(leased).value();
     t->metrics = metrics_for(t->lease.slot());
     body["model"] = t->lease.model().ctx.served_model_name;  // an alias answers under the model's name
+    CompressionReport compression;
+    if (kind == ApiKind::Chat) {
+      auto c = compress_chat(body, t->lease, t->metrics, &err);
+      if (!c) return reply_error(err, err.status == 400 ? "invalid_request" : "compression_failed", t->metrics);
+      compression = *c;
+    }
     auto mapped = kind == ApiKind::Chat ? map_chat_request(body, t->lease.model().ctx, &err)
                                         : map_completion_request(body, t->lease.model().ctx, &err);
     if (!mapped.ok())
@@ -141,6 +147,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                                                                  : "invalid_request",
                          t->metrics);
     t->mapped = std::move(mapped).value();
+    t->mapped->compression = compression;
     if (Status st = apply_adapter(resolved, t->lease, &*t->mapped); !st.ok())
       return reply_error(adapter_unavailable(st.error()), "unavailable", t->metrics);
     if (!t->metrics->try_admit(static_cast<int64_t>(t->mapped->prompts.size()), opts_.max_queued_requests)) {

@@ -154,6 +154,7 @@ Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engin
   ctx.queue_timeout_s = opts_.request_timeout_s;
   ctx.max_request_time_s = opts_.max_request_time_s;
   ctx.priority_scheduling = engine.config().policy == SchedulingPolicy::Priority;
+  ctx.context_shift = engine.config().context_shift;
   ctx.check = [e = &engine](const GenerateRequest& r) { return e->check(r); };  // compiles constraints
   TM_ASSIGN_OR_RETURN(ctx.defaults, load_generation_defaults(opts_.generation_config, spec.path, engine.model_info()));
   if (!ctx.defaults.empty())

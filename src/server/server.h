@@ -25,6 +25,7 @@
 
 #include "core/result.h"
 #include "engine/engine.h"
+#include "server/history_compression.h"
 #include "server/http.h"
 #include "server/model_registry.h"
 #include "server/openai_request.h"
@@ -55,8 +56,9 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // "*" allows any
   std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, OPTIONS
   std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id
-  std::string truncation = "disabled";
-  bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
+  std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
+  CompressionOptions compression;     // --compress-history ...: summarize a long chat's oldest turns (history_compression.h)
+  bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)
   std::string version = "0";
   std::string generation_config = "auto";  // --generation-config: auto, vllm, or a folder (generation_config.h)
   bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
@@ -151,6 +153,8 @@ class Server final : public HttpHandler {
   const RouterSpec* find_router(const std::string& name) const;
   // The router's classifier model's answer (one of its choices) about `message`.
   Result<std::string> classify(const RouterSpec& router, const std::string& message);
+  // History compression of a chat body on the leased model (routes_compress.cpp); err set on failure.
+  std::optional<CompressionReport> compress_chat(json& body, ModelLease& lease, ServerMetrics* metrics, ApiError* err);
 
   // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
   HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }
@@ -158,6 +162,7 @@ class Server final : public HttpHandler {
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);
+  HttpResponse route_map_reduce(HttpRequest& req);  // routes_map_reduce.cpp: POST /v1/map_reduce
   HttpResponse route_detokenize(HttpRequest& req);
   HttpResponse route_models(HttpRequest& req);
   HttpResponse route_model(HttpRequest& req);
@@ -179,6 +184,7 @@ class Server final : public HttpHandler {
   std::vector<std::unique_ptr<ServerMetrics>> model_metrics_;  // per slot (model_name label)
   ServerMetrics* metrics_ = nullptr;  // the first model's: failures before a model is known
   std::unique_ptr<ModelRegistry> models_;
+  SummaryCache summaries_;             // history compression: summaries by conversation prefix
   std::atomic<bool> ready_{false};     // engine attached
   std::atomic<bool> draining_{false};  // shutdown started: new requests get 503
   std::atomic<bool> force_stop_{false};  // drain timed out: in-flight requests are aborted

@@ -484,6 +484,17 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "chat requests too long for the context: auto drops the oldest whole turns (never the "
                             "system prompt or the latest turn), disabled answers 400; a request's \"truncation\" wins")
                  ->capture_default_str();
+             app.add_flag("--compress-history", s.compression.default_on,
+                          "summarize a chat's oldest turns when its prompt passes --compress-threshold of the context "
+                          "(per request: \"context_management\": {\"compress\": true|false})");
+             app.add_option("--compress-threshold", s.compression.threshold,
+                            "share of the context a chat prompt may take before its oldest turns are summarized")
+                 ->check(CLI::Range(0.05, 1.0))
+                 ->capture_default_str();
+             app.add_option("--compress-max-tokens", s.compression.summary_max_tokens, "longest summary, in tokens")
+                 ->check(CLI::Range(8, 1 << 20))
+                 ->capture_default_str();
+             app.add_option("--compress-prompt", s.compression.prompt, "the instruction the summary is written from");
              app.add_option("--tool-call-parser", s.tool_call_parser,
                             "how tool calls are read from the output (default: from the chat template): " +
                                 tmill::tool_call_format_names());

@@ -42,6 +42,13 @@ TEST(MemoryPlan, SizesTheCacheAndTheContext) {
   auto i8 = plan_memory(**m, cfg, 123456, &lay);
   ASSERT_TRUE(i8.ok());
   EXPECT_EQ(i8->num_blocks, 1280 * 16 * 10 / (480 * 16));
+  cfg.kv_cache_dtype = "q4_0";      // 8 dims as nibbles + one f16 scale per token: 2*5*4*(4+2) = 240 bytes
+  auto q4 = plan_memory(**m, cfg, 123456, &lay);
+  ASSERT_TRUE(q4.ok()) << q4.error();
+  EXPECT_EQ(q4->num_blocks, 1280 * 16 * 10 / (240 * 16));
+  cfg.block_size = 15;              // two tokens share a byte of K
+  EXPECT_FALSE(plan_memory(**m, cfg, 123456, &lay).ok());
+  cfg.block_size = 16;
   cfg.kv_cache_dtype = "fp4";
   EXPECT_FALSE(plan_memory(**m, cfg, 123456, &lay).ok());
 }

@@ -249,6 +249,18 @@ TEST(Compare, Int8KvAgainstF16KvIsSmallButNotZero) {
   EXPECT_EQ(shared->top1_same, r.top1_same);
 }
 
+// The 4-bit KV cache costs more than int8 and stays usable (the figures go to docs/eval.md).
+TEST(Compare, Q4KvCostsMoreThanInt8ButStaysClose) {
+  const std::string path = test::dummy_model("tiny-llama");
+  const CompareResult i8 = run_compare(path, path, DType::F16, DType::I8);
+  const CompareResult q4 = run_compare(path, path, DType::F16, DType::Q4_0);
+  std::printf("tiny-llama q4_0 KV vs f16 KV: KLD mean %.3g p99 %.3g max %.3g top1 %.4f\n", q4.kld.mean, q4.kld.p99,
+              q4.kld.max, q4.top1_agreement);
+  EXPECT_GT(q4.kld.mean, 2 * i8.kld.mean);
+  EXPECT_LT(q4.kld.mean, 0.05);
+  EXPECT_GT(q4.top1_agreement, 0.8);
+}
+
 TEST(Compare, DifferentVocabulariesAreAnError) {
   ModelShape other = *find_shape("tiny-qwen2");
   other.name = "tiny-qwen2-v600";

@@ -76,7 +76,7 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   std::mt19937 rng(7);
   const Shape shapes[] = {{64, 7, 2, 16}, {128, 4, 2, 16}, {16, 1, 1, 16}, {64, 2, 3, 16}, {32, 3, 2, 8},
                          {8, 2, 4, 16}, {40, 3, 1, 16}, {24, 5, 2, 16}, {256, 16, 1, 16}};
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
         Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
@@ -149,7 +149,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t hd = 64, group = 7, n_ctx = 300;
-  for (DType t : {DType::F32, DType::F16}) {
+  for (DType t : {DType::F32, DType::F16, DType::Q4_0}) {
     Cache c = make_cache(t, 1, hd, 16, 0, rng);
     const int64_t blocks = (n_ctx + 15) / 16;
     c.k.assign(kv_tile_bytes(t, hd, 16) * static_cast<size_t>(blocks), 0);
@@ -174,7 +174,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
       paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
     }
     for (int64_t ctx : {int64_t{40}, int64_t{200}, int64_t{285}, n_ctx}) {
-      const auto exact = naive(c, q, group, 0, ctx, scale);
+      const auto exact = naive(c, q, group, 0, ctx, scale);  // over the stored (dequantized) values
       std::vector<float> got(q.size());
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (isa > detected_isa()) continue;
@@ -192,7 +192,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
 TEST(Attention, StoreLoadRoundTrip) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 2.0f);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {
     Cache c = make_cache(t, 2, 64, 16, 0, rng);
     c.k.assign(kv_tile_bytes(t, 64, 16) * 2 * 8, 0);
     c.v.assign(c.k.size(), 0);
@@ -216,6 +216,20 @@ TEST(Attention, StoreLoadRoundTrip) {
           // f32 exact; f16 11-bit and bf16 8-bit mantissas; int8: half a step of max/127
           const float ktol = t == DType::F32 ? 0 : t == DType::F16 ? std::abs(kv) / 2048 : t == DType::BF16 ? std::abs(kv) / 256 : kmax / 254 * 1.0001f;
           const float vtol = t == DType::F32 ? 0 : t == DType::F16 ? std::abs(vv) / 2048 : t == DType::BF16 ? std::abs(vv) / 256 : vmax / 254 * 1.0001f;
+          if (t == DType::Q4_0) {
+            // half a step of d = (group max) / 8 (the group: 32 dimensions; d in f16), except at the
+            // clamp: the extreme value gets code 0 (-8 d), so values of the other sign near the
+            // maximum magnitude get code 15 (7 d), a whole step away
+            float kg = 0, vg = 0;
+            for (int j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) {
+              kg = std::max(kg, std::abs(k[h * 64 + j]));
+              vg = std::max(vg, std::abs(v[h * 64 + j]));
+            }
+            const bool kclamp = std::abs(kv) > 6.5f * kg / 8, vclamp = std::abs(vv) > 6.5f * vg / 8;
+            ASSERT_LE(std::abs(k2[i] - kv), (kclamp ? kg / 8 : kg / 16) * 1.01f) << "q4 k " << i;
+            ASSERT_LE(std::abs(v2[i] - vv), (vclamp ? vg / 8 : vg / 16) * 1.01f) << "q4 v " << i;
+            continue;
+          }
           ASSERT_LE(std::abs(k2[i] - kv), ktol) << dtype_name(t);
           ASSERT_LE(std::abs(v2[i] - vv), vtol) << dtype_name(t);
         }
@@ -228,4 +242,39 @@ TEST(Attention, Int8HoldsAboutTwiceTheTokensOfF16) {
   const double ratio = double(kv_tile_bytes(DType::F16, 64, 16)) / kv_tile_bytes(DType::I8, 64, 16);
   EXPECT_GT(ratio, 1.85);
   EXPECT_EQ(kv_tile_bytes(DType::F16, 128, 16), 128u * 16 * 2);
+}
+
+TEST(Attention, Q4HoldsAboutThreeAndAHalfTimesTheTokensOfF16) {
+  // 4-bit codes plus one f16 scale per 32 dimensions: 4.5 bits per value, as q4_0
+  EXPECT_EQ(kv_tile_bytes(DType::Q4_0, 64, 16), 64u * 16 / 2 + 2 * 16 * 2);
+  EXPECT_EQ(kv_tile_bytes(DType::Q4_0, 8, 16), 8u * 16 / 2 + 1 * 16 * 2);  // one group per head
+  const double ratio = double(kv_tile_bytes(DType::F16, 128, 16)) / kv_tile_bytes(DType::Q4_0, 128, 16);
+  EXPECT_NEAR(ratio, 16.0 / 4.5, 1e-9);
+  EXPECT_TRUE(kv_type_supported(DType::Q4_0));
+}
+
+// The q4_0 rounding of one group, by hand: the value of largest magnitude maps to code 0 (-8 steps),
+// d = max / -8, the others to min(15, x / d + 8.5).
+TEST(Attention, Q4StoresQ4_0Codes) {
+  std::vector<uint8_t> k(kv_tile_bytes(DType::Q4_0, 8, 16)), v(k.size());
+  PagedKvView view{k.data(), v.data(), DType::Q4_0, 1, 16, 8};
+  const int32_t table[] = {0};
+  const float x[8] = {-4.0f, 1.0f, 0.5f, 0.0f, -1.0f, 2.0f, 3.9f, -0.24f};  // d = -4 / -8 = 0.5
+  paged_kv_store(view, table, 3, x, x);  // token 3: the high nibbles of K's bytes
+  // codes: x / 0.5 + 8.5 -> 0, 10, 9, 8, 6, 12, 15 (16.3 clamped), 8 (8.02)
+  const int codes[8] = {0, 10, 9, 8, 6, 12, 15, 8};
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_EQ(k[d * 8 + 1] >> 4, codes[d]) << d;                           // K: [d][t/2], t odd: high
+    EXPECT_EQ(d % 2 ? v[3 * 4 + d / 2] >> 4 : v[3 * 4 + d / 2] & 15, codes[d]) << d;  // V: [t][d/2]
+  }
+  std::vector<float> k2(8), v2(8);
+  paged_kv_load(view, table, 3, 0, k2.data(), v2.data());
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_EQ(k2[d], 0.5f * (codes[d] - 8));
+    EXPECT_EQ(v2[d], 0.5f * (codes[d] - 8));
+  }
+  // the neighbour token's nibbles are untouched
+  paged_kv_store(view, table, 2, x, x);
+  paged_kv_load(view, table, 3, 0, k2.data(), v2.data());
+  EXPECT_EQ(k2[6], 0.5f * 7);
 }
