@@ -219,7 +219,9 @@ TEST(Lora, AdaptersThatDoNotFitAreRefusedNamingTheProblem) {
     w.set_string("adapter.type", "lora");
     static std::vector<float> a(64 * 4, 0.01f);
     EXPECT_TRUE(w.add_tensor("blk.0.attn_q.weight.lora_a", DType::F32, {64, 4}, a.data()).ok());
-    if (!drop_b) EXPECT_TRUE(w.add_tensor("blk.0.attn_q.weight.extra", DType::F32, {64, 4}, a.data()).ok());
+    if (!drop_b) {
+      EXPECT_TRUE(w.add_tensor("blk.0.attn_q.weight.extra", DType::F32, {64, 4}, a.data()).ok());
+    }
     const std::string p = test::temp_dir() + (drop_b ? "/lora-no-b.gguf" : "/lora-extra.gguf");
     EXPECT_TRUE(w.write(p).ok());
     return LoraAdapter::load(p, *base);
