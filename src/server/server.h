@@ -158,6 +158,12 @@ class Server final : public HttpHandler {
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);
+  // routes_embed.cpp: embedding models (Engine::embed)
+  enum class EmbedKind { Embeddings, Rerank, Score };
+  HttpResponse route_embeddings(HttpRequest& req);
+  HttpResponse route_rerank(HttpRequest& req);
+  HttpResponse route_score(HttpRequest& req);
+  HttpResponse handle_embed(HttpRequest& req, EmbedKind kind);
   HttpResponse route_detokenize(HttpRequest& req);
   HttpResponse route_models(HttpRequest& req);
   HttpResponse route_model(HttpRequest& req);
