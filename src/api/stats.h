@@ -35,6 +35,11 @@ struct ModelInfo {
   int64_t n_params = 0;
   std::string weight_type;   // the dtype most weights are stored in ("Q8_0", "F16", ...)
   GenerationDefaults generation_defaults;  // from the file's general.sampling.* keys
+  // Embedding models (Engine::embed): the pooling the file declares ("mean", "cls", "last", "rank");
+  // empty for a generation model. Such a model does not generate (submit refuses every request).
+  std::string pooling;
+  int64_t embedding_dim = 0;  // floats per embedding, or scores per input for "rank" (a reranker)
+  bool is_embedding() const { return !pooling.empty(); }
 };
 
 struct MemoryPlan {

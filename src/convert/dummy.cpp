@@ -126,6 +126,7 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
 
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
+  if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
   if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
       o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS && o.dtype != DType::MXFP4)
     return Error{fmt::format("--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4)",
@@ -210,6 +211,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
+  if (!o.pooling.empty()) {  // a decoder embedding model (Qwen3-Embedding: last; llama-arch embedders: mean)
+    TM_ASSIGN_OR_RETURN(int pooling, dummy_pooling_value(o.pooling));
+    if (pooling == 4) return Error{"--pooling rank on a decoder (Qwen3-Reranker style) is not supported yet"};
+    w.set_u32(a + "pooling_type", static_cast<uint32_t>(pooling));
+  }
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));

@@ -55,6 +55,10 @@ struct DummyOptions {
   uint64_t seed = 42;
   std::string vocab_path;     // GGUF whose tokenizer.* keys are copied (its token count sets n_vocab)
   int threads = 0;            // 0 = all cores
+  // Embedding models: `<arch>.pooling_type` ("none", "mean", "cls", "last", "rank"). Decoders: empty
+  // writes no key (a generation model). Encoders (bert, nomic-bert, jina-bert-v2;
+  // convert/dummy_encoder.cpp): empty is cls (bert) or mean; rank adds bert's classification head (a reranker).
+  std::string pooling;
 };
 
 // Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed,
@@ -63,5 +67,11 @@ void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);
+
+// Encoders (convert/dummy_encoder.cpp): bert, nomic-bert, jina-bert-v2.
+bool is_encoder_dummy_arch(const std::string& arch);
+Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path);
+// "none" 0, "mean" 1, "cls" 2, "last" 3, "rank" 4 (llama.cpp's llama_pooling_type); else an error.
+Result<int> dummy_pooling_value(const std::string& pooling);
 
 }  // namespace tmill

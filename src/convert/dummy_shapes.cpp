@@ -83,6 +83,12 @@ std::vector<ModelShape> qwen3_shapes() {
       {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true},
       {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 40960, 1000000.0f, 1e-6f, false},
       {"tiny-qwen3", "qwen3", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true},
+      // encoders (convert/dummy_encoder.cpp): WordPiece vocabulary, layer-norm eps 1e-12
+      {"tiny-bert", "bert", 512, 64, 2, 4, 4, 16, 128, 128, 10000.0f, 1e-12f, false},
+      {"tiny-nomic-bert", "nomic-bert", 512, 64, 2, 4, 4, 16, 128, 128, 1000.0f, 1e-12f, false},
+      {"tiny-jina-bert-v2", "jina-bert-v2", 512, 64, 2, 4, 4, 16, 128, 128, 10000.0f, 1e-12f, false},
+      {"bge-small", "bert", 30522, 384, 12, 12, 12, 32, 1536, 512, 10000.0f, 1e-12f, false},
+      {"nomic-embed-text-v1.5", "nomic-bert", 30522, 768, 12, 12, 12, 64, 3072, 2048, 1000.0f, 1e-12f, false},
   };
 }
 

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
+#include "model/embedder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill {
@@ -58,7 +59,17 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   Impl& im = *e->impl_;
   im.config = config;
   const auto t0 = Clock::now();
-  TM_ASSIGN_OR_RETURN(im.model, Model::load(config.model_path));
+  auto opened = GgufFile::open(config.model_path);
+  if (!opened.ok()) return opened.error_value();
+  auto file = std::make_shared<const GgufFile>(std::move(opened).value());
+  if (is_embedding_model(*file)) {  // encoders, decoders with a pooling type: engine/embed.cpp
+    auto st = create_embedding_engine(im, file);
+    if (!st.ok()) return Error{fmt::format("{}: {}", config.model_path, st.error())};
+    return e;
+  }
+  auto model = Model::from_gguf(file);
+  if (!model.ok()) return Error{fmt::format("{}: {}", config.model_path, model.error())};
+  im.model = std::move(model).value();
   auto tok = Tokenizer::from_gguf(im.model->file());
   if (!tok.ok()) return Error{fmt::format("{}: tokenizer: {}", config.model_path, tok.error())};
   im.tokenizer = *tok;
@@ -105,7 +116,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   return e;
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+  if (impl_) stop_embedding(*impl_);
+}
 
 // Built on first use (any thread), so engines that never see a constraint do not pay for the
 // vocabulary's trie. The grammar sees every row of the logits (padded rows have no bytes).
@@ -134,6 +148,10 @@ RequestLimits Engine::limits() const {
 // check_request, then the output constraint compiled (cached, so submit and later requests with
 // the same schema find it): a constraint that does not compile is refused naming its field.
 std::optional<RequestProblem> Engine::check(const GenerateRequest& r) const {
+  if (impl_->embed)
+    return RequestProblem{RequestProblem::Kind::Invalid, "model",
+                          fmt::format("The model '{}' is an embedding model (pooling {}): it does not generate text",
+                                      impl_->info.name, impl_->info.pooling)};
   if (auto problem = check_request(r, limits())) return problem;
   if (!r.lora.empty() && !impl_->find_lora(r.lora))
     return RequestProblem{RequestProblem::Kind::NotFound, "model",
@@ -181,7 +199,7 @@ void Engine::abort(uint64_t id) {
 }
 
 void Engine::start() {
-  if (impl_->started) return;
+  if (impl_->started || impl_->embed) return;  // an embedding model's thread runs from create()
   impl_->started = true;
   impl_->stopping = false;
   impl_->thread = std::thread([this] {
@@ -214,7 +232,7 @@ void Engine::stop() {
   impl_->started = false;
 }
 
-bool Engine::step() { return impl_->step(); }
+bool Engine::step() { return impl_->embed ? false : impl_->step(); }
 
 void Engine::run_until_idle() {
   while (impl_->step() || !idle()) {

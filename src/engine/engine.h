@@ -85,6 +85,15 @@ class Engine {
   Status unload_lora(const std::string& name);
   std::vector<LoraInfo> loras() const;  // in load order
 
+  // Embedding models (model_info().is_embedding(): an encoder such as bert / nomic-bert, or a decoder
+  // GGUF declaring <arch>.pooling_type): one pooled output per input, raw (not normalized): the
+  // embedding, or a reranker's scores (pooling "rank", model_info().embedding_dim each). Inputs of
+  // all callers are batched together on the engine's embedding thread (up to max_num_batched_tokens
+  // tokens per forward). Thread-safe; blocks until done. Errors (the caller's, naming the input's
+  // index): not an embedding model, an empty input, one longer than max_model_len, a token id out of
+  // the vocabulary.
+  Result<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs);
+
   // Background mode: a thread runs steps while there is work.
   void start();
   void stop();  // finishes the current step, aborts nothing, joins the thread

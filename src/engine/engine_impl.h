@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "engine/batch.h"
 #include "engine/constraints.h"
+#include "engine/embed_worker.h"
 #include "engine/engine.h"
 #include "engine/speculative.h"
 #include "model/forward.h"
@@ -92,6 +93,7 @@ struct Engine::Impl {
   ModelInfo info;
 
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<EmbedWorker> embed;  // embedding models only (then no forward, KV or scheduler)
   std::unique_ptr<Forward> forward;
   KvStorage kv;
   std::unique_ptr<Scheduler> sched;
@@ -170,6 +172,10 @@ struct Engine::Impl {
   void maybe_finish_group(Group& g);
   void end_group(uint64_t id, FinishReason reason, const std::string& why);
 };
+
+// embed.cpp: an embedding model's engine (no generation): tokenizer, embedder, its thread, info.
+Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile> file);
+void stop_embedding(Engine::Impl& im);
 
 // lora.cpp: sets g.lora and g.cache_key from r.lora / r.lora_scale; error: no such adapter.
 Status resolve_request_lora(const Engine::Impl& im, const GenerateRequest& r, Group& g);

@@ -74,6 +74,7 @@ void Engine::Impl::bind_loras(ForwardBatch& batch, const SchedulerOutput& out) c
 }
 
 Result<LoraInfo> Engine::load_lora(const std::string& name, const std::string& path) {
+  if (!impl_->model) return Error{"LoRA adapters need a generation model (this is an embedding model)"};
   return impl_->load_lora(name, path);
 }
 

@@ -31,6 +31,9 @@ struct ForwardBatch {
   std::vector<int32_t> tokens;  // (n_tokens) all sequences' tokens, flattened in seq order
   std::vector<SeqSlice> seqs;
   std::vector<LoraBinding> loras;  // adapters some seqs use (empty: none, the forward does no LoRA work)
+  // Embeddings (model/embedder.h): the rows that would get logits get the final normed hidden state
+  // (n_embd floats each) instead.
+  bool hidden = false;
   int64_t n_logit_rows() const {
     int64_t n = 0;
     for (const auto& s : seqs) n += s.logits == SeqSlice::Logits::All ? s.n_tokens : s.logits == SeqSlice::Logits::Last;

@@ -263,10 +263,14 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       rows.push_back(s.token_begin + s.n_tokens - 1);
   }
   const auto R = static_cast<int64_t>(rows.size());
-  logits.resize(static_cast<size_t>(R * c.n_vocab));
+  logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
   if (R == 0) return;
   for (int64_t r = 0; r < R; ++r)
     rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+  if (batch.hidden) {  // embeddings: the normed hidden states are the output
+    logits.assign(xb_.begin(), xb_.begin() + R * E);
+    return;
+  }
   observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
   if (lora) lora_.apply_output(rows, xb_.data(), E, logits.data(), c.n_vocab, pool_);

@@ -66,6 +66,11 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/v1/chat/completions", false, true, true, true, &Server::route_chat},
     {"/v1/completions", false, true, true, true, &Server::route_completions},
     {"/v1/map_reduce", false, true, true, true, &Server::route_map_reduce},  // routes_map_reduce.cpp
+    {"/v1/embeddings", false, true, true, true, &Server::route_embeddings},
+    {"/v1/rerank", false, true, true, true, &Server::route_rerank},
+    {"/rerank", false, true, true, true, &Server::route_rerank},
+    {"/v2/rerank", false, true, true, true, &Server::route_rerank},
+    {"/v1/score", false, true, true, true, &Server::route_score},
     {"/tokenize", false, true, true, true, &Server::route_tokenize},
     {"/detokenize", false, true, true, true, &Server::route_detokenize},
     {"/v1/models", false, false, true, true, &Server::route_models},

@@ -132,6 +132,12 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     t->lease = std::move(leased).value();
     t->metrics = metrics_for(t->lease.slot());
     body["model"] = t->lease.model().ctx.served_model_name;  // an alias answers under the model's name
+    if (const ModelInfo& info = t->lease.model().engine->model_info(); info.is_embedding())
+      return reply_error(bad_request(fmt::format("The model '{}' is an embedding model (pooling {}): it does not generate "
+                                                 "text; use /v1/embeddings{}", t->lease.model().ctx.served_model_name,
+                                                 info.pooling, info.pooling == "rank" ? " or /v1/rerank" : ""),
+                                     "model"),
+                         "invalid_request", t->metrics);
     CompressionReport compression;
     if (kind == ApiKind::Chat) {
       auto c = compress_chat(body, t->lease, t->metrics, &err);

@@ -163,6 +163,12 @@ class Server final : public HttpHandler {
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);
   HttpResponse route_map_reduce(HttpRequest& req);  // routes_map_reduce.cpp: POST /v1/map_reduce
+  // routes_embed.cpp: embedding models (Engine::embed)
+  enum class EmbedKind { Embeddings, Rerank, Score };
+  HttpResponse route_embeddings(HttpRequest& req);
+  HttpResponse route_rerank(HttpRequest& req);
+  HttpResponse route_score(HttpRequest& req);
+  HttpResponse handle_embed(HttpRequest& req, EmbedKind kind);
   HttpResponse route_detokenize(HttpRequest& req);
   HttpResponse route_models(HttpRequest& req);
   HttpResponse route_model(HttpRequest& req);

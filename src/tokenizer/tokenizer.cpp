@@ -10,6 +10,7 @@
 #include "tokenizer/normalize.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/wpm.h"
 
 namespace tmill {
 
@@ -49,10 +50,12 @@ Status Tokenizer::init() {
     TM_ASSIGN_OR_RETURN(pre_, PreTokenizer::create(data_.pre_regex));
     TM_ASSIGN_OR_RETURN(bpe_, BpeModel::build(data_, index_));
   }
+  if (data_.kind == ModelKind::Wpm)
+    for (const auto& t : data_.tokens) wpm_max_len_ = std::max(wpm_max_len_, t.text.size());
   match_all_.build(data_, index_, true);
   match_user_.build(data_, index_, false);
 
-  const bool unescape = data_.kind == ModelKind::Spm || data_.escape_whitespace;
+  const bool unescape = data_.kind != ModelKind::Bpe || data_.escape_whitespace;
   pieces_.resize(data_.tokens.size());
   for (size_t i = 0; i < data_.tokens.size(); ++i) {
     const auto& t = data_.tokens[i];
@@ -82,6 +85,10 @@ void Tokenizer::encode_fragment(std::string_view text, bool at_input_start, bool
     case SpacePrefix::AfterSpecial: prefix = after_special; break;
     case SpacePrefix::FirstOnly: prefix = at_input_start; break;
     case SpacePrefix::Always: prefix = true; break;
+  }
+  if (data_.kind == ModelKind::Wpm) {
+    wpm_tokenize(data_, index_, wpm_max_len_, text, out);
+    return;
   }
   std::string buf;
   if (data_.nfc) {
@@ -135,6 +142,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
   }
   if (add_special && data_.add_eos && data_.eos >= 0) out.push_back(data_.eos);
+  if (add_special && data_.add_sep && data_.sep >= 0) out.push_back(data_.sep);
   return out;
 }
 
@@ -151,7 +159,9 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
 }
 
 
-bool Tokenizer::strips_leading_space() const { return data_.space_prefix != SpacePrefix::None; }
+bool Tokenizer::strips_leading_space() const {
+  return data_.space_prefix != SpacePrefix::None || data_.kind == ModelKind::Wpm;  // WordPiece words start with "▁"
+}
 
 std::string Tokenizer::decode_impl(std::span<const int32_t> ids, bool skip_special, bool strip) const {
   std::string out;

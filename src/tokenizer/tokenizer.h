@@ -79,6 +79,7 @@ class Tokenizer {
   int32_t eom_id() const { return data_.eom; }
   int32_t pad_id() const { return data_.pad; }
   int32_t unk_id() const { return data_.unk; }
+  int32_t sep_id() const { return data_.sep; }
   bool add_bos() const { return data_.add_bos; }
   bool add_eos() const { return data_.add_eos; }
   // True when decoding strips the SentencePiece leading space at the start of a text.
@@ -107,6 +108,7 @@ class Tokenizer {
   tok::SpecialMatcher match_all_, match_user_;
   std::vector<std::string> pieces_;  // decoded bytes per token (specials as text)
   std::string empty_;
+  size_t wpm_max_len_ = 0;  // WordPiece: longest token text in bytes
 };
 
 }  // namespace tmill

@@ -68,8 +68,13 @@ Result<VocabData> vocab_from_gguf(const GgufFile& f) {
       if (sp == std::string::npos) return Error{"malformed BPE merge '" + s + "'"};
       v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     }
+  } else if (v.model == "bert") {
+    v.kind = ModelKind::Wpm;  // llama.cpp's defaults for WPM: [CLS] text [SEP]
+    v.bos = 101, v.eos = -1, v.unk = 100, v.sep = 102, v.pad = 0;
+    v.add_bos = true;
+    v.add_sep = true;
   } else {
-    return Error{"unsupported tokenizer.ggml.model '" + v.model + "' (supported: llama, gpt2)"};
+    return Error{"unsupported tokenizer.ggml.model '" + v.model + "' (supported: llama, gpt2, bert)"};
   }
 
   if (auto b = f.get_bool("tokenizer.ggml.add_space_prefix"); b.has_value() && v.kind == ModelKind::Spm) {
@@ -110,6 +115,9 @@ Result<VocabData> vocab_from_gguf(const GgufFile& f) {
       {"tokenizer.ggml.fim_pad_token_id", &v.fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &v.fim_rep},
       {"tokenizer.ggml.fim_sep_token_id", &v.fim_sep},
   };
+  // BERT vocabularies name [CLS] as cls_token_id; llama.cpp uses it as the BOS
+  if (v.kind == ModelKind::Wpm && !f.find("tokenizer.ggml.bos_token_id"))
+    if (auto cls = f.get_int("tokenizer.ggml.cls_token_id"); cls && *cls >= 0 && *cls < int64_t(n)) v.bos = int32_t(*cls);
   for (const auto& k : ids) {
     if (*k.dst >= int64_t(n)) *k.dst = -1;  // default out of range
     auto val = f.get_int(k.key);
@@ -122,6 +130,8 @@ Result<VocabData> vocab_from_gguf(const GgufFile& f) {
   }
   if (auto b = f.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
   if (auto b = f.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
+  if (auto b = f.get_bool("tokenizer.ggml.add_sep_token")) v.add_sep = *b;
+  if (v.add_sep && v.sep < 0) v.add_sep = false;
   if (v.add_bos && v.bos < 0) return Error{"add_bos_token is true but there is no BOS token"};
   if (v.add_eos && v.eos < 0) return Error{"add_eos_token is true but there is no EOS token"};
   v.chat_template = f.get_string("tokenizer.chat_template");

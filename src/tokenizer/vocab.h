@@ -41,7 +41,7 @@ enum TokenAttr : uint32_t {
 uint32_t attr_from_type(int32_t type);
 TokenType type_from_attr(uint32_t attr);
 
-enum class ModelKind { Spm, Bpe };
+enum class ModelKind { Spm, Bpe, Wpm };  // Wpm: WordPiece (BERT, tokenizer/wpm.h)
 
 // When the SentencePiece space prefix ("▁" / " ") is put in front of a text fragment.
 enum class SpacePrefix {
@@ -58,7 +58,7 @@ struct TokenInfo {
 };
 
 struct VocabData {
-  std::string model;  // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE)
+  std::string model;  // tokenizer.ggml.model: "llama" (SPM), "gpt2" (BPE) or "bert" (WordPiece)
   std::string pre;    // tokenizer.ggml.pre (BPE pre-tokenizer family)
   std::string name;   // general.name (llama.cpp derives Phi-3 token attributes from it)
   ModelKind kind = ModelKind::Spm;
@@ -79,6 +79,7 @@ struct VocabData {
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
   int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   bool add_bos = false, add_eos = false;
+  bool add_sep = false;  // WordPiece: [SEP] ends an encoded text with add_special (llama.cpp's add_sep)
   std::optional<std::string> chat_template;
 };
 

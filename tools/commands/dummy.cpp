@@ -10,7 +10,7 @@
 
 namespace {
 struct DummyCli {
-  std::string shape, dtype = "F16", vocab, out;
+  std::string shape, dtype = "F16", vocab, out, pooling;
   uint64_t seed = 42;
   bool pure = false, list = false;
   int threads = 0;
@@ -37,7 +37,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
   app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, qwen2moe, olmoe; "
-                 "llama with --n-expert is Mixtral-style)");
+                 "llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -65,6 +65,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
                  "yarn: --rope-orig-ctx is its original context)");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
+                 "none by default, a generation model; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
   return [o] {
     using namespace tmill;
     if (o->list) {
@@ -146,6 +147,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     d.seed = o->seed;
     d.vocab_path = o->vocab;
     d.threads = o->threads;
+    d.pooling = o->pooling;
     auto st = write_dummy_model(d, o->out);
     if (!st.ok()) {
       log_error("dummy: {}", st.error());

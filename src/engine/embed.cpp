@@ -1,0 +1,100 @@
+// The engine of an embedding model (model/embedder.h): no scheduler, KV cache or sampler. Callers of
+// Engine::embed queue their inputs; one thread takes every queued input it can, packs whole
+// sequences into forwards of at most max_num_batched_tokens tokens (a sequence longer than that
+// runs alone), and hands each caller its pooled outputs. Batching callers together is what makes
+// many small requests fast, as continuous batching does for generation.
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "engine/embed_worker.h"
+#include "engine/engine_impl.h"
+#include "model/embedder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tmill {
+
+Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile> file) {
+  const EngineConfig& config = im.config;
+  if (!config.loras.empty()) return Error{"LoRA adapters need a generation model (this is an embedding model)"};
+  auto tok = Tokenizer::from_gguf(*file);
+  if (!tok.ok()) return Error{fmt::format("tokenizer: {}", tok.error())};
+  im.tokenizer = *tok;
+  const int threads = config.threads > 0 ? config.threads : default_thread_count();
+  im.pool = std::make_unique<ThreadPool>(threads);
+  auto w = std::make_unique<EmbedWorker>();
+  w->batch_tokens = std::max<int64_t>(1, config.max_num_batched_tokens);
+  TM_ASSIGN_OR_RETURN(w->embedder, Embedder::create(file, im.pool.get(), w->batch_tokens));
+  const EmbedderInfo& ei = w->embedder->info();
+  ModelInfo& info = im.info;
+  std::string stem = std::filesystem::path(config.model_path).filename().string();
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  info.name = file->get_string("general.name").value_or(stem);
+  info.architecture = ei.arch;
+  info.path = config.model_path;
+  info.n_vocab = static_cast<int32_t>(std::min<int64_t>(ei.n_vocab, im.tokenizer->n_vocab()));
+  info.n_ctx_train = ei.n_ctx_train;
+  info.max_model_len = static_cast<int32_t>(
+      config.max_model_len > 0 ? std::min<int64_t>(config.max_model_len, ei.n_ctx_train) : ei.n_ctx_train);
+  info.n_layer = file->get_int(ei.arch + ".block_count").value_or(0);
+  info.n_embd = ei.n_embd;
+  info.pooling = pooling_name(ei.pooling);
+  info.embedding_dim = ei.out_dim;
+  im.plan.weight_bytes = w->embedder->weight_bytes();
+  im.plan.max_model_len = info.max_model_len;
+  im.plan.note = "embedding model: no KV cache";
+  EmbedWorker* raw = w.get();
+  w->thread = std::thread([raw] { raw->loop(); });
+  im.embed = std::move(w);
+  return ok_status();
+}
+
+void stop_embedding(Engine::Impl& im) {
+  if (!im.embed) return;
+  {
+    std::lock_guard<std::mutex> lock(im.embed->mu);
+    im.embed->stopping = true;
+  }
+  im.embed->cv.notify_all();
+  if (im.embed->thread.joinable()) im.embed->thread.join();
+  std::lock_guard<std::mutex> lock(im.embed->mu);
+  for (EmbedWorker::Job* j : im.embed->queue) {
+    j->failed = true;
+    j->finished.set_value();
+  }
+  im.embed->queue.clear();
+}
+
+Result<std::vector<std::vector<float>>> Engine::embed(const std::vector<std::vector<int32_t>>& inputs) {
+  Impl& im = *impl_;
+  if (!im.embed)
+    return Error{fmt::format("The model '{}' is not an embedding model (it declares no pooling type)", im.info.name)};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& in = inputs[i];
+    if (in.empty()) return Error{fmt::format("input[{}] is empty", i)};
+    if (static_cast<int64_t>(in.size()) > im.info.max_model_len)
+      return Error{fmt::format("input[{}] has {} tokens, more than this model's maximum context length of {} tokens", i,
+                               in.size(), im.info.max_model_len)};
+    for (int32_t t : in)
+      if (t < 0 || t >= im.info.n_vocab)
+        return Error{fmt::format("input[{}] has token id {} outside the vocabulary [0, {})", i, t, im.info.n_vocab)};
+  }
+  if (inputs.empty()) return std::vector<std::vector<float>>{};
+  EmbedWorker::Job job;
+  job.inputs = &inputs;
+  job.out.resize(inputs.size());
+  auto done = job.finished.get_future();
+  {
+    std::lock_guard<std::mutex> lock(im.embed->mu);
+    if (im.embed->stopping) return Error{"the engine is stopping"};
+    im.embed->queue.push_back(&job);
+  }
+  im.embed->cv.notify_one();
+  done.wait();
+  if (job.failed) return Error{"the engine stopped"};
+  return std::move(job.out);
+}
+
+}  // namespace tmill

@@ -1,0 +1,67 @@
+// Embedding models: a whole sequence in, one pooled vector (or a reranker's score) out, as llama.cpp
+// computes them with `<arch>.pooling_type`:
+// - BERT-family encoders (model/encoder.cpp): `bert` (bge, e5, all-MiniLM; absolute positions, GELU,
+//   optional classification head for rerankers), `nomic-bert` (fused qkv, NeoX RoPE, SwiGLU) and
+//   `jina-bert-v2` (ALiBi attention, gated GELU).
+//   Attention is bidirectional within a sequence; layers are post-norm LayerNorm.
+// - Decoders with a pooling type (Qwen3-Embedding, gte-Qwen: last; llama-arch embedders: mean;
+//   model/decoder_embedder.cpp): the ordinary causal forward pass (model/forward.h) over the whole
+//   prompt, pooling the final (output-normed) hidden states instead of computing logits.
+// Pooling: mean over the sequence's tokens, the first token's state (cls), the last token's (last),
+// or rank: the first token through the classification head (cls, tanh, cls.output) -> scores.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "formats/gguf.h"
+
+namespace tmill {
+
+class ThreadPool;
+
+// llama.cpp's enum llama_pooling_type (the GGUF values).
+enum class Pooling : int { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
+const char* pooling_name(Pooling p);
+
+// True for the encoder architectures (bert, nomic-bert, jina-bert-v2): these never generate.
+bool is_encoder_arch(const std::string& arch);
+// `<arch>.pooling_type` (absent: nullopt). Errors: not an integer, or not one of 0..4.
+Result<std::optional<Pooling>> read_pooling_type(const GgufFile& f);
+// An embedding model: an encoder architecture, or any file declaring a pooling type other than none.
+bool is_embedding_model(const GgufFile& f);
+
+struct EmbedderInfo {
+  std::string arch;
+  Pooling pooling = Pooling::Mean;
+  int64_t n_embd = 0;       // hidden size
+  int64_t out_dim = 0;      // floats per output: n_embd, or the classifier's outputs for rank
+  int64_t n_ctx_train = 0;  // longest sequence the model takes
+  int64_t n_vocab = 0;
+  bool causal = false;      // decoders
+};
+
+class Embedder {
+ public:
+  virtual ~Embedder() = default;
+  // Loads an embedding model (is_embedding_model). max_batch_tokens bounds one run()'s tokens (the
+  // decoder's KV scratch). pool may be null.
+  static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
+                                                  int64_t max_batch_tokens);
+  virtual const EmbedderInfo& info() const = 0;
+  // One pooled output (info().out_dim floats, not normalized) per sequence. Every sequence is non-empty
+  // and at most n_ctx_train tokens; together at most max_batch_tokens (callers split). Not thread-safe.
+  virtual void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) = 0;
+  // Bytes of weights held (memory reporting).
+  virtual uint64_t weight_bytes() const = 0;
+};
+
+// Pools the hidden states of one sequence (n rows of `dim` floats, row stride ld) into out.
+void pool_rows(Pooling p, const float* rows, int64_t n, int64_t dim, int64_t ld, float* out);
+
+}  // namespace tmill

@@ -1,0 +1,122 @@
+// llama.cpp computes the embeddings tokenmill computes: tiny random embedding models written by
+// `tokenmill dummy` (bert with cls and mean pooling, nomic-bert, jina-bert-v2, a bert reranker, decoders with a
+// pooling type: qwen3 last-token (Qwen3-Embedding style) and llama mean), the same token sequences
+// through node-llama-cpp's embedding / ranking contexts (its prebuilt llama.cpp) and through
+// `tokenmill embed`. Embeddings must agree within 1e-4 cosine distance, reranker scores within 1e-4,
+// and llama.cpp's WordPiece tokenization of the texts must equal tokenmill's.
+//
+// Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourceDir = process.env.TM_SOURCE_DIR ?? path.resolve(here, '../..');
+const binary = process.env.TM_BINARY ?? path.join(sourceDir, 'build/tokenmill');
+
+let llama;
+try {
+  const { getLlama } = await import('node-llama-cpp');
+  llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
+} catch (e) {
+  console.log(`llama.cpp unavailable (npm install --omit=optional --ignore-scripts in tests/llamacpp): ${e.message}: skipped`);
+  process.exit(77);
+}
+
+const failures = [];
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures.push(what);
+}
+function tm(args) {
+  const r = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+  if (r.status !== 0) throw new Error(`tokenmill ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+const tmTokens = (file, text, special) =>
+  JSON.parse(tm(['tokenize', '--model', file, '--text', text, ...(special ? ['--add-special', '--parse-special'] : [])]));
+const tmEmbed = (file, seqs) =>
+  tm(['embed', '--model', file, '--threads', '2', ...seqs.flatMap((s) => ['--tokens', s.join(',')])])
+    .trim().split('\n').map((l) => JSON.parse(l).embedding);
+
+function cosDist(a, b) {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return 1 - ab / Math.sqrt(aa * bb);
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-embed-'));
+const models = [
+  { name: 'bert-cls-f32', args: ['--shape', 'tiny-bert', '--pooling', 'cls', '--dtype', 'F32'] },
+  { name: 'bert-mean-f16', args: ['--shape', 'tiny-bert', '--pooling', 'mean', '--dtype', 'F16'] },
+  { name: 'bert-mean-q8_0', args: ['--shape', 'tiny-bert', '--pooling', 'mean', '--dtype', 'Q8_0'] },
+  { name: 'nomic-bert-mean-f32', args: ['--shape', 'tiny-nomic-bert', '--dtype', 'F32'] },
+  { name: 'jina-bert-v2-mean-f32', args: ['--shape', 'tiny-jina-bert-v2', '--dtype', 'F32'] },
+  { name: 'qwen3-last-f32', args: ['--shape', 'tiny-qwen3', '--pooling', 'last', '--dtype', 'F32'] },
+  { name: 'llama-mean-f32', args: ['--shape', 'tiny-llama', '--pooling', 'mean', '--dtype', 'F32'] },
+];
+const texts = ['hello world', 'The cat is fast!', 'search and rank: a query, a document (embed) 42', 'dogs'];
+
+try {
+  for (const m of models) {
+    const file = path.join(dir, `${m.name}.gguf`);
+    tm(['dummy', ...m.args, '--seed', '9', '-o', file]);
+    const seqs = texts.map((t) => tmTokens(file, t, true));
+    const ours = tmEmbed(file, seqs);
+    const model = await llama.loadModel({ modelPath: file });
+    try {
+      if (m.name.includes('bert')) {
+        for (const t of texts) {
+          const theirs = Array.from(model.tokenize(t));
+          const mine = tmTokens(file, t, false);
+          check(JSON.stringify(theirs) === JSON.stringify(mine), `${m.name}: WordPiece tokens of "${t}" equal llama.cpp's`);
+        }
+      }
+      const ctx = await model.createEmbeddingContext({ contextSize: 128, batchSize: 128, threads: 2 });
+      let worst = 0;
+      for (let i = 0; i < seqs.length; i++) {
+        const theirs = (await ctx.getEmbeddingFor(seqs[i])).vector;
+        check(theirs.length === ours[i].length, `${m.name}: ${theirs.length} dims (tokenmill ${ours[i].length})`);
+        worst = Math.max(worst, cosDist(ours[i], theirs));
+      }
+      await ctx.dispose();
+      check(worst < 1e-4, `${m.name}: cosine distance to llama.cpp ${worst.toExponential(2)} < 1e-4`);
+    } finally {
+      await model.dispose();
+    }
+  }
+
+  // A cross-encoder reranker: llama.cpp's ranking context scores [CLS] query [SEP] document (its pair
+  // layout, which /v1/rerank uses too); tokenmill's raw score of the same tokens through a sigmoid.
+  const file = path.join(dir, 'bert-rank.gguf');
+  tm(['dummy', '--shape', 'tiny-bert', '--pooling', 'rank', '--dtype', 'F32', '--seed', '9', '-o', file]);
+  const model = await llama.loadModel({ modelPath: file });
+  try {
+    const ctx = await model.createRankingContext({ contextSize: 128, batchSize: 128, threads: 2 });
+    const query = tmTokens(file, 'what is a cat', false);
+    let worst = 0;
+    for (const d of texts) {
+      const doc = tmTokens(file, d, false);
+      const theirs = await ctx.rank(query, doc);
+      const raw = tmEmbed(file, [[2, ...query, 3, ...doc]])[0][0];
+      worst = Math.max(worst, Math.abs(theirs - 1 / (1 + Math.exp(-raw))));
+    }
+    await ctx.dispose();
+    check(worst < 1e-4, `bert reranker: scores differ from llama.cpp's by ${worst.toExponential(2)} < 1e-4`);
+  } finally {
+    await model.dispose();
+  }
+} catch (e) {
+  check(false, `error: ${e.stack ?? e}`);
+} finally {
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
+process.exit(failures.length ? 1 : 0);
