@@ -12,6 +12,7 @@
 
 #include "cli_common.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strings.h"
 #include "engine_options.h"
 #include "tokenizer/tokenizer.h"
@@ -134,10 +135,14 @@ int run(BenchCli& o) {
   if (!o.json_out)
     std::printf("| %5s | %6s | %6s | %12s | %12s | %10s | %10s | %12s | %13s |\n", "batch", "prompt", "gen",
                 "prompt tok/s", "gen tok/s", "prompt s", "gen s", "KV waste peak", "KV waste mean");
+  const int32_t reps = std::max(1, o.repetitions);
+  ProgressBar bar("bench", batches.size() * static_cast<uint64_t>(reps), "runs");
+  uint64_t runs_done = 0;
   for (int32_t b : batches) {
     std::vector<double> p, g, ps, gs, waste, waste_mean;
-    for (int32_t rep = 0; rep < std::max(1, o.repetitions); ++rep) {
+    for (int32_t rep = 0; rep < reps; ++rep) {
       Run r = run_once(e, b, o, o.seed + static_cast<uint64_t>(rep) * 1000 + static_cast<uint64_t>(b));
+      bar.update(++runs_done, fmt::format("batch {}", b));
       p.push_back(r.prompt_tps);
       g.push_back(r.gen_tps);
       ps.push_back(r.prompt_s);
@@ -148,6 +153,7 @@ int run(BenchCli& o) {
     const double mp = median(p), mg = median(g);
     out.push_back({{"batch", b}, {"prompt_tokens_per_s", mp}, {"gen_tokens_per_s", mg},
                    {"kv_waste_at_peak", median(waste)}, {"kv_waste_mean", median(waste_mean)}});
+    bar.clear();
     if (!o.json_out)
       std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f | %12.2f%% | %12.2f%% |\n", b, o.prompt_len,
                   o.gen_len, mp, mg, median(ps), median(gs), 100 * median(waste), 100 * median(waste_mean));
