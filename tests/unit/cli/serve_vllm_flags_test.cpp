@@ -72,3 +72,19 @@ TEST(ServeVllmFlags, DtypeConvertsAtLoad) {
   EXPECT_NE(r.err.find("weights F16) loaded in "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("load: dtype: 100% ("), std::string::npos) << r.err;  // not a terminal: plain lines
 }
+
+// A vLLM command line of accepted flags parses: the run gets as far as the model (a missing file here).
+TEST(ServeVllmFlags, AcceptedFlagsParse) {
+  const std::string flags =
+      " --host 127.0.0.1 --port 0 -tp 1 -pp 1 --dtype auto --max-model-len 64 --kv-cache-memory 8MiB"
+      " --enable-prefix-caching --enable-chunked-prefill --max-num-seqs 4 --max-num-batched-tokens 64"
+      " --served-model-name a b --api-key k --disable-log-requests --uvicorn-log-level info"
+      " --generation-config vllm --quantization q8_0 --memory-limit 1GiB";
+  auto r = test::run_command(bin() + " serve /nonexistent/model.gguf" + flags);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  // --no-enable-prefix-caching is --no-prefix-caching; a folder that is not a model is named
+  r = test::run_command(bin() + " serve " + test::temp_dir() + " --port 0 --no-enable-prefix-caching");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("a folder without config.json: not a Hugging Face model folder"), std::string::npos) << r.err;
+}
