@@ -7,13 +7,23 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "convert/model_source.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strings.h"
 
 namespace tmill::cli {
 
 void add_engine_options(CLI::App& app, EngineCli& o) {
-  app.add_option("--model", o.model, "GGUF model file (default: the bundled stories260K)");
+  app.add_option("--model", o.model,
+                 "GGUF model file, a split GGUF's first shard (NAME-00001-of-0000N.gguf) or a Hugging Face model "
+                 "folder (default: the bundled stories260K)");
+  app.add_option("--dtype", o.dtype,
+                 "type the weights are converted to at load: auto (the file's own), float16 (half), bfloat16, "
+                 "float32 (float)")
+      ->capture_default_str();
+  app.add_option("--quantization", o.quantization,
+                 "quantize the weights at load to a `tokenmill quantize` type: q8_0, q4_0, q4_k_m, q5_k_m, q6_k, ...");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
@@ -87,9 +97,19 @@ Result<std::vector<CliLora>> lora_flags(const EngineCli& o) {
   return out;
 }
 
+ModelLoadOptions load_options(const EngineCli& o) {
+  ModelLoadOptions l;
+  l.dtype = o.dtype;
+  l.quantization = o.quantization;
+  l.threads = o.threads;
+  return l;
+}
+
 Result<EngineConfig> engine_config(const EngineCli& o) {
   EngineConfig c;
   c.model_path = o.model.empty() ? default_model_path() : o.model;
+  TM_TRY(check_model_load_options(load_options(o)));
+  c.memory_limit_bytes = o.memory_limit_bytes;
   c.threads = o.threads;
   if (!o.kv_cache_memory.empty()) {
     auto b = parse_kv_cache_memory(o.kv_cache_memory);
@@ -130,14 +150,35 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
 
 Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_seconds) {
   TM_ASSIGN_OR_RETURN(EngineConfig c, engine_config(o));
+  const std::string source = c.model_path;
   const auto t0 = std::chrono::steady_clock::now();
-  TM_ASSIGN_OR_RETURN(auto e, Engine::create(c));
+  // A folder, split GGUF, --dtype or --quantization: one GGUF prepared in memory, with a progress
+  // display per stage.
+  ModelLoadOptions lo = load_options(o);
+  std::unique_ptr<ProgressBar> bar;
+  std::string stage;
+  lo.progress = [&](const std::string& st, size_t done, size_t n, const std::string& name) {
+    if (st != stage || !bar) {
+      bar = std::make_unique<ProgressBar>("load: " + st, n, "tensors");
+      stage = st;
+    }
+    bar->update(done, name);
+  };
+  TM_ASSIGN_OR_RETURN(PreparedModel prepared, prepare_model(source, lo));
+  bar.reset();
+  c.model_path = prepared.path;
+  if (!prepared.steps.empty())
+    log_info("model {}: {} in {:.2f} s", source, prepared.steps, prepared.seconds);
+  auto created = Engine::create(c);
+  prepared.memory.reset();  // the engine has mapped it (or failed): the mapping keeps the pages
+  if (!created.ok()) return Error{prepared.steps.empty() ? created.error() : source + ": " + created.error()};
+  auto e = std::move(created).value();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (load_seconds) *load_seconds = secs;
   const auto& p = e->memory_plan();
   const ModelInfo& mi = e->model_info();
-  log_info("model {} ({}, {} layers, {} params) loaded in {:.2f} s", c.model_path, mi.architecture, mi.n_layer,
-           mi.n_params, secs);
+  log_info("model {} ({}, {} layers, {} params, weights {}) loaded in {:.2f} s", source, mi.architecture, mi.n_layer,
+           mi.n_params, mi.weight_type, secs);
   log_info("memory: weights {}, KV cache {} ({} blocks of {} tokens, {} tokens, {}), max_model_len {}, "
            "{} full-length sequences fit",
            format_bytes(p.weight_bytes), format_bytes(p.kv_bytes), p.num_blocks, c.block_size, p.kv_tokens,

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "convert/model_source.h"
 #include "core/result.h"
 #include "engine/engine.h"
 
@@ -15,7 +16,10 @@ namespace tmill::cli {
 // The flags' values. Their defaults are EngineConfig's (src/api/config.h), the only place engine
 // defaults are written.
 struct EngineCli {
-  std::string model;
+  std::string model;  // a GGUF file, a split GGUF's shard, or a Hugging Face folder (convert/model_source.h)
+  std::string dtype = "auto";   // --dtype: the type weights are converted to at load
+  std::string quantization;     // --quantization: a `tokenmill quantize` type the weights get at load
+  uint64_t memory_limit_bytes = 0;  // not a flag: serve's --memory-limit for its one model
   int threads = EngineConfig{}.threads;
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
   int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
@@ -45,7 +49,7 @@ struct CliLora {
   float scale = 1.0f;
 };
 
-// Adds --model --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
+// Adds --model --dtype --quantization --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
 // --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config.
 void add_engine_options(CLI::App& app, EngineCli& o);
@@ -54,9 +58,13 @@ void add_engine_options(CLI::App& app, EngineCli& o);
 void add_lora_options(CLI::App& app, EngineCli& o);
 // The adapters of --lora / --lora-scaled, in order. Errors: a scale that is not a number.
 Result<std::vector<CliLora>> lora_flags(const EngineCli& o);
+// --dtype, --quantization and the threads, for convert/model_source.h.
+ModelLoadOptions load_options(const EngineCli& o);
 // Fills an EngineConfig (default model when --model is absent).
 Result<EngineConfig> engine_config(const EngineCli& o);
 // Creates the engine and logs the model, memory plan and load time (also returned in *load_seconds).
+// A Hugging Face folder or split GGUF is made into one GGUF in memory first, converted (--dtype) or
+// quantized (--quantization) when asked, with a progress display; the load time includes it.
 Result<std::unique_ptr<Engine>> create_engine(const EngineCli& o, double* load_seconds = nullptr);
 
 }  // namespace tmill::cli

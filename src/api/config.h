@@ -47,6 +47,9 @@ struct EngineConfig {
   std::string model_path;               // GGUF model file
   int threads = 0;                      // 0: all cores this process may use
   uint64_t kv_cache_bytes = 0;          // 0: automatic (see the memory plan)
+  // > 0: weights (as prepared) + KV cache may take at most this: the automatic KV cache is capped at
+  // it minus the weights; weights, or weights plus an explicit KV size, above it are a load error.
+  uint64_t memory_limit_bytes = 0;
   int64_t kv_cache_tokens = 0;          // > 0: a cache of this many tokens (whole blocks), not bytes
   std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8, q4_0
   int32_t block_size = defaults::kBlockSize;

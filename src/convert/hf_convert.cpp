@@ -52,7 +52,8 @@ Status add_hf_tokenizer_padded(const std::string& hf_dir, int64_t vocab_size, Gg
   return {};
 }
 
-Status convert_hf_model(const std::string& hf_dir, const std::string& out_path, HfConvertOptions opts) {
+Status convert_hf_model_with(const std::string& hf_dir, HfConvertOptions opts,
+                             const std::function<Status(GgufWriter&)>& write) {
   TM_ASSIGN_OR_RETURN(HfModel m, HfModel::open(hf_dir));
   if (!opts.add_tokenizer) {
     const int64_t vocab = m.config.vocab_size;
@@ -62,7 +63,11 @@ Status convert_hf_model(const std::string& hf_dir, const std::string& out_path, 
   }
   GgufWriter w;
   TM_TRY(add_hf_model_to_gguf(m, opts, w));
-  return w.write(out_path);
+  return write(w);
+}
+
+Status convert_hf_model(const std::string& hf_dir, const std::string& out_path, HfConvertOptions opts) {
+  return convert_hf_model_with(hf_dir, std::move(opts), [&](GgufWriter& w) { return w.write(out_path); });
 }
 
 }  // namespace tmill

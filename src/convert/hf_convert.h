@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/result.h"
@@ -13,6 +14,11 @@ namespace tmill {
 
 // Like convert_hf_to_gguf(), with the tokenizer added (unless opts.add_tokenizer is already set).
 Status convert_hf_model(const std::string& hf_dir, const std::string& out_path, HfConvertOptions opts);
+
+// The same conversion, handed to `write` (which may set a progress callback and write the file to a
+// path or an in-memory file) while the folder's weights are still mapped.
+Status convert_hf_model_with(const std::string& hf_dir, HfConvertOptions opts,
+                             const std::function<Status(GgufWriter&)>& write);
 
 // hf_tokenizer_to_gguf(), then the vocabulary padded to the model's vocab_size the way llama.cpp's
 // converter does (tokens "[PAD<id>]" of type UNUSED, score -10000), since llama.cpp sizes

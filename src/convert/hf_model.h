@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -33,6 +34,12 @@ struct HfModel {
   SafetensorsModel weights;
   static Result<HfModel> open(const std::string& hf_dir);
 };
+
+// The format of weights quantized by another tool, told from the tensors: F8_E4M3 / F8_E5M2 dtypes or
+// *.weight_scale tensors (FP8), *.absmax / *.quant_state.* / *.SCB (bitsandbytes), *.qweight with
+// *.g_idx (GPTQ) or without (AWQ). nullopt for plain weights. HfModel::open refuses such folders
+// (config.json's quantization_config is refused by load_hf_config).
+std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w);
 
 // HF tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
 // Empty string for tensors llama.cpp drops (rotary_emb.inv_freq); an error for unknown names.

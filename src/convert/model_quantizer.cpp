@@ -217,9 +217,16 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
       return ok_status();
     }));
   }
-  TM_TRY(w.write(opt.output));
-  std::error_code ec;
-  report.file_bytes_out = std::filesystem::file_size(opt.output, ec);
+  if (opt.output_sink) {
+    TM_TRY(w.write_to([&](const void* p, size_t n) {
+      report.file_bytes_out += n;
+      return opt.output_sink(p, n);
+    }));
+  } else {
+    TM_TRY(w.write(opt.output));
+    std::error_code ec;
+    report.file_bytes_out = std::filesystem::file_size(opt.output, ec);
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -44,6 +44,8 @@ struct QuantizeReport {
 struct QuantizeModelOptions {
   std::string input;
   std::string output;
+  // When set, the file is written here (an in-memory file, a pipe) instead of to `output`.
+  std::function<Status(const void*, size_t)> output_sink;
   QuantRecipe recipe;
   QuantPlanOptions plan;          // has_imatrix is set from imatrix_path
   std::string imatrix_path;  // optional

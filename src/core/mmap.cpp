@@ -67,6 +67,50 @@ void MappedFile::drop_resident_pages() const {
   if (data_ && size_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
 }
 
+MemoryFile::~MemoryFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+MemoryFile::MemoryFile(MemoryFile&& o) noexcept : fd_(o.fd_), size_(o.size_) {
+  o.fd_ = -1;
+  o.size_ = 0;
+}
+
+MemoryFile& MemoryFile::operator=(MemoryFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    size_ = o.size_;
+    o.fd_ = -1;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+Result<MemoryFile> MemoryFile::create(const std::string& name) {
+  MemoryFile f;
+  f.fd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (f.fd_ < 0) return Error{fmt::format("cannot create an in-memory file: {}", std::strerror(errno))};
+  return f;
+}
+
+Status MemoryFile::append(const void* data, size_t size) {
+  auto p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error{fmt::format("writing the in-memory file: {} (out of memory?)", std::strerror(errno))};
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    size_ += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+std::string MemoryFile::path() const { return fmt::format("/proc/self/fd/{}", fd_); }
+
 Result<std::string> read_file(const std::string& path) {
   FILE* fp = std::fopen(path.c_str(), "rb");
   if (!fp) return Error{fmt::format("cannot open '{}': {}", path, std::strerror(errno))};

@@ -34,6 +34,31 @@ class MappedFile {
   std::string path_;
 };
 
+// An anonymous file in memory (Linux memfd): written once by its producer, then opened by path
+// (`path()`, /proc/self/fd/N) by readers that take a path, such as MappedFile::open. Its pages live
+// while this object or any mapping of it does: close it once the readers have mapped it.
+class MemoryFile {
+ public:
+  MemoryFile() = default;
+  ~MemoryFile();
+  MemoryFile(MemoryFile&& o) noexcept;
+  MemoryFile& operator=(MemoryFile&& o) noexcept;
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+
+  // `name` shows in /proc/PID/fd and maps (memfd:NAME).
+  static Result<MemoryFile> create(const std::string& name);
+  // Appends bytes. Errors: out of memory (ENOSPC / ENOMEM).
+  Status append(const void* data, size_t size);
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  std::string path() const;
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 // Whole file into memory (small files: JSON, tokenizer.bin ...).
 Result<std::string> read_file(const std::string& path);
 Status write_file(const std::string& path, const void* data, size_t size);

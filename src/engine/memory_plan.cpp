@@ -60,8 +60,21 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
     const uint64_t avail = available_memory_bytes();
     const uint64_t cap = avail ? avail / 4 : (4ull << 30);
     bytes = std::min(want, cap);
-    plan.note = fmt::format("KV cache sized automatically: {} (min of {} for {} sequences of {} tokens, 25% of {} available)",
+    plan.note = fmt::format("KV cache sized automatically: {} (min of {} for {} sequences of {} tokens, 25% of {} available",
                             format_bytes(bytes), format_bytes(want), cfg.max_num_seqs, want_len, format_bytes(avail));
+    if (cfg.memory_limit_bytes > 0) {
+      if (weight_bytes >= cfg.memory_limit_bytes)
+        return Error{fmt::format("--memory-limit {}: the weights alone take {}", format_bytes(cfg.memory_limit_bytes),
+                                 format_bytes(weight_bytes))};
+      bytes = std::min(bytes, cfg.memory_limit_bytes - weight_bytes);
+      plan.note += fmt::format(", --memory-limit {} minus {} of weights", format_bytes(cfg.memory_limit_bytes),
+                               format_bytes(weight_bytes));
+    }
+    plan.note += ")";
+  } else if (cfg.memory_limit_bytes > 0 && weight_bytes + bytes > cfg.memory_limit_bytes) {
+    return Error{fmt::format("--memory-limit {}: weights {} plus the KV cache {} do not fit; lower --kv-cache-memory "
+                             "(or --gpu-memory-utilization) or raise --memory-limit",
+                             format_bytes(cfg.memory_limit_bytes), format_bytes(weight_bytes), format_bytes(bytes))};
   }
   const int64_t blocks = static_cast<int64_t>(bytes / per_block);
   if (blocks < 1)

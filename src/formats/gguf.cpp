@@ -656,6 +656,7 @@ Status GgufWriter::emit(const std::function<Status(const void*, size_t)>& sink) 
     TM_TRY(sink(buf.data(), buf.size()));
     uint64_t rem = t.nbytes % alignment_;
     if (rem) TM_TRY(sink(zeros.data(), alignment_ - rem));
+    if (progress_) progress_(static_cast<size_t>(&t - tensors_.data()) + 1, tensors_.size(), t.name);
   }
   return {};
 }

@@ -144,6 +144,13 @@ class GgufWriter {
   Status add_tensor(const std::string& name, DType type, std::vector<int64_t> ne, const void* data);
 
   Status write(const std::string& path) const;
+  // The file's bytes, in order, to `sink` (an in-memory file, a pipe).
+  using Sink = std::function<Status(const void*, size_t)>;
+  Status write_to(const Sink& sink) const { return emit(sink); }
+  // Called after each tensor's bytes are produced (by write, write_to, to_bytes): tensors done,
+  // tensor count, the tensor's name. For progress displays.
+  void set_progress(std::function<void(size_t, size_t, const std::string&)> progress) { progress_ = std::move(progress); }
+  size_t tensor_count() const { return tensors_.size(); }
   // Serialized bytes (small files, tests).
   Result<std::vector<uint8_t>> to_bytes() const;
 
@@ -160,6 +167,7 @@ class GgufWriter {
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Pending> tensors_;
+  std::function<void(size_t, size_t, const std::string&)> progress_;
 };
 
 }  // namespace tmill

@@ -166,7 +166,33 @@ Status parse_phi3(const Reader& r, const json& j, const json* rp, HfConfig* c) {
   return {};
 }
 
+// Weights quantized by another tool (config.json's quantization_config) cannot be converted: the
+// refusal names the format and what to do instead.
+Status refuse_quantized(const Reader& r, const json& q) {
+  if (!q.is_object()) return {};
+  std::string method = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "";
+  if (method.empty() && (q.value("load_in_4bit", false) || q.value("load_in_8bit", false))) method = "bitsandbytes";
+  if (method.empty()) return {};
+  std::string lower;
+  for (char ch : method) lower += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch == '-' ? '_' : ch);
+  const std::string format = hf_quant_format_name(lower);
+  return r.err(fmt::format("the weights are quantized with {} (quantization_config.quant_method \"{}\"); tokenmill "
+                           "does not load {} weights. Use the model's original (unquantized) weights, quantized at "
+                           "load with --quantization (q8_0, q4_k_m, ...) or with `tokenmill quantize`, or a GGUF file",
+                           format, method, format));
+}
+
 }  // namespace
+
+std::string hf_quant_format_name(const std::string& method) {
+  if (method == "awq" || method == "awq_marlin") return "AWQ";
+  if (method == "gptq" || method == "gptq_marlin" || method == "marlin" || method == "gptq_marlin_24") return "GPTQ";
+  if (method == "bitsandbytes") return "bitsandbytes";
+  if (method == "fp8" || method == "fbgemm_fp8" || method == "ptpc_fp8") return "FP8";
+  if (method == "compressed_tensors") return "compressed-tensors (FP8 / INT8 / INT4)";
+  if (method == "modelopt" || method == "modelopt_fp4") return "ModelOpt (FP8 / FP4)";
+  return "'" + method + "'";
+}
 
 Result<HfConfig> parse_hf_config(std::string_view text, const std::string& source) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
@@ -174,6 +200,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
   Reader r(j, source);
   HfConfig c;
+  if (const json* q = r.get("quantization_config")) TM_TRY(refuse_quantized(r, *q));
 
   const json* archs = r.get("architectures");
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())

@@ -60,9 +60,14 @@ struct HfConfig {
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
 
-// `source` names the file in error messages.
+// `source` names the file in error messages. A config whose quantization_config names a method
+// (AWQ, GPTQ, bitsandbytes, FP8, ...) is refused with a message naming the format.
 Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& source = "config.json");
 Result<HfConfig> load_hf_config(const std::string& hf_dir);  // reads HF_DIR/config.json
+
+// The format a quantization method of transformers / vLLM ("awq", "gptq", "bitsandbytes", "fp8",
+// "compressed_tensors", ...; lower case, '-' as '_') is known as in messages: "AWQ", "GPTQ", "FP8", ...
+std::string hf_quant_format_name(const std::string& method);
 
 // llama3 RoPE scaling as llama.cpp's converter stores it: the `rope_freqs.weight` F32 tensor of
 // head_dim/2 factors by which each rotary frequency is divided (1 for high frequencies, `factor` for

@@ -22,15 +22,20 @@
 
 namespace tmill::server {
 
-namespace {
-
 std::string default_model_name(const std::string& path) {
-  std::string stem = std::filesystem::path(path).filename().string();
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();  // a folder given as DIR/
+  std::string stem = std::filesystem::path(p).filename().string();
   if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  // a split GGUF's shard: NAME-00001-of-00003 -> NAME
+  if (stem.size() > 15 && stem[stem.size() - 15] == '-' && stem.compare(stem.size() - 9, 4, "-of-") == 0) {
+    bool digits = true;
+    for (size_t i = stem.size() - 14; i < stem.size(); ++i)
+      if (i < stem.size() - 9 || i >= stem.size() - 5) digits = digits && stem[i] >= '0' && stem[i] <= '9';
+    if (digits) stem.resize(stem.size() - 15);
+  }
   return stem.empty() ? "model" : stem;
 }
-
-}  // namespace
 
 Server::Server(ServerOptions options) : opts_(std::move(options)) {}
 
@@ -44,6 +49,7 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
     ModelSpec one;
     one.name = options.served_model_name;
     one.path = options.model_path;
+    one.aliases = options.served_model_aliases;
     options.models.push_back(std::move(one));
   }
   options.served_model_name = options.models[0].name;

@@ -36,12 +36,17 @@ namespace tmill::server {
 
 class HttpServer;
 
+// The name a model is served under when none is given: the file name without ".gguf" (a split
+// GGUF's "-00001-of-0000N" dropped too), or a Hugging Face folder's name.
+std::string default_model_name(const std::string& path);
+
 // A request's keep_alive in seconds (Ollama's meaning), or nullopt; throws RequestError (400).
 std::optional<double> keep_alive_of(const json& body);
 
 struct ServerOptions {
   HttpOptions http;
   std::string served_model_name;    // empty: the model file's name without ".gguf"
+  std::vector<std::string> served_model_aliases;  // one model: more names it answers to (vLLM's extra --served-model-name values)
   std::string model_path;           // for /v1/models "root" and the default name
   std::vector<std::string> api_keys;  // empty: no authentication
   int64_t max_queued_requests = 512;  // engine requests waiting to be scheduled; more get 429

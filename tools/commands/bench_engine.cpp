@@ -12,6 +12,7 @@
 
 #include "cli_common.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strings.h"
 #include "engine_options.h"
 #include "tokenizer/tokenizer.h"
@@ -179,11 +180,15 @@ int run(BenchCli& o) {
     if (spec) std::printf(" %8s | %10s |", "accept", "tok/verify");
     std::printf("\n");
   }
+  const int32_t reps = std::max(1, o.repetitions);
+  ProgressBar bar("bench", batches.size() * static_cast<uint64_t>(reps), "runs");
+  uint64_t runs_done = 0;
   for (int32_t b : batches) {
     std::vector<double> p, g, ps, gs, waste, waste_mean;
     double drafts = 0, draft_tokens = 0, accepted = 0;
-    for (int32_t rep = 0; rep < std::max(1, o.repetitions); ++rep) {
+    for (int32_t rep = 0; rep < reps; ++rep) {
       Run r = run_once(e, b, o, o.seed + static_cast<uint64_t>(rep) * 1000 + static_cast<uint64_t>(b));
+      bar.update(++runs_done, fmt::format("batch {}", b));
       p.push_back(r.prompt_tps);
       g.push_back(r.gen_tps);
       ps.push_back(r.prompt_s);
@@ -208,6 +213,7 @@ int run(BenchCli& o) {
       row["spec_tokens_per_verification"] = per_verify;
     }
     out.push_back(row);
+    bar.clear();
     if (!o.json_out) {
       std::printf("| %5d | %6d | %6d | %12.1f | %12.1f | %10.3f | %10.3f | %12.2f%% | %12.2f%% |", b, o.prompt_len,
                   o.gen_len, mp, mg, median(ps), median(gs), 100 * median(waste), 100 * median(waste_mean));

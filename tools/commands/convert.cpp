@@ -6,6 +6,7 @@
 #include "convert/hf_convert.h"
 #include "convert/llama2c.h"
 #include "core/log.h"
+#include "core/progress.h"
 
 namespace {
 struct ConvertOpts {
@@ -48,7 +49,13 @@ TM_COMMAND("convert", "convert a llama2.c checkpoint (or HF folder) to GGUF", []
       tmill::HfConvertOptions opts;
       opts.outtype = o->outtype;
       opts.name = o->name;
-      auto st = tmill::convert_hf_model(o->hf, o->out, opts);
+      std::unique_ptr<tmill::ProgressBar> bar;
+      auto st = tmill::convert_hf_model_with(o->hf, opts, [&](tmill::GgufWriter& w) {
+        bar = std::make_unique<tmill::ProgressBar>("convert", w.tensor_count(), "tensors");
+        w.set_progress([&bar](size_t done, size_t, const std::string& name) { bar->update(done, name); });
+        return w.write(o->out);
+      });
+      if (bar) bar->finish();
       if (!st.ok()) {
         tmill::log_error("convert failed: {}", st.error());
         return 1;

@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "convert/imatrix_file.h"
+#include "core/progress.h"
 #include "eval/imatrix_collect.h"
 #include "eval_common.h"
 
@@ -31,9 +32,12 @@ int run_imatrix(const ImatrixCli& o) {
   io.include_output = o.process_output;
   io.dataset = o.text;
   const auto t0 = std::chrono::steady_clock::now();
-  auto m = eval::collect_imatrix(**stream, *chunks, io, [](int64_t done, int64_t total) {
-    std::fprintf(stderr, "imatrix: chunk %lld/%lld\n", static_cast<long long>(done), static_cast<long long>(total));
+  ProgressBar bar("imatrix", 0, "chunks");
+  auto m = eval::collect_imatrix(**stream, *chunks, io, [&bar](int64_t done, int64_t total) {
+    bar.set_total(static_cast<uint64_t>(total));
+    bar.update(static_cast<uint64_t>(done));
   });
+  bar.finish();
   if (!m.ok()) return log_error("{}", m.error()), 1;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (auto st = save_imatrix(*m, o.output); !st.ok()) return log_error("{}: {}", o.output, st.error()), 1;

@@ -44,6 +44,7 @@ int run_tasks_cmd(TasksCli& o) {
     auto run = eval::run_tasks(**engine, *cases, ro);
     if (!run.ok()) return log_error("{}: {}", path, run.error()), 1;
     run->load_s = load_s;
+    run->model = path;  // as given: the engine maps an in-memory GGUF for a folder or split GGUF
     log_info("{}: {}/{} passed ({:.1f}%), latency p50 {:.3f} s p95 {:.3f} s, {:.1f} tokens/s", run->model_name,
              run->passed, run->cases.size(), 100.0 * run->accuracy, run->latency_s.median, run->latency_s.p95,
              run->tokens_per_s);

@@ -1,6 +1,4 @@
 // tokenmill quantize IN OUT --type TYPE: GGUF to GGUF with llama.cpp's quantization mixtures.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -10,6 +8,7 @@
 #include "cli_common.h"
 #include "convert/model_quantizer.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strings.h"
 #include "quant/quant.h"
 
@@ -31,35 +30,6 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 }
 
 std::string mib(uint64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / (1024.0 * 1024.0)); }
-
-class ProgressBar {
- public:
-  explicit ProgressBar(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
-  void update(size_t done, size_t n, int64_t done_el, int64_t total_el, const std::string& name) {
-    if (quiet_) return;
-    const double frac = total_el > 0 ? static_cast<double>(done_el) / static_cast<double>(total_el)
-                                     : static_cast<double>(done) / static_cast<double>(n);
-    const int pct = static_cast<int>(frac * 100.0 + 1e-9);
-    if (!tty_) {  // logs: one line per 10%
-      if (pct / 10 > last_decile_ || done == n) {
-        last_decile_ = pct / 10;
-        std::fprintf(stderr, "quantize: %3d%% (%zu/%zu tensors)\n", pct, done, n);
-      }
-      return;
-    }
-    constexpr int kWidth = 30;
-    const int fill = static_cast<int>(frac * kWidth);
-    std::string bar(static_cast<size_t>(fill), '#');
-    bar.resize(kWidth, '.');
-    std::fprintf(stderr, "\r[%s] %3d%% %zu/%zu %-40.40s", bar.c_str(), pct, done, n, name.c_str());
-    if (done == n) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  bool quiet_, tty_;
-  int last_decile_ = -1;
-};
 
 void print_report(const QuantizeReport& r, const QuantizeCli& o, const QuantRecipe& recipe) {
   std::printf("%-40s %-22s %-6s %-6s %12s %12s %10s  %s\n", "tensor", "shape", "from", "to", "MiB before", "MiB after",
@@ -125,11 +95,13 @@ int run_quantize(const QuantizeCli& o) {
     log_error("input and output are the same file");
     return 2;
   }
-  auto bar = std::make_shared<ProgressBar>(o.quiet);
-  q.progress = [bar](size_t done, size_t n, int64_t de, int64_t te, const std::string& name) {
-    bar->update(done, n, de, te, name);
+  auto bar = std::make_shared<ProgressBar>("quantize", 0, "tensors", o.quiet ? ProgressBar::Mode::Off : ProgressBar::Mode::Auto);
+  q.progress = [bar](size_t done, size_t n, int64_t, int64_t, const std::string& name) {
+    bar->set_total(n);
+    bar->update(done, name);
   };
   auto report = quantize_model(q);
+  bar->finish();
   if (!report) {
     log_error("quantize failed: {}", report.error());
     return 1;

@@ -38,7 +38,6 @@ struct VllmCli {
   bool enable_prefix_caching = false, no_enable_prefix_caching = false;
   bool enable_chunked_prefill = false, no_enable_chunked_prefill = false;
   bool disable_log_requests = false, enable_log_requests = false;
-  std::string dtype = "auto";
   double gpu_memory_utilization = 0;  // 0: not given
   std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
 };
@@ -56,6 +55,7 @@ struct ServeCli {
   std::string models_file;
   std::string memory_limit;
   std::vector<std::string> lora_modules;  // vLLM's --lora-modules: NAME=FILE or a JSON object
+  std::vector<std::string> served_names;  // --served-model-name NAME [ALIAS ...]
 };
 
 // The LoRA adapters of --lora-modules (vLLM: NAME=FILE, or {"name", "path", "base_model_name"}) and
@@ -208,19 +208,17 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
     else
       return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
   }
-  if (v.dtype != "auto")
-    return Error{"--dtype " + v.dtype + ": tokenmill computes in the model file's own weight types; only auto is "
-                 "accepted (write another type with `tokenmill quantize` or `tokenmill convert --outtype`)"};
   if (v.gpu_memory_utilization != 0) {
     if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
       return Error{"--gpu-memory-utilization must be in (0, 1]"};
     if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
       const uint64_t total = tmill::meminfo_bytes("MemTotal");
       if (total == 0) return Error{"--gpu-memory-utilization: cannot read the memory size (/proc/meminfo)"};
-      std::error_code ec;
       const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
-      const uint64_t weights = std::filesystem::file_size(path, ec);
-      if (ec) return Error{"--gpu-memory-utilization: cannot size the model file " + path + ": " + ec.message()};
+      // the weights as they will load: a GGUF's size, a folder's weights in the type they get
+      auto sized = tmill::estimate_model_bytes(path, tmill::cli::load_options(o.engine));
+      if (!sized.ok()) return Error{"--gpu-memory-utilization: cannot size the model " + path + ": " + sized.error()};
+      const uint64_t weights = *sized;
       const double budget = v.gpu_memory_utilization * static_cast<double>(total);
       if (budget <= static_cast<double>(weights))
         return Error{fmt::format("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB leaves nothing for the KV "
@@ -253,6 +251,10 @@ int run(ServeCli& o) {
   if (auto st = several ? Status{} : apply_vllm_flags(o); !st.ok()) {
     log_error("{}", st.error());
     return 2;
+  }
+  if (!o.served_names.empty()) {  // vLLM: the first name is the one responses carry
+    o.server.served_model_name = o.served_names[0];
+    o.server.served_model_aliases.assign(o.served_names.begin() + 1, o.served_names.end());
   }
   if (const char* k = std::getenv("TOKENMILL_API_KEY"); k && *k) o.server.api_keys.push_back(k);
   for (const auto& k : o.server.api_keys)
@@ -314,6 +316,15 @@ int run(ServeCli& o) {
       return 1;
     }
   } else {
+    // --memory-limit with one model: its weights + KV cache (the automatic KV size is capped by it)
+    if (!o.memory_limit.empty()) {
+      auto limit = cli::parse_memory_limit(o.memory_limit);
+      if (!limit.ok()) {
+        log_error("{}", limit.error());
+        return 2;
+      }
+      o.engine.memory_limit_bytes = *limit;
+    }
     auto cfg = cli::engine_config(o.engine);
     if (!cfg.ok()) {
       log_error("{}", cfg.error());
@@ -408,8 +419,8 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "YAML file of models (name, aliases, file, engine options, residency) and routers "
                             "(docs/server.md, \"The models file\")");
              app.add_option("--memory-limit", o->memory_limit,
-                            "with several models: memory for resident models' weights + KV caches (24GiB, 80%); "
-                            "default 90% of RAM; 0: none");
+                            "memory for the weights + KV caches of the process's models (24GiB, 80%; 0: none); "
+                            "default: none with one model, 90% of RAM with several");
              app.add_option("--model-load-timeout", s.load_timeout_s,
                             "seconds a request waits for its on-demand model to load")
                  ->capture_default_str();
@@ -419,8 +430,9 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                  ->default_str("");
              app.add_option("--host", s.http.host, "address to listen on")->capture_default_str();
              app.add_option("--port", s.http.port, "port (0: any free port, printed in the log)")->capture_default_str();
-             app.add_option("--served-model-name", s.served_model_name,
-                            "model name in the API (default: the model file name without .gguf)");
+             app.add_option("--served-model-name", o->served_names,
+                            "model name in the API (default: the model file or folder name without .gguf); more "
+                            "names (vLLM) are aliases the model also answers to");
              app.add_option("--api-key", s.api_keys,
                             "require 'Authorization: Bearer KEY' (repeatable; also env TOKENMILL_API_KEY)");
              app.add_option("--max-queued-requests", s.max_queued_requests,
@@ -476,7 +488,6 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "keys, and a generation_config.json beside it), vllm (none), or a folder holding "
                             "generation_config.json")
                  ->capture_default_str();
-             app.add_option("--dtype", v.dtype, "vLLM: auto (the model file's types)")->capture_default_str();
              app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization,
                             "vLLM: share of memory for weights + KV cache (KV = share x memory - weights); "
                             "--kv-cache-memory wins");

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "server/server.h"
 #include "core/memory.h"
 #include "core/strings.h"
 
@@ -14,11 +15,7 @@ namespace tmill::cli {
 
 namespace {
 
-std::string stem_name(const std::string& path) {
-  std::string stem = std::filesystem::path(path).filename().string();
-  if (stem.size() > 5 && stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
-  return stem.empty() ? "model" : stem;
-}
+std::string stem_name(const std::string& path) { return server::default_model_name(path); }
 
 }  // namespace
 
@@ -113,9 +110,9 @@ uint64_t default_memory_limit() { return meminfo_bytes("MemTotal") / 10 * 9; }
 
 Status size_models(std::vector<ServeModel>& models) {
   for (auto& m : models) {
-    std::error_code ec;
-    m.spec.file_bytes = std::filesystem::file_size(m.spec.path, ec);
-    if (ec) return Error{fmt::format("model {}: cannot read {}: {}", m.spec.name, m.spec.path, ec.message())};
+    auto bytes = estimate_model_bytes(m.spec.path, load_options(m.engine));  // a GGUF's size; a folder's weights as they will load
+    if (!bytes.ok()) return Error{fmt::format("model {}: cannot read {}: {}", m.spec.name, m.spec.path, bytes.error())};
+    m.spec.file_bytes = *bytes;
     m.spec.max_model_len = m.engine.max_model_len;
     if (!m.engine.kv_cache_memory.empty()) {
       auto kv = parse_kv_cache_memory(m.engine.kv_cache_memory);

@@ -20,7 +20,6 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
   for (const Case& c : {Case{"-tp 2", "tensor parallelism is not supported"},
                         Case{"--tensor-parallel-size=4", "tensor parallelism is not supported"},
                         Case{"-pp 2", "pipeline parallelism is not supported"},
-                        Case{"--dtype bfloat16", "only auto is accepted"},
                         Case{"--no-enable-chunked-prefill", "chunked prefill is always on"},
                         Case{"--enable-prefix-caching --no-enable-prefix-caching", "contradict"},
                         Case{"--gpu-memory-utilization 1.2", "must be in (0, 1]"},
@@ -38,5 +37,54 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
   EXPECT_NE(two.err.find("model a: cannot read a.gguf"), std::string::npos) << two.err;
   // Unknown flags stay errors.
   auto unknown = test::run_command(bin() + " serve --port 0 --swap-space 4");
-  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_EQ(unknown.exit_code, 109) << unknown.err;  // CLI11's "arguments were not expected"
+  EXPECT_NE(unknown.err.find("--swap-space"), std::string::npos) << unknown.err;
+}
+
+// --dtype, --quantization and the memory flags: checked before the server starts, or at the load.
+TEST(ServeVllmFlags, DtypeQuantizationAndMemory) {
+  struct Case {
+    const char* args;
+    const char* phrase;
+  };
+  for (const Case& c :
+       {Case{"--dtype int4", "--dtype int4: expected auto, float16 (half), bfloat16 or float32 (float)"},
+        Case{"--quantization awq", "--quantization awq: tokenmill does not load AWQ weights"},
+        Case{"--quantization fp8", "tokenmill does not load FP8 weights"},
+        Case{"--quantization q3_x", "unknown quantization type 'q3_x'"},
+        Case{"--memory-limit 1000", "--memory-limit 1000 B: the weights alone take"},
+        Case{"--memory-limit 4MiB --kv-cache-memory 8MiB", "do not fit; lower --kv-cache-memory"},
+        Case{"--memory-limit lots", "--memory-limit: "}}) {
+    SCOPED_TRACE(c.args);
+    auto r = test::run_command(bin() + " serve --port 0 " + c.args);
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(c.phrase), std::string::npos) << r.err;
+  }
+}
+
+// --dtype converts the weights at load; the automatic KV cache stays under --memory-limit.
+TEST(ServeVllmFlags, DtypeConvertsAtLoad) {
+  auto r = test::run_command(bin() + " generate --dtype float16 --temperature 0 --max-tokens 8 --memory-limit 64MiB");
+  EXPECT_NE(r.exit_code, 0);  // --memory-limit is serve's
+  r = test::run_command(bin() + " generate --dtype float16 --temperature 0 --max-tokens 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("weights converted to F16 in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("weights F16) loaded in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("load: dtype: 100% ("), std::string::npos) << r.err;  // not a terminal: plain lines
+}
+
+// A vLLM command line of accepted flags parses: the run gets as far as the model (a missing file here).
+TEST(ServeVllmFlags, AcceptedFlagsParse) {
+  const std::string flags =
+      " --host 127.0.0.1 --port 0 -tp 1 -pp 1 --dtype auto --max-model-len 64 --kv-cache-memory 8MiB"
+      " --enable-prefix-caching --enable-chunked-prefill --max-num-seqs 4 --max-num-batched-tokens 64"
+      " --served-model-name a b --api-key k --disable-log-requests --uvicorn-log-level info"
+      " --generation-config vllm --quantization q8_0 --memory-limit 1GiB";
+  auto r = test::run_command(bin() + " serve /nonexistent/model.gguf" + flags);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+  // --no-enable-prefix-caching is --no-prefix-caching; a folder that is not a model is named
+  r = test::run_command(bin() + " serve " + test::temp_dir() + " --port 0 --no-enable-prefix-caching");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("a folder without config.json: not a Hugging Face model folder"), std::string::npos) << r.err;
 }

@@ -150,3 +150,30 @@ TEST(HfConfig, Errors) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_ERROR_HAS(wrong.error(), "hidden_size 9 is not a multiple of num_attention_heads 2");
 }
+
+// Weights quantized by another tool: config.json's quantization_config is refused, naming the format.
+TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
+  const std::string base = R"("architectures": ["LlamaForCausalLM"], "hidden_size": 16, "intermediate_size": 24,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 10)";
+  struct Case {
+    const char* qc;
+    const char* format;
+  };
+  for (const Case& c : {Case{R"({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"})", "AWQ"},
+                        Case{R"({"quant_method": "gptq", "bits": 4, "desc_act": false})", "GPTQ"},
+                        Case{R"({"quant_method": "bitsandbytes", "load_in_4bit": true})", "bitsandbytes"},
+                        Case{R"({"load_in_8bit": true})", "bitsandbytes"},
+                        Case{R"({"quant_method": "fp8", "activation_scheme": "dynamic"})", "FP8"},
+                        Case{R"({"quant_method": "compressed-tensors"})", "compressed-tensors"},
+                        Case{R"({"quant_method": "hqq"})", "'hqq'"}}) {
+    SCOPED_TRACE(c.qc);
+    const std::string err = error_of("{" + base + R"(, "quantization_config": )" + c.qc + "}");
+    EXPECT_ERROR_HAS(err, std::string("the weights are quantized with ") + c.format);
+    EXPECT_ERROR_HAS(err, "--quantization");
+  }
+  // A quantization_config without a method is not a quantized checkpoint.
+  auto ok = parse_hf_config("{" + base + R"(, "quantization_config": {"foo": 1}})");
+  EXPECT_TRUE(ok.ok()) << ok.error();
+  EXPECT_EQ(hf_quant_format_name("awq_marlin"), "AWQ");
+  EXPECT_EQ(hf_quant_format_name("fbgemm_fp8"), "FP8");
+}
