@@ -65,6 +65,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
                  "yarn: --rope-orig-ctx is its original context)");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
+  app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
                  "none by default, a generation model; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
   return [o] {
     using namespace tmill;
