@@ -21,8 +21,11 @@ int kv_type_code(DType t) {
 }
 
 kern::AttnArgs make_args(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
-                         const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
+                         const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask) {
+  TM_ASSERT(mask.begin >= 0 && mask.begin < n_ctx, "attention window starts outside the context");
   kern::AttnArgs a;
+  a.ctx_begin = mask.begin;
+  a.sinks = mask.sinks;
   a.q = q;
   a.group = group;
   a.head_dim = kv.head_dim;
@@ -80,13 +83,14 @@ size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
 }
 
 void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
-                                     const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
-  kern::attention_scalar(make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out));
+                                     const int32_t* block_table, int64_t n_ctx, float scale, float* out,
+                                     AttnMask mask) {
+  kern::attention_scalar(make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask));
 }
 
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
-                           const int32_t* block_table, int64_t n_ctx, float scale, float* out) {
-  const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out);
+                           const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask) {
+  const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask);
   const kern::KernelTable& t = kern::kernels();
   const kern::AttnFn fn = t.attention_covers(a) ? t.attention[a.kv_type] : kern::attention_scalar;
   fn(a);

@@ -25,13 +25,20 @@ struct PagedKvView {
   size_t tile_bytes() const { return kv_tile_bytes(dtype, head_dim, block_size); }
 };
 
+// Which of the positions before a query it sees, and what its softmax adds beyond q.k * scale.
+struct AttnMask {
+  int64_t begin = 0;             // first position attended: a sliding window of w positions starts at n_ctx - w
+  const float* sinks = nullptr;  // `group` sink logits, one per query head, in the denominator only (gpt-oss)
+};
+
 // For one query token and one KV head: q holds `group` query heads (group x head_dim, contiguous),
-// attending to positions [0, n_ctx) found through block_table. out: group x head_dim.
+// attending to positions [mask.begin, n_ctx) found through block_table. out: group x head_dim.
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
-                           const int32_t* block_table, int64_t n_ctx, float scale, float* out);
+                           const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask = {});
 // Same through the scalar kernel only (the oracle the SIMD kernels are tested against).
 void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
-                                     const int32_t* block_table, int64_t n_ctx, float scale, float* out);
+                                     const int32_t* block_table, int64_t n_ctx, float scale, float* out,
+                                     AttnMask mask = {});
 
 // Writes one token's K and V (n_head_kv x head_dim floats each) at `pos` of the sequence.
 void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v);

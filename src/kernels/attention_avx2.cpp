@@ -79,10 +79,13 @@ void attn(const AttnArgs& a) {
     _mm256_store_ps(lsum[g], _mm256_setzero_ps());
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hd));
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __m256 valid_lo = _mm256_castsi256_ps(tail_mask8(n));
-    const __m256 valid_hi = _mm256_castsi256_ps(tail_mask8(n - 8));
+    // lanes [t_first, n) are keys: a sliding window's first block masks those before `ctx_begin`
+    const int64_t t_first = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __m256 valid_lo = _mm256_andnot_ps(_mm256_castsi256_ps(tail_mask8(t_first)), _mm256_castsi256_ps(tail_mask8(n)));
+    const __m256 valid_hi =
+        _mm256_andnot_ps(_mm256_castsi256_ps(tail_mask8(t_first - 8)), _mm256_castsi256_ps(tail_mask8(n - 8)));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -137,7 +140,8 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(_mm256_load_ps(lsum[g])));
+    const float l = hsum8(_mm256_load_ps(lsum[g]));
+    const __m256 inv = _mm256_set1_ps(a.sinks ? sink_norm(m[g], l, a.sinks[g]) : 1.0f / l);
     for (int64_t j = 0; j < nd; ++j)
       _mm256_storeu_ps(a.out + g * hd + j * 8, _mm256_mul_ps(inv, _mm256_load_ps(acc + g * hd + j * 8)));
   }

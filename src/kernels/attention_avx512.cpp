@@ -87,9 +87,11 @@ void attn(const AttnArgs& a) {
   }
   std::memset(acc, 0, sizeof(float) * static_cast<size_t>(G * hp));
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
-    const __mmask16 valid = tail_mask16(n);
+    // a sliding window's first block: the keys before `ctx_begin` are masked (weight 0)
+    const int64_t t_first = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
+    const __mmask16 valid = static_cast<__mmask16>(tail_mask16(n) & ~((1u << t_first) - 1));
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -137,7 +139,8 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_load_ps(lsum[g])));
+    const float l = _mm512_reduce_add_ps(_mm512_load_ps(lsum[g]));
+    const __m512 inv = _mm512_set1_ps(a.sinks ? sink_norm(m[g], l, a.sinks[g]) : 1.0f / l);
     for (int64_t j = 0; j < nd; ++j) {
       const __m512 o = _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hp + j * 16));
       if (j == nd - 1) _mm512_mask_storeu_ps(a.out + g * hd + j * 16, tail, o);

@@ -45,8 +45,9 @@ void attention_scalar(const AttnArgs& a) {
     l[g] = 0.0f;
   }
   std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(G * hd));
-  for (int64_t b = 0; b * bs < a.n_ctx; ++b) {
+  for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
+    const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;  // a window's first block starts inside
     const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
@@ -54,7 +55,7 @@ void attention_scalar(const AttnArgs& a) {
       const float* qg = a.q + g * hd;
       float s[1024];
       float mx = m[g];
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t t = t0; t < n; ++t) {
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, a.kv_type, d * bs + t, t, bs, hd);
         s[t] = dot * a.scale;
@@ -66,7 +67,7 @@ void attention_scalar(const AttnArgs& a) {
       for (int64_t d = 0; d < hd; ++d) og[d] *= corr;
       l[g] *= corr;
       m[g] = mx;
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t t = t0; t < n; ++t) {
         const float p = std::exp(s[t] - mx);
         l[g] += p;
         for (int64_t d = 0; d < hd; ++d) og[d] += p * load(vt, a.kv_type, t * hd + d, t, bs, hd);
@@ -74,7 +75,8 @@ void attention_scalar(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const float inv = 1.0f / l[g];
+    float inv = 1.0f / l[g];
+    if (a.sinks) inv = sink_norm(m[g], l[g], a.sinks[g]);
     for (int64_t d = 0; d < hd; ++d) a.out[g * hd + d] *= inv;
   }
 }
