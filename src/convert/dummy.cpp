@@ -140,14 +140,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
   if (n_rot % 2 != 0 || n_rot > s.head_dim) return Error{fmt::format("rope dimensions {} must be even and <= head_dim", n_rot)};
   const bool phi3 = s.arch == "phi3";
+  if (!(o.std >= 0)) return Error{"--std must not be negative"};
   // llama.cpp's phi3 takes attn_output as [n_embd, n_embd]
   if (phi3 && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("phi3 needs n_head * head_dim == n_embd ({} * {} != {})", s.n_head, s.head_dim, s.n_embd)};
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
-  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe";
+  const bool gptoss = s.arch == "gpt-oss";
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss;
   const bool moe = moe_arch || s.n_expert > 0;
-  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe";  // else experts have n_ff rows
+  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss;  // else experts have n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const int64_t n_ff_shexp = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
   if (moe) {
@@ -161,6 +163,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
     if (s.n_ff_shexp > 0 && s.arch != "qwen2moe") return Error{"a shared expert is qwen2moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
+    // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
+    if (gptoss && s.tied) return Error{"gpt-oss has an untied output matrix (llama.cpp requires output.weight)"};
+    if (gptoss && s.n_swa <= 0) return Error{"gpt-oss needs --sliding-window > 0"};
     if (s.arch == "olmoe" && (s.n_head_kv != s.n_head || s.n_head * s.head_dim != s.n_embd))
       return Error{fmt::format("olmoe needs --n-head-kv == --n-head and n_head * head_dim == n_embd (llama.cpp's q/k "
                                "norms are n_embd wide)")};
@@ -207,6 +212,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+  }
+  if (s.n_swa > 0) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
+  if (s.rope_scaling == "yarn") {  // as convert_hf_to_gguf.py writes gpt-oss: YaRN over the original context
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", s.rope_factor);
+    w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+  } else if (!s.rope_scaling.empty()) {
+    return Error{fmt::format("rope scaling '{}' is not supported by dummy (yarn)", s.rope_scaling)};
   }
   const LongRope lr = longrope ? longrope_factors(s, n_rot) : LongRope{};
   if (longrope) {  // as convert_hf_to_gguf.py writes a 128k Phi-3
@@ -270,7 +283,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // don't fit 256-blocks; --pure keeps everything in the chosen type.
   DType out_t = wt;
   if (four_bit && !o.pure) out_t = s.n_embd % 256 == 0 && o.dtype != DType::MXFP4 ? DType::Q6_K : DType::Q8_0;
-  const float emb_spread = 0.05f, w_spread = 0.035f;
+  const float emb_spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.05f;
+  const float w_spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   TM_TRY(add_matrix("token_embd.weight", s.n_vocab, s.n_embd, s.tied ? out_t : wt, emb_spread));
   auto add_f32 = [&](const std::string& name, const std::vector<float>& v) -> Status {
@@ -297,7 +311,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
@@ -311,7 +325,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
     TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
-    TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    if (gptoss) {  // output bias, sink logits (of the order of the scores), the FFN norm's name
+      TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
+      TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
+    }
+    TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
     if (moe) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie
@@ -319,6 +337,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_experts(p + "ffn_gate_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
       TM_TRY(add_experts(p + "ffn_up_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
       TM_TRY(add_experts(p + "ffn_down_exps.weight", s.n_expert, s.n_embd, n_ff_exp, wt, w_spread));
+      if (gptoss) {  // router and expert biases (F32: [n_ff_exp or n_embd, n_expert])
+        TM_TRY(add_vector(p + "ffn_gate_inp.bias", s.n_expert, 0.0f, 0.1f));
+        TM_TRY(add_matrix(p + "ffn_gate_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
+        TM_TRY(add_matrix(p + "ffn_up_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
+        TM_TRY(add_matrix(p + "ffn_down_exps.bias", s.n_expert, s.n_embd, DType::F32, 0.05f));
+      }
       if (s.arch == "qwen2moe") {
         TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

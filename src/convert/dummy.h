@@ -26,10 +26,16 @@ struct ModelShape {
   // experts per token, each expert's FFN rows (0 = n_ff; olmoe and llama need n_ff), the shared
   // expert's rows (qwen2moe; 0 = n_ff).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  // Sliding-window attention: the window (attention.sliding_window; gpt-oss: its even layers).
+  int64_t n_swa = 0;
+  // rope.scaling.type "yarn" with rope.scaling.factor (rope_orig_ctx is its original_context_length);
+  // "" = none.
+  std::string rope_scaling;
+  float rope_factor = 0;
 };
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
-// "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral").
+// "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gpt-oss").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -37,6 +43,9 @@ struct DummyOptions {
   ModelShape shape;
   DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4 (2-D weights; norms stay F32)
   bool pure = false;          // 4-bit types: also the output/tied embedding in that type (else Q8_0/Q6_K like llama.cpp)
+  // Standard deviation of the 2-D weights (uniform in +-std*sqrt(3)); 0: the defaults (embedding and
+  // output +-0.05, other matrices +-0.035). Larger values give tiny models sharper, less flat logits.
+  float std = 0;
   uint64_t seed = 42;
   std::string vocab_path;     // GGUF whose tokenizer.* keys are copied (its token count sets n_vocab)
   int threads = 0;            // 0 = all cores

@@ -55,7 +55,8 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   TM_ASSIGN_OR_RETURN(c.n_expert_used, req_int(f, a + "expert_used_count", 1, c.n_expert));
   if (auto g = f.get_int(a + "expert_group_count"); g && *g > 1)
     return Error{fmt::format("{}expert_group_count {}: grouped expert routing is not supported", a, *g)};
-  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1)  // llama.cpp: 1 softmax, 2 sigmoid
+  // llama.cpp: 1 softmax, 2 sigmoid; gpt-oss's gating is fixed by its architecture (the key is ignored)
+  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1 && !c.arch.moe_softmax_topk)
     return Error{fmt::format("{}expert_gating_func {}: only softmax gating (1) is supported for '{}'", a, *g, c.arch.name)};
   c.n_ff_exp = c.n_ff;
   if (c.arch.moe_expert_ff_key) {
@@ -69,6 +70,28 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   return {};
 }
 }  // namespace
+
+Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def, int64_t pattern) {
+  const std::string a = c.arch.name + ".";
+  TM_ASSIGN_OR_RETURN(c.n_swa, opt_int(f, a + "attention.sliding_window", def, 0, 1ll << 32));
+  if (c.n_swa == 0) return false;
+  std::vector<bool> slides(static_cast<size_t>(c.n_layer));
+  const std::string pkey = a + "attention.sliding_window_pattern";
+  const GgufValue* pv = f.find(pkey);
+  if (pv && pv->type == GgufType::ARRAY) {  // one bool (or integer) per layer
+    auto v = pv->as_int_array();
+    if (!v) return Error{fmt::format("{} must hold booleans", pkey)};
+    if (v->size() != static_cast<size_t>(c.n_layer))
+      return Error{fmt::format("{} has {} entries for {} layers", pkey, v->size(), c.n_layer)};
+    for (size_t l = 0; l < v->size(); ++l) slides[l] = (*v)[l] != 0;
+  } else {
+    TM_ASSIGN_OR_RETURN(pattern, opt_int(f, pkey, pattern, 0, 1 << 20));
+    for (int64_t l = 0; l < c.n_layer; ++l) slides[static_cast<size_t>(l)] = pattern == 0 || l % pattern < pattern - 1;
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (slides[static_cast<size_t>(l)]) c.layer_attn[static_cast<size_t>(l)].window = c.n_swa;
+  return true;
+}
 
 void register_arch(const ArchSpec& spec) {
   std::lock_guard<std::mutex> lock(registry_mutex());
@@ -99,12 +122,14 @@ ArchSpec arch_phi3();
 ArchSpec arch_qwen2moe();
 ArchSpec arch_qwen3moe();
 ArchSpec arch_olmoe();
+ArchSpec arch_gptoss();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe()}) registry()[s.name] = s;
+    for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
+                              arch_gptoss()}) registry()[s.name] = s;
   });
 }
 }  // namespace
@@ -148,8 +173,18 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     } else if (*st == "longrope") {  // the factor tensors below carry it; llama.cpp would also scale by a factor
       if (auto fac = f.get_number(a + "rope.scaling.factor"); fac && *fac != 0 && *fac != 1)
         return Error{fmt::format("rope.scaling.factor {} with rope.scaling.type longrope is not supported", *fac)};
+    } else if (*st == "yarn") {
+      c.rope_scaling = RopeScaling::Yarn;
+      TM_ASSIGN_OR_RETURN(c.rope_scale_factor, opt_float(f, a + "rope.scaling.factor", 1.0f));
+      if (c.rope_scale_factor == 0) c.rope_scale_factor = 1.0f;  // llama.cpp: 0 means no scaling
+      if (!(c.rope_scale_factor > 0)) return Error{"rope.scaling.factor must be positive"};
+      TM_ASSIGN_OR_RETURN(c.yarn_ext_factor, opt_float(f, a + "rope.scaling.yarn_ext_factor", 1.0f));
+      TM_ASSIGN_OR_RETURN(c.yarn_beta_fast, opt_float(f, a + "rope.scaling.yarn_beta_fast", 32.0f));
+      TM_ASSIGN_OR_RETURN(c.yarn_beta_slow, opt_float(f, a + "rope.scaling.yarn_beta_slow", 1.0f));
+      if (auto lm = f.get_number(a + "rope.scaling.yarn_log_multiplier"); lm && *lm != 0)
+        return Error{fmt::format("rope.scaling.yarn_log_multiplier {} (DeepSeek's YaRN variant) is not supported", *lm)};
     } else if (*st != "none") {
-      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, longrope, llama3 via rope_freqs)", *st)};
+      return Error{fmt::format("unsupported rope scaling type '{}' (supported: none, linear, yarn, longrope, llama3 via rope_freqs)", *st)};
     }
   } else if (auto sl = f.get_number(a + "rope.scale_linear")) {
     if (*sl > 0 && *sl != 1.0) {
@@ -177,6 +212,8 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     return Error{fmt::format("{}vocab_size {} disagrees with token_embd.weight rows {}", a, *v, c.n_vocab)};
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   TM_TRY(read_moe_config(f, a, c));
+  c.layer_attn.assign(static_cast<size_t>(c.n_layer), LayerAttention{});
+  if (c.arch.read_family) TM_TRY(c.arch.read_family(f, c));
   return c;
 }
 

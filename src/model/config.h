@@ -17,7 +17,10 @@ enum class RopeLayout {
 };
 
 // Llama3: rope_freqs.weight divides the frequencies; LongRope (phi3): rope_factors_short/long.weight.
-enum class RopeScaling { None, Linear, Llama3, LongRope };
+// Yarn: YaRN's per-dimension blend of interpolated and extrapolated frequencies (model/yarn.h).
+enum class RopeScaling { None, Linear, Llama3, LongRope, Yarn };
+
+struct ModelConfig;
 
 // What distinguishes one transformer family from another. Registered by src/model/arch_*.cpp.
 struct ArchSpec {
@@ -38,6 +41,26 @@ struct ArchSpec {
   bool moe_norm_topk = false;      // renormalize the chosen weights to sum 1 (qwen3moe, Mixtral)
   bool moe_expert_ff_key = false;  // expert_feed_forward_length, else n_ff / n_expert_used (qwen2moe/qwen3moe); else n_ff
   bool moe_shared_expert = false;  // qwen2moe: + sigmoid(ffn_gate_inp_shexp . x) * SwiGLU_shexp(x)
+  // gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE): the top-k by raw router logit, their weights a softmax
+  // over those k logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); router and experts carry biases
+  // (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias); the experts' activation is the clamped SwiGLU
+  // (model/moe.h swiglu_oai: alpha 1.702, limit 7).
+  bool moe_softmax_topk = false;
+  bool moe_biases = false;
+  bool moe_swiglu_oai = false;
+  // gpt-oss: attn_output.bias, per-head learned sink logits (attn_sinks) in the attention softmax, the
+  // FFN's pre-norm named post_attention_norm.
+  bool attn_out_bias = false;
+  bool attn_sinks = false;
+  std::string ffn_norm_name = "ffn_norm";
+  // The family's own metadata (gpt-oss: its sliding window), read after the common keys into
+  // ModelConfig's generic fields (arch_*.cpp).
+  Status (*read_family)(const GgufFile& f, ModelConfig& c) = nullptr;
+};
+
+// One layer's attention: the positions it sees.
+struct LayerAttention {
+  int64_t window = 0;  // a query at p sees keys at (p - window, p]; 0 = every previous position
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -64,6 +87,14 @@ struct ModelConfig {
   // as llama.cpp applies it: to the rotated dimensions of q and k).
   int64_t n_ctx_orig = 0;          // rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.0f;
+  // YaRN (rope.scaling.type yarn): frequencies blended per dimension between pos * freq / factor and
+  // pos * freq (ext_factor 1, beta_fast 32, beta_slow 1 as llama.cpp's defaults), over n_ctx_orig;
+  // cos/sin scaled by rope_attn_factor * (1 + 0.1 ln factor). rope_scale_factor holds the factor.
+  float yarn_ext_factor = 1.0f, yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+  // Per-layer attention (every layer: window 0 unless the family's reader says otherwise; llama.cpp's
+  // LLAMA_SWA_TYPE_STANDARD) and the sliding window of the windowed layers (0: none).
+  std::vector<LayerAttention> layer_attn;
+  int64_t n_swa = 0;
   bool tied_output = false;        // output projection shares token_embd
   // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
   // n_ff_shexp: the shared expert's (qwen2moe).
@@ -77,5 +108,12 @@ struct ModelConfig {
 
 // Reads and validates the hyper-parameters ({arch}.* keys). Errors name the missing/invalid key.
 Result<ModelConfig> read_model_config(const GgufFile& file);
+
+// For the families' readers (ArchSpec::read_family): {arch}.attention.sliding_window (`def` when
+// absent; 0 = none) applied to the layers llama.cpp makes sliding: an explicit
+// {arch}.attention.sliding_window_pattern (a bool per layer, or every Nth layer dense), else every
+// `pattern`th layer dense (layer il slides when il % pattern < pattern - 1; pattern 0: all slide).
+// Returns whether a window was set.
+Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def, int64_t pattern);
 
 }  // namespace tmill

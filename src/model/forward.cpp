@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/yarn.h"
 
 namespace tmill {
 
@@ -40,12 +41,13 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
   if (c.rope_scaling == RopeScaling::Linear) pos_scale_ = 1.0f / c.rope_scale_factor;
-  rope_mscale_ = c.rope_attn_factor;
+  rope_mscale_ = rope_mscale(c);
 }
 
 void Forward::set_context_length(int64_t n_ctx) {
   const ModelConfig& c = model_->config();
   inv_freq_ = rope_inv_freq(c.n_rot, c.rope_theta, model_->weights().rope_freq_factors(c, n_ctx));
+  for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] *= yarn_freq_mix(c, static_cast<int64_t>(i));  // 1 without YaRN
 }
 
 uint64_t Forward::weight_bytes() const {
@@ -62,7 +64,9 @@ uint64_t Forward::weight_bytes() const {
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
     if (c_is_moe) b += P.moe.bytes();
     const LayerWeights& L = w.layers[l];
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.bo, &L.attn_sinks,
+                          &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b, &L.down_exps_b})
+      b += floats(*v);
   }
   return b;
 }
@@ -110,6 +114,8 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   const PagedKvView view = kv.view(layer);
   const int64_t group = c.gqa_group(), hd = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
+  const int64_t window = c.layer_attn[static_cast<size_t>(layer)].window;
   // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   auto body = [&](int64_t i0, int64_t i1, int) {
@@ -118,13 +124,16 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       const SeqSlice& s = batch.seqs[seq_of_[t]];
       const float* q = q_.data() + t * c.q_dim() + h * group * hd;
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
-      paged_attention_group(q, group, h, view, s.block_table.data(), pos_[t] + 1, scale, out);
+      const int64_t n_ctx = pos_[t] + 1;
+      const AttnMask mask{window > 0 && n_ctx > window ? n_ctx - window : 0,
+                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group};
+      paged_attention_group(q, group, h, view, s.block_table.data(), n_ctx, scale, out, mask);
     }
   };
   // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
   // (~3 us on a busy 2-core machine) costs about what the second core would save.
   int64_t macs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1) * c.n_head * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) macs += (window > 0 ? std::min<int64_t>(pos_[t] + 1, window) : pos_[t] + 1) * c.n_head * hd;
   if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * c.n_head_kv, 1, body);
   else body(0, n_tokens * c.n_head_kv, 0);
 }
@@ -218,6 +227,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
     if (lora) lora_.apply(l, LoraSlot::O, att_.data(), QD, xb_.data(), E, pool_);
+    if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+      for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
     // feed-forward block (SwiGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);
     if (c.is_moe()) {

@@ -22,6 +22,8 @@ struct LayerWeights {
   std::vector<float> q_norm;     // (head_dim) — qwen3 only, else empty
   std::vector<float> k_norm;     // (head_dim) — qwen3 only, else empty
   Matrix wo;                     // (n_embd, n_head*head_dim)
+  std::vector<float> bo;         // (n_embd) attn_output.bias (gpt-oss), else empty
+  std::vector<float> attn_sinks; // (n_head) learned sink logit per query head (gpt-oss), else empty
   std::vector<float> ffn_norm;   // (n_embd)
   Matrix w_gate;                 // (n_ff, n_embd)
   Matrix w_up;                   // (n_ff, n_embd)
@@ -35,6 +37,10 @@ struct LayerWeights {
   Matrix gate_shexp, up_shexp;                 // (n_ff_shexp, n_embd)
   Matrix down_shexp;                           // (n_embd, n_ff_shexp)
   std::vector<float> gate_inp_shexp;           // (n_embd)
+  // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
+  std::vector<float> ffn_gate_inp_b;           // (n_expert)
+  std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)
+  std::vector<float> down_exps_b;              // (n_expert * n_embd)
 };
 
 struct ModelWeights {

@@ -28,6 +28,7 @@ class ReferenceForward {
  private:
   void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
   void moe_ffn(const LayerWeights& L);
+  void oai_expert(const LayerWeights& L, int32_t e, const float* x);
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
   void lora_add(const LoraWeight* w, const float* x, float* y);
@@ -62,10 +63,18 @@ void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_s
 // o = weight * x / sqrt(mean(x^2) + eps)
 void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
+// Softmax with an attention sink (gpt-oss): as if one more logit `sink` (value not used) took part,
+// so the n weights sum to less than 1 (ggml's soft_max with sinks).
+void softmax_with_sink(float* x, int64_t n, float sink);
 float silu(float x);
+// gpt-oss's clamped SwiGLU of one gate and up value (llama.cpp's swiglu_oai, alpha 1.702, limit 7):
+// min(g, 7) * sigmoid(1.702 * min(g, 7)) * (clamp(u, -7, 7) + 1).
+float swiglu_oai(float g, float u);
 // Softmax over all n_expert router logits, the k most probable experts (ties: lower index first)
 // with their probabilities, renormalized to sum 1 when `norm`: llama.cpp's softmax gating.
-std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm);
+// softmax_topk (gpt-oss): the k largest logits, weighted by a softmax over those k logits only.
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm,
+                                                 bool softmax_topk = false);
 // Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos; the
 // rotated values are scaled by c.rope_attn_factor (LongRoPE's attention factor, 1 otherwise).
 void rope(float* vec, int64_t n_rot, int64_t pos, const ModelConfig& c, const float* freq_factors);

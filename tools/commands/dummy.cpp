@@ -19,6 +19,9 @@ struct DummyCli {
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
   int64_t n_rot = 0, rope_orig_ctx = 0;
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  int64_t sliding_window = -1;
+  float std = 0, rope_factor = 0;
+  std::string rope_scaling;
   bool tied = false;
 };
 
@@ -33,8 +36,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, qwen3moe, qwen2moe, olmoe; "
-                 "llama with --n-expert is Mixtral-style)");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, qwen3moe, qwen2moe, olmoe, "
+                 "gpt-oss; llama with --n-expert is Mixtral-style)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -45,11 +48,19 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--n-ctx", o->n_ctx, "context length");
   app.add_option("--n-rot", o->n_rot, "dimensions RoPE rotates per head (default head_dim)");
   app.add_option("--rope-orig-ctx", o->rope_orig_ctx,
-                 "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long");
+                 "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long; "
+                 "gpt-oss: YaRN's original context");
   app.add_option("--n-expert", o->n_expert, "experts per MoE layer (qwen3moe, qwen2moe, olmoe; llama: Mixtral-style)");
   app.add_option("--n-expert-used", o->n_expert_used, "experts each token is routed to (default 2, at most --n-expert)");
   app.add_option("--n-ff-exp", o->n_ff_exp, "each expert's feed-forward size (default --n-ff; qwen3moe/qwen2moe only differ)");
   app.add_option("--n-ff-shexp", o->n_ff_shexp, "qwen2moe: the shared expert's feed-forward size (default --n-ff)");
+  app.add_option("--sliding-window", o->sliding_window,
+                 "sliding-window attention over N positions (gpt-oss: its even layers; default 128)");
+  app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: yarn (with --rope-factor; --rope-orig-ctx "
+                 "is its original context; gpt-oss default: yarn, factor 32 over 4096), none");
+  app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
+  app.add_option("--std", o->std, "standard deviation of the weight matrices (default: uniform +-0.035, "
+                 "embedding/output +-0.05); larger values make a tiny model's logits less flat");
   app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions)");
   return [o] {
     using namespace tmill;
@@ -61,6 +72,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
           if (s.n_ff_exp > 0) experts += " ff_exp=" + std::to_string(s.n_ff_exp);
           if (s.n_ff_shexp > 0) experts += " ff_shexp=" + std::to_string(s.n_ff_shexp);
         }
+        if (s.n_swa > 0) experts += " window=" + std::to_string(s.n_swa);
         std::printf("%-16s %-6s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
                     s.name.c_str(), s.arch.c_str(), (long long)s.n_vocab, (long long)s.n_embd, (long long)s.n_layer,
                     (long long)s.n_head, (long long)s.n_head_kv, (long long)s.head_dim, (long long)s.n_ff,
@@ -97,6 +109,19 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->n_expert_used) s.n_expert_used = o->n_expert_used;
     if (o->n_ff_exp) s.n_ff_exp = o->n_ff_exp;
     if (o->n_ff_shexp) s.n_ff_shexp = o->n_ff_shexp;
+    if (o->shape.empty() && o->arch == "gpt-oss") {  // gpt-oss-20b's window and YaRN unless given
+      s.n_swa = 128;
+      s.rope_scaling = "yarn";
+      s.rope_factor = 32;
+      if (!s.rope_orig_ctx) s.rope_orig_ctx = 4096;
+    }
+    if (o->sliding_window >= 0) s.n_swa = o->sliding_window;
+    if (!o->rope_scaling.empty()) s.rope_scaling = o->rope_scaling == "none" ? "" : o->rope_scaling;
+    if (o->rope_factor > 0) s.rope_factor = o->rope_factor;
+    if (s.rope_scaling == "yarn" && (s.rope_orig_ctx <= 0 || s.rope_factor <= 0)) {
+      log_error("dummy: --rope-scaling yarn needs --rope-factor and --rope-orig-ctx");
+      return 2;
+    }
     if (s.n_expert > 0 && !s.n_expert_used) s.n_expert_used = std::min<int64_t>(2, s.n_expert);
     if (o->shape.empty()) {
       s.arch = o->arch;
@@ -116,6 +141,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     }
     d.dtype = *t;
     d.pure = o->pure;
+    d.std = o->std;
     d.seed = o->seed;
     d.vocab_path = o->vocab;
     d.threads = o->threads;

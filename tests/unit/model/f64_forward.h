@@ -43,37 +43,54 @@ class F64Forward {
       const int64_t hd = c_.head_dim;
       for (int64_t h = 0; h < c_.n_head; ++h) {
         const int64_t kvh = h / (c_.n_head / c_.n_head_kv);
-        std::vector<double> s(pos + 1);
-        double mx = -1e300;
-        for (int64_t t = 0; t <= pos; ++t) {
+        // sliding-window layers: keys j with pos - j < n_swa; sinks: an extra logit in the denominator
+        const int64_t window = c_.layer_attn[static_cast<size_t>(l)].window;
+        const int64_t t0 = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+        std::vector<double> s(pos + 1, 0.0);
+        double mx = L.attn_sinks.empty() ? -1e300 : L.attn_sinks[h];
+        for (int64_t t = t0; t <= pos; ++t) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[l][t][kvh * hd + i];
           s[t] = d / std::sqrt(static_cast<double>(hd));
           mx = std::max(mx, s[t]);
         }
-        double sum = 0;
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t t = 0; t <= pos; ++t)
+        double sum = L.attn_sinks.empty() ? 0.0 : std::exp(L.attn_sinks[h] - mx);
+        for (int64_t t = t0; t <= pos; ++t) sum += (s[t] = std::exp(s[t] - mx));
+        for (int64_t t = t0; t <= pos; ++t)
           for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t] / sum * vc_[l][t][kvh * hd + i];
       }
       auto o = mv(L.wo, att);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] + (L.bo.empty() ? 0.0 : L.bo[i]);
       xb = norm(x, L.ffn_norm);
       if (c_.is_moe()) {
         // softmax over the router logits, the k largest, (renormalized), weighted sum of experts
         auto p = mv(L.ffn_gate_inp, xb);
-        double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        for (auto& e : p) e /= sum;
+        if (!L.ffn_gate_inp_b.empty())
+          for (size_t e = 0; e < p.size(); ++e) p[e] += L.ffn_gate_inp_b[e];
+        const bool oss = c_.arch.moe_softmax_topk;  // gpt-oss: top-k logits, softmax over those
+        if (!oss) {
+          double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+          for (auto& e : p) sum += (e = std::exp(e - mx));
+          for (auto& e : p) e /= sum;
+        }
         std::vector<int64_t> idx(p.size());
         for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
         std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+        const int64_t K = c_.n_expert_used;
+        if (oss) {
+          const double top = p[idx[0]];
+          double sum = 0;
+          for (int64_t j = 0; j < K; ++j) sum += std::exp(p[idx[j]] - top);
+          std::vector<double> w(p.size());
+          for (int64_t j = 0; j < K; ++j) w[idx[j]] = std::exp(p[idx[j]] - top) / sum;
+          for (int64_t j = 0; j < K; ++j) p[idx[j]] = w[idx[j]];
+        }
         double wsum = 0;
-        for (int64_t j = 0; j < c_.n_expert_used; ++j) wsum += p[idx[j]];
-        for (int64_t j = 0; j < c_.n_expert_used; ++j) {
+        for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
+        for (int64_t j = 0; j < K; ++j) {
           const int64_t e = idx[j];
           const double wt = c_.arch.moe_norm_topk ? p[e] / wsum : p[e];
-          auto d = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
+          auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
           for (size_t i = 0; i < x.size(); ++i) x[i] += wt * d[i];
         }
         if (!L.gate_inp_shexp.empty()) {
@@ -96,6 +113,19 @@ class F64Forward {
     auto g = mv(gate, x), u = mv(up, x);
     for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
     return mv(down, g);
+  }
+  // gpt-oss's expert: down(swiglu_oai(gate x + bg, up x + bu)) + bd, alpha 1.702, limit 7
+  std::vector<double> oai_expert(const LayerWeights& L, int64_t e, const std::vector<double>& x) {
+    const int64_t F = c_.n_ff_exp, E = c_.n_embd;
+    auto g = mv(L.gate_exps[e], x), u = mv(L.up_exps[e], x);
+    for (int64_t i = 0; i < F; ++i) {
+      const double a = std::min(g[i] + L.gate_exps_b[e * F + i], 7.0);
+      const double b = std::clamp(u[i] + L.up_exps_b[e * F + i], -7.0, 7.0);
+      g[i] = a / (1 + std::exp(-1.702 * a)) * (b + 1);
+    }
+    auto d = mv(L.down_exps[e], g);
+    for (int64_t i = 0; i < E; ++i) d[i] += L.down_exps_b[e * E + i];
+    return d;
   }
   std::vector<double> row(const Matrix& m, int64_t r) {
     std::vector<float> f(m.cols);
@@ -129,12 +159,28 @@ class F64Forward {
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
     }
-    const double ms = c_.rope_attn_factor;
+    double ms = c_.rope_attn_factor;
     double fpos = static_cast<double>(pos);
     if (c_.rope_scaling == RopeScaling::Linear) fpos /= c_.rope_scale_factor;
+    // YaRN (the paper's / ggml's blend): dimensions below the beta_fast correction dimension keep
+    // their frequency, those above beta_slow's are divided by the factor, linear in between
+    const bool yarn = c_.rope_scaling == RopeScaling::Yarn;
+    double lo = 0, hi = 0;
+    if (yarn) {
+      auto corr = [&](double turns) {
+        return c_.n_rot * std::log(c_.n_ctx_orig / (turns * 2 * M_PI)) / (2 * std::log(static_cast<double>(c_.rope_theta)));
+      };
+      lo = std::max(0.0, std::floor(corr(c_.yarn_beta_fast)));
+      hi = std::min(static_cast<double>(c_.n_rot - 1), std::ceil(corr(c_.yarn_beta_slow)));
+      if (c_.rope_scale_factor > 1) ms *= 1 + 0.1 * std::log(static_cast<double>(c_.rope_scale_factor));
+    }
     for (int64_t i = 0; i < c_.n_rot / 2; ++i) {
       double freq = std::pow(static_cast<double>(c_.rope_theta), -2.0 * i / c_.n_rot);
       if (ff_) freq /= ff_[i];
+      if (yarn) {
+        const double r = (1 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0)) * c_.yarn_ext_factor;
+        freq = freq / c_.rope_scale_factor * (1 - r) + freq * r;
+      }
       const double a = fpos * freq, cs = std::cos(a) * ms, sn = std::sin(a) * ms;
       const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
       const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;

@@ -135,7 +135,7 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
           }
           // the cache rounds K/V: f16 to 11 bits, bf16 to 8 bits, int8 to max/254 per token and head
           const double tol = kv_type == DType::F32 ? 1e-4 : kv_type == DType::F16 ? 5e-3 : 3e-2;
-          ASSERT_LT(num / den, tol) << GetParam() << " chunk " << chunk << " pos " << begin + i;
+          ASSERT_LT(num / den, tol) << GetParam() << " kv " << dtype_name(kv_type) << " chunk " << chunk << " pos " << begin + i;
         }
       }
     }
@@ -144,7 +144,7 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3",
                                                               "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe",
-                                                              "tiny-mixtral"));
+                                                              "tiny-mixtral", "tiny-gpt-oss"));
 
 // phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
 // bytes, and LongRoPE's metadata and factors are read.
