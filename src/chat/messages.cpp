@@ -46,7 +46,9 @@ bool falsy(const json& v) {  // Python's truthiness, for vLLM's `if arguments:`
 // What vLLM does to assistant messages before rendering: tool-call arguments given as a JSON string (the
 // OpenAI API's form) become objects, which is what tool-use templates iterate over; missing or empty
 // arguments become {}; an empty tool_calls list is dropped; `reasoning` and `reasoning_content` are the
-// same field (templates read reasoning_content).
+// same field (templates read reasoning_content). gpt-oss's harmony template reads the reasoning from
+// `thinking` (its analysis channel): it gets a copy unless the message has its own, as llama.cpp's
+// gpt-oss chat handler gives it.
 Status assistant_fields(const json& m, size_t i, json& copy) {
   if (const json* calls = present(m, "tool_calls")) {
     if (!calls->is_array()) return Error{fmt::format("messages[{}].tool_calls must be an array", i)};
@@ -75,6 +77,7 @@ Status assistant_fields(const json& m, size_t i, json& copy) {
     const json value = *r;
     copy["reasoning"] = value;
     copy["reasoning_content"] = value;
+    if (!present(m, "thinking")) copy["thinking"] = value;
   }
   return {};
 }

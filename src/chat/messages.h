@@ -21,7 +21,8 @@ class Tokenizer;
 // string (text content parts are joined with "\n", as vLLM does; other part types are an error),
 // required except for assistant messages (absent or null: ""). As vLLM prepares them for the template:
 // assistant tool-call arguments given as a JSON string are parsed into objects (absent or empty: {}),
-// an empty tool_calls list is dropped, and `reasoning` / `reasoning_content` are copied to each other.
+// an empty tool_calls list is dropped, and `reasoning` / `reasoning_content` are copied to each other
+// and to `thinking` (gpt-oss's harmony template reads it) unless the message has one.
 // Errors name the message ("messages[2].role must be ...", "...tool_calls[0].function.arguments is not
 // valid JSON").
 Result<nlohmann::ordered_json> normalize_chat_messages(const nlohmann::ordered_json& messages);

@@ -143,8 +143,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi3 = s.arch == "phi3";
   const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
   if (gemma) s.tied = true;  // llama.cpp's gemma2 reads no output.weight; both families tie it
-  if (s.n_swa > 0 && s.arch != "llama" && !gemma)
-    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3)", s.arch)};
+  if (s.n_swa > 0 && s.arch != "llama" && !gemma && s.arch != "gpt-oss")
+    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss)", s.arch)};
   if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
     return Error{fmt::format("--rope-scaling {}: linear or yarn", s.rope_scaling)};
   if (!s.rope_scaling.empty() && !(s.rope_factor > 0)) return Error{"--rope-scaling needs --rope-factor > 0"};
@@ -154,9 +154,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{fmt::format("phi3 needs n_head * head_dim == n_embd ({} * {} != {})", s.n_head, s.head_dim, s.n_embd)};
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
-  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe";
+  const bool gptoss = s.arch == "gpt-oss";
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss;
   const bool moe = moe_arch || s.n_expert > 0;
-  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe";  // else experts have n_ff rows
+  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss;  // else experts have n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const int64_t n_ff_shexp = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
   if (moe) {
@@ -170,6 +171,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
     if (s.n_ff_shexp > 0 && s.arch != "qwen2moe") return Error{"a shared expert is qwen2moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
+    // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
+    if (gptoss && s.tied) return Error{"gpt-oss has an untied output matrix (llama.cpp requires output.weight)"};
+    if (gptoss && s.n_swa <= 0) return Error{"gpt-oss needs --sliding-window > 0"};
     if (s.arch == "olmoe" && (s.n_head_kv != s.n_head || s.n_head * s.head_dim != s.n_embd))
       return Error{fmt::format("olmoe needs --n-head-kv == --n-head and n_head * head_dim == n_embd (llama.cpp's q/k "
                                "norms are n_embd wide)")};
@@ -325,7 +329,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe") {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
@@ -343,7 +347,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
     }
-    TM_TRY(add_vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    if (gptoss) {  // output bias, sink logits (of the order of the scores), the FFN norm's name
+      TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
+      TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
+    }
+    TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
     if (moe) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie
@@ -351,6 +359,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_experts(p + "ffn_gate_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
       TM_TRY(add_experts(p + "ffn_up_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
       TM_TRY(add_experts(p + "ffn_down_exps.weight", s.n_expert, s.n_embd, n_ff_exp, wt, w_spread));
+      if (gptoss) {  // router and expert biases (F32: [n_ff_exp or n_embd, n_expert])
+        TM_TRY(add_vector(p + "ffn_gate_inp.bias", s.n_expert, 0.0f, 0.1f));
+        TM_TRY(add_matrix(p + "ffn_gate_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
+        TM_TRY(add_matrix(p + "ffn_up_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
+        TM_TRY(add_matrix(p + "ffn_down_exps.bias", s.n_expert, s.n_embd, DType::F32, 0.05f));
+      }
       if (s.arch == "qwen2moe") {
         TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

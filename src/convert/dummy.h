@@ -26,8 +26,8 @@ struct ModelShape {
   // experts per token, each expert's FFN rows (0 = n_ff; olmoe and llama need n_ff), the shared
   // expert's rows (qwen2moe; 0 = n_ff).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
-  // Sliding-window attention: the window (attention.sliding_window; gemma2/gemma3, and llama as
-  // Mistral 7B v0.1 writes it), every swa_pattern-th layer global (0: the family's default, gemma2 2,
+  // Sliding-window attention: the window (attention.sliding_window; gemma2/gemma3, gpt-oss (its even
+  // layers), and llama as Mistral 7B v0.1 writes it), every swa_pattern-th layer global (0: the family's default, gemma2 2,
   // gemma3 6; llama: all layers slide), the sliding layers' RoPE base (rope.freq_base_swa; 0: none).
   int64_t n_swa = 0, swa_pattern = 0;
   float rope_theta_swa = 0;
@@ -41,7 +41,7 @@ struct ModelShape {
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
-// "tiny-mistral", "tiny-llama-yarn").
+// "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

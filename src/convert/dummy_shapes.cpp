@@ -136,11 +136,35 @@ std::vector<ModelShape> moe_shapes() {
   };
 }
 
+// gpt-oss-20b / 120b (config.json): 64 query heads of 64 over 2880 wide, 8 KV heads, 32 / 128 experts
+// of 2880 rows with 4 per token, sliding window 128 on every other layer, YaRN factor 32 over 4096
+// positions. tiny-gpt-oss: 8 experts of 64 rows (4 per token), window 8, YaRN factor 4 over 64 positions.
+std::vector<ModelShape> gptoss_shapes() {
+  auto oss = [](ModelShape s, int64_t n_expert, int64_t ff_exp, int64_t window, float yarn, int64_t orig) {
+    s.n_expert = n_expert;
+    s.n_expert_used = 4;
+    s.n_ff_exp = ff_exp;
+    s.n_swa = window;
+    s.rope_scaling = "yarn";
+    s.rope_factor = yarn;
+    s.rope_orig_ctx = orig;
+    return s;
+  };
+  return {
+      oss({"gpt-oss-20b", "gpt-oss", 201088, 2880, 24, 64, 8, 64, 2880, 131072, 150000.0f, 1e-5f, false}, 32, 2880, 128,
+          32.0f, 4096),
+      oss({"gpt-oss-120b", "gpt-oss", 201088, 2880, 36, 64, 8, 64, 2880, 131072, 150000.0f, 1e-5f, false}, 128, 2880,
+          128, 32.0f, 4096),
+      oss({"tiny-gpt-oss", "gpt-oss", 512, 64, 2, 4, 2, 16, 64, 1024, 150000.0f, 1e-5f, false}, 8, 64, 8, 4.0f, 64),
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
-  for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes})
+  for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes,
+                  &gptoss_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -26,10 +26,11 @@ struct PagedKvView {
   size_t tile_bytes() const { return kv_tile_bytes(dtype, head_dim, block_size); }
 };
 
-// Which of the positions before a query it sees, and what happens to its scores beyond q.k * scale.
+// Which of the positions before a query it sees, and what its softmax does beyond q.k * scale.
 struct AttnMask {
-  int64_t begin = 0;     // first position attended: a sliding window of w positions starts at n_ctx - w
-  float softcap = 0.0f;  // > 0: scores -> softcap * tanh(score / softcap) before the softmax (gemma2)
+  int64_t begin = 0;             // first position attended: a sliding window of w positions starts at n_ctx - w
+  float softcap = 0.0f;          // > 0: scores -> softcap * tanh(score / softcap) before the softmax (gemma2)
+  const float* sinks = nullptr;  // `group` sink logits, one per query head, in the denominator only (gpt-oss)
 };
 
 // For one query token and one KV head: q holds `group` query heads (group x head_dim, contiguous),

@@ -44,6 +44,9 @@ struct AttnArgs {
   float softcap = 0.0f;             // > 0: scores -> softcap * tanh(score / softcap) (gemma2)
   int kv_type = kKvF16;
   float* out = nullptr;             // (group, head_dim)
+  // Attention sinks (gpt-oss): one logit per query head of the group that joins the softmax's
+  // denominator only (ggml's soft_max with sinks); null = none.
+  const float* sinks = nullptr;
 };
 
 // One kernel per KV type; an ISA's kernels cover only some shapes (AttnCoversFn).
@@ -53,6 +56,17 @@ using AttnCoversFn = bool (*)(const AttnArgs&);
 // Pulls block b's K and V tiles (every cache line) toward L2; the SIMD kernels call it for block b + 1
 // while they compute block b (defined in attention.cpp).
 void prefetch_kv_block(const AttnArgs& a, int64_t b);
+
+// The final normalization with an attention sink: 1 / (l + exp(sink - m)) for weights exp(s - m)
+// summing to l, computed without overflow when the sink exceeds every score (static inline: each ISA
+// file gets its own copy, see kernel_abi.h).
+static inline float sink_norm(float m, float l, float sink) {
+  if (sink > m) {
+    const float c = __builtin_expf(m - sink);
+    return c / (l * c + 1.0f);
+  }
+  return 1.0f / (l + __builtin_expf(sink - m));
+}
 
 // Any layout parameters: the fallback for shapes a SIMD kernel does not cover, and the oracle.
 void attention_scalar(const AttnArgs& a);

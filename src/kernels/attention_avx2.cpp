@@ -152,7 +152,8 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(_mm256_load_ps(lsum[g])));
+    const float l = hsum8(_mm256_load_ps(lsum[g]));
+    const __m256 inv = _mm256_set1_ps(a.sinks ? sink_norm(m[g], l, a.sinks[g]) : 1.0f / l);
     for (int64_t j = 0; j < nd; ++j)
       _mm256_storeu_ps(a.out + g * hd + j * 8, _mm256_mul_ps(inv, _mm256_load_ps(acc + g * hd + j * 8)));
   }

@@ -149,7 +149,8 @@ void attn(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_load_ps(lsum[g])));
+    const float l = _mm512_reduce_add_ps(_mm512_load_ps(lsum[g]));
+    const __m512 inv = _mm512_set1_ps(a.sinks ? sink_norm(m[g], l, a.sinks[g]) : 1.0f / l);
     for (int64_t j = 0; j < nd; ++j) {
       const __m512 o = _mm512_mul_ps(inv, _mm512_load_ps(acc + g * hp + j * 16));
       if (j == nd - 1) _mm512_mask_storeu_ps(a.out + g * hd + j * 16, tail, o);

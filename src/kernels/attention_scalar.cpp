@@ -85,7 +85,8 @@ void attention_scalar(const AttnArgs& a) {
     }
   }
   for (int64_t g = 0; g < G; ++g) {
-    const float inv = 1.0f / l[g];
+    float inv = 1.0f / l[g];
+    if (a.sinks) inv = sink_norm(m[g], l[g], a.sinks[g]);
     for (int64_t d = 0; d < hd; ++d) a.out[g * hd + d] *= inv;
   }
 }

@@ -56,7 +56,8 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   TM_ASSIGN_OR_RETURN(c.n_expert_used, req_int(f, a + "expert_used_count", 1, c.n_expert));
   if (auto g = f.get_int(a + "expert_group_count"); g && *g > 1)
     return Error{fmt::format("{}expert_group_count {}: grouped expert routing is not supported", a, *g)};
-  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1)  // llama.cpp: 1 softmax, 2 sigmoid
+  // llama.cpp: 1 softmax, 2 sigmoid; gpt-oss's gating is fixed by its architecture (the key is ignored)
+  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1 && !c.arch.moe_softmax_topk)
     return Error{fmt::format("{}expert_gating_func {}: only softmax gating (1) is supported for '{}'", a, *g, c.arch.name)};
   c.n_ff_exp = c.n_ff;
   if (c.arch.moe_expert_ff_key) {
@@ -102,13 +103,14 @@ ArchSpec arch_qwen3moe();
 ArchSpec arch_olmoe();
 ArchSpec arch_gemma2();
 ArchSpec arch_gemma3();
+ArchSpec arch_gptoss();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
-                               arch_gemma2(), arch_gemma3()})
+                               arch_gemma2(), arch_gemma3(), arch_gptoss()})
       registry()[s.name] = s;
   });
 }

@@ -49,8 +49,21 @@ struct ArchSpec {
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
   // (gemma2/gemma3); the loader requires them, the forward applies whatever a layer has.
   bool post_norms = false;
+  // gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE): the top-k by raw router logit, their weights a softmax
+  // over those k logits (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT); router and experts carry biases
+  // (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias); the experts' activation is the clamped SwiGLU
+  // (model/moe.h swiglu_oai: alpha 1.702, limit 7).
+  bool moe_softmax_topk = false;
+  bool moe_biases = false;
+  bool moe_swiglu_oai = false;
+  // gpt-oss: attn_output.bias, per-head learned sink logits (attn_sinks) in the attention softmax, the
+  // FFN's pre-norm named post_attention_norm.
+  bool attn_out_bias = false;
+  bool attn_sinks = false;
+  std::string ffn_norm_name = "ffn_norm";
   // The family's own metadata (sliding windows, soft-capping, per-layer RoPE bases, embedding scale:
-  // arch_gemma*.cpp, arch_llama.cpp), read after the common keys into ModelConfig's generic fields.
+  // arch_gemma*.cpp, arch_llama.cpp, arch_gptoss.cpp), read after the common keys into ModelConfig's
+  // generic fields.
   Status (*read_family)(const GgufFile& f, ModelConfig& c) = nullptr;
 };
 

@@ -63,7 +63,8 @@ uint64_t Forward::weight_bytes() const {
     if (c_is_moe) b += P.moe.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
-                          &L.ffn_post_norm})
+                          &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
+                          &L.down_exps_b})
       b += floats(*v);
   }
   return b;
@@ -124,6 +125,7 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   const PagedKvView view = kv.view(layer);
   const int64_t group = c.gqa_group(), hd = c.head_dim;
   const float scale = c.attn_scale;
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
   const int64_t window = c.layer_attn[static_cast<size_t>(layer)].window;
   // Work items: (token, kv head). Each item attends `group` query heads over the token's context.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
@@ -134,7 +136,8 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       const float* q = q_.data() + t * c.q_dim() + h * group * hd;
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
       const int64_t n_ctx = pos_[t] + 1;
-      const AttnMask mask{window > 0 && n_ctx > window ? n_ctx - window : 0, c.attn_softcap};
+      const AttnMask mask{window > 0 && n_ctx > window ? n_ctx - window : 0, c.attn_softcap,
+                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group};
       paged_attention_group(q, group, h, view, s.block_table.data(), n_ctx, scale, out, mask);
     }
   };
@@ -241,6 +244,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     observe(P.wo, att_.data(), N);
     matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
     if (lora) lora_.apply(l, LoraSlot::O, att_.data(), QD, xb_.data(), E, pool_);
+    if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+      for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
     post_norm(L.attn_post_norm, N);
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h)
     residual_norm(true, L.ffn_norm.data(), N);

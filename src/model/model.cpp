@@ -70,6 +70,21 @@ class Loader {
     return out;
   }
 
+  // A 2-D tensor [n, m] of small values (gpt-oss's per-expert biases), as m*n floats, row after row.
+  Result<std::vector<float>> vec2d(const std::string& name, int64_t n, int64_t m) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) return Error{fmt::format("missing tensor '{}'", name)};
+    if (t->ne.size() != 2 || t->ne[0] != n || t->ne[1] != m)
+      return Error{fmt::format("tensor '{}' has shape [{}], expected [{}, {}]", name, shape(*t), n, m)};
+    if (!can_dequantize(t->type) || n % dtype_info(t->type).block_size != 0)
+      return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
+    std::vector<float> out(static_cast<size_t>(n * m));
+    const size_t row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(m));
+    for (int64_t r = 0; r < m; ++r) dequantize_row(t->type, t->data + r * row_bytes, out.data() + r * n, n);
+    used(*t);
+    return out;
+  }
+
   Result<std::vector<float>> opt_vec(const std::string& name, int64_t n, bool required) {
     if (!required && !f_.find_tensor(name)) return std::vector<float>{};
     return vec(name, n);
@@ -111,6 +126,12 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
   TM_ASSIGN_OR_RETURN(L.gate_exps, ld.experts(p + "ffn_gate_exps.weight", n, F, E));
   TM_ASSIGN_OR_RETURN(L.up_exps, ld.experts(p + "ffn_up_exps.weight", n, F, E));
   TM_ASSIGN_OR_RETURN(L.down_exps, ld.experts(p + "ffn_down_exps.weight", n, E, F));
+  if (c.arch.moe_biases) {
+    TM_ASSIGN_OR_RETURN(L.ffn_gate_inp_b, ld.vec(p + "ffn_gate_inp.bias", n));
+    TM_ASSIGN_OR_RETURN(L.gate_exps_b, ld.vec2d(p + "ffn_gate_exps.bias", F, n));
+    TM_ASSIGN_OR_RETURN(L.up_exps_b, ld.vec2d(p + "ffn_up_exps.bias", F, n));
+    TM_ASSIGN_OR_RETURN(L.down_exps_b, ld.vec2d(p + "ffn_down_exps.bias", E, n));
+  }
   if (c.arch.moe_shared_expert) {
     const int64_t S = c.n_ff_shexp;
     TM_ASSIGN_OR_RETURN(L.gate_inp_shexp, ld.vec(p + "ffn_gate_inp_shexp.weight", E));
@@ -191,11 +212,15 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
+    if (c.arch.attn_sinks) {
+      TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
+    }
     if (c.arch.post_norms) {
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
-    TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
     if (c.is_moe()) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;

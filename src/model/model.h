@@ -24,6 +24,8 @@ struct LayerWeights {
   Matrix wo;                     // (n_embd, n_head*head_dim)
   // RMSNorm of the attention output and of the FFN output before their residual adds (gemma2/3), else empty
   std::vector<float> attn_post_norm, ffn_post_norm;  // (n_embd)
+  std::vector<float> bo;         // (n_embd) attn_output.bias (gpt-oss), else empty
+  std::vector<float> attn_sinks; // (n_head) learned sink logit per query head (gpt-oss), else empty
   std::vector<float> ffn_norm;   // (n_embd)
   Matrix w_gate;                 // (n_ff, n_embd)
   Matrix w_up;                   // (n_ff, n_embd)
@@ -37,6 +39,10 @@ struct LayerWeights {
   Matrix gate_shexp, up_shexp;                 // (n_ff_shexp, n_embd)
   Matrix down_shexp;                           // (n_embd, n_ff_shexp)
   std::vector<float> gate_inp_shexp;           // (n_embd)
+  // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
+  std::vector<float> ffn_gate_inp_b;           // (n_expert)
+  std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)
+  std::vector<float> down_exps_b;              // (n_expert * n_embd)
 };
 
 struct ModelWeights {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -27,6 +28,12 @@ void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Mat
     jobs.insert(jobs.end(), {{&L.gate_shexp, &gate_sh}, {&L.up_shexp, &up_sh}, {&L.down_shexp, &down_sh}});
     gate_inp_shexp = &L.gate_inp_shexp;
   }
+  if (!L.ffn_gate_inp_b.empty()) {
+    router_b = L.ffn_gate_inp_b.data();
+    gate_b = L.gate_exps_b.data();
+    up_b = L.up_exps_b.data();
+    down_b = L.down_exps_b.data();
+  }
 }
 
 uint64_t PreparedMoe::bytes() const {
@@ -38,21 +45,24 @@ uint64_t PreparedMoe::bytes() const {
 }
 
 void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
-                     float* p) {
+                     float* p, bool softmax_topk) {
   // the reference's own softmax, so routing matches the oracle bit for bit
   std::copy(logits, logits + n_expert, p);
-  ref::softmax(p, n_expert);
-  // top-k by repeated selection (k is small: 1..8 of 8..128 experts); taken ones are marked -1
+  if (!softmax_topk) ref::softmax(p, n_expert);
+  // top-k by repeated selection (k is small: 1..8 of 8..128 experts); taken ones are marked -inf
+  // (probabilities are >= 0; raw logits of softmax_topk are finite)
+  constexpr float kTaken = -std::numeric_limits<float>::infinity();
   float wsum = 0.0f;
   for (int64_t j = 0; j < k; ++j) {
     int32_t best = -1;
     for (int64_t e = 0; e < n_expert; ++e)
-      if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
+      if (p[e] != kTaken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
     experts[j] = best;
     weights[j] = p[best];
     wsum += p[best];
-    p[best] = -1.0f;
+    p[best] = kTaken;
   }
+  if (softmax_topk) ref::softmax(weights, k);  // over the chosen logits, in the reference's order
   if (norm)
     for (int64_t j = 0; j < k; ++j) weights[j] /= wsum;
   // ascending expert order: the order each token's outputs are summed in
@@ -61,6 +71,17 @@ void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm
       std::swap(experts[b - 1], experts[b]);
       std::swap(weights[b - 1], weights[b]);
     }
+}
+
+void swiglu_oai_rows(float* g, const float* u, const float* bg, const float* bu, int64_t m, int64_t F, float* tmp) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t r = 0; r < m; ++r) {
+    float* gr = g + r * F;
+    const float* ur = u + r * F;
+    for (int64_t i = 0; i < F; ++i) gr[i] = std::min(gr[i] + bg[i], kLimit);
+    exp_shift_scale(gr, 0.0f, -kAlpha, tmp, F);  // exp(-alpha x)
+    for (int64_t i = 0; i < F; ++i) gr[i] = gr[i] / (1.0f + tmp[i]) * (std::clamp(ur[i] + bu[i], -kLimit, kLimit) + 1.0f);
+  }
 }
 
 void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
@@ -84,8 +105,9 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   else if (pool) pool->parallel_for(n, 1, route);
   else route(0, n, 0);
   for (int64_t t = 0; t < n; ++t) {
+    if (w.router_b) add_inplace(logits_.data() + t * X, w.router_b, X);
     moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
-                    probs_.data());
+                    probs_.data(), c.arch.moe_softmax_topk);
     for (int64_t j = 0; j < K; ++j) ++count_[expert_[t * K + j]];
   }
   // 2. group the (token, expert) pairs by expert: expert e's tokens are rows offset_[e].. of xg_
@@ -129,7 +151,10 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   // split over the pool, each one's products on one thread -- one fork/join per layer instead of two
   // per expert, which on a loaded machine cost more than the products (rows are independent, so the
   // bits are the same either way). Many tokens: each expert's rows split over the pool.
-  auto expert = [&](int32_t e, ThreadPool* p) {
+  const bool oai = w.gate_b != nullptr;  // gpt-oss: biases and the clamped SwiGLU, no fused product
+  const int threads_n = pool ? pool->size() : 1;
+  if (oai) tmp_.resize(static_cast<size_t>(F * threads_n));
+  auto expert = [&](int32_t e, ThreadPool* p, int thread) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
     const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
     if (observer) {  // as the dense FFN: gate and up see the rows, down sees SwiGLU's output
@@ -137,6 +162,14 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
         observer->on_expert_matmul_input(pm->source().name, e, X, xg_.data() + r0 * E, m, E);
     }
     matmul_many(gu, 2, xg_.data() + r0 * E, E, m, p);
+    if (oai) {
+      swiglu_oai_rows(hg_.data() + r0 * F, ug_.data() + r0 * F, w.gate_b + e * F, w.up_b + e * F, m, F,
+                      tmp_.data() + thread * F);
+      if (observer) observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
+      matmul(w.down[e], hg_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+      for (int64_t r = 0; r < m; ++r) add_inplace(yg_.data() + (r0 + r) * E, w.down_b + e * E, E);
+      return;
+    }
     if (observer) {
       silu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
       observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
@@ -148,11 +181,11 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   const auto n_active = static_cast<int64_t>(active_.size());
   const int threads = pool ? pool->size() : 1;
   if (threads > 1 && !observer && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
-    pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int) {
-      for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr);
+    pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int thread) {
+      for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr, thread);
     });
   } else {
-    for (int32_t e : active_) expert(e, pool);
+    for (int32_t e : active_) expert(e, pool, 0);
   }
   // 5. y = sum of the weighted expert outputs (ascending expert), + the gated shared expert
   auto combine = [&](int64_t t0, int64_t t1, int) {

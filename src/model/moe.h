@@ -24,6 +24,12 @@ struct PreparedMoe {
   std::vector<PreparedMatrix> gate, up, down;
   PreparedMatrix gate_sh, up_sh, down_sh;  // shared expert (qwen2moe), else empty
   const std::vector<float>* gate_inp_shexp = nullptr;
+  // gpt-oss (ArchSpec::moe_biases): the router's bias (n_expert) and the experts' biases, expert-major
+  // (n_expert x n_ff_exp for gate and up, n_expert x n_embd for down); null otherwise
+  const float* router_b = nullptr;
+  const float* gate_b = nullptr;
+  const float* up_b = nullptr;
+  const float* down_b = nullptr;
   // (weight, prepared slot) pairs for Forward's parallel preparation
   void collect(const LayerWeights& L, std::vector<std::pair<const Matrix*, PreparedMatrix*>>& jobs);
   uint64_t bytes() const;
@@ -31,9 +37,13 @@ struct PreparedMoe {
 
 // The k (expert, weight) pairs of one token from its router logits: softmax over all experts, the k
 // most probable (ties: lower index), renormalized to sum 1 when `norm`; written in ascending expert
-// order. Same result as ref::moe_route, sorted by expert.
+// order. softmax_topk (gpt-oss): the k largest logits, weights a softmax over those k. Same result
+// as ref::moe_route, sorted by expert.
 void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
-                     float* scratch);
+                     float* scratch, bool softmax_topk = false);
+// gpt-oss's expert activation over m rows of F: g = swiglu_oai(g + bg, u + bu) (ref::swiglu_oai, the
+// exp vectorized); bg/bu are one expert's F biases. tmp: F floats of scratch.
+void swiglu_oai_rows(float* g, const float* u, const float* bg, const float* bu, int64_t m, int64_t F, float* tmp);
 
 class MoeFfn {
  public:
@@ -45,7 +55,7 @@ class MoeFfn {
   const std::vector<int32_t>& active_experts() const { return active_; }
 
  private:
-  std::vector<float> logits_, probs_, weight_, xg_, hg_, ug_, yg_, hs_, us_, ys_, gsh_;
+  std::vector<float> logits_, probs_, tmp_, weight_, xg_, hg_, ug_, yg_, hs_, us_, ys_, gsh_;
   std::vector<int32_t> expert_, count_, offset_, slot_, active_;
 };
 

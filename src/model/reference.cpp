@@ -40,6 +40,17 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
+void softmax_with_sink(float* x, int64_t n, float sink) {
+  float max_val = sink;
+  for (int64_t i = 0; i < n; ++i) max_val = std::max(max_val, x[i]);
+  float sum = std::exp(sink - max_val);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_val);
+    sum += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
 float silu(float x) { return x * (1.0f / (1.0f + std::exp(-x))); }
 
 float gelu_tanh(float x) {
@@ -49,9 +60,17 @@ float gelu_tanh(float x) {
 
 float softcap(float x, float cap) { return cap * std::tanh(x / cap); }
 
-std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm) {
+float swiglu_oai(float g, float u) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  const float x = std::min(g, kLimit);
+  const float y = std::clamp(u, -kLimit, kLimit);
+  return x / (1.0f + std::exp(kAlpha * (-x))) * (y + 1.0f);
+}
+
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm,
+                                                 bool softmax_topk) {
   std::vector<float> p(logits, logits + n_expert);
-  softmax(p.data(), n_expert);
+  if (!softmax_topk) softmax(p.data(), n_expert);
   std::vector<int32_t> idx(static_cast<size_t>(n_expert));
   for (int32_t e = 0; e < n_expert; ++e) idx[e] = e;
   // highest probability first; equal ones by expert index
@@ -61,6 +80,12 @@ std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_
   for (int64_t i = 0; i < k; ++i) {
     out.emplace_back(idx[i], p[idx[i]]);
     sum += p[idx[i]];
+  }
+  if (softmax_topk) {  // the chosen logits, softmaxed among themselves
+    std::vector<float> w;
+    for (auto& [e, l] : out) w.push_back(l);
+    softmax(w.data(), k);
+    for (int64_t i = 0; i < k; ++i) out[static_cast<size_t>(i)].second = w[static_cast<size_t>(i)];
   }
   if (norm)
     for (auto& [e, w] : out) w /= sum;
@@ -190,6 +215,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // output projection and residual
     ref::matvec(L.wo, att_out_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::O), att_out_.data(), xb_.data());
+    if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+      for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
     if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
     // ffn rmsnorm, SwiGLU, residual
@@ -221,12 +248,14 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
 
 // Multi-head attention of q_ over layer l's cached positions up to pos (those within the layer's
 // sliding window, when it has one); query head h reads kv head h / group. Scores q.k * attn_scale,
-// soft-capped when the model says so (gemma2), softmax, weighted sum of values into att_out_.
+// soft-capped when the model says so (gemma2), softmax (with the head's sink logit in the denominator:
+// gpt-oss), weighted sum of values into att_out_.
 void ReferenceForward::attention(int64_t l, int64_t pos) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
   const float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
   const float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
   const int64_t window = c.layer_attn[static_cast<size_t>(l)].window;
   const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
   const int64_t n = pos + 1 - first;
@@ -240,7 +269,9 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
       score *= c.attn_scale;
       att_[t - first] = c.attn_softcap > 0 ? ref::softcap(score, c.attn_softcap) : score;
     }
-    ref::softmax(att_.data(), n);
+    // gpt-oss: the layer's learned sink logit for this query head joins the denominator
+    if (L.attn_sinks.empty()) ref::softmax(att_.data(), n);
+    else ref::softmax_with_sink(att_.data(), n, L.attn_sinks[static_cast<size_t>(h)]);
     float* out = att_out_.data() + h * hd;
     std::fill(out, out + hd, 0.0f);
     for (int64_t t = first; t <= pos; ++t) {
@@ -258,15 +289,31 @@ void ReferenceForward::swiglu(const Matrix& gate, const Matrix& up, const Matrix
   ref::matvec(down, hb_.data(), xb_.data(), row_);
 }
 
+// gpt-oss's expert e into xb_: down(swiglu_oai(gate x + b_gate, up x + b_up)) + b_down
+void ReferenceForward::oai_expert(const LayerWeights& L, int32_t e, const float* x) {
+  const ModelConfig& c = model_->config();
+  const int64_t F = c.n_ff_exp, E = c.n_embd;
+  ref::matvec(L.gate_exps[e], x, hb_.data(), row_);
+  ref::matvec(L.up_exps[e], x, hb2_.data(), row_);
+  for (int64_t i = 0; i < F; ++i)
+    hb_[i] = ref::swiglu_oai(hb_[i] + L.gate_exps_b[e * F + i], hb2_[i] + L.up_exps_b[e * F + i]);
+  ref::matvec(L.down_exps[e], hb_.data(), xb_.data(), row_);
+  for (int64_t i = 0; i < E; ++i) xb_[i] += L.down_exps_b[e * E + i];
+}
+
 // Mixture of experts on the normed input xb_, into moe_out_: the routed experts' outputs times their
 // weights, plus (qwen2moe) the shared expert's times sigmoid of its gate.
 void ReferenceForward::moe_ffn(const LayerWeights& L) {
   const ModelConfig& c = model_->config();
   const std::vector<float> x(xb_);
   ref::matvec(L.ffn_gate_inp, x.data(), router_.data(), row_);
+  if (!L.ffn_gate_inp_b.empty())
+    for (int64_t e = 0; e < c.n_expert; ++e) router_[e] += L.ffn_gate_inp_b[e];
   std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
-  for (const auto& [e, weight] : ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.arch.moe_norm_topk)) {
-    swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], x.data());
+  for (const auto& [e, weight] :
+       ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.arch.moe_norm_topk, c.arch.moe_softmax_topk)) {
+    if (c.arch.moe_swiglu_oai) oai_expert(L, e, x.data());
+    else swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], x.data());
     for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += weight * xb_[i];
   }
   if (!L.gate_inp_shexp.empty()) {

@@ -29,6 +29,7 @@ class ReferenceForward {
   void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
   void attention(int64_t l, int64_t pos);
   void moe_ffn(const LayerWeights& L);
+  void oai_expert(const LayerWeights& L, int32_t e, const float* x);
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
   void lora_add(const LoraWeight* w, const float* x, float* y);
@@ -63,14 +64,22 @@ void matvec(const Matrix& w, const float* x, float* y, std::vector<float>& row_s
 // o = weight * x / sqrt(mean(x^2) + eps)
 void rmsnorm(float* o, const float* x, const float* weight, int64_t n, float eps);
 void softmax(float* x, int64_t n);
+// Softmax with an attention sink (gpt-oss): as if one more logit `sink` (value not used) took part,
+// so the n weights sum to less than 1 (ggml's soft_max with sinks).
+void softmax_with_sink(float* x, int64_t n, float sink);
 float silu(float x);
 // GELU, tanh approximation (ggml_gelu): 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
 float gelu_tanh(float x);
 // Soft-capping (gemma2's attention scores, gemma logits): cap * tanh(x / cap)
 float softcap(float x, float cap);
+// gpt-oss's clamped SwiGLU of one gate and up value (llama.cpp's swiglu_oai, alpha 1.702, limit 7):
+// min(g, 7) * sigmoid(1.702 * min(g, 7)) * (clamp(u, -7, 7) + 1).
+float swiglu_oai(float g, float u);
 // Softmax over all n_expert router logits, the k most probable experts (ties: lower index first)
 // with their probabilities, renormalized to sum 1 when `norm`: llama.cpp's softmax gating.
-std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm);
+// softmax_topk (gpt-oss): the k largest logits, weighted by a softmax over those k logits only.
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm,
+                                                 bool softmax_topk = false);
 // Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos as
 // ggml_rope_ext does with the layer's parameters: theta_extrap = pos theta^(-2i/n_rot) / factor_i,
 // linear scaling pos * freq_scale, YaRN's blend of the two per rotation pair; the rotated values are

@@ -36,8 +36,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, qwen2moe, olmoe; "
-                 "llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, qwen2moe, olmoe, "
+                 "gpt-oss; llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -48,22 +48,23 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--n-ctx", o->n_ctx, "context length");
   app.add_option("--n-rot", o->n_rot, "dimensions RoPE rotates per head (default head_dim)");
   app.add_option("--rope-orig-ctx", o->rope_orig_ctx,
-                 "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long");
+                 "phi3: original context of LongRoPE; below --n-ctx the file gets rope_factors_short/long; "
+                 "gpt-oss: YaRN's original context");
   app.add_option("--n-expert", o->n_expert, "experts per MoE layer (qwen3moe, qwen2moe, olmoe; llama: Mixtral-style)");
   app.add_option("--n-expert-used", o->n_expert_used, "experts each token is routed to (default 2, at most --n-expert)");
   app.add_option("--n-ff-exp", o->n_ff_exp, "each expert's feed-forward size (default --n-ff; qwen3moe/qwen2moe only differ)");
   app.add_option("--n-ff-shexp", o->n_ff_shexp, "qwen2moe: the shared expert's feed-forward size (default --n-ff)");
   app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions; gemma2/gemma3 always are)");
   app.add_option("--sliding-window", o->sliding_window,
-                 "sliding-window attention over N positions (gemma2, gemma3: their sliding layers; llama: every layer, "
-                 "as Mistral 7B v0.1); 0: none");
+                 "sliding-window attention over N positions (gemma2, gemma3, gpt-oss: their sliding layers; llama: every "
+                 "layer, as Mistral 7B v0.1); 0: none");
   app.add_option("--swa-pattern", o->swa_pattern,
                  "every Nth layer global (attention.sliding_window_pattern; default: gemma2 2, gemma3 6)");
   app.add_option("--std", o->std, "standard deviation of the weight matrices (default: uniform +-0.035, "
                  "embedding/output +-0.05); larger values make a tiny model's logits less flat");
   app.add_option("--rope-theta", o->rope_theta, "rope.freq_base (explicit dimensions default 10000)");
   app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
-                 "yarn: --rope-orig-ctx is its original context)");
+                 "yarn: --rope-orig-ctx is its original context; gpt-oss default: yarn, factor 32 over 4096), none");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
   app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
                  "none by default, a generation model; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
@@ -125,11 +126,17 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
         s.final_softcap = 30;
       }
       if (s.arch == "gemma3") s.rope_theta_swa = 10000;
+      if (s.arch == "gpt-oss") {  // gpt-oss-20b's window and YaRN unless given
+        s.n_swa = 128;
+        s.rope_scaling = "yarn";
+        s.rope_factor = 32;
+        if (!s.rope_orig_ctx) s.rope_orig_ctx = 4096;
+      }
     }
     if (o->sliding_window >= 0) s.n_swa = o->sliding_window;
     if (o->swa_pattern) s.swa_pattern = o->swa_pattern;
     if (o->rope_theta > 0) s.rope_theta = o->rope_theta;
-    if (!o->rope_scaling.empty()) s.rope_scaling = o->rope_scaling;
+    if (!o->rope_scaling.empty()) s.rope_scaling = o->rope_scaling == "none" ? "" : o->rope_scaling;
     if (o->rope_factor > 0) s.rope_factor = o->rope_factor;
     if (o->head_dim) s.head_dim = o->head_dim;
     else if (o->shape.empty() && s.n_head) s.head_dim = s.n_embd / s.n_head;

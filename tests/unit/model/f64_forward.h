@@ -47,8 +47,9 @@ class F64Forward {
       const int64_t hd = c_.head_dim;
       for (int64_t h = 0; h < c_.n_head; ++h) {
         const int64_t kvh = h / (c_.n_head / c_.n_head_kv);
+        // sinks (gpt-oss): an extra logit in the denominator
         std::vector<double> s(pos + 1 - first);
-        double mx = -1e300;
+        double mx = L.attn_sinks.empty() ? -1e300 : L.attn_sinks[h];
         for (int64_t t = first; t <= pos; ++t) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[l][t][kvh * hd + i];
@@ -57,30 +58,46 @@ class F64Forward {
           if (c_.attn_softcap > 0) e = c_.attn_softcap * std::tanh(e / c_.attn_softcap);
           mx = std::max(mx, e);
         }
-        double sum = 0;
+        double sum = L.attn_sinks.empty() ? 0.0 : std::exp(L.attn_sinks[h] - mx);
         for (auto& e : s) sum += (e = std::exp(e - mx));
         for (int64_t t = first; t <= pos; ++t)
           for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[l][t][kvh * hd + i];
       }
       auto o = mv(L.wo, att);
+      if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+        for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       xb = norm(x, L.ffn_norm);
       if (c_.is_moe()) {
         // softmax over the router logits, the k largest, (renormalized), weighted sum of experts
         auto p = mv(L.ffn_gate_inp, xb);
-        double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        for (auto& e : p) e /= sum;
+        if (!L.ffn_gate_inp_b.empty())
+          for (size_t e = 0; e < p.size(); ++e) p[e] += L.ffn_gate_inp_b[e];
+        const bool oss = c_.arch.moe_softmax_topk;  // gpt-oss: top-k logits, softmax over those
+        if (!oss) {
+          double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+          for (auto& e : p) sum += (e = std::exp(e - mx));
+          for (auto& e : p) e /= sum;
+        }
         std::vector<int64_t> idx(p.size());
         for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
         std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+        const int64_t K = c_.n_expert_used;
+        if (oss) {
+          const double top = p[idx[0]];
+          double sum = 0;
+          for (int64_t j = 0; j < K; ++j) sum += std::exp(p[idx[j]] - top);
+          std::vector<double> w(p.size());
+          for (int64_t j = 0; j < K; ++j) w[idx[j]] = std::exp(p[idx[j]] - top) / sum;
+          for (int64_t j = 0; j < K; ++j) p[idx[j]] = w[idx[j]];
+        }
         double wsum = 0;
-        for (int64_t j = 0; j < c_.n_expert_used; ++j) wsum += p[idx[j]];
-        for (int64_t j = 0; j < c_.n_expert_used; ++j) {
+        for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
+        for (int64_t j = 0; j < K; ++j) {
           const int64_t e = idx[j];
           const double wt = c_.arch.moe_norm_topk ? p[e] / wsum : p[e];
-          auto d = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
+          auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
           for (size_t i = 0; i < x.size(); ++i) x[i] += wt * d[i];
         }
         if (!L.gate_inp_shexp.empty()) {
@@ -111,6 +128,19 @@ class F64Forward {
       g[i] = (gelu ? 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a))) : a / (1 + std::exp(-a))) * u[i];
     }
     return mv(down, g);
+  }
+  // gpt-oss's expert: down(swiglu_oai(gate x + bg, up x + bu)) + bd, alpha 1.702, limit 7
+  std::vector<double> oai_expert(const LayerWeights& L, int64_t e, const std::vector<double>& x) {
+    const int64_t F = c_.n_ff_exp, E = c_.n_embd;
+    auto g = mv(L.gate_exps[e], x), u = mv(L.up_exps[e], x);
+    for (int64_t i = 0; i < F; ++i) {
+      const double a = std::min(g[i] + L.gate_exps_b[e * F + i], 7.0);
+      const double b = std::clamp(u[i] + L.up_exps_b[e * F + i], -7.0, 7.0);
+      g[i] = a / (1 + std::exp(-1.702 * a)) * (b + 1);
+    }
+    auto d = mv(L.down_exps[e], g);
+    for (int64_t i = 0; i < E; ++i) d[i] += L.down_exps_b[e * E + i];
+    return d;
   }
   std::vector<double> row(const Matrix& m, int64_t r) {
     std::vector<float> f(m.cols);

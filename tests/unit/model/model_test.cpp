@@ -148,7 +148,7 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3",
                                                               "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe",
                                                               "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
-                                                              "tiny-mistral", "tiny-llama-yarn"));
+                                                              "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss"));
 
 // phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
 // bytes, and LongRoPE's metadata and factors are read.
