@@ -50,8 +50,11 @@ Result<std::shared_ptr<Model>> load_edited(const std::string& src, const std::fu
   GgufWriter w;
   for (const auto& [k, v] : f->metadata()) w.set(k, v);
   edit_kv(w);
-  for (const auto& t : f->tensors())
-    if (!drop(t.name)) EXPECT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
+  for (const auto& t : f->tensors()) {
+    if (!drop(t.name)) {
+      EXPECT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
+    }
+  }
   const std::string out = src + ".edited.gguf";
   EXPECT_TRUE(w.write(out).ok());
   return Model::load(out);
