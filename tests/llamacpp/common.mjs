@@ -1,4 +1,4 @@
-// Shared by the llama.cpp comparisons (swa.mjs; interop.mjs keeps its own copies for now): llama.cpp
+// Shared by the llama.cpp comparisons (swa.mjs, gptoss.mjs, embed.mjs; interop.mjs and lora.mjs keep their own copies for now): llama.cpp
 // through node-llama-cpp's prebuilt CPU library, tokenmill through its CLI, and the measures they are
 // compared by (relrms, KL divergence, top-1 agreement).
 import { spawnSync } from 'node:child_process';

@@ -6,35 +6,13 @@
 // and llama.cpp's WordPiece tokenization of the texts must equal tokenmill's.
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { checker, loadLlama, tm } from './common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.TM_SOURCE_DIR ?? path.resolve(here, '../..');
-const binary = process.env.TM_BINARY ?? path.join(sourceDir, 'build/tokenmill');
-
-let llama;
-try {
-  const { getLlama } = await import('node-llama-cpp');
-  llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
-} catch (e) {
-  console.log(`llama.cpp unavailable (npm install --omit=optional --ignore-scripts in tests/llamacpp): ${e.message}: skipped`);
-  process.exit(77);
-}
-
-const failures = [];
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures.push(what);
-}
-function tm(args) {
-  const r = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
-  if (r.status !== 0) throw new Error(`tokenmill ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
+const llama = await loadLlama();
+const { failures, check } = checker();
 const tmTokens = (file, text, special) =>
   JSON.parse(tm(['tokenize', '--model', file, '--text', text, ...(special ? ['--add-special', '--parse-special'] : [])]));
 const tmEmbed = (file, seqs) =>

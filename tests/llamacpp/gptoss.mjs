@@ -17,79 +17,19 @@
 // Plus: llama.cpp's greedy continuation of the F32 file equals `tokenmill generate`'s.
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { argmax, checker, kld, llamaLogits, loadLlama, relrms, sourceDir, tm, tmLogits } from './common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sourceDir = process.env.TM_SOURCE_DIR ?? path.resolve(here, '../..');
-const binary = process.env.TM_BINARY ?? path.join(sourceDir, 'build/tokenmill');
-
-let llama;
-try {
-  const { getLlama } = await import('node-llama-cpp');
-  llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
-} catch (e) {
-  console.log(`llama.cpp unavailable (npm install --omit=optional --ignore-scripts in tests/llamacpp): ${e.message}: skipped`);
-  process.exit(77);
-}
-
-const failures = [];
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures.push(what);
-}
-function tm(args) {
-  const r = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 256 << 20 });
-  if (r.status !== 0) throw new Error(`tokenmill ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-const tmLogits = (file, tokens) => tm(['eval', 'logits', '--model', file, '--tokens', tokens.join(','), '--threads', '2'])
-  .trim().split('\n').map((l) => JSON.parse(l).logits);
-
-async function llamaLogits(file, tokens) {
-  const model = await llama.loadModel({ modelPath: file });
-  try {
-    const ctx = await model.createContext({ contextSize: 256, batchSize: 256, threads: 2 });
-    const res = await ctx.getSequence().controlledEvaluate(tokens.map((t) => [t, { generateNext: { logits: true } }]));
-    const rows = res.map((r) => r.next.logits);
-    await ctx.dispose();
-    return rows;
-  } finally {
-    await model.dispose();
-  }
-}
-
-function relrms(a, b) {
-  const mb = b.reduce((s, v) => s + v, 0) / b.length;
-  let e = 0, d = 0;
-  for (let i = 0; i < b.length; i++) {
-    e += (a[i] - b[i]) ** 2;
-    d += (b[i] - mb) ** 2;
-  }
-  return Math.sqrt(e / d);
-}
-const argmax = (a) => a.reduce((bi, v, i) => (v > a[bi] ? i : bi), 0);
-function logSoftmax(a) {
-  const m = Math.max(...a);
-  const lse = m + Math.log(a.reduce((s, v) => s + Math.exp(v - m), 0));
-  return a.map((v) => v - lse);
-}
-function kld(ref, model) {  // KL(P || Q), P = softmax(llama.cpp), Q = softmax(tokenmill), float64
-  const lp = logSoftmax(ref), lq = logSoftmax(model);
-  let s = 0;
-  for (let i = 0; i < lp.length; i++) s += Math.exp(lp[i]) * (lp[i] - lq[i]);
-  return Math.max(0, s);
-}
+const llama = await loadLlama();
+const { failures, check } = checker();
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
 async function compare(file, tokens) {
-  const mine = tmLogits(file, tokens), theirs = await llamaLogits(file, tokens);
+  const mine = tmLogits(file, tokens), theirs = await llamaLogits(llama, file, tokens);
   const rows = mine.map((row, p) => {
-    const l = new Array(row.length).fill(NaN);
-    for (const [t, v] of theirs[p]) l[t] = v;
+    const l = theirs[p];
     const same = argmax(l) === argmax(row);
     let tie = 0;  // where the top-1 differ: tokenmill's gap between the two choices, in sd of its row
     if (!same) {
