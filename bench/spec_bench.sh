@@ -47,14 +47,16 @@ if [ -z "$MODEL" ]; then
 fi
 LOG=$(mktemp -t spec_bench.XXXXXX.log)
 
-# One `bench engine` run -> "gen_tok/s acceptance tokens_per_verification" ("-" where not speculating).
+# One `bench engine` run -> "gen_tok/s acceptance tokens_per_verification" ("-" where nothing was drafted).
 run() {  # model batch prompt_len gen_len [speculative-config JSON]
   local args=(bench engine --model "$1" --batch "$2" --prompt-len "$3" --gen-len "$4" --threads "$THREADS"
               --repetitions 1 --no-prefix-caching --json)
   [ -n "${5:-}" ] && args+=(--speculative-config "$5")
   echo "+ $TM ${args[*]}" >>"$LOG"
   "$TM" "${args[@]}" 2>>"$LOG" | tee -a "$LOG" | jq -r --argjson b "$2" \
-    '.[] | select(.batch == $b) | "\(.gen_tokens_per_s) \(.spec_acceptance_rate // "-") \(.spec_tokens_per_verification // "-")"'
+    '.[] | select(.batch == $b) | if (.spec_draft_tokens // 0) > 0
+       then "\(.gen_tokens_per_s) \(.spec_acceptance_rate) \(.spec_tokens_per_verification)"
+       else "\(.gen_tokens_per_s) - -" end'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # The replay error rate that gives acceptance A with k drafts (bisection on q = 1 - e).
@@ -79,12 +81,13 @@ row() {  # label target model batch prompt_len gen_len spec_json
     sp="$sp $g" acc="$acc $a" tpv="$tpv $t"
   done
   local mb ms ma mt
-  mb=$(tr ' ' '\n' <<<"$base" | grep . | median)
-  ms=$(tr ' ' '\n' <<<"$sp" | grep . | median)
-  ma=$(tr ' ' '\n' <<<"$acc" | grep -v '^-*$' | median)
-  mt=$(tr ' ' '\n' <<<"$tpv" | grep -v '^-*$' | median)
+  values() { tr ' ' '\n' | awk '$0 != "" && $0 != "-"'; }  # the numbers of a list ("-": nothing drafted)
+  mb=$(values <<<"$base" | median)
+  ms=$(values <<<"$sp" | median)
+  ma=$(values <<<"$acc" | median)
+  mt=$(values <<<"$tpv" | median)
   awk -v l="$label" -v b="$batch" -v mb="$mb" -v ms="$ms" -v ma="$ma" -v mt="$mt" -v tg="$target" -v s="$spec" 'BEGIN {
-    acc = (ma == "nan") ? "—" : sprintf("%.1f %%", 100 * ma)
+    acc = (ma == "nan") ? "— (no drafts)" : sprintf("%.1f %%", 100 * ma)
     tpv = (mt == "nan") ? "—" : sprintf("%.2f", mt)
     printf "| %s | %d | %.1f | %.1f | ×%.3f | %s | %s | %s | `%s` |\n", l, b, mb, ms, ms / mb, acc, tpv, tg, s }'
 }
