@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "engine/engine.h"
+#include "model/model.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,11 +21,14 @@ using namespace tmill;
 
 namespace {
 
-std::unique_ptr<Engine> make_engine(const SpeculativeConfig& spec, int32_t budget = 4096) {
+std::string stories_path() { return test::source_path("models/stories260K/stories260K.gguf"); }
+
+std::unique_ptr<Engine> make_engine(const SpeculativeConfig& spec, int32_t budget = 4096, uint64_t kv_bytes = 0) {
   EngineConfig c;
-  c.model_path = test::source_path("models/stories260K/stories260K.gguf");
+  c.model_path = stories_path();
   c.threads = 2;
   c.max_num_batched_tokens = budget;
+  c.kv_cache_bytes = kv_bytes;
   c.max_num_seqs = 32;
   c.speculative = spec;
   auto e = Engine::create(c);
@@ -158,7 +162,8 @@ struct Method {
 class SpecConstrained : public ::testing::TestWithParam<Method> {};
 
 // Greedy: the same tokens, text, finish and logprobs with speculation as without, for each request
-// alone, for all of them batched, and with a token budget that cuts drafts.
+// alone (prefix hits on the prompts seen before), for all of them batched, with a token budget that
+// cuts drafts, and with a KV cache small enough to preempt (constrained sequences recomputed).
 TEST_P(SpecConstrained, GreedyOutputIsTokenIdentical) {
   auto plain = make_engine({});
   std::vector<GenerateRequest> reqs = mixed_requests(*plain);
@@ -169,13 +174,19 @@ TEST_P(SpecConstrained, GreedyOutputIsTokenIdentical) {
   ASSERT_EQ(want[2].finish, FinishReason::Stop) << want[2].text;
   EXPECT_TRUE(std::regex_match(want[3].text, std::regex("[a-z ]{8,40}\\."))) << want[3].text;
   EXPECT_TRUE(std::regex_match(want[4].text, std::regex("[a-z]+ [0-9][0-9]"))) << want[4].text;
+  auto loaded = Model::load(stories_path());
+  ASSERT_TRUE(loaded.ok());
+  const ModelConfig& cfg = (*loaded)->config();
+  const uint64_t per_token = 2ull * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4;
   struct Variant {
     const char* name;
     int32_t budget;
+    uint64_t kv_bytes;
     bool alone;
   };
-  for (const Variant v : {Variant{"alone", 4096, true}, Variant{"batched", 4096, false}, Variant{"budget6", 6, false}}) {
-    auto e = make_engine(spec_of(GetParam().method, 4), v.budget);
+  for (const Variant v : {Variant{"alone", 4096, 0, true}, Variant{"batched", 4096, 0, false},
+                          Variant{"budget6", 6, 0, false}, Variant{"preempt", 64, per_token * 16 * 12, false}}) {
+    auto e = make_engine(spec_of(GetParam().method, 4), v.budget, v.kv_bytes);
     ASSERT_TRUE(e);
     std::vector<Out> got;
     uint64_t constrained_drafts = 0;
@@ -206,6 +217,9 @@ TEST_P(SpecConstrained, GreedyOutputIsTokenIdentical) {
     }
     EXPECT_GT(st.spec_num_accepted_tokens, 0u) << v.name;
     EXPECT_LT(st.spec_num_accepted_tokens, st.spec_num_draft_tokens) << v.name;  // some rejected
+    if (std::string(v.name) == "preempt") {
+      EXPECT_GT(st.num_preemptions, 0u);
+    }
     EXPECT_EQ(st.kv.usage, 0.0) << v.name;
   }
 }
