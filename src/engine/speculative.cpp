@@ -230,7 +230,8 @@ void Engine::Impl::propose_drafts() {
   proposer->propose(jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
     DraftJob& j = jobs[i];
-    if (constraints[i] && !j.drafts.empty()) j.drafts.resize(allowed_draft_prefix(*constraints[i], *tokenizer, j.drafts));
+    if (constraints[i] && !j.drafts.empty())
+      j.drafts.resize(allowed_draft_prefix(*constraints[i], *tokenizer, j.drafts));
     if (!j.drafts.empty()) sched->set_draft_tokens(j.seq, std::move(j.drafts));
   }
 }

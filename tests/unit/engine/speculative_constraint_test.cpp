@@ -294,8 +294,9 @@ TEST(SpecConstraint, MaskedRejectionRuleKeepsTheDistribution) {
   for (const Out& o : base) base_counts[o.text]++;
   // The drafts: the tokens of a run that said the choice closest to a third of the runs.
   const Out* pick = nullptr;
+  auto off_third = [&](const Out& o) { return std::abs(base_counts[o.text] - kRuns / 3.0); };
   for (const Out& o : base)
-    if (!pick || std::abs(base_counts[o.text] - kRuns / 3.0) < std::abs(base_counts[pick->text] - kRuns / 3.0)) pick = &o;
+    if (!pick || off_third(o) < off_third(*pick)) pick = &o;
   ASSERT_GT(base_counts[pick->text], kRuns / 10.0) << "the test needs choices the model is unsure about";
   const std::vector<Out> spec = sample_runs(true, pick->tokens);
   std::map<std::string, std::pair<double, double>> both;
