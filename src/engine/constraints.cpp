@@ -14,6 +14,13 @@
 // Fast-forward takes one forced token per step; forced_bytes() spanning several tokens would need the
 // scheduler to append several tokens in one step (as speculative decoding does), which it cannot yet.
 //
+// Speculative decoding (docs/speculative.md): a constrained sequence's drafts are cut at the first
+// token its grammar refuses before they are scored (allowed_draft_prefix, on a copy of the state);
+// in verification each position is masked with the state after the drafts before it, which is
+// the real state advanced by the accepted ones (constrained_sample is called row by row and moves
+// the state by each kept token only: an accepted draft, or the verifier's own token, never a
+// rejected draft).
+//
 // `after` (e.g. "</think>"): until the output contains it the row is not masked; the token that
 // completes it feeds the matcher the bytes that follow it, and a token whose following bytes the
 // grammar refuses is excluded and the row sampled again.
@@ -103,10 +110,18 @@ std::unique_ptr<ChoiceConstraint> Engine::Impl::new_constraint(const Group& g) c
 
 SampleResult Engine::Impl::sample_choice(Choice& c, const float* lg, const Request& r, Sampler& sp,
                                          ConstraintScratch& s) {
+  if (!c.constraint)
+    return sp.sample(lg, static_cast<int32_t>(model->config().n_vocab), c.group->req.sampling, r.prompt(), r.outputs(),
+                     c.rng);
+  return constrained_sample(c, lg, r, r.outputs(), sp, s, -1);
+}
+
+SampleResult Engine::Impl::constrained_sample(Choice& c, const float* lg, const Request& r,
+                                              std::span<const int32_t> output, Sampler& sp, ConstraintScratch& s,
+                                              int32_t draft) {
   const SamplingParams& p = c.group->req.sampling;
   const int32_t n = static_cast<int32_t>(model->config().n_vocab);
   ChoiceConstraint* cc = c.constraint.get();
-  if (!cc) return sp.sample(lg, n, p, r.prompt(), r.outputs(), c.rng);
   SampleResult res;
   if (cc->active) {
     int32_t only = -1;
@@ -123,11 +138,20 @@ SampleResult Engine::Impl::sample_choice(Choice& c, const float* lg, const Reque
     if (allowed == 1) {
       res.token = only;  // fast-forward: the grammar leaves no choice
       if (p.logprobs >= 0) sp.fill_logprobs(lg, n, p.logprobs, res);
+    } else if (draft >= 0) {
+      // The rejection rule on the masked distribution: the draft with probability p(draft) under
+      // the grammar's mask, else a token from the masked p without it.
+      bool accepted = false;
+      res = sp.verify(s.row.data(), n, p, r.prompt(), output, draft, c.rng, &accepted, lg);
     } else {
-      res = sp.sample(s.row.data(), n, p, r.prompt(), r.outputs(), c.rng, lg);
+      res = sp.sample(s.row.data(), n, p, r.prompt(), output, c.rng, lg);
     }
   } else {
-    res = sp.sample(lg, n, p, r.prompt(), r.outputs(), c.rng);
+    // `after` not seen yet: the model's row, redrawn without a token whose following bytes the
+    // grammar refuses. A draft is verified by drawing the token this way and accepting the draft
+    // when they are equal: for a draft proposed with certainty that is the rejection rule itself
+    // (the draft with the probability this procedure gives it, else a token from the rest).
+    res = sp.sample(lg, n, p, r.prompt(), output, c.rng);
     for (int tries = 0; !after_ok(*cc, *tokenizer, res.token); ++tries) {
       if (tries == 0) s.row.assign(lg, lg + n);
       s.row[static_cast<size_t>(res.token)] = -INFINITY;
@@ -135,11 +159,27 @@ SampleResult Engine::Impl::sample_choice(Choice& c, const float* lg, const Reque
         cc->dead = true;
         return res;
       }
-      res = sp.sample(s.row.data(), n, p, r.prompt(), r.outputs(), c.rng, lg);
+      res = sp.sample(s.row.data(), n, p, r.prompt(), output, c.rng, lg);
     }
   }
   advance(*cc, *tokenizer, res.token);
   return res;
+}
+
+size_t allowed_draft_prefix(const ChoiceConstraint& cc, const Tokenizer& tok, std::span<const int32_t> drafts) {
+  ChoiceConstraint probe = cc;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const int32_t t = drafts[i];
+    if (probe.active) {
+      if (!probe.matcher.accept_token(t)) return i;
+    } else {
+      if (!after_ok(probe, tok, t)) return i;
+      advance(probe, tok, t);
+      if (probe.dead) return i;
+    }
+    if (probe.terminated()) return i + 1;
+  }
+  return drafts.size();
 }
 
 // After a choice's new token: the grammar is complete and nothing may follow -> "stop"; the grammar

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct ChoiceConstraint {
   // The output must end now: the grammar is complete and nothing may follow.
   bool terminated() const { return active && matcher.terminated(); }
 };
+
+// Speculative decoding: how many of `drafts`, in order, the constraint allows from its current state
+// (a copy of it advances over them; `cc` itself is not touched). The count stops at the first
+// token the grammar (or `after`'s following bytes) refuses, and after a token that ends the grammar
+// (nothing may follow it). Only a cut: verification masks every position on its own.
+size_t allowed_draft_prefix(const ChoiceConstraint& cc, const Tokenizer& tok, std::span<const int32_t> drafts);
 
 // Scratch of one pool thread: the mask and the masked copy of a logits row.
 struct ConstraintScratch {

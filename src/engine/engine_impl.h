@@ -155,19 +155,26 @@ struct Engine::Impl {
   StepSamples sample_step(const SchedulerOutput& out);
   void start_forks(StepSamples& samples);
   // One entry's tokens: one sample, or its drafts verified row by row (logits: its k + 1 rows).
-  void sample_entry(const ScheduledRequest& sr, const float* logits, Choice& c, const Request& r, Sampler& sp,
-                    ConstraintScratch& scratch, std::vector<SampleResult>& out);
+  // Returns how many drafts were accepted.
+  int32_t sample_entry(const ScheduledRequest& sr, const float* logits, Choice& c, const Request& r, Sampler& sp,
+                       ConstraintScratch& scratch, std::vector<SampleResult>& out);
 
   // constraints.cpp: masks, fast-forward, `after`, finishing on a complete grammar
   grammar::GrammarCache& grammar_cache();  // engine.cpp
   std::unique_ptr<ChoiceConstraint> new_constraint(const Group& g) const;
   SampleResult sample_choice(Choice& c, const float* logits, const Request& r, Sampler& sp, ConstraintScratch& s);
+  // A constrained choice's token from one row under its constraint's current state (`output`: the
+  // output before it, accepted drafts included), which it advances by that token. draft >= 0:
+  // speculative verification of that draft (kept when the token returned is the draft).
+  SampleResult constrained_sample(Choice& c, const float* logits, const Request& r, std::span<const int32_t> output,
+                                  Sampler& sp, ConstraintScratch& s, int32_t draft);
   FinishReason constraint_finish(Choice& c, FinishReason finish, std::string& reason);
 
   // outputs.cpp: scheduler events -> streamed outputs (text, stop strings, finishing, timings)
   void add_choice(Group& g, Choice& c);
   void emit_outputs(const std::vector<RequestEvent>& events, const StepSamples& samples);
-  void handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample);
+  // last_of_step: ev is the choice's last token of this step (its constraint state is after it).
+  void handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample, bool last_of_step = true);
   void finish_choice(Choice& c, FinishReason reason, const std::string& stop_reason);
   void maybe_finish_group(Group& g);
   void end_group(uint64_t id, FinishReason reason, const std::string& why);

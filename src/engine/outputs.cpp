@@ -47,12 +47,13 @@ void Engine::Impl::emit_outputs(const std::vector<RequestEvent>& events, const S
     auto it = choices.find(ev.id);
     if (it == choices.end()) continue;
     auto sr = samples.by_request.find(ev.id);
-    const SampleResult* res = sr != samples.by_request.end() && k < sr->second->size() ? &(*sr->second)[k] : nullptr;
-    handle_event(*it->second, ev, res);
+    const bool found = sr != samples.by_request.end();
+    const SampleResult* res = found && k < sr->second->size() ? &(*sr->second)[k] : nullptr;
+    handle_event(*it->second, ev, res, !found || k + 1 >= sr->second->size());
   }
 }
 
-void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample) {
+void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleResult* sample, bool last_of_step) {
   if (c.finished) return;
   Group& g = *c.group;
   RequestOutput o = output_for(g, c);
@@ -89,7 +90,9 @@ void Engine::Impl::handle_event(Choice& c, const RequestEvent& ev, const SampleR
         stop_string = true;
       }
     }
-    if (c.constraint) finish = constraint_finish(c, finish, reason);  // grammar complete, or stuck
+    // Grammar complete, or stuck. The constraint has already moved past every token of this step
+    // (several with accepted speculative drafts), and only the last can complete it or get stuck.
+    if (c.constraint && last_of_step) finish = constraint_finish(c, finish, reason);
   }
   o.completion_tokens = c.completion_tokens;
   if (finish == FinishReason::None) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_impl.h"
+#include "model/config.h"
 
 namespace tmill {
 
@@ -62,6 +63,28 @@ double expected_tokens(double a, int32_t k) {
   double sum = 1, p = 1;
   for (int32_t i = 0; i < k; ++i) sum += (p *= a);
   return sum;
+}
+
+// method mtp / eagle / eagle3 / medusa: which GGUF files carry such heads, and that tokenmill's
+// families do not (docs/speculative.md, "MTP / EAGLE heads").
+std::string heads_not_supported(const std::string& method) {
+  std::string families;
+  for (const std::string& a : known_archs()) families += (families.empty() ? "" : ", ") + a;
+  std::string why;
+  if (method == "mtp")
+    why = "MTP heads reach a GGUF only as llama.cpp's NextN layers (extra blocks blk.N.nextn.*, counted by "
+          "<arch>.nextn_predict_layers), which its converter keeps for glm4moe (GLM-4.5/4.6) and deepseek32 "
+          "(DeepSeek-V3.2) and drops for deepseek2 (DeepSeek-V3/R1); tokenmill loads none of those architectures, "
+          "and its families (" + families + ") have no MTP heads";
+  else if (method == "medusa")
+    why = "Medusa heads have no GGUF form (llama.cpp converts none), and tokenmill's families (" + families +
+          ") have none";
+  else
+    why = "EAGLE heads are a separate checkpoint (in llama.cpp a GGUF of its own, architecture eagle3) that "
+          "tokenmill does not read; its families (" + families + ") carry no such head";
+  return fmt::format("speculative config: method \"{}\" is not supported: {}. Use \"ngram\" (prompt lookup) or "
+                     "\"draft_model\" with a small GGUF that has the same tokenizer",
+                     method, why);
 }
 
 }  // namespace
@@ -122,8 +145,7 @@ Result<std::unique_ptr<Proposer>> make_proposer(const SpeculativeConfig& c, cons
     return std::unique_ptr<Proposer>(new ReplayProposer(c.replay_error_rate, target_vocab));
   }
   if (c.method == "mtp" || c.method == "eagle" || c.method == "eagle3" || c.method == "medusa")
-    return Error{fmt::format("speculative config: method \"{}\" is not supported (no MTP / EAGLE / Medusa heads); "
-                             "use \"ngram\" or \"draft_model\"", c.method)};
+    return Error{heads_not_supported(c.method)};
   return Error{fmt::format("speculative config: unknown method \"{}\" (ngram, draft_model)", c.method)};
 }
 
@@ -166,8 +188,9 @@ Result<SpeculativeConfig> parse_speculative_config(std::string_view text) {
 }
 
 // Drafts for the running sequences whose next step is a decode, unless too many sequences decode
-// (the batch already keeps the cores busy), the request opted out, or its output is constrained
-// (the grammar state would have to roll back with rejected drafts: speculation is off for those).
+// (the batch already keeps the cores busy) or the request opted out. A constrained sequence's drafts
+// are cut at the first token its grammar refuses (allowed_draft_prefix, on a copy of its state):
+// those would only be rejected, and its verification masks each row (sample_step.cpp).
 void Engine::Impl::propose_drafts() {
   if (!proposer) return;
   const SpeculativeConfig& sc = config.speculative;
@@ -180,6 +203,7 @@ void Engine::Impl::propose_drafts() {
       std::count_if(running.begin(), running.end(), decodes) > sc.disable_by_batch_size)
     return;
   std::vector<DraftJob> jobs;
+  std::vector<const ChoiceConstraint*> constraints;  // per job (null: free text)
   for (RequestId id : running) {
     if (!decodes(id)) continue;
     const Request* r = sched->request(id);
@@ -187,7 +211,7 @@ void Engine::Impl::propose_drafts() {
     if (it == choices.end()) continue;
     Choice& c = *it->second;
     const GenerateRequest& req = c.group->req;
-    if (!req.speculative || c.constraint) continue;
+    if (!req.speculative || (c.constraint && c.constraint->dead)) continue;
     // Drafts past max_tokens or the context would be thrown away.
     const int32_t room = std::min(req.max_tokens - r->num_output_tokens(), r->max_model_len() - r->num_tokens()) - 1;
     const int32_t k = std::min(choose_k(c.spec, sc.num_speculative_tokens, sc.adaptive), room);
@@ -200,11 +224,16 @@ void Engine::Impl::propose_drafts() {
     j.replay = &req.debug_replay_tokens;
     j.state = &c.spec;
     jobs.push_back(std::move(j));
+    constraints.push_back(c.constraint.get());
   }
   if (jobs.empty()) return;
   proposer->propose(jobs);
-  for (DraftJob& j : jobs)
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    DraftJob& j = jobs[i];
+    if (constraints[i] && !j.drafts.empty())
+      j.drafts.resize(allowed_draft_prefix(*constraints[i], *tokenizer, j.drafts));
     if (!j.drafts.empty()) sched->set_draft_tokens(j.seq, std::move(j.drafts));
+  }
 }
 
 }  // namespace tmill

@@ -158,10 +158,11 @@ SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParam
 }
 
 SampleResult Sampler::verify(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted) {
+                             std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted,
+                             const float* raw) {
   const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (p.greedy()) {
-    SampleResult r = sample(logits, n, p, prompt, output, rng);
+    SampleResult r = sample(logits, n, p, prompt, output, rng, raw);
     *accepted = r.token == draft;
     return r;
   }
@@ -186,7 +187,7 @@ SampleResult Sampler::verify(const float* logits, int32_t n, const SamplingParam
     std::erase_if(cand_, [&](const std::pair<float, int32_t>& c) { return c.second == draft; });
     r.token = cand_.empty() ? draft : pick(rng);
   }
-  if (p.logprobs >= 0) fill_logprobs(logits, n, p.logprobs, r);
+  if (p.logprobs >= 0) fill_logprobs(raw ? raw : logits, n, p.logprobs, r);
   return r;
 }
 

@@ -36,9 +36,10 @@ class Sampler {
   // token, *accepted when it is the draft. Otherwise the rejection rule for a draft proposed with
   // certainty: the draft with probability p(draft) under the distribution sample() draws from (bias,
   // penalties, temperature, min_p, top_k, top_p), else a token from p without the draft, so the
-  // result follows p exactly.
+  // result follows p exactly. `raw` as for sample() (a constrained row: the masked copy is `logits`).
   SampleResult verify(const float* logits, int32_t n_vocab, const SamplingParams& p, std::span<const int32_t> prompt,
-                      std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted);
+                      std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted,
+                      const float* raw = nullptr);
   // Fills r.logprob and r.top (k alternatives) for r.token from a logits row.
   void fill_logprobs(const float* logits, int32_t n_vocab, int32_t k, SampleResult& r);
 

@@ -142,7 +142,13 @@ TEST(Speculative, RefusesMtpAndAForeignDraftTokenizer) {
   c.speculative = spec_of("mtp", 2);
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().find("not supported"), std::string::npos) << e.error();
+  // The error says which GGUF files carry MTP heads, and that none of tokenmill's families do.
+  for (const char* want : {"not supported", "nextn_predict_layers", "glm4moe", "deepseek32", "qwen2", "ngram"})
+    EXPECT_NE(e.error().find(want), std::string::npos) << want << ": " << e.error();
+  c.speculative = spec_of("eagle3", 2);
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("architecture eagle3"), std::string::npos) << e.error();
   c.speculative = spec_of("draft_model", 2, dummy_path("tiny-qwen2", 3));
   e = Engine::create(c);
   ASSERT_FALSE(e.ok());

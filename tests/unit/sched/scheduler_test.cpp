@@ -63,6 +63,13 @@ struct Harness {
     events = sched.update(last, sim.forward(sched, last));
     return describe(last);
   }
+  // The same with the speculative drafts set on the requests (verified greedily by the fake model).
+  std::string step_spec() {
+    last = sched.schedule();
+    const auto sampled = sim.forward_spec(sched, last);
+    events = sched.update(last, std::span<const std::vector<int32_t>>(sampled));
+    return describe(last);
+  }
   Scheduler sched;
   SimEngine sim;
   SchedulerOutput last;
@@ -349,4 +356,49 @@ TEST(Scheduler, ForkedTokenThatCompletesABlockGetsItsOwnKey) {
   EXPECT_EQ(h.sched.kv().pool().block_key(tp[1]), parent->block_hashes()[1]);
   EXPECT_EQ(h.sched.kv().pool().block_key(tc[1]), child->block_hashes()[1]);
   EXPECT_NE(tp[1], tc[1]);
+}
+
+// Speculative decoding: a block whose last slot a rejected draft wrote is not cached (its key would
+// name the real tokens while its K/V holds the draft's), so a request whose prompt carries the
+// rejected draft hits only the block before it; once the real token has been computed in that slot
+// the block is cached under the real tokens and hits.
+TEST(Scheduler, PrefixCacheNeverHoldsARejectedDraft) {
+  Harness h(config(64, 100));
+  h.add(req(1, prompt_of(0, 5), 20));
+  EXPECT_EQ(h.step(), "1@0+5*^");  // 5 prompt tokens computed + 1 sampled (position 5)
+  auto next_of = [](std::vector<int32_t> tokens) {  // the fake model's token after `tokens`
+    uint64_t v = kSimSeed;
+    for (int32_t t : tokens) v = sim_mix(v, t);
+    return static_cast<int32_t>(v % static_cast<uint64_t>(kVocab));
+  };
+  std::vector<int32_t> real(h.sched.request(1)->tokens().begin(), h.sched.request(1)->tokens().end());
+  const int32_t right = next_of(real);  // position 6: accepted
+  real.push_back(right);
+  const int32_t wrong = (next_of(real) + 1) % kVocab;  // position 7, block 1's last slot: rejected
+  ASSERT_TRUE(h.sched.set_draft_tokens(1, {right, wrong, 7, 8}));
+  EXPECT_EQ(h.step_spec(), "1@5+5*");
+  const int32_t verified = next_of(real);  // the verifier's own token at position 7
+  real.push_back(verified);
+  ASSERT_EQ(h.events.size(), 2u);
+  EXPECT_EQ(h.events[1].token, verified);
+  const Request* r = h.sched.request(1);
+  EXPECT_EQ(std::vector<int32_t>(r->tokens().begin(), r->tokens().end()), real);
+  EXPECT_EQ(r->num_computed_tokens, 7);  // positions 0..6; slot 7 still holds the rejected draft
+  const auto& table = h.sched.kv().block_table(1);
+  ASSERT_EQ(table.size(), 2u);           // the block of positions 8..9 went back
+  EXPECT_TRUE(h.sched.kv().pool().block_key(table[0]).has_value());
+  EXPECT_FALSE(h.sched.kv().pool().block_key(table[1]).has_value()) << "cached with a rejected draft's K/V";
+  // A prompt that contains the rejected draft: only block 0 hits.
+  std::vector<int32_t> p2(real.begin(), real.begin() + 7);
+  p2.insert(p2.end(), {wrong, 300});
+  h.add(req(2, p2, 1));
+  // Request 1 computes position 7 with its real token, which fills block 1 and caches it.
+  EXPECT_EQ(h.step(), "1@7+1* 2@4+5*^");
+  EXPECT_EQ(h.sched.kv().pool().block_key(h.sched.kv().block_table(1)[1]), h.sched.request(1)->block_hashes()[1]);
+  // A prompt with the real tokens hits both blocks.
+  std::vector<int32_t> p3(real.begin(), real.end());
+  p3.push_back(301);
+  h.add(req(3, p3, 1));
+  EXPECT_EQ(h.step(), "1@8+1* 3@8+1*^");
+  EXPECT_EQ(h.sched.stats().kv.prefix_hit_tokens, 4 + 8);
 }
