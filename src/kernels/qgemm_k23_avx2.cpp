@@ -105,19 +105,22 @@ void half_tile(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
     const __m256 dw = load_f16x8(gb + 16 * hf);
     if constexpr (kQ2) {
       const __m256 dmw = load_f16x8(gb + 32 + 16 * hf);
+      __m256i ms[U];  // -msum per token
+      TM_UNROLL
+      for (int u = 0; u < U; ++u) ms[u] = _mm256_setzero_si256();
+      for (int i = 0; i < 8; ++i) {
+        const __m256i mp = _mm256_srli_epi16(_mm256_cvtepu8_epi16(load128(gb + 64 + 32 * i + 16 * hf)), 4);
+        TM_UNROLL
+        for (int u = 0; u < U; ++u)
+          ms[u] = _mm256_add_epi32(ms[u], _mm256_madd_epi16(mp, bcast32x8(reinterpret_cast<const uint8_t*>(zs[u]) + 4 * i)));
+      }
       TM_UNROLL
       for (int u = 0; u < U; ++u) {
-        const auto* zp = reinterpret_cast<const uint8_t*>(zs[u]);
-        __m256i ms = _mm256_setzero_si256();  // -msum
-        for (int i = 0; i < 8; ++i) {
-          const __m256i mp = _mm256_srli_epi16(_mm256_cvtepu8_epi16(load128(gb + 64 + 32 * i + 16 * hf)), 4);
-          ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp, bcast32x8(zp + 4 * i)));
-        }
         float dx;
         std::memcpy(&dx, rec + T * 256 + 4 * (t0 + u), 4);
         const __m256 dxv = _mm256_set1_ps(dx);
         acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[u]), _mm256_mul_ps(dw, dxv), acc[u]);
-        acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dmw, dxv), acc[u]);
+        acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms[u]), _mm256_mul_ps(dmw, dxv), acc[u]);
       }
     } else {
       TM_UNROLL
