@@ -70,6 +70,8 @@ std::vector<int> scale_offsets(DType t) {
     case DType::Q4_1: case DType::Q5_1: return {0, 2};
     case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
+    case DType::Q2_K: return {80, 82};
+    case DType::Q3_K: return {108};
     default: return {};
   }
 }
@@ -331,7 +333,7 @@ const Shape kShapes[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {1519
 void register_all() {
   const DType gemv_types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32,
                               DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+                              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q2_K, DType::Q3_K};
   for (DType t : gemv_types) {
     for (const Shape& s : kShapes) {
       if (s.cols % dtype_info(t).block_size != 0) continue;  // K-quants need 256 | cols (only 896x4864 here)

@@ -122,20 +122,31 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
   w.set_u32("tokenizer.ggml.eos_token_id", 2);
 }
 
+// The type a matrix of `cols` columns is written in when `type`'s blocks do not divide its rows.
+DType fallback_type(DType type, int64_t cols) {
+  if (cols % dtype_info(type).block_size == 0) return type;
+  if (type == DType::IQ4_XS) type = DType::IQ4_NL;
+  if (type == DType::Q2_K || type == DType::Q3_K) type = DType::Q4_0;
+  return cols % dtype_info(type).block_size == 0 ? type : DType::F16;
+}
+
 }  // namespace
 
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
   if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4)",
-                             dtype_name(o.dtype))};
+      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS && o.dtype != DType::MXFP4 &&
+      o.dtype != DType::Q2_K && o.dtype != DType::Q3_K)
+    return Error{fmt::format(
+        "--dtype {} is not supported by dummy (use F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K)",
+        dtype_name(o.dtype))};
   // The 4-bit types get llama.cpp's default mix for the output matrix (below, unless --pure).
   // MXFP4: every 2-D weight MXFP4 (llama.cpp's MXFP4_MOE would keep a dense model's matrices in Q8_0;
   // a dummy is for exercising the type), the output matrix Q8_0 as in MXFP4_MOE.
-  const bool four_bit =
-      o.dtype == DType::Q4_0 || o.dtype == DType::IQ4_NL || o.dtype == DType::IQ4_XS || o.dtype == DType::MXFP4;
+  // Q2_K / Q3_K likewise (llama.cpp's Q2_K and Q3_K mixes give the output matrix Q6_K).
+  const bool four_bit = o.dtype == DType::Q4_0 || o.dtype == DType::IQ4_NL || o.dtype == DType::IQ4_XS ||
+                        o.dtype == DType::MXFP4 || o.dtype == DType::Q2_K || o.dtype == DType::Q3_K;
   if (s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_ff <= 0)
     return Error{"invalid model dimensions"};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
@@ -195,10 +206,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
   // llama_ftype: ALL_F32=0, MOSTLY_F16=1, MOSTLY_Q4_0=2, MOSTLY_Q8_0=7, MOSTLY_IQ4_NL=25, MOSTLY_IQ4_XS=30,
-  // MOSTLY_BF16=32, MOSTLY_MXFP4_MOE=38
+  // MOSTLY_BF16=32, MOSTLY_MXFP4_MOE=38, MOSTLY_Q2_K=10, MOSTLY_Q3_K_S=11 (every matrix Q3_K)
   const uint32_t ftype = o.dtype == DType::F32 ? 0 : o.dtype == DType::F16 ? 1 : o.dtype == DType::Q4_0 ? 2
                          : o.dtype == DType::Q8_0 ? 7 : o.dtype == DType::IQ4_NL ? 25 : o.dtype == DType::IQ4_XS ? 30
-                         : o.dtype == DType::MXFP4 ? 38 : 32;
+                         : o.dtype == DType::MXFP4 ? 38 : o.dtype == DType::Q2_K ? 10 : o.dtype == DType::Q3_K ? 11
+                         : 32;
   w.set_u32("general.file_type", ftype);
   if (o.dtype == DType::Q8_0 || four_bit) w.set_u32("general.quantization_version", 2);
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
@@ -255,9 +267,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const uint64_t seed = o.seed;
   // 2-D weight: rows x cols, uniform in +-spread, stored as `type`.
   auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, DType type, float spread) -> Status {
-    // Rows that don't fit the block size: IQ4_XS -> IQ4_NL (llama.cpp's fallback), otherwise F16.
-    if (type == DType::IQ4_XS && cols % dtype_info(type).block_size != 0) type = DType::IQ4_NL;
-    if (cols % dtype_info(type).block_size != 0) type = DType::F16;
+    // Rows that don't fit the block size: IQ4_XS -> IQ4_NL (llama.cpp's fallback), Q2_K / Q3_K ->
+    // Q4_0 (as `tokenmill quantize`, quant_recipe.cpp), otherwise F16.
+    type = fallback_type(type, cols);
     return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
       const size_t row_bytes = nbytes / static_cast<size_t>(rows);
       pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
@@ -273,8 +285,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // 3-D expert weights [cols, rows, n]: n matrices of rows x cols, one after the other
   auto add_experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols, DType type,
                          float spread) -> Status {
-    if (type == DType::IQ4_XS && cols % dtype_info(type).block_size != 0) type = DType::IQ4_NL;
-    if (cols % dtype_info(type).block_size != 0) type = DType::F16;
+    type = fallback_type(type, cols);
     return w.add_tensor(name, type, {cols, rows, n}, [=](uint8_t* dst, size_t nbytes) -> Status {
       const size_t row_bytes = nbytes / static_cast<size_t>(rows * n);
       pool->parallel_for(rows * n, 64, [&](int64_t r0, int64_t r1, int) {

@@ -47,7 +47,7 @@ std::optional<ModelShape> find_shape(const std::string& name);
 
 struct DummyOptions {
   ModelShape shape;
-  DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4 (2-D weights; norms stay F32)
+  DType dtype = DType::F16;   // F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K (2-D weights; norms F32)
   bool pure = false;          // 4-bit types: also the output/tied embedding in that type (else Q8_0/Q6_K like llama.cpp)
   // Standard deviation of the 2-D weights (uniform in +-std*sqrt(3)); 0: the defaults (embedding and
   // output +-0.05, other matrices +-0.035). Larger values give tiny models sharper, less flat logits.

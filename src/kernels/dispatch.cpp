@@ -21,6 +21,7 @@ KernelTable build(Isa isa) {
     add_qgemm_legacy_avx2(t);
     add_qgemm_kquant_avx2(t);
     add_qgemm_iq4_avx2(t);
+    add_qgemm_k23_avx2(t);
     add_fgemm_avx2(t);
     add_attention_avx2(t);
     add_ops_avx2(t);
@@ -30,6 +31,7 @@ KernelTable build(Isa isa) {
     add_qgemm_legacy_avx512(t);
     add_qgemm_kquant_avx512(t);
     add_qgemm_iq4_avx512(t);
+    add_qgemm_k23_avx512(t);
     add_fgemm_avx512(t);
     add_attention_avx512(t);
     add_ops_avx512(t);

@@ -32,6 +32,14 @@
 //        n[4 c][16 r][4] (low 4 bits, Q4_0 nibble order) | h[2 k][16 r][4] (high 2 bits: element
 //        32s + 4c + i (c < 4) at bits 2c..2c+1 of byte i of h[0]; element 32s + 16 + 4c + i at
 //        bits 2c.. of h[1]);  value d*sc_j*(q-32), j = element / 16
+//   Q2_K (1344 B = 16 x 84): d[16] f16 | dmin[16] f16 | sm[8 i][16 r][2] u8 (the GGUF scale bytes
+//        scale | min << 4 of sub-blocks 2i, 2i+1) | then per 32-column slice s (128 B):
+//        l[2 k][16 r][4] 2-bit levels of sub-block 2s+k ("crumb" order: element 16k + 4c + i of
+//        the slice at bits 2c..2c+1 of byte i);  value d*scale_j*q - dmin*min_j, j = element / 16
+//   Q3_K (1824 B = 16 x 114): d[16] f16 | sc[16 j][16 r] i8 (the 6-bit scale - 32) | then per
+//        32-column slice s (192 B): l[2 k][16 r][4] (low 2 bits, Q2_K's crumb order) | h[16 r][4]
+//        (third bit of element 4c + i of the slice at bit c of byte i, c = 0..7: Q5_0's order);
+//        value d*sc_j*(q-4), q = low | third << 2 in 0..7
 //   Weights are read front to back within a group-block (one sequential stream per thread).
 //
 // Non-linear 4-bit types (levels kIq4nlValues[q] of quant/blocks.h, q the stored 4-bit index):
@@ -84,10 +92,12 @@ enum PackKind : int {
   kPackIQ4_NL = 10,
   kPackIQ4_XS = 11,
   kPackMXFP4 = 12,
+  kPackQ2_K = 13,
+  kPackQ3_K = 14,
 };
 
 // Bytes of one group-block per packed kind (0 for non-interleaved kinds).
-inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0, 288, 2208, 320};
+inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0, 288, 2208, 320, 1344, 1824};
 // Byte offsets inside a 32-column group-block, by PackKind (Q8_0 .. Q5_1; 0 where absent): the f16
 // mins (Q4_1, Q5_1), the fifth bits (Q5_0, Q5_1), and the levels (bytes for Q8_0, nibbles otherwise).
 struct LegacyLayout {

@@ -43,14 +43,14 @@ struct RowOps {
   GeluMulFn gelu_mul;  // GeGLU (gemma)
 };
 
-inline constexpr int kPackKinds = kPackMXFP4 + 1;
+inline constexpr int kPackKinds = kPackQ3_K + 1;
 
 // Value-initialize (KernelTable t{}): every entry starts null.
 struct KernelTable {
   // Activation quantizers (every level).
   QuantActQ8Fn quant_act_q8;
   QuantActQ8KFn quant_act_q8k;
-  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K, kPackIQ4_NL .. kPackMXFP4) on
+  // Quantized GEMM by PackKind: every x16 kind (kPackQ8_0 .. kPackQ6_K, kPackIQ4_NL .. kPackQ3_K) on
   // every level; null for kPackNone and kPackBf16Copy (no int8 kernel reads those).
   QGemmFn qgemm[kPackKinds];
   // Optional: two tiles per weight pass (null: the dispatcher calls qgemm once per tile).
@@ -80,6 +80,7 @@ void add_act_quant_avx2(KernelTable& t);
 void add_qgemm_legacy_avx2(KernelTable& t);
 void add_qgemm_kquant_avx2(KernelTable& t);
 void add_qgemm_iq4_avx2(KernelTable& t);
+void add_qgemm_k23_avx2(KernelTable& t);  // Q2_K, Q3_K
 void add_fgemm_avx2(KernelTable& t);
 void add_attention_avx2(KernelTable& t);
 void add_ops_avx2(KernelTable& t);
@@ -87,6 +88,7 @@ void add_act_quant_avx512(KernelTable& t);  // and to_bf16
 void add_qgemm_legacy_avx512(KernelTable& t);  // and qgemm2
 void add_qgemm_kquant_avx512(KernelTable& t);
 void add_qgemm_iq4_avx512(KernelTable& t);
+void add_qgemm_k23_avx512(KernelTable& t);  // Q2_K, Q3_K
 void add_fgemm_avx512(KernelTable& t);  // and gemm_bf16, gemm_bf16x16
 void add_attention_avx512(KernelTable& t);
 void add_ops_avx512(KernelTable& t);

@@ -1,12 +1,13 @@
 // Matrix products: dispatch by weight type through the kernel table of the active ISA
 // (kernels/dispatch.h, read once per call), threading and scratch buffers. The arithmetic lives in
 // the per-ISA kernel files behind kernels/kernel_abi.h:
-//   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4): weights repacked at load (pack.cpp),
+//   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4): weights repacked at
+//       load (pack.cpp),
 //       activations quantized once per call to int8 blocks, int8 x int8 dot products.
 //   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or where the table has the bf16
 //       path (AVX-512 BF16) for n_tokens >= 2 bf16 dot products (vdpbf16ps) with activations
 //       converted to bf16 once per call (F16 weights get a bf16 copy at load for that).
-//   anything else (Q2_K, Q3_K, Q8_1, IQ*...): the generic dequantize-and-dot path below.
+//   anything else (Q8_1, other IQ*...): the generic dequantize-and-dot path below.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -98,7 +99,8 @@ int zero_point(int kind) {
 
 // Kinds whose activations are Q8K records (256-column super-blocks).
 bool is_kquant_kind(int kind) {
-  return kind == kPackQ4_K || kind == kPackQ5_K || kind == kPackQ6_K || kind == kPackIQ4_XS;
+  return kind == kPackQ4_K || kind == kPackQ5_K || kind == kPackQ6_K || kind == kPackIQ4_XS || kind == kPackQ2_K ||
+         kind == kPackQ3_K;
 }
 
 enum class Path { Quant, Bf16, Float, Generic };

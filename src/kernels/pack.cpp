@@ -33,9 +33,11 @@ const uint16_t* f16_to_bf16_table() {
 
 // One row's block decoded into levels and parameters.
 struct RowBlock {
-  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63, IQ4 / MXFP4 indices
+  uint8_t q[256];                  // levels: Q8_0 int8+128, Q4 0..15, Q5 0..31, Q6_K 0..63, IQ4 / MXFP4 indices,
+                                   // Q2_K 0..3, Q3_K 0..7
   uint16_t d = 0, m = 0;           // f16 scale (MXFP4: the E8M0 byte) and min (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
-  uint8_t sc[16] = {}, mins[8] = {};  // sub-block scales (Q6_K, IQ4_XS: int8 bit patterns) and mins
+  uint8_t sc[16] = {}, mins[8] = {};  // sub-block scales (Q6_K, IQ4_XS, Q3_K: int8 bit patterns; Q2_K:
+                                      // scale | min << 4) and mins
 };
 
 void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
@@ -173,6 +175,33 @@ void decode_kquant(int kind, const uint8_t* src, RowBlock* o) {
       }
       return;
     }
+    case kPackQ2_K:
+    case kPackQ3_K: {
+      // Low 2 bits of element e: byte qs[32 * (e / 128) + e % 32], bits 2 * ((e % 128) / 32).
+      const uint8_t* qs;
+      const uint8_t* hmask = nullptr;
+      if (kind == kPackQ2_K) {
+        BlockQ2_K b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        o->m = b.dmin;
+        for (int j = 0; j < 16; ++j) o->sc[j] = b.scales[j];  // scale | min << 4, kept as stored
+        qs = src + offsetof(BlockQ2_K, qs);
+      } else {
+        BlockQ3_K b;
+        std::memcpy(&b, src, sizeof b);
+        o->d = b.d;
+        for (int j = 0; j < 16; ++j) o->sc[j] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(j, b.scales)));
+        qs = src + offsetof(BlockQ3_K, qs);
+        hmask = src + offsetof(BlockQ3_K, hmask);
+      }
+      for (int e = 0; e < 256; ++e) {
+        int v = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        if (hmask) v |= ((hmask[e % 32] >> (e / 32)) & 1) << 2;
+        o->q[e] = static_cast<uint8_t>(v);
+      }
+      return;
+    }
     default: TM_ASSERT(false, "decode_kquant: not a 256-column kind");
   }
 }
@@ -203,6 +232,24 @@ void put_h2(uint8_t* h, int r, const uint8_t* q) {
       for (int c = 0; c < 4; ++c) v |= ((q[16 * k + 4 * c + i] >> 4) & 3) << (2 * c);
       h[(k * 16 + r) * 4 + i] = static_cast<uint8_t>(v);
     }
+}
+
+// 2-bit levels of 16 elements -> crumbs [16 r][4]: byte i bits 2c.. = bits 0,1 of level 4c+i.
+void put_crumbs(uint8_t* l, int r, const uint8_t* q) {
+  for (int i = 0; i < 4; ++i) {
+    int v = 0;
+    for (int c = 0; c < 4; ++c) v |= (q[4 * c + i] & 3) << (2 * c);
+    l[r * 4 + i] = static_cast<uint8_t>(v);
+  }
+}
+
+// Third bits of 32 levels -> [16 r][4]: byte i bit c = bit 2 of level 4c+i.
+void put_bit2(uint8_t* h, int r, const uint8_t* q) {
+  for (int i = 0; i < 4; ++i) {
+    int v = 0;
+    for (int c = 0; c < 8; ++c) v |= ((q[4 * c + i] >> 2) & 1) << c;
+    h[r * 4 + i] = static_cast<uint8_t>(v);
+  }
 }
 
 // Writes row r (0..15) of one group-block.
@@ -267,6 +314,21 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
       for (int j = 0; j < 8; ++j) gb[32 + j * 16 + r] = rb.sc[j];
       for (int j = 0; j < 8; ++j) put_nibbles(gb + 160 + 256 * j, r, rb.q + 32 * j);
       return;
+    case kPackQ2_K:
+      put_f16(gb, r, rb.d);
+      put_f16(gb + 32, r, rb.m);
+      for (int j = 0; j < 16; ++j) gb[64 + ((j / 2) * 16 + r) * 2 + j % 2] = rb.sc[j];
+      for (int s = 0; s < 8; ++s)
+        for (int k = 0; k < 2; ++k) put_crumbs(gb + 320 + 128 * s + 64 * k, r, rb.q + 32 * s + 16 * k);
+      return;
+    case kPackQ3_K:
+      put_f16(gb, r, rb.d);
+      for (int j = 0; j < 16; ++j) gb[32 + j * 16 + r] = rb.sc[j];
+      for (int s = 0; s < 8; ++s) {
+        for (int k = 0; k < 2; ++k) put_crumbs(gb + 288 + 192 * s + 64 * k, r, rb.q + 32 * s + 16 * k);
+        put_bit2(gb + 288 + 192 * s + 128, r, rb.q + 32 * s);
+      }
+      return;
     default: TM_ASSERT(false, "put_row: bad kind");
   }
 }
@@ -283,6 +345,8 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
     case DType::Q4_K: return kPackQ4_K;
     case DType::Q5_K: return kPackQ5_K;
     case DType::Q6_K: return kPackQ6_K;
+    case DType::Q2_K: return kPackQ2_K;
+    case DType::Q3_K: return kPackQ3_K;
     case DType::IQ4_NL: return kPackIQ4_NL;
     case DType::IQ4_XS: return kPackIQ4_XS;
     case DType::MXFP4: return kPackMXFP4;
@@ -292,7 +356,9 @@ int pack_kind_for(DType t, bool allow_bf16_copy) {
 }
 
 int64_t pack_block_cols(int kind) {
-  return (kind >= kPackQ4_K && kind <= kPackQ6_K) || kind == kPackIQ4_XS ? 256 : 32;
+  return (kind >= kPackQ4_K && kind <= kPackQ6_K) || kind == kPackIQ4_XS || kind == kPackQ2_K || kind == kPackQ3_K
+             ? 256
+             : 32;
 }
 
 namespace {

@@ -61,6 +61,16 @@ int dot_iq4(const uint8_t* n, int r, const int8_t* x, int offset, const int8_t* 
   return s;
 }
 
+// Q2_K / Q3_K: the unsigned level (0..3, or 0..7 with the third bit) of element e (0..255) of row r.
+template <int Kind>
+int level_k23(const uint8_t* gb, int r, int e) {
+  const int s = e / 32, k = (e % 32) / 16, c = (e % 16) / 4, i = e % 4;
+  const uint8_t* slice = gb + (Kind == kPackQ2_K ? 320 + 128 * s : 288 + 192 * s);
+  int q = (slice[64 * k + r * 4 + i] >> (2 * c)) & 3;
+  if (Kind == kPackQ3_K) q |= ((slice[128 + r * 4 + i] >> (4 * k + c)) & 1) << 2;
+  return q;
+}
+
 // The loops both GEMMs share: for each real row r of the groups [g0, g1) and token t < T, the weight
 // blocks in order into one float: block(gb, rec, r, t, acc) adds block b's part, gb being its
 // group-block and rec the tile's record of it (record_bytes per token).
@@ -119,7 +129,26 @@ void gemm_kquant(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
                     [T](const uint8_t* gb, const uint8_t* rec, int r, int t, float& acc) {
     const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
     const float dx = ld<float>(rec + T * 256, t);
-    if (Kind == kPackIQ4_XS) {
+    if (Kind == kPackQ2_K || Kind == kPackQ3_K) {
+      // Per 16-column sub-block j: the integer dot of the unsigned levels, times the row's scale.
+      // The record's bias16_j = -32 * (sum of x over j) gives Q3_K's zero point 4 (bias16 / 8) and
+      // Q2_K's min term (sum of x = -bias16 / 32, times the 4-bit min).
+      int s = 0, ms = 0;
+      for (int j = 0; j < 16; ++j) {
+        int dot = 0;
+        for (int e = 16 * j; e < 16 * j + 16; ++e) dot += level_k23<Kind>(gb, r, e) * x[e];
+        const int32_t bias = ld<int32_t>(rec + T * 276, t * 16 + j);
+        if (Kind == kPackQ2_K) {
+          const uint8_t sm = gb[64 + ((j / 2) * 16 + r) * 2 + j % 2];
+          s += (sm & 0xF) * dot;
+          ms += (sm >> 4) * (-bias / 32);
+        } else {
+          s += static_cast<int8_t>(gb[32 + j * 16 + r]) * (dot + bias / 8);
+        }
+      }
+      if (Kind == kPackQ2_K) acc += dx * (f16(gb, r) * static_cast<float>(s) - f16(gb + 32, r) * static_cast<float>(ms));
+      else acc += dx * f16(gb, r) * static_cast<float>(s);
+    } else if (Kind == kPackIQ4_XS) {
       // Signed levels; per sub-block sum of x * values, times the row's signed sub-block scale.
       int s = 0;
       for (int j = 0; j < 8; ++j) s += static_cast<int8_t>(gb[32 + j * 16 + r]) * dot_iq4(gb + 160 + 256 * j, r, x + 32 * j, 0);
@@ -202,7 +231,7 @@ void add_qgemm_scalar(KernelTable& t) {
   t.quant_act_q8k = quant_act_q8k_scalar;
   for_each_kind<kPackQ8_0, kPackQ4_0, kPackQ4_1, kPackQ5_0, kPackQ5_1, kPackIQ4_NL, kPackMXFP4>(
       [&](auto k) { t.qgemm[k.value] = gemm_legacy<decltype(k)::value>; });
-  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K, kPackIQ4_XS>(
+  for_each_kind<kPackQ4_K, kPackQ5_K, kPackQ6_K, kPackIQ4_XS, kPackQ2_K, kPackQ3_K>(
       [&](auto k) { t.qgemm[k.value] = gemm_kquant<decltype(k)::value>; });
 }
 

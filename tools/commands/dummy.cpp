@@ -29,10 +29,10 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   auto o = std::make_shared<DummyCli>();
   app.add_option("--shape", o->shape,
                  "qwen2.5-0.5b, qwen2.5-7b, llama-3.2-1b, llama-3-8b, phi-3.5-mini, olmoe-1b-7b, qwen3-30b-a3b, ... (--list)");
-  app.add_option("--dtype", o->dtype, "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS or MXFP4")->capture_default_str();
+  app.add_option("--dtype", o->dtype, "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, IQ4_XS, MXFP4, Q2_K or Q3_K")->capture_default_str();
   app.add_option("--vocab", o->vocab, "GGUF file whose tokenizer (tokenizer.* keys) the model gets");
   app.add_option("--seed", o->seed, "random seed (same seed, same bytes)")->capture_default_str();
-  app.add_flag("--pure", o->pure, "Q4_0/IQ4_NL/IQ4_XS/MXFP4: keep the output matrix in that type too (default: Q8_0/Q6_K like llama.cpp)");
+  app.add_flag("--pure", o->pure, "Q4_0/IQ4_NL/IQ4_XS/MXFP4/Q2_K/Q3_K: keep the output matrix in that type too (default: Q8_0/Q6_K like llama.cpp)");
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");

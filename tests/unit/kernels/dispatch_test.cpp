@@ -31,7 +31,8 @@ TEST(KernelTable, EveryEntryADispatcherCanAskForIsFilledOnEveryAvailableLevel) {
     EXPECT_NE(t.quant_act_q8, nullptr);
     EXPECT_NE(t.quant_act_q8k, nullptr);
     for (int kind = kPackQ8_0; kind <= kPackQ6_K; ++kind) EXPECT_NE(t.qgemm[kind], nullptr) << "kind " << kind;
-    for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4}) EXPECT_NE(t.qgemm[kind], nullptr) << "kind " << kind;
+    for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4, kPackQ2_K, kPackQ3_K})
+      EXPECT_NE(t.qgemm[kind], nullptr) << "kind " << kind;
     for (int type = 0; type < kFloatTypes; ++type) EXPECT_NE(t.fgemm[type], nullptr) << "float type " << type;
     // The bf16 path is optional, but all of it or none.
     EXPECT_EQ(t.gemm_bf16x16 != nullptr, has_bf16(t));
@@ -62,7 +63,7 @@ TEST(KernelTable, EveryEntryADispatcherCanAskForIsFilledOnEveryAvailableLevel) {
 TEST(KernelTable, X86LevelsHaveTheirKernels) {
   if (detected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2 on this CPU (or not x86-64): only the portable table";
   EXPECT_NE(kernel_table(Isa::Avx2).qgemm[kPackQ4_0], kernel_table(Isa::Scalar).qgemm[kPackQ4_0]);
-  for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4})
+  for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4, kPackQ2_K, kPackQ3_K})
     EXPECT_NE(kernel_table(Isa::Avx2).qgemm[kind], kernel_table(Isa::Scalar).qgemm[kind]) << "kind " << kind;
   EXPECT_NE(kernel_table(Isa::Avx2).attention[kKvF16], &attention_scalar);
   EXPECT_FALSE(has_bf16(kernel_table(Isa::Avx2)));
@@ -72,7 +73,7 @@ TEST(KernelTable, X86LevelsHaveTheirKernels) {
   for (int kind = kPackQ8_0; kind <= kPackQ5_1; ++kind) EXPECT_NE(t.qgemm2[kind], nullptr) << "kind " << kind;
   EXPECT_NE(t.qgemm2[kPackIQ4_NL], nullptr);
   EXPECT_NE(t.qgemm2[kPackMXFP4], nullptr);
-  for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4})
+  for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4, kPackQ2_K, kPackQ3_K})
     EXPECT_NE(t.qgemm[kind], kernel_table(Isa::Avx2).qgemm[kind]) << "kind " << kind;
   // Shapes the AVX-512 attention leaves to the scalar kernel are not ones AVX2 would have taken.
   for (int64_t bs : {8, 16, 32})

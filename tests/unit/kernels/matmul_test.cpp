@@ -88,7 +88,10 @@ std::vector<float> make_x(int64_t n, int64_t ldx, int64_t cols, uint32_t seed) {
 }
 
 // Types whose activations are quantized per 256 columns (Q8K).
-bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS; }
+bool is_kquant(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
+}
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 // Types whose fast path quantizes the activations to int8 (the rest multiply in float).
 bool is_int8_path(DType t) {
@@ -261,13 +264,15 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
 // (Float types are not batch-invariant: GEMV multiplies in f32, GEMM on AVX-512 in bf16.)
 INSTANTIATE_TEST_SUITE_P(Int8Types, QuantizedType,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
+                                           DType::Q2_K, DType::Q3_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulType,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                            DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+                                           DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
+                                           DType::Q8_1),  // Q8_1: the generic dequantize-and-dot path
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Matmul, ReferenceOnHandComputedValues) {
@@ -354,7 +359,7 @@ TEST(Matmul, ManyEqualsSeparateCalls) {
 // (int8 tiles, the bf16 copy, float and generic kernels), ISA, token count and pool.
 TEST(Matmul, SwigluEqualsSiluMulThenMatmul) {
   const int64_t cols = 512, ld = cols + 3;
-  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16, DType::F32, DType::Q2_K};
+  const DType types[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16, DType::F32, DType::Q3_K, DType::Q8_1};
   ThreadPool p2(2);
   for (DType t : types) {
     const int64_t rows = 37;
