@@ -322,6 +322,9 @@ RequestResult OpenAiClient::stream(Endpoint e, const nlohmann::json& body) {
     } else {
       kind = FailureKind::Connection;
       msg = httplib::to_string(err);
+      // Refused (nothing listens) as opposed to a connection dropped after the request was sent; a
+      // resent request had been sent once already.
+      r.connect_failed = err == httplib::Error::Connection && !r.resent;
     }
     acc.fill(r);  // keeps the partial timings for the timeline
     r.success = false;

@@ -65,6 +65,7 @@ struct RequestResult {
   size_t output_chars = 0;
   std::string finish_reason;
   bool resent = false;  // sent again on a new connection (see OpenAiClient::stream)
+  bool connect_failed = false;  // no connection could be made: the request never reached a server
 };
 
 // Number of requests that were resent that way.

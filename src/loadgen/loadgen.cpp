@@ -61,6 +61,8 @@ Status validate(const BenchOptions& o) {
       return Error{"unknown scenario '" + o.scenario + "' (single-user, concurrency, long-prompt, long-output, "
                    "oom-boundary, recovery, all)"};
   }
+  if (!o.restart_command.empty() && o.scenario != "recovery" && o.scenario != "all")
+    return Error{"--restart-command is for --scenario recovery (or all)"};
   return ok_status();
 }
 

@@ -66,6 +66,9 @@ struct BenchOptions {
   int context_len = 0;  // 0: ask the server, else 2048
   double time_budget_s = 0;  // 0: unlimited
   bool short_mode = false;
+  // recovery: a shell command that kills and restarts the server, run in the middle of the load
+  // (restart mode: time until it serves again, requests lost; docs/bench-serve.md).
+  std::string restart_command;
 
   // Option names ("num-prompts", ...) the user gave explicitly: scenario presets do not override them.
   std::set<std::string> explicit_opts;

@@ -156,6 +156,8 @@ RunResult execute_run(const BenchContext& ctx, const RunPlan& plan) {
       const double send_s = Secs(Clock::now() - run_start).count();
       RequestResult r = client.stream(o.endpoint, body);
       progress.set_in_flight(in_flight.fetch_sub(1) - 1);
+      if (r.connect_failed && plan.connect_failure_backoff_s > 0)
+        std::this_thread::sleep_for(Secs(plan.connect_failure_backoff_s));
       gate.release();
       r.index = job.index;
       r.phase = job.phase;
@@ -210,6 +212,7 @@ RunResult execute_run(const BenchContext& ctx, const RunPlan& plan) {
       }
       out.phase_starts_s.push_back(Secs(start - run_start).count());
       out.phase_names.push_back(ph.name);
+      if (plan.on_phase_start) plan.on_phase_start(pi, out.phase_starts_s.back());
       gate.set_limit(ph.concurrency);
       const auto planned_end = start + std::chrono::duration_cast<Clock::duration>(Secs(ph.duration_s));
       if (ctx.deadline && *ctx.deadline < planned_end) out.truncated = true;

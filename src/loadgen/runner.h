@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -57,6 +58,12 @@ struct RunPlan {
   uint64_t seed = 0;
   int warmups = 0;
   std::vector<Phase> phases;  // non-empty: time-driven run
+  // Time-driven: called (on the arrival thread) as each phase starts, with its index and start time
+  // (seconds since the run started); it must not block.
+  std::function<void(size_t phase, double start_s)> on_phase_start;
+  // After a request that could not connect, its worker waits this long before taking the next one
+  // (a server that is down is not hammered in a tight loop; 0: no wait).
+  double connect_failure_backoff_s = 0;
   nlohmann::json params = nlohmann::json::object();  // echoed in the report
 };
 

@@ -1,6 +1,8 @@
 #include "loadgen/scenario_analysis.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "loadgen/stats.h"
 
@@ -80,6 +82,47 @@ RecoveryAnalysis analyze_recovery(const RunResult& run, double factor, int windo
       break;
     }
   }
+  return a;
+}
+
+RestartAnalysis analyze_restart(const RunResult& run, double command_start_s) {
+  RestartAnalysis a;
+  double last_fail_send = -1;
+  a.outage_first_s = std::numeric_limits<double>::infinity();
+  std::vector<double> before;
+  for (const auto& r : run.requests) {
+    ++a.sent;
+    if (r.success) {
+      ++a.succeeded;
+      if (r.send_s + r.ttft_s < command_start_s) before.push_back(r.ttft_s * 1000.0);
+      continue;
+    }
+    if (is_explicit_failure(r.failure)) ++a.explicit_errors;
+    else if (r.connect_failed) ++a.refused;
+    else {
+      ++a.lost;
+      ++a.lost_by_kind[failure_label(r.failure, r.http_status)];
+    }
+    const double end = r.send_s + r.e2el_s;
+    if (end >= command_start_s) {
+      a.outage_seen = true;
+      a.outage_first_s = std::min(a.outage_first_s, end);
+      last_fail_send = std::max(last_fail_send, r.send_s);
+    }
+  }
+  if (!a.outage_seen) a.outage_first_s = 0;
+  a.before_p50_ms = p50(before);
+  if (!a.outage_seen) return a;
+  double first = std::numeric_limits<double>::infinity();
+  for (const auto& r : run.requests)
+    if (r.success && r.send_s > last_fail_send) first = std::min(first, r.send_s + r.ttft_s);
+  if (std::isinf(first)) return a;
+  a.served_again = true;
+  a.time_to_serve_s = std::max(0.0, first - command_start_s);
+  std::vector<double> after;
+  for (const auto& r : run.requests)
+    if (r.success && r.send_s >= first) after.push_back(r.ttft_s * 1000.0);
+  a.after_p50_ms = p50(after);
   return a;
 }
 

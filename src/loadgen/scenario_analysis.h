@@ -1,7 +1,9 @@
 // Pure analyses behind the scenario verdicts (unit-tested on synthetic request results).
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "loadgen/runner.h"
@@ -44,5 +46,24 @@ struct RecoveryAnalysis {
 inline constexpr double kRecoverySlackMs = 5.0;
 RecoveryAnalysis analyze_recovery(const RunResult& run, double factor = 1.5, int window = 0,
                                   double slack_ms = kRecoverySlackMs);
+
+// Recovery with --restart-command: the command (started at `command_start_s`, run-relative) kills
+// and restarts the server under load. The outage is every request that failed and ended after the
+// command started; the server serves again at the first token of the first successful request sent
+// after the last of those failures. Failures split into explicit errors (an HTTP error status or an
+// error event: e.g. 503 while the new server loads), refused (no connection could be made: nothing
+// listened, the request never reached a server) and lost (sent, then no complete answer: connection
+// dropped, stream cut, timeout) - the requests a restart loses.
+struct RestartAnalysis {
+  int sent = 0, succeeded = 0, explicit_errors = 0, refused = 0, lost = 0;
+  std::map<std::string, int> lost_by_kind;  // failure_label -> count, for the lost ones
+  bool outage_seen = false;   // some request failed after the command started
+  bool served_again = false;  // a request succeeded after the outage
+  double outage_first_s = 0;  // run-relative end of the first failure after the command started
+  double time_to_serve_s = 0; // command start -> first token of the first success after the outage
+  double before_p50_ms = 0;   // TTFT p50 of the successes before the command started
+  double after_p50_ms = 0;    // TTFT p50 of the successes sent once the server served again
+};
+RestartAnalysis analyze_restart(const RunResult& run, double command_start_s);
 
 }  // namespace tmill::loadgen

@@ -49,5 +49,8 @@ ScenarioResult run_long_prompt(BenchContext& ctx);
 ScenarioResult run_long_output(BenchContext& ctx);
 ScenarioResult run_oom_boundary(BenchContext& ctx, ScenarioState& st);
 ScenarioResult run_recovery(BenchContext& ctx, ScenarioState& st);
+// recovery with --restart-command (scenarios_restart.cpp): the command kills and restarts the server
+// in the middle of a steady load.
+ScenarioResult run_recovery_restart(BenchContext& ctx);
 
 }  // namespace tmill::loadgen

@@ -140,6 +140,7 @@ ScenarioResult run_oom_boundary(BenchContext& ctx_in, ScenarioState& st) {
 }
 
 ScenarioResult run_recovery(BenchContext& ctx, ScenarioState& st) {
+  if (!ctx.opts.restart_command.empty()) return run_recovery_restart(ctx);
   const BenchOptions& o = ctx.opts;
   ScenarioResult sr{"recovery", "Overload, then normal load: time to return to baseline latency, lost requests", "", "ok", {}, {}, {}};
   const int normal = o.is_set("max-concurrency") ? std::max(1, o.max_concurrency) : (o.short_mode ? 1 : 2);

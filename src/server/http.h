@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -23,6 +24,10 @@ struct HttpRequest {
   // True once the client has closed or reset its connection (a non-blocking check supplied by the
   // transport; null: never). Handlers poll it while they wait for the engine, and streams with it.
   std::function<bool()> client_gone;
+  // Set by the handler's front (per-API-key accounting) before a route runs: the routes that run a
+  // model call it with the tokens a request used (prompt + completion), once they are known. Null:
+  // nobody counts.
+  std::function<void(int64_t)> count_tokens;
 
   const std::string* header(std::string_view name) const;  // case-insensitive; first match
   bool has_header(std::string_view name) const { return header(name) != nullptr; }

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
-#include "server/auth.h"
 #include "server/openai_response.h"
 #include "server/request_fields.h"
 #include "server/server.h"
@@ -50,45 +49,39 @@ const char* failure_reason(int status) {
 
 }  // namespace
 
-struct Server::Route {
-  const char* path;
-  bool prefix;          // path is a prefix ("/v1/models/ID")
-  bool post;            // POST; else GET and HEAD
-  bool auth;            // needs an API key when the server has some
-  bool needs_engine;    // 503 while the model loads or the server drains
-  HttpResponse (Server::*handler)(HttpRequest&);
-};
 
 // /health, /version and /metrics are open even when API keys are set (load balancers and
-// Prometheus need them; they reveal no data).
+// Prometheus need them; they reveal no data). The admin routes need an admin key once a key file
+// is in use (every --api-key key is an admin key).
 const Server::Route* Server::find_route(const std::string& path) {
+  constexpr Access kOpen = Access::Open, kKey = Access::Key, kAdmin = Access::Admin;
   static const Route kRoutes[] = {
-    {"/v1/chat/completions", false, true, true, true, &Server::route_chat},
-    {"/v1/completions", false, true, true, true, &Server::route_completions},
-    {"/v1/map_reduce", false, true, true, true, &Server::route_map_reduce},  // routes_map_reduce.cpp
-    {"/v1/embeddings", false, true, true, true, &Server::route_embeddings},
-    {"/v1/rerank", false, true, true, true, &Server::route_rerank},
-    {"/rerank", false, true, true, true, &Server::route_rerank},
-    {"/v2/rerank", false, true, true, true, &Server::route_rerank},
-    {"/v1/score", false, true, true, true, &Server::route_score},
-    {"/tokenize", false, true, true, true, &Server::route_tokenize},
-    {"/detokenize", false, true, true, true, &Server::route_detokenize},
-    {"/v1/models", false, false, true, true, &Server::route_models},
-    {"/v1/models/", true, false, true, true, &Server::route_model},
+    {"/v1/chat/completions", false, true, kKey, true, true, &Server::route_chat},
+    {"/v1/completions", false, true, kKey, true, true, &Server::route_completions},
+    {"/v1/map_reduce", false, true, kKey, true, true, &Server::route_map_reduce},  // routes_map_reduce.cpp
+    {"/v1/embeddings", false, true, kKey, true, true, &Server::route_embeddings},
+    {"/v1/rerank", false, true, kKey, true, true, &Server::route_rerank},
+    {"/rerank", false, true, kKey, true, true, &Server::route_rerank},
+    {"/v2/rerank", false, true, kKey, true, true, &Server::route_rerank},
+    {"/v1/score", false, true, kKey, true, true, &Server::route_score},
+    {"/tokenize", false, true, kKey, true, false, &Server::route_tokenize},
+    {"/detokenize", false, true, kKey, true, false, &Server::route_detokenize},
+    {"/v1/models", false, false, kKey, true, false, &Server::route_models},
+    {"/v1/models/", true, false, kKey, true, false, &Server::route_model},
     // Admin (llama-server's router paths), behind the API key: {"model": NAME}.
-    {"/models/load", false, true, true, true, &Server::route_admin_load},
-    {"/models/unload", false, true, true, true, &Server::route_admin_unload},
-    {"/models/reload", false, true, true, true, &Server::route_admin_reload},
+    {"/models/load", false, true, kAdmin, true, false, &Server::route_admin_load},
+    {"/models/unload", false, true, kAdmin, true, false, &Server::route_admin_unload},
+    {"/models/reload", false, true, kAdmin, true, false, &Server::route_admin_reload},
     // vLLM's run-time LoRA routes (routes_lora.cpp), behind the API key.
-    {"/v1/load_lora_adapter", false, true, true, true, &Server::route_load_lora},
-    {"/v1/unload_lora_adapter", false, true, true, true, &Server::route_unload_lora},
-    {"/health", false, false, false, true, &Server::route_health},
-    {"/version", false, false, false, false, &Server::route_version},
-    {"/metrics", false, false, false, false, &Server::route_metrics},
-    {"/", false, false, false, false, &Server::route_ui},           // the chat page (its API calls need the key)
-    {"/dashboard", false, false, false, false, &Server::route_ui},  // the dashboard page
-    {"/ui/info", false, false, true, true, &Server::route_ui_info},
-    {"/ui/", true, false, false, false, &Server::route_ui},         // the pages' scripts and style
+    {"/v1/load_lora_adapter", false, true, kAdmin, true, false, &Server::route_load_lora},
+    {"/v1/unload_lora_adapter", false, true, kAdmin, true, false, &Server::route_unload_lora},
+    {"/health", false, false, kOpen, true, false, &Server::route_health},
+    {"/version", false, false, kOpen, false, false, &Server::route_version},
+    {"/metrics", false, false, kOpen, false, false, &Server::route_metrics},
+    {"/", false, false, kOpen, false, false, &Server::route_ui},           // the chat page (its API calls need the key)
+    {"/dashboard", false, false, kOpen, false, false, &Server::route_ui},  // the dashboard page
+    {"/ui/info", false, false, kKey, true, false, &Server::route_ui_info},
+    {"/ui/", true, false, kOpen, false, false, &Server::route_ui},         // the pages' scripts and style
   };
   for (const Route& r : kRoutes)
     if (r.prefix ? (path.size() > std::strlen(r.path) && path.compare(0, std::strlen(r.path), r.path) == 0)
@@ -146,7 +139,9 @@ HttpResponse Server::finish(HttpResponse res, const HttpRequest& req, const std:
     const bool any = opts_.allowed_origins.size() == 1 && opts_.allowed_origins[0] == "*";
     res.set_header("Access-Control-Allow-Origin", any ? "*" : *origin);
     if (!any) res.set_header("Vary", "Origin");
-    res.set_header("Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
+    res.set_header("Access-Control-Expose-Headers",
+                   "X-Request-Id, Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
+                   "x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens");
   }
   return res;
 }
@@ -208,16 +203,16 @@ std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
       e.code = "request_too_large";
     }
   }
-  if (e.message.empty() && r->auth && !authorized(opts_.api_keys, req.header_or("Authorization"))) {
-    e.status = 401;
-    e.message = req.has_header("Authorization") ? "Incorrect API key provided."
-                                                : "Missing API key: send 'Authorization: Bearer <key>'.";
-    e.type = "invalid_request_error";
-    e.code = "invalid_api_key";
-    headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.message.empty()) {
+    std::shared_ptr<const KeyIdentity> id;
+    if (auto refused = check_key(req, *r, &id)) {
+      e = *refused;
+      if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+      if (id) count_key_request(id->name, e.status);  // a known key refused the route (403)
+    }
   }
   if (e.message.empty()) return std::nullopt;
-  HttpResponse res = reply_error(e, e.status == 401 ? "unauthorized" : failure_reason(e.status));
+  HttpResponse res = reply_error(e, e.status == 401 || e.status == 403 ? "unauthorized" : failure_reason(e.status));
   res.headers = std::move(headers);
   res.close_connection = has_body(req) || e.status == 411;  // the body stays unread
   return finish(std::move(res), req, request_id_of(req));
@@ -229,16 +224,22 @@ HttpResponse Server::handle(HttpRequest& req) {
   const std::string id = request_id_of(req);
   const auto t0 = std::chrono::steady_clock::now();
   HttpResponse res;
-  if (auto unavailable = r->needs_engine ? check_available() : std::nullopt) {
+  std::shared_ptr<const KeyIdentity> key;
+  if (auto refused = check_key(req, *r, &key)) {  // the keys were reloaded since before_body
+    res = reply_error(*refused, "unauthorized");
+    if (refused->status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  } else if (auto unavailable = r->needs_engine ? check_available() : std::nullopt) {
     res = std::move(*unavailable);
+  } else if (key) {
+    res = run_as_key(req, *r, *key);  // routes_keys.cpp: the key's limits and metrics
   } else {
     res = (this->*(r->handler))(req);
   }
   if (opts_.log_requests) {
     // An access line (never the prompt or the key): for a stream, the time until it started.
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    log_info("request {} {} {} -> {}{} in {:.1f} ms", id, req.method, req.path, res.status,
-             res.streaming() ? " (stream started)" : "", ms);
+    log_info("request {} {} {} -> {}{} in {:.1f} ms{}", id, req.method, req.path, res.status,
+             res.streaming() ? " (stream started)" : "", ms, key ? " key " + key->name : std::string());
   }
   return finish(std::move(res), req, id);
 }

@@ -46,6 +46,7 @@ HttpResponse Server::handle_embed(HttpRequest& req, EmbedKind kind) {
       for (const auto& in : m->inputs) tokens += static_cast<int64_t>(in.size());
       auto vectors = engine.embed(m->inputs);
       if (!vectors.ok()) throw RequestError{bad_request(vectors.error(), "input")};
+      if (req.count_tokens) req.count_tokens(tokens);
       return reply_json(embedding_response(name, *m, std::move(vectors).value(), tokens));
     }
     const bool score = kind == EmbedKind::Score;
@@ -53,6 +54,11 @@ HttpResponse Server::handle_embed(HttpRequest& req, EmbedKind kind) {
     if (!m.ok()) throw RequestError{err};
     auto outputs = engine.embed(m->inputs);
     if (!outputs.ok()) throw RequestError{bad_request(outputs.error(), score ? "text_2" : "documents")};
+    if (req.count_tokens) {
+      int64_t tokens = 0;
+      for (const auto& in : m->inputs) tokens += static_cast<int64_t>(in.size());
+      req.count_tokens(tokens);
+    }
     const std::vector<double> scores = relevance_scores(*outputs);
     return reply_json(score ? score_response(name, *m, scores) : rerank_response(name, *m, scores));
   } catch (const RequestError& e) {

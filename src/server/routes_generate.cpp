@@ -33,6 +33,19 @@ ApiError deadline_error(double seconds) {
   return e;
 }
 
+// Per-key accounting: the request's prompt + completion tokens, once, when `generate` returns
+// without handing the generation to a stream (the stream counts them when it is over).
+struct TokenCount {
+  std::function<void(int64_t)> count;
+  const std::unique_ptr<Generation>* gen = nullptr;
+  bool armed = false;  // the prompts were submitted
+  ~TokenCount() {
+    if (!armed || !count || !*gen) return;
+    const Usage u = (*gen)->usage();
+    count(u.prompt_tokens + u.completion_tokens);
+  }
+};
+
 struct InflightGuard {
   explicit InflightGuard(std::atomic<int64_t>* c) : c_(c) { c_->fetch_add(1); }
   ~InflightGuard() { c_->fetch_sub(1); }
@@ -60,6 +73,7 @@ struct StreamState {
   bool started = false;
   bool error_sent = false;
   std::optional<Clock::time_point> deadline;  // the request's time limit
+  std::function<void(int64_t)> count_tokens;  // per-key accounting: called once, when the response is over
 
   // Past the deadline: the generation is aborted (its KV freed) and the stream ends with an error
   // event, then [DONE].
@@ -265,6 +279,7 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   const int64_t k = static_cast<int64_t>(m.prompts.size());
   auto guard = std::make_unique<InflightGuard>(&inflight_);
   auto gen = std::make_unique<Generation>(engine, metrics, m, arrival);
+  TokenCount tokens{req.count_tokens, &gen};  // after gen: runs before it is freed
   int64_t submitted = 0;
   if (Status st = gen->submit(&submitted); !st.ok()) {
     metrics->cancel_admission(k - submitted);
@@ -278,6 +293,7 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
     }
     return reply_error(bad_request(st.error()), "invalid_request", metrics);
   }
+  tokens.armed = true;
   if (!m.prompts.empty() && !m.prompts[0].request.lora.empty()) metrics->track_lora(gen->ids(), m.prompts[0].request.lora);
 
   ResponseMeta meta = make_meta(kind, m.model);
@@ -340,6 +356,7 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   st->tok = ctx.tokenizer;
   st->client_gone_check = req.client_gone;
   st->deadline = deadline;
+  st->count_tokens = req.count_tokens;
   st->meta = meta;
   st->backlog = std::move(first);
   st->offsets.assign(gen->choices().size(), 0);
@@ -359,6 +376,10 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
   res.on_close = [st] {
     // The response is over (sent, failed or cut): whatever is unfinished is aborted now.
     if (!st->gen->finished()) st->gen->abort();
+    if (st->count_tokens) {
+      const Usage u = st->gen->usage();
+      st->count_tokens(u.prompt_tokens + u.completion_tokens);
+    }
   };
   return res;
 }

@@ -81,6 +81,7 @@ HttpResponse Server::route_map_reduce(HttpRequest& req) {
     bool chat = false;
     std::function<bool()> gone;  // the client went away: abort
     bool runner_failed = false;
+    std::function<void(int64_t)> count_tokens;  // per-key accounting (Server::handle)
   };
   auto st = std::make_shared<State>();
   st->lease = std::move(lease);
@@ -88,6 +89,7 @@ HttpResponse Server::route_map_reduce(HttpRequest& req) {
   st->model = st->lease.model().ctx.served_model_name;
   st->opts = opts;
   st->chat = chat;
+  st->count_tokens = req.count_tokens;
   auto work = [this, st, metrics, arrival](const MapReduceProgress& progress) -> Result<MapReduceResult> {
     const ServerContext& ctx = st->lease.model().ctx;
     Engine& engine = *st->lease.model().engine;
@@ -140,6 +142,7 @@ HttpResponse Server::route_map_reduce(HttpRequest& req) {
           o.text = gen.choices()[i].text;
           o.prompt_tokens = static_cast<int32_t>(m.prompts[i].request.prompt.size());
           o.completion_tokens = static_cast<int32_t>(gen.choices()[i].token_ids.size());
+          if (st->count_tokens) st->count_tokens(int64_t{o.prompt_tokens} + o.completion_tokens);
           outs.push_back(std::move(o));
         }
         finished_before += static_cast<int32_t>(m.prompts.size());

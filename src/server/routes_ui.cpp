@@ -94,7 +94,7 @@ HttpResponse Server::route_ui_info(HttpRequest& req) {
   return reply_json(json{{"version", opts_.version},
                          {"started_unix", created_unix_},
                          {"uptime_s", now - created_unix_},
-                         {"api_key_required", !opts_.api_keys.empty()},
+                         {"api_key_required", keys_->enabled()},
                          {"models", std::move(models)}});
 }
 

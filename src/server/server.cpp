@@ -107,7 +107,15 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
     TM_TRY(prepare_router(r, model_exists));
   }
   if (auto r = reasoning_config(options.reasoning_parser); !r.ok()) return Error{"--reasoning-parser: " + r.error()};
+  auto keys = KeyStore::create(options.api_keys, options.api_key_file);
+  if (!keys.ok()) return Error{keys.error()};
   auto s = std::unique_ptr<Server>(new Server(std::move(options)));
+  s->keys_ = std::move(keys).value();
+  if (s->keys_->has_file()) {
+    std::string names;
+    for (const auto& x : s->keys_->names()) names += (names.empty() ? "" : ", ") + x;
+    log_info("API keys: {} key(s) from {} ({}); SIGHUP reloads the file", s->keys_->size(), s->keys_->file(), names);
+  }
   s->created_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
@@ -144,8 +152,8 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   s->http_->start();
   std::string names;
   for (const ModelSpec& m : s->opts_.models) names += (names.empty() ? "" : ", ") + m.name;
-  log_info("listening on http://{}:{} (model {} loading; /health answers 503 until it is ready)", s->opts_.http.host,
-           port, names);
+  log_info("listening on {}://{}:{} (model {} loading; /health answers 503 until it is ready)", s->scheme(),
+           s->opts_.http.host, port, names);
   return s;
 }
 
@@ -266,8 +274,8 @@ Status Server::attach_engine(std::unique_ptr<Engine> engine, double load_seconds
   TM_ASSIGN_OR_RETURN(auto m, make_loaded(0, std::move(engine), load_seconds));
   models_->attach(0, std::move(m));
   ready_.store(true);
-  log_info("ready: serving {} (max_model_len {}) on http://{}:{}", opts_.served_model_name,
-           models_->view(0).max_model_len, opts_.http.host, http_->port());
+  log_info("ready: serving {} (max_model_len {}) on {}://{}:{}", opts_.served_model_name,
+           models_->view(0).max_model_len, scheme(), opts_.http.host, http_->port());
   return {};
 }
 
@@ -281,7 +289,7 @@ Status Server::load_pinned_models() {
   for (size_t i = 0; i < models_->size(); ++i)
     names += fmt::format("{}{}{}", names.empty() ? "" : ", ", opts_.models[i].name,
                          opts_.models[i].pinned ? "" : " (on demand)");
-  log_info("ready: serving {} on http://{}:{}", names, opts_.http.host, http_->port());
+  log_info("ready: serving {} on {}://{}:{}", names, scheme(), opts_.http.host, http_->port());
   return {};
 }
 

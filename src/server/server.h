@@ -25,6 +25,7 @@
 
 #include "core/result.h"
 #include "engine/engine.h"
+#include "server/api_keys.h"
 #include "server/history_compression.h"
 #include "server/http.h"
 #include "server/model_registry.h"
@@ -48,7 +49,8 @@ struct ServerOptions {
   std::string served_model_name;    // empty: the model file's name without ".gguf"
   std::vector<std::string> served_model_aliases;  // one model: more names it answers to (vLLM's extra --served-model-name values)
   std::string model_path;           // for /v1/models "root" and the default name
-  std::vector<std::string> api_keys;  // empty: no authentication
+  std::vector<std::string> api_keys;  // --api-key: admin keys without limits; none (and no file): no authentication
+  std::string api_key_file;           // --api-key-file: named keys with roles and limits (api_keys.h); reloadable
   int64_t max_queued_requests = 512;  // engine requests waiting to be scheduled; more get 429
   double request_timeout_s = 600;     // longest wait in the queue (0: unlimited)
   double max_request_time_s = 0;      // --max-request-time: longest a whole request may take (0: unlimited)
@@ -86,6 +88,10 @@ class Server final : public HttpHandler {
   ~Server() override;
 
   int port() const;
+  // "https" when TLS is on (--ssl-certfile), else "http": what the start-up lines print.
+  const char* scheme() const {
+    return opts_.http.ssl_certfile.empty() && opts_.http.ssl_keyfile.empty() ? "http" : "https";
+  }
   const std::string& served_model_name() const { return opts_.served_model_name; }
 
   // Builds the request context (tokenizer, chat template, limits), registers the metrics observer
@@ -101,6 +107,10 @@ class Server final : public HttpHandler {
   void shutdown(double drain_timeout_s);
 
   int64_t inflight() const { return inflight_.load(); }
+
+  // Reads --api-key-file again (serve does on SIGHUP) and swaps the keys at once; a file that does
+  // not load keeps the keys the server had. Logs the outcome (key names and counts, never keys).
+  Result<size_t> reload_api_keys();
 
  private:
   explicit Server(ServerOptions options);
@@ -120,8 +130,24 @@ class Server final : public HttpHandler {
   HttpResponse internal_error(const std::string& what) override;
 
   // The route table (routes.cpp): path -> method, credentials, readiness, handler.
-  struct Route;
+  enum class Access { Open, Key, Admin };
+  struct Route {
+    const char* path;
+    bool prefix;        // path is a prefix ("/v1/models/ID")
+    bool post;          // POST; else GET and HEAD
+    Access access;      // open, any key, or an admin key (when the server has keys)
+    bool needs_engine;  // 503 while the model loads or the server drains
+    bool limited;       // runs a model: a key's limits apply (concurrency, tokens per minute)
+    HttpResponse (Server::*handler)(HttpRequest&);
+  };
   static const Route* find_route(const std::string& path);
+  // API keys (routes_keys.cpp). check_key: the request's key for a route that needs one (*id null
+  // when keys are off or the route is open), or the refusal (401 unknown key, 403 not an admin key).
+  std::optional<ApiError> check_key(const HttpRequest& req, const Route& r, std::shared_ptr<const KeyIdentity>* id) const;
+  // Runs the route as `key`: its limits (429 with Retry-After when over), the x-ratelimit-* headers,
+  // its slot released when the response is over, its per-key metrics.
+  HttpResponse run_as_key(HttpRequest& req, const Route& r, const KeyIdentity& key);
+  void count_key_request(const std::string& name, int status);  // tokenmill:api_key_requests_total
 
   // Route pieces shared by the routes.
   HttpResponse reply_error(const ApiError& e, const char* failure_reason);
@@ -190,6 +216,7 @@ class Server final : public HttpHandler {
   json adapter_json(const ModelRegistry::AdapterEntry& a) const;
 
   ServerOptions opts_;
+  std::unique_ptr<KeyStore> keys_;
   std::unique_ptr<HttpServer> http_;
   MetricsRegistry metrics_registry_;  // every model's series, one /metrics
   std::vector<std::unique_ptr<ServerMetrics>> model_metrics_;  // per slot (model_name label)

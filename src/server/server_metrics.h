@@ -35,7 +35,8 @@ class ServerMetrics : public EngineObserver {
   void on_first_token(double ttft_s, int32_t prompt_tokens);
   void on_request_end(double e2e_s);
   // Failure reasons: invalid_request, context_length_exceeded, unauthorized, not_found,
-  // method_not_allowed, payload_too_large, queue_full, queue_timeout, unavailable, engine_error.
+  // method_not_allowed, payload_too_large, queue_full, queue_timeout, unavailable, engine_error,
+  // rate_limited (an API key's limits).
   void on_failure(const std::string& reason);
   void on_client_abort();
 

@@ -38,3 +38,11 @@ add_test(NAME bench_serve.real_server.html_report_chromium
                  ${CMAKE_CURRENT_BINARY_DIR}/bench_serve_real/report_chromium)
 set_tests_properties(bench_serve.real_server.html_report_chromium PROPERTIES
   SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "bench_serve;e2e" RESOURCE_LOCK tm_bench_serve_real)
+
+# The recovery scenario's restart mode against the real server (SIGKILL + restart in the middle of
+# the load: time until it serves again, requests lost), and SIGHUP reloading --api-key-file. ~8 s.
+add_test(NAME bench_serve.recovery_restart
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench_serve/restart_test.sh $<TARGET_FILE:tokenmill>
+                 ${TM_SOURCE_DIR}/models/stories260K/stories260K.gguf ${CMAKE_CURRENT_BINARY_DIR}/bench_serve_restart)
+set_tests_properties(bench_serve.recovery_restart PROPERTIES TIMEOUT 90 LABELS "bench_serve;e2e"
+                     RESOURCE_LOCK tm_bench_serve_real)

@@ -69,6 +69,10 @@ test('HTTPS: health, a completion and a stream; plain HTTP and TLS 1.1 are refus
   const server = await startTls();
   try {
     assert.equal((await request(server.port, '/health')).status, 200);
+    // The start-up lines name the scheme the server speaks.
+    assert.match(server.log(), /listening on https:\/\/127\.0\.0\.1:\d+/);
+    assert.match(server.log(), /ready: serving .* on https:\/\//);
+    assert.doesNotMatch(server.log(), /on http:\/\//);
     const c = await request(server.port, '/v1/completions', { body: JSON.stringify({ prompt: 'Once', max_tokens: 5, temperature: 0 }) });
     assert.equal(c.status, 200);
     assert.equal(JSON.parse(c.body).choices.length, 1);

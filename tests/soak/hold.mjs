@@ -14,7 +14,7 @@ const bin = process.env.TM_BINARY ?? path.join(root, 'build/tokenmill');
 const model = process.argv[3] ?? path.join(root, 'models/stories260K/stories260K.gguf');
 const srv = spawn(bin, ['serve', model, '--threads', '2', '--port', '0', '--header-timeout', '300', '--keep-alive-timeout', '300', '--max-connections', String(N + 100)], { stdio: ['ignore', 'pipe', 'pipe'] });
 let port = 0, log = '';
-srv.stderr.on('data', d => { log += d; const m = /listening on http:\/\/[^:]+:(\d+)/.exec(log); if (m) port = Number(m[1]); });
+srv.stderr.on('data', d => { log += d; const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(log); if (m) port = Number(m[1]); });
 srv.stdout.on('data', d => { log += d; });
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 srv.on('exit', (code) => { if (!/ready/.test(log) || !port) { console.error(`server exited (${code}):\n${log}`); process.exit(1); } });

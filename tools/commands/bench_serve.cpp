@@ -79,6 +79,9 @@ TM_COMMAND("bench serve", "load-test an OpenAI-compatible server (TTFT/TPOT/thro
   app.add_option("--context-len", o.context_len, "long-prompt/oom: context length (default: server's max_model_len, else 2048)");
   app.add_option("--time-budget", o.time_budget_s, "seconds for the whole invocation (scenarios share it); 0 = none");
   app.add_flag("--short", o.short_mode, "shrink every scenario (tests, smoke runs)");
+  app.add_option("--restart-command", o.restart_command,
+                 "recovery scenario: a shell command that kills and restarts the server, run in the middle of the "
+                 "load; measures the time until the server serves again and the requests lost");
   return [f, &app]() -> int {
     auto& o = f->o;
     for (const char* name : {"num-prompts", "max-concurrency", "request-rate", "input-len", "output-len",

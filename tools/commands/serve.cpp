@@ -239,6 +239,7 @@ int run(ServeCli& o) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);  // reloads --api-key-file (never stops the server)
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -341,13 +342,18 @@ int run(ServeCli& o) {
   }
   static std::atomic<int> signals{0};
   static std::atomic<bool> loaded{false};
-  std::thread([set] {
+  server::Server* const server_ptr = srv->get();
+  std::thread([set, server_ptr] {
     // A signal within 1 s of the first is the same stop request delivered twice (GNU timeout and
     // a terminal's Ctrl-C also signal the whole process group), not the operator insisting.
     std::chrono::steady_clock::time_point first{};
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        (void)server_ptr->reload_api_keys();  // logs what happened; a broken file keeps the old keys
+        continue;
+      }
       const auto now = std::chrono::steady_clock::now();
       if (signals.load() == 1 && now - first < std::chrono::seconds(1)) {
         log_info("signal {} again within 1 s: ignored (send it again later to exit at once)", sig);
@@ -367,9 +373,10 @@ int run(ServeCli& o) {
     }
   }).detach();
 
-  if (!o.server.api_keys.empty())
-    log_info("API keys required on /v1/*, /tokenize, /detokenize ({} key(s)); /health, /metrics, /version stay open",
-             o.server.api_keys.size());
+  if (!o.server.api_keys.empty() || !o.server.api_key_file.empty())
+    log_info("API keys required on /v1/*, /tokenize, /detokenize ({} --api-key key(s){}); /health, /metrics, /version "
+             "stay open",
+             o.server.api_keys.size(), o.server.api_key_file.empty() ? "" : ", and the --api-key-file's");
   if (several) {
     if (Status st = (*srv)->load_pinned_models(); !st.ok()) {
       log_error("{}", st.error());
@@ -435,6 +442,11 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "names (vLLM) are aliases the model also answers to");
              app.add_option("--api-key", s.api_keys,
                             "require 'Authorization: Bearer KEY' (repeatable; also env TOKENMILL_API_KEY)");
+             app.add_option("--api-key-file", s.api_key_file,
+                            "YAML file of named API keys with a role (admin, user) and limits "
+                            "(max_concurrent_requests, tokens_per_minute); SIGHUP reloads it (docs/server.md, "
+                            "\"API keys\")")
+                 ->check(CLI::ExistingFile);
              app.add_option("--max-queued-requests", s.max_queued_requests,
                             "requests waiting to be scheduled before new ones get 429 (0: unlimited)")
                  ->capture_default_str();

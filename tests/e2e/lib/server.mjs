@@ -28,7 +28,7 @@ export async function startServer(args = [], { env = {}, waitReady = true, timeo
   const deadline = Date.now() + timeoutMs;
   let port = null;
   while (port === null) {
-    const m = /listening on http:\/\/[^:]+:(\d+)/.exec(log);
+    const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(log);
     if (m) port = Number(m[1]);
     else if (exited) throw new Error(`server exited early (${JSON.stringify(exited)}):\n${log}`);
     else if (Date.now() > deadline) throw new Error(`server did not start:\n${log}`);

@@ -174,6 +174,60 @@ TEST(ScenarioAnalysis, RecoveryLimitHasAnAbsoluteFloorForMillisecondBaselines) {
   EXPECT_FALSE(s.recovered);
 }
 
+// --restart-command: the command starts at 2.0; a stream in flight is cut (lost), two requests find
+// nothing listening (refused, not lost), one gets 503 while the new server loads (explicit), then the
+// server serves: the first token of the first success sent after the last failure, 2.6 + 0.05.
+TEST(ScenarioAnalysis, RestartOutageLostRefusedAndTimeToServe) {
+  RunResult run;
+  run.requests.push_back(req(0.5, 0.01, 0.01, 3));
+  run.requests.push_back(req(1.0, 0.03, 0.01, 3));
+  RequestResult cut = failed(1.9, FailureKind::Disconnect);
+  cut.e2el_s = 0.2;  // ended at 2.1, after the command started
+  run.requests.push_back(cut);
+  RequestResult refused = failed(2.15, FailureKind::Connection);
+  refused.connect_failed = true;
+  run.requests.push_back(refused);
+  run.requests.push_back(refused);
+  run.requests.back().send_s = 2.2;
+  RequestResult dropped = failed(1.95, FailureKind::Connection);  // sent, then the connection died
+  dropped.e2el_s = 0.1;
+  run.requests.push_back(dropped);
+  run.requests.push_back(failed(2.5, FailureKind::Http, 503));
+  run.requests.push_back(req(2.45, 0.5, 0.01, 3));  // sent before the last failure: not the first serve
+  run.requests.push_back(req(2.6, 0.05, 0.01, 3));
+  run.requests.push_back(req(2.7, 0.02, 0.01, 3));
+  const RestartAnalysis a = analyze_restart(run, 2.0);
+  EXPECT_EQ(a.sent, 10);
+  EXPECT_EQ(a.succeeded, 5);
+  EXPECT_EQ(a.lost, 2);
+  EXPECT_EQ(a.lost_by_kind.at("disconnect"), 1);
+  EXPECT_EQ(a.lost_by_kind.at("connection"), 1);
+  EXPECT_EQ(a.refused, 2);
+  EXPECT_EQ(a.explicit_errors, 1);
+  EXPECT_TRUE(a.outage_seen);
+  ASSERT_TRUE(a.served_again);
+  EXPECT_NEAR(a.time_to_serve_s, 0.65, 1e-9);
+  EXPECT_NEAR(a.outage_first_s, 2.05, 1e-9);
+  EXPECT_NEAR(a.before_p50_ms, 20.0, 1e-6);  // the two before the command: 10 and 30 ms
+  EXPECT_NEAR(a.after_p50_ms, 20.0, 1e-6);   // only the one sent once it served (2.7)
+}
+
+TEST(ScenarioAnalysis, RestartWithoutOutageOrWithoutRecovery) {
+  RunResult ok;
+  ok.requests = {req(0.5, 0.01, 0.01, 3), req(2.5, 0.01, 0.01, 3)};
+  RestartAnalysis a = analyze_restart(ok, 2.0);
+  EXPECT_FALSE(a.outage_seen);
+  EXPECT_FALSE(a.served_again);
+  RunResult down;
+  down.requests = {req(0.5, 0.01, 0.01, 3), failed(2.5, FailureKind::Connection)};
+  down.requests.back().connect_failed = true;
+  a = analyze_restart(down, 2.0);
+  EXPECT_TRUE(a.outage_seen);
+  EXPECT_FALSE(a.served_again);
+  EXPECT_EQ(a.refused, 1);
+  EXPECT_EQ(a.lost, 0);
+}
+
 TEST(Prometheus, ParsesSumsLabelSetsAndMaxForPerc) {
   const char* text =
       "# HELP vllm:num_requests_running Number of requests.\n"
