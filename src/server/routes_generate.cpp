@@ -184,6 +184,8 @@ std::optional<double> keep_alive_of(const json& body) {
                         : ka->is_string() ? parse_duration_seconds(ka->get<std::string>())
                                           : Result<double>(Error{"must be a number of seconds or a duration string"});
   if (!secs.ok()) throw_bad_request("'keep_alive': " + secs.error(), "keep_alive");
+  // A huge number would overflow the clock's integer duration when the idle deadline is set.
+  if (!(*secs <= 1e9)) throw_bad_request("'keep_alive': at most 1e9 seconds (negative: forever)", "keep_alive");
   return *secs;
 }
 
