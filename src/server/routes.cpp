@@ -82,6 +82,7 @@ const Server::Route* Server::find_route(const std::string& path) {
     // vLLM's run-time LoRA routes (routes_lora.cpp), behind the API key.
     {"/v1/load_lora_adapter", false, true, true, true, &Server::route_load_lora},
     {"/v1/unload_lora_adapter", false, true, true, true, &Server::route_unload_lora},
+    {"/lora-adapters", false, false, true, false, &Server::route_lora_adapters},  // llama-server's list
     {"/health", false, false, false, true, &Server::route_health},
     {"/version", false, false, false, false, &Server::route_version},
     {"/metrics", false, false, false, false, &Server::route_metrics},
