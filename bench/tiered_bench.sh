@@ -31,12 +31,12 @@ mkdir -p bench/models
 LARGE=${LARGE_MODEL:-bench/models/qwen2.5-0.5b-q8_0.gguf}
 SMALL=${SMALL_MODEL:-bench/models/qwen2-small-70m-q8_0.gguf}
 [ -f "$LARGE" ] || "$TM" dummy --shape qwen2.5-0.5b --dtype Q8_0 --vocab "$VOCAB" -o "$LARGE" >&2
-[ -f "$SMALL" ] || "$TM" dummy --arch qwen2 --tied --n-embd 384 --n-layer 4 --n-head 6 --n-head-kv 2 --n-ff 1536 \
+[ -f "$SMALL" ] || "$TM" dummy --arch qwen2 --tied --n-vocab 151936 --n-embd 384 --n-layer 4 --n-head 6 --n-head-kv 2 --n-ff 1536 \
   --n-ctx 32768 --rope-theta 1000000 --dtype Q8_0 --vocab "$VOCAB" -o "$SMALL" >&2
 
 OUT=$(mktemp -d)
 PID=""
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$OUT"; }
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; if [ -n "${KEEP:-}" ]; then echo "kept $OUT" >&2; else rm -rf "$OUT"; fi; }
 trap cleanup EXIT
 
 # The dataset: 70 % short questions, 30 % long prompts (a passage of LONG_WORDS words and a question),
@@ -104,7 +104,7 @@ const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : '-');
 const rows = [];
 for (const name of ['tiered', 'large']) {
   const j = JSON.parse(fs.readFileSync(`${dir}/${name}.json`, 'utf8'));
-  const r = j.requests ?? {};
+  const r = j.requests ?? j.scenarios?.[0]?.runs?.[0]?.requests ?? {};  // per-request samples live in the run
   // Short and long requests told apart by their output length (ignore EOS: exactly max_tokens).
   const ttft = r.ttft_ms ?? [], outl = r.output_tokens ?? [], err = r.error ?? [];
   const shortT = [], longT = [];
