@@ -44,6 +44,7 @@ struct ModelInfo {
 
 struct MemoryPlan {
   uint64_t weight_bytes = 0;
+  uint64_t weight_mapped_bytes = 0;  // of weight_bytes: read in place from the file mapping (0: unknown)
   uint64_t kv_bytes = 0;
   int64_t num_blocks = 0;
   int64_t kv_tokens = 0;

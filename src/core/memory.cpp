@@ -32,4 +32,10 @@ void tune_allocator() {
 #endif
 }
 
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace tmill

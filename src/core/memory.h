@@ -15,6 +15,12 @@ namespace tmill {
 // outside glibc.
 void tune_allocator();
 
+// Hands free heap memory back to the system (glibc: malloc_trim(0), which also releases free pages
+// inside the heap, in every arena). tune_allocator keeps up to 256 MiB of freed heap mapped; after
+// a model is unloaded that would stay in the resident set and count against a memory budget. No-op
+// outside glibc.
+void release_free_memory();
+
 // A /proc/meminfo field in bytes ("MemTotal", "MemAvailable"); 0 when it cannot be read.
 uint64_t meminfo_bytes(std::string_view field);
 

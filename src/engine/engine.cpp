@@ -82,6 +82,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.forward = std::make_unique<Forward>(im.model, im.pool.get());
   KvLayout layout;
   TM_ASSIGN_OR_RETURN(im.plan, plan_memory(*im.model, config, im.forward->weight_bytes(), &layout));
+  im.plan.weight_mapped_bytes = im.forward->mapped_weight_bytes();
   TM_ASSIGN_OR_RETURN(im.kv, KvStorage::create(layout));
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;

@@ -426,12 +426,24 @@ struct SlabAllocator {
     return piece;
   }
 };
+
+SlabAllocator& slab_allocator() {
+  static SlabAllocator slabs;
+  return slabs;
+}
 }  // namespace
 
 std::shared_ptr<void> weight_buffer(size_t bytes) {
   if (bytes < kSlabMinBytes || bytes >= kSlabBytes) return aligned_buffer(bytes);
-  static SlabAllocator slabs;
-  return slabs.take(bytes);
+  return slab_allocator().take(bytes);
+}
+
+void end_weight_slab() {
+  SlabAllocator& a = slab_allocator();
+  std::shared_ptr<void> old;  // freed outside the lock (when no piece holds it, nothing does)
+  std::lock_guard<std::mutex> lock(a.mu);
+  old = std::move(a.slab);
+  a.used = kSlabBytes;
 }
 
 std::shared_ptr<void> resident_copy(const Matrix& m) {

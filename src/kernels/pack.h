@@ -33,6 +33,11 @@ std::shared_ptr<void> aligned_buffer(size_t bytes);
 // 64 KiB up): pieces of shared huge-page slabs below 32 MiB, an aligned_buffer otherwise.
 std::shared_ptr<void> weight_buffer(size_t bytes);
 
+// Lets go of the slab being filled: the next weight_buffer starts a new one. Called once a model's
+// weights are prepared, so that a model loaded later (several models in one server) is not carved
+// out of the same slab, which would keep the earlier model's pieces resident after it is unloaded.
+void end_weight_slab();
+
 // A copy of m's rows in a weight_buffer, for weights the kernels read in their file layout (float
 // types; types without a packed layout): the file mapping has 4 KiB pages. Null below 64 KiB.
 std::shared_ptr<void> resident_copy(const Matrix& m);

@@ -1,15 +1,21 @@
 #include "model/forward.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "core/log.h"
+#include "core/mmap.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kernels/pack.h"
 
 namespace tmill {
 
@@ -30,14 +36,32 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   }
   jobs.emplace_back(&w.output, &output_);
   std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first->bytes() > b.first->bytes(); });
+  // A matrix copied or repacked is no longer read from the mapping: its pages leave the resident set
+  // at once, so a load holds the file's pages and their copies together for a few matrices only, not
+  // for the whole model (several models under one memory budget: a load must not overshoot it).
+  const std::shared_ptr<const MappedFile> mapping = model_->file().mapping();
+  auto drop_source = [&](const Matrix& m) {
+    if (!mapping) return;
+    const auto lo = reinterpret_cast<uintptr_t>(m.data), end = lo + m.bytes();
+    const auto mlo = reinterpret_cast<uintptr_t>(mapping->data()), mend = mlo + mapping->size();
+    if (lo < mlo || end > mend) return;  // not in the mapping (e.g. converted in memory): never drop
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t a = (lo + page - 1) / page * page, b = end / page * page;  // the whole pages inside
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  };
   auto prepare = [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) *jobs[static_cast<size_t>(i)].second = PreparedMatrix(*jobs[static_cast<size_t>(i)].first);
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto& job = jobs[static_cast<size_t>(i)];
+      *job.second = PreparedMatrix(*job.first);
+      if (job.second->own_bytes() > 0) drop_source(*job.first);
+    }
   };
   if (pool_) pool_->parallel_for(static_cast<int64_t>(jobs.size()), 1, prepare);
   else prepare(0, static_cast<int64_t>(jobs.size()), 0);
+  kern::end_weight_slab();  // the next model's weights get slabs of their own (freed with this model)
   // Every matrix is now repacked or copied (PreparedMatrix); the file's pages are still read for
   // embedding rows only, so let them leave the resident set (they fault back in on use).
-  if (auto mapping = model_->file().mapping()) mapping->drop_resident_pages();
+  if (mapping) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
 }
 
@@ -68,6 +92,16 @@ uint64_t Forward::weight_bytes() const {
       b += floats(*v);
   }
   return b;
+}
+
+uint64_t Forward::mapped_weight_bytes() const {
+  const ModelWeights& w = model_->weights();
+  auto in_place = [](const PreparedMatrix& p) -> uint64_t { return p.own_bytes() ? 0 : p.source().bytes(); };
+  const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_));
+  for (const PreparedLayer& P : layers_)
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += in_place(*m);
+  return std::min(b, weight_bytes());
 }
 
 void Forward::ensure_scratch(int64_t n) {

@@ -57,6 +57,10 @@ class Forward {
   // reads from the file mapping (the token embedding rows, matrices used in place) and the norm and
   // bias vectors. Can exceed the file's weight bytes (Model::weight_bytes).
   uint64_t weight_bytes() const;
+  // Of weight_bytes: what is read in place from the file mapping (the token embedding, a tied output,
+  // matrices without a copy). The rest is anonymous memory of this forward's own; two models of one
+  // file share these pages (the page cache) but not the rest. MoE experts count as the rest.
+  uint64_t mapped_weight_bytes() const;
   // Null (the default) costs one untaken branch per product. Not owned; must outlive its use.
   void set_activation_observer(ActivationObserver* observer) { observer_ = observer; }
   // MoE models: the experts the last layer of the last run computed (tests).

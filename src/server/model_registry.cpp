@@ -1,17 +1,30 @@
 #include "server/model_registry.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "core/memory.h"
 
 namespace tmill::server {
 
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
+
+constexpr double kMaxDurationSeconds = 1e9;  // ~31 years
+
+// Destroys unloaded models (their engines stop; weights, KV cache and mappings are freed) and hands
+// the freed heap back to the system, so that the resident set follows the budget. Never under mu_.
+void free_models(std::vector<std::shared_ptr<LoadedModel>>& models) {
+  const bool any = std::any_of(models.begin(), models.end(), [](const auto& m) { return m != nullptr; });
+  models.clear();
+  if (any) release_free_memory();
+}
 
 std::string gib(uint64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1ull << 30)); }
 
@@ -40,12 +53,13 @@ Result<double> parse_duration_seconds(std::string_view s) {
     size_t i = 0;
     while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
     if (i == 0) return Error{fmt::format("'{}' is not a duration (e.g. 300, 90s, 5m, 1h)", text)};
-    double v = 0;
-    try {
-      v = std::stod(std::string(s.substr(0, i)));
-    } catch (...) {
+    // The whole run of digits and dots must be one number ("1.2.3" is not 1.2).
+    const std::string num(s.substr(0, i));
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(num.c_str(), &end);
+    if (end != num.c_str() + num.size() || errno == ERANGE)
       return Error{fmt::format("'{}' is not a duration (e.g. 300, 90s, 5m, 1h)", text)};
-    }
     s.remove_prefix(i);
     double unit = 1;
     if (s.substr(0, 2) == "ms") unit = 1e-3, s.remove_prefix(2);
@@ -57,6 +71,11 @@ Result<double> parse_duration_seconds(std::string_view s) {
     total += v * unit;
     any = true;
   }
+  if (!any) return Error{fmt::format("'{}' is not a duration (e.g. 300, 90s, 5m, 1h)", text)};
+  // Bounded, so that a time point this far ahead still fits the clock's integer duration.
+  if (!(total <= kMaxDurationSeconds))
+    return Error{fmt::format("'{}' is too long a duration (at most {:.0f} s; negative: forever)", text,
+                             kMaxDurationSeconds)};
   return neg ? -total : total;
 }
 
@@ -73,7 +92,9 @@ struct ModelRegistry::Slot {
   std::optional<double> keep_alive;                      // the next idle period's (Ollama's keep_alive)
   std::optional<SteadyClock::time_point> idle_deadline;  // unload at this time when still idle
   std::string last_error;
-  uint64_t anon_bytes = 0;  // estimate while loading, the engine's figure once loaded
+  bool sized = false;         // anon/mapped are the engine's figures (else the estimate)
+  uint64_t anon_bytes = 0;    // the engine's figures once loaded
+  uint64_t mapped_bytes = 0;
 };
 
 ModelLease& ModelLease::operator=(ModelLease&& o) noexcept {
@@ -170,23 +191,31 @@ std::vector<ModelRegistry::AdapterEntry> ModelRegistry::all_adapters() const {
   return adapters_;
 }
 
-uint64_t ModelRegistry::cost_locked(size_t slot, bool with_file) const {
-  const Slot& s = *slots_[slot];
-  const uint64_t anon = s.state == ModelState::Unloaded ? specs_[slot].kv_bytes : s.anon_bytes;
-  return anon + (with_file ? specs_[slot].file_bytes : 0);
+uint64_t ModelRegistry::total_locked(const std::function<bool(size_t)>& in) const {
+  uint64_t total = 0;
+  std::vector<std::pair<std::string, uint64_t>> files;  // path -> the largest mapped figure
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!in(i)) continue;
+    const Slot& s = *slots_[i];
+    // Not yet sized: the estimate, all of it the model's own (file + configured KV).
+    const uint64_t anon = s.sized ? s.anon_bytes : specs_[i].kv_bytes + specs_[i].file_bytes;
+    const uint64_t mapped = s.sized ? s.mapped_bytes : 0;
+    total += anon;
+    auto it = std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.first == specs_[i].path; });
+    if (it == files.end()) files.emplace_back(specs_[i].path, mapped);
+    else it->second = std::max(it->second, mapped);
+  }
+  for (const auto& f : files) total += f.second;
+  return total;
+}
+
+uint64_t ModelRegistry::slot_cost_locked(size_t slot) const {
+  return total_locked([slot](size_t i) { return i == slot; });
 }
 
 uint64_t ModelRegistry::used_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t used = 0;
-  std::vector<std::string> files;
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (slots_[i]->state == ModelState::Unloaded) continue;
-    const bool new_file = std::find(files.begin(), files.end(), specs_[i].path) == files.end();
-    if (new_file) files.push_back(specs_[i].path);
-    used += cost_locked(i, new_file);
-  }
-  return used;
+  return total_locked([this](size_t i) { return slots_[i]->state != ModelState::Unloaded; });
 }
 
 bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed,
@@ -198,17 +227,10 @@ bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<Lo
     return slots_[i]->state != ModelState::Unloaded && std::find(gone.begin(), gone.end(), i) == gone.end();
   };
   for (;;) {
-    uint64_t u = 0;  // the other resident models, each file once
-    std::vector<std::string> files;
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      if (i == slot || !resident(i)) continue;
-      const bool new_file = std::find(files.begin(), files.end(), specs_[i].path) == files.end();
-      if (new_file) files.push_back(specs_[i].path);
-      u += cost_locked(i, new_file);
-    }
-    const bool file_mapped = std::find(files.begin(), files.end(), specs_[slot].path) != files.end();
-    const uint64_t need = cost_locked(slot, !file_mapped);
-    if (u + need <= limit_) break;
+    const uint64_t u = total_locked([&](size_t i) { return i != slot && resident(i); });  // the others
+    const uint64_t with = total_locked([&](size_t i) { return i == slot || resident(i); });
+    const uint64_t need = with - u;  // a file already mapped by another model is not counted again
+    if (with <= limit_) break;
     // The least recently used model that is resident, unpinned, idle, and not this one.
     size_t victim = specs_.size();
     for (size_t i = 0; i < specs_.size(); ++i) {
@@ -244,7 +266,7 @@ bool ModelRegistry::make_room_locked(size_t slot, std::vector<std::shared_ptr<Lo
 void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>> victims) {
   Slot& s = *slots_[slot];
   s.state = ModelState::Loading;
-  s.anon_bytes = specs_[slot].kv_bytes;
+  s.sized = false;  // the estimate until the engine says
   s.last_error.clear();
   // Finished loader threads are joined here (a thread that is not joined keeps its stack).
   for (auto it = loaders_.begin(); it != loaders_.end();) {
@@ -258,7 +280,7 @@ void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<L
   auto done = std::make_shared<std::atomic<bool>>(false);
   loaders_.push_back({{}, done});
   loaders_.back().thread = std::thread([this, slot, done, victims = std::move(victims)]() mutable {
-    victims.clear();  // the models unloaded to make room are freed before this one loads
+    free_models(victims);  // the models unloaded to make room are freed before this one loads
     double secs = 0;
     auto r = loader_(slot, specs_[slot], &secs);
     std::shared_ptr<LoadedModel> drop;  // a model loaded after the registry began stopping, or too large
@@ -277,6 +299,8 @@ void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<L
         // The engine's real size replaces the estimate; if it is larger (e.g. an automatic KV cache
         // size) other idle models may have to go, and when nothing can, this one does.
         s.anon_bytes = r.value()->anon_bytes;
+        s.mapped_bytes = r.value()->mapped_bytes.value_or(specs_[slot].file_bytes);
+        s.sized = true;
         std::string why;
         if (!make_room_locked(slot, &freed, &why)) {
           drop = std::move(r).value();
@@ -295,8 +319,8 @@ void ModelRegistry::start_load_locked(size_t slot, std::vector<std::shared_ptr<L
       }
     }
     cv_.notify_all();
-    freed.clear();
-    drop.reset();
+    freed.push_back(std::move(drop));
+    free_models(freed);
     done->store(true);
   });
 }
@@ -356,6 +380,8 @@ void ModelRegistry::attach(size_t slot, std::shared_ptr<LoadedModel> model) {
     Slot& s = *slots_[slot];
     TM_ASSERT(s.state == ModelState::Unloaded, "attach into a slot in use");
     s.anon_bytes = model->anon_bytes;
+    s.mapped_bytes = model->mapped_bytes.value_or(specs_[slot].file_bytes);
+    s.sized = true;
     s.model = std::move(model);
     s.state = ModelState::Loaded;
     s.last_used = SteadyClock::now();
@@ -371,21 +397,22 @@ Status ModelRegistry::load(size_t slot, Failure* why) {
 }
 
 Status ModelRegistry::unload(size_t slot) {
-  std::shared_ptr<LoadedModel> freed;
-  std::lock_guard<std::mutex> lock(mu_);
-  Slot& s = *slots_[slot];
-  if (s.state == ModelState::Loading) return Error{fmt::format("The model `{}` is loading.", specs_[slot].name)};
-  if (s.state == ModelState::Unloaded) return Error{fmt::format("The model `{}` is not loaded.", specs_[slot].name)};
-  if (s.inflight > 0)
-    return Error{fmt::format("The model `{}` is serving {} request(s).", specs_[slot].name, s.inflight)};
-  freed = std::move(s.model);
-  s.state = ModelState::Unloaded;
-  s.idle_deadline.reset();
-  ++unloads_;
-  log_info("unloaded model {}", specs_[slot].name);
+  std::vector<std::shared_ptr<LoadedModel>> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& s = *slots_[slot];
+    if (s.state == ModelState::Loading) return Error{fmt::format("The model `{}` is loading.", specs_[slot].name)};
+    if (s.state == ModelState::Unloaded) return Error{fmt::format("The model `{}` is not loaded.", specs_[slot].name)};
+    if (s.inflight > 0)
+      return Error{fmt::format("The model `{}` is serving {} request(s).", specs_[slot].name, s.inflight)};
+    freed.push_back(std::move(s.model));
+    s.state = ModelState::Unloaded;
+    s.idle_deadline.reset();
+    ++unloads_;
+    log_info("unloaded model {}", specs_[slot].name);
+  }
+  free_models(freed);  // the engine stops outside the lock
   return {};
-  // `freed` is destroyed after the lock guard (declared first, destroyed last): the engine stops
-  // outside the lock.
 }
 
 void ModelRegistry::release(size_t slot) {
@@ -416,17 +443,20 @@ void ModelRegistry::set_keep_alive(size_t slot, double seconds) {
 
 void ModelRegistry::reap(SteadyClock::time_point now) {
   std::vector<std::shared_ptr<LoadedModel>> freed;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    Slot& s = *slots_[i];
-    if (s.state != ModelState::Loaded || s.inflight > 0 || specs_[i].pinned || !s.idle_deadline) continue;
-    if (now < *s.idle_deadline) continue;
-    log_info("unloading model {} (idle)", specs_[i].name);
-    freed.push_back(std::move(s.model));
-    s.state = ModelState::Unloaded;
-    s.idle_deadline.reset();
-    ++unloads_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      Slot& s = *slots_[i];
+      if (s.state != ModelState::Loaded || s.inflight > 0 || specs_[i].pinned || !s.idle_deadline) continue;
+      if (now < *s.idle_deadline) continue;
+      log_info("unloading model {} (idle)", specs_[i].name);
+      freed.push_back(std::move(s.model));
+      s.state = ModelState::Unloaded;
+      s.idle_deadline.reset();
+      ++unloads_;
+    }
   }
+  free_models(freed);  // engines stop outside the lock
 }
 
 void ModelRegistry::reaper_loop() {
@@ -446,7 +476,7 @@ ModelRegistry::View ModelRegistry::view(size_t slot) const {
   View v;
   v.state = s.state;
   v.inflight = s.inflight;
-  v.bytes = cost_locked(slot, true);
+  v.bytes = slot_cost_locked(slot);
   v.max_model_len = s.model ? s.model->ctx.max_model_len : specs_[slot].max_model_len;
   v.last_error = s.last_error;
   return v;

@@ -6,10 +6,12 @@
 //   auto lease = reg.acquire(r->slot, 30, &why);  // loaded: at once; on demand: loads off this thread
 //   lease->model().ctx ...                        // the model's request context and engine
 //
-// Memory: a model costs its weight file (counted once however many models map the same file) plus
-// its anonymous memory (KV cache and any weights not served from the mapping). Before a model is
-// loaded its cost is estimated (file size + configured KV bytes); after loading the engine's memory
-// plan replaces the estimate. To make room the least recently used unpinned idle model is unloaded;
+// Memory: a model costs its anonymous memory (KV cache, the weights its engine copies or packs) plus
+// the weights it reads in place from its file mapping, counted once per file however many models map
+// it (they share the page cache). Before a model is loaded its cost is estimated as file size +
+// configured KV bytes, all of it its own (the engine copies most weights; an estimate must not be
+// low, or a load would overshoot the budget until its real size is known); after loading the
+// engine's memory plan replaces the estimate. To make room the least recently used unpinned idle model is unloaded;
 // when nothing can go, acquire fails with Unavailable and a message saying what holds the memory.
 //
 // Threads: every method is thread-safe. Loads run on their own thread (never the caller's lock), so
@@ -68,7 +70,10 @@ struct ModelSpec {
 struct LoadedModel {
   std::unique_ptr<Engine> engine;
   ServerContext ctx;
-  uint64_t anon_bytes = 0;             // KV cache + weights not served from the file mapping
+  uint64_t anon_bytes = 0;             // KV cache + weights the engine holds itself (copies, packs)
+  // Weights read in place from the file mapping, counted once per file however many models map it;
+  // nullopt: the whole file (spec.file_bytes).
+  std::optional<uint64_t> mapped_bytes;
   std::function<void()> on_unload;     // before the engine stops (e.g. detach its metrics)
   ~LoadedModel();
 };
@@ -168,8 +173,10 @@ class ModelRegistry {
   void release(size_t slot);
   // A lease on a Loaded slot (mu_ held): counts it in flight and cancels its idle unload.
   ModelLease lease_locked(size_t slot, Slot& s);
-  // Caller holds mu_. Bytes counted for the slot if it were resident; the file only once.
-  uint64_t cost_locked(size_t slot, bool with_file) const;
+  // Caller holds mu_. The bytes of the slots `in` selects if they were resident: anonymous bytes
+  // each, mapped file bytes once per file (the largest figure among them).
+  uint64_t total_locked(const std::function<bool(size_t)>& in) const;
+  uint64_t slot_cost_locked(size_t slot) const;  // the slot alone
   // Caller holds mu_: unload LRU idle unpinned models until `need` more bytes fit; the freed models
   // are appended to *freed (destroyed by the caller after unlocking). False when impossible.
   bool make_room_locked(size_t slot, std::vector<std::shared_ptr<LoadedModel>>* freed, std::string* why);

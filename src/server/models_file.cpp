@@ -1,5 +1,6 @@
 #include "server/models_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -58,17 +59,23 @@ class Parser {
     if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) fail(n, fmt::format("'{}' must be true or false", key));
     return v;
   }
-  // A string or a list of strings.
+  // A string that names something (a model, a file, a key): never empty.
+  std::string name(const YAML::Node& n, const std::string& key) const {
+    std::string s = str(n, key);
+    if (s.empty()) fail(n, fmt::format("'{}' must not be empty", key));
+    return s;
+  }
+  // A name or a list of names.
   std::vector<std::string> names(const YAML::Node& n, const std::string& key) const {
     std::vector<std::string> out;
-    if (n.IsScalar()) out.push_back(n.as<std::string>());
+    if (n.IsScalar()) out.push_back(name(n, key));
     else if (n.IsSequence())
-      for (const auto& x : n) out.push_back(str(x, key));
+      for (const auto& x : n) out.push_back(name(x, key));
     else fail(n, fmt::format("'{}' must be a name or a list of names", key));
     return out;
   }
   std::string path(const YAML::Node& n, const std::string& key) const {
-    std::string p = str(n, key);
+    std::string p = name(n, key);
     if (!p.empty() && p[0] != '/' && !base_.empty()) p = (std::filesystem::path(base_) / p).string();
     return p;
   }
@@ -79,7 +86,7 @@ class Parser {
     ModelsFileEntry e;
     if (!n["file"]) fail(n, "a model needs 'file' (its GGUF file)");
     e.spec.path = path(n["file"], "file");
-    if (n["name"]) e.spec.name = str(n["name"], "name");
+    if (n["name"]) e.spec.name = name(n["name"], "name");
     if (n["aliases"]) e.spec.aliases = names(n["aliases"], "aliases");
     if (n["threads"]) e.engine.threads = static_cast<int>(integer(n["threads"], "threads", 1, 4096));
     if (n["kv_cache_memory"]) e.engine.kv_cache_memory = str(n["kv_cache_memory"], "kv_cache_memory");
@@ -104,7 +111,7 @@ class Parser {
         if (x.IsScalar()) {
           std::string t = x.as<std::string>();
           const size_t eq = t.find('=');
-          if (eq != std::string::npos && t.substr(0, eq).find('/') == std::string::npos) {
+          if (eq != std::string::npos && eq > 0 && t.substr(0, eq).find('/') == std::string::npos) {
             a.name = t.substr(0, eq);
             t = t.substr(eq + 1);
           }
@@ -112,14 +119,13 @@ class Parser {
         } else if (x.IsMap()) {
           keys(x, "a LoRA adapter", {"name", "file", "scale"});
           if (!x["file"]) fail(x, "a LoRA adapter needs 'file'");
-          a.path = str(x["file"], "file");
-          if (x["name"]) a.name = str(x["name"], "name");
+          a.path = name(x["file"], "file");
+          if (x["name"]) a.name = name(x["name"], "name");
           if (x["scale"]) {
-            try {
-              a.scale = x["scale"].as<float>();
-            } catch (const YAML::Exception&) {
-              fail(x["scale"], "'scale' must be a number");
-            }
+            float v = 0;
+            if (!x["scale"].IsScalar() || !YAML::convert<float>::decode(x["scale"], v) || !std::isfinite(v))
+              fail(x["scale"], "'scale' must be a finite number");
+            a.scale = v;
           }
         } else {
           fail(x, "a LoRA adapter is NAME=FILE or {name, file, scale}");
@@ -129,6 +135,7 @@ class Parser {
         if (a.name.empty()) {
           a.name = std::filesystem::path(a.path).filename().string();
           if (a.name.size() > 5 && a.name.ends_with(".gguf")) a.name.resize(a.name.size() - 5);
+          if (a.name.empty()) fail(x, "a LoRA adapter whose file names no file needs a 'name'");
         }
         e.spec.loras.push_back(std::move(a));
       }
@@ -154,7 +161,7 @@ class Parser {
     keys(n, "a rule", {"name", "model", "min_prompt_tokens", "max_prompt_tokens", "has_tools", "has_json_schema",
                        "last_user_regex", "header", "metadata", "classifier"});
     RouteRule r;
-    if (n["name"]) r.name = str(n["name"], "name");
+    if (n["name"]) r.name = name(n["name"], "name");
     if (!n["model"]) fail(n, "a rule needs 'model' (a model or a fallback chain [a, b])");
     r.chain = names(n["model"], "model");
     if (n["min_prompt_tokens"]) r.min_prompt_tokens = integer(n["min_prompt_tokens"], "min_prompt_tokens", 0, INT64_MAX);
@@ -165,19 +172,19 @@ class Parser {
     if (n["header"]) {
       keys(n["header"], "'header'", {"name", "equals"});
       if (!n["header"]["name"] || !n["header"]["equals"]) fail(n["header"], "'header' needs 'name' and 'equals'");
-      r.header_name = str(n["header"]["name"], "name");
+      r.header_name = name(n["header"]["name"], "name");
       r.header_equals = str(n["header"]["equals"], "equals");
     }
     if (n["metadata"]) {
       keys(n["metadata"], "'metadata'", {"key", "equals"});
       if (!n["metadata"]["key"] || !n["metadata"]["equals"]) fail(n["metadata"], "'metadata' needs 'key' and 'equals'");
-      r.metadata_key = str(n["metadata"]["key"], "key");
+      r.metadata_key = name(n["metadata"]["key"], "key");
       r.metadata_equals = str(n["metadata"]["equals"], "equals");
     }
     if (n["classifier"]) {
       keys(n["classifier"], "a rule's 'classifier'", {"equals"});
       if (!n["classifier"]["equals"]) fail(n["classifier"], "a rule's 'classifier' needs 'equals' (one of the choices)");
-      r.classifier_equals = str(n["classifier"]["equals"], "equals");
+      r.classifier_equals = name(n["classifier"]["equals"], "equals");
     }
     return r;
   }
@@ -186,10 +193,10 @@ class Parser {
     keys(n, "a router", {"name", "default", "rules", "tokenizer_model", "classifier", "load_timeout"});
     RouterSpec s;
     if (!n["name"]) fail(n, "a router needs 'name' (the virtual model's name, e.g. auto)");
-    s.name = str(n["name"], "name");
+    s.name = name(n["name"], "name");
     if (!n["default"]) fail(n, "a router needs 'default' (the model when no rule matches)");
     s.default_chain = names(n["default"], "default");
-    if (n["tokenizer_model"]) s.tokenizer_model = str(n["tokenizer_model"], "tokenizer_model");
+    if (n["tokenizer_model"]) s.tokenizer_model = name(n["tokenizer_model"], "tokenizer_model");
     if (n["load_timeout"]) {
       auto d = parse_duration_seconds(str(n["load_timeout"], "load_timeout"));
       if (!d.ok() || *d <= 0) fail(n["load_timeout"], "'load_timeout' must be a positive duration (e.g. 10s)");
@@ -201,8 +208,8 @@ class Parser {
       if (!c["model"] || !c["question"] || !c["choices"])
         fail(c, "'classifier' needs 'model', 'question' and 'choices'");
       RouteClassifier rc;
-      rc.model = str(c["model"], "model");
-      rc.question = str(c["question"], "question");
+      rc.model = name(c["model"], "model");
+      rc.question = name(c["question"], "question");
       rc.choices = names(c["choices"], "choices");
       if (c["max_message_chars"])
         rc.max_message_chars = static_cast<int32_t>(integer(c["max_message_chars"], "max_message_chars", 1, 1 << 20));
@@ -228,6 +235,7 @@ class Parser {
       if (e.spec.name.empty()) {
         e.spec.name = std::filesystem::path(e.spec.path).filename().string();
         if (e.spec.name.size() > 5 && e.spec.name.ends_with(".gguf")) e.spec.name.resize(e.spec.name.size() - 5);
+        if (e.spec.name.empty()) fail(m, "a model whose 'file' names no file needs a 'name'");
       }
       std::vector<std::string> all = e.spec.aliases;
       all.push_back(e.spec.name);

@@ -1,8 +1,53 @@
 #include "server/router.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <fmt/format.h>
 
 namespace tmill::server {
+
+// std::regex was used here first: libstdc++ matches by recursion, one level per character a
+// quantifier consumes, so a rule such as "code.*review" over a long user message (untrusted input)
+// overflowed the stack of the server thread. PCRE2's interpreter backtracks on the heap, and the
+// limits below bound its work: a match that hits one counts as no match (with a warning).
+class RouteRegex {
+ public:
+  static Result<std::shared_ptr<const RouteRegex>> compile(const std::string& re) {
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(re.data()), re.size(),
+                                     PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
+    if (!code) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      return Error{fmt::format("at offset {}: {}", off, reinterpret_cast<const char*>(msg))};
+    }
+    auto r = std::make_shared<RouteRegex>();
+    r->code_ = code;
+    return std::shared_ptr<const RouteRegex>(std::move(r));
+  }
+  ~RouteRegex() { pcre2_code_free(code_); }
+  // True when the pattern matches somewhere in `text`; *limit_hit when a limit ended the search.
+  bool search(const std::string& text, bool* limit_hit) const {
+    pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
+    if (ctx) {
+      pcre2_set_match_limit(ctx, 1'000'000);
+      pcre2_set_depth_limit(ctx, 10'000);
+      pcre2_set_heap_limit(ctx, 16 * 1024);  // KiB
+    }
+    const int rc = md ? pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, md, ctx)
+                      : PCRE2_ERROR_NOMEMORY;
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(ctx);
+    *limit_hit = rc < 0 && rc != PCRE2_ERROR_NOMATCH;
+    return rc >= 0;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+};
 
 Status prepare_router(RouterSpec& spec, const std::function<bool(const std::string&)>& model_exists) {
   const std::string where = "router '" + spec.name + "'";
@@ -29,12 +74,11 @@ Status prepare_router(RouterSpec& spec, const std::function<bool(const std::stri
     if (r.name.empty()) r.name = fmt::format("rule{}", i + 1);
     TM_TRY(check_chain(r.chain, "rule '" + r.name + "'"));
     if (!r.last_user_regex.empty()) {
-      try {
-        r.regex = std::make_shared<const std::regex>(r.last_user_regex, std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
+      auto re = RouteRegex::compile(r.last_user_regex);
+      if (!re.ok())
         return Error{fmt::format("{}: rule '{}': last_user_regex '{}' does not compile: {}", where, r.name,
-                                 r.last_user_regex, e.what())};
-      }
+                                 r.last_user_regex, re.error())};
+      r.regex = std::move(re).value();
     }
     if (!r.classifier_equals.empty()) {
       if (!spec.classifier)
@@ -56,7 +100,13 @@ RouteDecision route(const RouterSpec& spec, const RouteInput& in) {
   for (const RouteRule& r : spec.rules) {
     if (r.has_tools && *r.has_tools != in.has_tools) continue;
     if (r.has_json_schema && *r.has_json_schema != in.has_json_schema) continue;
-    if (r.regex && !std::regex_search(in.last_user_message, *r.regex)) continue;
+    if (r.regex) {
+      bool limit_hit = false;
+      if (!r.regex->search(in.last_user_message, &limit_hit)) {
+        if (limit_hit) d.regex_limit_rule = r.name;
+        continue;
+      }
+    }
     if (!r.header_name.empty()) {
       auto v = in.header ? in.header(r.header_name) : std::nullopt;
       if (!v || *v != r.header_equals) continue;

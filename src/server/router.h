@@ -8,7 +8,9 @@
 //   min_prompt_tokens / max_prompt_tokens  the prompt's length in tokens (the router's tokenizer)
 //   has_tools                              the request has "tools" (and tool_choice is not "none")
 //   has_json_schema                        a JSON schema or JSON object response format
-//   last_user_regex                        an ECMAScript regex searched in the last user message
+//   last_user_regex                        a PCRE2 (Perl-syntax) regex searched in the last user message
+//                                          (match, depth and heap limits: a pathological pattern on a long
+//                                          message ends as "no match" instead of exhausting the stack)
 //   header {name, equals}                  a request header (case-insensitive name)
 //   metadata {key, equals}                 the request's "metadata" object (OpenAI's field)
 //   classifier                             the classifier model's answer to the router's question
@@ -19,7 +21,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,16 @@
 
 namespace tmill::server {
 
+// A compiled last_user_regex (PCRE2, UTF-8, with limits); defined in router.cpp.
+class RouteRegex;
+
 struct RouteRule {
   std::string name;
   std::optional<int64_t> min_prompt_tokens, max_prompt_tokens;
   std::optional<bool> has_tools;
   std::optional<bool> has_json_schema;
   std::string last_user_regex;               // empty: no condition
-  std::shared_ptr<const std::regex> regex;   // compiled last_user_regex
+  std::shared_ptr<const RouteRegex> regex;   // compiled last_user_regex
   std::string header_name, header_equals;    // header_name empty: no condition
   std::string metadata_key, metadata_equals; // metadata_key empty: no condition
   std::string classifier_equals;             // empty: no condition
@@ -73,6 +77,7 @@ struct RouteDecision {
   std::string rule;                  // the matching rule's name, or "default"
   std::vector<std::string> chain;
   std::optional<std::string> classifier_error;  // the classifier failed (its rules did not match)
+  std::string regex_limit_rule;  // a rule whose last_user_regex hit its match limits (taken as no match)
 };
 
 // Checks a spec (names, regexes, chains against the known models) and compiles its regexes.

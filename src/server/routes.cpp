@@ -75,6 +75,7 @@ const Server::Route* Server::find_route(const std::string& path) {
     // vLLM's run-time LoRA routes (routes_lora.cpp), behind the API key.
     {"/v1/load_lora_adapter", false, true, kAdmin, true, false, &Server::route_load_lora},
     {"/v1/unload_lora_adapter", false, true, kAdmin, true, false, &Server::route_unload_lora},
+    {"/lora-adapters", false, false, kKey, false, false, &Server::route_lora_adapters},  // llama-server's list
     {"/health", false, false, kOpen, true, false, &Server::route_health},
     {"/version", false, false, kOpen, false, false, &Server::route_version},
     {"/metrics", false, false, kOpen, false, false, &Server::route_metrics},

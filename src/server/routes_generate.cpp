@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include <fmt/format.h>
@@ -198,6 +199,8 @@ std::optional<double> keep_alive_of(const json& body) {
                         : ka->is_string() ? parse_duration_seconds(ka->get<std::string>())
                                           : Result<double>(Error{"must be a number of seconds or a duration string"});
   if (!secs.ok()) throw_bad_request("'keep_alive': " + secs.error(), "keep_alive");
+  // A huge number would overflow the clock's integer duration when the idle deadline is set.
+  if (!(*secs <= 1e9)) throw_bad_request("'keep_alive': at most 1e9 seconds (negative: forever)", "keep_alive");
   return *secs;
 }
 
@@ -230,7 +233,58 @@ Result<ModelLease> Server::lease_model(const json& body, ApiError* err, Resolved
   }
 }
 
-Status Server::apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRequest* m) {
+namespace {
+
+// llama-server's per-request adapters: "lora": [{"id": N, "scale": S}, ...], N the position among the
+// model's adapters (GET /lora-adapters). Entries at scale 0 are left out; the engine applies one
+// adapter per request, so more than one left is refused. nullopt: no `lora` field.
+struct RequestLora {
+  std::string name;  // empty: the base model (every entry at scale 0, or an empty list)
+  float scale = 1.0f;
+};
+std::optional<RequestLora> request_lora(const json& body, const std::vector<AdapterSpec>& adapters) {
+  const json* l = field(body, "lora");
+  if (!l) return std::nullopt;
+  if (!l->is_array()) throw_bad_request("'lora' must be a list of {\"id\": N, \"scale\": S}", "lora");
+  RequestLora out;
+  out.scale = 0;
+  int picked = 0;
+  for (const json& e : *l) {
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer())
+      throw_bad_request("each 'lora' entry needs an integer 'id' (GET /lora-adapters lists them)", "lora");
+    const int64_t id = e["id"].get<int64_t>();
+    if (id < 0 || id >= static_cast<int64_t>(adapters.size()))
+      throw_bad_request(fmt::format("'lora': no adapter with id {} (this model has {})", id, adapters.size()), "lora");
+    double scale = 1.0;
+    if (e.contains("scale")) {
+      if (!e["scale"].is_number() || !std::isfinite(e["scale"].get<double>()) || std::fabs(e["scale"].get<double>()) > 1e4)
+        throw_bad_request("'lora': 'scale' must be a number in [-1e4, 1e4]", "lora");
+      scale = e["scale"].get<double>();
+    }
+    if (scale == 0) continue;
+    if (++picked > 1 || (!out.name.empty() && out.name != adapters[static_cast<size_t>(id)].name))
+      throw_bad_request("'lora': one adapter per request (give the others scale 0)", "lora");
+    out.name = adapters[static_cast<size_t>(id)].name;
+    out.scale = static_cast<float>(scale);
+  }
+  if (out.name.empty()) out.scale = 0;
+  return out;
+}
+
+}  // namespace
+
+Status Server::apply_adapter(const ResolvedModel& resolved, ModelLease& lease, const json& body, MappedRequest* m,
+                             ApiError* err) {
+  ResolvedModel r = resolved;
+  try {
+    if (auto l = request_lora(body, models_->adapters(lease.slot()))) {
+      r.adapter = l->name;
+      r.adapter_scale = l->scale;
+    }
+  } catch (const RequestError& e) {
+    *err = e.error;
+    return Error{e.error.message};
+  }
   if (r.adapter.empty()) return {};
   Engine& engine = *lease.model().engine;
   auto has = [&] {
@@ -241,10 +295,16 @@ Status Server::apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRe
   if (!has()) {  // added at run time while its model was loading: load it now
     for (const AdapterSpec& a : models_->adapters(lease.slot()))
       if (a.name == r.adapter)
-        if (auto info = engine.load_lora(a.name, a.path); !info.ok() && !has())  // !has: not a racing load
-          return Error{fmt::format("LoRA adapter '{}': {}", a.name, info.error())};
+        if (auto info = engine.load_lora(a.name, a.path); !info.ok() && !has()) {  // !has: not a racing load
+          err->status = 503;
+          err->type = "service_unavailable_error";
+          err->code = "model_unavailable";
+          err->message = fmt::format("LoRA adapter '{}': {}", a.name, info.error());
+          err->param = "model";
+          return Error{err->message};
+        }
   }
-  m->model = r.adapter;
+  if (r.adapter == resolved.adapter) m->model = r.adapter;  // else the name the request gave
   for (MappedPrompt& p : m->prompts) {
     p.request.lora = r.adapter;
     p.request.lora_scale = r.adapter_scale;

@@ -131,4 +131,19 @@ json Server::adapter_json(const ModelRegistry::AdapterEntry& a) const {
   return m;
 }
 
+HttpResponse Server::route_lora_adapters(HttpRequest&) {
+  json out = json::array();
+  std::vector<int64_t> next(models_->size(), 0);  // ids count per base model
+  for (const ModelRegistry::AdapterEntry& a : models_->all_adapters())
+    out.push_back({{"id", next[a.slot]++},
+                   {"path", a.spec.path},
+                   {"scale", a.spec.scale},
+                   {"name", a.spec.name},
+                   {"model", models_->spec(a.slot).name}});
+  HttpResponse res;
+  res.content_type = "application/json";
+  res.body = out.dump();
+  return res;
+}
+
 }  // namespace tmill::server

@@ -68,16 +68,6 @@ RouteInput route_facts(const json& body, const HttpRequest& req, ApiKind kind, s
   return in;
 }
 
-ApiError adapter_unavailable(const std::string& why) {
-  ApiError e;
-  e.status = 503;
-  e.type = "service_unavailable_error";
-  e.code = "model_unavailable";
-  e.message = why;
-  e.param = "model";
-  return e;
-}
-
 }  // namespace
 
 const RouterSpec* Server::find_router(const std::string& name) const {
@@ -154,8 +144,8 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                          t->metrics);
     t->mapped = std::move(mapped).value();
     t->mapped->compression = compression;
-    if (Status st = apply_adapter(resolved, t->lease, &*t->mapped); !st.ok())
-      return reply_error(adapter_unavailable(st.error()), "unavailable", t->metrics);
+    if (Status st = apply_adapter(resolved, t->lease, body, &*t->mapped, &err); !st.ok())
+      return reply_error(err, err.status == 400 ? "invalid_request" : "unavailable", t->metrics);
     if (!t->metrics->try_admit(static_cast<int64_t>(t->mapped->prompts.size()), opts_.max_queued_requests)) {
       ApiError e;
       e.status = 429;
@@ -189,6 +179,9 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
   t->router = router->name;
   t->rule = d.rule;
   if (d.classifier_error) log_warn("router {}: classifier failed: {}", router->name, *d.classifier_error);
+  if (!d.regex_limit_rule.empty())
+    log_warn("router {}: rule '{}': last_user_regex hit its match limits (taken as no match)", router->name,
+             d.regex_limit_rule);
   auto& reg = metrics_registry_;
   const double timeout = router->load_timeout_s > 0 ? router->load_timeout_s : opts_.load_timeout_s;
   ApiError last;
@@ -231,8 +224,8 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
       return reply_error(err, err.code == "context_length_exceeded" ? "context_length_exceeded" : "invalid_request",
                          metrics);
     }
-    if (Status st = apply_adapter(*slot, lease, &*mapped); !st.ok())
-      return reply_error(adapter_unavailable(st.error()), "unavailable", metrics);
+    if (Status st = apply_adapter(*slot, lease, b, &*mapped, &err); !st.ok())
+      return reply_error(err, err.status == 400 ? "invalid_request" : "unavailable", metrics);
     if (!metrics->try_admit(static_cast<int64_t>(mapped->prompts.size()), opts_.max_queued_requests)) {
       // Not a failure unless the whole chain is full (router_fallbacks_total counts the pass-over).
       last = ApiError{};

@@ -241,8 +241,12 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
   auto m = std::make_shared<LoadedModel>();
   m->ctx = std::move(ctx);
   const MemoryPlan& plan = engine->memory_plan();
-  // Anonymous memory: the KV cache, and weights beyond the file's mapped bytes (repacked copies).
-  m->anon_bytes = plan.kv_bytes + (plan.weight_bytes > spec.file_bytes ? plan.weight_bytes - spec.file_bytes : 0);
+  // Anonymous memory: the KV cache and the weights the engine holds itself (packed layouts, huge-page
+  // copies, norms); the weights it reads in place from the file mapping are counted once per file
+  // (models of one file share those pages). An engine that does not say (0) counts all as its own.
+  const uint64_t mapped = std::min(plan.weight_mapped_bytes, plan.weight_bytes);
+  m->anon_bytes = plan.kv_bytes + (plan.weight_bytes - mapped);
+  m->mapped_bytes = mapped;
   // The model's LoRA adapters (those of the start and those loaded at run time).
   for (const AdapterSpec& a : models_->adapters(slot)) {
     auto info = engine->load_lora(a.name, a.path);
@@ -259,6 +263,7 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
     log_info("model {}: LoRA adapter '{}' from {} (rank {}, {} tensors)", spec.name, a.name, a.path, info->rank,
              info->n_tensors);
   }
+  for (const LoraInfo& l : engine->loras()) m->anon_bytes += l.bytes;  // adapters loaded with the model
   ServerMetrics* metrics = model_metrics_[slot].get();
   if (!engine->loras().empty()) metrics->enable_lora();
   metrics->attach_engine(engine.get(), load_s);

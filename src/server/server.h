@@ -168,8 +168,10 @@ class Server final : public HttpHandler {
   // *resolved (when given) gets the adapter a LoRA adapter's name adds.
   Result<ModelLease> lease_model(const json& body, ApiError* err, ResolvedModel* resolved = nullptr);
   // A request for an adapter: the engine has it loaded (it loads it when a run-time load raced a
-  // model load), the response names the adapter, every prompt carries it.
-  Status apply_adapter(const ResolvedModel& r, ModelLease& lease, MappedRequest* m);
+  // model load), the response names the adapter, every prompt carries it. A request's `lora` list
+  // (llama-server's [{id, scale}], ids indexing the model's adapters) picks the adapter and its scale
+  // instead. On error *err is the reply (400 for a malformed `lora`, else 503).
+  Status apply_adapter(const ResolvedModel& r, ModelLease& lease, const json& body, MappedRequest* m, ApiError* err);
 
   // The model chosen for a generation request, its mapped request, admitted (routes_select.cpp).
   struct Target {
@@ -213,6 +215,9 @@ class Server final : public HttpHandler {
   HttpResponse route_admin_reload(HttpRequest& req);
   HttpResponse route_load_lora(HttpRequest& req);    // routes_lora.cpp: vLLM's /v1/load_lora_adapter
   HttpResponse route_unload_lora(HttpRequest& req);  // vLLM's /v1/unload_lora_adapter
+  // llama-server's GET /lora-adapters: [{id, path, scale, model}], id the position among the base
+  // model's adapters (what a request's `lora` list names).
+  HttpResponse route_lora_adapters(HttpRequest& req);
   json adapter_json(const ModelRegistry::AdapterEntry& a) const;
 
   ServerOptions opts_;

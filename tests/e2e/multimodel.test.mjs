@@ -174,11 +174,13 @@ test('an on-demand model loads on first use and unloads when idle while another 
   await client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2, keep_alive: 0 });
   await sleep(500);
   assert.equal(await state('od'), 'unloaded');
-  await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), keep_alive: 'soon' }), (e) => {
-    assert.equal(e.status, 400);
-    assert.equal(e.param, 'keep_alive');
-    return true;
-  });
+  for (const keep_alive of ['soon', 1e300, '-']) {  // 1e300 s overflowed the clock; '-' was 0 s
+    await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), keep_alive }), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, 'keep_alive');
+      return true;
+    });
+  }
   m = await scrape(server.url);
   assert.equal(metric(m, 'tokenmill:model_loads_total'), 5);  // small, big, mid at start; od twice
 });
@@ -206,6 +208,8 @@ models:
   - {name: small, file: ${MODEL_FILE}, kv_cache_memory: 8MiB}
   - {name: big, file: ${MODEL_FILE}, kv_cache_memory: 8MiB}
   - {name: od, file: ${MODEL_FILE}, kv_cache_memory: 8MiB, residency: on_demand}
+routers:
+  - {name: auto, default: [od, small]}
 `;
   const { server, client } = await start(['--models-file', modelsFile('budget.yaml', cfg), '--api-key', 'k1'], {}, 'k1');
   await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2 }), (e) => {
@@ -214,6 +218,11 @@ models:
     assert.match(e.message, /`od` needs .* memory limit/);
     return true;
   });
+  // A chain whose first model cannot be loaded falls back to the next (reason "unavailable").
+  const viaAuto = await client.chat.completions.create({ model: 'auto', messages: chat('hi'), max_tokens: 2 });
+  assert.equal(viaAuto.model, 'small');
+  assert.equal(metric(await scrape(server.url), 'tokenmill:router_fallbacks_total',
+                      'from="od",to="small",reason="unavailable"'), 1);
   const post = (p, body, key = 'k1') => fetch(`${server.url}${p}`, {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
   let r = await post('/models/unload', { model: 'big' }, 'wrong');
@@ -226,6 +235,10 @@ models:
   r = await post('/models/load', { model: 'od' });
   assert.equal(r.status, 200);
   assert.equal((await client.models.retrieve('od')).state, 'loaded');
+  r = await post('/models/reload', { model: 'od' });  // unloads and loads it again
+  assert.equal(r.status, 200);
+  assert.equal((await r.json()).model.state, 'loaded');
+  assert.equal(metric(await scrape(server.url), 'tokenmill:model_loads_total'), 4);  // small, big, od, od
   r = await post('/models/unload', { model: 'nope' });
   assert.equal(r.status, 404);
 });

@@ -185,6 +185,57 @@ TEST(LoraServer, AdapterAnswersLikeTheMergedModelInOneBatchWithTheBase) {
   srv->shutdown(5);
 }
 
+TEST(LoraServer, RequestLoraListPicksTheAdapterAndItsScale) {
+  // llama-server's per-request "lora": [{id, scale}]: "ad" is served at scale 1, asked at 0.5 it
+  // answers like the model with it merged at 0.5 (greedy, token for token).
+  std::string want_half;
+  {
+    auto ref = make_server({}, files().merged);
+    ASSERT_TRUE(ref);
+    httplib::Client cli("127.0.0.1", ref->port());
+    want_half = text_of(complete(cli, ""));
+    ref->shutdown(5);
+  }
+  ServerOptions o;
+  o.loras = {{"ad", files().a, 1.0f, ""}, {"bd", files().b, 1.0f, ""}};
+  auto srv = make_server(o, stories());
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  const json list = json::parse(cli.Get("/lora-adapters")->body);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["id"], 0);
+  EXPECT_EQ(list[0]["path"], files().a);
+  EXPECT_EQ(list[1]["id"], 1);
+  EXPECT_EQ(list[1]["model"], "stories260K");
+  auto ask = [&](const std::string& model, const json& lora, int* status = nullptr) {
+    const json req = {{"model", model}, {"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}, {"lora", lora}};
+    auto r = cli.Post("/v1/completions", req.dump(), "application/json");
+    EXPECT_TRUE(r);
+    if (status) *status = r->status;
+    return json::parse(r->body);
+  };
+  const std::string base = text_of(complete(cli, "stories260K"));
+  const std::string full = text_of(complete(cli, "ad"));
+  ASSERT_NE(full, want_half);
+  json r = ask("stories260K", json::array({{{"id", 0}, {"scale", 0.5}}, {{"id", 1}, {"scale", 0}}}));
+  EXPECT_EQ(text_of(r), want_half);
+  EXPECT_EQ(r["model"], "stories260K");  // the name the request gave
+  r = ask("ad", json::array({{{"id", 0}, {"scale", 0.5}}}));
+  EXPECT_EQ(text_of(r), want_half);
+  EXPECT_EQ(r["model"], "ad");
+  EXPECT_EQ(text_of(ask("ad", json::array())), base);  // the list wins: no adapter
+  EXPECT_EQ(text_of(ask("stories260K", json::array({{{"id", 0}}}))), full);  // scale defaults to 1
+  for (const json& bad : {json::array({{{"id", 0}, {"scale", 0.5}}, {{"id", 1}, {"scale", 1}}}),
+                          json::array({{{"id", 2}, {"scale", 1}}}), json::array({{{"scale", 1}}}), json("x"),
+                          json::array({{{"id", 0}, {"scale", "big"}}})}) {
+    int status = 0;
+    const json e = ask("stories260K", bad, &status);
+    EXPECT_EQ(status, 400) << bad.dump();
+    EXPECT_EQ(e["error"]["param"], "lora") << bad.dump();
+  }
+  srv->shutdown(5);
+}
+
 TEST(LoraServer, PrefixCacheDoesNotMixAdapters) {
   ServerOptions o;
   o.loras = {{"ad", files().a, 0.5f, ""}};

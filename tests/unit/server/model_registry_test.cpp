@@ -199,6 +199,11 @@ TEST(ModelRegistry, ParsesDurations) {
   EXPECT_FALSE(parse_duration_seconds("5 minutes").ok());
   EXPECT_FALSE(parse_duration_seconds("m").ok());
   EXPECT_FALSE(parse_duration_seconds("1h30").ok());
+  // Found reviewing the parser for fuzz_models_file: a lone "-" was 0 s, "1.2.3s" was 1.2 s, and 1e300 h was infinite
+  // (an infinite idle time overflowed the clock's integer duration).
+  for (std::string bad : {std::string("-"), std::string("1.2.3s"), std::string("."), std::string(400, '9'),
+                          std::string(300, '9') + "h"})
+    EXPECT_FALSE(parse_duration_seconds(bad).ok()) << bad;
 }
 
 TEST(ModelRegistry, TheRealSizeAfterLoadingIsCheckedAgainstTheBudget) {

@@ -221,4 +221,35 @@ TEST(ModelsFile, ErrorsNameTheFileLineAndKey) {
   EXPECT_NE(err("models:\n  - {file: a.gguf}\nrouters:\n  - {name: a, default: a}\n").find("also a model's name"),
             std::string::npos);
   EXPECT_NE(err("modles: []\n").find("unknown key 'modles'"), std::string::npos);
+  // Found reviewing the parser for fuzz_models_file: empty names and files, and durations that are not numbers of seconds.
+  EXPECT_NE(err("models:\n  - {file: ''}\n").find("'file' must not be empty"), std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf, name: ''}\n").find("'name' must not be empty"), std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf, aliases: [b, '']}\n").find("'aliases' must not be empty"),
+            std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf}\nrouters:\n  - {name: r, default: [a, '']}\n")
+                .find("'default' must not be empty"),
+            std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf, residency: on_demand, idle_unload: '-'}\n").find("not a duration"),
+            std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf, loras: [{file: l.gguf, scale: .nan}]}\n").find("'scale' must be"),
+            std::string::npos);
+}
+
+TEST(Router, RegexOnALongMessageNeitherOverflowsNorHangs) {
+  // std::regex recursed once per character ".*" consumed: a 2 MB message overflowed the stack.
+  auto span = rule("span", {"big"});
+  span.last_user_regex = "code.*review";
+  auto evil = rule("evil", {"mid"});
+  evil.last_user_regex = "^(a+)+$";  // catastrophic backtracking: stopped by the match limit
+  RouterSpec s = spec_with({evil, span});
+  RouteInput in;
+  in.last_user_message = "please code " + std::string(2 << 20, 'x') + " and review";
+  RouteDecision d = route(s, in);
+  EXPECT_EQ(d.rule, "span");
+  in.last_user_message = std::string(5000, 'a') + "b";
+  d = route(s, in);
+  EXPECT_EQ(d.rule, "default");
+  EXPECT_EQ(d.regex_limit_rule, "evil");
+  in.last_user_message = "aaaa";
+  EXPECT_EQ(route(s, in).rule, "evil");
 }
