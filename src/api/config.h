@@ -65,6 +65,11 @@ struct EngineConfig {
   // prompt + max_tokens may exceed the context. Off: such requests are refused / end with "length".
   bool context_shift = false;
   int32_t context_shift_keep = 1;
+  // Models whose every layer has a sliding window (Mistral 7B v0.1's llama.attention.sliding_window):
+  // a sequence's KV blocks older than the window of its next token go back to the pool while it goes
+  // on, so its KV stays bounded by the window (vLLM's hybrid KV cache manager does the same). false:
+  // every block is kept until the sequence ends. No effect on other models.
+  bool free_out_of_window_kv = true;
   // LoRA adapters: loaded at create (more at run time with Engine::load_lora), at most max_loras at
   // once; every loaded adapter can be used by any request of any batch.
   std::vector<LoraSpec> loras;

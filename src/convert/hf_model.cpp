@@ -24,6 +24,18 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.gate_proj", "ffn_gate"},            {"mlp.up_proj", "ffn_up"},
     {"mlp.down_proj", "ffn_down"},
     {"self_attn.qkv_proj", "attn_qkv"},       {"mlp.gate_up_proj", "ffn_up"},  // phi3, kept fused
+    // mixtures of experts: the router (Qwen MoE, OLMoE; Mixtral), qwen2moe's shared expert and its gate
+    {"mlp.gate", "ffn_gate_inp"},             {"block_sparse_moe.gate", "ffn_gate_inp"},
+    {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+};
+
+// One expert's matrix (HF stores each expert apart) -> the 3-D GGUF tensor it is stacked into.
+// Qwen MoE / OLMoE: mlp.experts.E.{gate,up,down}_proj; Mixtral: block_sparse_moe.experts.E.w1 (gate),
+// w3 (up), w2 (down), as convert_hf_to_gguf.py merges them.
+constexpr std::pair<const char*, const char*> kExpertNames[] = {
+    {"gate_proj", "ffn_gate_exps"}, {"up_proj", "ffn_up_exps"}, {"down_proj", "ffn_down_exps"},
+    {"w1", "ffn_gate_exps"},        {"w3", "ffn_up_exps"},      {"w2", "ffn_down_exps"},
 };
 
 // llama.cpp's general.file_type (LlamaFileType) for the type of the 2-D weights.
@@ -51,6 +63,21 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
     if (c.fused_qkv_ffn) {  // phi3: q, k, v rows stacked; gate rows then up rows
       m[b + "attn_qkv.weight"] = {Q + 2 * KV, H};
       m[b + "ffn_up.weight"] = {2 * F, H};
+    } else if (c.n_expert > 0) {  // experts stacked along the outermost axis (HF order: [n_expert, rows, cols])
+      const int64_t E = c.n_expert, FE = c.expert_rows();
+      m[b + "attn_q.weight"] = {Q, H};
+      m[b + "attn_k.weight"] = {KV, H};
+      m[b + "attn_v.weight"] = {KV, H};
+      m[b + "ffn_gate_inp.weight"] = {E, H};
+      m[b + "ffn_gate_exps.weight"] = {E, FE, H};
+      m[b + "ffn_up_exps.weight"] = {E, FE, H};
+      m[b + "ffn_down_exps.weight"] = {E, H, FE};
+      if (const int64_t S = c.shared_expert_intermediate_size; S > 0) {
+        m[b + "ffn_gate_inp_shexp.weight"] = {1, H};
+        m[b + "ffn_gate_shexp.weight"] = {S, H};
+        m[b + "ffn_up_shexp.weight"] = {S, H};
+        m[b + "ffn_down_shexp.weight"] = {H, S};
+      }
     } else {
       m[b + "attn_q.weight"] = {Q, H};
       m[b + "attn_k.weight"] = {KV, H};
@@ -60,21 +87,21 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
     }
     m[b + "attn_output.weight"] = {H, Q};
     m[b + "ffn_norm.weight"] = {H};
-    m[b + "ffn_down.weight"] = {H, F};
+    if (c.n_expert == 0) m[b + "ffn_down.weight"] = {H, F};
     if (c.attention_bias) {
       m[b + "attn_q.bias"] = {Q};
       m[b + "attn_k.bias"] = {KV};
       m[b + "attn_v.bias"] = {KV};
-      if (c.gguf_arch != "qwen2") m[b + "attn_output.bias"] = {H};
+      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe") m[b + "attn_output.bias"] = {H};
     }
     if (c.mlp_bias) {
       m[b + "ffn_gate.bias"] = {F};
       m[b + "ffn_up.bias"] = {F};
       m[b + "ffn_down.bias"] = {H};
     }
-    if (c.qk_norm) {
-      m[b + "attn_q_norm.weight"] = {c.head_dim};
-      m[b + "attn_k_norm.weight"] = {c.head_dim};
+    if (c.qk_norm) {  // per head; olmoe: over the whole q / k projection
+      m[b + "attn_q_norm.weight"] = {c.qk_norm_full ? Q : c.head_dim};
+      m[b + "attn_k_norm.weight"] = {c.qk_norm_full ? KV : c.head_dim};
     }
   }
   return m;
@@ -140,6 +167,36 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
   return Error{fmt::format("cannot map tensor '{}' to a GGUF name", n)};
 }
 
+std::optional<std::pair<std::string, int64_t>> hf_expert_tensor(const std::string& n) {
+  // model.layers.<L>.{mlp,block_sparse_moe}.experts.<E>.<matrix>.weight; numbers without leading zeros
+  auto number = [&](size_t& p, int64_t& out) {
+    size_t q = p;
+    while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
+    if (q == p || q - p > 6 || (n[p] == '0' && q - p > 1) || q >= n.size() || n[q] != '.') return false;
+    out = std::stoll(n.substr(p, q - p));
+    p = q + 1;
+    return true;
+  };
+  const std::string prefix = "model.layers.";
+  if (n.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t p = prefix.size();
+  int64_t layer = 0, expert = 0;
+  if (!number(p, layer)) return std::nullopt;
+  bool found = false;
+  for (const std::string mod : {"mlp.experts.", "block_sparse_moe.experts."}) {
+    if (n.compare(p, mod.size(), mod) == 0) {
+      p += mod.size();
+      found = true;
+      break;
+    }
+  }
+  if (!found || !number(p, expert)) return std::nullopt;
+  for (const auto& [hf, gg] : kExpertNames)
+    if (n.compare(p, std::string::npos, std::string(hf) + ".weight") == 0)
+      return std::pair{fmt::format("blk.{}.{}.weight", layer, gg), expert};
+  return std::nullopt;
+}
+
 int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim) {
   const int64_t half = head_dim / 2;
   const int64_t h = out_row / head_dim, w = out_row % head_dim;
@@ -183,43 +240,83 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
   const HfConfig& c = m.config;
   const std::string& a = c.gguf_arch;
 
-  // Map, validate and type every tensor before touching the writer.
+  // Map, validate and type every tensor before touching the writer. An item is one GGUF tensor: one
+  // HF tensor, or (experts) one HF matrix per expert stacked along the outermost axis.
   struct Item {
     std::string name;
-    SafetensorsModel::Ref src;
-    bool two_d;
+    std::vector<SafetensorsModel::Ref> srcs;
+    std::vector<int64_t> ne;  // GGUF order
+    bool matrix;              // 2-D or 3-D: stored as the weight type (unless kept F32)
+    bool keep_f32;            // the routers: F32 whatever the output type, as llama.cpp's converter
     int64_t permute_head_dim;
   };
   std::vector<Item> items;
+  std::map<std::string, size_t> stacked;  // GGUF name of an expert tensor -> its item
   auto expected = expected_tensors(c);
   std::set<StDType> weight_dtypes;
+  auto reversed = [](const std::vector<int64_t>& v) { return std::vector<int64_t>(v.rbegin(), v.rend()); };
+  auto check_dtype = [](const SafetensorsModel::Ref& ref, const std::string& where) -> Status {
+    if (!st_dtype_is_float(ref.tensor->dtype))
+      return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
+                               st_dtype_name(ref.tensor->dtype))};
+    return {};
+  };
   for (const std::string& hf : m.weights.names()) {
-    TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
-    if (gg.empty()) continue;
     const auto ref = *m.weights.find(hf);
     const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+    if (auto part = hf_expert_tensor(hf)) {
+      auto e = expected.find(part->first);
+      if (e == expected.end() || e->second.size() != 3)
+        return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, {} experts)", where,
+                                 c.hf_arch, c.num_hidden_layers, c.n_expert)};
+      if (part->second >= e->second[0])
+        return Error{fmt::format("{}: expert {} is out of range (config.json: {} experts)", where, part->second,
+                                 e->second[0])};
+      const std::vector<int64_t> one(e->second.begin() + 1, e->second.end());
+      if (ref.tensor->shape != one)
+        return Error{fmt::format("{}: shape {} does not match config.json (expected {})", where,
+                                 shape_str(ref.tensor->shape), shape_str(one))};
+      TM_TRY(check_dtype(ref, where));
+      weight_dtypes.insert(ref.tensor->dtype);
+      auto [it, fresh] = stacked.try_emplace(part->first, items.size());
+      if (fresh)
+        items.push_back({part->first, std::vector<SafetensorsModel::Ref>(static_cast<size_t>(e->second[0])),
+                         reversed(e->second), true, false, 0});
+      SafetensorsModel::Ref& slot = items[it->second].srcs[static_cast<size_t>(part->second)];
+      if (slot.tensor) return Error{fmt::format("{}: expert {} of '{}' given twice", where, part->second, part->first)};
+      slot = ref;
+      continue;
+    }
+    TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
+    if (gg.empty()) continue;
     if (gg == "output.weight" && c.tie_word_embeddings) {
       log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);
       continue;
     }
     auto e = expected.find(gg);
-    if (e == expected.end())
+    if (e == expected.end() || e->second.size() == 3)
       return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, attention_bias={}, "
                                "tie_word_embeddings={})",
                                where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
     if (ref.tensor->shape != e->second)
       return Error{fmt::format("{}: shape {} does not match config.json (expected {})", where,
                                shape_str(ref.tensor->shape), shape_str(e->second))};
-    if (!st_dtype_is_float(ref.tensor->dtype))
-      return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
-                               st_dtype_name(ref.tensor->dtype))};
+    TM_TRY(check_dtype(ref, where));
     expected.erase(e);
-    const bool two_d = ref.tensor->shape.size() == 2;
-    if (two_d) weight_dtypes.insert(ref.tensor->dtype);
+    const bool matrix = ref.tensor->shape.size() == 2;
+    const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;  // ffn_gate_inp, ffn_gate_inp_shexp
+    if (matrix && !keep_f32) weight_dtypes.insert(ref.tensor->dtype);
     int64_t perm = 0;
     if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
       perm = c.head_dim;
-    items.push_back({gg, ref, two_d, perm});
+    items.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, perm});
+  }
+  for (const auto& [name, index] : stacked) {
+    const auto& srcs = items[index].srcs;
+    for (size_t x = 0; x < srcs.size(); ++x)
+      if (!srcs[x].tensor)
+        return Error{fmt::format("{}: '{}' lacks expert {} ({} experts in config.json)", m.dir, name, x, srcs.size())};
+    expected.erase(name);
   }
   if (!expected.empty()) {
     return Error{fmt::format("{}: missing tensor '{}' ({} missing in all)", m.dir, expected.begin()->first,
@@ -253,12 +350,21 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
   w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  // OlmoeModel overwrites the epsilon with 1e-5 whatever config.json says
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "olmoe" ? 1e-5f : static_cast<float>(c.rms_norm_eps));
+  if (c.n_expert > 0) {  // TextModel.set_gguf_parameters, then Qwen2MoeModel's expert sizes below
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
+  }
   if (c.head_dim_in_config) {
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
   w.set_u32("general.file_type", file_type_of(wtype));
+  if (c.moe_intermediate_size > 0)
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.moe_intermediate_size));
+  if (c.shared_expert_intermediate_size > 0)
+    w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
   if (a == "phi3") {  // as Phi3MiniModel writes them
@@ -303,12 +409,13 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     }
   }
   for (const Item& it : items) {
-    std::vector<int64_t> ne(it.src.tensor->shape.rbegin(), it.src.tensor->shape.rend());
-    const DType out = it.two_d ? wtype : DType::F32;
-    const SafetensorsModel::Ref src = it.src;
+    const DType out = it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    const auto srcs = it.srcs;
     const int64_t perm = it.permute_head_dim;
-    TM_TRY(w.add_tensor(it.name, out, std::move(ne), [src, out, perm](uint8_t* dst, size_t n) {
-      return convert_rows(src, out, perm, dst, n);
+    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, out, perm](uint8_t* dst, size_t n) -> Status {
+      const size_t part = n / srcs.size();  // experts: one matrix after the other
+      for (size_t x = 0; x < srcs.size(); ++x) TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part));
+      return {};
     }));
   }
   log_info("{}: {} tensors, weights as {}", m.dir, items.size(), dtype_name(wtype));

@@ -2,7 +2,11 @@
 // convert_hf_to_gguf.py: the same architecture names, metadata keys, tensor names, shapes (ggml
 // order: ne[0] = the HF last dimension), 1-D tensors in F32, llama-family q/k row permutation and
 // llama3 `rope_freqs.weight`; phi3 keeps attn_qkv / gate-up ffn_up fused and gets LongRoPE's
-// rope_factors_long/short.weight and rope.scaling.attn_factor. Tokenizer metadata is added by a caller-supplied hook
+// rope_factors_long/short.weight and rope.scaling.attn_factor. Mixtures of experts (Qwen2-MoE, Qwen3-MoE,
+// OLMoE, Mixtral): each layer's per-expert matrices are stacked into the 3-D ffn_{gate,up,down}_exps
+// tensors ([cols, rows, n_expert] in ggml order), the routers (ffn_gate_inp, qwen2moe's
+// ffn_gate_inp_shexp) stay F32, and expert_count / expert_used_count / expert_feed_forward_length /
+// expert_shared_feed_forward_length are written as the script's MoE classes write them. Tokenizer metadata is added by a caller-supplied hook
 // (HfConvertOptions::add_tokenizer), called where llama.cpp writes those keys; without one the file
 // holds hyper-parameters and weights only. convert/hf_convert.h installs the HF tokenizer as the hook
 // (the complete conversion `tokenmill convert --hf` runs).
@@ -11,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/result.h"
 #include "formats/gguf.h"
@@ -44,6 +49,11 @@ std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w);
 // HF tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
 // Empty string for tensors llama.cpp drops (rotary_emb.inv_freq); an error for unknown names.
 Result<std::string> hf_tensor_to_gguf_name(const std::string& hf_name);
+
+// An expert's matrix -> (the stacked GGUF tensor, the expert's index):
+// "model.layers.3.mlp.experts.7.up_proj.weight" -> ("blk.3.ffn_up_exps.weight", 7); Mixtral's
+// "block_sparse_moe.experts.E.w1/w3/w2" are gate/up/down. nullopt for any other name.
+std::optional<std::pair<std::string, int64_t>> hf_expert_tensor(const std::string& hf_name);
 
 // Row permutation llama.cpp applies to llama q/k weights and biases (HF "rotate half" -> GGUF adjacent
 // pairs): for rows = n_head * head_dim, output row h*head_dim + 2*j + k comes from input row

@@ -49,6 +49,17 @@ ModelInfo model_info_of(const Model& m, const Tokenizer& tok, const std::string&
   return info;
 }
 
+// The window the scheduler may free KV blocks behind: the largest window when every layer has one
+// (a query then never reads a position more than that far back), else 0 (a global layer reads all).
+int64_t kv_window_of(const ModelConfig& c) {
+  int64_t w = 0;
+  for (const LayerAttention& la : c.layer_attn) {
+    if (la.window <= 0) return 0;
+    w = std::max(w, la.window);
+  }
+  return w;
+}
+
 }  // namespace
 
 Engine::Engine() = default;
@@ -95,6 +106,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.num_blocks = static_cast<int32_t>(layout.num_blocks);
   sc.kv.block_size = static_cast<int32_t>(layout.block_size);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
+  if (config.free_out_of_window_kv) sc.kv_window = static_cast<int32_t>(kv_window_of(im.model->config()));
   auto sched = Scheduler::create(sc);
   if (!sched.ok()) return sched.error_value();
   im.sched = std::make_unique<Scheduler>(std::move(sched).value());

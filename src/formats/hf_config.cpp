@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@ struct Family {
   bool qkv_bias;            // q/k/v biases regardless of attention_bias
   bool qk_norm;
   bool permute_qk;
+  bool moe = false;  // experts in every layer (their sizes: parse_moe)
 };
 constexpr Family kFamilies[] = {
     {"LlamaForCausalLM", "llama", 2048, false, false, true},
@@ -29,6 +31,10 @@ constexpr Family kFamilies[] = {
     {"Qwen2ForCausalLM", "qwen2", 32768, true, false, false},
     {"Qwen3ForCausalLM", "qwen3", 32768, false, true, false},
     {"Phi3ForCausalLM", "phi3", 4096, false, false, false},
+    {"MixtralForCausalLM", "llama", 4096 * 32, false, false, true, true},
+    {"Qwen2MoeForCausalLM", "qwen2moe", 32768, true, false, false, true},
+    {"Qwen3MoeForCausalLM", "qwen3moe", 32768, false, true, false, true},
+    {"OlmoeForCausalLM", "olmoe", 4096, false, true, false, true},
 };
 
 class Reader {
@@ -166,6 +172,42 @@ Status parse_phi3(const Reader& r, const json& j, const json* rp, HfConfig* c) {
   return {};
 }
 
+// Mixture of experts, read as llama.cpp's converter reads it (num_local_experts or num_experts,
+// num_experts_per_tok, moe_intermediate_size / shared_expert_intermediate_size for the Qwen MoEs).
+// What the GGUF families cannot express is refused; what llama.cpp fixes per family (renormalizing
+// the chosen experts' weights) is only warned about when config.json says otherwise.
+Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
+  constexpr int64_t kMaxExperts = 1 << 16;
+  const char* count_key = r.get("num_local_experts") ? "num_local_experts" : "num_experts";
+  TM_ASSIGN_OR_RETURN(c->n_expert, r.integer(count_key, std::nullopt, 2, kMaxExperts));
+  TM_ASSIGN_OR_RETURN(c->n_expert_used, r.integer("num_experts_per_tok", std::nullopt, 1, c->n_expert));
+  const bool qwen = c->gguf_arch == "qwen2moe" || c->gguf_arch == "qwen3moe";
+  if (qwen) {
+    TM_ASSIGN_OR_RETURN(c->moe_intermediate_size, r.integer("moe_intermediate_size", std::nullopt, 1, 1 << 24));
+    TM_ASSIGN_OR_RETURN(int64_t step, r.integer("decoder_sparse_step", 1, 1, 1 << 20));
+    const json* dense = r.get("mlp_only_layers");
+    if (step != 1 || (dense && (!dense->is_array() || !dense->empty())))
+      return r.err("layers without experts (decoder_sparse_step != 1 or mlp_only_layers) are not supported: the "
+                   "GGUF " + c->gguf_arch + " family has experts in every layer");
+  }
+  if (c->gguf_arch == "qwen2moe") {
+    TM_ASSIGN_OR_RETURN(c->shared_expert_intermediate_size,
+                        r.integer("shared_expert_intermediate_size", std::nullopt, 1, 1 << 24));
+  }
+  if (c->gguf_arch == "olmoe") {
+    c->qk_norm_full = true;
+    if (c->num_key_value_heads != c->num_attention_heads || c->q_dim() != c->hidden_size)
+      return r.err("olmoe needs num_key_value_heads == num_attention_heads and num_attention_heads * head_dim == "
+                   "hidden_size (llama.cpp's q/k norms are hidden_size wide)");
+  }
+  // llama.cpp renormalizes the top-k weights for qwen3moe and Mixtral, never for qwen2moe and olmoe.
+  const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama";
+  if (const json* v = r.get("norm_topk_prob"); v && v->is_boolean() && v->get<bool>() != renorm)
+    log_warn("{}: norm_topk_prob {} is not what GGUF {} computes (llama.cpp {} the chosen experts' weights)", source,
+             v->get<bool>(), c->gguf_arch, renorm ? "always renormalizes" : "never renormalizes");
+  return {};
+}
+
 // Weights quantized by another tool (config.json's quantization_config) cannot be converted: the
 // refusal names the format and what to do instead.
 Status refuse_quantized(const Reader& r, const json& q) {
@@ -245,7 +287,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   TM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", false));
   c.attention_bias = fam->qkv_bias || (attn_bias && std::string(fam->gguf_arch) != "qwen2");
-  if (c.gguf_arch == "llama") {
+  if (c.gguf_arch == "llama" && !fam->moe) {
     TM_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));
   }
   for (const char* k : {"torch_dtype", "dtype"})
@@ -260,6 +302,8 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   } else if (rp) {
     TM_TRY(parse_rope_scaling(r, *rp, &c));
   }
+
+  if (fam->moe) TM_TRY(parse_moe(r, source, &c));
 
   c.rope_dims = c.head_dim;
   if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));

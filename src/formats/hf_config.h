@@ -1,6 +1,8 @@
 // Hyper-parameters from a Hugging Face config.json for the decoder-only families we convert:
-// LlamaForCausalLM and MistralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
-// Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"). Missing optional fields take the transformers defaults.
+// LlamaForCausalLM, MistralForCausalLM and MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
+// Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"), and the mixtures of experts
+// Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe").
+// Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,17 @@ struct HfConfig {
   int64_t rope_dims = 0;               // 0 before parsing; then head_dim unless partial
   int64_t original_context = 0;        // phi3
   int64_t sliding_window = 0;          // phi3: written as llama.cpp's converter does (0 when none)
+  // Mixture of experts: experts (num_local_experts / num_experts; 0 = a dense model), experts per
+  // token (num_experts_per_tok), each expert's FFN rows (qwen2moe/qwen3moe: moe_intermediate_size,
+  // written as expert_feed_forward_length; olmoe and Mixtral: intermediate_size), qwen2moe's shared
+  // expert rows (shared_expert_intermediate_size). olmoe: q/k RMSNorm over the whole projection.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t moe_intermediate_size = 0;     // 0: the experts have intermediate_size rows
+  int64_t shared_expert_intermediate_size = 0;  // > 0: qwen2moe's shared expert
+  bool qk_norm_full = false;
+
+  int64_t expert_rows() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }

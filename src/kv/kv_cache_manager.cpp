@@ -97,7 +97,7 @@ void KvCacheManager::commit(KvRequestId id, std::span<const BlockHash> block_has
   ReqState& st = it->second;
   const size_t full = std::min<size_t>(num_computed_tokens / block_size(), st.table.size());
   TM_ASSERT(block_hashes.size() >= full, "block hashes do not cover the computed blocks");
-  for (size_t b = st.num_cached_blocks; b < full; ++b) {
+  for (size_t b = std::max(st.num_cached_blocks, st.num_released); b < full; ++b) {
     // A duplicate key (same content computed twice concurrently) leaves this block unkeyed.
     if (!pool_.block_key(st.table[b])) pool_.cache(st.table[b], block_hashes[b]);
   }
@@ -111,6 +111,7 @@ void KvCacheManager::truncate(KvRequestId id, int32_t num_tokens) {
   const int32_t bs = block_size();
   const size_t keep = static_cast<size_t>((std::max(num_tokens, 0) + bs - 1) / bs);
   TM_ASSERT(static_cast<int32_t>(keep) >= st.num_cached_blocks, "truncate below the committed blocks");
+  TM_ASSERT(static_cast<int32_t>(keep) >= st.num_released, "truncate below the released blocks");
   while (st.table.size() > keep) {
     pool_.release(st.table.back());
     st.table.pop_back();
@@ -118,11 +119,29 @@ void KvCacheManager::truncate(KvRequestId id, int32_t num_tokens) {
   if (keep > 0 && num_tokens % bs != 0) pool_.set_fill(st.table[keep - 1], num_tokens % bs);
 }
 
+int32_t KvCacheManager::release_before(KvRequestId id, int32_t first_needed_pos) {
+  auto it = reqs_.find(id);
+  TM_ASSERT(it != reqs_.end(), "release_before for an unknown request");
+  ReqState& st = it->second;
+  // Whole blocks below the position; never the last block (it holds the latest computed token).
+  const int32_t n = std::min<int32_t>(std::max(first_needed_pos, 0) / block_size(),
+                                      static_cast<int32_t>(st.table.size()) - 1);
+  int32_t released = 0;
+  for (; st.num_released < n; ++st.num_released, ++released) {
+    int32_t& b = st.table[static_cast<size_t>(st.num_released)];
+    TM_ASSERT(b != kNullBlock && pool_.fill(b) == block_size(), "releasing a block that is not full");
+    pool_.release(b);
+    b = kNullBlock;
+  }
+  return released;
+}
+
 void KvCacheManager::free(KvRequestId id) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
   const std::vector<int32_t>& table = it->second.table;
-  for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
+  for (auto b = table.rbegin(); b != table.rend(); ++b)
+    if (*b != kNullBlock) pool_.release(*b);
   reqs_.erase(it);
 }
 
@@ -131,7 +150,8 @@ void KvCacheManager::fork(KvRequestId parent, KvRequestId child) {
   TM_ASSERT(it != reqs_.end(), "fork of an unknown request");
   TM_ASSERT(!reqs_.count(child), "fork into an existing request");
   ReqState copy = it->second;
-  for (int32_t b : copy.table) pool_.touch(b);
+  for (int32_t b : copy.table)
+    if (b != kNullBlock) pool_.touch(b);
   reqs_.emplace(child, std::move(copy));
 }
 

@@ -8,6 +8,7 @@
 //   r = allocate_slots(id, num_computed, n, &hit)      // nullopt: no room, NOTHING changed
 //   ... engine applies r->copies, runs the forward pass over the n tokens ...
 //   commit(id, block_hashes, num_computed + n)         // registers the now-full computed blocks
+//   release_before(id, first_needed)                   // sliding-window models only (below)
 //   free(id)                                           // finished / aborted / preempted
 //
 // Blocks enter the prefix cache only at commit, i.e. once every token in them has been computed, so
@@ -89,6 +90,15 @@ class KvCacheManager {
   // the prefix cache (rejected tokens are never committed: commit runs on accepted counts only).
   void truncate(KvRequestId id, int32_t num_tokens);
 
+  // Sliding-window models (every layer attends to a window): the request's blocks that hold only
+  // positions below first_needed_pos, which no later query of it attends to, go back to the pool now
+  // (oldest first); their table entries become kNullBlock (the attention kernels start at the
+  // window's block, so they never read them). Only computed (full) blocks qualify: first_needed_pos
+  // must not exceed the computed tokens. A committed block keeps its prefix-cache key, which names
+  // its whole prefix, so only a request with that same prefix can hit it (its KV is right for that
+  // prefix); it waits in the free queue like a finished request's blocks. Returns the blocks released.
+  int32_t release_before(KvRequestId id, int32_t first_needed_pos);
+
   // Releases the request's blocks (last block first). Unknown ids are ignored.
   void free(KvRequestId id);
 
@@ -107,6 +117,7 @@ class KvCacheManager {
   struct ReqState {
     std::vector<int32_t> table;
     int32_t num_cached_blocks = 0;  // table prefix already committed (or hit) in the cache
+    int32_t num_released = 0;       // table prefix given back by release_before (kNullBlock entries)
   };
   KvCacheManager(const KvCacheConfig& config);
 

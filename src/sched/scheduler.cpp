@@ -14,6 +14,7 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config) {
   if (c.max_num_seqs < 1) return Error{"scheduler: max_num_seqs must be >= 1"};
   if (c.max_model_len < 0) return Error{"scheduler: max_model_len must not be negative"};
   if (c.long_prefill_token_threshold < 0) return Error{"scheduler: negative long_prefill_token_threshold"};
+  if (c.kv_window < 0) return Error{"scheduler: kv_window must not be negative"};
   TM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(c.kv));
   // A request must fit the cache alone, or it could never make progress: the KV capacity acts as a
   // max_model_len (vLLM refuses to start instead; tiny test configs rely on the clamp).

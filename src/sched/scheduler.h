@@ -49,6 +49,11 @@ struct SchedulerConfig {
   // from the prefix cache), then goes on generating. Off: it finishes with Length.
   bool context_shift = false;
   int32_t context_shift_keep = 1;
+  // > 0: every layer of the model attends to at most this many positions (a sliding window on all
+  // layers, Mistral-style). After each step a running request's blocks that lie wholly before the
+  // window of its next token go back to the pool (KvCacheManager::release_before), so its KV stays
+  // bounded by the window. 0: blocks are kept until the request ends.
+  int32_t kv_window = 0;
   KvCacheConfig kv;
 };
 
@@ -134,6 +139,7 @@ class Scheduler {
   void enqueue_waiting(RequestId id, bool front);
   void preempt(Request& req);
   void shift_context(Request& req);
+  void release_out_of_window(const Request& r);
   void remove_request(RequestId id);
   Request& req(RequestId id);
 

@@ -58,6 +58,7 @@ std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::spa
     if (!s.produces_sample) {
       r.num_computed_tokens += s.num_tokens;
       kv_.commit(r.id(), r.block_hashes(), r.num_computed_tokens);
+      release_out_of_window(r);
       continue;
     }
     const std::vector<int32_t>& toks = sampled[i];
@@ -80,9 +81,18 @@ std::vector<RequestEvent> Scheduler::update(const SchedulerOutput& out, std::spa
     if (finish != FinishReason::None) {
       r.status = finished_status(finish);
       remove_request(s.id);
+    } else {
+      release_out_of_window(r);
     }
   }
   return events;
+}
+
+// The next token of r sits at position num_computed_tokens and attends to the kv_window positions
+// ending there; every later token attends to later ones. Called after commit, so the released full
+// blocks already carry their prefix-cache keys.
+void Scheduler::release_out_of_window(const Request& r) {
+  if (config_.kv_window > 0) kv_.release_before(r.id(), r.num_computed_tokens + 1 - config_.kv_window);
 }
 
 bool Scheduler::set_draft_tokens(RequestId id, std::vector<int32_t> drafts) {

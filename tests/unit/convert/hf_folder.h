@@ -20,7 +20,9 @@ struct HfTensor {
 };
 using HfTensors = std::map<std::string, HfTensor>;  // sorted by HF name
 
-// The HF weights a config implies (llama/qwen2/qwen3/phi3 layouts).
+// The HF weights a config implies (llama/qwen2/qwen3/phi3 layouts; the MoE ones: Qwen2-MoE with its
+// shared expert, Qwen3-MoE and OLMoE (mlp.gate, mlp.experts.E.*_proj), Mixtral
+// (block_sparse_moe.gate, block_sparse_moe.experts.E.w1/w2/w3)).
 inline HfTensors hf_weights(const nlohmann::json& cfg) {
   const int64_t H = cfg["hidden_size"], F = cfg["intermediate_size"], L = cfg["num_hidden_layers"];
   const int64_t nh = cfg["num_attention_heads"];
@@ -30,7 +32,11 @@ inline HfTensors hf_weights(const nlohmann::json& cfg) {
   const std::string arch = cfg["architectures"][0];
   const bool qwen2 = arch == "Qwen2ForCausalLM", qwen3 = arch == "Qwen3ForCausalLM";
   const bool phi3 = arch == "Phi3ForCausalLM";  // fused qkv_proj and gate_up_proj
-  const bool bias = qwen2 || cfg.value("attention_bias", false);
+  const bool qwen2moe = arch == "Qwen2MoeForCausalLM", qwen3moe = arch == "Qwen3MoeForCausalLM";
+  const bool olmoe = arch == "OlmoeForCausalLM", mixtral = arch == "MixtralForCausalLM";
+  const int64_t n_exp = cfg.value("num_local_experts", cfg.value("num_experts", int64_t{0}));
+  const int64_t FE = cfg.value("moe_intermediate_size", F), FS = cfg.value("shared_expert_intermediate_size", int64_t{0});
+  const bool bias = qwen2 || qwen2moe || cfg.value("attention_bias", false);
   HfTensors t;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     size_t n = 1;
@@ -47,6 +53,24 @@ inline HfTensors hf_weights(const nlohmann::json& cfg) {
     if (phi3) {
       add(p + "self_attn.qkv_proj.weight", {(nh + 2 * nkv) * hd, H});
       add(p + "mlp.gate_up_proj.weight", {2 * F, H});
+    } else if (n_exp > 0) {
+      add(p + "self_attn.q_proj.weight", {nh * hd, H});
+      add(p + "self_attn.k_proj.weight", {nkv * hd, H});
+      add(p + "self_attn.v_proj.weight", {nkv * hd, H});
+      const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      add(moe + "gate.weight", {n_exp, H});
+      for (int64_t e = 0; e < n_exp; ++e) {
+        const std::string x = moe + "experts." + std::to_string(e) + ".";
+        add(x + (mixtral ? "w1" : "gate_proj") + ".weight", {FE, H});
+        add(x + (mixtral ? "w3" : "up_proj") + ".weight", {FE, H});
+        add(x + (mixtral ? "w2" : "down_proj") + ".weight", {H, FE});
+      }
+      if (FS > 0) {
+        add(p + "mlp.shared_expert.gate_proj.weight", {FS, H});
+        add(p + "mlp.shared_expert.up_proj.weight", {FS, H});
+        add(p + "mlp.shared_expert.down_proj.weight", {H, FS});
+        add(p + "mlp.shared_expert_gate.weight", {1, H});
+      }
     } else {
       add(p + "self_attn.q_proj.weight", {nh * hd, H});
       add(p + "self_attn.k_proj.weight", {nkv * hd, H});
@@ -55,16 +79,20 @@ inline HfTensors hf_weights(const nlohmann::json& cfg) {
       add(p + "mlp.up_proj.weight", {F, H});
     }
     add(p + "self_attn.o_proj.weight", {H, nh * hd});
-    add(p + "mlp.down_proj.weight", {H, F});
+    if (n_exp == 0) add(p + "mlp.down_proj.weight", {H, F});
     if (bias) {
       add(p + "self_attn.q_proj.bias", {nh * hd});
       add(p + "self_attn.k_proj.bias", {nkv * hd});
       add(p + "self_attn.v_proj.bias", {nkv * hd});
-      if (!qwen2) add(p + "self_attn.o_proj.bias", {H});
+      if (!qwen2 && !qwen2moe) add(p + "self_attn.o_proj.bias", {H});
     }
-    if (qwen3) {
+    if (qwen3 || qwen3moe) {
       add(p + "self_attn.q_norm.weight", {hd});
       add(p + "self_attn.k_norm.weight", {hd});
+    }
+    if (olmoe) {  // over the whole projections
+      add(p + "self_attn.q_norm.weight", {nh * hd});
+      add(p + "self_attn.k_norm.weight", {nkv * hd});
     }
   }
   return t;

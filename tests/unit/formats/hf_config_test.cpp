@@ -128,7 +128,8 @@ TEST(HfConfig, Errors) {
   EXPECT_ERROR_HAS(error_of("{" + base + "}"), "missing \"architectures\"");
   EXPECT_ERROR_HAS(error_of("{\"architectures\": [\"BertModel\"], " + base + "}"),
                    "unsupported architecture 'BertModel' (supported: LlamaForCausalLM, MistralForCausalLM, "
-                   "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)");
+                   "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+                   "Qwen3MoeForCausalLM, OlmoeForCausalLM)");
   EXPECT_ERROR_HAS(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8})"),
                    "missing required field \"intermediate_size\"");
   EXPECT_ERROR_HAS(with(R"(, "num_key_value_heads": 3)"), "not a multiple of num_key_value_heads 3");

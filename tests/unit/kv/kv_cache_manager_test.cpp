@@ -326,3 +326,59 @@ TEST(KvCacheManager, TruncateGivesBackRejectedDraftSlots) {
   EXPECT_EQ(kv.stats().used_slots, 0);
   EXPECT_EQ(kv.num_free_blocks(), 7);
 }
+
+// Sliding-window release: blocks wholly before the first needed position go back to the pool
+// (table entries -> null block), oldest first; committed ones keep their keys, so the same prefix
+// still hits them; commit, fork and free skip the null entries.
+TEST(KvCacheManager, ReleaseBeforeGivesBackBlocksOutsideTheWindow) {
+  auto kv = make();
+  Seq a = iota_seq(0, 14);  // blocks [1, 2, 3, 4]: 4 + 4 + 4 + 2 tokens
+  prefill(kv, 1, a);
+  EXPECT_EQ(kv.release_before(1, 3), 0);  // position 3 is in block 0: nothing wholly before it
+  EXPECT_EQ(kv.release_before(1, 9), 2);  // blocks 0 and 1 (positions 0..7)
+  EXPECT_THAT(kv.block_table(1), ElementsAre(kNullBlock, kNullBlock, 3, 4));
+  EXPECT_THAT(refs(kv), ElementsAre(0, 0, 0, 1, 1, 0, 0, 0));
+  EXPECT_EQ(kv.num_free_blocks(), 5);
+  EXPECT_EQ(kv.stats().used_slots, 4 + 2);
+  EXPECT_EQ(kv.release_before(1, 9), 0);    // idempotent
+  EXPECT_EQ(kv.release_before(1, 100), 1);  // never the last block, which holds the latest token
+  EXPECT_THAT(kv.block_table(1), ElementsAre(kNullBlock, kNullBlock, kNullBlock, 4));
+  // the request goes on: new slots, the next commit registers only real blocks
+  for (int32_t t = 14; t < 17; ++t) {
+    ASSERT_TRUE(kv.allocate_slots(1, t, 1));
+    a.push(100 + t);
+    kv.commit(1, a.hashes, t + 1);
+  }
+  EXPECT_THAT(kv.block_table(1), ElementsAre(kNullBlock, kNullBlock, kNullBlock, 4, 5));
+  EXPECT_TRUE(kv.pool().block_key(4));
+  EXPECT_FALSE(kv.pool().block_key(kNullBlock));
+  // released committed blocks still answer their own prefix (their KV is that prefix's) ...
+  PrefixHit hit = kv.get_computed_blocks(a.rt());
+  EXPECT_THAT(hit.blocks, ElementsAre(1, 2, 3, 4));
+  // ... and no other: same tokens in block 1 after a different block 0 miss at once
+  Seq b = iota_seq(0, 14);
+  b.tokens[0] = 99;
+  b = seq(b.tokens);
+  EXPECT_THAT(kv.get_computed_blocks(b.rt()).blocks, IsEmpty());
+  // fork shares only the real blocks; free releases them
+  kv.fork(1, 2);
+  EXPECT_THAT(refs(kv), ElementsAre(0, 0, 0, 0, 2, 2, 0, 0));
+  kv.free(1);
+  kv.free(2);
+  EXPECT_THAT(refs(kv), ElementsAre(0, 0, 0, 0, 0, 0, 0, 0));
+  EXPECT_EQ(kv.num_free_blocks(), 7);
+  EXPECT_EQ(kv.stats().used_slots, 0);
+}
+
+TEST(KvCacheManager, ReleaseBeforeWithoutPrefixCaching) {
+  auto kv = make(8, /*caching=*/false);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 12));
+  EXPECT_EQ(kv.release_before(1, 8), 2);
+  EXPECT_THAT(kv.block_table(1), ElementsAre(kNullBlock, kNullBlock, 3));
+  EXPECT_EQ(kv.stats().num_cached_blocks, 0);
+  EXPECT_THAT(kv.pool().free_queue(), ElementsAre(2, 1, 4, 5, 6, 7));  // garbage: reused first
+  kv.truncate(1, 9);  // speculative rollback above the released blocks
+  EXPECT_THAT(kv.block_table(1), ElementsAre(kNullBlock, kNullBlock, 3));
+  kv.free(1);
+  EXPECT_EQ(kv.num_free_blocks(), 7);
+}

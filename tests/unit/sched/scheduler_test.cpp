@@ -401,4 +401,65 @@ TEST(Scheduler, PrefixCacheNeverHoldsARejectedDraft) {
   h.add(req(3, p3, 1));
   EXPECT_EQ(h.step(), "1@8+1* 3@8+1*^");
   EXPECT_EQ(h.sched.stats().kv.prefix_hit_tokens, 4 + 8);
+// Sliding-window models (kv_window): after each step a running request's blocks wholly before the
+// window of its next token go back to the pool. Three 50-token sequences that preempt each other in
+// a 15-block pool without it run side by side with it, each holding at most 3 blocks; the outputs
+// are the cache-less reference either way (the fake model reads position p-1 through the block
+// table, inside any window >= 2). Released blocks keep their prefix-cache keys: a later request
+// whose prompt is an earlier sequence's tokens hits them and still generates the reference.
+TEST(Scheduler, SlidingWindowReleasesBlocksBehindTheWindow) {
+  for (const int32_t window : {0, 6}) {
+    SchedulerConfig c = config(16, 64);  // 15 blocks of 4 tokens
+    c.kv_window = window;
+    Harness h(c);
+    std::map<RequestId, std::vector<int32_t>> outs;
+    for (RequestId id = 1; id <= 3; ++id) h.add(req(id, prompt_of(static_cast<int32_t>(id) * 100, 10), 40));
+    int32_t max_held = 0;
+    while (h.sched.has_unfinished()) {
+      h.step();
+      for (const RequestEvent& e : h.events)
+        if (e.token) outs[e.id].push_back(*e.token);
+      for (RequestId id : h.sched.running()) {
+        const auto& t = h.sched.kv().block_table(id);
+        max_held = std::max(max_held, static_cast<int32_t>(std::count_if(t.begin(), t.end(), [](int32_t b) {
+                              return b != kNullBlock;
+                            })));
+      }
+    }
+    for (RequestId id = 1; id <= 3; ++id) {
+      const auto p = req(id, prompt_of(static_cast<int32_t>(id) * 100, 10), 40);
+      EXPECT_EQ(outs[id], reference_generate(p.prompt, 10, p, 60, kVocab).outputs) << "window " << window << " " << id;
+    }
+    if (window == 0) {
+      EXPECT_GT(h.sched.stats().num_preemptions, 0u);
+      EXPECT_GE(max_held, 12);
+      continue;
+    }
+    EXPECT_EQ(h.sched.stats().num_preemptions, 0u);
+    EXPECT_LE(max_held, 3);
+    EXPECT_EQ(h.sched.kv().num_free_blocks(), 15);
+  }
+  // Alone in a roomy pool (nothing evicted): request 1's prompt and first 10 outputs as a new
+  // prompt hit 4 full blocks, the first ones released by request 1 long before it finished.
+  SchedulerConfig c = config(64, 64);
+  c.kv_window = 6;
+  Harness h(c);
+  const auto first = req(1, prompt_of(100, 10), 40);
+  const std::vector<int32_t> outs = reference_generate(first.prompt, 10, first, 1000, kVocab).outputs;
+  h.add(first);
+  while (h.sched.has_unfinished()) h.step();
+  std::vector<int32_t> prompt = first.prompt;
+  prompt.insert(prompt.end(), outs.begin(), outs.begin() + 10);
+  const auto p = req(9, prompt, 12);
+  h.add(p);
+  const int64_t hits = h.sched.stats().kv.prefix_hit_tokens;
+  std::vector<int32_t> got;
+  while (h.sched.has_unfinished()) {
+    h.step();
+    for (const RequestEvent& e : h.events)
+      if (e.token) got.push_back(*e.token);
+  }
+  EXPECT_EQ(h.sched.stats().kv.prefix_hit_tokens - hits, 16);
+  EXPECT_EQ(got, reference_generate(prompt, 20, p, 1000, kVocab).outputs);
+  EXPECT_EQ(got, std::vector<int32_t>(outs.begin() + 10, outs.begin() + 22));
 }
