@@ -401,6 +401,8 @@ TEST(Scheduler, PrefixCacheNeverHoldsARejectedDraft) {
   h.add(req(3, p3, 1));
   EXPECT_EQ(h.step(), "1@8+1* 3@8+1*^");
   EXPECT_EQ(h.sched.stats().kv.prefix_hit_tokens, 4 + 8);
+}
+
 // Sliding-window models (kv_window): after each step a running request's blocks wholly before the
 // window of its next token go back to the pool. Three 50-token sequences that preempt each other in
 // a 15-block pool without it run side by side with it, each holding at most 3 blocks; the outputs
