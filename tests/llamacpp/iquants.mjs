@@ -1,0 +1,81 @@
+// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), which tokenmill reads but does
+// not write, in files that llama.cpp quantized: a random-weight one-layer llama from `tokenmill dummy`
+// (F32, 256-wide rows) has its layer weights quantized to each type by llama.cpp's own
+// ggml_quantize_chunk (ggml_quantize.c, built here against node-llama-cpp's libggml-base.so, with a
+// uniform importance matrix, which the 1-2 bit types require), and tokenmill's logits on that file
+// are compared with llama.cpp's. Both multiply the same weights (the dequantizers are bit-identical,
+// tests/unit/quant/iq_lattice_test.cpp) by activations rounded to Q8_K blocks (the same integers on
+// both sides for the same input), yet the two differ at the level of activation-rounding noise, as
+// Q4_K files do: relrms ~1e-2 (Q4_K and IQ3_S files quantized the same way gave 2.1e-2 and 2.2e-2 in
+// one run; small upstream float differences flip some roundings, not fully explained). Bounds: mean KLD < 1e-4, top-1 >= 90 %, and relrms under a
+// third of how far the quantization moved tokenmill's logits from the F32 source's (a decoding error
+// lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD 3.3e-6 .. 4.4e-6,
+// top-1 98.4 .. 100 % of 64, relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. ~5 s of CPU
+// (three types; all six ~35 s: the 1-bit quantizers' grid set-up).
+//
+// Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp, its libggml-base.so or a C compiler missing).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { checker, llamaLogits, loadLlama, positions, relrms, sourceDir, summary, tm, tmLogits } from './common.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const llama = await loadLlama();
+const { failures, check } = checker();
+const fmt = (x) => x.toExponential(2);
+
+// node-llama-cpp's prebuilt libggml-base.so
+const pkgs = path.join(here, 'node_modules/@node-llama-cpp');
+let libdir = null;
+for (const p of fs.existsSync(pkgs) ? fs.readdirSync(pkgs) : []) {
+  const bins = path.join(pkgs, p, 'bins');
+  for (const b of fs.existsSync(bins) ? fs.readdirSync(bins) : [])
+    if (fs.existsSync(path.join(bins, b, 'libggml-base.so'))) libdir = path.join(bins, b);
+}
+if (!libdir) {
+  console.log('libggml-base.so not found under node_modules/@node-llama-cpp: skipped');
+  process.exit(77);
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-llamacpp-iq-'));
+try {
+  const quantizer = path.join(dir, 'ggml_quantize');
+  const cc = spawnSync(process.env.CC ?? 'cc', ['-O1', '-o', quantizer, path.join(here, 'ggml_quantize.c'),
+    path.join(libdir, 'libggml-base.so'), `-Wl,-rpath,${libdir}`], { encoding: 'utf8' });
+  if (cc.error || cc.status !== 0) {
+    console.log(`cannot build ggml_quantize.c (${cc.error?.message ?? cc.stderr}): skipped`);
+    process.exit(77);
+  }
+  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
+  const seq = Array.from({ length: 64 }, (_, i) => 3 + ((i * 197 + 11) % 509));
+  const src = path.join(dir, 'llama-F32.gguf');
+  tm(['dummy', '--arch', 'llama', '--n-layer', '1', '--n-vocab', '512', '--n-embd', '256', '--n-head', '4',
+    '--n-head-kv', '2', '--n-ff', '256', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F32', '-o', src]);
+  const srcLogits = tmLogits(src, seq);
+  // llama.cpp's 1-2 bit quantizers first build neighbour tables of their grids (IQ2_XS ~3 s, IQ1_S and
+  // IQ1_M ~12 s each here): those three only with TM_IQ_ALL=1, the rest every run.
+  const types = { IQ3_XXS: 18, IQ3_S: 21, IQ2_XXS: 16 };
+  if (process.env.TM_IQ_ALL === '1') Object.assign(types, { IQ2_XS: 17, IQ1_S: 19, IQ1_M: 29 });
+  for (const [type, id] of Object.entries(types)) {
+    const f = path.join(dir, `llama-${type}.gguf`);
+    const q = spawnSync(quantizer, [src, f, String(id)], { encoding: 'utf8' });
+    if (q.status !== 0) throw new Error(`ggml_quantize ${type}: ${q.stderr}`);
+    const mine = tmLogits(f, seq);
+    const s = summary(positions(mine, await llamaLogits(llama, f, seq)));
+    // how far quantization moved the logits (tokenmill: quantized file against its F32 source)
+    const dq = Math.max(...mine.map((row, p) => relrms(row, srcLogits[p])));
+    check(s.kld < 1e-4 && s.top1 >= 0.9 && s.relrms < dq / 3,
+      `${type} (${q.stdout.trim()} by llama.cpp): KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % ` +
+      `of ${s.n} (>= 90 %), relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third of the quantization's ${fmt(dq)})`);
+  }
+} finally {
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+if (failures.length) {
+  console.log(`${failures.length} failed`);
+  process.exit(1);
+}
+console.log('all passed');
