@@ -1,4 +1,5 @@
-/* Quantizes the 2-D F32 weights of a GGUF file's layers (blk.*; rows a multiple of 256 wide) to one ggml type with
+/* Quantizes the 2-D and 3-D (experts) F32 weights of a GGUF file's layers (blk.*; rows a multiple of
+ * 256 wide) to one ggml type with
  * llama.cpp's own quantizer (ggml_quantize_chunk of node-llama-cpp's libggml-base.so), with a uniform
  * importance matrix, which the 1-2 bit i-quants require; everything else is copied. For iquants.mjs:
  * files that llama.cpp wrote, in the types tokenmill only reads (llama-quantize is not in the package).
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
     struct ggml_tensor* t = ggml_get_tensor(data, name);
     const int64_t rows = ggml_nrows(t), cols = ggml_nelements(t) / rows;
     const size_t len = strlen(name);
-    if (strncmp(name, "blk.", 4) != 0 || ggml_n_dims(t) != 2 || cols % 256 != 0 || len < 7 ||
+    if (strncmp(name, "blk.", 4) != 0 || ggml_n_dims(t) < 2 || ggml_n_dims(t) > 3 || cols % 256 != 0 || len < 7 ||
         strcmp(name + len - 7, ".weight") != 0)
       continue;
     float* imatrix = malloc(sizeof(float) * (size_t)cols);

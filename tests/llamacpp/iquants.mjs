@@ -10,8 +10,10 @@
 // one run; small upstream float differences flip some roundings, not fully explained). Bounds: mean KLD < 1e-4, top-1 >= 90 %, and relrms under a
 // third of how far the quantization moved tokenmill's logits from the F32 source's (a decoding error
 // lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD 3.3e-6 .. 4.4e-6,
-// top-1 98.4 .. 100 % of 64, relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. ~5 s of CPU
-// (three types; all six ~35 s: the 1-bit quantizers' grid set-up).
+// top-1 98.4 .. 100 % of 64, relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. Then a
+// Mixtral-style MoE (4 experts, 2 per token) with its 3-D expert tensors (and, unlike llama.cpp's
+// recipes, the router) in IQ3_S and IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
+// ~8 s of CPU (all six types ~30 s more: the 1-bit quantizers' grid set-up).
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp, its libggml-base.so or a C compiler missing).
 import { spawnSync } from 'node:child_process';
@@ -69,6 +71,24 @@ try {
     const dq = Math.max(...mine.map((row, p) => relrms(row, srcLogits[p])));
     check(s.kld < 1e-4 && s.top1 >= 0.9 && s.relrms < dq / 3,
       `${type} (${q.stdout.trim()} by llama.cpp): KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % ` +
+      `of ${s.n} (>= 90 %), relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third of the quantization's ${fmt(dq)})`);
+  }
+  // A Mixtral-style MoE (llama with 4 experts, 2 per token): the expert tensors (3-D) in IQ3_S and
+  // IQ2_XXS, the hub's small quantizations of large MoE models in miniature
+  const moe = path.join(dir, 'moe-F32.gguf');
+  tm(['dummy', '--arch', 'llama', '--n-layer', '1', '--n-vocab', '512', '--n-embd', '256', '--n-head', '4',
+    '--n-head-kv', '2', '--n-ff', '256', '--n-expert', '4', '--n-expert-used', '2', '--n-ctx', '256',
+    '--vocab', stories, '--dtype', 'F32', '-o', moe]);
+  const moeLogits = tmLogits(moe, seq);
+  for (const [type, id] of [['IQ3_S', 21], ['IQ2_XXS', 16]]) {
+    const f = path.join(dir, `moe-${type}.gguf`);
+    const q = spawnSync(quantizer, [moe, f, String(id)], { encoding: 'utf8' });
+    if (q.status !== 0) throw new Error(`ggml_quantize MoE ${type}: ${q.stderr}`);
+    const mine = tmLogits(f, seq);
+    const s = summary(positions(mine, await llamaLogits(llama, f, seq)));
+    const dq = Math.max(...mine.map((row, p) => relrms(row, moeLogits[p])));
+    check(s.kld < 1e-4 && s.top1 >= 0.9 && s.relrms < dq / 3,
+      `MoE ${type} (${q.stdout.trim()} by llama.cpp): KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % ` +
       `of ${s.n} (>= 90 %), relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third of the quantization's ${fmt(dq)})`);
   }
 } finally {

@@ -54,8 +54,9 @@ if(TM_NODE)
 endif()
 # The lattice i-quants (tests/llamacpp/iquants.mjs): a tiny llama quantized to IQ2_XXS, IQ2_XS, IQ3_XXS,
 # IQ3_S, IQ1_S and IQ1_M by llama.cpp's own quantizer (ggml_quantize.c, compiled by the test against
-# node-llama-cpp's libggml-base.so); tokenmill's logits on those files against llama.cpp's. IQ3_XXS, IQ3_S
-# and IQ2_XXS by default (~5 s of CPU); TM_IQ_ALL=1 adds IQ2_XS, IQ1_S, IQ1_M (~30 s more: llama.cpp's
+# node-llama-cpp's libggml-base.so), and a small MoE's experts in IQ3_S and IQ2_XXS; tokenmill's logits on
+# those files against llama.cpp's. IQ3_XXS, IQ3_S and IQ2_XXS by default (~8 s of CPU, 25 s wall on the
+# shared 2-core machine, 2026-12-02); TM_IQ_ALL=1 adds IQ2_XS, IQ1_S, IQ1_M (~30 s more: llama.cpp's
 # 1-2 bit quantizers set up grid tables first). All six are checked bit for bit against llama.cpp's
 # dequantizers by test_quant (IqLattice.*).
 if(TM_NODE)
