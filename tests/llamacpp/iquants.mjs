@@ -7,12 +7,14 @@
 // tests/unit/quant/iq_lattice_test.cpp) by activations rounded to Q8_K blocks (the same integers on
 // both sides for the same input), yet the two differ at the level of activation-rounding noise, as
 // Q4_K files do: relrms ~1e-2 (Q4_K and IQ3_S files quantized the same way gave 2.1e-2 and 2.2e-2 in
-// one run; small upstream float differences flip some roundings, not fully explained). Bounds: mean KLD < 1e-4, top-1 >= 90 %, and relrms under a
-// third of how far the quantization moved tokenmill's logits from the F32 source's (a decoding error
-// lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD 3.3e-6 .. 4.4e-6,
-// top-1 98.4 .. 100 % of 64, relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. Then a
-// Mixtral-style MoE (4 experts, 2 per token) with its 3-D expert tensors (and, unlike llama.cpp's
-// recipes, the router) in IQ3_S and IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
+// one run; small upstream float differences flip some roundings, not fully explained). Bounds: the
+// issue's, mean KLD < 1e-4 and top-1 >= 99.5 % or differing only at near ties (as gptoss.mjs), and
+// relrms under a third of how far the quantization moved tokenmill's logits from the F32 source's (a
+// decoding error lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD 3.3e-6
+// .. 4.4e-6; top-1 100 % (IQ2_XS, IQ1_M) or one position of 64 at a tie of 1.3e-5 .. 1.1e-2 sd;
+// relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. Then a Mixtral-style MoE (4 experts, 2 per
+// token) with its 3-D expert tensors (and, unlike llama.cpp's recipes, the router) in IQ3_S and
+// IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
 // ~8 s of CPU (all six types ~30 s more: the 1-bit quantizers' grid set-up).
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp, its libggml-base.so or a C compiler missing).
@@ -22,12 +24,31 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { checker, llamaLogits, loadLlama, positions, relrms, sourceDir, summary, tm, tmLogits } from './common.mjs';
+import { argmax, checker, llamaLogits, loadLlama, positions, relrms, sourceDir, summary, tm, tmLogits } from './common.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const llama = await loadLlama();
 const { failures, check } = checker();
 const fmt = (x) => x.toExponential(2);
+// Where the top-1 differ: tokenmill's gap between its choice and llama.cpp's, in sd of its row (as
+// gptoss.mjs); the largest over the positions.
+const largestTie = (mine, theirs) => Math.max(0, ...mine.map((row, p) => {
+  if (argmax(row) === argmax(theirs[p])) return 0;
+  const m = row.reduce((a, v) => a + v, 0) / row.length;
+  const sd = Math.sqrt(row.reduce((a, v) => a + (v - m) ** 2, 0) / row.length);
+  return (row[argmax(row)] - row[argmax(theirs[p])]) / sd;
+}));
+// The issue's bar: KLD < 1e-4 and top-1 >= 99.5 %, or differing only at near ties (< 0.05 sd apart in
+// tokenmill's logits: the random model's flat logits put ties that either side's rounding decides);
+// and relrms under a third of the quantization's distance dq.
+function compareFile(what, mine, theirs, dq) {
+  const s = summary(positions(mine, theirs));
+  const tie = largestTie(mine, theirs);
+  check(s.kld < 1e-4 && (s.top1 >= 0.995 || tie < 0.05) && s.relrms < dq / 3,
+    `${what}: KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}` +
+    `${s.top1 < 1 ? ` (largest tie ${fmt(tie)} sd, < 0.05)` : ''}, relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third ` +
+    `of the quantization's ${fmt(dq)})`);
+}
 
 // node-llama-cpp's prebuilt libggml-base.so
 const pkgs = path.join(here, 'node_modules/@node-llama-cpp');
@@ -66,12 +87,9 @@ try {
     const q = spawnSync(quantizer, [src, f, String(id)], { encoding: 'utf8' });
     if (q.status !== 0) throw new Error(`ggml_quantize ${type}: ${q.stderr}`);
     const mine = tmLogits(f, seq);
-    const s = summary(positions(mine, await llamaLogits(llama, f, seq)));
     // how far quantization moved the logits (tokenmill: quantized file against its F32 source)
     const dq = Math.max(...mine.map((row, p) => relrms(row, srcLogits[p])));
-    check(s.kld < 1e-4 && s.top1 >= 0.9 && s.relrms < dq / 3,
-      `${type} (${q.stdout.trim()} by llama.cpp): KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % ` +
-      `of ${s.n} (>= 90 %), relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third of the quantization's ${fmt(dq)})`);
+    compareFile(`${type} (${q.stdout.trim()} by llama.cpp)`, mine, await llamaLogits(llama, f, seq), dq);
   }
   // A Mixtral-style MoE (llama with 4 experts, 2 per token): the expert tensors (3-D) in IQ3_S and
   // IQ2_XXS, the hub's small quantizations of large MoE models in miniature
@@ -85,11 +103,8 @@ try {
     const q = spawnSync(quantizer, [moe, f, String(id)], { encoding: 'utf8' });
     if (q.status !== 0) throw new Error(`ggml_quantize MoE ${type}: ${q.stderr}`);
     const mine = tmLogits(f, seq);
-    const s = summary(positions(mine, await llamaLogits(llama, f, seq)));
     const dq = Math.max(...mine.map((row, p) => relrms(row, moeLogits[p])));
-    check(s.kld < 1e-4 && s.top1 >= 0.9 && s.relrms < dq / 3,
-      `MoE ${type} (${q.stdout.trim()} by llama.cpp): KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % ` +
-      `of ${s.n} (>= 90 %), relrms ${fmt(s.relrms)} (< ${fmt(dq / 3)}, a third of the quantization's ${fmt(dq)})`);
+    compareFile(`MoE ${type} (${q.stdout.trim()} by llama.cpp)`, mine, await llamaLogits(llama, f, seq), dq);
   }
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
