@@ -67,6 +67,7 @@ struct Weights {
 std::vector<int> scale_offsets(DType t) {
   switch (t) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::IQ4_NL: case DType::IQ4_XS: return {0};
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ1_S: return {0};
     case DType::Q4_1: case DType::Q5_1: return {0, 2};
     case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
@@ -99,6 +100,14 @@ void fill_random(DType t, std::vector<uint8_t>& b, uint64_t n_elements) {
     // E8M0 exponent byte first in each block: 2^(121 - 128) ~ 0.008 (random bytes would give
     // subnormal or infinite scales).
     for (uint64_t k = 0; k < n_elements / 32; ++k) b[k * info.type_size] = 121;
+  } else if (t == DType::IQ1_M) {
+    // The fp16 scale lives in the top nibbles of the four u16 scale words (bytes 49, 51, 53, 55).
+    const uint16_t s = fp32_to_fp16(0.01f);
+    for (uint64_t k = 0; k < n_elements / 256; ++k)
+      for (int w = 0; w < 4; ++w) {
+        uint8_t& hi = b[k * info.type_size + 49 + 2 * w];
+        hi = static_cast<uint8_t>((hi & 15) | (((s >> (4 * w)) & 15) << 4));
+      }
   } else {
     const uint16_t s = fp32_to_fp16(0.01f);
     const uint64_t blocks = n_elements / static_cast<uint64_t>(info.block_size);
@@ -333,7 +342,8 @@ const Shape kShapes[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {1519
 void register_all() {
   const DType gemv_types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32,
                               DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q2_K, DType::Q3_K};
+                              DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q2_K, DType::Q3_K, DType::IQ2_XXS,
+                              DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M};
   for (DType t : gemv_types) {
     for (const Shape& s : kShapes) {
       if (s.cols % dtype_info(t).block_size != 0) continue;  // K-quants need 256 | cols (only 896x4864 here)

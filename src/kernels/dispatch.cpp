@@ -12,6 +12,7 @@ constexpr int kLevels = static_cast<int>(Isa::Avx512) + 1;
 KernelTable build(Isa isa) {
   KernelTable t{};
   add_qgemm_scalar(t);
+  add_iq_gemm_scalar(t);
   add_fgemm_scalar(t);
   add_attention_scalar(t);
   add_ops_scalar(t);
@@ -22,6 +23,7 @@ KernelTable build(Isa isa) {
     add_qgemm_kquant_avx2(t);
     add_qgemm_iq4_avx2(t);
     add_qgemm_k23_avx2(t);
+    add_iq_gemm_avx2(t);
     add_fgemm_avx2(t);
     add_attention_avx2(t);
     add_ops_avx2(t);

@@ -55,6 +55,8 @@ struct KernelTable {
   QGemmFn qgemm[kPackKinds];
   // Optional: two tiles per weight pass (null: the dispatcher calls qgemm once per tile).
   QGemm2Fn qgemm2[kPackKinds];
+  // Lattice i-quant GEMM by IqKind (quant/iq_decode.h) on row-major weights (every level).
+  IqGemmFn iq_gemm[kIqGemmKinds];
   // Float-type GEMM by FloatType (every level).
   FGemmFn fgemm[kFloatTypes];
   // Optional, all three or none: the bf16 GEMM path for two or more tokens. Where it exists, F16
@@ -72,6 +74,7 @@ struct KernelTable {
 
 // Registration, one function per kernel file (dispatch.cpp calls them).
 void add_qgemm_scalar(KernelTable& t);  // quant_act_q8/_q8k and qgemm for every x16 kind
+void add_iq_gemm_scalar(KernelTable& t);  // iq_gemm for every IqKind
 void add_fgemm_scalar(KernelTable& t);
 void add_attention_scalar(KernelTable& t);
 void add_ops_scalar(KernelTable& t);
@@ -81,6 +84,7 @@ void add_qgemm_legacy_avx2(KernelTable& t);
 void add_qgemm_kquant_avx2(KernelTable& t);
 void add_qgemm_iq4_avx2(KernelTable& t);
 void add_qgemm_k23_avx2(KernelTable& t);  // Q2_K, Q3_K
+void add_iq_gemm_avx2(KernelTable& t);
 void add_fgemm_avx2(KernelTable& t);
 void add_attention_avx2(KernelTable& t);
 void add_ops_avx2(KernelTable& t);

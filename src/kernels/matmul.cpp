@@ -4,10 +4,12 @@
 //   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4): weights repacked at
 //       load (pack.cpp),
 //       activations quantized once per call to int8 blocks, int8 x int8 dot products.
+//   lattice i-quants (IQ2_XXS IQ2_XS IQ3_XXS IQ3_S IQ1_S IQ1_M): weights row-major as in the file,
+//       activations quantized once per call to Q8K records, per-super-block integer dots (iq_gemm).
 //   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or where the table has the bf16
 //       path (AVX-512 BF16) for n_tokens >= 2 bf16 dot products (vdpbf16ps) with activations
 //       converted to bf16 once per call (F16 weights get a bf16 copy at load for that).
-//   anything else (Q8_1, other IQ*...): the generic dequantize-and-dot path below.
+//   anything else (Q8_1, IQ2_S, ...): the generic dequantize-and-dot path below.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace tmill {
@@ -103,7 +106,10 @@ bool is_kquant_kind(int kind) {
          kind == kPackQ3_K;
 }
 
-enum class Path { Quant, Bf16, Float, Generic };
+enum class Path { Quant, IqRows, Bf16, Float, Generic };
+
+// Paths whose activations are quantized records (Q8 or Q8K).
+bool quantized_act(Path p) { return p == Path::Quant || p == Path::IqRows; }
 
 // Activation format of a quantized product: Q8 records with a zero point, or Q8K records.
 struct ActFormat {
@@ -120,6 +126,7 @@ struct Job {
   Path path = Path::Generic;
   QGemmFn qfn = nullptr;
   QGemm2Fn qfn2 = nullptr;       // two full tiles per weight pass, where the ISA has one
+  IqGemmFn ifn = nullptr;        // IqRows: the i-quant kernel (groups are 16 row-major rows)
   FGemmFn ffn = nullptr;
   GemmBf16Fn bfn = nullptr;      // Bf16 path: row-major BF16 weights
   GemmBf16x16Fn bx16fn = nullptr;  // Bf16 path: the x16 copy of F16 weights
@@ -145,15 +152,25 @@ void plan_job(Job& j, int64_t n, int P, const KernelTable& kt) {
   const PreparedMatrix& pw = *j.w;
   const Matrix& m = pw.source();
   const int kind = pw.packed_kind;
-  if (kind != kPackNone && kind != kPackBf16Copy) {
-    j.path = Path::Quant;
-    const bool kq = is_kquant_kind(kind);
-    j.qfn = kt.qgemm[kind];
-    if (n >= 2 * kTile) j.qfn2 = kt.qgemm2[kind];
-    j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
-    j.nb = m.cols / pack_block_cols(kind);
+  const int iq = m.cols % QK_K == 0 ? iq_kind(m.type) : -1;
+  if ((kind != kPackNone && kind != kPackBf16Copy) || iq >= 0) {
+    size_t group_bytes;
+    if (iq >= 0) {  // row-major i-quants: tasks are groups of kRows rows, as the packed kinds
+      j.path = Path::IqRows;
+      j.ifn = kt.iq_gemm[iq];
+      j.fmt = ActFormat{true, 0};
+      j.nb = m.cols / QK_K;
+      group_bytes = m.row_bytes * kRows;
+    } else {
+      j.path = Path::Quant;
+      const bool kq = is_kquant_kind(kind);
+      j.qfn = kt.qgemm[kind];
+      if (n >= 2 * kTile) j.qfn2 = kt.qgemm2[kind];
+      j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
+      j.nb = m.cols / pack_block_cols(kind);
+      group_bytes = static_cast<size_t>(j.nb) * kGroupBlockBytes[kind];
+    }
     j.groups = (m.rows + kRows - 1) / kRows;
-    const size_t group_bytes = static_cast<size_t>(j.nb) * kGroupBlockBytes[kind];
     j.bytes = group_bytes * static_cast<size_t>(j.groups);
     const int64_t tiles = (n + kTile - 1) / kTile;
     if (n == 1) {
@@ -212,10 +229,19 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
               int64_t n) {
   const PreparedMatrix& pw = *j.w;
   const Matrix& m = pw.source();
-  if (j.path == Path::Quant) {
+  if (quantized_act(j.path)) {
     const int64_t g0 = (task / j.n_tc) * j.chunk, g1 = std::min(j.groups, g0 + j.chunk);
     const int64_t tiles = (n + kTile - 1) / kTile;
     const int64_t k0 = (task % j.n_tc) * j.tc, k1 = std::min(tiles, k0 + j.tc);
+    if (j.path == Path::IqRows) {
+      const int64_t r0 = g0 * kRows, r1 = std::min(m.rows, g1 * kRows);
+      for (int64_t k = k0; k < k1; ++k) {
+        const int T = static_cast<int>(std::min<int64_t>(kTile, n - k * kTile));
+        j.ifn(static_cast<const uint8_t*>(m.data), m.row_bytes, j.nb, r0, r1,
+              j.act + static_cast<size_t>(k) * j.tile_bytes, T, j.y + k * kTile * j.ldy, j.ldy);
+      }
+      return;
+    }
     const auto* w = static_cast<const uint8_t*>(pw.packed.get());
     int64_t k = k0;
     if (j.qfn2)
@@ -312,7 +338,7 @@ void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, 
   for (int i = 0; i < n_jobs; ++i) {
     Job& j = jobs[i];
     if (j.path == Path::Bf16) need_bf16 = true;
-    if (j.path != Path::Quant) continue;
+    if (!quantized_act(j.path)) continue;
     int f = 0;
     while (f < n_fmts && !(fmts[f] == j.fmt)) ++f;
     if (f == n_fmts) {
@@ -330,7 +356,7 @@ void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, 
   if (need_bf16) total += round64(static_cast<size_t>(n * ldxb) * 2);
   uint8_t* buf = scratch(total);
   for (int i = 0; i < n_jobs; ++i)
-    if (jobs[i].path == Path::Quant) jobs[i].act = buf + jobs[i].act_off;
+    if (quantized_act(jobs[i].path)) jobs[i].act = buf + jobs[i].act_off;
   auto* xb = reinterpret_cast<uint16_t*>(buf + bf16_off);
   // Work items: one per (format, tile) and one per kBf16Rows tokens of the bf16 copy, so both
   // cores share a prompt's conversion (512 x 4864 floats before the FFN down projection). With `sw`
@@ -368,7 +394,7 @@ void products(const MatmulOutput* outs, int count, const float* x, int64_t ldx, 
   size_t bytes = 0;
   for (int i = 0; i < n_jobs; ++i) {
     n_tasks += jobs[i].n_tasks;
-    bytes += jobs[i].bytes * static_cast<size_t>(jobs[i].path == Path::Quant ? tiles : (n + 5) / 6);
+    bytes += jobs[i].bytes * static_cast<size_t>(quantized_act(jobs[i].path) ? tiles : (n + 5) / 6);
   }
   std::atomic<int64_t> conv_next{0}, conv_done{0};
   auto converted = [&] {

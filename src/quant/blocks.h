@@ -44,6 +44,29 @@
 // MXFP4 (OCP microscaling FP4, 32 el, 17 B): e:u8 (E8M0 exponent) | qs[16] E2M1 codes in Q4_0's nibble
 //   order. x[i] = kMxfp4Values[q(i)] * mxfp4_half_scale(e): the table holds the E2M1 values doubled
 //   (integers -12..12), the scale is half of 2^(e - 127), so the product is exact.
+//
+// i-quants (256-element super-blocks of eight 32-element sub-blocks ib; lattice grids and sign tables
+// in quant/iq_grids.h). A grid entry holds 8 (or 4) magnitudes, element 0 in its lowest byte; a sign
+// byte negates element j where bit j is set (7-bit sign fields index kIqSigns, which adds the parity bit).
+//   IQ2_XXS (66 B)  d:f16 | qs:u16[32]. Sub-block ib: u32 a = qs[4ib..4ib+1], u32 b = qs[4ib+2..+3];
+//        8-group l (0..3): grid kIq2xxsGrid[byte l of a], signs kIqSigns[(b >> 7l) & 127];
+//        x = d * (0.5 + (b >> 28)) * 0.25 * grid * sign.
+//   IQ2_XS  (74 B)  d:f16 | qs:u16[32] | scales[8]. 8-group l of ib: v = qs[4ib+l], grid
+//        kIq2xsGrid[v & 511], signs kIqSigns[v >> 9]; x = d * (0.5 + s) * 0.25 * grid * sign with
+//        s = scales[ib] & 15 for l < 2, scales[ib] >> 4 otherwise.
+//   IQ3_XXS (98 B)  d:f16 | qs[64] grid indices | u32 scales_and_signs[8]. Sub-block ib: u32 a =
+//        word ib; 4-group k (0..7) of ib: kIq3xxsGrid[qs[8ib+k]], signs bits 4(k%2).. of
+//        kIqSigns[(a >> 7(k/2)) & 127]; x = d * (0.5 + (a >> 28)) * 0.5 * grid * sign.
+//   IQ3_S   (110 B) d:f16 | qs[64] | qh[8] | signs[32] | scales[4]. 4-group k of ib: index
+//        qs[8ib+k] | bit k of qh[ib] << 8 into kIq3sGrid; sign byte signs[4ib + k/2], bits 4(k%2)..;
+//        x = d * (1 + 2s) * grid * sign, s = nibble ib%2 of scales[ib/2].
+//   IQ1_S   (50 B)  d:f16 | qs[32] | qh:u16[8]. 8-group l of ib: kIq1sGrid[qs[4ib+l] | ((qh[ib] >> 3l)
+//        & 7) << 8] (int8 levels -1, 0, 1); x = d * (2((qh[ib] >> 12) & 7) + 1) * (level + delta),
+//        delta = -0.125 if bit 15 of qh[ib] is set, else +0.125.
+//   IQ1_M   (56 B)  qs[32] | qh[16] | scales:u16[4] (no d field: d is the fp16 whose four nibbles are
+//        the top nibbles of scales[0..3], scales[0]'s lowest). 8-group l of ib: grid index qs[4ib+l] |
+//        ((qh[2ib + l/2] >> 4(l%2)) & 7) << 8, delta sign bit 3 of that nibble; 3-bit scale s of the
+//        16-group h = l/2: (scales[ib/2] >> (6(ib%2) + 3h)) & 7; x = d * (2s + 1) * (level + delta).
 #pragma once
 
 #include <bit>
@@ -184,6 +207,56 @@ static constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 static inline float mxfp4_half_scale(uint8_t e) {
   const uint32_t bits = e < 2 ? (uint32_t{0x00200000} << e) : (static_cast<uint32_t>(e - 1) << 23);
   return std::bit_cast<float>(bits);
+}
+
+// ---- i-quants (layouts above; grids in quant/iq_grids.h)
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[QK_K / 8];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66, "IQ2_XXS block must be 66 bytes");
+
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[QK_K / 8];
+  uint8_t scales[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74, "IQ2_XS block must be 74 bytes");
+
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[3 * QK_K / 8];  // 64 grid indices, then 8 u32 scale-and-sign words
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98, "IQ3_XXS block must be 98 bytes");
+
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t qh[QK_K / 32];
+  uint8_t signs[QK_K / 8];
+  uint8_t scales[QK_K / 64];
+};
+static_assert(sizeof(BlockIQ3_S) == 110, "IQ3_S block must be 110 bytes");
+
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[QK_K / 8];
+  uint16_t qh[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ1_S) == 50, "IQ1_S block must be 50 bytes");
+
+struct BlockIQ1_M {
+  uint8_t qs[QK_K / 8];
+  uint8_t qh[QK_K / 16];
+  uint8_t scales[QK_K / 32];  // four u16 (LE); their top nibbles form the fp16 d
+};
+static_assert(sizeof(BlockIQ1_M) == 56, "IQ1_M block must be 56 bytes");
+
+// IQ1_M: the fp16 bits of d, gathered from the top nibbles of the four u16 scale words.
+static inline uint16_t iq1m_d_bits(const BlockIQ1_M& b) {
+  uint16_t d = 0;
+  for (int k = 0; k < 4; ++k) d = static_cast<uint16_t>(d | ((b.scales[2 * k + 1] >> 4) << (4 * k)));
+  return d;
 }
 
 // IQ4_XS: the 6-bit scale of sub-block j (0..7), already minus 32.

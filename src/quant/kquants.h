@@ -19,5 +19,7 @@ void iq4_nl_row(const float* x, BlockIQ4_NL* y, int64_t n, const float* qw);
 void iq4_xs_row(const float* x, BlockIQ4_XS* y, int64_t n, const float* qw);
 // MXFP4 (mxfp4quants.cpp); n a multiple of 32. ggml has no importance-weighted search for it.
 void mxfp4_row(const float* x, BlockMXFP4* y, int64_t n);
+// Lattice i-quants (dequantize_iq.cpp): nb super-blocks of IqKind `kind` (quant/iq_decode.h).
+void dequantize_iq(int kind, const void* src, float* y, int64_t nb);
 
 }  // namespace tmill::kquant

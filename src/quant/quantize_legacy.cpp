@@ -207,7 +207,8 @@ void q5_1_row(const float* x, BlockQ5_1* y, int64_t n, const float* qw) {
 
 }  // namespace
 
-bool can_quantize(DType t) { return can_dequantize(t); }
+// The lattice i-quants (IQ2_XXS ... IQ1_M) are read and computed but not written.
+bool can_quantize(DType t) { return can_dequantize(t) && iq_kind(t) < 0; }
 
 size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float* importance) {
   const DTypeInfo& info = dtype_info(t);

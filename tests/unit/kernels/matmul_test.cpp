@@ -61,7 +61,23 @@ OwnedMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
   OwnedMatrix o;
   const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
   o.bytes.resize(rb * static_cast<size_t>(rows) + 64);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(t, f.data() + r * cols, o.bytes.data() + r * rb, cols);
+  if (iq_kind(t) >= 0) {
+    // Lattice i-quants are read, not written: random blocks (every index and sign bit random) with a
+    // sane fp16 scale (IQ1_M keeps it in the top nibbles of its four scale words).
+    const int bb = static_cast<int>(dtype_info(t).type_size);
+    for (size_t i = 0; i < o.bytes.size(); ++i) o.bytes[i] = static_cast<uint8_t>(rng() >> 24);
+    for (int64_t b = 0; b < rows * cols / 256; ++b) {
+      uint8_t* p = o.bytes.data() + b * bb;
+      const auto d = static_cast<uint16_t>(0x2c00 + (rng() & 0x3ff));
+      if (t == DType::IQ1_M) {
+        for (int k = 0; k < 4; ++k) p[49 + 2 * k] = static_cast<uint8_t>((p[49 + 2 * k] & 15) | (((d >> (4 * k)) & 15) << 4));
+      } else {
+        std::memcpy(p, &d, 2);
+      }
+    }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) quantize_row(t, f.data() + r * cols, o.bytes.data() + r * rb, cols);
+  }
   o.m.type = t;
   o.m.rows = rows;
   o.m.cols = cols;
@@ -90,7 +106,7 @@ std::vector<float> make_x(int64_t n, int64_t ldx, int64_t cols, uint32_t seed) {
 // Types whose activations are quantized per 256 columns (Q8K).
 bool is_kquant(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
-         t == DType::IQ4_XS;
+         t == DType::IQ4_XS || iq_kind(t) >= 0;
 }
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 // Types whose fast path quantizes the activations to int8 (the rest multiply in float).
@@ -228,6 +244,8 @@ TEST_P(MatmulType, MatchesReferenceOnEveryIsaAndThreadCount) {
 
 TEST_P(MatmulType, ThreadCountsGiveIdenticalResults) {
   const DType t = GetParam();
+  // The lattice i-quants share one task split (and MatchesReference runs them on pools): one is enough.
+  if (iq_kind(t) >= 0 && t != DType::IQ2_XXS) GTEST_SKIP() << "same path as IQ2_XXS";
   const int64_t cols = dtype_info(t).block_size == 256 ? 512 : (is_float(t) ? 200 : 256);
   const Case c{t, 300, cols, 20};
   ThreadPool p1(1), p2(2), p3(3);
@@ -265,14 +283,16 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
 INSTANTIATE_TEST_SUITE_P(Int8Types, QuantizedType,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
                                            DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
-                                           DType::Q2_K, DType::Q3_K),
+                                           DType::Q2_K, DType::Q3_K, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS,
+                                           DType::IQ3_S, DType::IQ1_S, DType::IQ1_M),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulType,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                            DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                                            DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
-                                           DType::Q8_1),  // Q8_1: the generic dequantize-and-dot path
+                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                                           DType::IQ1_M, DType::Q8_1),  // Q8_1: the generic dequantize-and-dot path
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Matmul, ReferenceOnHandComputedValues) {

@@ -1,0 +1,55 @@
+// Portable GEMM for the lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on row-major
+// weights in the file layout, with Q8K activation records (kernels/kernel_abi.h): the readable
+// specification the SIMD versions follow, integer sums per super-block and the same float steps.
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/kernel_table.h"
+#include "quant/iq_decode.h"
+
+namespace tmill::kern {
+namespace {
+
+static_assert(kIqGemmKinds == kIqKinds, "kernel table and quant/iq_decode.h disagree on the i-quant kinds");
+
+template <int K>
+void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act, int T,
+             float* y, int64_t ldy) {
+  IqDecoded o;
+  int lv[QK_K];
+  for (int64_t r = r0; r < r1; ++r) {
+    float acc[kTile] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      iq_decode(K, w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(b) * kIqBlockBytes[K], o);
+      for (int i = 0; i < QK_K; ++i) lv[i] = iq_level(K, o, i);
+      const float d = fp16_to_fp32(o.d);
+      const uint8_t* rec = act + b * T * kQ8KRecordBytes;
+      for (int t = 0; t < T; ++t) {
+        const auto* x = reinterpret_cast<const int8_t*>(rec + 256 * t);
+        float dx;
+        std::memcpy(&dx, rec + T * 256 + 4 * t, 4);
+        int S = 0;
+        for (int j = 0; j < 16; ++j) {
+          int s = 0;
+          for (int i = 16 * j; i < 16 * j + 16; ++i) s += lv[i] * x[i];
+          S += o.sc[j] * s;
+        }
+        acc[t] += (d * dx) * static_cast<float>(S);
+      }
+    }
+    for (int t = 0; t < T; ++t) y[t * ldy + r] = kIqFactor[K] * acc[t];
+  }
+}
+
+}  // namespace
+
+void add_iq_gemm_scalar(KernelTable& t) {
+  t.iq_gemm[kIqIQ2_XXS] = iq_gemm<kIqIQ2_XXS>;
+  t.iq_gemm[kIqIQ2_XS] = iq_gemm<kIqIQ2_XS>;
+  t.iq_gemm[kIqIQ3_XXS] = iq_gemm<kIqIQ3_XXS>;
+  t.iq_gemm[kIqIQ3_S] = iq_gemm<kIqIQ3_S>;
+  t.iq_gemm[kIqIQ1_S] = iq_gemm<kIqIQ1_S>;
+  t.iq_gemm[kIqIQ1_M] = iq_gemm<kIqIQ1_M>;
+}
+
+}  // namespace tmill::kern
