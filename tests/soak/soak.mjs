@@ -15,7 +15,8 @@
 //   wrong-key           a bad API key: 401 with an OpenAI error body
 //   bad-json            a malformed body: 400 with an OpenAI error body
 // Beside the clients, `--idle` sockets stay open without sending anything, half of them with half a
-// request line (slowloris), and /health is polled every second (its worst latency is reported).
+// request line (slowloris), and /health is polled every second (its worst latency is reported); the
+// server's resident memory is sampled every 30 s (`rss_kib.samples_s_kib`: [seconds, KiB] pairs).
 // After the load: running and waiting requests back to 0 and the KV cache empty (from /metrics), the
 // process alive, resident memory after the load within 1.5x + 64 MiB of after the warm-up, every
 // refusal a JSON error body, and no real request slower than --max-latency. Exit 0 when every check holds, 1 otherwise; a JSON summary is printed
@@ -252,10 +253,17 @@ for (let i = 0; i < opt.idle; i++) {
 }
 
 // /health must keep answering while all of this goes on.
+// Resident memory is sampled every 30 s too (a leak shows as a curve that keeps climbing).
 let healthWorstMs = 0, healthChecks = 0, healthFailures = 0;
+const rssSamples = [];
+let nextRssSample = Date.now();
 const healthLoop = (async () => {
   while (Date.now() < deadline) {
     const s = Date.now();
+    if (server && s >= nextRssSample) {
+      rssSamples.push([Math.round((s - t0) / 1000), rssKiB()]);
+      nextRssSample += 30000;
+    }
     try {
       const r = await fetch(`${url}/health`, { signal: AbortSignal.timeout(10000) });
       if (r.status !== 200) healthFailures++;
@@ -327,7 +335,7 @@ const summary = {
   health: { checks: healthChecks, failures: healthFailures, worst_ms: healthWorstMs },
   real_requests: { count: latencies.length, p50_s: q(0.5), p99_s: q(0.99), max_s: slowest },
   after,
-  rss_kib: { after_warmup: rssStart, after_load: rssEnd },
+  rss_kib: { after_warmup: rssStart, after_load: rssEnd, samples_s_kib: rssSamples },
   failures,
 };
 console.log(JSON.stringify(summary, null, 1));
