@@ -45,6 +45,11 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--context-shift-keep", o.context_shift_keep,
                  "tokens kept at the start on a context shift (-1: the prompt; at most half the context)")
       ->capture_default_str();
+  app.add_option("--pooling", o.pooling,
+                 "serve the model as an embedding model with this pooling instead of the file's (llama.cpp's --pooling): "
+                 "mean, cls, last or rank; rank on a qwen3 generation model scores relevance with its \"yes\"/\"no\" "
+                 "logits (Qwen3-Reranker style, docs/embeddings.md)")
+      ->check(CLI::IsMember({"mean", "cls", "last", "rank"}));
   // Hidden (empty group): lets end-to-end tests keep a request running for a known time.
   app.add_option("--debug-step-delay-ms", o.debug_step_delay_ms, "testing aid: sleep after every engine step")
       ->group("");
@@ -118,6 +123,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   }
   c.kv_cache_tokens = o.kv_cache_tokens;
   c.kv_cache_dtype = o.kv_cache_dtype;
+  c.pooling = o.pooling;
   c.block_size = o.block_size;
   if (o.max_num_seqs < 1) return Error{"--max-num-seqs must be at least 1"};
   if (o.max_num_batched_tokens < 1) return Error{"--max-num-batched-tokens must be at least 1"};

@@ -39,6 +39,7 @@ struct EngineCli {
   std::vector<std::pair<std::string, std::string>> lora_scaled;
   int32_t max_loras = EngineConfig{}.max_loras;
   std::string speculative_config;  // --speculative-config JSON (vLLM's keys); empty: off
+  std::string pooling = EngineConfig{}.pooling;  // --pooling: "" = the file's
 };
 
 // One adapter of the command line: loaded under `name`, applied with `scale` where the command
@@ -51,7 +52,7 @@ struct CliLora {
 
 // Adds --model --dtype --quantization --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
-// --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config.
+// --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config --pooling.
 void add_engine_options(CLI::App& app, EngineCli& o);
 // Adds --lora [NAME=]FILE[:SCALE] (repeatable), --lora-scaled FILE SCALE (llama.cpp's spelling)
 // and --max-loras: the adapters go into EngineConfig::loras.

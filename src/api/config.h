@@ -75,6 +75,11 @@ struct EngineConfig {
   std::vector<LoraSpec> loras;
   int32_t max_loras = defaults::kMaxLoras;
   SpeculativeConfig speculative;        // speculative decoding; method "" = off
+  // Embedding models (llama.cpp's --pooling): "" keeps the file's <arch>.pooling_type; mean, cls, last
+  // or rank replace it and make any model an embedding model (it then does not generate). rank on a
+  // qwen3 generation model scores with the "yes"/"no" rows of its output matrix (Qwen3-Reranker style)
+  // and the Qwen3-Reranker prompt unless the file has tokenizer.chat_template.rerank.
+  std::string pooling;
   // Testing aid: the engine thread (start()) sleeps this long after every step, so tests can hold a
   // request in flight for a known time on any machine. 0 in production.
   double debug_step_delay_s = 0;

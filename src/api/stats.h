@@ -39,6 +39,12 @@ struct ModelInfo {
   // empty for a generation model. Such a model does not generate (submit refuses every request).
   std::string pooling;
   int64_t embedding_dim = 0;  // floats per embedding, or scores per input for "rank" (a reranker)
+  // Rerankers: the outputs are already probabilities (softmax; Qwen3-Reranker), so the relevance
+  // score is output[0] as is; else output[0] is a logit and the score its sigmoid.
+  bool rank_softmax = false;
+  // Rerankers: the pair prompt with {query} and {document} (tokenizer.chat_template.rerank, as
+  // llama-server formats rerank inputs); empty: BOS query EOS SEP document EOS.
+  std::string rerank_template;
   bool is_embedding() const { return !pooling.empty(); }
 };
 

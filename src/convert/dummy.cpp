@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "quant/quant.h"
+#include "tokenizer/vocab.h"
 
 namespace tmill {
 namespace {
@@ -86,7 +87,12 @@ constexpr const char* kPhi3Added[] = {"<|endoftext|>", "<|assistant|>", "<|place
                                       "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>",
                                       "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
 
-void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
+// Tokens a Qwen3-Reranker dummy needs in a synthetic vocabulary (text, llama.cpp token type), placed
+// at the end: the prompt's special tokens and the two answers the head reads.
+const std::vector<std::pair<std::string, int32_t>> kRerankTokens = {
+    {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"yes", 1}, {"no", 1}};
+
+void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3, bool rerank) {
   // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -112,6 +118,16 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3) {
       scores[static_cast<size_t>(base + i)] = 0;
       types[static_cast<size_t>(base + i)] = 3;  // control
     }
+  }
+  const auto n_rr = static_cast<int64_t>(kRerankTokens.size());
+  if (rerank && n_vocab >= 3 + 256 + n_rr) {
+    for (int64_t i = 0; i < n_rr; ++i) {
+      const auto id = static_cast<size_t>(n_vocab - n_rr + i);
+      tokens[id] = kRerankTokens[static_cast<size_t>(i)].first;
+      scores[id] = 0;
+      types[id] = kRerankTokens[static_cast<size_t>(i)].second;
+    }
+    w.set_bool("tokenizer.ggml.add_bos_token", false);  // as Qwen's vocabulary: the prompt starts with <|im_start|>
   }
   w.set_string("tokenizer.ggml.model", "llama");
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
@@ -227,10 +243,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.n_vocab));
-  if (!o.pooling.empty()) {  // a decoder embedding model (Qwen3-Embedding: last; llama-arch embedders: mean)
-    TM_ASSIGN_OR_RETURN(int pooling, dummy_pooling_value(o.pooling));
-    if (pooling == 4) return Error{"--pooling rank on a decoder (Qwen3-Reranker style) is not supported yet"};
+  const std::string pooling_name = o.pooling.empty() ? s.pooling : o.pooling;
+  bool rerank = false;  // Qwen3-Reranker: pooling rank and a yes/no head
+  if (!pooling_name.empty()) {  // a decoder embedding model (Qwen3-Embedding: last; llama-arch embedders: mean)
+    TM_ASSIGN_OR_RETURN(int pooling, dummy_pooling_value(pooling_name));
+    rerank = pooling == 4;
+    if (rerank && s.arch != "qwen3")
+      return Error{fmt::format("--pooling rank on a decoder is Qwen3-Reranker's (qwen3), not {}", s.arch)};
     w.set_u32(a + "pooling_type", static_cast<uint32_t>(pooling));
+    if (rerank) w.set(a + "classifier.output_labels", GgufValue::string_array({"yes", "no"}));
   }
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
@@ -260,7 +281,26 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     for (const auto& [k, v] : vocab->metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
   } else {
-    synthetic_vocab(w, s.n_vocab, s.arch == "phi3");
+    synthetic_vocab(w, s.n_vocab, s.arch == "phi3", rerank);
+  }
+  // the rows of "yes" and "no" the reranker head copies from the output matrix
+  int64_t yes_id = -1, no_id = -1;
+  if (rerank) {
+    if (vocab) {
+      const auto& toks = *vocab->find("tokenizer.ggml.tokens")->as_string_array();
+      for (size_t i = 0; i < toks.size(); ++i) {
+        if (toks[i] == "yes" && yes_id < 0) yes_id = static_cast<int64_t>(i);
+        if (toks[i] == "no" && no_id < 0) no_id = static_cast<int64_t>(i);
+      }
+      if (yes_id < 0 || no_id < 0) return Error{fmt::format("{}: a reranker needs the tokens \"yes\" and \"no\"", o.vocab_path)};
+    } else {
+      const auto n_rr = static_cast<int64_t>(kRerankTokens.size());
+      if (s.n_vocab < 3 + 256 + n_rr) return Error{"a reranker dummy needs --n-vocab >= 263"};
+      yes_id = s.n_vocab - 2;
+      no_id = s.n_vocab - 1;
+    }
+    if (!vocab || !vocab->find("tokenizer.chat_template.rerank"))
+      w.set_string("tokenizer.chat_template.rerank", tok::kQwen3RerankTemplate);
   }
 
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
@@ -330,6 +370,21 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
   TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
+  if (rerank) {  // [n_embd, 2]: the output matrix's rows of "yes" and "no", in its type (same bytes)
+    const std::string src = s.tied ? "token_embd.weight" : "output.weight";
+    DType type = out_t;
+    if (type == DType::IQ4_XS && s.n_embd % dtype_info(type).block_size != 0) type = DType::IQ4_NL;
+    if (s.n_embd % dtype_info(type).block_size != 0) type = DType::F16;
+    const int64_t E = s.n_embd, rows[2] = {yes_id, no_id};
+    TM_TRY(w.add_tensor("cls.output.weight", type, {E, 2}, [=](uint8_t* dst, size_t nbytes) -> Status {
+      std::vector<float> buf(static_cast<size_t>(E));
+      for (int r = 0; r < 2; ++r) {
+        fill_row(buf.data(), E, seed, src, rows[r], 0.0f, emb_spread);
+        quantize_row(type, buf.data(), dst + r * (nbytes / 2), E);
+      }
+      return {};
+    }));
+  }
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));

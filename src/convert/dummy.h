@@ -37,11 +37,13 @@ struct ModelShape {
   float rope_factor = 0;
   // gemma: attention / final logit soft-capping (0: not written; gemma2's reader then uses 50 / 30)
   float attn_softcap = 0, final_softcap = 0;
+  // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
+  std::string pooling = {};
 };
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
-// "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss").
+// "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -56,8 +58,12 @@ struct DummyOptions {
   std::string vocab_path;     // GGUF whose tokenizer.* keys are copied (its token count sets n_vocab)
   int threads = 0;            // 0 = all cores
   // Embedding models: `<arch>.pooling_type` ("none", "mean", "cls", "last", "rank"). Decoders: empty
-  // writes no key (a generation model). Encoders (bert, nomic-bert, jina-bert-v2;
-  // convert/dummy_encoder.cpp): empty is cls (bert) or mean; rank adds bert's classification head (a reranker).
+  // is the shape's (ModelShape::pooling; none: no key, a generation model); rank (qwen3 only) writes a
+  // Qwen3-Reranker as convert_hf_to_gguf.py does: cls.output.weight = the output matrix's rows of the
+  // tokens "yes" and "no" (added to a synthetic vocabulary with <|im_start|> and <|im_end|>),
+  // qwen3.classifier.output_labels ["yes", "no"] and tokenizer.chat_template.rerank. Encoders (bert,
+  // nomic-bert, jina-bert-v2; convert/dummy_encoder.cpp): empty is cls (bert) or mean; rank adds bert's
+  // classification head (a reranker).
   std::string pooling;
 };
 

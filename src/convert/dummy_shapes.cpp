@@ -77,12 +77,22 @@ std::vector<ModelShape> qwen2_shapes() {
   };
 }
 
-// Qwen3 (dense).
+// Qwen3 (dense), Qwen3-Embedding (last-token pooling) and Qwen3-Reranker (yes/no head, pooling rank).
 std::vector<ModelShape> qwen3_shapes() {
+  ModelShape emb{"qwen3-embedding-0.6b", "qwen3", 151669, 1024, 28, 16, 8, 128, 3072, 32768, 1000000.0f, 1e-6f, true};
+  emb.pooling = "last";
+  ModelShape rr{"qwen3-reranker-0.6b", "qwen3", 151669, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true};
+  rr.pooling = "rank";
+  // tiny reranker: 1024 positions, since the Qwen3-Reranker prompt alone is ~300 tokens of a byte vocabulary
+  ModelShape tiny_rr{"tiny-qwen3-reranker", "qwen3", 512, 64, 2, 4, 2, 32, 160, 1024, 1000000.0f, 1e-6f, true};
+  tiny_rr.pooling = "rank";
   return {
       {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1000000.0f, 1e-6f, true},
       {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 128, 12288, 40960, 1000000.0f, 1e-6f, false},
+      emb,
+      rr,
       {"tiny-qwen3", "qwen3", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true},
+      tiny_rr,
       // encoders (convert/dummy_encoder.cpp): WordPiece vocabulary, layer-norm eps 1e-12
       {"tiny-bert", "bert", 512, 64, 2, 4, 4, 16, 128, 128, 10000.0f, 1e-12f, false},
       {"tiny-nomic-bert", "nomic-bert", 512, 64, 2, 4, 4, 16, 128, 128, 1000.0f, 1e-12f, false},

@@ -26,7 +26,13 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
   im.pool = std::make_unique<ThreadPool>(threads);
   auto w = std::make_unique<EmbedWorker>();
   w->batch_tokens = std::max<int64_t>(1, config.max_num_batched_tokens);
-  TM_ASSIGN_OR_RETURN(w->embedder, Embedder::create(file, im.pool.get(), w->batch_tokens));
+  std::optional<Pooling> pooling;
+  if (!config.pooling.empty()) {
+    pooling = pooling_from_name(config.pooling);
+    if (!pooling || *pooling == Pooling::None)
+      return Error{fmt::format("pooling '{}': one of mean, cls, last, rank", config.pooling)};
+  }
+  TM_ASSIGN_OR_RETURN(w->embedder, Embedder::create(file, im.pool.get(), w->batch_tokens, pooling));
   const EmbedderInfo& ei = w->embedder->info();
   ModelInfo& info = im.info;
   std::string stem = std::filesystem::path(config.model_path).filename().string();
@@ -42,6 +48,12 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
   info.n_embd = ei.n_embd;
   info.pooling = pooling_name(ei.pooling);
   info.embedding_dim = ei.out_dim;
+  info.rank_softmax = ei.rank_softmax;
+  if (ei.pooling == Pooling::Rank) {
+    // the file's pair prompt; a qwen3 generation model made a reranker gets Qwen3-Reranker's
+    if (const auto& t = im.tokenizer->data().rerank_template) info.rerank_template = *t;
+    else if (ei.causal) info.rerank_template = tok::kQwen3RerankTemplate;
+  }
   im.plan.weight_bytes = w->embedder->weight_bytes();
   im.plan.max_model_len = info.max_model_len;
   im.plan.note = "embedding model: no KV cache";

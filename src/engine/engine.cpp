@@ -73,7 +73,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   auto opened = GgufFile::open(config.model_path);
   if (!opened.ok()) return opened.error_value();
   auto file = std::make_shared<const GgufFile>(std::move(opened).value());
-  if (is_embedding_model(*file)) {  // encoders, decoders with a pooling type: engine/embed.cpp
+  if (is_embedding_model(*file) || !config.pooling.empty()) {  // encoders, decoders with a pooling type: engine/embed.cpp
     auto st = create_embedding_engine(im, file);
     if (!st.ok()) return Error{fmt::format("{}: {}", config.model_path, st.error())};
     return e;

@@ -7,9 +7,10 @@
 
 namespace tmill {
 
-Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool);
+Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
+                                                    std::optional<Pooling> pooling);
 Result<std::unique_ptr<Embedder>> load_decoder_embedder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                        int64_t max_batch_tokens);
+                                                        int64_t max_batch_tokens, std::optional<Pooling> pooling);
 
 const char* pooling_name(Pooling p) {
   switch (p) {
@@ -20,6 +21,12 @@ const char* pooling_name(Pooling p) {
     case Pooling::Rank: return "rank";
   }
   return "?";
+}
+
+std::optional<Pooling> pooling_from_name(const std::string& name) {
+  for (Pooling p : {Pooling::None, Pooling::Mean, Pooling::Cls, Pooling::Last, Pooling::Rank})
+    if (name == pooling_name(p)) return p;
+  return std::nullopt;
 }
 
 bool is_encoder_arch(const std::string& arch) { return arch == "bert" || arch == "nomic-bert" || arch == "jina-bert-v2"; }
@@ -39,10 +46,12 @@ bool is_embedding_model(const GgufFile& f) {
 }
 
 Result<std::unique_ptr<Embedder>> Embedder::create(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                   int64_t max_batch_tokens) {
+                                                   int64_t max_batch_tokens, std::optional<Pooling> pooling) {
+  if (pooling == Pooling::None)
+    return Error{"pooling none gives per-token embeddings, which tokenmill does not serve (mean, cls, last or rank)"};
   const std::string arch = file->get_string("general.architecture").value_or("");
-  if (is_encoder_arch(arch)) return load_bert_encoder(std::move(file), pool);
-  return load_decoder_embedder(std::move(file), pool, max_batch_tokens);
+  if (is_encoder_arch(arch)) return load_bert_encoder(std::move(file), pool, pooling);
+  return load_decoder_embedder(std::move(file), pool, max_batch_tokens, pooling);
 }
 
 void pool_rows(Pooling p, const float* rows, int64_t n, int64_t dim, int64_t ld, float* out) {

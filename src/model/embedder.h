@@ -7,8 +7,14 @@
 // - Decoders with a pooling type (Qwen3-Embedding, gte-Qwen: last; llama-arch embedders: mean;
 //   model/decoder_embedder.cpp): the ordinary causal forward pass (model/forward.h) over the whole
 //   prompt, pooling the final (output-normed) hidden states instead of computing logits.
+// - Qwen3-Reranker style rerankers (model/decoder_embedder.cpp): a qwen3 decoder with pooling rank,
+//   as llama.cpp writes and runs them: the last token's normed hidden state times `cls.output` (the
+//   lm_head rows of "yes" and "no"), then a softmax, so output[0] = P(yes) = sigmoid(yes - no).
+//   A plain qwen3 generation model can be used so too (pooling override rank): the same two rows
+//   taken from its output matrix.
 // Pooling: mean over the sequence's tokens, the first token's state (cls), the last token's (last),
-// or rank: the first token through the classification head (cls, tanh, cls.output) -> scores.
+// or rank: the first token through the classification head (cls, tanh, cls.output) -> scores
+// (qwen3: the last token, cls.output, softmax).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +34,8 @@ class ThreadPool;
 // llama.cpp's enum llama_pooling_type (the GGUF values).
 enum class Pooling : int { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
 const char* pooling_name(Pooling p);
+// "none", "mean", "cls", "last", "rank" -> the value; else nullopt.
+std::optional<Pooling> pooling_from_name(const std::string& name);
 
 // True for the encoder architectures (bert, nomic-bert, jina-bert-v2): these never generate.
 bool is_encoder_arch(const std::string& arch);
@@ -44,15 +52,21 @@ struct EmbedderInfo {
   int64_t n_ctx_train = 0;  // longest sequence the model takes
   int64_t n_vocab = 0;
   bool causal = false;      // decoders
+  // rank: the outputs went through a softmax (qwen3, as llama.cpp does), so output[0] is already the
+  // relevance probability; otherwise it is a logit (sigmoid gives the probability).
+  bool rank_softmax = false;
 };
 
 class Embedder {
  public:
   virtual ~Embedder() = default;
   // Loads an embedding model (is_embedding_model). max_batch_tokens bounds one run()'s tokens (the
-  // decoder's KV scratch). pool may be null.
+  // decoder's KV scratch). pool may be null. pooling: replaces the file's pooling type (llama.cpp's
+  // --pooling), and makes a generation model an embedding model (mean, cls, last; rank on qwen3: the
+  // yes/no rows of its output matrix, Qwen3-Reranker style); none is refused.
   static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                  int64_t max_batch_tokens);
+                                                  int64_t max_batch_tokens,
+                                                  std::optional<Pooling> pooling = std::nullopt);
   virtual const EmbedderInfo& info() const = 0;
   // One pooled output (info().out_dim floats, not normalized) per sequence. Every sequence is non-empty
   // and at most n_ctx_train tokens; together at most max_batch_tokens (callers split). Not thread-safe.

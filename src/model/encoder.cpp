@@ -92,7 +92,8 @@ inline float gelu(float x) {  // ggml's tanh approximation
 
 class BertEncoder final : public Embedder {
  public:
-  static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const GgufFile> file, ThreadPool* pool);
+  static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
+                                                std::optional<Pooling> override_pooling);
   const EmbedderInfo& info() const override { return info_; }
   uint64_t weight_bytes() const override { return bytes_; }
   void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) override;
@@ -123,7 +124,8 @@ class BertEncoder final : public Embedder {
   std::vector<int32_t> pos_;
 };
 
-Result<std::unique_ptr<Embedder>> BertEncoder::load(std::shared_ptr<const GgufFile> file, ThreadPool* pool) {
+Result<std::unique_ptr<Embedder>> BertEncoder::load(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
+                                                    std::optional<Pooling> override_pooling) {
   auto e = std::make_unique<BertEncoder>();
   e->file_ = file;
   e->pool_ = pool;
@@ -147,7 +149,7 @@ Result<std::unique_ptr<Embedder>> BertEncoder::load(std::shared_ptr<const GgufFi
   if (auto causal = f.get_bool(a + "attention.causal"); causal && *causal)
     return Error{fmt::format("{}: causal encoders are not supported", arch)};
   TM_ASSIGN_OR_RETURN(auto pooling, read_pooling_type(f));
-  in.pooling = pooling.value_or(Pooling::Mean);
+  in.pooling = override_pooling.value_or(pooling.value_or(Pooling::Mean));
   if (in.pooling == Pooling::None)
     return Error{fmt::format("{}: pooling_type none gives per-token embeddings, which tokenmill does not serve", arch)};
   const int64_t E = in.n_embd, F = e->n_ff_;
@@ -433,8 +435,9 @@ void BertEncoder::run(const std::vector<std::span<const int32_t>>& seqs, std::ve
 
 }  // namespace
 
-Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool) {
-  return BertEncoder::load(std::move(file), pool);
+Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
+                                                    std::optional<Pooling> pooling) {
+  return BertEncoder::load(std::move(file), pool, pooling);
 }
 
 }  // namespace tmill

@@ -121,8 +121,33 @@ json embedding_response(const std::string& model, const EmbeddingRequest& req, s
               {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
+std::vector<int32_t> rerank_pair_tokens(const Tokenizer& tok, const std::string& query, const std::string& document,
+                                        const std::string& rerank_template) {
+  if (!rerank_template.empty()) {
+    std::string prompt = rerank_template;
+    for (const auto& [key, value] : {std::pair<std::string, const std::string*>{"{query}", &query}, {"{document}", &document}}) {
+      for (size_t pos = 0; (pos = prompt.find(key, pos)) != std::string::npos; pos += value->size())
+        prompt.replace(pos, key.size(), *value);
+    }
+    return tok.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+  }
+  // llama.cpp's pair layout (llama-server, node-llama-cpp): BOS query EOS SEP document EOS,
+  // each special only when the vocabulary has it
+  const auto& vd = tok.data();
+  std::vector<int32_t> ids;
+  if (vd.bos >= 0) ids.push_back(vd.bos);
+  std::vector<int32_t> q = tok.encode(query, /*add_special=*/false, /*parse_special=*/false);
+  ids.insert(ids.end(), q.begin(), q.end());
+  if (vd.eos >= 0) ids.push_back(vd.eos);
+  if (vd.sep >= 0) ids.push_back(vd.sep);
+  std::vector<int32_t> doc = tok.encode(document, /*add_special=*/false, /*parse_special=*/false);
+  ids.insert(ids.end(), doc.begin(), doc.end());
+  if (vd.eos >= 0) ids.push_back(vd.eos);
+  return ids;
+}
+
 Result<RerankRequest> map_rerank_request(const json& body, const Tokenizer& tok, bool score, ApiError* err,
-                                         size_t max_documents) {
+                                         size_t max_documents, const std::string& rerank_template) {
   try {
     RerankRequest r;
     auto texts = [&](const char* key, bool objects) {
@@ -164,19 +189,8 @@ Result<RerankRequest> map_rerank_request(const json& body, const Tokenizer& tok,
       r.top_n = opt_int(body, "top_n", 0, 1 << 30);
       r.return_documents = opt_bool(body, "return_documents").value_or(true);
     }
-    const auto& vd = tok.data();
     for (size_t i = 0; i < r.documents.size(); ++i) {
-      // llama.cpp's pair layout (llama-server, node-llama-cpp): BOS query EOS SEP document EOS,
-      // each special only when the vocabulary has it
-      std::vector<int32_t> ids;
-      if (vd.bos >= 0) ids.push_back(vd.bos);
-      std::vector<int32_t> q = tok.encode(r.queries[i], /*add_special=*/false, /*parse_special=*/false);
-      ids.insert(ids.end(), q.begin(), q.end());
-      if (vd.eos >= 0) ids.push_back(vd.eos);
-      if (vd.sep >= 0) ids.push_back(vd.sep);
-      std::vector<int32_t> doc = tok.encode(r.documents[i], /*add_special=*/false, /*parse_special=*/false);
-      ids.insert(ids.end(), doc.begin(), doc.end());
-      if (vd.eos >= 0) ids.push_back(vd.eos);
+      std::vector<int32_t> ids = rerank_pair_tokens(tok, r.queries[i], r.documents[i], rerank_template);
       r.total_tokens += static_cast<int64_t>(ids.size());
       r.inputs.push_back(std::move(ids));
     }
@@ -187,9 +201,10 @@ Result<RerankRequest> map_rerank_request(const json& body, const Tokenizer& tok,
   }
 }
 
-std::vector<double> relevance_scores(const std::vector<std::vector<float>>& outputs) {
+std::vector<double> relevance_scores(const std::vector<std::vector<float>>& outputs, bool softmax) {
   std::vector<double> s;
-  for (const auto& o : outputs) s.push_back(o.empty() ? 0.0 : 1.0 / (1.0 + std::exp(-double(o[0]))));
+  for (const auto& o : outputs)
+    s.push_back(o.empty() ? 0.0 : softmax ? double(o[0]) : 1.0 / (1.0 + std::exp(-double(o[0]))));
   return s;
 }
 

@@ -17,6 +17,9 @@
 // Scores: a cross-encoder's single output through a sigmoid (as vLLM and sentence-transformers'
 // CrossEncoder report relevance, and node-llama-cpp's ranking context); pair inputs are llama.cpp's
 // BOS query EOS SEP document EOS, each special where the vocabulary has it ([CLS] q [SEP] d for BERT).
+// Qwen3-Reranker style models (ModelInfo::rank_softmax): output[0] is already P("yes"), used as is;
+// their pair prompt is the model's rerank template (tokenizer.chat_template.rerank) with {query} and
+// {document} replaced, tokenized with special tokens and nothing added, as llama-server does.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +60,19 @@ struct RerankRequest {
   int64_t total_tokens = 0;
 };
 
-// /v1/rerank (score = false) or /v1/score (score = true).
+// /v1/rerank (score = false) or /v1/score (score = true). rerank_template: the pair prompt with
+// {query} and {document} (ModelInfo::rerank_template); empty: the BOS query EOS SEP document EOS layout.
 Result<RerankRequest> map_rerank_request(const json& body, const Tokenizer& tok, bool score, ApiError* err,
-                                         size_t max_documents = 1024);
+                                         size_t max_documents = 1024, const std::string& rerank_template = {});
 
-// Scores from the classifier outputs (sigmoid of the first output).
-std::vector<double> relevance_scores(const std::vector<std::vector<float>>& outputs);
+// The tokens of one pair: the template's text (every {query}, then every {document}, replaced, as
+// llama-server's format_prompt_rerank) with special tokens, or the BOS query EOS SEP document EOS layout.
+std::vector<int32_t> rerank_pair_tokens(const Tokenizer& tok, const std::string& query, const std::string& document,
+                                        const std::string& rerank_template);
+
+// Scores from the classifier outputs: the first output's sigmoid, or (softmax: the outputs are
+// already probabilities, Qwen3-Reranker) the first output itself.
+std::vector<double> relevance_scores(const std::vector<std::vector<float>>& outputs, bool softmax = false);
 json rerank_response(const std::string& model, const RerankRequest& req, const std::vector<double>& scores);
 json score_response(const std::string& model, const RerankRequest& req, const std::vector<double>& scores);
 

@@ -82,7 +82,7 @@ class Parser {
 
   ModelsFileEntry model(const YAML::Node& n) const {
     keys(n, "a model", {"name", "file", "aliases", "threads", "kv_cache_memory", "kv_cache_dtype", "max_model_len",
-                        "max_num_seqs", "chat_template", "residency", "idle_unload", "loras", "max_loras"});
+                        "max_num_seqs", "chat_template", "residency", "idle_unload", "loras", "max_loras", "pooling"});
     ModelsFileEntry e;
     if (!n["file"]) fail(n, "a model needs 'file' (its GGUF file)");
     e.spec.path = path(n["file"], "file");
@@ -95,6 +95,12 @@ class Parser {
       e.engine.max_model_len = static_cast<int32_t>(integer(n["max_model_len"], "max_model_len", 1, INT32_MAX));
     if (n["max_num_seqs"])
       e.engine.max_num_seqs = static_cast<int32_t>(integer(n["max_num_seqs"], "max_num_seqs", 1, 1 << 20));
+    if (n["pooling"]) {
+      e.engine.pooling = str(n["pooling"], "pooling");
+      if (*e.engine.pooling != "mean" && *e.engine.pooling != "cls" && *e.engine.pooling != "last" &&
+          *e.engine.pooling != "rank")
+        fail(n["pooling"], "'pooling' must be mean, cls, last or rank");
+    }
     if (n["chat_template"]) {
       const std::string t = str(n["chat_template"], "chat_template");
       // A template text stays as is; anything else is a file next to the models file.

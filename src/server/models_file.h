@@ -11,6 +11,7 @@
 //       kv_cache_dtype: f16
 //       max_model_len: 2048
 //       max_num_seqs: 8
+//       pooling: rank                  # --pooling: serve it as an embedding model / reranker
 //       chat_template: small.jinja
 //       residency: pinned              # or on_demand
 //       idle_unload: 5m                # on_demand: unload after this idle time
@@ -41,6 +42,7 @@ struct EngineOverrides {
   std::optional<int32_t> max_model_len;
   std::optional<int32_t> max_num_seqs;
   std::optional<int32_t> max_loras;
+  std::optional<std::string> pooling;  // --pooling: mean, cls, last or rank (an embedding model / reranker)
 };
 
 struct ModelsFileEntry {

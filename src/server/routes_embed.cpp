@@ -50,7 +50,7 @@ HttpResponse Server::handle_embed(HttpRequest& req, EmbedKind kind) {
       return reply_json(embedding_response(name, *m, std::move(vectors).value(), tokens));
     }
     const bool score = kind == EmbedKind::Score;
-    auto m = map_rerank_request(body, *ctx.tokenizer, score, &err);
+    auto m = map_rerank_request(body, *ctx.tokenizer, score, &err, 1024, info.rerank_template);
     if (!m.ok()) throw RequestError{err};
     auto outputs = engine.embed(m->inputs);
     if (!outputs.ok()) throw RequestError{bad_request(outputs.error(), score ? "text_2" : "documents")};
@@ -59,7 +59,7 @@ HttpResponse Server::handle_embed(HttpRequest& req, EmbedKind kind) {
       for (const auto& in : m->inputs) tokens += static_cast<int64_t>(in.size());
       req.count_tokens(tokens);
     }
-    const std::vector<double> scores = relevance_scores(*outputs);
+    const std::vector<double> scores = relevance_scores(*outputs, info.rank_softmax);
     return reply_json(score ? score_response(name, *m, scores) : rerank_response(name, *m, scores));
   } catch (const RequestError& e) {
     return reply_error(e.error, reason_of(e.error));

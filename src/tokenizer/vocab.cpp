@@ -135,6 +135,7 @@ Result<VocabData> vocab_from_gguf(const GgufFile& f) {
   if (v.add_bos && v.bos < 0) return Error{"add_bos_token is true but there is no BOS token"};
   if (v.add_eos && v.eos < 0) return Error{"add_eos_token is true but there is no EOS token"};
   v.chat_template = f.get_string("tokenizer.chat_template");
+  v.rerank_template = f.get_string("tokenizer.chat_template.rerank");
   return v;
 }
 

@@ -81,7 +81,19 @@ struct VocabData {
   bool add_bos = false, add_eos = false;
   bool add_sep = false;  // WordPiece: [SEP] ends an encoded text with add_special (llama.cpp's add_sep)
   std::optional<std::string> chat_template;
+  // tokenizer.chat_template.rerank: a reranker's pair prompt with {query} and {document} (llama.cpp
+  // substitutes both, then tokenizes the text with special tokens and no BOS/EOS added).
+  std::optional<std::string> rerank_template;
 };
+
+// The pair prompt llama.cpp's convert_hf_to_gguf.py writes into a Qwen3-Reranker GGUF
+// (tokenizer.chat_template.rerank), the format the model was trained on.
+inline constexpr const char* kQwen3RerankTemplate =
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n"
+    "<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n";
 
 // Reads the tokenizer.ggml.* block (llama.cpp's rules and defaults).
 Result<VocabData> vocab_from_gguf(const GgufFile& f);

@@ -74,16 +74,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::vector<float>> vecs(m->inputs.size(), std::vector<float>(kDim, 0.5f));
     check(!embedding_response("m", *m, vecs, 1).dump().empty(), "response serializes");
   }
-  for (bool score : {false, true}) {
+  for (int mode = 0; mode < 3; ++mode) {  // rerank, score, rerank through a template (Qwen3-Reranker style)
+    const bool score = mode == 1;
     ApiError e2;
-    auto r = map_rerank_request(j, tok, score, &e2, 16);
+    auto r = map_rerank_request(j, tok, score, &e2, 16, mode == 2 ? "<s>q: {query} d: {document} {query}" : "");
     if (!r.ok()) {
       check(e2.status == 400 && !e2.message.empty(), "rerank error is a 400 with a message");
       continue;
     }
     check(r->inputs.size() == r->documents.size() && r->queries.size() == r->documents.size(), "one input per pair");
     std::vector<std::vector<float>> outs(r->inputs.size(), std::vector<float>{0.25f});
-    auto scores = relevance_scores(outs);
+    auto scores = relevance_scores(outs, mode == 2);
     check(!(score ? score_response("m", *r, scores) : rerank_response("m", *r, scores)).dump().empty(), "serializes");
   }
   return 0;

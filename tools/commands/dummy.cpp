@@ -67,7 +67,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
                  "yarn: --rope-orig-ctx is its original context; gpt-oss default: yarn, factor 32 over 4096), none");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
   app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
-                 "none by default, a generation model; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
+                 "the shape's, else none, a generation model; qwen3 rank: a Qwen3-Reranker with its yes/no head and "
+                 "rerank prompt; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
   return [o] {
     using namespace tmill;
     if (o->list) {
@@ -80,7 +81,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
         }
         if (s.n_swa > 0) experts += " window=" + std::to_string(s.n_swa);
         if (!s.rope_scaling.empty()) experts += " rope=" + s.rope_scaling + " x" + std::to_string(static_cast<int>(s.rope_factor));
-        std::printf("%-17s %-8s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
+        if (!s.pooling.empty()) experts += " pooling=" + s.pooling;
+        std::printf("%-21s %-8s vocab=%lld embd=%lld layers=%lld heads=%lld/%lld head_dim=%lld ff=%lld ctx=%lld%s%s\n",
                     s.name.c_str(), s.arch.c_str(), (long long)s.n_vocab, (long long)s.n_embd, (long long)s.n_layer,
                     (long long)s.n_head, (long long)s.n_head_kv, (long long)s.head_dim, (long long)s.n_ff,
                     (long long)s.n_ctx, experts.c_str(), s.tied ? " tied" : "");

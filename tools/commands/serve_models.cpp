@@ -62,6 +62,7 @@ Result<std::vector<ServeModel>> models_from_file(const server::ModelsFile& file,
     if (e.engine.max_model_len) m.engine.max_model_len = *e.engine.max_model_len;
     if (e.engine.max_num_seqs) m.engine.max_num_seqs = *e.engine.max_num_seqs;
     if (e.engine.max_loras) m.engine.max_loras = *e.engine.max_loras;
+    if (e.engine.pooling) m.engine.pooling = *e.engine.pooling;
     out.push_back(std::move(m));
   }
   return out;

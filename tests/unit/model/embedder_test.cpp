@@ -1,6 +1,7 @@
 // Embedding models (model/embedder.h): the BERT-family encoders against an independent float64
 // computation written from the architecture's description, batching that does not change a
-// sequence's output, and decoder pooling checked against the causal forward's own structure.
+// sequence's output, decoder pooling checked against the causal forward's own structure, and the
+// Qwen3-Reranker head against the reference forward's yes/no logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,8 @@
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "model/embedder.h"
+#include "model/model.h"
+#include "model/reference.h"
 #include "quant/quant.h"
 #include "test_support.h"
 
@@ -272,4 +275,79 @@ TEST(Embedder, DecoderMeanPoolingIsTheMeanOfPrefixLastPooling) {
     last->run({std::span<const int32_t>(seq)}, alone);
     for (size_t i = 0; i < E; ++i) EXPECT_NEAR(alone[0][i], lasts.back()[i], 2e-3) << shape << " dim " << i;
   }
+}
+
+// Qwen3-Reranker (qwen3, pooling rank): the output is the softmax of the lm_head's "yes" and "no"
+// logits at the last position, so output[0] = sigmoid(logit_yes - logit_no) of the reference forward
+// (the generation oracle, one token at a time) over the same tokens.
+TEST(Embedder, Qwen3RerankerIsTheSoftmaxOfTheReferenceYesNoLogits) {
+  const std::string path = write_dummy("tiny-qwen3-reranker", "", "rank");  // the shape's pooling: rank
+  ThreadPool pool(2);
+  auto e = load(path, &pool);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->info().pooling, Pooling::Rank);
+  EXPECT_TRUE(e->info().causal);
+  EXPECT_TRUE(e->info().rank_softmax);
+  ASSERT_EQ(e->info().out_dim, 2);
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.ok());
+  const auto* toks = f->find("tokenizer.ggml.tokens")->as_string_array();
+  ASSERT_TRUE(toks && toks->size() == 512u);
+  EXPECT_EQ((*toks)[510], "yes");  // the dummy puts the answers last
+  EXPECT_EQ((*toks)[511], "no");
+  EXPECT_TRUE(f->find("tokenizer.chat_template.rerank"));
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.error();
+  const std::vector<std::vector<int32_t>> seqs = {
+      {508, 40, 41, 42, 509, 300, 7}, {9}, {508, 100, 150, 199, 250, 300, 400, 17, 3, 20, 21, 22, 23, 24, 25, 26, 27, 28}};
+  std::vector<std::span<const int32_t>> all;
+  for (const auto& s : seqs) all.emplace_back(s);
+  std::vector<std::vector<float>> out;
+  e->run(all, out);
+  ASSERT_EQ(out.size(), seqs.size());
+  std::vector<double> scores;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ReferenceForward ref(*model, 64);
+    const std::vector<float>* logits = nullptr;
+    for (size_t t = 0; t < seqs[i].size(); ++t) logits = &ref.forward(seqs[i][t], static_cast<int64_t>(t));
+    const double want = 1.0 / (1.0 + std::exp(-(double((*logits)[510]) - double((*logits)[511]))));
+    ASSERT_EQ(out[i].size(), 2u);
+    // the batched forward keeps K/V in F16 (as llama.cpp's default cache), the reference in F32
+    EXPECT_NEAR(out[i][0], want, 1e-3) << "seq " << i;
+    EXPECT_GT(std::abs(out[i][0] - (1 - want)), 3e-3) << "yes and no swapped? seq " << i;
+    EXPECT_NEAR(out[i][0] + out[i][1], 1.0, 1e-6);
+    scores.push_back(out[i][0]);
+  }
+  EXPECT_GT(std::abs(scores[0] - scores[1]) + std::abs(scores[0] - scores[2]), 1e-4);  // not a constant
+
+  // The same weights as a plain generation model (no pooling key, the reranker's vocabulary and
+  // prompt): the pooling override rank takes the yes/no rows from its output matrix, same scores.
+  auto s = find_shape("tiny-qwen3-reranker");
+  DummyOptions o;
+  o.shape = *s;
+  o.dtype = DType::F32;
+  o.seed = 11;
+  o.pooling = "none";
+  o.vocab_path = path;
+  const std::string gen = test::temp_dir() + "/emb-qwen3-gen-with-rerank-vocab.gguf";
+  ASSERT_TRUE(write_dummy_model(o, gen).ok());
+  auto gf = GgufFile::open(gen);
+  ASSERT_TRUE(gf.ok());
+  EXPECT_FALSE(is_embedding_model(*gf));
+  EXPECT_FALSE(gf->find_tensor("cls.output.weight"));
+  auto ge = Embedder::create(std::make_shared<const GgufFile>(std::move(gf).value()), &pool, 4096, Pooling::Rank);
+  ASSERT_TRUE(ge.ok()) << ge.error();
+  std::vector<std::vector<float>> gout;
+  (*ge)->run(all, gout);
+  for (size_t i = 0; i < seqs.size(); ++i) EXPECT_NEAR(gout[i][0], out[i][0], 1e-6) << "seq " << i;
+
+  // Rank needs qwen3 and the two answer tokens.
+  auto plain = GgufFile::open(write_dummy("tiny-qwen3", "", "gen"));
+  ASSERT_TRUE(plain.ok());
+  auto no_answers = Embedder::create(std::make_shared<const GgufFile>(std::move(plain).value()), &pool, 4096, Pooling::Rank);
+  ASSERT_FALSE(no_answers.ok());
+  EXPECT_NE(no_answers.error().find("\"yes\""), std::string::npos) << no_answers.error();
+  auto llama = GgufFile::open(write_dummy("tiny-llama", "", "gen"));
+  ASSERT_TRUE(llama.ok());
+  EXPECT_FALSE(Embedder::create(std::make_shared<const GgufFile>(std::move(llama).value()), &pool, 4096, Pooling::Rank).ok());
 }

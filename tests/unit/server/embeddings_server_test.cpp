@@ -1,6 +1,6 @@
 // /v1/embeddings, /v1/rerank and /v1/score over loopback on tiny random models written by
-// `tokenmill dummy` (a bert embedder, a bert reranker, a generation model): shapes, normalization,
-// base64, Matryoshka dimensions, usage, ordering, and the 400s.
+// `tokenmill dummy` (a bert embedder, a bert reranker, a Qwen3-Reranker, a generation model): shapes,
+// normalization, base64, Matryoshka dimensions, usage, ordering, the rerank prompt template, and the 400s.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -38,7 +38,12 @@ const std::string& generator() {
   return p;
 }
 
-std::unique_ptr<Server> make_server(const std::string& path) {
+const std::string& qwen3_reranker() {
+  static const std::string p = dummy("--shape tiny-qwen3-reranker", "srv-emb-qwen3-rerank");
+  return p;
+}
+
+std::unique_ptr<Server> make_server(const std::string& path, const std::string& pooling = "") {
   ServerOptions o;
   o.http.port = 0;
   o.model_path = path;
@@ -49,6 +54,7 @@ std::unique_ptr<Server> make_server(const std::string& path) {
   EngineConfig c;
   c.model_path = path;
   c.threads = 1;
+  c.pooling = pooling;
   auto e = Engine::create(c);
   EXPECT_TRUE(e.ok()) << e.error();
   if (!e.ok()) return nullptr;
@@ -253,4 +259,73 @@ TEST(EmbeddingsServer, Base64MatchesLittleEndianFloats) {
   EXPECT_EQ(base64_floats({1.0f}), "AACAPw==");
   EXPECT_EQ(base64_floats({}), "");
   EXPECT_EQ(base64_floats({1.0f, -2.0f}), "AACAPwAAAMA=");
+}
+
+// A Qwen3-Reranker: the pair prompt is the GGUF's rerank template with {query} and {document}
+// replaced, tokenized with special tokens and no BOS (llama-server's format_prompt_rerank); the
+// score is the model's softmax output[0] as is. The same weights as a generation model served with
+// --pooling rank score the same.
+TEST(EmbeddingsServer, Qwen3RerankerTemplateAndScores) {
+  EngineConfig c;
+  c.model_path = qwen3_reranker();
+  c.threads = 1;
+  auto engine = Engine::create(c);
+  ASSERT_TRUE(engine.ok()) << engine.error();
+  std::unique_ptr<Engine> eng = std::move(engine).value();
+  const ModelInfo& info = eng->model_info();
+  EXPECT_EQ(info.pooling, "rank");
+  EXPECT_TRUE(info.rank_softmax);
+  EXPECT_EQ(info.embedding_dim, 2);
+  EXPECT_EQ(info.rerank_template, tmill::tok::kQwen3RerankTemplate);
+  const Tokenizer& tok = *eng->tokenizer();
+  const std::vector<std::string> docs = {"the cat is fast", "hello world {query}"};
+  std::vector<std::vector<int32_t>> inputs;
+  for (const std::string& d : docs) {
+    std::string prompt = tmill::tok::kQwen3RerankTemplate;
+    prompt.replace(prompt.find("{query}"), 7, "cat");
+    prompt.replace(prompt.find("{document}"), 10, d);
+    auto ids = rerank_pair_tokens(tok, "cat", d, info.rerank_template);
+    EXPECT_EQ(ids, tok.encode(prompt, false, true));
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], tok.find_token("<|im_start|>").value_or(-1));  // a special token, no BOS before it
+    inputs.push_back(std::move(ids));
+  }
+  auto outs = eng->embed(inputs);
+  ASSERT_TRUE(outs.ok()) << outs.error();
+  std::vector<double> want;
+  for (const auto& o : *outs) {
+    ASSERT_EQ(o.size(), 2u);
+    EXPECT_NEAR(o[0] + o[1], 1.0, 1e-5);
+    want.push_back(o[0]);
+  }
+  EXPECT_EQ(relevance_scores(*outs, true), want);
+  eng.reset();
+
+  // the model file's 'dummy --vocab' copies the reranker's tokenizer keys (its rerank template too)
+  const std::string gen = dummy("--shape tiny-qwen3-reranker --pooling none --vocab " + qwen3_reranker(), "srv-emb-qwen3-rr-gen");
+  for (const auto& [path, pooling] : {std::pair<std::string, std::string>{qwen3_reranker(), ""}, {gen, "rank"}}) {
+    auto srv = make_server(path, pooling);
+    ASSERT_TRUE(srv);
+    httplib::Client cli("127.0.0.1", srv->port());
+    int status = 0;
+    json sc = post(cli, "/v1/score", {{"text_1", "cat"}, {"text_2", docs}}, &status);
+    ASSERT_EQ(status, 200) << sc.dump();
+    ASSERT_EQ(sc["data"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(sc["data"][i]["score"].get<double>(), want[i], 1e-5) << path;
+    EXPECT_EQ(sc["usage"]["total_tokens"].get<size_t>(), inputs[0].size() + inputs[1].size());
+    json rr = post(cli, "/v1/rerank", {{"query", "cat"}, {"documents", docs}}, &status);
+    ASSERT_EQ(status, 200) << rr.dump();
+    EXPECT_EQ(rr["results"][0]["index"].get<size_t>(), want[0] >= want[1] ? 0u : 1u);
+    json emb = post(cli, "/v1/embeddings", {{"input", "x"}}, &status);
+    EXPECT_EQ(status, 400) << emb.dump();  // a reranker
+    srv->shutdown(5);
+  }
+  // a generation model without "yes"/"no" cannot be made a reranker
+  EngineConfig g;
+  g.model_path = generator();
+  g.threads = 1;
+  g.pooling = "rank";
+  auto bad = Engine::create(g);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("yes"), std::string::npos) << bad.error();
 }

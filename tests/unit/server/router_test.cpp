@@ -158,6 +158,7 @@ models:
     kv_cache_dtype: int8
     max_model_len: 2048
     max_num_seqs: 8
+    pooling: rank
   - file: /abs/big.gguf
     residency: on_demand
     idle_unload: 5m
@@ -184,7 +185,9 @@ routers:
   EXPECT_EQ(*s.engine.kv_cache_dtype, "int8");
   EXPECT_EQ(*s.engine.max_model_len, 2048);
   EXPECT_EQ(*s.engine.max_num_seqs, 8);
+  EXPECT_EQ(*s.engine.pooling, "rank");
   const auto& b = f->models[1];
+  EXPECT_FALSE(b.engine.pooling);
   EXPECT_EQ(b.spec.name, "big");  // the file name without .gguf
   EXPECT_EQ(b.spec.path, "/abs/big.gguf");
   EXPECT_FALSE(b.spec.pinned);
@@ -208,10 +211,12 @@ TEST(ModelsFile, ErrorsNameTheFileLineAndKey) {
   };
   EXPECT_EQ(err("models:\n  - file: a.gguf\n    thread: 2\n"),
             "m.yaml:3:5: unknown key 'thread' in a model (known: name, file, aliases, threads, kv_cache_memory, "
-            "kv_cache_dtype, max_model_len, max_num_seqs, chat_template, residency, idle_unload, loras, max_loras)");
+            "kv_cache_dtype, max_model_len, max_num_seqs, chat_template, residency, idle_unload, loras, max_loras, pooling)");
   EXPECT_NE(err("models:\n  - file: a.gguf\n    residency: sometimes\n").find("m.yaml:3:16: 'residency' must be"),
             std::string::npos);
   EXPECT_NE(err("models:\n  - name: a\n").find("m.yaml:2:5: a model needs 'file'"), std::string::npos);
+  EXPECT_NE(err("models:\n  - file: a.gguf\n    pooling: max\n").find("'pooling' must be mean, cls, last or rank"),
+            std::string::npos);
   EXPECT_NE(err("models:\n  - file: a.gguf\n    threads: many\n").find("'threads' must be an integer"),
             std::string::npos);
   EXPECT_NE(err("models:\n  - file: a.gguf\n    idle_unload: 5m\n").find("needs 'residency: on_demand'"),
