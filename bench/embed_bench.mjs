@@ -1,15 +1,20 @@
-// Embeddings per second: tokenmill's /v1/embeddings against llama.cpp (node-llama-cpp's prebuilt CPU
-// library, tests/llamacpp: `npm install --omit=optional --ignore-scripts` there) on the same GGUF and
-// the same token sequences, same threads.
+// Embeddings per second: tokenmill's /v1/embeddings against llama.cpp on the same GGUF and the same
+// token sequences, same threads.
 //
 //   node bench/embed_bench.mjs --model M.gguf [--threads 2] [--n 256] [--len 32] [--batches 1,32,256]
+//                              [--llama-server PATH] [--reps 3]
 //
-// tokenmill: `tokenmill serve` on a free port; for each batch size B, requests of B inputs (token id
-// arrays of --len tokens) one after another until --n inputs are embedded; embeddings / wall time
-// (HTTP and JSON included). llama.cpp: an embedding context (contextSize and batchSize 2 * len),
-// getEmbeddingFor on each input in turn: node-llama-cpp evaluates one sequence per call, so its
-// figure does not depend on B (llama-server --embedding would batch several sequences of a request).
-// Prints one JSON object: {"tokenmill": {"1": eps, ...}, "llamacpp": eps, "n", "len", "threads"}.
+// With --llama-server (llama.cpp's own server, bench/build_llamacpp.sh builds it): both servers run on
+// free ports and the same client posts requests of B inputs (token id arrays of --len tokens) to each
+// `/v1/embeddings` in turn until --n inputs are embedded, alternating server by server and batch by
+// batch for --reps rounds; the figure is the median of the rounds (embeddings / wall time, HTTP and
+// JSON included). llama-server runs with --embedding, one slot per input of the largest batch
+// (--parallel), a context of that many sequences and a batch that holds them all, so it can batch a
+// request's inputs as tokenmill does.
+// Without it: llama.cpp is node-llama-cpp's prebuilt CPU library (tests/llamacpp: `npm install
+// --omit=optional --ignore-scripts` there): an embedding context, getEmbeddingFor on each input in turn
+// (one sequence per call, so its figure does not depend on B).
+// Prints one JSON object: {"tokenmill": {"1": eps, ...}, "llamacpp": eps or {"1": eps, ...}, "n", "len", "threads"}.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -41,35 +46,86 @@ async function freePort() {
   });
 }
 
-async function tokenmill() {
-  const port = await freePort();
-  const proc = spawn(binary, ['serve', '--model', args.model, '--port', String(port), '--threads', String(threads)],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
+async function waitHealthy(url, proc) {
+  for (let i = 0; i < 1200; i++) {
+    if (proc.exitCode !== null) throw new Error(`${url}: server exited (${proc.exitCode})`);
     try {
-      if ((await fetch(`${url}/health`)).status === 200) break;
+      if ((await fetch(`${url}/health`)).status === 200) return;
     } catch {}
     await new Promise((r) => setTimeout(r, 100));
   }
+  throw new Error(`${url}: not healthy after 120 s`);
+}
+
+async function startServer(cmd, argv) {
+  const proc = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err = (err + d).slice(-4000); });
+  const url = `http://127.0.0.1:${argv[argv.indexOf('--port') + 1]}`;
+  try {
+    await waitHealthy(url, proc);
+  } catch (e) {
+    proc.kill('SIGKILL');
+    throw new Error(`${e.message}\n${err}`);
+  }
+  return { proc, url };
+}
+
+const post = (url, input) => fetch(`${url}/v1/embeddings`, {
+  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input }),
+}).then((r) => r.json());
+
+// Embeddings per second for requests of b inputs, --n inputs in all.
+async function measure(url, b) {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i += b) {
+    const r = await post(url, inputs.slice(i, Math.min(n, i + b)));
+    if (!r.data || r.data.length !== Math.min(n, i + b) - i) throw new Error(JSON.stringify(r).slice(0, 500));
+  }
+  return n / ((performance.now() - t0) / 1000);
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function tokenmill() {
+  const port = await freePort();
+  const { proc, url } = await startServer(binary, ['serve', '--model', args.model, '--port', String(port),
+    '--threads', String(threads)]);
   const out = {};
   try {
-    const post = (input) => fetch(`${url}/v1/embeddings`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input }),
-    }).then((r) => r.json());
-    await post(inputs.slice(0, 2));  // warm-up
-    for (const b of batches) {
-      const t0 = performance.now();
-      for (let i = 0; i < n; i += b) {
-        const r = await post(inputs.slice(i, Math.min(n, i + b)));
-        if (!r.data) throw new Error(JSON.stringify(r));
-      }
-      out[b] = n / ((performance.now() - t0) / 1000);
-    }
+    await post(url, inputs.slice(0, 2));  // warm-up
+    for (const b of batches) out[b] = await measure(url, b);
   } finally {
     proc.kill('SIGTERM');
   }
   return out;
+}
+
+async function againstServer() {
+  const maxB = Math.max(...batches), reps = Number(args.reps ?? 3);
+  const tm = await startServer(binary, ['serve', '--model', args.model, '--port', String(await freePort()),
+    '--threads', String(threads)]);
+  const slots = maxB, ctx = slots * (len + 8);
+  const lc = await startServer(args['llama-server'], ['-m', args.model, '--embedding', '--port', String(await freePort()),
+    '--threads', String(threads), '--threads-batch', String(threads), '--parallel', String(slots), '-c', String(ctx),
+    '-b', String(ctx), '-ub', String(ctx), '--no-webui', '--log-disable']);
+  const tmr = {}, lcr = {};
+  try {
+    await post(tm.url, inputs.slice(0, 2));
+    await post(lc.url, inputs.slice(0, 2));
+    for (let r = 0; r < reps; r++) {
+      for (const b of batches) {
+        (tmr[b] ??= []).push(await measure(tm.url, b));
+        (lcr[b] ??= []).push(await measure(lc.url, b));
+        process.stderr.write(`round ${r} batch ${b}: tokenmill ${tmr[b].at(-1).toFixed(1)} llama-server ${lcr[b].at(-1).toFixed(1)}\n`);
+      }
+    }
+  } finally {
+    tm.proc.kill('SIGTERM');
+    lc.proc.kill('SIGTERM');
+  }
+  const med = (o) => Object.fromEntries(Object.entries(o).map(([b, xs]) => [b, median(xs)]));
+  return { tokenmill: med(tmr), llamacpp: med(lcr), reps };
 }
 
 async function llamacpp() {
@@ -86,6 +142,10 @@ async function llamacpp() {
   return eps;
 }
 
-const tm = await tokenmill();
-const lc = await llamacpp();
-console.log(JSON.stringify({ tokenmill: tm, llamacpp: lc, n, len, threads }));
+if (args['llama-server']) {
+  console.log(JSON.stringify({ ...(await againstServer()), n, len, threads }));
+} else {
+  const tm = await tokenmill();
+  const lc = await llamacpp();
+  console.log(JSON.stringify({ tokenmill: tm, llamacpp: lc, n, len, threads }));
+}

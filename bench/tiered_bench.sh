@@ -12,12 +12,13 @@
 # Models (random weights of real shapes, `tokenmill dummy`, generated once into bench/models):
 #   large: qwen2.5-0.5b Q8_0; small: a qwen2-shaped ~70M model (4 layers, 384 wide, tied, the same vocabulary).
 #   LARGE_MODEL=FILE / SMALL_MODEL=FILE use other files (e.g. models/stories260K/stories260K.gguf).
-# Threads: tiered splits THREADS between the two (small THREADS/2, large the rest); large alone
-# gets all THREADS. Default THREADS: the number of cores.
+# Threads: tiered splits THREADS between the two (small THREADS/2, large the rest) unless SMALL_THREADS /
+# LARGE_THREADS say otherwise (e.g. both THREADS: the cores are shared, the small model's work is short);
+# large alone gets all THREADS. Default THREADS: the number of cores.
 #
 # usage: bench/tiered_bench.sh      env: NUM_PROMPTS (200) CONCURRENCY (8) SHORT_OUT (32) LONG_OUT (64)
 #        LONG_WORDS (900) THRESHOLD (256) SEED (1) THREADS PORT (8133) TOKENMILL (build/tokenmill)
-#        MAX_MODEL_LEN (4096: both models' context; long prompts must fit)
+#        MAX_MODEL_LEN (4096: both models' context; long prompts must fit) SMALL_THREADS LARGE_THREADS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TM=${TOKENMILL:-build/tokenmill}
@@ -68,8 +69,8 @@ EOF
 
 cat >"$OUT/models.yaml" <<EOF
 models:
-  - {name: small, file: $(realpath "$SMALL"), threads: $(( THREADS / 2 > 0 ? THREADS / 2 : 1 )), max_model_len: $MAX_MODEL_LEN}
-  - {name: large, file: $(realpath "$LARGE"), threads: $(( THREADS - THREADS / 2 > 0 ? THREADS - THREADS / 2 : 1 )), max_model_len: $MAX_MODEL_LEN}
+  - {name: small, file: $(realpath "$SMALL"), threads: ${SMALL_THREADS:-$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))}, max_model_len: $MAX_MODEL_LEN}
+  - {name: large, file: $(realpath "$LARGE"), threads: ${LARGE_THREADS:-$(( THREADS - THREADS / 2 > 0 ? THREADS - THREADS / 2 : 1 ))}, max_model_len: $MAX_MODEL_LEN}
 routers:
   - name: auto
     default: small
