@@ -85,11 +85,6 @@ void layer_norm(const float* x, const float* w, const float* b, float* out, int6
   for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
 }
 
-inline float gelu(float x) {  // ggml's tanh approximation
-  constexpr float kA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kA * x * x)));
-}
-
 class BertEncoder final : public Embedder {
  public:
   static Result<std::unique_ptr<Embedder>> load(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
@@ -121,6 +116,7 @@ class BertEncoder final : public Embedder {
   std::vector<float> inv_freq_;
   // scratch, (n_tokens, dim)
   std::vector<float> x_, q_, k_, v_, att_, h_, h2_, tmp_, geglu_;
+  std::vector<float> ones_;  // gelu_mul's second factor for a plain GELU (GELU(x) * 1)
   std::vector<int32_t> pos_;
 };
 
@@ -375,7 +371,9 @@ void BertEncoder::run(const std::vector<std::span<const int32_t>>& seqs, std::ve
         for (int64_t t = t0; t < t1; ++t) {
           float* u = geglu_.data() + t * 2 * F;
           if (!L.up_b.empty()) add_inplace(u, L.up_b.data(), 2 * F);
-          for (int64_t i = 0; i < F; ++i) h_[static_cast<size_t>(t * F + i)] = gelu(u[i]) * u[F + i];
+          float* h = h_.data() + t * F;
+          std::copy(u, u + F, h);
+          gelu_mul(h, u + F, F);  // GELU (ggml's tanh form, vectorized) of the first half times the second
         }
       });
     } else if (L.gate.source().valid()) {  // jina-bert-v2: GELU(gate x) * (up x + b)
@@ -383,17 +381,19 @@ void BertEncoder::run(const std::vector<std::span<const int32_t>>& seqs, std::ve
       matmul_many(gu, 2, x_.data(), E, N, pool_);
       parallel(N, 4, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          float* g = h_.data() + t * F;
-          const float* u = h2_.data() + t * F;
-          for (int64_t i = 0; i < F; ++i) g[i] = gelu(g[i]) * (u[i] + (L.up_b.empty() ? 0.0f : L.up_b[static_cast<size_t>(i)]));
+          float* u = h2_.data() + t * F;
+          if (!L.up_b.empty()) add_inplace(u, L.up_b.data(), F);
+          gelu_mul(h_.data() + t * F, u, F);
         }
       });
     } else {
       matmul(L.up, x_.data(), E, h_.data(), F, N, pool_);
+      if (ones_.size() != static_cast<size_t>(F)) ones_.assign(static_cast<size_t>(F), 1.0f);
       parallel(N, 4, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           float* h = h_.data() + t * F;
-          for (int64_t i = 0; i < F; ++i) h[i] = gelu(h[i] + (L.up_b.empty() ? 0.0f : L.up_b[static_cast<size_t>(i)]));
+          if (!L.up_b.empty()) add_inplace(h, L.up_b.data(), F);
+          gelu_mul(h, ones_.data(), F);
         }
       });
     }
