@@ -40,6 +40,11 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
                  "speculative decoding as JSON with vLLM's keys, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                  "\"prompt_lookup_max\": 4}' or '{\"model\": \"draft.gguf\", \"num_speculative_tokens\": 3}' "
                  "(docs/speculative.md)");
+  app.add_option("--speculative-model,--model-draft", o.speculative_model,
+                 "draft model GGUF for speculative decoding (same tokenizer; vLLM's --speculative-model, llama-server's "
+                 "--model-draft): '{\"method\": \"draft_model\", \"model\": FILE}'");
+  app.add_option("--num-speculative-tokens,--draft-max", o.num_speculative_tokens,
+                 "most draft tokens per sequence and step (k) for --speculative-model or --speculative-config (default 4)");
   app.add_flag("--context-shift", o.context_shift,
                "endless generation: a sequence reaching the context drops the oldest half after its kept prefix and goes on");
   app.add_option("--context-shift-keep", o.context_shift_keep,
@@ -145,8 +150,21 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   if (static_cast<int32_t>(loras.size()) > c.max_loras)
     return Error{fmt::format("{} LoRA adapters given, more than --max-loras {}", loras.size(), c.max_loras)};
   for (const CliLora& l : loras) c.loras.push_back({l.name, l.path});
+  if (!o.speculative_config.empty() && !o.speculative_model.empty())
+    return Error{"--speculative-model and --speculative-config both given: give the draft model as the config's \"model\""};
   if (!o.speculative_config.empty()) {
     TM_ASSIGN_OR_RETURN(c.speculative, parse_speculative_config(o.speculative_config));
+  } else if (!o.speculative_model.empty()) {
+    c.speculative.method = "draft_model";
+    c.speculative.model = o.speculative_model;
+    c.speculative.num_speculative_tokens = 4;
+  }
+  if (o.num_speculative_tokens != 0) {
+    if (!c.speculative.enabled())
+      return Error{"--num-speculative-tokens needs --speculative-model or --speculative-config"};
+    if (o.num_speculative_tokens < 1 || o.num_speculative_tokens > 64)
+      return Error{"--num-speculative-tokens must be in [1, 64]"};
+    c.speculative.num_speculative_tokens = o.num_speculative_tokens;
   }
   if (o.policy == "fcfs") c.policy = SchedulingPolicy::Fcfs;
   else if (o.policy == "priority") c.policy = SchedulingPolicy::Priority;

@@ -39,6 +39,8 @@ struct EngineCli {
   std::vector<std::pair<std::string, std::string>> lora_scaled;
   int32_t max_loras = EngineConfig{}.max_loras;
   std::string speculative_config;  // --speculative-config JSON (vLLM's keys); empty: off
+  std::string speculative_model;     // --speculative-model / --model-draft FILE: a draft model (draft_model)
+  int32_t num_speculative_tokens = 0;  // --num-speculative-tokens / --draft-max N: k (0: the config's, else 4)
   std::string pooling = EngineConfig{}.pooling;  // --pooling: "" = the file's
 };
 
@@ -52,7 +54,8 @@ struct CliLora {
 
 // Adds --model --dtype --quantization --threads --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
-// --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config --pooling.
+// --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config --speculative-model
+// --num-speculative-tokens --pooling.
 void add_engine_options(CLI::App& app, EngineCli& o);
 // Adds --lora [NAME=]FILE[:SCALE] (repeatable), --lora-scaled FILE SCALE (llama.cpp's spelling)
 // and --max-loras: the adapters go into EngineConfig::loras.

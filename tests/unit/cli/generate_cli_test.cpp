@@ -95,6 +95,28 @@ TEST(GenerateCli, BadInputFailsClearly) {
   EXPECT_NE(r.err.find("bad.jsonl:1"), std::string::npos);
 }
 
+// --speculative-model FILE (vLLM's older flag, llama-server's --model-draft) and --num-speculative-tokens:
+// the default model drafting for itself keeps the golden greedy story; contradictions fail clearly.
+TEST(GenerateCli, SpeculativeModelFlagKeepsTheGreedyStory) {
+  std::string expected = slurp(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  const std::string draft = test::source_path("models/stories260K/stories260K.gguf");
+  for (const std::string flags : {" --speculative-model " + draft, " --model-draft " + draft + " --draft-max 2"}) {
+    auto r = test::run_command(bin() + " generate --temperature 0 --max-tokens 200 --no-stream" + flags);
+    ASSERT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+    std::string out = r.out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    EXPECT_EQ(out, expected) << flags;
+  }
+  auto both = test::run_command(bin() + " generate --max-tokens 4 --speculative-model " + draft +
+                                " --speculative-config '{\"method\": \"ngram\"}'");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--speculative-model and --speculative-config both given"), std::string::npos) << both.err;
+  auto lone = test::run_command(bin() + " generate --max-tokens 4 --num-speculative-tokens 3");
+  EXPECT_NE(lone.exit_code, 0);
+  EXPECT_NE(lone.err.find("--num-speculative-tokens needs"), std::string::npos) << lone.err;
+}
+
 TEST(BenchEngineCli, JsonShape) {
   auto r = test::run_command(bin() + " bench engine --batch 1,4 --prompt-len 16 --gen-len 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
