@@ -18,8 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-#define EXPECT_ERROR_HAS(err, phrase) EXPECT_NE((err).find(phrase), std::string::npos) << "error: " << (err)
-
 json tiny_qwen3(int64_t vocab) {
   return {{"architectures", {"Qwen3ForCausalLM"}}, {"hidden_size", 16}, {"intermediate_size", 8},
           {"num_hidden_layers", 1}, {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 8},

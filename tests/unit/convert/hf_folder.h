@@ -7,12 +7,30 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "../formats/st_builder.h"
+#include "convert/hf_model.h"
+#include "formats/gguf.h"
 #include "test_support.h"
 
+// An error text that must name something (the convert tests' refusals).
+#define EXPECT_ERROR_HAS(err, phrase) EXPECT_NE((err).find(phrase), std::string::npos) << "error: " << (err)
+
 namespace tmill::test {
+
+// Converts the HF folder `dir` (convert_hf_to_gguf, --outtype `outtype`) and opens the result.
+inline GgufFile convert(const std::string& dir, const std::string& outtype = "auto") {
+  const std::string out = temp_dir() + "/out.gguf";
+  HfConvertOptions o;
+  o.outtype = outtype;
+  auto st = convert_hf_to_gguf(dir, out, o);
+  EXPECT_TRUE(st.ok()) << st.error();
+  auto f = GgufFile::open(out);
+  EXPECT_TRUE(f.ok()) << f.error();
+  return std::move(f).value();
+}
 
 struct HfTensor {
   std::vector<int64_t> shape;  // HF order (outermost first)

@@ -17,19 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-#define EXPECT_ERROR_HAS(err, phrase) EXPECT_NE((err).find(phrase), std::string::npos) << "error: " << (err)
-
-GgufFile convert(const std::string& dir, const std::string& outtype = "auto") {
-  const std::string out = temp_dir() + "/out.gguf";
-  HfConvertOptions o;
-  o.outtype = outtype;
-  auto st = convert_hf_to_gguf(dir, out, o);
-  EXPECT_TRUE(st.ok()) << st.error();
-  auto f = GgufFile::open(out);
-  EXPECT_TRUE(f.ok()) << f.error();
-  return std::move(f).value();
-}
-
 std::string convert_error(const std::string& dir, const std::string& outtype = "auto") {
   auto st = convert_hf_to_gguf(dir, temp_dir() + "/out.gguf", HfConvertOptions{outtype, "", nullptr});
   return st.ok() ? "<converted OK>" : st.error();

@@ -23,8 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-#define EXPECT_ERROR_HAS(err, phrase) EXPECT_NE((err).find(phrase), std::string::npos) << "error: " << (err)
-
 // A one-layer Qwen3 shape with rows of 32 (Q8_0 blocks) and the real Qwen3 tokenizer and chat template.
 std::string qwen3_folder() {
   const json cfg = {{"architectures", {"Qwen3ForCausalLM"}}, {"hidden_size", 32}, {"intermediate_size", 64},
