@@ -32,6 +32,14 @@ void tune_allocator() {
 #endif
 }
 
+void bound_allocator() {
+#if defined(__GLIBC__)
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  if (!std::getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 4 << 20);
+  if (!std::getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 4);
+#endif
+}
+
 void release_free_memory() {
 #if defined(__GLIBC__)
   malloc_trim(0);

@@ -64,15 +64,17 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
                             format_bytes(bytes), format_bytes(want), cfg.max_num_seqs, want_len, format_bytes(avail));
     if (cfg.memory_limit_bytes > 0) {
       if (weight_bytes >= cfg.memory_limit_bytes)
-        return Error{fmt::format("--memory-limit {}: the weights alone take {}", format_bytes(cfg.memory_limit_bytes),
-                                 format_bytes(weight_bytes))};
+        return Error{fmt::format("memory limit {} for the weights and KV cache (--memory-limit less --buffer-memory): "
+                                 "the weights alone take {}",
+                                 format_bytes(cfg.memory_limit_bytes), format_bytes(weight_bytes))};
       bytes = std::min(bytes, cfg.memory_limit_bytes - weight_bytes);
       plan.note += fmt::format(", --memory-limit {} minus {} of weights", format_bytes(cfg.memory_limit_bytes),
                                format_bytes(weight_bytes));
     }
     plan.note += ")";
   } else if (cfg.memory_limit_bytes > 0 && weight_bytes + bytes > cfg.memory_limit_bytes) {
-    return Error{fmt::format("--memory-limit {}: weights {} plus the KV cache {} do not fit; lower --kv-cache-memory "
+    return Error{fmt::format("memory limit {} for the weights and KV cache (--memory-limit less --buffer-memory): "
+                             "weights {} plus the KV cache {} do not fit; lower --kv-cache-memory "
                              "(or --gpu-memory-utilization) or raise --memory-limit",
                              format_bytes(cfg.memory_limit_bytes), format_bytes(weight_bytes), format_bytes(bytes))};
   }

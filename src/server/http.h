@@ -77,6 +77,10 @@ struct HttpOptions {
   size_t max_header_bytes = 65536;     // request line + headers; larger: 431
   size_t max_headers = 100;            // more header lines: 431
   size_t payload_max_bytes = 8u << 20; // larger bodies get 413
+  // Memory for bytes received, request bodies and their parsing, and output buffers, all connections
+  // together (server/memory_budget.h); 0: counted, not limited. A request that does not fit is shed
+  // (503 + Retry-After); one that could never fit gets 413.
+  uint64_t buffer_memory_bytes = 0;
   // TLS (vLLM's flags): a certificate chain and key in PEM turn it on; client certificates signed by
   // ssl_ca_certs are asked for with ssl_cert_reqs 1 (optional) or 2 (required).
   std::string ssl_certfile, ssl_keyfile, ssl_ca_certs;
@@ -101,6 +105,9 @@ class HttpHandler {
   virtual HttpResponse transport_error(int status, const HttpRequest& head) = 0;
   // A handler threw.
   virtual HttpResponse internal_error(const std::string& what) = 0;
+  // The request needs `needed` bytes of the transport's memory budget (`limit`) and they are not free
+  // now (503, retry) or never could be (needed > limit: 413).
+  virtual HttpResponse memory_full(uint64_t needed, uint64_t limit, const HttpRequest& head) = 0;
 };
 
 }  // namespace tmill::server

@@ -15,12 +15,16 @@
 
 #include "server/http_parser.h"
 #include "server/http_server.h"
+#include "server/memory_budget.h"
 #include "server/tls.h"
 
 namespace tmill::server {
 
 constexpr size_t kLingerMaxBytes = 16u << 20;  // a lingering close drops at most this much
 constexpr int kLingerMs = 2000;                  // ... for at most this long
+// While the transport's memory budget is full, a connection whose unparsed head grows past this is
+// shed (closed): heads of ordinary requests are smaller.
+constexpr size_t kHeadBytesWhenFull = 8192;
 
 inline int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -49,6 +53,14 @@ struct HttpServer::Conn {
   RequestHead head;
   std::string body;
   ChunkedDecoder chunked;
+  // Bytes of the transport's MemoryBudget this connection holds (I/O thread): what `in` and `body`
+  // take (a body's whole Content-Length once its head is accepted).
+  uint64_t in_charge = 0, body_charge = 0;
+  // The body did not fit the budget: it is read and dropped, then answered memory_full (the client
+  // gets a clean 503 instead of a connection closed under its upload). `shed_need`: what it needed.
+  bool discard_body = false;
+  uint64_t shed_need = 0;
+  MemoryBudget* budget = nullptr;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -57,7 +69,11 @@ struct HttpServer::Conn {
   int64_t last_write = 0;  // ms: when the output last progressed (or became pending)
   bool want_write_posted = false;
   std::atomic<bool> gone{false};
+  uint64_t out_charge = 0;  // what `out` takes, counted in `budget` (mu)
 
+  ~Conn() {
+    if (budget) budget->release(in_charge + body_charge + out_charge);
+  }
   size_t pending() const { return out.size() - out_off; }
   // Socket or TLS I/O: >0 bytes, 0 the peer closed, -1 would block, -2 failed.
   ssize_t recv_some(char* buf, size_t n) {
@@ -95,8 +111,14 @@ struct HttpServer::Conn {
     out.clear();
     out_off = 0;
     if (out.capacity() > (64u << 10)) std::string().swap(out);
+    charge_out_locked();
     cv.notify_all();
     return true;
+  }
+  // Counts what `out` holds now (mu held). Bytes already appended are counted even above the limit;
+  // a stream then waits for its reader (HttpServer::append_output).
+  void charge_out_locked() {
+    if (budget) budget->adjust(&out_charge, out.capacity(), true);
   }
 };
 

@@ -73,7 +73,10 @@ size_t ElasticPool::threads() const {
 // Set-up and tear-down
 
 HttpServer::HttpServer(HttpOptions options, HttpHandler& handler)
-    : opt_(std::move(options)), handler_(handler), pool_(static_cast<size_t>(std::max(1, opt_.max_threads))) {
+    : opt_(std::move(options)),
+      handler_(handler),
+      budget_(opt_.buffer_memory_bytes),
+      pool_(static_cast<size_t>(std::max(1, opt_.max_threads))) {
   limits_.max_request_line = opt_.max_request_line;
   limits_.max_header_bytes = opt_.max_header_bytes;
   limits_.max_header_line = std::max<size_t>(opt_.max_request_line, 8192);
@@ -274,6 +277,7 @@ void HttpServer::on_accept() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // tokens must not wait for Nagle
     auto c = std::make_shared<Conn>();
     c->fd = fd;
+    c->budget = &budget_;
     if (tls_ && !(c->ssl = tls_->new_session(fd))) {
       ::close(fd);
       continue;
@@ -355,7 +359,20 @@ void HttpServer::on_event(const std::shared_ptr<Conn>& c, uint32_t events) {
     }
     if (round >= 3 && !(c->ssl && !linger && tls_pending(c->ssl))) break;
   }
-  if (c->st != Conn::St::Linger) process_input(c);
+  if (c->st == Conn::St::Linger) return;
+  process_input(c);
+  // What stays in `in` (a head still arriving, pipelined bytes) is counted; the bytes of one read
+  // burst are not (a single I/O thread: at most one burst, 256 KiB, at a time).
+  if (c->in.capacity() > (64u << 10) && c->in.size() < (16u << 10)) c->in.shrink_to_fit();
+  budget_.adjust(&c->in_charge, c->in.capacity(), true);
+  const auto open = conns_.find(c->fd);
+  if (open == conns_.end() || open->second != c) return;  // process_input closed it
+  if (budget_.over() && c->st == Conn::St::Head && c->in.size() > kHeadBytesWhenFull) {
+    // The transport's memory is full: a connection sending a large head is shed (small heads go on, so
+    // /health and requests without bodies still answer; bodies are shed by begin_request).
+    budget_.count_refusal();
+    close_conn(c);
+  }
 }
 
 void HttpServer::handle_messages() {

@@ -32,6 +32,7 @@
 #include "core/result.h"
 #include "server/http.h"
 #include "server/http_parser.h"
+#include "server/memory_budget.h"
 #include "server/tls.h"
 
 namespace tmill::server {
@@ -77,6 +78,8 @@ class HttpServer {
 
   int port() const { return port_; }
   size_t open_connections() const { return open_.load(); }
+  // The memory that bytes received, request bodies, their parsing and output buffers hold.
+  const MemoryBudget& memory() const { return budget_; }
   bool closing() const { return closing_.load(); }
 
   // True when the peer of `fd` has closed or reset the connection (a non-blocking check). A client
@@ -101,7 +104,7 @@ class HttpServer {
   void handle_messages();
 
   // Worker side.
-  void run_handler(const std::shared_ptr<Conn>& c, HttpRequest req);
+  void run_handler(const std::shared_ptr<Conn>& c, HttpRequest req, uint64_t charge);
   void run_response(const std::shared_ptr<Conn>& c, HttpResponse res, bool head_only);
   bool append_output(const std::shared_ptr<Conn>& c, std::string_view bytes, bool wait_for_room);
   void post(const std::shared_ptr<Conn>& c, Msg m);
@@ -109,6 +112,7 @@ class HttpServer {
   HttpOptions opt_;
   HttpLimits limits_;
   HttpHandler& handler_;
+  MemoryBudget budget_;  // before every member that holds connections: they give their bytes back to it
   int port_ = -1;
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1, spare_fd_ = -1;
   std::thread io_thread_;

@@ -4,6 +4,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <utility>
+
 #include "core/log.h"
 #include "server/http_conn.h"
 #include "server/http_server.h"
@@ -49,11 +51,30 @@ void HttpServer::process_input(const std::shared_ptr<Conn>& c) {
     const size_t max = handler_.max_body_bytes();
     size_t used = 0;
     bool complete = false, failed = false, too_large = false;
-    if (c->head.chunked) {
+    if (c->discard_body) {  // shed: read and drop
+      if (c->head.chunked) {
+        used = c->chunked.feed(c->in, c->body, ~size_t{0});
+        complete = c->chunked.done();
+        failed = c->chunked.error();
+        c->body.clear();
+        if (c->body.capacity() > (64u << 10)) c->body.shrink_to_fit();
+      } else {
+        used = static_cast<size_t>(std::min<uint64_t>(c->body_left, c->in.size()));
+        c->body_left -= used;
+        complete = c->body_left == 0;
+      }
+    } else if (c->head.chunked) {
       used = c->chunked.feed(c->in, c->body, max);
       complete = c->chunked.done();
       failed = c->chunked.error();
       too_large = c->chunked.too_large();
+      if (!failed && !budget_.adjust(&c->body_charge, c->body.capacity(), false)) {  // a chunked body grows
+        budget_.count_refusal();  // the rest is read and dropped, then answered
+        c->discard_body = true;
+        c->shed_need = c->body.capacity();
+        c->body = std::string();
+        budget_.adjust(&c->body_charge, 0, true);
+      }
     } else {
       used = static_cast<size_t>(std::min<uint64_t>(c->body_left, c->in.size()));
       c->body.append(c->in, 0, used);
@@ -71,6 +92,16 @@ void HttpServer::process_input(const std::shared_ptr<Conn>& c) {
       c->in.clear();
       answer_from_io(c, handler_.body_error(too_large, h));
       return;
+    }
+    if (complete && c->discard_body) {
+      HttpRequest h;
+      h.method = c->head.method;
+      h.path = c->head.path;
+      h.headers = c->head.headers;
+      c->discard_body = false;
+      c->body = std::string();
+      answer_from_io(c, handler_.memory_full(c->shed_need, budget_.limit(), h));
+      return;  // keep-alive: finish_response goes on with a pipelined request
     }
     if (complete) dispatch(c);
   }
@@ -101,6 +132,23 @@ void HttpServer::begin_request(const std::shared_ptr<Conn>& c, size_t head_end) 
   }
   if (!early && !c->head.chunked && c->head.content_length.value_or(0) > handler_.max_body_bytes()) {
     early = handler_.body_error(true, h);
+  }
+  // The body's bytes are counted before they arrive: one that does not fit now is shed (503), one
+  // larger than the whole budget refused (413).
+  const uint64_t body_len = c->head.chunked ? 0 : c->head.content_length.value_or(0);
+  c->discard_body = false;
+  if (!early && body_len > 0) {
+    if (budget_.limit() != 0 && body_len > budget_.limit()) {
+      budget_.count_refusal();
+      early = handler_.memory_full(body_len, budget_.limit(), h);
+    } else if (budget_.try_reserve(body_len)) {
+      c->body_charge = body_len;
+      c->body.reserve(body_len);
+    } else {  // read and dropped, then answered 503 (process_input)
+      budget_.count_refusal();
+      c->discard_body = true;
+      c->shed_need = body_len;
+    }
   }
   if (early) {
     if (c->head.has_body()) c->close_after = true;  // its body stays unread
@@ -142,7 +190,9 @@ void HttpServer::dispatch(const std::shared_ptr<Conn>& c) {
     std::lock_guard<std::mutex> lock(c->mu);
     set_interest(*c, c->pending() > 0 ? (EPOLLRDHUP | EPOLLOUT) : EPOLLRDHUP);
   }
-  pool_.enqueue([this, c, req = std::move(req)]() mutable { run_handler(c, std::move(req)); });
+  // The body's charge goes with it to the worker, which adds what handling it takes.
+  const uint64_t charge = std::exchange(c->body_charge, 0);
+  pool_.enqueue([this, c, req = std::move(req), charge]() mutable { run_handler(c, std::move(req), charge); });
 }
 
 // A response the I/O thread itself produced (errors, before_body's answers).
@@ -201,7 +251,20 @@ void HttpServer::finish_response(const std::shared_ptr<Conn>& c) {
   c->scanned = 0;
   c->head = RequestHead{};
   c->deadline = now_ms() + opt_.keep_alive_timeout_s * 1000LL;
-  if (c->in.capacity() > (64u << 10)) c->in.shrink_to_fit();
+  if (c->in.empty()) {
+    std::string().swap(c->in);  // an idle keep-alive connection holds no buffer
+  } else if (c->in.capacity() > (64u << 10)) {
+    c->in.shrink_to_fit();
+  }
+  budget_.adjust(&c->in_charge, c->in.capacity(), true);
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    if (c->pending() == 0) {
+      std::string().swap(c->out);
+      c->out_off = 0;
+      c->charge_out_locked();
+    }
+  }
   set_interest(*c, EPOLLIN);
   if (!c->in.empty()) process_input(c);  // a pipelined request
 }

@@ -1,17 +1,21 @@
 // The worker side of the transport (http_server.h): runs the handler, writes the response into the
 // connection's output buffer (head, body or chunks), waits while a slow reader's buffer is full, and
 // tells the I/O thread when the response is over.
+#include <algorithm>
 #include <exception>
 
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "core/memory.h"
 #include "server/http_conn.h"
 #include "server/http_server.h"
 
 namespace tmill::server {
 
 namespace {
+
+constexpr uint64_t kTrimAfterBytes = 8u << 20;
 
 bool skip_header(std::string_view name) {
   auto ieq = [&](std::string_view b) {
@@ -48,6 +52,7 @@ bool HttpServer::append_output(const std::shared_ptr<Conn>& cp, std::string_view
   if (c.gone) return false;
   if (c.pending() == 0) c.last_write = now_ms();
   c.out.append(bytes);
+  c.charge_out_locked();
   if (!c.flush_locked()) return false;
   if (c.pending() > 0 && !c.want_write_posted) {
     c.want_write_posted = true;
@@ -56,10 +61,13 @@ bool HttpServer::append_output(const std::shared_ptr<Conn>& cp, std::string_view
     lock.lock();
   }
   if (!wait_for_room) return !c.gone;
-  while (!c.gone && c.pending() > opt_.output_buffer_max_bytes) {
+  // Wait while this buffer is over its cap, or while the transport's memory is over its budget and
+  // this buffer still holds bytes (a stream whose reader lags stops growing it).
+  auto full = [&] { return c.pending() > opt_.output_buffer_max_bytes || (budget_.over() && c.pending() > 0); };
+  while (!c.gone && full()) {
     const auto until = std::chrono::steady_clock::time_point(std::chrono::milliseconds(c.last_write)) +
                        std::chrono::seconds(opt_.write_timeout_s);
-    if (c.cv.wait_until(lock, until) == std::cv_status::timeout && c.pending() > opt_.output_buffer_max_bytes &&
+    if (c.cv.wait_until(lock, until) == std::cv_status::timeout && full() &&
         now_ms() - c.last_write >= opt_.write_timeout_s * 1000LL) {
       c.gone = true;
       break;
@@ -96,10 +104,23 @@ class ConnSink final : public ChunkSink {
 
 }  // namespace
 
-void HttpServer::run_handler(const std::shared_ptr<Conn>& c, HttpRequest req) {
+void HttpServer::run_handler(const std::shared_ptr<Conn>& c, HttpRequest req, uint64_t charge) {
   HttpResponse res;
+  // What handling the body takes (parsing, prompts, token ids), counted on top of its bytes until the
+  // response is over; a request without a body counts nothing, so /health and /metrics always answer.
+  const uint64_t need = req.body.empty() ? 0 : std::max(charge, request_memory_estimate(req.body));
+  const bool fits = need <= charge || budget_.try_reserve(need - charge);
+  if (fits) {
+    charge = std::max(charge, need);
+  } else {
+    budget_.count_refusal();
+  }
   try {
-    res = handler_.handle(req);
+    if (!fits) {
+      res = handler_.memory_full(need, budget_.limit(), req);
+    } else {
+      res = handler_.handle(req);
+    }
   } catch (const std::exception& e) {
     log_error("http handler exception: {}", e.what());
     res = handler_.internal_error(e.what());
@@ -108,6 +129,11 @@ void HttpServer::run_handler(const std::shared_ptr<Conn>& c, HttpRequest req) {
     res = handler_.internal_error("unknown exception");
   }
   run_response(c, std::move(res), req.method == "HEAD");
+  req = HttpRequest{};
+  budget_.release(charge);
+  // A large request's memory (parse trees, token ids: many small blocks in this thread's malloc
+  // arena) goes back to the system rather than staying resident in that arena.
+  if (charge >= kTrimAfterBytes) release_free_memory();
   post(c, Msg::Done);
 }
 

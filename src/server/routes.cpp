@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "core/strings.h"
 #include "server/openai_response.h"
 #include "server/request_fields.h"
 #include "server/server.h"
@@ -270,6 +271,27 @@ HttpResponse Server::transport_error(int status, const HttpRequest& req) {
               : status == 404 ? fmt::format("Not found: {} {}", req.method, req.path)
                               : fmt::format("Malformed HTTP request (status {})", status);
   return finish(reply_error(e, status >= 500 ? "engine_error" : "invalid_request"), req, request_id_of(req));
+}
+
+HttpResponse Server::memory_full(uint64_t needed, uint64_t limit, const HttpRequest& req) {
+  ApiError e;
+  if (needed > limit) {
+    e.status = 413;
+    e.message = fmt::format("The request needs about {} of the server's request memory and the whole budget is {} "
+                            "(--buffer-memory); send a smaller request",
+                            format_bytes(needed), format_bytes(limit));
+    e.code = "request_too_large";
+  } else {
+    e.status = 503;
+    e.message = fmt::format("The server's request memory is full (the request needs about {} of {}, "
+                            "--buffer-memory); retry later",
+                            format_bytes(needed), format_bytes(limit));
+    e.code = "memory_full";
+  }
+  HttpResponse res = reply_error(e, needed > limit ? "payload_too_large" : "memory_full");
+  if (e.status == 503) res.set_header("Retry-After", "1");
+  res.close_connection = has_body(req);  // a body may still be unread
+  return finish(std::move(res), req, request_id_of(req));
 }
 
 HttpResponse Server::internal_error(const std::string& what) {

@@ -146,6 +146,20 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
         .set(static_cast<double>(self->models_->loads()));
     r.counter("tokenmill:model_unloads_total", "Models unloaded (idle, to make room, by the admin routes).")
         .set(static_cast<double>(self->models_->unloads()));
+    if (!self->http_) return;
+    const MemoryBudget& b = self->http_->memory();
+    r.gauge("tokenmill:buffer_memory_bytes",
+            "Memory held for requests and responses: bytes received, request bodies and their parsing, output "
+            "buffers (counted, not measured).")
+        .set(static_cast<double>(b.used()));
+    r.gauge("tokenmill:buffer_memory_limit_bytes", "The budget of tokenmill:buffer_memory_bytes (--buffer-memory).")
+        .set(static_cast<double>(b.limit()));
+    r.gauge("tokenmill:buffer_memory_peak_bytes", "The highest tokenmill:buffer_memory_bytes since the start.")
+        .set(static_cast<double>(b.peak()));
+    r.counter("tokenmill:buffer_memory_refusals_total",
+              "Requests shed (503, or a connection closed while sending a large head) because the request memory "
+              "was full, and requests larger than it (413).")
+        .set(static_cast<double>(b.refused()));
   });
   s->http_ = std::make_unique<HttpServer>(s->opts_.http, *s);
   TM_ASSIGN_OR_RETURN(int port, s->http_->bind());

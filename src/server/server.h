@@ -128,6 +128,7 @@ class Server final : public HttpHandler {
   bool origin_allowed(const std::string& origin) const;
   HttpResponse transport_error(int status, const HttpRequest& head) override;
   HttpResponse internal_error(const std::string& what) override;
+  HttpResponse memory_full(uint64_t needed, uint64_t limit, const HttpRequest& head) override;
 
   // The route table (routes.cpp): path -> method, credentials, readiness, handler.
   enum class Access { Open, Key, Admin };

@@ -21,7 +21,7 @@ const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512
 
 const char* kFailureReasons[] = {"invalid_request", "context_length_exceeded", "unauthorized", "not_found",
                                  "method_not_allowed", "payload_too_large", "queue_full", "queue_timeout",
-                                 "request_timeout", "unavailable", "engine_error", "rate_limited"};
+                                 "request_timeout", "unavailable", "engine_error", "rate_limited", "memory_full"};
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 

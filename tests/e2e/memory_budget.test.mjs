@@ -54,7 +54,9 @@ models:
   - {name: a2, file: ${A}, ${od}}
   - {name: b, file: ${B}, ${od}}
 `);
-  server = await startServer(['--models-file', cfg, '--threads', '1']);
+  // The request memory (--buffer-memory) comes out of the limit too: a small share here, so that two
+  // of the three models fit.
+  server = await startServer(['--models-file', cfg, '--threads', '1', '--buffer-memory', '4MiB']);
   const pid = server.proc.pid;
   const unload = async (model) => {
     const r = await fetch(`${server.url}/models/unload`, { method: 'POST', body: JSON.stringify({ model }),

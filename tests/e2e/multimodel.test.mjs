@@ -201,9 +201,10 @@ test('an overloaded model falls back to the next of its chain', async () => {
 });
 
 test('the memory budget refuses a model that cannot fit (503 model_unavailable); admin load/unload', async () => {
-  // small + big (one file, 8 MiB KV each) fit in 20 MiB; od's 8 MiB more do not.
+  // small + big (one file, 8 MiB KV each) fit in 20 MiB; od's 8 MiB more do not. The limit is 24 MiB:
+  // 4 MiB of it is the request memory (--buffer-memory).
   const cfg = `
-memory_limit: 20MiB
+memory_limit: 24MiB
 models:
   - {name: small, file: ${MODEL_FILE}, kv_cache_memory: 8MiB}
   - {name: big, file: ${MODEL_FILE}, kv_cache_memory: 8MiB}
@@ -211,7 +212,8 @@ models:
 routers:
   - {name: auto, default: [od, small]}
 `;
-  const { server, client } = await start(['--models-file', modelsFile('budget.yaml', cfg), '--api-key', 'k1'], {}, 'k1');
+  const { server, client } = await start(['--models-file', modelsFile('budget.yaml', cfg), '--api-key', 'k1',
+                                          '--buffer-memory', '4MiB'], {}, 'k1');
   await assert.rejects(client.chat.completions.create({ model: 'od', messages: chat('hi'), max_tokens: 2 }), (e) => {
     assert.equal(e.status, 503);
     assert.equal(e.code, 'model_unavailable');

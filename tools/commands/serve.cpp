@@ -54,6 +54,7 @@ struct ServeCli {
   std::vector<std::string> model_entries;
   std::string models_file;
   std::string memory_limit;
+  std::string buffer_memory;  // --buffer-memory; empty: an eighth of the limit (or of RAM), 16 MiB..1 GiB
   std::vector<std::string> lora_modules;  // vLLM's --lora-modules: NAME=FILE or a JSON object
   std::vector<std::string> served_names;  // --served-model-name NAME [ALIAS ...]
 };
@@ -117,6 +118,13 @@ bool several_models(const ServeCli& o) {
   return std::unique(all.begin(), all.end()) - all.begin() > 1;
 }
 
+// --buffer-memory's default: an eighth of the memory limit (or of RAM), at least 16 MiB (a quarter of
+// a smaller limit), at most 1 GiB.
+uint64_t default_buffer_memory(uint64_t limit) {
+  const uint64_t floor = std::min<uint64_t>(16ull << 20, limit / 4);
+  return std::min<uint64_t>(std::max(limit / 8, floor), 1ull << 30);
+}
+
 // The registry's path: every model's spec and engine options, the thread policy, the memory
 // budget and the routers, into the server's options; the loader creates a model's engine by name.
 tmill::Status configure_models(ServeCli& o) {
@@ -150,7 +158,13 @@ tmill::Status configure_models(ServeCli& o) {
   if (!limit_text.empty()) {
     TM_ASSIGN_OR_RETURN(limit, cli::parse_memory_limit(limit_text));
   }
-  o.server.memory_limit = limit;
+  // The request memory (--buffer-memory) comes out of the limit (the file's or the default one too).
+  if (limit && o.buffer_memory.empty())
+    o.server.http.buffer_memory_bytes = default_buffer_memory(limit);
+  if (limit && o.server.http.buffer_memory_bytes >= limit)
+    return Error{fmt::format("--buffer-memory {} leaves nothing of the memory limit {} for the models",
+                             format_bytes(o.server.http.buffer_memory_bytes), format_bytes(limit))};
+  o.server.memory_limit = limit ? limit - o.server.http.buffer_memory_bytes : 0;
   auto engines = std::make_shared<std::map<std::string, cli::EngineCli>>();
   for (auto& m : models) {
     // Engine options are checked now, not at a model's first request.
@@ -162,7 +176,9 @@ tmill::Status configure_models(ServeCli& o) {
     o.server.models.push_back(m.spec);
   }
   o.server.routers = std::move(routers);
-  if (limit) log_info("memory limit: {} for weights and KV caches of resident models", format_bytes(limit));
+  if (limit)
+    log_info("memory limit: {}: {} for weights and KV caches of resident models, {} for requests (--buffer-memory)",
+             format_bytes(limit), format_bytes(o.server.memory_limit), format_bytes(o.server.http.buffer_memory_bytes));
   o.server.engine_loader = [engines](const server::ModelSpec& spec, double* load_s) {
     return cli::create_engine(engines->at(spec.name), load_s);
   };
@@ -304,6 +320,32 @@ int run(ServeCli& o) {
     return 1;
   }
   o.server.http.payload_max_bytes = *body;
+  // The request memory (--buffer-memory) comes out of --memory-limit; the models get the rest.
+  if (!o.memory_limit.empty() || !o.buffer_memory.empty()) bound_allocator();
+  uint64_t limit_bytes = 0;
+  if (!o.memory_limit.empty()) {
+    auto limit = cli::parse_memory_limit(o.memory_limit);
+    if (!limit.ok()) {
+      log_error("{}", limit.error());
+      return 2;
+    }
+    limit_bytes = *limit;
+  }
+  if (!o.buffer_memory.empty()) {
+    auto b = parse_size(o.buffer_memory);
+    if (!b.ok() || *b == 0) {
+      log_error("--buffer-memory: {}", b.ok() ? "must be positive" : b.error());
+      return 2;
+    }
+    o.server.http.buffer_memory_bytes = *b;
+  } else {
+    o.server.http.buffer_memory_bytes = default_buffer_memory(limit_bytes ? limit_bytes : meminfo_bytes("MemTotal"));
+  }
+  if (limit_bytes && o.server.http.buffer_memory_bytes >= limit_bytes) {
+    log_error("--buffer-memory {} leaves nothing of --memory-limit {} for the models",
+              format_bytes(o.server.http.buffer_memory_bytes), format_bytes(limit_bytes));
+    return 2;
+  }
   // Serving default: one long prompt takes at most half of a step's token budget, so requests that
   // arrive during its prefill start at the next step instead of waiting for all of it.
   if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
@@ -318,14 +360,8 @@ int run(ServeCli& o) {
     }
   } else {
     // --memory-limit with one model: its weights + KV cache (the automatic KV size is capped by it)
-    if (!o.memory_limit.empty()) {
-      auto limit = cli::parse_memory_limit(o.memory_limit);
-      if (!limit.ok()) {
-        log_error("{}", limit.error());
-        return 2;
-      }
-      o.engine.memory_limit_bytes = *limit;
-    }
+    // and the request memory.
+    if (limit_bytes) o.engine.memory_limit_bytes = limit_bytes - o.server.http.buffer_memory_bytes;
     auto cfg = cli::engine_config(o.engine);
     if (!cfg.ok()) {
       log_error("{}", cfg.error());
@@ -522,6 +558,10 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "how tool calls are read from the output (default: from the chat template): " +
                                 tmill::tool_call_format_names());
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
+             app.add_option("--buffer-memory", o->buffer_memory,
+                            "memory for requests and responses: bytes received, bodies and their parsing, output "
+                            "buffers (503 when full; part of --memory-limit); default: an eighth of --memory-limit "
+                            "(or of RAM), 16MiB (a quarter of a smaller limit) to 1GiB");
              app.add_option("--max-connections", s.http.max_connections,
                             "open connections held at once, idle ones included (more are refused; the open-file "
                             "limit is raised to fit)")

@@ -52,7 +52,8 @@ TEST(ServeVllmFlags, DtypeQuantizationAndMemory) {
         Case{"--quantization awq", "--quantization awq: tokenmill does not load AWQ weights"},
         Case{"--quantization fp8", "tokenmill does not load FP8 weights"},
         Case{"--quantization q3_x", "unknown quantization type 'q3_x'"},
-        Case{"--memory-limit 1000", "--memory-limit 1000 B: the weights alone take"},
+        Case{"--memory-limit 1000", "memory limit 750 B for the weights and KV cache (--memory-limit less "
+                                          "--buffer-memory): the weights alone take"},
         Case{"--memory-limit 4MiB --kv-cache-memory 8MiB", "do not fit; lower --kv-cache-memory"},
         Case{"--memory-limit lots", "--memory-limit: "}}) {
     SCOPED_TRACE(c.args);

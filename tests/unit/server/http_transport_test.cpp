@@ -24,14 +24,23 @@ namespace {
 class StubHandler final : public HttpHandler {
  public:
   std::atomic<bool> stream_write_failed{false}, stream_closed{false}, saw_gone{false};
+  std::atomic<bool> release_hold{false}, holding{false};
+  size_t max_body = 1024;
 
   std::optional<HttpResponse> before_body(const HttpRequest& head) override {
     if (head.path == "/early") return plain(404, "early");
     return std::nullopt;
   }
-  size_t max_body_bytes() const override { return 1024; }
+  size_t max_body_bytes() const override { return max_body; }
   HttpResponse handle(HttpRequest& req) override {
     if (req.path == "/echo") return plain(200, req.method + " " + req.body);
+    if (req.path == "/hold") {  // keeps its body (and its memory charge) until released
+      holding = true;
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (!release_hold && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+      holding = false;
+      return plain(200, "held " + std::to_string(req.body.size()));
+    }
     if (req.path == "/wait-gone") {  // waits until the client hangs up
       const auto deadline = std::chrono::steady_clock::now() + 10s;
       while (!req.disconnected() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
@@ -61,6 +70,11 @@ class StubHandler final : public HttpHandler {
   HttpResponse body_error(bool too_large, const HttpRequest&) override { return plain(too_large ? 413 : 400, "body"); }
   HttpResponse transport_error(int status, const HttpRequest&) override { return plain(status, "transport"); }
   HttpResponse internal_error(const std::string& what) override { return plain(500, what); }
+  HttpResponse memory_full(uint64_t needed, uint64_t limit, const HttpRequest&) override {
+    HttpResponse r = plain(needed > limit ? 413 : 503, "memory " + std::to_string(needed));
+    r.close_connection = true;
+    return r;
+  }
 
  private:
   static HttpResponse plain(int status, std::string body) {
@@ -268,5 +282,75 @@ TEST(HttpTransport, ShutdownRefusesNewConnections) {
   f.server->stop_accepting();
   EXPECT_EQ(connect_to(port), -1);
   f.server->shutdown();
+  ::close(fd);
+}
+
+// The transport's memory budget (HttpOptions::buffer_memory_bytes): a body is counted from its
+// head on (Content-Length) and, once read, with what handling it takes (request_memory_estimate);
+// a body that does not fit now is shed (503), one larger than the budget refused (413); requests
+// without a body still answer; everything counted is given back.
+TEST(HttpTransport, MemoryBudgetShedsBodiesThatDoNotFit) {
+  HttpOptions o;
+  o.buffer_memory_bytes = 400 << 10;
+  Fixture f(o);
+  f.handler.max_body = 1 << 20;
+  const std::string body(100 << 10, 'x');  // estimated at 64 KiB + the bytes + one value
+  auto post = [&](const std::string& path, const std::string& b) {
+    return "POST " + path + " HTTP/1.1\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+  };
+  const int holder = connect_to(f.port());
+  send_all(holder, post("/hold", body));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!f.handler.holding && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(f.handler.holding);
+  const uint64_t held = f.server->memory().used();
+  EXPECT_GE(held, request_memory_estimate(body));
+  EXPECT_LE(held, 400u << 10);
+
+  const std::string big(300 << 10, 'y');  // its bytes fit beside the held request, not its handling
+  int fd = connect_to(f.port());
+  send_all(fd, post("/echo", big));
+  EXPECT_NE(read_until(fd, "memory").find("503"), std::string::npos);
+  ::close(fd);
+  fd = connect_to(f.port());  // more than the whole budget: 413 before any body byte is read
+  send_all(fd, "POST /echo HTTP/1.1\r\nContent-Length: 500000\r\n\r\n");
+  EXPECT_NE(read_until(fd, "memory").find("413"), std::string::npos);
+  ::close(fd);
+  fd = connect_to(f.port());  // no body: answered whatever the budget holds
+  send_all(fd, "GET /x HTTP/1.1\r\n\r\n");
+  EXPECT_NE(read_until(fd, "\r\n\r\nok").find("200 OK"), std::string::npos);
+  ::close(fd);
+  EXPECT_GE(f.server->memory().refused(), 2u);
+
+  f.handler.release_hold = true;
+  EXPECT_NE(read_until(holder, "held 102400").find("200 OK"), std::string::npos);
+  fd = connect_to(f.port());  // room again
+  send_all(fd, post("/echo", std::string(1000, 'z')));
+  EXPECT_NE(read_until(fd, std::string(1000, 'z')).find("200 OK"), std::string::npos);
+  ::close(fd);
+  ::close(holder);
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (f.server->memory().used() != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(f.server->memory().used(), 0u);
+  EXPECT_LE(f.server->memory().peak(), 400u << 10);
+}
+
+// A stream whose reader stops: with the budget smaller than the connection's own output cap, the
+// buffer stops growing at the budget (one chunk over at most), and the write fails at the timeout.
+TEST(HttpTransport, MemoryBudgetBoundsAStreamsOutputBuffer) {
+  HttpOptions o;
+  o.buffer_memory_bytes = 256 << 10;
+  o.output_buffer_max_bytes = 16 << 20;
+  o.write_timeout_s = 1;
+  Fixture f(o);
+  const int fd = connect_to(f.port());
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  send_all(fd, "GET /stream HTTP/1.1\r\n\r\n");  // and never read
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!f.handler.stream_closed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(f.handler.stream_write_failed);
+  // The output string grows by doubling: its capacity is at most twice what it holds.
+  EXPECT_LE(f.server->memory().peak(), 2 * ((256u << 10) + (66u << 10)));
   ::close(fd);
 }
