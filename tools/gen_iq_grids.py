@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates src/quant/iq_grids.h: the lattice grids and sign tables of the GGUF i-quant formats
-(IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M). They are part of the file format: a decoder must
-use exactly these values, so they are copied (as data) from llama.cpp's ggml-common.h.
+(IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M). They are part of the file format: a decoder
+must use exactly these values, so they are copied (as data) from llama.cpp's ggml-common.h.
 
 Usage: tools/gen_iq_grids.py PATH/TO/ggml-common.h COMMIT > src/quant/iq_grids.h
 ggml-common.h is in the llama.cpp source node-llama-cpp ships: after `npm install` in tests/llamacpp,
@@ -17,6 +17,7 @@ TABLES = [
     ("ksigns_iq2xs", "kIqSigns", "uint8_t"),
     ("iq2xxs_grid", "kIq2xxsGrid", "uint64_t"),
     ("iq2xs_grid", "kIq2xsGrid", "uint64_t"),
+    ("iq2s_grid", "kIq2sGrid", "uint64_t"),
     ("iq3xxs_grid", "kIq3xxsGrid", "uint32_t"),
     ("iq3s_grid", "kIq3sGrid", "uint32_t"),
     ("iq1s_grid", "kIq1sGrid", "uint64_t"),

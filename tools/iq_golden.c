@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
     const char* fn;
     int bytes;
   } types[] = {{"IQ2_XXS", "dequantize_row_iq2_xxs", 66}, {"IQ2_XS", "dequantize_row_iq2_xs", 74},
-               {"IQ3_XXS", "dequantize_row_iq3_xxs", 98}, {"IQ3_S", "dequantize_row_iq3_s", 110},
-               {"IQ1_S", "dequantize_row_iq1_s", 50},     {"IQ1_M", "dequantize_row_iq1_m", 56}};
+               {"IQ2_S", "dequantize_row_iq2_s", 82},     {"IQ3_XXS", "dequantize_row_iq3_xxs", 98},
+               {"IQ3_S", "dequantize_row_iq3_s", 110},    {"IQ1_S", "dequantize_row_iq1_s", 50},
+               {"IQ1_M", "dequantize_row_iq1_m", 56}};
   for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
     void (*deq)(const void*, float*, int64_t) = (void (*)(const void*, float*, int64_t))dlsym(lib, types[t].fn);
     if (!deq) {

@@ -67,7 +67,8 @@ struct Weights {
 std::vector<int> scale_offsets(DType t) {
   switch (t) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::IQ4_NL: case DType::IQ4_XS: return {0};
-    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ1_S: return {0};
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: return {0};
     case DType::Q4_1: case DType::Q5_1: return {0, 2};
     case DType::Q4_K: case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
@@ -343,7 +344,7 @@ void register_all() {
   const DType gemv_types[] = {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::F32,
                               DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                               DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::Q2_K, DType::Q3_K, DType::IQ2_XXS,
-                              DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M};
+                              DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M};
   for (DType t : gemv_types) {
     for (const Shape& s : kShapes) {
       if (s.cols % dtype_info(t).block_size != 0) continue;  // K-quants need 256 | cols (only 896x4864 here)

@@ -214,7 +214,7 @@ Result<QuantRecipe> recipe_from_name(std::string_view name) {
   for (const char* iq : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ1_S", "IQ1_M"})
     if (u == iq)
       return Error{fmt::format("quantization type {} is not supported for writing: tokenmill loads and computes the "
-                               "lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) but does not "
+                               "lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) but does not "
                                "quantize to them; use llama.cpp's llama-quantize (with an imatrix) (supported: {})",
                                u, names)};
   return Error{fmt::format("unknown quantization type '{}' (supported: {}; aliases Q3_K, Q4_K, Q5_K, MXFP4)", name, names)};

@@ -1,4 +1,4 @@
-// AVX2 GEMM for the lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on row-major
+// AVX2 GEMM for the lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on row-major
 // weights, bitwise the scalar kernel's results (kernels/iq_gemm_scalar.cpp). Per super-block the grid
 // entries are looked up and gathered straight into vectors (_mm256_set_epi64x / _epi32; the integer
 // form of quant/iq_decode.h, without its buffer), so each 32-element sub-block becomes two vectors: |w| and a sign source s (IQ2/IQ3: +-1 from the sign bits, expanded with one vpshufb;
@@ -95,6 +95,15 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
       const int sb = blk[66 + ib];
       s0 = 2 * (sb & 15) + 1;
       s1 = 2 * (sb >> 4) + 1;
+    } else if constexpr (K == kIqIQ2_S) {  // qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
+      const uint8_t* q = blk + 2 + 4 * ib;
+      const int h = blk[66 + ib];
+      auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[q[l] | (((h >> (2 * l)) & 3) << 8)]); };
+      aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+      signs = iq_le32(blk + 34 + 4 * ib);
+      const int sb = blk[74 + ib];
+      s0 = 2 * (sb & 15) + 1;
+      s1 = 2 * (sb >> 4) + 1;
     } else if constexpr (K == kIqIQ3_XXS) {
       const uint8_t* q = blk + 2 + 8 * ib;
       const uint32_t a = iq_le32(blk + 2 + 64 + 4 * ib);
@@ -152,6 +161,7 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
 void add_iq_gemm_avx2(KernelTable& t) {
   t.iq_gemm[kIqIQ2_XXS] = iq_gemm<kIqIQ2_XXS>;
   t.iq_gemm[kIqIQ2_XS] = iq_gemm<kIqIQ2_XS>;
+  t.iq_gemm[kIqIQ2_S] = iq_gemm<kIqIQ2_S>;
   t.iq_gemm[kIqIQ3_XXS] = iq_gemm<kIqIQ3_XXS>;
   t.iq_gemm[kIqIQ3_S] = iq_gemm<kIqIQ3_S>;
   t.iq_gemm[kIqIQ1_S] = iq_gemm<kIqIQ1_S>;

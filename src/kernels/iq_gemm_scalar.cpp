@@ -1,4 +1,4 @@
-// Portable GEMM for the lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on row-major
+// Portable GEMM for the lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on row-major
 // weights in the file layout, with Q8K activation records (kernels/kernel_abi.h): the readable
 // specification the SIMD versions follow, integer sums per super-block and the same float steps.
 #include <cstring>
@@ -46,6 +46,7 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
 void add_iq_gemm_scalar(KernelTable& t) {
   t.iq_gemm[kIqIQ2_XXS] = iq_gemm<kIqIQ2_XXS>;
   t.iq_gemm[kIqIQ2_XS] = iq_gemm<kIqIQ2_XS>;
+  t.iq_gemm[kIqIQ2_S] = iq_gemm<kIqIQ2_S>;
   t.iq_gemm[kIqIQ3_XXS] = iq_gemm<kIqIQ3_XXS>;
   t.iq_gemm[kIqIQ3_S] = iq_gemm<kIqIQ3_S>;
   t.iq_gemm[kIqIQ1_S] = iq_gemm<kIqIQ1_S>;

@@ -4,12 +4,12 @@
 //   quantized (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4): weights repacked at
 //       load (pack.cpp),
 //       activations quantized once per call to int8 blocks, int8 x int8 dot products.
-//   lattice i-quants (IQ2_XXS IQ2_XS IQ3_XXS IQ3_S IQ1_S IQ1_M): weights row-major as in the file,
+//   lattice i-quants (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M): weights row-major as in the file,
 //       activations quantized once per call to Q8K records, per-super-block integer dots (iq_gemm).
 //   F32 / F16 / BF16: row-major weights used in place; f32 FMA, or where the table has the bf16
 //       path (AVX-512 BF16) for n_tokens >= 2 bf16 dot products (vdpbf16ps) with activations
 //       converted to bf16 once per call (F16 weights get a bf16 copy at load for that).
-//   anything else (Q8_1, IQ2_S, ...): the generic dequantize-and-dot path below.
+//   anything else (Q8_1, ...): the generic dequantize-and-dot path below.
 #include "kernels/matmul.h"
 
 #include <algorithm>

@@ -54,6 +54,9 @@
 //   IQ2_XS  (74 B)  d:f16 | qs:u16[32] | scales[8]. 8-group l of ib: v = qs[4ib+l], grid
 //        kIq2xsGrid[v & 511], signs kIqSigns[v >> 9]; x = d * (0.5 + s) * 0.25 * grid * sign with
 //        s = scales[ib] & 15 for l < 2, scales[ib] >> 4 otherwise.
+//   IQ2_S   (82 B)  d:f16 | qs[32] grid index low bytes | signs[32] | qh[8] | scales[8]. 8-group l of
+//        ib: grid kIq2sGrid[qs[4ib+l] | ((qh[ib] >> 2l) & 3) << 8], sign byte signs[4ib+l] (all 8 bits
+//        stored); x = d * (0.5 + s) * 0.25 * grid * sign, s as IQ2_XS.
 //   IQ3_XXS (98 B)  d:f16 | qs[64] grid indices | u32 scales_and_signs[8]. Sub-block ib: u32 a =
 //        word ib; 4-group k (0..7) of ib: kIq3xxsGrid[qs[8ib+k]], signs bits 4(k%2).. of
 //        kIqSigns[(a >> 7(k/2)) & 127]; x = d * (0.5 + (a >> 28)) * 0.5 * grid * sign.
@@ -222,6 +225,14 @@ struct BlockIQ2_XS {
   uint8_t scales[QK_K / 32];
 };
 static_assert(sizeof(BlockIQ2_XS) == 74, "IQ2_XS block must be 74 bytes");
+
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];  // 32 grid index low bytes, then 32 sign bytes
+  uint8_t qh[QK_K / 32];
+  uint8_t scales[QK_K / 32];
+};
+static_assert(sizeof(BlockIQ2_S) == 82, "IQ2_S block must be 82 bytes");
 
 struct BlockIQ3_XXS {
   uint16_t d;

@@ -215,7 +215,7 @@ bool can_dequantize(DType t) {
     case DType::Q8_0: case DType::Q8_1:
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K: case DType::IQ4_NL: case DType::IQ4_XS: case DType::MXFP4:
-    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M:
       return true;
     default:
@@ -254,7 +254,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb); return;
     case DType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, nb); return;
     case DType::MXFP4: deq_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb); return;
-    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M: kquant::dequantize_iq(iq_kind(t), src, dst, nb); return;
     default: TM_ASSERT(false, "dequantize_row: unsupported type (check can_dequantize first)");
   }

@@ -1,4 +1,4 @@
-// Scalar dequantizers of the lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): the
+// Scalar dequantizers of the lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M): the
 // integer decoding of quant/iq_decode.h, then each type's float formula in ggml's operation order, so
 // the values are bit-identical to ggml's dequantize_row_* (tests/unit/quant/iq_lattice_test.cpp checks
 // them against llama.cpp's on random blocks).
@@ -13,6 +13,7 @@ int iq_kind(DType t) {
   switch (t) {
     case DType::IQ2_XXS: return kIqIQ2_XXS;
     case DType::IQ2_XS: return kIqIQ2_XS;
+    case DType::IQ2_S: return kIqIQ2_S;
     case DType::IQ3_XXS: return kIqIQ3_XXS;
     case DType::IQ3_S: return kIqIQ3_S;
     case DType::IQ1_S: return kIqIQ1_S;
@@ -42,7 +43,7 @@ void dequantize_iq(int kind, const void* src, float* y, int64_t nb) {
       const int s = (o.sc[e / 16] - 1) / 2;  // the stored scale
       float db;
       switch (kind) {
-        case kIqIQ2_XXS: case kIqIQ2_XS: db = d * (0.5f + static_cast<float>(s)) * 0.25f; break;
+        case kIqIQ2_XXS: case kIqIQ2_XS: case kIqIQ2_S: db = d * (0.5f + static_cast<float>(s)) * 0.25f; break;
         case kIqIQ3_XXS: db = d * (0.5f + static_cast<float>(s)) * 0.5f; break;
         default: db = d * static_cast<float>(o.sc[e / 16]); break;  // IQ3_S: d * (1 + 2s)
       }

@@ -1,4 +1,4 @@
-// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; layouts in quant/blocks.h)
+// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M; layouts in quant/blocks.h)
 // decoded into one integer form that both the scalar dequantizer (quant/dequantize_iq.cpp) and the
 // dot-product kernels (kernels/iqdot_*.cpp) start from:
 //
@@ -23,10 +23,11 @@
 
 namespace tmill {
 
-enum IqKind : int { kIqIQ2_XXS = 0, kIqIQ2_XS, kIqIQ3_XXS, kIqIQ3_S, kIqIQ1_S, kIqIQ1_M, kIqKinds };
-inline constexpr int kIqBlockBytes[kIqKinds] = {66, 74, 98, 110, 50, 56};
+// (IQ2_S came later and is appended, so the older kinds keep their numbers.)
+enum IqKind : int { kIqIQ2_XXS = 0, kIqIQ2_XS, kIqIQ3_XXS, kIqIQ3_S, kIqIQ1_S, kIqIQ1_M, kIqIQ2_S, kIqKinds };
+inline constexpr int kIqBlockBytes[kIqKinds] = {66, 74, 98, 110, 50, 56, 82};
 // Power-of-two factor f (above) per kind, as a float multiplier.
-inline constexpr float kIqFactor[kIqKinds] = {0.125f, 0.125f, 0.25f, 1.0f, 0.125f, 0.125f};
+inline constexpr float kIqFactor[kIqKinds] = {0.125f, 0.125f, 0.25f, 1.0f, 0.125f, 0.125f, 0.125f};
 // True for the IQ1 kinds, whose mag[] holds signed levels and sgn[] the delta signs.
 static inline bool iq_is_iq1(int kind) { return kind == kIqIQ1_S || kind == kIqIQ1_M; }
 
@@ -67,6 +68,21 @@ static inline void iq_decode(int kind, const uint8_t* blk, IqDecoded& o) {
           const uint16_t v = b.qs[4 * ib + l];
           std::memcpy(o.mag + 32 * ib + 8 * l, &kIq2xsGrid[v & 511], 8);
           o.sgn[4 * ib + l] = kIqSigns[v >> 9];
+        }
+        o.sc[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 15) + 1);
+        o.sc[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
+      }
+      return;
+    }
+    case kIqIQ2_S: {
+      BlockIQ2_S b;
+      std::memcpy(&b, blk, sizeof b);
+      o.d = b.d;
+      for (int ib = 0; ib < 8; ++ib) {
+        for (int l = 0; l < 4; ++l) {
+          const int idx = b.qs[4 * ib + l] | (((b.qh[ib] >> (2 * l)) & 3) << 8);
+          std::memcpy(o.mag + 32 * ib + 8 * l, &kIq2sGrid[idx], 8);
+          o.sgn[4 * ib + l] = b.qs[QK_K / 8 + 4 * ib + l];  // the 8 sign bits are stored whole
         }
         o.sc[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 15) + 1);
         o.sc[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);

@@ -18,17 +18,17 @@ namespace tmill {
 class ThreadPool;
 
 // True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
-// IQ4_NL, IQ4_XS, MXFP4, and the lattice i-quants IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
-// (bit-identical to ggml's dequantize_row_*).
+// IQ4_NL, IQ4_XS, MXFP4, and the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
+// IQ1_M (bit-identical to ggml's dequantize_row_*).
 bool can_dequantize(DType t);
 // n elements (a multiple of the block size) from src (n / block_size blocks) into dst.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
-// The IqKind (quant/iq_decode.h) of a lattice i-quant (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S,
-// IQ1_M), -1 for every other type.
+// The IqKind (quant/iq_decode.h) of a lattice i-quant (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+// IQ1_S, IQ1_M), -1 for every other type.
 int iq_kind(DType t);
 
-// True for the same set as can_dequantize except the lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS,
-// IQ3_S, IQ1_S, IQ1_M), which tokenmill reads and computes but does not write.
+// True for the same set as can_dequantize except the lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), which tokenmill reads and computes but does not write.
 bool can_quantize(DType t);
 // Quantizes ONE row of n elements (a multiple of the block size) and returns the bytes written
 // (dtype_row_bytes(t, n)). `importance` (n per-column weights, e.g. mean squared activations from an

@@ -1,21 +1,22 @@
-// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), which tokenmill reads but does
-// not write, in files that llama.cpp quantized: a random-weight one-layer llama from `tokenmill dummy`
-// (F32, 256-wide rows) has its layer weights quantized to each type by llama.cpp's own
+// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), which tokenmill reads but
+// does not write, in files that llama.cpp quantized: a random-weight one-layer llama from
+// `tokenmill dummy` (F32, 256-wide rows) has its layer weights quantized to each type by llama.cpp's own
 // ggml_quantize_chunk (ggml_quantize.c, built here against node-llama-cpp's libggml-base.so, with a
-// uniform importance matrix, which the 1-2 bit types require), and tokenmill's logits on that file
-// are compared with llama.cpp's. Both multiply the same weights (the dequantizers are bit-identical,
-// tests/unit/quant/iq_lattice_test.cpp) by activations rounded to Q8_K blocks (the same integers on
-// both sides for the same input), yet the two differ at the level of activation-rounding noise, as
-// Q4_K files do: relrms ~1e-2 (Q4_K and IQ3_S files quantized the same way gave 2.1e-2 and 2.2e-2 in
-// one run; small upstream float differences flip some roundings, not fully explained). Bounds: the
-// issue's, mean KLD < 1e-4 and top-1 >= 99.5 % or differing only at near ties (as gptoss.mjs), and
-// relrms under a third of how far the quantization moved tokenmill's logits from the F32 source's (a
-// decoding error lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD 3.3e-6
-// .. 4.4e-6; top-1 100 % (IQ2_XS, IQ1_M) or one position of 64 at a tie of 1.3e-5 .. 1.1e-2 sd;
-// relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. Then a Mixtral-style MoE (4 experts, 2 per
-// token) with its 3-D expert tensors (and, unlike llama.cpp's recipes, the router) in IQ3_S and
-// IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
-// ~8 s of CPU (all six types ~30 s more: the 1-bit quantizers' grid set-up).
+// uniform importance matrix, which the 1-2 bit types require: IQ2_XXS, IQ2_XS, IQ1_S; the others take it
+// too), and tokenmill's logits on that file are compared with llama.cpp's. Both multiply the same weights
+// (the dequantizers are bit-identical, tests/unit/quant/iq_lattice_test.cpp) by activations rounded to
+// Q8_K blocks (the same integers on both sides for the same input), yet the two differ at the level of
+// activation-rounding noise, as Q4_K files do: relrms ~1e-2 (Q4_K and IQ3_S files quantized the same way
+// gave 2.1e-2 and 2.2e-2 in one run; small upstream float differences flip some roundings, not fully
+// explained). Bounds: the issue's, mean KLD < 1e-4 and top-1 >= 99.5 % or differing only at near ties (as
+// gptoss.mjs), and relrms under a third of how far the quantization moved tokenmill's logits from the F32
+// source's (a decoding error lands at that distance). Measured 2026-12-02 (all six with TM_IQ_ALL=1): KLD
+// 3.3e-6 .. 4.4e-6; top-1 100 % (IQ2_XS, IQ1_M) or one position of 64 at a tie of 1.3e-5 .. 1.1e-2 sd;
+// relrms 8.5e-3 .. 1.2e-2 against bounds 6.3e-2 .. 1.9e-1. IQ2_S, added later the same day: KLD 4.0e-6,
+// two positions of 64 at ties of at most 2.3e-3 sd, relrms 1.1e-2 against a bound of 1.1e-1. Then a
+// Mixtral-style MoE (4 experts, 2 per token) with its 3-D expert tensors (and, unlike llama.cpp's recipes,
+// the router) in IQ3_S and IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
+// ~8 s of CPU (all seven types ~30 s more: the 1-2 bit quantizers' grid set-up).
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp, its libggml-base.so or a C compiler missing).
 import { spawnSync } from 'node:child_process';
@@ -78,10 +79,11 @@ try {
   tm(['dummy', '--arch', 'llama', '--n-layer', '1', '--n-vocab', '512', '--n-embd', '256', '--n-head', '4',
     '--n-head-kv', '2', '--n-ff', '256', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F32', '-o', src]);
   const srcLogits = tmLogits(src, seq);
-  // llama.cpp's 1-2 bit quantizers first build neighbour tables of their grids (IQ2_XS ~3 s, IQ1_S and
-  // IQ1_M ~12 s each here): those three only with TM_IQ_ALL=1, the rest every run.
+  // llama.cpp's 1-2 bit quantizers first build neighbour tables of their grids (IQ2_XS ~3 s, IQ2_S ~4 s,
+  // IQ1_S and IQ1_M ~12 s each here): those four only with TM_IQ_ALL=1, the rest every run. (IQ2_S
+  // needs no importance matrix in llama.cpp, but takes the uniform one like the others.)
   const types = { IQ3_XXS: 18, IQ3_S: 21, IQ2_XXS: 16 };
-  if (process.env.TM_IQ_ALL === '1') Object.assign(types, { IQ2_XS: 17, IQ1_S: 19, IQ1_M: 29 });
+  if (process.env.TM_IQ_ALL === '1') Object.assign(types, { IQ2_XS: 17, IQ2_S: 22, IQ1_S: 19, IQ1_M: 29 });
   for (const [type, id] of Object.entries(types)) {
     const f = path.join(dir, `llama-${type}.gguf`);
     const q = spawnSync(quantizer, [src, f, String(id)], { encoding: 'utf8' });

@@ -52,12 +52,12 @@ if(TM_NODE)
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
                        LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
-# The lattice i-quants (tests/llamacpp/iquants.mjs): a tiny llama quantized to IQ2_XXS, IQ2_XS, IQ3_XXS,
-# IQ3_S, IQ1_S and IQ1_M by llama.cpp's own quantizer (ggml_quantize.c, compiled by the test against
+# The lattice i-quants (tests/llamacpp/iquants.mjs): a tiny llama quantized to IQ2_XXS, IQ2_XS, IQ2_S,
+# IQ3_XXS, IQ3_S, IQ1_S and IQ1_M by llama.cpp's own quantizer (ggml_quantize.c, compiled by the test against
 # node-llama-cpp's libggml-base.so), and a small MoE's experts in IQ3_S and IQ2_XXS; tokenmill's logits on
 # those files against llama.cpp's. IQ3_XXS, IQ3_S and IQ2_XXS by default (~8 s of CPU, 25 s wall on the
-# shared 2-core machine, 2026-12-02); TM_IQ_ALL=1 adds IQ2_XS, IQ1_S, IQ1_M (~30 s more: llama.cpp's
-# 1-2 bit quantizers set up grid tables first). All six are checked bit for bit against llama.cpp's
+# shared 2-core machine, 2026-12-02); TM_IQ_ALL=1 adds IQ2_XS, IQ2_S, IQ1_S, IQ1_M (~35 s more: llama.cpp's
+# 1-2 bit quantizers set up grid tables first). All seven are checked bit for bit against llama.cpp's
 # dequantizers by test_quant (IqLattice.*).
 if(TM_NODE)
   add_test(NAME e2e_llamacpp_iquants COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/iquants.mjs

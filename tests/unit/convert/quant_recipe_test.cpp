@@ -81,6 +81,7 @@ TEST(QuantRecipe, NamesAndFileTypeNumbers) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("Q4_K_M"), std::string::npos);  // lists what is supported
   EXPECT_NE(bad.error().find("IQ2_XXS is not supported for writing"), std::string::npos);  // read, not written
+  EXPECT_NE(recipe_from_name("IQ2_S").error().find("IQ2_S is not supported for writing"), std::string::npos);
   EXPECT_FALSE(recipe_from_name("Q4_K_X").ok());
   EXPECT_FALSE(recipe_from_name("4").ok());  // ftype 4 no longer exists
 }

@@ -21,7 +21,8 @@ using namespace tmill::kern;
 
 namespace {
 
-const DType kTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M};
+const DType kTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                        DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};
 
 std::vector<uint8_t> random_rows(DType t, int rows, int nb, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -283,16 +283,16 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
 INSTANTIATE_TEST_SUITE_P(Int8Types, QuantizedType,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
                                            DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
-                                           DType::Q2_K, DType::Q3_K, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS,
-                                           DType::IQ3_S, DType::IQ1_S, DType::IQ1_M),
+                                           DType::Q2_K, DType::Q3_K, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                           DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulType,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                                            DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                                            DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
-                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
-                                           DType::IQ1_M, DType::Q8_1),  // Q8_1: the generic dequantize-and-dot path
+                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                                           DType::IQ1_S, DType::IQ1_M, DType::Q8_1),  // Q8_1: the generic dequantize-and-dot path
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Matmul, ReferenceOnHandComputedValues) {

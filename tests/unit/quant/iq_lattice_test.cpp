@@ -1,4 +1,4 @@
-// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) dequantized three ways:
+// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) dequantized three ways:
 //  * against llama.cpp de3ff81's own dequantize_row_* (libggml-base.so of node-llama-cpp, through
 //    tools/iq_golden.c) on 256 pseudo-random blocks per type: the FNV-1a hash of the output bits,
 //    i.e. bit-identical output, every index, sign and scale bit random;
@@ -55,6 +55,7 @@ struct Golden {
 const Golden kGolden[] = {
     {DType::IQ2_XXS, 0xc07414bd3eb45f91ull, {-29.3899384f, -5.46789551f, 5.46789551f, 29.3899384f}},
     {DType::IQ2_XS, 0xb8a148d2b61fff96ull, {-4.55603027f, -4.55603027f, 4.55603027f, -14.2375946f}},
+    {DType::IQ2_S, 0x56f57c9250d6cdc7ull, {3.01513672f, -16.2063599f, -3.01513672f, 9.42230225f}},
     {DType::IQ3_XXS, 0x65e0ad97ce3fb2e5ull, {29.1390381f, -54.1153564f, -54.1153564f, -29.1390381f}},
     {DType::IQ3_S, 0xa93b9292d56a39eeull, {-15.3875732f, 27.6976318f, 27.6976318f, -9.23254395f}},
     {DType::IQ1_S, 0x769c27499e04857eull, {1.57832336f, 0.175369263f, 0.175369263f, 0.175369263f}},
@@ -108,6 +109,13 @@ double element(DType t, const uint8_t* p, int e) {
       const int s = l < 2 ? p[66 + ib] & 15 : p[66 + ib] >> 4;
       return d * (0.5 + s) * 0.25 * g * (sign7(v >> 9, j) ? -1 : 1);
     }
+    case DType::IQ2_S: {  // all 8 sign bits stored (no parity bit)
+      const double d = fp16_to_fp32(le16(p));
+      const int idx = p[2 + 4 * ib + l] | (((p[66 + ib] >> (2 * l)) & 3) << 8);
+      const double g = static_cast<double>((kIq2sGrid[idx] >> (8 * j)) & 255);
+      const int s = l < 2 ? p[74 + ib] & 15 : p[74 + ib] >> 4;
+      return d * (0.5 + s) * 0.25 * g * (((p[34 + 4 * ib + l] >> j) & 1) ? -1 : 1);
+    }
     case DType::IQ3_XXS: {
       const double d = fp16_to_fp32(le16(p));
       const uint32_t a = le32(p + 2 + 64 + 4 * ib);
@@ -142,7 +150,8 @@ double element(DType t, const uint8_t* p, int e) {
 }
 
 TEST(IqLattice, MatchesAPerElementDecoderOfTheLayout) {
-  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
+  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                  DType::IQ1_M}) {
     const std::vector<uint8_t> blocks = golden_blocks(t);
     const int nb = 16, bb = static_cast<int>(dtype_info(t).type_size);
     std::vector<float> y(nb * 256);
@@ -194,15 +203,33 @@ TEST(IqLattice, HandBuiltBlocks) {
   m[55] = 0x40;
   dequantize_row(DType::IQ1_M, m.data(), y.data(), 256);
   for (float v : y) ASSERT_EQ(v, -1.75f);
+  // IQ2_S, d = 1, scale 0: grid entry 0 (eight 8s) gives 1 everywhere. Sign byte 0 = 0x80 negates
+  // element 7 alone (an odd count: IQ2_S stores all 8 bits); qh[0] = 0b0100 takes group 1's index to
+  // 256 + qs[1] = 256, scales[0] = 0x10 gives the second 16-group (groups 2, 3) scale 1 (3 * 0.125).
+  std::vector<uint8_t> q2(82, 0);
+  q2[1] = 0x3c;
+  dequantize_row(DType::IQ2_S, q2.data(), y.data(), 256);
+  for (float v : y) ASSERT_EQ(v, 1.0f);
+  q2[34] = 0x80;
+  q2[66] = 0x04;
+  q2[74] = 0x10;
+  dequantize_row(DType::IQ2_S, q2.data(), y.data(), 256);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[7], -1.0f);
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(y[8 + j], static_cast<float>((kIq2sGrid[256] >> (8 * j)) & 255) / 8) << j;
+  EXPECT_EQ(y[16], 3.0f);
+  EXPECT_EQ(y[31], 3.0f);
+  EXPECT_EQ(y[32], 1.0f);
 }
 
 TEST(IqLattice, ReadableButNotWritable) {
-  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
+  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                  DType::IQ1_M}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
     EXPECT_GE(iq_kind(t), 0) << dtype_name(t);
   }
-  EXPECT_FALSE(can_dequantize(DType::IQ2_S));  // not yet
+  EXPECT_FALSE(can_dequantize(DType::TQ1_0));  // not yet
   EXPECT_EQ(iq_kind(DType::IQ4_XS), -1);
   EXPECT_TRUE(can_quantize(DType::IQ4_XS));
 }

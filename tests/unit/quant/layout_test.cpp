@@ -392,12 +392,13 @@ TEST(QuantLayout, SupportedTypes) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
   }
-  // The lattice i-quants are read, not written (iq_lattice_test.cpp); IQ2_S and TQ* neither.
-  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
+  // The lattice i-quants are read, not written (iq_lattice_test.cpp); TQ* neither.
+  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                  DType::IQ1_M}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
   }
-  for (DType t : {DType::IQ2_S, DType::I32, DType::TQ2_0}) {
+  for (DType t : {DType::TQ1_0, DType::I32, DType::TQ2_0}) {
     EXPECT_FALSE(can_dequantize(t)) << dtype_name(t);
     EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
   }
