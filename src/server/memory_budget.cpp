@@ -48,7 +48,7 @@ void MemoryBudget::note_peak(uint64_t v) {
 namespace {
 constexpr uint64_t kPerStringByte = 56;
 constexpr uint64_t kPerValue = 128;
-constexpr uint64_t kFixed = 64u << 10;  // the request's own records, headers, response
+constexpr uint64_t kFixed = 16u << 10;  // the request's own records, headers, response
 }  // namespace
 
 uint64_t request_memory_estimate(std::string_view body) {

@@ -294,7 +294,7 @@ TEST(HttpTransport, MemoryBudgetShedsBodiesThatDoNotFit) {
   o.buffer_memory_bytes = 400 << 10;
   Fixture f(o);
   f.handler.max_body = 1 << 20;
-  const std::string body(100 << 10, 'x');  // estimated at 64 KiB + the bytes + one value
+  const std::string body(100 << 10, 'x');  // estimated at 16 KiB + the bytes + one value
   auto post = [&](const std::string& path, const std::string& b) {
     return "POST " + path + " HTTP/1.1\r\nContent-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
   };
