@@ -11,6 +11,7 @@
 namespace tmill::server {
 
 std::optional<CompressionReport> Server::compress_chat(json& body, ModelLease& lease, ServerMetrics* metrics,
+                                                       const std::function<void(int64_t)>& count_tokens,
                                                        ApiError* err) {
   const ServerContext& ctx = lease.model().ctx;
   Engine& engine = *lease.model().engine;
@@ -35,6 +36,7 @@ std::optional<CompressionReport> Server::compress_chat(json& body, ModelLease& l
     if (!gen.finished()) return Error{"the summary did not finish in time"};
     if (gen.error()) return Error{gen.error()->message};
     const Usage u = gen.usage();
+    if (count_tokens) count_tokens(u.prompt_tokens + u.completion_tokens);  // the summary is the request's work
     return SummaryResult{gen.choices().at(0).text, static_cast<int32_t>(u.prompt_tokens),
                          static_cast<int32_t>(u.completion_tokens)};
   };

@@ -76,7 +76,8 @@ const RouterSpec* Server::find_router(const std::string& name) const {
   return nullptr;
 }
 
-Result<std::string> Server::classify(const RouterSpec& router, const std::string& message) {
+Result<std::string> Server::classify(const RouterSpec& router, const std::string& message,
+                                     const std::function<void(int64_t)>& count_tokens) {
   const RouteClassifier& c = *router.classifier;
   auto slot = models_->resolve(c.model);
   TM_ASSERT(slot, "prepare_router checked the classifier's model");
@@ -103,6 +104,10 @@ Result<std::string> Server::classify(const RouterSpec& router, const std::string
   while (!gen.finished() && Clock::now() < deadline) gen.wait(std::chrono::milliseconds(50));
   if (!gen.finished()) return Error{"the classifier did not answer within 60 s"};
   if (gen.error()) return Error{"classifier: " + gen.error()->message};
+  if (count_tokens) {  // the classifier's tokens are the request's (per-key tokens per minute)
+    const Usage u = gen.usage();
+    count_tokens(u.prompt_tokens + u.completion_tokens);
+  }
   return gen.choices().at(0).text;
 }
 
@@ -130,7 +135,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                          "invalid_request", t->metrics);
     CompressionReport compression;
     if (kind == ApiKind::Chat) {
-      auto c = compress_chat(body, t->lease, t->metrics, &err);
+      auto c = compress_chat(body, t->lease, t->metrics, req.count_tokens, &err);
       if (!c) return reply_error(err, err.status == 400 ? "invalid_request" : "compression_failed", t->metrics);
       compression = *c;
     }
@@ -174,7 +179,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     if (!lease.ok()) return 0;
     return static_cast<int64_t>(lease->model().ctx.tokenizer->encode(all_text, false, false).size());
   };
-  if (router->classifier) in.classify = [&] { return classify(*router, in.last_user_message); };
+  if (router->classifier) in.classify = [&] { return classify(*router, in.last_user_message, req.count_tokens); };
   const RouteDecision d = route(*router, in);
   t->router = router->name;
   t->rule = d.rule;

@@ -186,9 +186,13 @@ class Server final : public HttpHandler {
   std::optional<HttpResponse> select_target(json& body, const HttpRequest& req, ApiKind kind, Target* t);
   const RouterSpec* find_router(const std::string& name) const;
   // The router's classifier model's answer (one of its choices) about `message`.
-  Result<std::string> classify(const RouterSpec& router, const std::string& message);
+  // The routes below run generations of their own for a request (a router's classifier, a chat's
+  // summary); `count_tokens` (the request's per-key accounting, may be null) is charged their tokens.
+  Result<std::string> classify(const RouterSpec& router, const std::string& message,
+                               const std::function<void(int64_t)>& count_tokens);
   // History compression of a chat body on the leased model (routes_compress.cpp); err set on failure.
-  std::optional<CompressionReport> compress_chat(json& body, ModelLease& lease, ServerMetrics* metrics, ApiError* err);
+  std::optional<CompressionReport> compress_chat(json& body, ModelLease& lease, ServerMetrics* metrics,
+                                                 const std::function<void(int64_t)>& count_tokens, ApiError* err);
 
   // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
   HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }

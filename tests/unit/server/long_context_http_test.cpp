@@ -4,6 +4,8 @@
 // --context-shift lets a chat generate past the context.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -170,4 +172,33 @@ TEST(LongContextHttp, ContextShiftLetsAChatGeneratePastTheContext) {
   EXPECT_EQ(r["usage"]["completion_tokens"], 600);  // past the 512-token context
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
   srv->shutdown(5);
+}
+
+// The summary is work done for the request: its tokens count against the caller's API key (tokens
+// per minute, tokenmill:api_key_tokens_total) beside the answer's own.
+TEST(LongContextHttp, SummaryTokensAreChargedToTheApiKey) {
+  const std::string keys = test::temp_dir() + "/compress_keys.yaml";
+  std::ofstream(keys) << "keys:\n  - {name: writer, key: sk-writer-0001, tokens_per_minute: 100000}\n";
+  ServerOptions o;
+  o.compression.threshold = 0.5;
+  o.compression.summary_max_tokens = 24;
+  o.api_key_file = keys;
+  auto srv = make_server(o);
+  httplib::Client cli("127.0.0.1", srv->port());
+  json body = {{"messages", conversation(14)}, {"max_tokens", 8}, {"temperature", 0},
+               {"context_management", {{"compress", true}}}};
+  auto r = cli.Post("/v1/chat/completions", {{"Authorization", "Bearer sk-writer-0001"}}, body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json usage = json::parse(r->body)["usage"];
+  const int64_t answer = usage["prompt_tokens"].get<int64_t>() + usage["completion_tokens"].get<int64_t>();
+  const int64_t summary = usage["compression"]["summary_prompt_tokens"].get<int64_t>() +
+                          usage["compression"]["summary_completion_tokens"].get<int64_t>();
+  ASSERT_GT(summary, 0);
+  auto m = cli.Get("/metrics");
+  ASSERT_TRUE(m);
+  const std::string line = "tokenmill:api_key_tokens_total{key=\"writer\"} ";
+  const size_t at = m->body.find(line);
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_EQ(std::stoll(m->body.substr(at + line.size())), answer + summary);
 }
