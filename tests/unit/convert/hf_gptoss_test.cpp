@@ -17,6 +17,7 @@
 
 #include "convert/dummy.h"
 #include "convert/hf_model.h"
+#include "convert/model_source.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "hf_folder.h"
@@ -358,6 +359,18 @@ TEST(HfConvertGptOss, Mxfp4CheckpointRoundTrip) {
   EXPECT_EQ(h.get_int("general.file_type"), 38);
   EXPECT_EQ(h.find_tensor("blk.0.ffn_up_exps.weight")->type, DType::MXFP4);
   EXPECT_EQ(h.find_tensor("blk.0.attn_k.weight")->type, DType::F16);
+  // the size estimate before loading counts the MXFP4 blocks and scales as they are
+  for (const auto& [dtype, file] : {std::pair{"auto", &f}, std::pair{"f16", &h}}) {
+    ModelLoadOptions o;
+    o.dtype = dtype;
+    auto est = estimate_model_bytes(dir, o);
+    ASSERT_TRUE(est.ok()) << est.error();
+    double bytes = 0;
+    for (const auto& t : file->tensors()) bytes += static_cast<double>(t.nbytes);
+    // (within 5%, as ModelSource's: the 2-D tensors kept F32, router and expert biases, count at
+    // the weight type; with the uint8 blocks counted as weights of that type it was 1.3-1.6x here)
+    EXPECT_NEAR(static_cast<double>(*est), bytes, 0.05 * bytes) << dtype;
+  }
 }
 
 TEST(HfConvertGptOss, Errors) {
