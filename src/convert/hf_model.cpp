@@ -434,7 +434,8 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
         TM_TRY(check_dtype(ref, where));
         weight_dtypes.insert(ref.tensor->dtype);
         for (int half = 0; half < 2; ++half) {
-          const Gather g = oss ? Gather{ref, E, H, 2 * F, half, 2, F, H, true} : Gather{ref, E, 2 * F, H, half * F, 1, F, H, false};
+          const Gather g = oss ? Gather{ref, E, H, 2 * F, half, 2, F, H, true}
+                               : Gather{ref, E, 2 * F, H, half * F, 1, F, H, false};
           TM_TRY(add_gather(b + (half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight"), {H, F, E}, false, g));
         }
         return {};
@@ -483,7 +484,8 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
         TM_TRY(check_shape(*blocks, {E, R, G, 16}, bwhere));
         const int64_t rows = gate_up ? F : H;
         for (int half = 0; half < (gate_up ? 2 : 1); ++half) {
-          const std::string gg = b + (!gate_up ? "ffn_down_exps.weight" : half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
+          const std::string gg =
+              b + (!gate_up ? "ffn_down_exps.weight" : half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
           TM_TRY(claim(gg, where));
           const Mxfp4Rows mr{*blocks, ref, E, R, G, half, gate_up ? 2 : 1, rows};
           items.push_back({gg, {ref}, {cols, rows, E}, true, false, 0, DType::MXFP4,

@@ -194,7 +194,8 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
   const char* count_key = r.get("num_local_experts") ? "num_local_experts" : "num_experts";
   TM_ASSIGN_OR_RETURN(c->n_expert, r.integer(count_key, std::nullopt, 2, kMaxExperts));
   // gpt-oss's config.json also spells it experts_per_token
-  const char* used_key = c->gguf_arch == "gpt-oss" && !r.get("num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok";
+  const char* used_key =
+      c->gguf_arch == "gpt-oss" && !r.get("num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok";
   TM_ASSIGN_OR_RETURN(c->n_expert_used, r.integer(used_key, std::nullopt, 1, c->n_expert));
   const bool qwen = c->gguf_arch == "qwen2moe" || c->gguf_arch == "qwen3moe";
   if (qwen) {
