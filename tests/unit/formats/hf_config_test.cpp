@@ -201,6 +201,13 @@ TEST(HfConfig, GptOss20b) {
                    "layer_types[0] is \"full_attention\", expected \"sliding_attention\"");
   EXPECT_ERROR_HAS(edited("\"quant_method\": \"mxfp4\"", "\"quant_method\": \"awq\""), "quantized with AWQ");
   EXPECT_ERROR_HAS(edited("\"GptOssForCausalLM\"", "\"LlamaForCausalLM\""), "quantized with MXFP4");
+  // OpenAI's own spelling of the experts per token, when transformers' is absent
+  std::string t = text;
+  const std::string key = "\"num_experts_per_tok\": 4";
+  t.replace(t.find(key), key.size(), "\"num_experts_per_tak\": 9");
+  auto c2 = parse_hf_config(t);
+  ASSERT_TRUE(c2.ok()) << c2.error();
+  EXPECT_EQ(c2->n_expert_used, 4);
 }
 
 // Weights quantized by another tool: config.json's quantization_config is refused, naming the format.
