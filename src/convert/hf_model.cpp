@@ -1,8 +1,10 @@
 #include "convert/hf_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -28,6 +30,7 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.gate", "ffn_gate_inp"},             {"block_sparse_moe.gate", "ffn_gate_inp"},
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+    {"mlp.router", "ffn_gate_inp"},  // gpt-oss (weight and bias)
 };
 
 // One expert's matrix (HF stores each expert apart) -> the 3-D GGUF tensor it is stacked into.
@@ -72,6 +75,13 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "ffn_gate_exps.weight"] = {E, FE, H};
       m[b + "ffn_up_exps.weight"] = {E, FE, H};
       m[b + "ffn_down_exps.weight"] = {E, H, FE};
+      if (c.gptoss()) {  // router and expert biases, the sinks (expert biases: from gate_up_proj_bias / down_proj_bias)
+        m[b + "ffn_gate_inp.bias"] = {E};
+        m[b + "ffn_gate_exps.bias"] = {E, FE};
+        m[b + "ffn_up_exps.bias"] = {E, FE};
+        m[b + "ffn_down_exps.bias"] = {E, H};
+        m[b + "attn_sinks.weight"] = {c.num_attention_heads};
+      }
       if (const int64_t S = c.shared_expert_intermediate_size; S > 0) {
         m[b + "ffn_gate_inp_shexp.weight"] = {1, H};
         m[b + "ffn_gate_shexp.weight"] = {S, H};
@@ -86,7 +96,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "ffn_up.weight"] = {F, H};
     }
     m[b + "attn_output.weight"] = {H, Q};
-    m[b + "ffn_norm.weight"] = {H};
+    m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
     if (c.n_expert == 0) m[b + "ffn_down.weight"] = {H, F};
     if (c.attention_bias) {
       m[b + "attn_q.bias"] = {Q};
@@ -143,7 +153,123 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
   return {};
 }
 
+float load_float(const uint8_t* p, StDType t) {
+  if (t == StDType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return t == StDType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+void store_float(float v, DType t, uint8_t* p) {
+  if (t == DType::F32) {
+    std::memcpy(p, &v, 4);
+    return;
+  }
+  const uint16_t h = t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Part of a fused expert tensor: the HF tensor seen as n matrices of A x B; output matrix e has `rows`
+// rows of `cols`, its element (r, c) HF's (r0 + r * step, c), or with `transpose` HF's (c, r0 + r * step).
+// Halves of transformers 5's gate_up_proj (step 1), gpt-oss's interleaved gate/up columns (step 2,
+// transposed: its experts compute x @ W).
+struct Gather {
+  SafetensorsModel::Ref src;
+  int64_t n, A, B;
+  int64_t r0, step, rows, cols;
+  bool transpose;
+};
+
+Status gather(const Gather& g, DType out, uint8_t* dst, size_t nbytes) {
+  const SafetensorsTensor& t = *g.src.tensor;
+  const size_t in_esz = st_dtype_size(t.dtype), out_esz = out == DType::F32 ? 4 : 2;
+  if (nbytes != static_cast<size_t>(g.n * g.rows * g.cols) * out_esz) return Error{"internal: tensor size mismatch"};
+  const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits
+  constexpr int64_t kTile = 32;                    // tiles keep the transposed reads in cache
+  for (int64_t e = 0; e < g.n; ++e) {
+    const uint8_t* src = t.data + static_cast<size_t>(e * g.A * g.B) * in_esz;
+    uint8_t* dm = dst + static_cast<size_t>(e * g.rows * g.cols) * out_esz;
+    for (int64_t r0 = 0; r0 < g.rows; r0 += kTile) {
+      for (int64_t c0 = 0; c0 < g.cols; c0 += kTile) {
+        for (int64_t r = r0; r < std::min(r0 + kTile, g.rows); ++r) {
+          const int64_t hr = g.r0 + r * g.step;
+          for (int64_t c = c0; c < std::min(c0 + kTile, g.cols); ++c) {
+            const uint8_t* s = src + static_cast<size_t>(g.transpose ? c * g.B + hr : hr * g.B + c) * in_esz;
+            uint8_t* d = dm + static_cast<size_t>(r * g.cols + c) * out_esz;
+            if (raw) std::memcpy(d, s, out_esz);
+            else store_float(load_float(s, t.dtype), out, d);
+          }
+        }
+      }
+    }
+  }
+  return {};
+}
+
+// gpt-oss's MXFP4 experts -> ggml's block_mxfp4, as llama.cpp's GptOssModel.repack_mxfp4 does (bits only
+// move): HF keeps each row's blocks of 32 as 16 bytes (*_blocks, element 2k in byte k's low nibble,
+// 2k+1 in its high one) and an E8M0 exponent per block (*_scales); ggml's block is the exponent, then
+// byte j = element j | element j + 16 << 4. Output row r of expert e is HF row r0 + r * step of it.
+struct Mxfp4Rows {
+  SafetensorsModel::Ref blocks, scales;
+  int64_t n, R, G;  // n experts of R rows of G blocks
+  int64_t r0, step, rows;
+};
+
+Status repack_mxfp4(const Mxfp4Rows& m, uint8_t* dst, size_t nbytes) {
+  if (nbytes != static_cast<size_t>(m.n * m.rows * m.G) * 17) return Error{"internal: tensor size mismatch"};
+  const uint8_t* blocks = m.blocks.tensor->data;
+  const uint8_t* scales = m.scales.tensor->data;
+  for (int64_t e = 0; e < m.n; ++e) {
+    for (int64_t r = 0; r < m.rows; ++r) {
+      const int64_t hr = (e * m.R + m.r0 + r * m.step) * m.G;
+      for (int64_t g = 0; g < m.G; ++g) {
+        const uint8_t* in = blocks + static_cast<size_t>(hr + g) * 16;
+        uint8_t* o = dst + static_cast<size_t>((e * m.rows + r) * m.G + g) * 17;
+        o[0] = scales[hr + g];
+        auto nib = [in](int k) { return static_cast<uint8_t>((in[k >> 1] >> ((k & 1) * 4)) & 0x0F); };
+        for (int j = 0; j < 16; ++j) o[1 + j] = static_cast<uint8_t>(nib(j) | (nib(j + 16) << 4));
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& n) {
+  const std::string prefix = "model.layers.";
+  if (n.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t p = prefix.size(), q = p;
+  while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
+  if (q == p || q - p > 6 || (n[p] == '0' && q - p > 1) || q >= n.size() || n[q] != '.') return std::nullopt;
+  const int64_t layer = std::stoll(n.substr(p, q - p));
+  std::string rest = n.substr(q + 1);
+  bool found = false;
+  for (const std::string mod : {"mlp.experts.", "block_sparse_moe.experts."}) {
+    if (rest.compare(0, mod.size(), mod) == 0) {
+      rest = rest.substr(mod.size());
+      found = true;
+      break;
+    }
+  }
+  if (!found) return std::nullopt;
+  using P = HfFusedExpertPart;
+  static const std::pair<const char*, P> kParts[] = {
+      {"gate_up_proj", P::GateUp},          {"gate_up_proj.weight", P::GateUp},
+      {"down_proj", P::Down},               {"down_proj.weight", P::Down},
+      {"gate_up_proj_bias", P::GateUpBias}, {"down_proj_bias", P::DownBias},
+      {"gate_up_proj_blocks", P::GateUpBlocks}, {"gate_up_proj_scales", P::GateUpScales},
+      {"down_proj_blocks", P::DownBlocks},  {"down_proj_scales", P::DownScales},
+  };
+  for (const auto& [name, part] : kParts)
+    if (rest == name) return HfFusedExpert{layer, part};
+  return std::nullopt;
+}
 
 Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
   if (n == "model.embed_tokens.weight") return std::string("token_embd.weight");
@@ -156,6 +282,7 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
     while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
     if (q > p && q - p < 7 && q < n.size() && n[q] == '.' && !(n[p] == '0' && q - p > 1)) {
       const std::string rest = n.substr(q + 1);
+      if (rest == "self_attn.sinks") return fmt::format("blk.{}.attn_sinks.weight", n.substr(p, q - p));  // gpt-oss
       for (const std::string suffix : {".weight", ".bias"}) {
         if (!rest.ends_with(suffix)) continue;
         const std::string mod = rest.substr(0, rest.size() - suffix.size());
@@ -249,9 +376,13 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     bool matrix;              // 2-D or 3-D: stored as the weight type (unless kept F32)
     bool keep_f32;            // the routers: F32 whatever the output type, as llama.cpp's converter
     int64_t permute_head_dim;
+    std::optional<DType> fixed = std::nullopt;  // MXFP4 experts: kept in their type
+    // fused expert tensors: writes the tensor in the type given (instead of srcs row by row)
+    std::function<Status(uint8_t*, size_t, DType)> produce = nullptr;
   };
   std::vector<Item> items;
   std::map<std::string, size_t> stacked;  // GGUF name of an expert tensor -> its item
+  std::set<std::string> fused;            // GGUF names made from fused expert tensors
   auto expected = expected_tensors(c);
   std::set<StDType> weight_dtypes;
   auto reversed = [](const std::vector<int64_t>& v) { return std::vector<int64_t>(v.rbegin(), v.rend()); };
@@ -261,10 +392,120 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
                                st_dtype_name(ref.tensor->dtype))};
     return {};
   };
+  auto check_shape = [](const SafetensorsModel::Ref& ref, const std::vector<int64_t>& want,
+                        const std::string& where) -> Status {
+    if (ref.tensor->shape != want)
+      return Error{fmt::format("{}: shape {} does not match config.json (expected {})", where,
+                               shape_str(ref.tensor->shape), shape_str(want))};
+    return {};
+  };
+  // A GGUF tensor made from a fused expert tensor: once, and not also from per-expert ones.
+  auto claim = [&](const std::string& gg, const std::string& where) -> Status {
+    if (stacked.count(gg) || fused.count(gg))
+      return Error{fmt::format("{}: '{}' is given twice (per-expert and fused expert tensors)", where, gg)};
+    if (!expected.erase(gg))
+      return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, {} experts)", where, c.hf_arch,
+                               c.num_hidden_layers, c.n_expert)};
+    fused.insert(gg);
+    return {};
+  };
+  // Fused expert tensors (transformers 5's gate_up_proj / down_proj; gpt-oss's, MXFP4 or not, and biases).
+  auto add_fused = [&](const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
+                       const std::string& where) -> Status {
+    using P = HfFusedExpertPart;
+    const bool oss = c.gptoss();
+    const int64_t E = c.n_expert, F = c.expert_rows(), H = c.hidden_size;
+    const std::string b = fmt::format("blk.{}.", f.layer);
+    const bool bias = f.part == P::GateUpBias || f.part == P::DownBias;
+    const bool mx = f.part == P::GateUpBlocks || f.part == P::GateUpScales || f.part == P::DownBlocks ||
+                    f.part == P::DownScales;
+    if (c.n_expert == 0 || ((bias || mx) && !oss) || f.layer >= c.num_hidden_layers)
+      return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, {} experts)", where, c.hf_arch,
+                               c.num_hidden_layers, c.n_expert)};
+    auto add_gather = [&](const std::string& gg, std::vector<int64_t> ne, bool keep_f32, Gather g) -> Status {
+      TM_TRY(claim(gg, where));
+      items.push_back({gg, {ref}, std::move(ne), true, keep_f32, 0, std::nullopt,
+                       [g](uint8_t* dst, size_t n, DType out) { return gather(g, out, dst, n); }});
+      return {};
+    };
+    switch (f.part) {
+      case P::GateUp: {  // transformers 5: [E, 2F, H], gate rows first; gpt-oss: [E, H, 2F], gate columns even
+        TM_TRY(check_shape(ref, oss ? std::vector<int64_t>{E, H, 2 * F} : std::vector<int64_t>{E, 2 * F, H}, where));
+        TM_TRY(check_dtype(ref, where));
+        weight_dtypes.insert(ref.tensor->dtype);
+        for (int half = 0; half < 2; ++half) {
+          const Gather g = oss ? Gather{ref, E, H, 2 * F, half, 2, F, H, true}
+                               : Gather{ref, E, 2 * F, H, half * F, 1, F, H, false};
+          TM_TRY(add_gather(b + (half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight"), {H, F, E}, false, g));
+        }
+        return {};
+      }
+      case P::Down: {  // transformers 5: [E, H, F]; gpt-oss: [E, F, H]
+        TM_TRY(check_shape(ref, oss ? std::vector<int64_t>{E, F, H} : std::vector<int64_t>{E, H, F}, where));
+        TM_TRY(check_dtype(ref, where));
+        weight_dtypes.insert(ref.tensor->dtype);
+        const Gather g = oss ? Gather{ref, E, F, H, 0, 1, H, F, true} : Gather{ref, E, H, F, 0, 1, H, F, false};
+        return add_gather(b + "ffn_down_exps.weight", {F, H, E}, false, g);
+      }
+      case P::GateUpBias: {  // [E, 2F], gate even: F32 [F, E] each
+        TM_TRY(check_shape(ref, {E, 2 * F}, where));
+        TM_TRY(check_dtype(ref, where));
+        for (int half = 0; half < 2; ++half)
+          TM_TRY(add_gather(b + (half ? "ffn_up_exps.bias" : "ffn_gate_exps.bias"), {F, E}, true,
+                            Gather{ref, E, 1, 2 * F, half, 2, F, 1, true}));
+        return {};
+      }
+      case P::DownBias:
+        TM_TRY(check_shape(ref, {E, H}, where));
+        TM_TRY(check_dtype(ref, where));
+        return add_gather(b + "ffn_down_exps.bias", {H, E}, true, Gather{ref, E, H, 1, 0, 1, H, 1, false});
+      case P::GateUpBlocks:
+      case P::DownBlocks: {  // taken with their scales
+        const std::string scales = hf.substr(0, hf.size() - 7) + "_scales";
+        if (!m.weights.find(scales)) return Error{fmt::format("{}: MXFP4 blocks without their '{}'", where, scales)};
+        return {};
+      }
+      case P::GateUpScales:
+      case P::DownScales: {
+        const bool gate_up = f.part == P::GateUpScales;
+        const std::string bname = hf.substr(0, hf.size() - 7) + "_blocks";
+        const auto blocks = m.weights.find(bname);
+        if (!blocks) return Error{fmt::format("{}: MXFP4 scales without their '{}'", where, bname)};
+        const int64_t R = gate_up ? 2 * F : H, cols = gate_up ? H : F;
+        if (cols % 32 != 0)
+          return Error{fmt::format("{}: MXFP4 rows of {} values are not whole blocks of 32", where, cols)};
+        const int64_t G = cols / 32;
+        const std::string bwhere = fmt::format("{}: tensor '{}'", blocks->file->path(), bname);
+        for (auto [r, w] : {std::pair{&ref, &where}, std::pair{&*blocks, &bwhere}})
+          if (r->tensor->dtype != StDType::U8)
+            return Error{fmt::format("{}: MXFP4 {} must be U8, not {}", *w, r == &ref ? "scales" : "blocks",
+                                     st_dtype_name(r->tensor->dtype))};
+        TM_TRY(check_shape(ref, {E, R, G}, where));
+        TM_TRY(check_shape(*blocks, {E, R, G, 16}, bwhere));
+        const int64_t rows = gate_up ? F : H;
+        for (int half = 0; half < (gate_up ? 2 : 1); ++half) {
+          const std::string gg =
+              b + (!gate_up ? "ffn_down_exps.weight" : half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
+          TM_TRY(claim(gg, where));
+          const Mxfp4Rows mr{*blocks, ref, E, R, G, half, gate_up ? 2 : 1, rows};
+          items.push_back({gg, {ref}, {cols, rows, E}, true, false, 0, DType::MXFP4,
+                           [mr](uint8_t* dst, size_t n, DType) { return repack_mxfp4(mr, dst, n); }});
+        }
+        return {};
+      }
+    }
+    return {};
+  };
   for (const std::string& hf : m.weights.names()) {
     const auto ref = *m.weights.find(hf);
     const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+    if (auto f = hf_fused_expert_tensor(hf)) {
+      TM_TRY(add_fused(*f, ref, hf, where));
+      continue;
+    }
     if (auto part = hf_expert_tensor(hf)) {
+      if (fused.count(part->first))
+        return Error{fmt::format("{}: '{}' is given twice (per-expert and fused expert tensors)", where, part->first)};
       auto e = expected.find(part->first);
       if (e == expected.end() || e->second.size() != 3)
         return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, {} experts)", where,
@@ -289,6 +530,8 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     }
     TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
     if (gg.empty()) continue;
+    if (c.gptoss() && gg.ends_with(".ffn_norm.weight"))  // GptOssModel's map: post_attention_layernorm
+      gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
     if (gg == "output.weight" && c.tie_word_embeddings) {
       log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);
       continue;
@@ -322,6 +565,10 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     return Error{fmt::format("{}: missing tensor '{}' ({} missing in all)", m.dir, expected.begin()->first,
                              expected.size())};
   }
+
+  // llama.cpp writes the MXFP4 experts first (GptOssModel.generate_extra_tensors), in its visiting order
+  std::stable_partition(items.begin(), items.end(), [](const Item& it) { return it.fixed.has_value(); });
+  const bool any_mxfp4 = !items.empty() && items.front().fixed.has_value();
 
   DType wtype;
   if (opts.outtype == "auto") {
@@ -360,9 +607,11 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
-  w.set_u32("general.file_type", file_type_of(wtype));
-  if (c.moe_intermediate_size > 0)
-    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.moe_intermediate_size));
+  // with MXFP4 experts llama.cpp's converter says MOSTLY_MXFP4_MOE (38) for any float output type
+  w.set_u32("general.file_type", any_mxfp4 ? 38 : file_type_of(wtype));
+  if (c.gptoss()) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  if (c.moe_intermediate_size > 0 || c.gptoss())  // gpt-oss: intermediate_size
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
   if (c.shared_expert_intermediate_size > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
@@ -378,6 +627,13 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     if (rs.type == HfRopeScalingType::Yarn && rs.original_max_position_embeddings > 0)
       w.set_u32(a + ".rope.scaling.original_context_length",
                 static_cast<uint32_t>(rs.original_max_position_embeddings));
+    if (rs.type == HfRopeScalingType::Yarn) {  // the optional ones, as TextModel.set_gguf_parameters copies them
+      for (auto [key, v] : {std::pair{".rope.scaling.yarn_ext_factor", rs.extrapolation_factor},
+                            std::pair{".rope.scaling.yarn_attn_factor", rs.attention_factor},
+                            std::pair{".rope.scaling.yarn_beta_fast", rs.beta_fast},
+                            std::pair{".rope.scaling.yarn_beta_slow", rs.beta_slow}})
+        if (!std::isnan(v)) w.set_f32(a + key, static_cast<float>(v));
+    }
   }
   if (rs.type == HfRopeScalingType::LongRope) {
     // the converter's attention factor: sqrt(1 + ln(scale) / ln(original context)), scale = the extension
@@ -409,7 +665,13 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     }
   }
   for (const Item& it : items) {
-    const DType out = it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    if (it.produce) {
+      TM_TRY(w.add_tensor(it.name, out, it.ne, [produce = it.produce, out](uint8_t* dst, size_t n) -> Status {
+        return produce(dst, n, out);
+      }));
+      continue;
+    }
     const auto srcs = it.srcs;
     const int64_t perm = it.permute_head_dim;
     TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, out, perm](uint8_t* dst, size_t n) -> Status {

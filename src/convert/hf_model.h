@@ -6,7 +6,15 @@
 // OLMoE, Mixtral): each layer's per-expert matrices are stacked into the 3-D ffn_{gate,up,down}_exps
 // tensors ([cols, rows, n_expert] in ggml order), the routers (ffn_gate_inp, qwen2moe's
 // ffn_gate_inp_shexp) stay F32, and expert_count / expert_used_count / expert_feed_forward_length /
-// expert_shared_feed_forward_length are written as the script's MoE classes write them. Tokenizer metadata is added by a caller-supplied hook
+// expert_shared_feed_forward_length are written as the script's MoE classes write them. The same
+// families' experts also come fused, as transformers 5 saves them: mlp.experts.gate_up_proj
+// [n_expert, 2 * rows, hidden] (gate rows, then up rows) and mlp.experts.down_proj [n_expert, hidden,
+// rows], split and written as the same tensors. gpt-oss (GptOssModel): q/k/v/o biases, attn_sinks,
+// the router ffn_gate_inp with its bias, post_attention_norm, attention.sliding_window, and experts
+// with biases from fused tensors whose gate and up columns interleave: MXFP4 ones (*_blocks / *_scales
+// uint8) repacked bit for bit into GGUF MXFP4 whatever the output type (file type MOSTLY_MXFP4_MOE),
+// dequantized ones ([n_expert, hidden, 2 * rows] BF16, used as x @ W) written in the output type.
+// Tokenizer metadata is added by a caller-supplied hook
 // (HfConvertOptions::add_tokenizer), called where llama.cpp writes those keys; without one the file
 // holds hyper-parameters and weights only. convert/hf_convert.h installs the HF tokenizer as the hook
 // (the complete conversion `tokenmill convert --hf` runs).
@@ -54,6 +62,17 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& hf_name);
 // "model.layers.3.mlp.experts.7.up_proj.weight" -> ("blk.3.ffn_up_exps.weight", 7); Mixtral's
 // "block_sparse_moe.experts.E.w1/w3/w2" are gate/up/down. nullopt for any other name.
 std::optional<std::pair<std::string, int64_t>> hf_expert_tensor(const std::string& hf_name);
+
+// A fused expert tensor of a layer: "model.layers.3.mlp.experts.gate_up_proj" -> (3, GateUp).
+// transformers 5 (Qwen MoE, OLMoE, Mixtral): gate_up_proj / down_proj (also with ".weight"); gpt-oss
+// also gate_up_proj_bias / down_proj_bias and the MXFP4 *_blocks / *_scales. nullopt for other names.
+enum class HfFusedExpertPart { GateUp, Down, GateUpBias, DownBias, GateUpBlocks, GateUpScales, DownBlocks, DownScales };
+struct HfFusedExpert {
+  int64_t layer;
+  HfFusedExpertPart part;
+  bool operator==(const HfFusedExpert&) const = default;
+};
+std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& hf_name);
 
 // Row permutation llama.cpp applies to llama q/k weights and biases (HF "rotate half" -> GGUF adjacent
 // pairs): for rows = n_head * head_dim, output row h*head_dim + 2*j + k comes from input row

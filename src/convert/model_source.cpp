@@ -172,6 +172,10 @@ Result<uint64_t> estimate_model_bytes(const std::string& source, const ModelLoad
     TM_ASSIGN_OR_RETURN(SafetensorsModel w, SafetensorsModel::open(source));
     for (const std::string& name : w.names()) {
       const SafetensorsTensor& t = *w.find(name)->tensor;
+      if (!st_dtype_is_float(t.dtype)) {  // gpt-oss's MXFP4 blocks and scales: kept as they are
+        other += static_cast<double>(t.nbytes());
+        continue;
+      }
       const double n = static_cast<double>(t.n_elements);
       if (t.shape.size() >= 2) {
         matrices += n;

@@ -35,6 +35,8 @@ constexpr Family kFamilies[] = {
     {"Qwen2MoeForCausalLM", "qwen2moe", 32768, true, false, false, true},
     {"Qwen3MoeForCausalLM", "qwen3moe", 32768, false, true, false, true},
     {"OlmoeForCausalLM", "olmoe", 4096, false, true, false, true},
+    // q/k/v/o biases whatever attention_bias says (llama.cpp's gpt-oss requires them)
+    {"GptOssForCausalLM", "gpt-oss", 131072, true, false, false, true},
 };
 
 class Reader {
@@ -123,6 +125,17 @@ Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
     TM_ASSIGN_OR_RETURN(s.factor, r.number(rs, "factor", 0, ctx));
     if (s.factor <= 0) return r.err("yarn rope_scaling needs a positive \"factor\"");
     TM_ASSIGN_OR_RETURN(s.original_max_position_embeddings, orig_ctx(0));
+    // copied into rope.scaling.yarn_* as llama.cpp's converter does (attention_factor, or attn_factor)
+    for (auto [key, out] : {std::pair{"beta_fast", &s.beta_fast}, std::pair{"beta_slow", &s.beta_slow},
+                            std::pair{"extrapolation_factor", &s.extrapolation_factor},
+                            std::pair{"attention_factor", &s.attention_factor}}) {
+      auto it = rs.find(key);
+      if ((it == rs.end() || it->is_null()) && out == &s.attention_factor) it = rs.find("attn_factor");
+      if (it == rs.end() || it->is_null()) continue;
+      if (!it->is_number() || !std::isfinite(it->get<double>()))
+        return r.err(fmt::format("\"rope_scaling.{}\" must be a number, got {}", key, it->dump()));
+      *out = it->get<double>();
+    }
   } else if (type == "longrope" || type == "su") {
     s.type = HfRopeScalingType::LongRope;
     for (auto [key, out] : {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}}) {
@@ -180,7 +193,10 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
   constexpr int64_t kMaxExperts = 1 << 16;
   const char* count_key = r.get("num_local_experts") ? "num_local_experts" : "num_experts";
   TM_ASSIGN_OR_RETURN(c->n_expert, r.integer(count_key, std::nullopt, 2, kMaxExperts));
-  TM_ASSIGN_OR_RETURN(c->n_expert_used, r.integer("num_experts_per_tok", std::nullopt, 1, c->n_expert));
+  // gpt-oss's config.json also spells it experts_per_token
+  const char* used_key =
+      c->gguf_arch == "gpt-oss" && !r.get("num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok";
+  TM_ASSIGN_OR_RETURN(c->n_expert_used, r.integer(used_key, std::nullopt, 1, c->n_expert));
   const bool qwen = c->gguf_arch == "qwen2moe" || c->gguf_arch == "qwen3moe";
   if (qwen) {
     TM_ASSIGN_OR_RETURN(c->moe_intermediate_size, r.integer("moe_intermediate_size", std::nullopt, 1, 1 << 24));
@@ -200,6 +216,7 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
       return r.err("olmoe needs num_key_value_heads == num_attention_heads and num_attention_heads * head_dim == "
                    "hidden_size (llama.cpp's q/k norms are hidden_size wide)");
   }
+  if (c->gguf_arch == "gpt-oss") return {};  // top-k by logit, softmax over those: fixed by the architecture
   // llama.cpp renormalizes the top-k weights for qwen3moe and Mixtral, never for qwen2moe and olmoe.
   const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama";
   if (const json* v = r.get("norm_topk_prob"); v && v->is_boolean() && v->get<bool>() != renorm)
@@ -208,15 +225,43 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
   return {};
 }
 
+// gpt-oss (llama.cpp's GptOssModel): the sliding window is required and slides on the even layers
+// (llama.cpp's swa pattern 2), which layer_types must agree with; the output matrix is its own;
+// the clamped SwiGLU's limit is llama.cpp's fixed 7.
+Status parse_gptoss(const Reader& r, const json& j, const std::string& source, HfConfig* c) {
+  TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
+  if (const json* lt = r.get("layer_types")) {
+    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != c->num_hidden_layers)
+      return r.err(fmt::format("\"layer_types\" must be an array of {} layer types", c->num_hidden_layers));
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const char* want = i % 2 == 0 ? "sliding_attention" : "full_attention";
+      if (!(*lt)[i].is_string() || (*lt)[i].get<std::string>() != want)
+        return r.err(fmt::format("layer_types[{}] is {}, expected \"{}\": GGUF gpt-oss slides the window on the even "
+                                 "layers and attends fully on the odd ones",
+                                 i, (*lt)[i].dump(), want));
+    }
+  }
+  if (c->tie_word_embeddings) return r.err("gpt-oss with tie_word_embeddings: GGUF gpt-oss needs its own output matrix");
+  if (auto it = j.find("swiglu_limit"); it != j.end() && it->is_number() && it->get<double>() != 7.0)
+    log_warn("{}: swiglu_limit {} is not the 7 GGUF gpt-oss computes with", source, it->get<double>());
+  if (c->rope_scaling.type != HfRopeScalingType::None && c->rope_scaling.type != HfRopeScalingType::Yarn)
+    return r.err("gpt-oss supports yarn rope_scaling only");
+  return {};
+}
+
 // Weights quantized by another tool (config.json's quantization_config) cannot be converted: the
 // refusal names the format and what to do instead.
-Status refuse_quantized(const Reader& r, const json& q) {
+Status refuse_quantized(const Reader& r, const json& q, const std::string& hf_arch, HfConfig* c) {
   if (!q.is_object()) return {};
   std::string method = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "";
   if (method.empty() && (q.value("load_in_4bit", false) || q.value("load_in_8bit", false))) method = "bitsandbytes";
   if (method.empty()) return {};
   std::string lower;
   for (char ch : method) lower += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch == '-' ? '_' : ch);
+  if (lower == "mxfp4" && hf_arch == "GptOssForCausalLM") {  // OpenAI's own format: kept as GGUF MXFP4
+    c->mxfp4 = true;
+    return {};
+  }
   const std::string format = hf_quant_format_name(lower);
   return r.err(fmt::format("the weights are quantized with {} (quantization_config.quant_method \"{}\"); tokenmill "
                            "does not load {} weights. Use the model's original (unquantized) weights, quantized at "
@@ -231,6 +276,7 @@ std::string hf_quant_format_name(const std::string& method) {
   if (method == "gptq" || method == "gptq_marlin" || method == "marlin" || method == "gptq_marlin_24") return "GPTQ";
   if (method == "bitsandbytes") return "bitsandbytes";
   if (method == "fp8" || method == "fbgemm_fp8" || method == "ptpc_fp8") return "FP8";
+  if (method == "mxfp4") return "MXFP4";
   if (method == "compressed_tensors") return "compressed-tensors (FP8 / INT8 / INT4)";
   if (method == "modelopt" || method == "modelopt_fp4") return "ModelOpt (FP8 / FP4)";
   return "'" + method + "'";
@@ -242,9 +288,11 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
   Reader r(j, source);
   HfConfig c;
-  if (const json* q = r.get("quantization_config")) TM_TRY(refuse_quantized(r, *q));
-
   const json* archs = r.get("architectures");
+  const std::string arch0 = archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string()
+                                ? (*archs)[0].get<std::string>() : "";
+  if (const json* q = r.get("quantization_config")) TM_TRY(refuse_quantized(r, *q, arch0, &c));
+
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
     return r.err("missing \"architectures\" (e.g. [\"LlamaForCausalLM\"])");
   c.hf_arch = (*archs)[0].get<std::string>();
@@ -306,6 +354,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   if (fam->moe) TM_TRY(parse_moe(r, source, &c));
 
   c.rope_dims = c.head_dim;
+  if (c.gguf_arch == "gpt-oss") TM_TRY(parse_gptoss(r, j, source, &c));
   if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));
   else if (c.rope_scaling.type == HfRopeScalingType::LongRope)
     return r.err(fmt::format("longrope rope_scaling is supported for Phi3ForCausalLM only, not {}", c.hf_arch));

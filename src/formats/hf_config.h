@@ -1,10 +1,12 @@
 // Hyper-parameters from a Hugging Face config.json for the decoder-only families we convert:
 // LlamaForCausalLM, MistralForCausalLM and MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
 // Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"), and the mixtures of experts
-// Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe").
+// Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe"),
+// GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +27,9 @@ struct HfRopeScaling {
   int64_t original_max_position_embeddings = 0;
   // longrope (phi3, also "su"): per-frequency divisors, rotary dims / 2 each
   std::vector<float> short_factor, long_factor;
+  // yarn: the optional fields llama.cpp's converter copies into rope.scaling.yarn_* (NaN: absent)
+  double beta_fast = std::nan(""), beta_slow = std::nan(""), extrapolation_factor = std::nan(""),
+         attention_factor = std::nan("");
 };
 
 struct HfConfig {
@@ -56,7 +61,7 @@ struct HfConfig {
   bool fused_qkv_ffn = false;
   int64_t rope_dims = 0;               // 0 before parsing; then head_dim unless partial
   int64_t original_context = 0;        // phi3
-  int64_t sliding_window = 0;          // phi3: written as llama.cpp's converter does (0 when none)
+  int64_t sliding_window = 0;          // phi3 (0 when none), gpt-oss (required): written as llama.cpp's converter does
   // Mixture of experts: experts (num_local_experts / num_experts; 0 = a dense model), experts per
   // token (num_experts_per_tok), each expert's FFN rows (qwen2moe/qwen3moe: moe_intermediate_size,
   // written as expert_feed_forward_length; olmoe and Mixtral: intermediate_size), qwen2moe's shared
@@ -66,8 +71,12 @@ struct HfConfig {
   int64_t moe_intermediate_size = 0;     // 0: the experts have intermediate_size rows
   int64_t shared_expert_intermediate_size = 0;  // > 0: qwen2moe's shared expert
   bool qk_norm_full = false;
+  // gpt-oss: config.json's quantization_config says the experts are MXFP4 (quant_method "mxfp4"); the
+  // tensors decide what is converted (MXFP4 *_blocks / *_scales, or dequantized gate_up_proj / down_proj).
+  bool mxfp4 = false;
 
   int64_t expert_rows() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
+  bool gptoss() const { return gguf_arch == "gpt-oss"; }
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }

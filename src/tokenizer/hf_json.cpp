@@ -286,6 +286,26 @@ Result<VocabData> vocab_from_hf_dir(const std::string& dir) {
   }
   auto v = vocab_from_hf_json(*text, cfg);
   if (!v.ok()) return Error{dir + ": " + v.error()};
+  // transformers >= 4.43 saves the template apart (gpt-oss ships chat_template.jinja only): read as
+  // llama.cpp's SpecialVocab does, tokenizer_config.json's chat_template first, then
+  // chat_template.jinja, then chat_template.json's "chat_template" (a string).
+  if (!v->chat_template) {
+    const std::string jinja = (fs::path(dir) / "chat_template.jinja").string();
+    const std::string tjson = (fs::path(dir) / "chat_template.json").string();
+    if (fs::exists(jinja, ec)) {
+      auto t = read_file(jinja);
+      if (!t.ok()) return Error{"cannot read " + jinja + ": " + t.error()};
+      v->chat_template = std::move(*t);
+    } else if (fs::exists(tjson, ec)) {
+      auto t = read_file(tjson);
+      if (!t.ok()) return Error{"cannot read " + tjson + ": " + t.error()};
+      const auto j = nlohmann::json::parse(*t, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+        v->chat_template = j["chat_template"].get<std::string>();
+      else
+        log_warn("{}: no \"chat_template\" string in it; no chat template", tjson);
+    }
+  }
   return v;
 }
 

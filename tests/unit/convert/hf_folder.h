@@ -35,6 +35,9 @@ inline GgufFile convert(const std::string& dir, const std::string& outtype = "au
 struct HfTensor {
   std::vector<int64_t> shape;  // HF order (outermost first)
   std::vector<float> values;
+  // a tensor stored as given (gpt-oss's MXFP4 blocks and scales: "U8"), whatever the folder's dtype
+  std::string raw_dtype = {};
+  std::vector<uint8_t> raw = {};
 };
 using HfTensors = std::map<std::string, HfTensor>;  // sorted by HF name
 
@@ -121,10 +124,10 @@ inline void write_text(const std::string& path, const std::string& s) {
 }
 
 // Writes config.json and the weights in `dtype` ("F32", "F16", "BF16"); sharded: tensors alternate
-// between two shard files listed in model.safetensors.index.json.
+// between two shard files listed in model.safetensors.index.json. `folder`: its name under temp_dir().
 inline std::string write_hf_folder(const nlohmann::json& cfg, const HfTensors& tensors, const std::string& dtype,
-                                   bool sharded = false) {
-  const std::string dir = temp_dir() + "/hf-model";
+                                   bool sharded = false, const std::string& folder = "hf-model") {
+  const std::string dir = temp_dir() + "/" + folder;
   std::filesystem::create_directories(dir);
   write_text(dir + "/config.json", cfg.dump(2));
   std::vector<StTensor> shard[2];
@@ -132,7 +135,8 @@ inline std::string write_hf_folder(const nlohmann::json& cfg, const HfTensors& t
   int k = 0;
   for (const auto& [name, t] : tensors) {
     const int s = sharded ? (k++ % 2) : 0;
-    shard[s].push_back({name, dtype, t.shape, encode_floats(t.values, dtype)});
+    if (!t.raw_dtype.empty()) shard[s].push_back({name, t.raw_dtype, t.shape, t.raw});
+    else shard[s].push_back({name, dtype, t.shape, encode_floats(t.values, dtype)});
     weight_map[name] = s == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
   }
   if (!sharded) {

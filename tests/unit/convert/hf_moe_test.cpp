@@ -359,3 +359,152 @@ INSTANTIATE_TEST_SUITE_P(Families, HfMoeRoundTrip,
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
                            return n;
                          });
+
+// transformers 5 saves the experts fused: mlp.experts.gate_up_proj [E, 2F, H] (each expert's gate rows
+// then its up rows, torch.cat((gate, up), dim=1) of the per-expert matrices) and mlp.experts.down_proj
+// [E, H, F]; Mixtral's block_sparse_moe becomes mlp (router mlp.gate). The same weights in the old
+// per-expert layout convert to the same file, byte for byte.
+namespace {
+
+// The per-expert folder's weights in transformers 5's fused layout.
+HfTensors fuse_experts(const json& cfg, const HfTensors& src, bool weight_suffix) {
+  const bool mixtral = cfg["architectures"][0] == "MixtralForCausalLM";
+  const int64_t E = cfg.value("num_local_experts", cfg.value("num_experts", int64_t{0}));
+  HfTensors out;
+  for (const auto& [name, t] : src) {
+    if (name.find(".experts.") != std::string::npos) continue;
+    std::string n = name;
+    if (mixtral) {
+      const size_t p = n.find("block_sparse_moe.");
+      if (p != std::string::npos) n.replace(p, 17, "mlp.");
+    }
+    out[n] = t;
+  }
+  for (int64_t l = 0; l < cfg["num_hidden_layers"].get<int64_t>(); ++l) {
+    const std::string p = fmt::format("model.layers.{}.{}experts.", l, mixtral ? "block_sparse_moe." : "mlp.");
+    const std::string gate = mixtral ? "w1" : "gate_proj", up = mixtral ? "w3" : "up_proj", down = mixtral ? "w2" : "down_proj";
+    HfTensor gu, dn;
+    for (int64_t e = 0; e < E; ++e) {
+      const HfTensor& g = src.at(fmt::format("{}{}.{}.weight", p, e, gate));
+      const HfTensor& u = src.at(fmt::format("{}{}.{}.weight", p, e, up));
+      const HfTensor& d = src.at(fmt::format("{}{}.{}.weight", p, e, down));
+      gu.values.insert(gu.values.end(), g.values.begin(), g.values.end());
+      gu.values.insert(gu.values.end(), u.values.begin(), u.values.end());
+      dn.values.insert(dn.values.end(), d.values.begin(), d.values.end());
+      gu.shape = {E, 2 * g.shape[0], g.shape[1]};
+      dn.shape = {E, d.shape[0], d.shape[1]};
+    }
+    const std::string q = fmt::format("model.layers.{}.mlp.experts.", l), sfx = weight_suffix ? ".weight" : "";
+    out[q + "gate_up_proj" + sfx] = gu;
+    out[q + "down_proj" + sfx] = dn;
+  }
+  return out;
+}
+
+void expect_same_file(const std::string& a_path, const std::string& b_path) {
+  auto a = GgufFile::open(a_path);
+  auto b = GgufFile::open(b_path);
+  ASSERT_TRUE(a.ok()) << a.error();
+  ASSERT_TRUE(b.ok()) << b.error();
+  ASSERT_EQ(a->tensors().size(), b->tensors().size());
+  for (const GgufTensorInfo& want : a->tensors()) {
+    const GgufTensorInfo* got = b->find_tensor(want.name);
+    ASSERT_NE(got, nullptr) << want.name;
+    EXPECT_EQ(got->type, want.type) << want.name;
+    EXPECT_EQ(got->ne, want.ne) << want.name;
+    ASSERT_EQ(got->nbytes, want.nbytes) << want.name;
+    EXPECT_EQ(std::memcmp(got->data, want.data, want.nbytes), 0) << want.name;
+  }
+  for (const auto& [key, v] : a->metadata()) {
+    if (key == "general.name") continue;
+    const GgufValue* mine = b->find(key);
+    ASSERT_NE(mine, nullptr) << key;
+    EXPECT_EQ(mine->type, v.type) << key;
+  }
+  EXPECT_EQ(a->metadata().size(), b->metadata().size());
+}
+
+std::string convert_to(const std::string& dir, const std::string& out, const std::string& outtype) {
+  HfConvertOptions o;
+  o.outtype = outtype;
+  o.name = "same";
+  auto st = convert_hf_to_gguf(dir, out, o);
+  return st.ok() ? "" : st.error();
+}
+
+}  // namespace
+
+class HfFusedExperts : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFusedExperts, SameFileAsPerExpertLayout) {
+  const json cfg = moe_config(GetParam());
+  const HfTensors src = hf_weights(cfg);
+  const std::string old_dir = write_hf_folder(cfg, src, "BF16", false, "per-expert");
+  const bool mixtral = GetParam() == "MixtralForCausalLM";
+  // BF16 kept (bits copied) and BF16 -> F16 (converted); ".weight" suffixes as llama.cpp also accepts
+  for (const std::string outtype : {"auto", "f16"}) {
+    for (bool suffix : {false, true}) {
+      const std::string new_dir = write_hf_folder(cfg, fuse_experts(cfg, src, suffix), "BF16", true, "fused");
+      const std::string a = temp_dir() + "/per-expert.gguf", b = temp_dir() + "/fused.gguf";
+      ASSERT_EQ(convert_to(old_dir, a, outtype), "");
+      ASSERT_EQ(convert_to(new_dir, b, outtype), "");
+      SCOPED_TRACE(outtype + (suffix ? " .weight" : ""));
+      expect_same_file(a, b);
+      if (mixtral) {  // the renamed router is the router
+        auto f = GgufFile::open(b);
+        ASSERT_TRUE(f.ok());
+        expect_tensor(*f, "blk.1.ffn_gate_inp.weight", {16, 4}, DType::F32,
+                      src.at("model.layers.1.block_sparse_moe.gate.weight").values);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFusedExperts,
+                         ::testing::Values("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM",
+                                           "MixtralForCausalLM"));
+
+TEST(HfConvertMoe, FusedExpertErrors) {
+  const json cfg = moe_config("Qwen3MoeForCausalLM");
+  const HfTensors src = hf_weights(cfg);
+  const HfTensors fused = fuse_experts(cfg, src, false);
+  // both layouts for one layer
+  HfTensors both = fused;
+  both["model.layers.0.mlp.experts.1.up_proj.weight"] = src.at("model.layers.0.mlp.experts.1.up_proj.weight");
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, both, "F32")), "is given twice (per-expert and fused");
+  // down_proj transposed ([E, F, H] instead of [E, H, F])
+  HfTensors bad = fused;
+  bad["model.layers.1.mlp.experts.down_proj"].shape = {4, 12, 16};
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, bad, "F32")), "shape [4, 12, 16] does not match config.json (expected [4, 16, 12])");
+  // gpt-oss's biases and MXFP4 tensors are gpt-oss's only
+  HfTensors biased = fused;
+  biased["model.layers.0.mlp.experts.gate_up_proj_bias"] = {{4, 24}, std::vector<float>(96, 0.0f)};
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, biased, "F32")), "unexpected for Qwen3MoeForCausalLM");
+  // fused experts in a dense model, or beyond the layers
+  json dense = tiny_llama_config();
+  HfTensors d = hf_weights(dense);
+  d["model.layers.0.mlp.experts.down_proj"] = {{4, 16, 24}, std::vector<float>(4 * 16 * 24, 0.0f)};
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(dense, d, "F32")), "unexpected for LlamaForCausalLM");
+  HfTensors beyond = fused;
+  beyond["model.layers.2.mlp.experts.down_proj"] = fused.at("model.layers.1.mlp.experts.down_proj");
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, beyond, "F32")), "unexpected for Qwen3MoeForCausalLM");
+  // a layer without its down_proj
+  HfTensors missing = fused;
+  missing.erase("model.layers.1.mlp.experts.down_proj");
+  EXPECT_ERROR_HAS(convert_error(write_hf_folder(cfg, missing, "F32")), "missing tensor 'blk.1.ffn_down_exps.weight'");
+}
+
+TEST(HfConvertMoe, FusedExpertTensorNames) {
+  using P = HfFusedExpertPart;
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.3.mlp.experts.gate_up_proj"), (HfFusedExpert{3, P::GateUp}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.3.mlp.experts.gate_up_proj.weight"), (HfFusedExpert{3, P::GateUp}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.12.mlp.experts.down_proj"), (HfFusedExpert{12, P::Down}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.0.mlp.experts.down_proj_bias"), (HfFusedExpert{0, P::DownBias}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.0.mlp.experts.gate_up_proj_blocks"), (HfFusedExpert{0, P::GateUpBlocks}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.0.mlp.experts.down_proj_scales"), (HfFusedExpert{0, P::DownScales}));
+  EXPECT_EQ(hf_fused_expert_tensor("model.layers.5.block_sparse_moe.experts.down_proj"), (HfFusedExpert{5, P::Down}));
+  EXPECT_FALSE(hf_fused_expert_tensor("model.layers.0.mlp.experts.0.down_proj.weight").has_value());
+  EXPECT_FALSE(hf_fused_expert_tensor("model.layers.01.mlp.experts.down_proj").has_value());
+  EXPECT_FALSE(hf_fused_expert_tensor("model.layers.0.mlp.shared_expert.down_proj").has_value());
+  EXPECT_FALSE(hf_fused_expert_tensor("model.layers.0.mlp.experts.down_proj.bias").has_value());
+}

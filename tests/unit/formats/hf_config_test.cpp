@@ -1,6 +1,8 @@
 // config.json parsing: real configs' fields, defaults, rope scaling variants and validation errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "formats/hf_config.h"
 
 using namespace tmill;
@@ -129,7 +131,7 @@ TEST(HfConfig, Errors) {
   EXPECT_ERROR_HAS(error_of("{\"architectures\": [\"BertModel\"], " + base + "}"),
                    "unsupported architecture 'BertModel' (supported: LlamaForCausalLM, MistralForCausalLM, "
                    "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-                   "Qwen3MoeForCausalLM, OlmoeForCausalLM)");
+                   "Qwen3MoeForCausalLM, OlmoeForCausalLM, GptOssForCausalLM)");
   EXPECT_ERROR_HAS(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8})"),
                    "missing required field \"intermediate_size\"");
   EXPECT_ERROR_HAS(with(R"(, "num_key_value_heads": 3)"), "not a multiple of num_key_value_heads 3");
@@ -150,6 +152,62 @@ TEST(HfConfig, Errors) {
     "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 5})");
   ASSERT_FALSE(wrong.ok());
   EXPECT_ERROR_HAS(wrong.error(), "hidden_size 9 is not a multiple of num_attention_heads 2");
+}
+
+// gpt-oss-20b's config.json (huggingface.co/openai/gpt-oss-20b): its MXFP4 quantization_config is
+// OpenAI's own format, converted, not refused; experts, window and YaRN's beta_fast / beta_slow read.
+TEST(HfConfig, GptOss20b) {
+  std::string layer_types;
+  for (int i = 0; i < 24; ++i) layer_types += std::string(i ? ", " : "") + (i % 2 ? "\"full_attention\"" : "\"sliding_attention\"");
+  const std::string text = R"({
+    "architectures": ["GptOssForCausalLM"], "attention_bias": true, "attention_dropout": 0.0,
+    "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+    "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+    "layer_types": [)" + layer_types + R"(], "max_position_embeddings": 131072, "model_type": "gpt_oss",
+    "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8,
+    "num_local_experts": 32, "output_router_logits": false, "pad_token_id": 199999,
+    "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+      "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"},
+    "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+      "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": false, "transformers_version": "4.55.0.dev0", "use_cache": true, "vocab_size": 201088})";
+  auto c = parse_hf_config(text);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->gguf_arch, "gpt-oss");
+  EXPECT_TRUE(c->mxfp4);
+  EXPECT_EQ(c->n_expert, 32);
+  EXPECT_EQ(c->n_expert_used, 4);
+  EXPECT_EQ(c->expert_rows(), 2880);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->q_dim(), 4096);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_EQ(c->sliding_window, 128);
+  EXPECT_EQ(c->rope_theta, 150000.0);
+  EXPECT_EQ(c->rope_scaling.type, HfRopeScalingType::Yarn);
+  EXPECT_EQ(c->rope_scaling.factor, 32.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_EQ(c->rope_scaling.beta_fast, 32.0);
+  EXPECT_EQ(c->rope_scaling.beta_slow, 1.0);
+  EXPECT_TRUE(std::isnan(c->rope_scaling.attention_factor));
+  // what GGUF gpt-oss cannot express
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return error_of(t);
+  };
+  EXPECT_ERROR_HAS(edited("\"sliding_window\": 128", "\"sliding_window\": 0"), "\"sliding_window\" = 0 is out of range");
+  EXPECT_ERROR_HAS(edited("\"sliding_attention\", \"full", "\"full_attention\", \"full"),
+                   "layer_types[0] is \"full_attention\", expected \"sliding_attention\"");
+  EXPECT_ERROR_HAS(edited("\"quant_method\": \"mxfp4\"", "\"quant_method\": \"awq\""), "quantized with AWQ");
+  EXPECT_ERROR_HAS(edited("\"GptOssForCausalLM\"", "\"LlamaForCausalLM\""), "quantized with MXFP4");
+  // OpenAI's own spelling of the experts per token, when transformers' is absent
+  std::string t = text;
+  const std::string key = "\"num_experts_per_tok\": 4";
+  t.replace(t.find(key), key.size(), "\"num_experts_per_tak\": 9");
+  auto c2 = parse_hf_config(t);
+  ASSERT_TRUE(c2.ok()) << c2.error();
+  EXPECT_EQ(c2->n_expert_used, 4);
 }
 
 // Weights quantized by another tool: config.json's quantization_config is refused, naming the format.

@@ -3,6 +3,12 @@
 // tests/unit/convert/hf_tokenizer_test.cpp.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
 #include "tok_test_util.h"
 #include "tokenizer/hf_json.h"
 #include "tokenizer/normalize.h"
@@ -100,6 +106,33 @@ TEST(HfTokenizer, MetaspaceByteFallbackBpe) {
   EXPECT_EQ(t.encode("<s>hi", false, true), (std::vector<int32_t>{1, 7, 8}));
   EXPECT_EQ(t.encode(" hi", false, false), (std::vector<int32_t>{10}));
   EXPECT_EQ(t.decode(t.encode("hi hi中", true, false), true), "hi hi中");
+}
+
+// The chat template saved apart (gpt-oss ships chat_template.jinja only): read as llama.cpp's
+// SpecialVocab does, tokenizer_config.json's first, then chat_template.jinja, then chat_template.json.
+TEST(HfTokenizer, ChatTemplateFiles) {
+  const std::string dir = test::temp_dir() + "/hf-template";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir + "/" + name) << text; };
+  write("tokenizer.json", R"({"added_tokens": [{"id":0,"content":"<unk>","special":true}],
+    "pre_tokenizer": {"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":false},
+    "model": {"type":"BPE","byte_fallback":true,"unk_token":"<unk>","vocab": {"<unk>":0,"▁":1,"h":2,"▁h":3},
+              "merges": ["▁ h"]}})");
+  auto template_of = [&]() -> std::optional<std::string> {
+    auto tok = Tokenizer::load(dir);
+    EXPECT_TRUE(tok.ok()) << tok.error();
+    return tok.ok() ? (*tok)->chat_template() : std::nullopt;
+  };
+  nlohmann::json config = {{"unk_token", "<unk>"}};
+  write("tokenizer_config.json", config.dump());
+  EXPECT_FALSE(template_of().has_value());
+  write("chat_template.json", nlohmann::json{{"chat_template", "from json"}}.dump());
+  EXPECT_EQ(template_of(), "from json");
+  write("chat_template.jinja", "{{ messages[0]['content'] }}");
+  EXPECT_EQ(template_of(), "{{ messages[0]['content'] }}");
+  config["chat_template"] = "from tokenizer_config";
+  write("tokenizer_config.json", config.dump());
+  EXPECT_EQ(template_of(), "from tokenizer_config");
 }
 
 }  // namespace
