@@ -6,7 +6,7 @@
 # are written once into --models-dir (gpt-oss-20b MXFP4 is 12 GB; one engine runs at a time).
 #
 # usage: bench/family_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--only NAME[,NAME]]
-#   NAME: gemma3, phi3, olmoe-q4, olmoe-iq4xs, gptoss (default: all)
+#   NAME: gemma3, phi3, olmoe-q4, olmoe-iq4xs, gptoss (default: all); ROWS=tg,pp,b16 (environment) picks rows
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=2 REPS=3 DIR=bench/models LDIR= BASE= ONLY=all
@@ -49,10 +49,12 @@ row() {  # label target model batch prompt_len gen_len key -- llama_kind llama_a
     'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %s | %s / %s |\n", lb, t, l, (l > 0 ? t / l : 0), g, ta, la }'
 }
 want() { [ "$ONLY" = all ] || [[ ",$ONLY," == *",$1,"* ]]; }
+ROWS=${ROWS:-tg,pp,b16}
 three() {  # name file tg_target pp_target b16_target
-  row "$1: decode, 1 stream (tok/s)" "$3" "$2" 1 8 "$GEN" gen_tokens_per_s -- bench "$2" 0 "$GEN"
-  row "$1: prompt $PP tokens (tok/s)" "$4" "$2" 1 "$PP" 2 prompt_tokens_per_s -- bench "$2" "$PP" 0
-  row "$1: 16 streams x $NTG generated (tok/s)" "$5" "$2" 16 "$NPP" "$NTG" gen_tokens_per_s -- batched "$2" 16
+  [[ ",$ROWS," == *,tg,* ]] && row "$1: decode, 1 stream (tok/s)" "$3" "$2" 1 8 "$GEN" gen_tokens_per_s -- bench "$2" 0 "$GEN"
+  [[ ",$ROWS," == *,pp,* ]] && row "$1: prompt $PP tokens (tok/s)" "$4" "$2" 1 "$PP" 2 prompt_tokens_per_s -- bench "$2" "$PP" 0
+  [[ ",$ROWS," == *,b16,* ]] && row "$1: 16 streams x $NTG generated (tok/s)" "$5" "$2" 16 "$NPP" "$NTG" gen_tokens_per_s -- batched "$2" 16
+  return 0
 }
 echo "tokenmill $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d %H:%M') UTC, $THREADS threads, medians of $REPS; $(lscpu | sed -n 's/^Model name: *//p')"
 echo "llama.cpp: $LB ($("$LB" --version 2>&1 | head -1)), same files, alternating run by run"

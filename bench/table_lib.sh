@@ -24,7 +24,9 @@ lcpp_bench() {  # model -p -n -> avg_ts of one repetition
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /avg_ts/) c = i; next } { v = $c } END { gsub(/"/, "", v); print v }'
 }
 lcpp_batched() {  # model npl -> S_TG
-  "$LBB" -m "$1" -t "$THREADS" -npp "$NPP" -ntg "$NTG" -npl "$2" 2>/dev/null |
+  # -c: the context the streams need (without it llama.cpp takes the model's trained context for every
+  # sequence: 48 GB of KV cache for phi-3.5-mini's 131k).
+  "$LBB" -m "$1" -t "$THREADS" -c $(( (NPP + NTG) * $2 )) -npp "$NPP" -ntg "$NTG" -npl "$2" 2>/dev/null |
     awk -F'|' '/S_TG/ { for (i = 1; i <= NF; i++) if ($i ~ /S_TG/) c = i; next } c && $4 ~ /[0-9]/ { gsub(/ /, "", $c); v = $c } END { print v }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
