@@ -3,7 +3,8 @@
 // (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
 // and the ChatML fallback template. Checks: nothing throws or crashes; an error is a 400/404 with a
 // message and serializes; a success is a request the engine would accept (tokens in the vocabulary,
-// prompt + max_tokens within the context, valid sampling ranges).
+// prompt + max_tokens within the context, valid sampling ranges). The transport's memory estimate of
+// the same bytes (server/memory_budget.h) never charges less than the body itself.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "chat/chat_template.h"
 #include "core/log.h"
+#include "server/memory_budget.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
 #include "tokenizer/tokenizer.h"
@@ -90,6 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)quiet;
   const ServerContext& c = context();
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  check(request_memory_estimate(bytes) >= size, "the memory estimate covers the body");
   json body;
   try {
     body = parse_body(std::string_view(reinterpret_cast<const char*>(data), size));
