@@ -74,6 +74,10 @@ GenerateRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   r.prompt = std::move(prompt);
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
+  // Greedy output needs no seed, but the replay proposer's errors do: unseeded, which drafts are
+  // rejected (and so the KV cache the drafts take, and whether the preempt variant preempts) changed
+  // from run to run.
+  r.sampling.seed = 1234;
   return r;
 }
 
@@ -292,14 +296,20 @@ INSTANTIATE_TEST_SUITE_P(Proposers, SpecInvariance,
 // sequence after a few verifications.
 TEST(Speculative, OptOutAndAdaptiveSwitchOff) {
   const std::string model = stories_path();
-  SpeculativeConfig spec = spec_of("replay", 4);
-  spec.replay_error_rate = 1.0;  // every draft wrong
-  spec.adaptive = true;
-  auto e = make_engine(model, {4096, 0, true, spec});
   GenerateRequest r = greedy({1}, 120);
   r.ignore_eos = true;
-  r.debug_replay_tokens.assign(200, 5);
+  auto plain = make_engine(model, {4096, 0, true, {}});
+  const auto greedy_out = run_all(*plain, {r})[0];
+  // Every draft wrong, by construction: the greedy output shifted by one token id (a random wrong
+  // token could be the right one by chance).
+  const int32_t n_vocab = plain->model_info().n_vocab;
+  for (int32_t t : greedy_out) r.debug_replay_tokens.push_back((t + 1) % n_vocab);
+  SpeculativeConfig spec = spec_of("replay", 4);
+  spec.replay_error_rate = 0;
+  spec.adaptive = true;
+  auto e = make_engine(model, {4096, 0, true, spec});
   const auto out = run_all(*e, {r})[0];
+  EXPECT_EQ(out, greedy_out);
   const EngineStats st = e->stats();
   EXPECT_EQ(st.spec_num_accepted_tokens, 0u);
   EXPECT_GT(st.spec_num_drafts, 0u);
