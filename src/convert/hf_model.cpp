@@ -13,6 +13,8 @@
 
 #include "core/fp16.h"
 #include "core/log.h"
+#include "convert/hf_metadata.h"
+#include "convert/hf_tensor_ops.h"
 
 namespace tmill {
 namespace {
@@ -40,18 +42,6 @@ constexpr std::pair<const char*, const char*> kExpertNames[] = {
     {"gate_proj", "ffn_gate_exps"}, {"up_proj", "ffn_up_exps"}, {"down_proj", "ffn_down_exps"},
     {"w1", "ffn_gate_exps"},        {"w3", "ffn_up_exps"},      {"w2", "ffn_down_exps"},
 };
-
-// llama.cpp's general.file_type (LlamaFileType) for the type of the 2-D weights.
-uint32_t file_type_of(DType t) { return t == DType::F16 ? 1 : t == DType::BF16 ? 32 : 0; }
-
-std::optional<DType> float_dtype(StDType t) {
-  switch (t) {
-    case StDType::F32: return DType::F32;
-    case StDType::F16: return DType::F16;
-    case StDType::BF16: return DType::BF16;
-    default: return std::nullopt;
-  }
-}
 
 // Expected HF shape (outermost first) of every tensor the config implies, keyed by GGUF name.
 std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) {
@@ -147,92 +137,6 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
       } else {
         const uint16_t h = out == DType::F16 ? fp32_to_fp16(tmp[k]) : fp32_to_bf16(tmp[k]);
         std::memcpy(d + k * 2, &h, 2);
-      }
-    }
-  }
-  return {};
-}
-
-float load_float(const uint8_t* p, StDType t) {
-  if (t == StDType::F32) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return t == StDType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
-}
-
-void store_float(float v, DType t, uint8_t* p) {
-  if (t == DType::F32) {
-    std::memcpy(p, &v, 4);
-    return;
-  }
-  const uint16_t h = t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
-  std::memcpy(p, &h, 2);
-}
-
-// Part of a fused expert tensor: the HF tensor seen as n matrices of A x B; output matrix e has `rows`
-// rows of `cols`, its element (r, c) HF's (r0 + r * step, c), or with `transpose` HF's (c, r0 + r * step).
-// Halves of transformers 5's gate_up_proj (step 1), gpt-oss's interleaved gate/up columns (step 2,
-// transposed: its experts compute x @ W).
-struct Gather {
-  SafetensorsModel::Ref src;
-  int64_t n, A, B;
-  int64_t r0, step, rows, cols;
-  bool transpose;
-};
-
-Status gather(const Gather& g, DType out, uint8_t* dst, size_t nbytes) {
-  const SafetensorsTensor& t = *g.src.tensor;
-  const size_t in_esz = st_dtype_size(t.dtype), out_esz = out == DType::F32 ? 4 : 2;
-  if (nbytes != static_cast<size_t>(g.n * g.rows * g.cols) * out_esz) return Error{"internal: tensor size mismatch"};
-  const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits
-  constexpr int64_t kTile = 32;                    // tiles keep the transposed reads in cache
-  for (int64_t e = 0; e < g.n; ++e) {
-    const uint8_t* src = t.data + static_cast<size_t>(e * g.A * g.B) * in_esz;
-    uint8_t* dm = dst + static_cast<size_t>(e * g.rows * g.cols) * out_esz;
-    for (int64_t r0 = 0; r0 < g.rows; r0 += kTile) {
-      for (int64_t c0 = 0; c0 < g.cols; c0 += kTile) {
-        for (int64_t r = r0; r < std::min(r0 + kTile, g.rows); ++r) {
-          const int64_t hr = g.r0 + r * g.step;
-          for (int64_t c = c0; c < std::min(c0 + kTile, g.cols); ++c) {
-            const uint8_t* s = src + static_cast<size_t>(g.transpose ? c * g.B + hr : hr * g.B + c) * in_esz;
-            uint8_t* d = dm + static_cast<size_t>(r * g.cols + c) * out_esz;
-            if (raw) std::memcpy(d, s, out_esz);
-            else store_float(load_float(s, t.dtype), out, d);
-          }
-        }
-      }
-    }
-  }
-  return {};
-}
-
-// gpt-oss's MXFP4 experts -> ggml's block_mxfp4, as llama.cpp's GptOssModel.repack_mxfp4 does (bits only
-// move): HF keeps each row's blocks of 32 as 16 bytes (*_blocks, element 2k in byte k's low nibble,
-// 2k+1 in its high one) and an E8M0 exponent per block (*_scales); ggml's block is the exponent, then
-// byte j = element j | element j + 16 << 4. Output row r of expert e is HF row r0 + r * step of it.
-struct Mxfp4Rows {
-  SafetensorsModel::Ref blocks, scales;
-  int64_t n, R, G;  // n experts of R rows of G blocks
-  int64_t r0, step, rows;
-};
-
-Status repack_mxfp4(const Mxfp4Rows& m, uint8_t* dst, size_t nbytes) {
-  if (nbytes != static_cast<size_t>(m.n * m.rows * m.G) * 17) return Error{"internal: tensor size mismatch"};
-  const uint8_t* blocks = m.blocks.tensor->data;
-  const uint8_t* scales = m.scales.tensor->data;
-  for (int64_t e = 0; e < m.n; ++e) {
-    for (int64_t r = 0; r < m.rows; ++r) {
-      const int64_t hr = (e * m.R + m.r0 + r * m.step) * m.G;
-      for (int64_t g = 0; g < m.G; ++g) {
-        const uint8_t* in = blocks + static_cast<size_t>(hr + g) * 16;
-        uint8_t* o = dst + static_cast<size_t>((e * m.rows + r) * m.G + g) * 17;
-        o[0] = scales[hr + g];
-        auto nib = [in](int k) { return static_cast<uint8_t>((in[k >> 1] >> ((k & 1) * 4)) & 0x0F); };
-        for (int j = 0; j < 16; ++j) o[1 + j] = static_cast<uint8_t>(nib(j) | (nib(j + 16) << 4));
       }
     }
   }
@@ -365,7 +269,6 @@ Result<HfModel> HfModel::open(const std::string& hf_dir) {
 
 Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, GgufWriter& w) {
   const HfConfig& c = m.config;
-  const std::string& a = c.gguf_arch;
 
   // Map, validate and type every tensor before touching the writer. An item is one GGUF tensor: one
   // HF tensor, or (experts) one HF matrix per expert stacked along the outermost axis.
@@ -583,66 +486,8 @@ Status add_hf_model_to_gguf(const HfModel& m, const HfConvertOptions& opts, Gguf
     return Error{fmt::format("unknown output type '{}' (use f32, f16, bf16 or auto)", opts.outtype)};
   }
 
-  // Metadata, in the order llama.cpp's converter writes it.
-  std::string name = opts.name;
-  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().filename().string();
-  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().parent_path().filename().string();
-  w.set_string("general.architecture", a);
-  w.set_string("general.type", "model");
-  if (!name.empty()) w.set_string("general.name", name);
-  w.set_u32(a + ".block_count", static_cast<uint32_t>(c.num_hidden_layers));
-  w.set_u32(a + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
-  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
-  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
-  w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  // OlmoeModel overwrites the epsilon with 1e-5 whatever config.json says
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "olmoe" ? 1e-5f : static_cast<float>(c.rms_norm_eps));
-  if (c.n_expert > 0) {  // TextModel.set_gguf_parameters, then Qwen2MoeModel's expert sizes below
-    w.set_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
-    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
-  }
-  if (c.head_dim_in_config) {
-    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-  }
-  // with MXFP4 experts llama.cpp's converter says MOSTLY_MXFP4_MOE (38) for any float output type
-  w.set_u32("general.file_type", any_mxfp4 ? 38 : file_type_of(wtype));
-  if (c.gptoss()) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-  if (c.moe_intermediate_size > 0 || c.gptoss())  // gpt-oss: intermediate_size
-    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
-  if (c.shared_expert_intermediate_size > 0)
-    w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
-  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
-  if (a == "phi3") {  // as Phi3MiniModel writes them
-    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.original_context));
-    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-  }
+  TM_TRY(write_hf_metadata(m, opts, wtype, any_mxfp4, w));
   const auto& rs = c.rope_scaling;
-  if (rs.type == HfRopeScalingType::Linear || rs.type == HfRopeScalingType::Yarn) {
-    w.set_string(a + ".rope.scaling.type", rs.type == HfRopeScalingType::Linear ? "linear" : "yarn");
-    w.set_f32(a + ".rope.scaling.factor", static_cast<float>(rs.factor));
-    if (rs.type == HfRopeScalingType::Yarn && rs.original_max_position_embeddings > 0)
-      w.set_u32(a + ".rope.scaling.original_context_length",
-                static_cast<uint32_t>(rs.original_max_position_embeddings));
-    if (rs.type == HfRopeScalingType::Yarn) {  // the optional ones, as TextModel.set_gguf_parameters copies them
-      for (auto [key, v] : {std::pair{".rope.scaling.yarn_ext_factor", rs.extrapolation_factor},
-                            std::pair{".rope.scaling.yarn_attn_factor", rs.attention_factor},
-                            std::pair{".rope.scaling.yarn_beta_fast", rs.beta_fast},
-                            std::pair{".rope.scaling.yarn_beta_slow", rs.beta_slow}})
-        if (!std::isnan(v)) w.set_f32(a + key, static_cast<float>(v));
-    }
-  }
-  if (rs.type == HfRopeScalingType::LongRope) {
-    // the converter's attention factor: sqrt(1 + ln(scale) / ln(original context)), scale = the extension
-    const double scale = static_cast<double>(c.max_position_embeddings) / static_cast<double>(c.original_context);
-    const double attn = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.original_context))) : 1.0;
-    w.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn));
-  }
-  if (opts.add_tokenizer) TM_TRY(opts.add_tokenizer(m.dir, w));
-  w.set_u32("general.quantization_version", 2);
 
   // Tensors: generated ones first, then the HF tensors in llama.cpp's visiting order.
   if (rs.type == HfRopeScalingType::Llama3) {

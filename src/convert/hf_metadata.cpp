@@ -1,0 +1,82 @@
+// The GGUF metadata of a converted Hugging Face model, in the order llama.cpp's converter writes it.
+#include "convert/hf_metadata.h"
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+namespace tmill {
+
+namespace {
+
+// llama.cpp's general.file_type (LlamaFileType) for the type of the 2-D weights.
+uint32_t file_type_of(DType t) { return t == DType::F16 ? 1 : t == DType::BF16 ? 32 : 0; }
+
+}  // namespace
+
+Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType wtype, bool any_mxfp4, GgufWriter& w) {
+  const HfConfig& c = m.config;
+  const std::string& a = c.gguf_arch;
+  std::string name = opts.name;
+  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(m.dir).lexically_normal().parent_path().filename().string();
+  w.set_string("general.architecture", a);
+  w.set_string("general.type", "model");
+  if (!name.empty()) w.set_string("general.name", name);
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(c.num_hidden_layers));
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
+  w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  // OlmoeModel overwrites the epsilon with 1e-5 whatever config.json says
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "olmoe" ? 1e-5f : static_cast<float>(c.rms_norm_eps));
+  if (c.n_expert > 0) {  // TextModel.set_gguf_parameters, then Qwen2MoeModel's expert sizes below
+    w.set_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
+    w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
+  }
+  if (c.head_dim_in_config) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  }
+  // with MXFP4 experts llama.cpp's converter says MOSTLY_MXFP4_MOE (38) for any float output type
+  w.set_u32("general.file_type", any_mxfp4 ? 38 : file_type_of(wtype));
+  if (c.gptoss()) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  if (c.moe_intermediate_size > 0 || c.gptoss())  // gpt-oss: intermediate_size
+    w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
+  if (c.shared_expert_intermediate_size > 0)
+    w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
+  w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
+  if (a == "phi3") {  // as Phi3MiniModel writes them
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.original_context));
+    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  }
+  const auto& rs = c.rope_scaling;
+  if (rs.type == HfRopeScalingType::Linear || rs.type == HfRopeScalingType::Yarn) {
+    w.set_string(a + ".rope.scaling.type", rs.type == HfRopeScalingType::Linear ? "linear" : "yarn");
+    w.set_f32(a + ".rope.scaling.factor", static_cast<float>(rs.factor));
+    if (rs.type == HfRopeScalingType::Yarn && rs.original_max_position_embeddings > 0)
+      w.set_u32(a + ".rope.scaling.original_context_length",
+                static_cast<uint32_t>(rs.original_max_position_embeddings));
+    if (rs.type == HfRopeScalingType::Yarn) {  // the optional ones, as TextModel.set_gguf_parameters copies them
+      for (auto [key, v] : {std::pair{".rope.scaling.yarn_ext_factor", rs.extrapolation_factor},
+                            std::pair{".rope.scaling.yarn_attn_factor", rs.attention_factor},
+                            std::pair{".rope.scaling.yarn_beta_fast", rs.beta_fast},
+                            std::pair{".rope.scaling.yarn_beta_slow", rs.beta_slow}})
+        if (!std::isnan(v)) w.set_f32(a + key, static_cast<float>(v));
+    }
+  }
+  if (rs.type == HfRopeScalingType::LongRope) {
+    // the converter's attention factor: sqrt(1 + ln(scale) / ln(original context)), scale = the extension
+    const double scale = static_cast<double>(c.max_position_embeddings) / static_cast<double>(c.original_context);
+    const double attn = scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.original_context))) : 1.0;
+    w.set_f32(a + ".rope.scaling.attn_factor", static_cast<float>(attn));
+  }
+  if (opts.add_tokenizer) TM_TRY(opts.add_tokenizer(m.dir, w));
+  w.set_u32("general.quantization_version", 2);
+  return {};
+}
+
+}  // namespace tmill
