@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,13 @@ using namespace tmill::server;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Polls `done` until it holds or `limit` has passed; returns whether it holds.
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  return done();
+}
 
 class StubHandler final : public HttpHandler {
  public:
@@ -36,14 +44,12 @@ class StubHandler final : public HttpHandler {
     if (req.path == "/echo") return plain(200, req.method + " " + req.body);
     if (req.path == "/hold") {  // keeps its body (and its memory charge) until released
       holding = true;
-      const auto deadline = std::chrono::steady_clock::now() + 10s;
-      while (!release_hold && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+      wait_for([this] { return release_hold.load(); }, 10s);
       holding = false;
       return plain(200, "held " + std::to_string(req.body.size()));
     }
     if (req.path == "/wait-gone") {  // waits until the client hangs up
-      const auto deadline = std::chrono::steady_clock::now() + 10s;
-      while (!req.disconnected() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+      wait_for([&req] { return req.disconnected(); }, 10s);
       saw_gone = req.disconnected();
       return plain(200, "late");
     }
@@ -137,6 +143,17 @@ struct Fixture {
   }
   int port() const { return server->port(); }
 };
+
+// A client that asks for /stream with a tiny receive buffer and never reads: returns its socket once
+// the handler's stream has ended (its write failed at the write timeout), or after 10 s.
+int stalled_stream(Fixture& f) {
+  const int fd = connect_to(f.port());
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  send_all(fd, "GET /stream HTTP/1.1\r\n\r\n");
+  wait_for([&f] { return f.handler.stream_closed.load(); }, 10s);
+  return fd;
+}
 
 }  // namespace
 
@@ -251,12 +268,7 @@ TEST(HttpTransport, StreamToAClientThatStopsReadingFails) {
   o.output_buffer_max_bytes = 64 << 10;
   o.write_timeout_s = 1;
   Fixture f(o);
-  const int fd = connect_to(f.port());
-  const int small = 4096;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  send_all(fd, "GET /stream HTTP/1.1\r\n\r\n");  // and never read
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!f.handler.stream_closed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  const int fd = stalled_stream(f);
   EXPECT_TRUE(f.handler.stream_write_failed);
   EXPECT_TRUE(f.handler.stream_closed);
   ::close(fd);
@@ -268,9 +280,7 @@ TEST(HttpTransport, ClientGoneWhileHandling) {
   send_all(fd, "GET /wait-gone HTTP/1.1\r\n\r\n");
   std::this_thread::sleep_for(200ms);
   ::close(fd);
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!f.handler.saw_gone && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  EXPECT_TRUE(f.handler.saw_gone);
+  EXPECT_TRUE(wait_for([&f] { return f.handler.saw_gone.load(); }, 5s));
 }
 
 TEST(HttpTransport, ShutdownRefusesNewConnections) {
@@ -300,9 +310,7 @@ TEST(HttpTransport, MemoryBudgetShedsBodiesThatDoNotFit) {
   };
   const int holder = connect_to(f.port());
   send_all(holder, post("/hold", body));
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!f.handler.holding && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-  ASSERT_TRUE(f.handler.holding);
+  ASSERT_TRUE(wait_for([&f] { return f.handler.holding.load(); }, 5s));
   const uint64_t held = f.server->memory().used();
   EXPECT_GE(held, request_memory_estimate(body));
   EXPECT_LE(held, 400u << 10);
@@ -329,8 +337,7 @@ TEST(HttpTransport, MemoryBudgetShedsBodiesThatDoNotFit) {
   EXPECT_NE(read_until(fd, std::string(1000, 'z')).find("200 OK"), std::string::npos);
   ::close(fd);
   ::close(holder);
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (f.server->memory().used() != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  wait_for([&f] { return f.server->memory().used() == 0; }, 5s);
   EXPECT_EQ(f.server->memory().used(), 0u);
   EXPECT_LE(f.server->memory().peak(), 400u << 10);
 }
@@ -343,12 +350,7 @@ TEST(HttpTransport, MemoryBudgetBoundsAStreamsOutputBuffer) {
   o.output_buffer_max_bytes = 16 << 20;
   o.write_timeout_s = 1;
   Fixture f(o);
-  const int fd = connect_to(f.port());
-  const int small = 4096;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  send_all(fd, "GET /stream HTTP/1.1\r\n\r\n");  // and never read
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!f.handler.stream_closed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  const int fd = stalled_stream(f);
   EXPECT_TRUE(f.handler.stream_write_failed);
   // The output string grows by doubling: its capacity is at most twice what it holds.
   EXPECT_LE(f.server->memory().peak(), 2 * ((256u << 10) + (66u << 10)));
