@@ -100,7 +100,7 @@ void run_batch(benchmark::State& st, DType t, int64_t hd, int64_t group, int64_t
 
 int main(int argc, char** argv) {
   for (DType t : {DType::F16, DType::BF16, DType::I8, DType::F32})
-    for (const auto& shape : {std::pair<int64_t, int64_t>{64, 7}, {128, 4}, {64, 1}})
+    for (const auto& shape : {std::pair<int64_t, int64_t>{64, 7}, {128, 4}, {64, 1}, {128, 1}})
       for (int64_t n : {128, 512, 4096}) {
         const int64_t hd = shape.first, g = shape.second;  // (clang 14 cannot capture structured bindings)
         const std::string name = std::string("BM_Attention/") + dtype_name(t) + "/hd:" + std::to_string(hd) +

@@ -8,19 +8,37 @@ namespace tmill::kern {
 namespace {
 
 // s[g] = the 16 keys of a block (transposed K tile) dotted with query head g, for GN heads in registers.
+// With few heads one FMA chain per head would wait on the FMA latency at every dimension, so each
+// head gets A independent chains (dimensions d, d + 1, .. interleaved), summed at the end.
 template <int T, int GN>
 void qk_block(const uint8_t* kt, const float* q, int64_t hd, __m512* s) {
   constexpr int64_t eb = elem_bytes<T>();
-  __m512 r[GN];
+  constexpr int A = GN == 1 ? 4 : GN == 2 ? 2 : 1;
+  __m512 r[GN][A];
 #pragma GCC unroll 8
-  for (int g = 0; g < GN; ++g) r[g] = _mm512_setzero_ps();
-  for (int64_t d = 0; d < hd; ++d) {
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int i = 0; i < A; ++i) r[g][i] = _mm512_setzero_ps();
+  int64_t d = 0;
+  for (; d + A <= hd; d += A) {
+#pragma GCC unroll 4
+    for (int i = 0; i < A; ++i) {
+      const __m512 kd = load16<T>(kt + (d + i) * 16 * eb);
+#pragma GCC unroll 8
+      for (int g = 0; g < GN; ++g) r[g][i] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * hd + d + i]), kd, r[g][i]);
+    }
+  }
+  for (; d < hd; ++d) {
     const __m512 kd = load16<T>(kt + d * 16 * eb);
 #pragma GCC unroll 8
-    for (int g = 0; g < GN; ++g) r[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * hd + d]), kd, r[g]);
+    for (int g = 0; g < GN; ++g) r[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * hd + d]), kd, r[g][0]);
   }
 #pragma GCC unroll 8
-  for (int g = 0; g < GN; ++g) s[g] = r[g];
+  for (int g = 0; g < GN; ++g) {
+    if constexpr (A == 4) s[g] = _mm512_add_ps(_mm512_add_ps(r[g][0], r[g][1]), _mm512_add_ps(r[g][2], r[g][3]));
+    else if constexpr (A == 2) s[g] = _mm512_add_ps(r[g][0], r[g][1]);
+    else s[g] = r[g][0];
+  }
 }
 
 using QkFn = void (*)(const uint8_t*, const float*, int64_t, __m512*);
@@ -29,17 +47,22 @@ constexpr QkFn kQk[8] = {qk_block<T, 1>, qk_block<T, 2>, qk_block<T, 3>, qk_bloc
                          qk_block<T, 5>, qk_block<T, 6>, qk_block<T, 7>, qk_block<T, 8>};
 
 // acc[g][j] += sum_t p[g][t] * V[t][j] for GN query heads and JN 16-wide chunks of the V rows
-// (row stride vstride bytes), all accumulators in registers.
+// (row stride vstride bytes), all accumulators in registers. With one or two heads the even and odd
+// tokens go to separate accumulators (B = 2), so the FMA chains are not latency-bound.
 template <int T, int GN, int JN>
 void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16], float* acc, int64_t hp,
               bool last_masked, __mmask16 tail) {
   constexpr int64_t eb = elem_bytes<T>();
-  __m512 r[GN][JN];
+  constexpr int B = GN <= 2 ? 2 : 1;
+  __m512 r[B][GN][JN];
 #pragma GCC unroll 8
   for (int g = 0; g < GN; ++g)
 #pragma GCC unroll 4
-    for (int j = 0; j < JN; ++j) r[g][j] = _mm512_load_ps(acc + g * hp + j * 16);
-  for (int64_t t = 0; t < n; ++t) {
+    for (int j = 0; j < JN; ++j) {
+      r[0][g][j] = _mm512_load_ps(acc + g * hp + j * 16);
+      if constexpr (B == 2) r[B - 1][g][j] = _mm512_setzero_ps();
+    }
+  auto step = [&](int64_t t, __m512 (&rr)[GN][JN]) {
     const uint8_t* vrow = v0 + t * vstride;
     __m512 v[JN];
 #pragma GCC unroll 4
@@ -49,13 +72,24 @@ void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16
     for (int g = 0; g < GN; ++g) {
       const __m512 w = _mm512_set1_ps(p[g][t]);
 #pragma GCC unroll 4
-      for (int j = 0; j < JN; ++j) r[g][j] = _mm512_fmadd_ps(w, v[j], r[g][j]);
+      for (int j = 0; j < JN; ++j) rr[g][j] = _mm512_fmadd_ps(w, v[j], rr[g][j]);
     }
-  }
+  };
+  int64_t t = 0;
+  if constexpr (B == 2)
+    for (; t + 2 <= n; t += 2) {
+      step(t, r[0]);
+      step(t + 1, r[1]);
+    }
+  for (; t < n; ++t) step(t, r[0]);
 #pragma GCC unroll 8
   for (int g = 0; g < GN; ++g)
 #pragma GCC unroll 4
-    for (int j = 0; j < JN; ++j) _mm512_store_ps(acc + g * hp + j * 16, r[g][j]);
+    for (int j = 0; j < JN; ++j) {
+      __m512 o = r[0][g][j];
+      if constexpr (B == 2) o = _mm512_add_ps(o, r[B - 1][g][j]);
+      _mm512_store_ps(acc + g * hp + j * 16, o);
+    }
 }
 
 using PvFn = void (*)(const uint8_t*, int64_t, int64_t, const float (*)[16], float*, int64_t, bool, __mmask16);
