@@ -130,7 +130,9 @@ void entry(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* 
   for (int64_t g = g0; g < g1; ++g) {
     const __mmask16 mask = group_mask(g, rows);
     const uint8_t* gb = w + g * nb * BB;
-    for_each_tile<4>(T, [&](auto u, int64_t t) {
+    // Q6_K: the whole tile of up to 8 tokens per unpack (its unpacking costs more than Q4_K's, and it
+    // keeps fewer vectors live per token); Q4_K/Q5_K: 4 tokens (8 spill).
+    for_each_tile<Kind == kPackQ6_K ? 8 : 4>(T, [&](auto u, int64_t t) {
       tile<Kind, decltype(u)::value>(gb, nb, act, T, static_cast<int>(t), y, ldy, g * kRows, mask);
     });
   }
