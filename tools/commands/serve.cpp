@@ -125,6 +125,32 @@ uint64_t default_buffer_memory(uint64_t limit) {
   return std::min<uint64_t>(std::max(limit / 8, floor), 1ull << 30);
 }
 
+// The memory limit (limit_text, else `fallback`; 0: none) split into the request buffers
+// (--buffer-memory, else default_buffer_memory of the limit or of RAM) and the rest, the models'.
+struct MemorySplit {
+  uint64_t limit = 0, buffers = 0;
+  uint64_t models() const { return limit ? limit - buffers : 0; }
+};
+tmill::Result<MemorySplit> split_memory(const std::string& limit_text, uint64_t fallback, const std::string& buffer_text) {
+  using namespace tmill;
+  MemorySplit s;
+  s.limit = fallback;
+  if (!limit_text.empty()) {
+    TM_ASSIGN_OR_RETURN(s.limit, cli::parse_memory_limit(limit_text));
+  }
+  if (!buffer_text.empty()) {
+    auto b = parse_size(buffer_text);
+    if (!b.ok() || *b == 0) return Error{fmt::format("--buffer-memory: {}", b.ok() ? "must be positive" : b.error())};
+    s.buffers = *b;
+  } else {
+    s.buffers = default_buffer_memory(s.limit ? s.limit : meminfo_bytes("MemTotal"));
+  }
+  if (s.limit && s.buffers >= s.limit)
+    return Error{fmt::format("--buffer-memory {} leaves nothing of the memory limit {} for the models",
+                             format_bytes(s.buffers), format_bytes(s.limit))};
+  return s;
+}
+
 // The registry's path: every model's spec and engine options, the thread policy, the memory
 // budget and the routers, into the server's options; the loader creates a model's engine by name.
 tmill::Status configure_models(ServeCli& o) {
@@ -153,18 +179,12 @@ tmill::Status configure_models(ServeCli& o) {
   }
   cli::apply_thread_policy(models, o.threads_given);
   TM_TRY(cli::size_models(models));
-  uint64_t limit = cli::default_memory_limit();
-  const std::string limit_text = !o.memory_limit.empty() ? o.memory_limit : file_limit.value_or("");
-  if (!limit_text.empty()) {
-    TM_ASSIGN_OR_RETURN(limit, cli::parse_memory_limit(limit_text));
-  }
   // The request memory (--buffer-memory) comes out of the limit (the file's or the default one too).
-  if (limit && o.buffer_memory.empty())
-    o.server.http.buffer_memory_bytes = default_buffer_memory(limit);
-  if (limit && o.server.http.buffer_memory_bytes >= limit)
-    return Error{fmt::format("--buffer-memory {} leaves nothing of the memory limit {} for the models",
-                             format_bytes(o.server.http.buffer_memory_bytes), format_bytes(limit))};
-  o.server.memory_limit = limit ? limit - o.server.http.buffer_memory_bytes : 0;
+  const std::string limit_text = !o.memory_limit.empty() ? o.memory_limit : file_limit.value_or("");
+  TM_ASSIGN_OR_RETURN(const MemorySplit mem, split_memory(limit_text, cli::default_memory_limit(), o.buffer_memory));
+  const uint64_t limit = mem.limit;
+  o.server.http.buffer_memory_bytes = mem.buffers;
+  o.server.memory_limit = mem.models();
   auto engines = std::make_shared<std::map<std::string, cli::EngineCli>>();
   for (auto& m : models) {
     // Engine options are checked now, not at a model's first request.
@@ -322,30 +342,13 @@ int run(ServeCli& o) {
   o.server.http.payload_max_bytes = *body;
   // The request memory (--buffer-memory) comes out of --memory-limit; the models get the rest.
   if (!o.memory_limit.empty() || !o.buffer_memory.empty()) bound_allocator();
-  uint64_t limit_bytes = 0;
-  if (!o.memory_limit.empty()) {
-    auto limit = cli::parse_memory_limit(o.memory_limit);
-    if (!limit.ok()) {
-      log_error("{}", limit.error());
-      return 2;
-    }
-    limit_bytes = *limit;
-  }
-  if (!o.buffer_memory.empty()) {
-    auto b = parse_size(o.buffer_memory);
-    if (!b.ok() || *b == 0) {
-      log_error("--buffer-memory: {}", b.ok() ? "must be positive" : b.error());
-      return 2;
-    }
-    o.server.http.buffer_memory_bytes = *b;
-  } else {
-    o.server.http.buffer_memory_bytes = default_buffer_memory(limit_bytes ? limit_bytes : meminfo_bytes("MemTotal"));
-  }
-  if (limit_bytes && o.server.http.buffer_memory_bytes >= limit_bytes) {
-    log_error("--buffer-memory {} leaves nothing of --memory-limit {} for the models",
-              format_bytes(o.server.http.buffer_memory_bytes), format_bytes(limit_bytes));
+  // (with several models configure_models splits again: the models file may set the limit)
+  auto mem = split_memory(o.memory_limit, 0, o.buffer_memory);
+  if (!mem.ok()) {
+    log_error("{}", mem.error());
     return 2;
   }
+  o.server.http.buffer_memory_bytes = mem->buffers;
   // Serving default: one long prompt takes at most half of a step's token budget, so requests that
   // arrive during its prefill start at the next step instead of waiting for all of it.
   if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
@@ -361,7 +364,7 @@ int run(ServeCli& o) {
   } else {
     // --memory-limit with one model: its weights + KV cache (the automatic KV size is capped by it)
     // and the request memory.
-    if (limit_bytes) o.engine.memory_limit_bytes = limit_bytes - o.server.http.buffer_memory_bytes;
+    o.engine.memory_limit_bytes = mem->models();
     auto cfg = cli::engine_config(o.engine);
     if (!cfg.ok()) {
       log_error("{}", cfg.error());
