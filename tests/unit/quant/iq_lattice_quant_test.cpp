@@ -2,8 +2,8 @@
 // llama.cpp de3ff81 writes for the same inputs: ggml_quantize_chunk of node-llama-cpp's
 // libggml-base.so (= quantize_iq2_xxs ... quantize_iq1_m, what llama-quantize calls) over 4 rows of
 // 512, with a non-uniform importance vector and, for the types ggml quantizes without one, without.
-// The FNV-1a 64 hashes of its output are stored (a C program calling ggml_quantize_chunk on these
-// inputs printed them). The inputs are exact (LCG integers / 1024 times a per-block factor), so no libm
+// The FNV-1a 64 hashes of its output are stored (printed by tools/iq_quant_golden.c, which calls
+// ggml_quantize_chunk on these inputs). The inputs are exact (LCG integers / 1024 times a per-block factor), so no libm
 // or RNG differences enter; row 2 has an all-zero 32-element block (ggml's IQ3_S then writes the later
 // blocks' grid indices one block early, which garbles that super-block; we write them in place, so
 // for IQ3_S the hashes are of llama.cpp's bytes with that slip undone).
@@ -51,6 +51,7 @@ struct Golden {
   uint64_t hash;  // of llama.cpp's 4 rows
 };
 
+// Output of tools/iq_quant_golden.c against node-llama-cpp's libggml-base.so (llama.cpp de3ff81).
 const Golden kGolden[] = {
     {DType::IQ2_XXS, true, 0xb4db3eefe9ff629aull}, {DType::IQ2_XS, true, 0x3032e8cd062bbc95ull},
     {DType::IQ3_XXS, true, 0x5d95ece005fb6e81ull}, {DType::IQ3_XXS, false, 0xeed808513f1b3788ull},
