@@ -78,7 +78,8 @@ bool tensor_requires_imatrix(const std::string& name, DType target, LlamaFileTyp
 // How to make an imatrix, for the errors that ask for one.
 inline constexpr const char* kImatrixHowTo =
     "make one with `tokenmill eval imatrix --model MODEL-f16.gguf --text calibration.txt -o imatrix.gguf` "
-    "(or llama.cpp's llama-imatrix) and pass --imatrix imatrix.gguf";
+    "(or llama.cpp's llama-imatrix) and quantize with `tokenmill quantize IN OUT --type T --imatrix imatrix.gguf` "
+    "(quantizing at load, --quantization, takes no imatrix)";
 
 // One plan per tensor (same order as `tensors`). The mixture's layer-dependent choices are made in
 // llama.cpp's tensor order (by layer number, then name), whatever the order in the file. Without
