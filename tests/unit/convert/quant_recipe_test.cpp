@@ -379,6 +379,25 @@ TEST(QuantRecipe, IQ2AndIQ1Mixes) {
   }
   auto tied = plan("IQ2_XXS", llama_tensors(256, 512, true), im, mha);
   EXPECT_EQ(tied["token_embd.weight"], DType::Q5_K);  // the output's rule
+
+  // MoE: 4+ experts give attn_v Q4_K even without GQA; 8 experts also attn_k Q4_K, attn_output Q5_K.
+  const std::vector<QuantTensorDesc> e = {{"blk.0.attn_v.weight", {256, 256}, DType::F16},
+                                          {"blk.0.attn_k.weight", {256, 256}, DType::F16},
+                                          {"blk.0.attn_output.weight", {256, 256}, DType::F16},
+                                          {"blk.0.ffn_up_exps.weight", {256, 512, 8}, DType::F16}};
+  QuantModelShape moe = mha;
+  for (int n_expert : {4, 8}) {
+    moe.n_expert = n_expert;
+    auto p = plan("IQ1_S", e, im, moe);
+    EXPECT_EQ(p["blk.0.attn_v.weight"], DType::Q4_K) << n_expert;
+    EXPECT_EQ(p["blk.0.attn_k.weight"], n_expert == 8 ? DType::Q4_K : DType::IQ1_S) << n_expert;
+    EXPECT_EQ(p["blk.0.attn_output.weight"], n_expert == 8 ? DType::Q5_K : DType::IQ2_XXS) << n_expert;
+    EXPECT_EQ(p["blk.0.ffn_up_exps.weight"], DType::IQ1_S) << n_expert;
+  }
+  auto x8 = plan("IQ3_XXS", e, im, moe);  // 8 experts: the general rules
+  EXPECT_EQ(x8["blk.0.attn_v.weight"], DType::Q8_0);
+  EXPECT_EQ(x8["blk.0.attn_k.weight"], DType::Q8_0);
+  EXPECT_EQ(x8["blk.0.attn_output.weight"], DType::Q5_K);
 }
 
 TEST(QuantRecipe, IQ3Mixes) {
