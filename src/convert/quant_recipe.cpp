@@ -151,7 +151,8 @@ struct State {
     if (is_attn_v_like(cat)) {
       if (is(FT::MOSTLY_Q2_K)) nt = n_gqa() >= 4 ? DType::Q4_K : DType::Q3_K;
       else if (is(FT::MOSTLY_Q2_K_S) && n_gqa() >= 4) nt = DType::Q4_K;
-      else if (is(FT::MOSTLY_IQ3_XXS)) nt = n_gqa() >= 4 ? DType::Q4_K : !opt.has_imatrix ? DType::IQ3_S : DType::IQ3_XXS;
+      else if (is(FT::MOSTLY_IQ3_XXS))
+        nt = n_gqa() >= 4 ? DType::Q4_K : !opt.has_imatrix ? DType::IQ3_S : DType::IQ3_XXS;
       else if ((is(FT::MOSTLY_IQ3_XS) || is(FT::MOSTLY_IQ3_S)) && n_gqa() >= 4) nt = DType::Q4_K;
       else if (is(FT::MOSTLY_IQ3_M)) nt = DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_M)) nt = i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;

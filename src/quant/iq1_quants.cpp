@@ -135,7 +135,8 @@ void iq1_s_row(const float* x, BlockIQ1_S* y, int64_t n, const float* qw) {
         for (int i2 = i1; i2 <= 32; ++i2)
           for (int s = 0; s < 2; ++s) {
             const float* v = s == 0 ? kPlus : kMinus;
-            const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
+            const float sumqx =
+                (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
             const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] +
                                 (sumw[32] - sumw[i2]) * v[2] * v[2];
             if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {

@@ -406,7 +406,7 @@ void iq3_xxs_row(const float* x, BlockIQ3_XXS* y, int64_t n, const float* qw) {
       scales[ib] = f.scale;
       if (f.zero) continue;
       for (int k = 0; k < 8; ++k) grid[8 * ib + k] = static_cast<uint8_t>(f.index[k]);
-      scales_signs[ib] = f.signs[0] | (f.signs[1] << 7) | (f.signs[2] << 14) | (static_cast<uint32_t>(f.signs[3]) << 21);
+      for (int k = 0; k < 4; ++k) scales_signs[ib] |= static_cast<uint32_t>(f.signs[k]) << (7 * k);
       max_scale = std::max(max_scale, f.scale);
     }
     std::memset(&y[ibl], 0, sizeof(BlockIQ3_XXS));
