@@ -193,6 +193,13 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
         rep.note += std::string(rep.note.empty() ? "" : "; ") + "no imatrix entry";
       }
     }
+    // llama.cpp: "Missing importance matrix for tensor ... in a very low-bit quantization"; and the
+    // quantizers of IQ2_XXS, IQ2_XS and IQ1_S cannot run without one at all (ggml asserts).
+    if (rep.converted && !job.importance &&
+        (tensor_requires_imatrix(t.name, rep.to, opt.recipe.ftype) || quantize_needs_importance(rep.to)))
+      return Error{fmt::format("tensor {}: no importance data for {} (a very low-bit type{}); {}", t.name,
+                               dtype_name(rep.to), plan_opt.has_imatrix ? ": the imatrix has no entry for it" : "",
+                               kImatrixHowTo)};
     report.bytes_in += rep.bytes_in;
     report.bytes_out += rep.bytes_out;
     report.n_elements += t.n_elements;

@@ -24,6 +24,11 @@ const std::vector<QuantRecipe>& recipes() {
       {"Q3_K_L", FT::MOSTLY_Q3_K_L, DType::Q3_K}, {"Q4_K_S", FT::MOSTLY_Q4_K_S, DType::Q4_K},
       {"Q4_K_M", FT::MOSTLY_Q4_K_M, DType::Q4_K}, {"Q5_K_S", FT::MOSTLY_Q5_K_S, DType::Q5_K},
       {"Q5_K_M", FT::MOSTLY_Q5_K_M, DType::Q5_K}, {"Q6_K", FT::MOSTLY_Q6_K, DType::Q6_K},
+      {"IQ1_S", FT::MOSTLY_IQ1_S, DType::IQ1_S},     {"IQ1_M", FT::MOSTLY_IQ1_M, DType::IQ1_M},
+      {"IQ2_XXS", FT::MOSTLY_IQ2_XXS, DType::IQ2_XXS}, {"IQ2_XS", FT::MOSTLY_IQ2_XS, DType::IQ2_XS},
+      {"IQ2_S", FT::MOSTLY_IQ2_S, DType::IQ2_XS},    {"IQ2_M", FT::MOSTLY_IQ2_M, DType::IQ2_S},
+      {"IQ3_XXS", FT::MOSTLY_IQ3_XXS, DType::IQ3_XXS}, {"IQ3_XS", FT::MOSTLY_IQ3_XS, DType::IQ3_S},
+      {"IQ3_S", FT::MOSTLY_IQ3_S, DType::IQ3_S},     {"IQ3_M", FT::MOSTLY_IQ3_M, DType::IQ3_S},
       {"IQ4_NL", FT::MOSTLY_IQ4_NL, DType::IQ4_NL}, {"IQ4_XS", FT::MOSTLY_IQ4_XS, DType::IQ4_XS},
       {"MXFP4_MOE", FT::MOSTLY_MXFP4_MOE, DType::MXFP4},
   };
@@ -99,8 +104,14 @@ struct State {
     return std::pair{counter, n_ffn};
   }
 
-  // llama_tensor_get_type_impl for the file types we support (of the IQ types IQ4_NL and IQ4_XS).
+  // llama_tensor_get_type_impl (llama.cpp de3ff81), every file type above.
   bool iq4() const { return is(FT::MOSTLY_IQ4_NL) || is(FT::MOSTLY_IQ4_XS); }
+  // The 1-2 bit mixes, whose non-default tensors follow their own branch.
+  bool iq2_mix() const {
+    return is(FT::MOSTLY_IQ2_XXS) || is(FT::MOSTLY_IQ2_XS) || is(FT::MOSTLY_IQ1_S) || is(FT::MOSTLY_IQ2_S) ||
+           is(FT::MOSTLY_IQ2_M) || is(FT::MOSTLY_IQ1_M);
+  }
+  bool iq2_s_or_m() const { return is(FT::MOSTLY_IQ2_S) || is(FT::MOSTLY_IQ2_M); }
   Result<DType> mixture_type(const QuantTensorDesc& t, Cat cat, DType nt) {
     if (is(FT::MOSTLY_MXFP4_MOE)) {
       // Expert tensors (3-D, more than one expert) MXFP4, every other matrix Q8_0, the output too.
@@ -111,12 +122,39 @@ struct State {
       if (opt.output_tensor_type) return *opt.output_tensor_type;
       const int64_t nx = t.ne[0];
       if (falcon() || nx % dtype_info(nt).block_size != 0) return DType::Q8_0;
+      if (iq2_mix() || is(FT::MOSTLY_IQ3_XXS)) return DType::Q5_K;
       return nt != DType::Q8_0 ? DType::Q6_K : nt;
     }
-    if (cat == Cat::TokenEmbd) return opt.token_embedding_type.value_or(nt);
+    if (cat == Cat::TokenEmbd) {
+      if (opt.token_embedding_type) return *opt.token_embedding_type;
+      if (is(FT::MOSTLY_IQ2_XXS) || is(FT::MOSTLY_IQ2_XS) || is(FT::MOSTLY_IQ1_S) || is(FT::MOSTLY_IQ1_M))
+        return DType::Q2_K;
+      if (iq2_s_or_m() || is(FT::MOSTLY_IQ3_XXS)) return DType::IQ3_S;
+      return nt;
+    }
+    if (iq2_mix()) {
+      if (is_attn_v_like(cat)) {
+        nt = n_gqa() >= 4 || shape.n_expert >= 4 ? DType::Q4_K : iq2_s_or_m() ? DType::IQ3_S : DType::Q2_K;
+        ++i_attention_wv;
+      } else if (shape.n_expert == 8 && cat == Cat::AttnK) {
+        nt = DType::Q4_K;
+      } else if (cat == Cat::FfnDown) {
+        if (i_ffn_down < n_ffn / 8) nt = iq2_s_or_m() ? DType::IQ3_S : DType::Q2_K;
+        ++i_ffn_down;
+      } else if (cat == Cat::AttnOutput) {
+        if (shape.n_expert == 8) nt = DType::Q5_K;
+        else if (is(FT::MOSTLY_IQ1_S) || is(FT::MOSTLY_IQ1_M)) nt = DType::IQ2_XXS;
+        else if (iq2_s_or_m()) nt = DType::IQ3_S;
+      }
+      return nt;
+    }
     if (is_attn_v_like(cat)) {
       if (is(FT::MOSTLY_Q2_K)) nt = n_gqa() >= 4 ? DType::Q4_K : DType::Q3_K;
       else if (is(FT::MOSTLY_Q2_K_S) && n_gqa() >= 4) nt = DType::Q4_K;
+      else if (is(FT::MOSTLY_IQ3_XXS))
+        nt = n_gqa() >= 4 ? DType::Q4_K : !opt.has_imatrix ? DType::IQ3_S : DType::IQ3_XXS;
+      else if ((is(FT::MOSTLY_IQ3_XS) || is(FT::MOSTLY_IQ3_S)) && n_gqa() >= 4) nt = DType::Q4_K;
+      else if (is(FT::MOSTLY_IQ3_M)) nt = DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_M)) nt = i_attention_wv < 2 ? DType::Q5_K : DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_L)) nt = DType::Q5_K;
       else if (iq4() && n_gqa() >= 4) nt = DType::Q5_K;
@@ -128,14 +166,21 @@ struct State {
       ++i_attention_wv;
       return nt;
     }
-    if (cat == Cat::AttnK) return shape.n_expert == 8 ? DType::Q8_0 : nt;
+    if (cat == Cat::AttnK) {
+      if (shape.n_expert == 8) return DType::Q8_0;
+      return is(FT::MOSTLY_IQ3_XS) ? DType::IQ3_XXS : is(FT::MOSTLY_IQ3_XXS) ? DType::IQ2_S : nt;
+    }
+    if (cat == Cat::AttnQ) return is(FT::MOSTLY_IQ3_XS) ? DType::IQ3_XXS : is(FT::MOSTLY_IQ3_XXS) ? DType::IQ2_S : nt;
     if (cat == Cat::FfnDown) {
       TM_ASSIGN_OR_RETURN(auto li, layer_info(i_ffn_down, t.name));
       const auto [il, nl] = li;
       if (is(FT::MOSTLY_Q2_K)) nt = DType::Q3_K;
       else if (is(FT::MOSTLY_Q2_K_S)) { if (il < nl / 8) nt = DType::Q4_K; }
+      else if (is(FT::MOSTLY_IQ3_XXS) && !opt.has_imatrix) nt = il < nl / 8 ? DType::Q4_K : DType::Q3_K;
       else if (is(FT::MOSTLY_Q3_K_M))
         nt = il < nl / 16 ? DType::Q5_K : (!falcon() || use_more_bits(il, nl)) ? DType::Q4_K : DType::Q3_K;
+      else if (is(FT::MOSTLY_IQ3_M) && (il < nl / 8 || (shape.n_expert == 8 && use_more_bits(il, nl))))
+        nt = DType::Q4_K;
       else if (is(FT::MOSTLY_Q3_K_L)) nt = falcon() ? DType::Q4_K : DType::Q5_K;
       else if (is(FT::MOSTLY_Q4_K_M)) {
         if (falcon()) nt = il < nl / 16 ? DType::Q6_K : use_more_bits(il, nl) ? DType::Q5_K : DType::Q4_K;
@@ -152,24 +197,27 @@ struct State {
       if (!falcon()) {
         if (shape.n_expert == 8) {
           if (is(FT::MOSTLY_Q2_K) || is(FT::MOSTLY_Q3_K_S) || is(FT::MOSTLY_Q3_K_M) || is(FT::MOSTLY_Q4_K_S) ||
-              is(FT::MOSTLY_Q4_K_M) || iq4())
+              is(FT::MOSTLY_Q4_K_M) || iq4() || is(FT::MOSTLY_IQ3_XS) || is(FT::MOSTLY_IQ3_XXS) ||
+              is(FT::MOSTLY_IQ3_S) || is(FT::MOSTLY_IQ3_M))
             nt = DType::Q5_K;
         } else {
           if (is(FT::MOSTLY_Q2_K)) nt = DType::Q3_K;
+          else if (is(FT::MOSTLY_IQ3_XXS)) nt = DType::IQ3_S;
           else if (is(FT::MOSTLY_Q3_K_M)) nt = DType::Q4_K;
           else if (is(FT::MOSTLY_Q3_K_L)) nt = DType::Q5_K;
+          else if (is(FT::MOSTLY_IQ3_M)) nt = DType::Q4_K;
         }
       } else if (is(FT::MOSTLY_Q3_K_L)) {
         nt = DType::Q4_K;
       }
       return nt;
     }
-    if (cat == Cat::FfnGate) {
-      TM_TRY(layer_info(i_ffn_gate, t.name));
-      ++i_ffn_gate;
-    } else if (cat == Cat::FfnUp) {
-      TM_TRY(layer_info(i_ffn_up, t.name));
-      ++i_ffn_up;
+    if (cat == Cat::FfnGate || cat == Cat::FfnUp) {
+      int& counter = cat == Cat::FfnGate ? i_ffn_gate : i_ffn_up;
+      TM_ASSIGN_OR_RETURN(auto li, layer_info(counter, t.name));
+      const auto [il, nl] = li;
+      if (is(FT::MOSTLY_IQ3_XS) && il >= nl / 8 && il < 7 * nl / 8) nt = DType::IQ3_XXS;
+      ++counter;
     }
     return nt;
   }
@@ -186,7 +234,8 @@ DType fallback(DType target, int64_t ncols, std::string* note) {
     case DType::Q4_K: fb = DType::Q5_0; break;
     case DType::Q5_K: fb = DType::Q5_1; break;
     case DType::Q6_K: fb = DType::Q8_0; break;
-    case DType::IQ4_XS: fb = DType::IQ4_NL; break;
+    case DType::IQ1_S: case DType::IQ1_M: case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S:
+    case DType::IQ3_XXS: case DType::IQ3_S: case DType::IQ4_XS: fb = DType::IQ4_NL; break;
     default: fb = DType::F16; break;
   }
   if (ncols % dtype_info(fb).block_size != 0) fb = DType::F16;
@@ -211,16 +260,21 @@ Result<QuantRecipe> recipe_from_name(std::string_view name) {
       if (static_cast<int>(r.ftype) == num) return r;
   std::string names;
   for (const QuantRecipe& r : recipes()) names += (names.empty() ? "" : ", ") + r.name;
-  for (const char* iq : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ1_S", "IQ1_M"})
-    if (u == iq)
-      return Error{fmt::format("quantization type {} is not supported for writing: tokenmill loads and computes the "
-                               "lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) but does not "
-                               "quantize to them; use llama.cpp's llama-quantize (with an imatrix) (supported: {})",
-                               u, names)};
   return Error{fmt::format("unknown quantization type '{}' (supported: {}; aliases Q3_K, Q4_K, Q5_K, MXFP4)", name, names)};
 }
 
 std::vector<QuantRecipe> all_recipes() { return recipes(); }
+
+bool tensor_requires_imatrix(const std::string& name, DType target, LlamaFileType ftype) {
+  const Cat c = category(name);
+  if (c == Cat::TokenEmbd || c == Cat::Output) return false;
+  switch (target) {
+    case DType::IQ1_S: case DType::IQ1_M: case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S:
+    case DType::IQ3_XXS: return true;
+    case DType::Q2_K: return ftype == FT::MOSTLY_Q2_K_S;
+    default: return false;
+  }
+}
 
 bool tensor_allows_quantization(const QuantTensorDesc& t) {
   if (n_dims(t.ne) < 2) return false;
@@ -276,9 +330,10 @@ Result<std::vector<QuantTensorPlan>> plan_tensor_types(const QuantRecipe& recipe
       TM_ASSIGN_OR_RETURN(nt, st.mixture_type(t, c, nt));
     }
     p.target = fallback(nt, t.ne[0], &p.note);
-    if (recipe.ftype == FT::MOSTLY_Q2_K_S && p.target == DType::Q2_K && !opt.has_imatrix && c != Cat::TokenEmbd &&
-        c != Cat::Output)
-      return Error{fmt::format("{} needs an importance matrix (--imatrix) for tensor {}", recipe.name, t.name)};
+    if (!opt.has_imatrix && tensor_requires_imatrix(t.name, p.target, recipe.ftype))
+      return Error{fmt::format("{} needs an importance matrix (--imatrix): tensor {} would be {}, which llama.cpp "
+                               "does not quantize without one (the result would be garbage); {}",
+                               recipe.name, t.name, dtype_name(p.target), kImatrixHowTo)};
   }
   return plans;
 }

@@ -207,8 +207,9 @@ void q5_1_row(const float* x, BlockQ5_1* y, int64_t n, const float* qw) {
 
 }  // namespace
 
-// The lattice i-quants (IQ2_XXS ... IQ1_M) are read and computed but not written.
-bool can_quantize(DType t) { return can_dequantize(t) && iq_kind(t) < 0; }
+bool can_quantize(DType t) { return can_dequantize(t); }
+
+bool quantize_needs_importance(DType t) { return t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ1_S; }
 
 size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float* importance) {
   const DTypeInfo& info = dtype_info(t);
@@ -241,6 +242,13 @@ size_t quantize_row(DType t, const float* src, void* dst, int64_t n, const float
     case DType::IQ4_NL: kquant::iq4_nl_row(src, static_cast<BlockIQ4_NL*>(dst), n, importance); break;
     case DType::IQ4_XS: kquant::iq4_xs_row(src, static_cast<BlockIQ4_XS*>(dst), n, importance); break;
     case DType::MXFP4: kquant::mxfp4_row(src, static_cast<BlockMXFP4*>(dst), n); break;
+    case DType::IQ2_XXS: kquant::iq2_xxs_row(src, static_cast<BlockIQ2_XXS*>(dst), n, importance); break;
+    case DType::IQ2_XS: kquant::iq2_xs_row(src, static_cast<BlockIQ2_XS*>(dst), n, importance); break;
+    case DType::IQ2_S: kquant::iq2_s_row(src, static_cast<BlockIQ2_S*>(dst), n, importance); break;
+    case DType::IQ3_XXS: kquant::iq3_xxs_row(src, static_cast<BlockIQ3_XXS*>(dst), n, importance); break;
+    case DType::IQ3_S: kquant::iq3_s_row(src, static_cast<BlockIQ3_S*>(dst), n, importance); break;
+    case DType::IQ1_S: kquant::iq1_s_row(src, static_cast<BlockIQ1_S*>(dst), n, importance); break;
+    case DType::IQ1_M: kquant::iq1_m_row(src, static_cast<BlockIQ1_M*>(dst), n, importance); break;
     default: TM_ASSERT(false, "quantize_row: unsupported type (check can_quantize first)");
   }
   return static_cast<size_t>(nb * info.type_size);

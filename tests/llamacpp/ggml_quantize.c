@@ -2,7 +2,7 @@
  * 256 wide) to one ggml type with
  * llama.cpp's own quantizer (ggml_quantize_chunk of node-llama-cpp's libggml-base.so), with a uniform
  * importance matrix, which the 1-2 bit i-quants require; everything else is copied. For iquants.mjs:
- * files that llama.cpp wrote, in the types tokenmill only reads (llama-quantize is not in the package).
+ * files that llama.cpp wrote in the lattice i-quants (llama-quantize is not in the package).
  *
  *   cc -O1 -o ggml_quantize ggml_quantize.c DIR/libggml-base.so -Wl,-rpath,DIR
  *   ggml_quantize IN.gguf OUT.gguf TYPE_ID

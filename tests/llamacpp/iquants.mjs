@@ -1,5 +1,5 @@
-// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), which tokenmill reads but
-// does not write, in files that llama.cpp quantized: a random-weight one-layer llama from
+// The lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) in files that llama.cpp
+// quantized, and in files that tokenmill quantized (below): a random-weight one-layer llama from
 // `tokenmill dummy` (F32, 256-wide rows) has its layer weights quantized to each type by llama.cpp's own
 // ggml_quantize_chunk (ggml_quantize.c, built here against node-llama-cpp's libggml-base.so, with a
 // uniform importance matrix, which the 1-2 bit types require: IQ2_XXS, IQ2_XS, IQ1_S; the others take it
@@ -17,6 +17,15 @@
 // Mixtral-style MoE (4 experts, 2 per token) with its 3-D expert tensors (and, unlike llama.cpp's recipes,
 // the router) in IQ3_S and IQ2_XXS: KLD 2.8e-6 .. 2.9e-6, top-1 100 %, relrms 8.4e-3 .. 8.9e-3.
 // ~8 s of CPU (all seven types ~30 s more: the 1-2 bit quantizers' grid set-up).
+//
+// tokenmill's own files: `tokenmill quantize --pure` of the same F32 llama to each of the seven types
+// with an imatrix of ones (what ggml_quantize.c passes), token_embd and output kept F32 (ggml_quantize.c
+// quantizes only blk.*), so the quantized tensors must be llama.cpp's bytes (test_quant checks that
+// bit for bit); llama.cpp loads each file, and where llama.cpp's own file of the type was made in this
+// run its logits on the two files must be equal exactly (same bytes, same program), otherwise
+// tokenmill's logits on the file are compared with llama.cpp's as above. Measured 2026-12-02 with
+// TM_IQ_ALL=1: equal for all seven; by default the four others loaded by llama.cpp at KLD 4.0e-6 ..
+// 4.4e-6, relrms 1.0e-2 .. 1.2e-2 (the figures of llama.cpp's own files above). ~1 s more.
 //
 // Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp, its libggml-base.so or a C compiler missing).
 import { spawnSync } from 'node:child_process';
@@ -79,6 +88,29 @@ try {
   tm(['dummy', '--arch', 'llama', '--n-layer', '1', '--n-vocab', '512', '--n-embd', '256', '--n-head', '4',
     '--n-head-kv', '2', '--n-ff', '256', '--n-ctx', '256', '--vocab', stories, '--dtype', 'F32', '-o', src]);
   const srcLogits = tmLogits(src, seq);
+  // An imatrix of ones for every layer matrix (llama.cpp's legacy format: i32 count, then per entry
+  // i32 name length, name, i32 ncall, i32 nval, f32 values), as ggml_quantize.c's uniform importance.
+  const ones = path.join(dir, 'ones.dat');
+  {
+    const names = ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down'].map((w) => `blk.0.${w}.weight`);
+    const parts = [Buffer.from(new Int32Array([names.length]).buffer)];
+    for (const n of names) {
+      parts.push(Buffer.from(new Int32Array([n.length]).buffer), Buffer.from(n),
+        Buffer.from(new Int32Array([1, 256]).buffer), Buffer.from(new Float32Array(256).fill(1).buffer));
+    }
+    fs.writeFileSync(ones, Buffer.concat(parts));
+  }
+  // tokenmill's file of one type: the recipe whose default type it is, --pure.
+  const recipeOf = { IQ2_XXS: 'IQ2_XXS', IQ2_XS: 'IQ2_XS', IQ2_S: 'IQ2_M', IQ3_XXS: 'IQ3_XXS', IQ3_S: 'IQ3_S',
+    IQ1_S: 'IQ1_S', IQ1_M: 'IQ1_M' };
+  const tmQuantized = (type) => {
+    const f = path.join(dir, `llama-${type}-tokenmill.gguf`);
+    tm(['quantize', src, f, '--type', recipeOf[type], '--pure', '--imatrix', ones, '--token-embedding-type', 'F32',
+      '--output-tensor-type', 'F32', '-q']);
+    return f;
+  };
+  const sameLogits = (a, b) => a.length === b.length && a.every((row, p) => row.length === b[p].length &&
+    row.every((v, i) => Object.is(v, b[p][i])));
   // llama.cpp's 1-2 bit quantizers first build neighbour tables of their grids (IQ2_XS ~3 s, IQ2_S ~4 s,
   // IQ1_S and IQ1_M ~12 s each here): those four only with TM_IQ_ALL=1, the rest every run. (IQ2_S
   // needs no importance matrix in llama.cpp, but takes the uniform one like the others.)
@@ -91,7 +123,16 @@ try {
     const mine = tmLogits(f, seq);
     // how far quantization moved the logits (tokenmill: quantized file against its F32 source)
     const dq = Math.max(...mine.map((row, p) => relrms(row, srcLogits[p])));
-    compareFile(`${type} (${q.stdout.trim()} by llama.cpp)`, mine, await llamaLogits(llama, f, seq), dq);
+    const theirs = await llamaLogits(llama, f, seq);
+    compareFile(`${type} (${q.stdout.trim()} by llama.cpp)`, mine, theirs, dq);
+    check(sameLogits(await llamaLogits(llama, tmQuantized(type), seq), theirs),
+      `${type} quantized by tokenmill: llama.cpp's logits on it equal those on llama.cpp's own file`);
+  }
+  for (const type of Object.keys(recipeOf).filter((t) => !(t in types))) {
+    const f = tmQuantized(type);
+    const mine = tmLogits(f, seq);
+    const dq = Math.max(...mine.map((row, p) => relrms(row, srcLogits[p])));
+    compareFile(`${type} (quantized by tokenmill, loaded by llama.cpp)`, mine, await llamaLogits(llama, f, seq), dq);
   }
   // A Mixtral-style MoE (llama with 4 experts, 2 per token): the expert tensors (3-D) in IQ3_S and
   // IQ2_XXS, the hub's small quantizations of large MoE models in miniature

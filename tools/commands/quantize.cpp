@@ -119,7 +119,10 @@ tmill::cli::CommandRun setup_quantize(CLI::App& app) {
   app.add_option("--type", o->type, "quantization type or mix: " + types + " (Q4_K = Q4_K_M, Q5_K = Q5_K_M, Q3_K = Q3_K_M)")
       ->required();
   app.add_flag("--pure", o->pure, "no mixture: every 2-D weight gets --type (default output handling off too)");
-  app.add_option("--imatrix", o->imatrix, "importance matrix (llama.cpp imatrix GGUF or legacy .dat)");
+  app.add_option("--imatrix", o->imatrix,
+                 "importance matrix (llama.cpp imatrix GGUF or legacy .dat; make one with `tokenmill eval imatrix`); "
+                 "required, as by llama-quantize, by IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ3_XXS, IQ3_XS "
+                 "and Q2_K_S");
   app.add_option("--threads", o->threads, "worker threads (default: all cores)");
   app.add_option("--output-tensor-type", o->output_tensor_type, "type for output.weight (e.g. Q8_0, F16)");
   app.add_option("--token-embedding-type", o->token_embedding_type, "type for token_embd.weight");
@@ -130,6 +133,7 @@ tmill::cli::CommandRun setup_quantize(CLI::App& app) {
   return [o] { return run_quantize(*o); };
 }
 
-TM_COMMAND("quantize", "quantize a GGUF model (llama.cpp types and mixes: Q4_K_M, Q8_0, ...)", setup_quantize);
+TM_COMMAND("quantize", "quantize a GGUF model (llama.cpp types and mixes: Q4_K_M, Q8_0, IQ4_XS, IQ2_XXS, ...)",
+           setup_quantize);
 
 }  // namespace

@@ -69,7 +69,13 @@ TEST(QuantRecipe, NamesAndFileTypeNumbers) {
                {"Q2_K", 10, DType::Q2_K},   {"Q2_K_S", 21, DType::Q2_K}, {"f16", 1, DType::F16},
                {"BF16", 32, DType::BF16},   {"F32", 0, DType::F32},    {"15", 15, DType::Q4_K},
                {"iq4_nl", 25, DType::IQ4_NL}, {"IQ4_XS", 30, DType::IQ4_XS}, {"30", 30, DType::IQ4_XS},
-               {"MXFP4_MOE", 38, DType::MXFP4}, {"mxfp4", 38, DType::MXFP4}, {"38", 38, DType::MXFP4}};
+               {"MXFP4_MOE", 38, DType::MXFP4}, {"mxfp4", 38, DType::MXFP4}, {"38", 38, DType::MXFP4},
+               // the lattice i-quant mixes (llama_ftype_get_default_type: IQ2_S's default is IQ2_XS,
+               // IQ2_M's IQ2_S, IQ3_XS's and IQ3_M's IQ3_S)
+               {"IQ2_XXS", 19, DType::IQ2_XXS}, {"iq2_xs", 20, DType::IQ2_XS}, {"IQ3_XS", 22, DType::IQ3_S},
+               {"IQ3_XXS", 23, DType::IQ3_XXS}, {"IQ1_S", 24, DType::IQ1_S}, {"IQ3_S", 26, DType::IQ3_S},
+               {"IQ3_M", 27, DType::IQ3_S},     {"IQ2_S", 28, DType::IQ2_XS}, {"IQ2_M", 29, DType::IQ2_S},
+               {"IQ1_M", 31, DType::IQ1_M},     {"31", 31, DType::IQ1_M}};
   for (const auto& c : cases) {
     auto r = recipe_from_name(c.name);
     ASSERT_TRUE(r.ok()) << c.name << ": " << r.error();
@@ -77,11 +83,10 @@ TEST(QuantRecipe, NamesAndFileTypeNumbers) {
     EXPECT_EQ(r->default_type, c.def) << c.name;
   }
   EXPECT_EQ(recipe_from_name("q4_k")->name, "Q4_K_M");
-  auto bad = recipe_from_name("IQ2_XXS");
+  auto bad = recipe_from_name("IQ5_XS");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("Q4_K_M"), std::string::npos);  // lists what is supported
-  EXPECT_NE(bad.error().find("IQ2_XXS is not supported for writing"), std::string::npos);  // read, not written
-  EXPECT_NE(recipe_from_name("IQ2_S").error().find("IQ2_S is not supported for writing"), std::string::npos);
+  EXPECT_NE(bad.error().find("IQ1_M"), std::string::npos);
   EXPECT_FALSE(recipe_from_name("Q4_K_X").ok());
   EXPECT_FALSE(recipe_from_name("4").ok());  // ftype 4 no longer exists
 }
@@ -335,6 +340,127 @@ TEST(QuantRecipe, ImatrixAndExpertRules) {
   // Q2_K_S needs an importance matrix.
   EXPECT_FALSE(plan_tensor_types(*recipe_from_name("Q2_K_S"), llama_shape(), t, {}).ok());
   EXPECT_TRUE(plan_tensor_types(*recipe_from_name("Q2_K_S"), llama_shape(), t, im).ok());
+}
+
+// The 1-3 bit i-quant mixes (llama_tensor_get_type_impl's branches for them), on the 8-layer llama:
+// ffn_down's first n_layer / 8 = 1 layer gets more bits; with n_gqa >= 4 attn_v gets Q4_K.
+TEST(QuantRecipe, IQ2AndIQ1Mixes) {
+  const auto t = llama_tensors();
+  QuantPlanOptions im;
+  im.has_imatrix = true;
+  const QuantModelShape mha = llama_shape(8, 8), gqa = llama_shape(8, 2);
+  struct Case {
+    const char* recipe;
+    const QuantModelShape* shape;
+    DType def, embd, attn_v, down0, attn_out;
+  } cases[] = {
+      {"IQ2_XXS", &mha, DType::IQ2_XXS, DType::Q2_K, DType::Q2_K, DType::Q2_K, DType::IQ2_XXS},
+      {"IQ2_XS", &gqa, DType::IQ2_XS, DType::Q2_K, DType::Q4_K, DType::Q2_K, DType::IQ2_XS},
+      {"IQ1_S", &mha, DType::IQ1_S, DType::Q2_K, DType::Q2_K, DType::Q2_K, DType::IQ2_XXS},
+      {"IQ1_M", &gqa, DType::IQ1_M, DType::Q2_K, DType::Q4_K, DType::Q2_K, DType::IQ2_XXS},
+      {"IQ2_S", &mha, DType::IQ2_XS, DType::IQ3_S, DType::IQ3_S, DType::IQ3_S, DType::IQ3_S},
+      {"IQ2_M", &mha, DType::IQ2_S, DType::IQ3_S, DType::IQ3_S, DType::IQ3_S, DType::IQ3_S},
+  };
+  for (const Case& c : cases) {
+    auto p = plan(c.recipe, t, im, *c.shape);
+    EXPECT_EQ(p["token_embd.weight"], c.embd) << c.recipe;
+    EXPECT_EQ(p["output.weight"], DType::Q5_K) << c.recipe;
+    for (int l = 0; l < kLayers; ++l) {
+      EXPECT_EQ(p[blk(l, "attn_v")], c.attn_v) << c.recipe << " " << l;
+      EXPECT_EQ(p[blk(l, "ffn_down")], l == 0 ? c.down0 : c.def) << c.recipe << " " << l;
+      EXPECT_EQ(p[blk(l, "attn_output")], c.attn_out) << c.recipe << " " << l;
+      for (const char* w : {"attn_q", "attn_k", "ffn_gate", "ffn_up"}) EXPECT_EQ(p[blk(l, w)], c.def) << c.recipe << w;
+    }
+    // Without an imatrix llama-quantize refuses these, and so do we, saying how to make one.
+    auto r = plan_tensor_types(*recipe_from_name(c.recipe), *c.shape, t, {});
+    ASSERT_FALSE(r.ok()) << c.recipe;
+    EXPECT_NE(r.error().find("needs an importance matrix"), std::string::npos) << r.error();
+    EXPECT_NE(r.error().find("tokenmill eval imatrix"), std::string::npos) << r.error();
+  }
+  auto tied = plan("IQ2_XXS", llama_tensors(256, 512, true), im, mha);
+  EXPECT_EQ(tied["token_embd.weight"], DType::Q5_K);  // the output's rule
+
+  // MoE: 4+ experts give attn_v Q4_K even without GQA; 8 experts also attn_k Q4_K, attn_output Q5_K.
+  const std::vector<QuantTensorDesc> e = {{"blk.0.attn_v.weight", {256, 256}, DType::F16},
+                                          {"blk.0.attn_k.weight", {256, 256}, DType::F16},
+                                          {"blk.0.attn_output.weight", {256, 256}, DType::F16},
+                                          {"blk.0.ffn_up_exps.weight", {256, 512, 8}, DType::F16}};
+  QuantModelShape moe = mha;
+  for (int n_expert : {4, 8}) {
+    moe.n_expert = n_expert;
+    auto p = plan("IQ1_S", e, im, moe);
+    EXPECT_EQ(p["blk.0.attn_v.weight"], DType::Q4_K) << n_expert;
+    EXPECT_EQ(p["blk.0.attn_k.weight"], n_expert == 8 ? DType::Q4_K : DType::IQ1_S) << n_expert;
+    EXPECT_EQ(p["blk.0.attn_output.weight"], n_expert == 8 ? DType::Q5_K : DType::IQ2_XXS) << n_expert;
+    EXPECT_EQ(p["blk.0.ffn_up_exps.weight"], DType::IQ1_S) << n_expert;
+  }
+  auto x8 = plan("IQ3_XXS", e, im, moe);  // 8 experts: the general rules
+  EXPECT_EQ(x8["blk.0.attn_v.weight"], DType::Q8_0);
+  EXPECT_EQ(x8["blk.0.attn_k.weight"], DType::Q8_0);
+  EXPECT_EQ(x8["blk.0.attn_output.weight"], DType::Q5_K);
+}
+
+TEST(QuantRecipe, IQ3Mixes) {
+  const auto t = llama_tensors();
+  QuantPlanOptions im;
+  im.has_imatrix = true;
+  const QuantModelShape mha = llama_shape(8, 8), gqa = llama_shape(8, 2);
+  auto xxs = plan("IQ3_XXS", t, im, mha);
+  EXPECT_EQ(xxs["token_embd.weight"], DType::IQ3_S);
+  EXPECT_EQ(xxs["output.weight"], DType::Q5_K);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(xxs[blk(l, "attn_v")], DType::IQ3_XXS) << l;  // IQ3_S without an imatrix
+    EXPECT_EQ(xxs[blk(l, "attn_q")], DType::IQ2_S) << l;
+    EXPECT_EQ(xxs[blk(l, "attn_k")], DType::IQ2_S) << l;
+    EXPECT_EQ(xxs[blk(l, "attn_output")], DType::IQ3_S) << l;
+    for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) EXPECT_EQ(xxs[blk(l, w)], DType::IQ3_XXS) << l << w;
+  }
+  EXPECT_EQ(plan("IQ3_XXS", t, im, gqa)[blk(3, "attn_v")], DType::Q4_K);
+  EXPECT_FALSE(plan_tensor_types(*recipe_from_name("IQ3_XXS"), mha, t, {}).ok());  // IQ2_S / IQ3_XXS tensors
+
+  auto xs = plan("IQ3_XS", t, im, mha);
+  EXPECT_EQ(xs["token_embd.weight"], DType::IQ3_S);
+  EXPECT_EQ(xs["output.weight"], DType::Q6_K);
+  for (int l = 0; l < kLayers; ++l) {
+    const DType mid = l >= 1 && l < 7 ? DType::IQ3_XXS : DType::IQ3_S;  // n_layer/8 <= l < 7 n_layer/8
+    EXPECT_EQ(xs[blk(l, "ffn_gate")], mid) << l;
+    EXPECT_EQ(xs[blk(l, "ffn_up")], mid) << l;
+    EXPECT_EQ(xs[blk(l, "attn_q")], DType::IQ3_XXS) << l;
+    EXPECT_EQ(xs[blk(l, "attn_k")], DType::IQ3_XXS) << l;
+    for (const char* w : {"attn_v", "attn_output", "ffn_down"}) EXPECT_EQ(xs[blk(l, w)], DType::IQ3_S) << l << w;
+  }
+
+  auto s = plan("IQ3_S", t, {}, gqa);  // no imatrix needed
+  EXPECT_EQ(s["output.weight"], DType::Q6_K);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(s[blk(l, "attn_v")], DType::Q4_K) << l;
+    for (const char* w : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+      EXPECT_EQ(s[blk(l, w)], DType::IQ3_S) << l << w;
+  }
+  auto m = plan("IQ3_M", t, {}, mha);
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_EQ(m[blk(l, "attn_v")], DType::Q4_K) << l;
+    EXPECT_EQ(m[blk(l, "attn_output")], DType::Q4_K) << l;
+    EXPECT_EQ(m[blk(l, "ffn_down")], l == 0 ? DType::Q4_K : DType::IQ3_S) << l;
+    EXPECT_EQ(m[blk(l, "ffn_up")], DType::IQ3_S) << l;
+  }
+}
+
+TEST(QuantRecipe, ImatrixRequirement) {
+  const auto ft = LlamaFileType::MOSTLY_IQ2_XXS;
+  for (DType d : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS})
+    EXPECT_TRUE(tensor_requires_imatrix("blk.0.ffn_up.weight", d, ft)) << dtype_name(d);
+  for (DType d : {DType::IQ3_S, DType::IQ4_XS, DType::Q2_K, DType::Q4_K})
+    EXPECT_FALSE(tensor_requires_imatrix("blk.0.ffn_up.weight", d, ft)) << dtype_name(d);
+  EXPECT_TRUE(tensor_requires_imatrix("blk.0.ffn_up.weight", DType::Q2_K, LlamaFileType::MOSTLY_Q2_K_S));
+  for (const char* n : {"token_embd.weight", "per_layer_token_embd.weight", "output.weight"})
+    EXPECT_FALSE(tensor_requires_imatrix(n, DType::IQ2_XXS, ft)) << n;
+  // --pure too: every matrix gets the default type, which needs the imatrix.
+  QuantPlanOptions pure;
+  pure.pure = true;
+  EXPECT_FALSE(plan_tensor_types(*recipe_from_name("IQ2_XXS"), llama_shape(), llama_tensors(), pure).ok());
+  pure.has_imatrix = true;
+  EXPECT_TRUE(plan_tensor_types(*recipe_from_name("IQ2_XXS"), llama_shape(), llama_tensors(), pure).ok());
 }
 
 }  // namespace

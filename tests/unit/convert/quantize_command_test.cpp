@@ -121,6 +121,8 @@ double bound(DType t) {
     case DType::IQ4_XS: return 0.083;
     case DType::MXFP4: return 0.124;
     case DType::F16: return 0.0003;
+    case DType::Q2_K: return 0.33;
+    case DType::IQ2_XXS: return 0.38;  // 2.06 bits: ~0.365 on these gaussian weights
     default: return 0.33;
   }
 }
@@ -349,6 +351,52 @@ TEST(QuantizeCommand, ImportanceMatrix) {
   auto e = quantize(m.path + " " + weighted + " --type Q4_K_M -q --imatrix " + path);
   EXPECT_EQ(e.exit_code, 1);
   EXPECT_NE(e.err.find("imatrix"), std::string::npos) << e.err;
+}
+
+// The 1-2 bit mixes need an imatrix, as in llama-quantize: without one (or without an entry for a
+// tensor that gets such a type) the command fails and says how to make one; with one, the file has
+// llama.cpp's per-tensor types and the values are as close as the types allow. (IQ3_S, which needs
+// none, is planned in quant_recipe_test and quantized in test_quant.)
+TEST(QuantizeCommand, LatticeIQuantsNeedAnImatrix) {
+  const TinyModel& m = f32_model();
+  const std::string dir = test::temp_dir(), out = dir + "/iq2.gguf", path = dir + "/im-all.gguf";
+  auto no = quantize(m.path + " " + out + " --type IQ2_XXS -q");
+  EXPECT_EQ(no.exit_code, 1);
+  EXPECT_NE(no.err.find("IQ2_XXS needs an importance matrix (--imatrix)"), std::string::npos) << no.err;
+  EXPECT_NE(no.err.find("tokenmill eval imatrix"), std::string::npos) << no.err;
+
+  Imatrix im;
+  im.datasets = {"synthetic"};
+  im.chunk_count = 1;
+  im.chunk_size = 32;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto entry = [&](const std::string& name, int cols) {
+    std::vector<float> x(static_cast<size_t>(32 * cols));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = nd(rng) * (i % 16 == 0 ? 8.0f : 1.0f);
+    im.accumulate(name, x.data(), 32, cols);
+  };
+  for (int l = 0; l < kLayers; ++l)
+    for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"}) entry(blk(l, w), 256);
+  ASSERT_TRUE(save_imatrix(im, path).ok());
+  auto partial = quantize(m.path + " " + out + " --type IQ2_XXS -q --imatrix " + path);  // no ffn_down entries
+  EXPECT_EQ(partial.exit_code, 1);
+  EXPECT_NE(partial.err.find("no importance data for IQ2_XXS"), std::string::npos) << partial.err;
+
+  for (int l = 0; l < kLayers; ++l) entry(blk(l, "ffn_down"), 512);
+  ASSERT_TRUE(save_imatrix(im, path).ok());
+  auto r = quantize(m.path + " " + out + " --type IQ2_XXS -q --imatrix " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = GgufFile::open(out);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->get_int("general.file_type"), 19);
+  EXPECT_EQ(f->find_tensor("token_embd.weight")->type, DType::Q2_K);
+  EXPECT_EQ(f->find_tensor("output.weight")->type, DType::Q5_K);
+  EXPECT_EQ(f->find_tensor(blk(0, "ffn_down"))->type, DType::Q2_K);  // the first n_layer / 8
+  EXPECT_EQ(f->find_tensor(blk(1, "ffn_down"))->type, DType::IQ2_XXS);
+  EXPECT_EQ(f->find_tensor(blk(3, "attn_v"))->type, DType::Q4_K);  // n_gqa 4
+  EXPECT_EQ(f->find_tensor(blk(3, "attn_q"))->type, DType::IQ2_XXS);
+  check_values(m, *f, 1.1);
 }
 
 TEST(QuantizeCommand, FallbackForRowsThatDoNotFitTheBlock) {

@@ -62,8 +62,8 @@ OwnedMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
   const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
   o.bytes.resize(rb * static_cast<size_t>(rows) + 64);
   if (iq_kind(t) >= 0) {
-    // Lattice i-quants are read, not written: random blocks (every index and sign bit random) with a
-    // sane fp16 scale (IQ1_M keeps it in the top nibbles of its four scale words).
+    // Lattice i-quants: random blocks (every grid index and sign bit random, more than quantized weights
+    // would reach) with a sane fp16 scale (IQ1_M keeps it in the top nibbles of its four scale words).
     const int bb = static_cast<int>(dtype_info(t).type_size);
     for (size_t i = 0; i < o.bytes.size(); ++i) o.bytes[i] = static_cast<uint8_t>(rng() >> 24);
     for (int64_t b = 0; b < rows * cols / 256; ++b) {

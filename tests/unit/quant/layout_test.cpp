@@ -388,15 +388,10 @@ TEST(QuantLayout, MultipleBlocksAdvance) {
 TEST(QuantLayout, SupportedTypes) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                   DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
+                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::IQ2_XXS, DType::IQ2_XS,
+                  DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M}) {
     EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
     EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
-  }
-  // The lattice i-quants are read, not written (iq_lattice_test.cpp); TQ* neither.
-  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
-                  DType::IQ1_M}) {
-    EXPECT_TRUE(can_dequantize(t)) << dtype_name(t);
-    EXPECT_FALSE(can_quantize(t)) << dtype_name(t);
   }
   for (DType t : {DType::TQ1_0, DType::I32, DType::TQ2_0}) {
     EXPECT_FALSE(can_dequantize(t)) << dtype_name(t);
