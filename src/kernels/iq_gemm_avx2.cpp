@@ -6,130 +6,15 @@
 // vpmaddubsw(|w|, sign(x, s)) (pairs <= 2 * 62 * 127 < 32767) and vpmaddwd by the two 16-element
 // scales, summed in int32 lanes: the same integer as the scalar loop, and the same float steps.
 #include "kernels/isa_avx2.h"
+#include "kernels/iq_direct_avx2.h"
 #include "kernels/kernel_table.h"
-#include "core/fp16.h"
-#include "quant/iq_decode.h"
 
 namespace tmill::kern {
 namespace {
 
-// The 4 sign (or delta) bytes of a sub-block (byte l for elements 8l..8l+7), each spread over its 8
-// elements: 0xff where bit (element % 8) of the element's byte is set (bit 0 of every byte: bit0_only).
-TM_ISA_INLINE __m256i spread_bits(uint32_t v, bool bit0_only) {
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
-                                        3, 3, 3, 3, 3);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(v)), shuf);
-  const __m256i bits = bit0_only ? _mm256_set1_epi8(1)
-                                 : _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);  // 0xff where set
-}
-
-// One super-block straight from the file layout into registers (grid entries gathered by
-// _mm256_set_epi64x / _epi32): per sub-block ib |w| (aw), the sign source (sw: +-1, or IQ1's signed
-// w = 8 * level + delta itself) and the two 16-element multipliers (sc) -- the integer form of
-// quant/iq_decode.h. Returns the fp16 bits of d.
+// One tile of T <= kTile tokens.
 template <int K>
-TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i sw[8], __m256i sc[8]) {
-  const __m256i one = _mm256_set1_epi8(1);
-  uint16_t d;
-  std::memcpy(&d, blk, 2);
-  if constexpr (K == kIqIQ1_S || K == kIqIQ1_M) {
-    // IQ1_S: d | qs[32] at 2 | qh u16[8] at 34.  IQ1_M: qs[32] | qh[16] at 32 | scales u16[4] at 48.
-    uint16_t sc16[4];
-    if constexpr (K == kIqIQ1_M) {
-      std::memcpy(sc16, blk + 48, 8);
-      d = static_cast<uint16_t>((sc16[0] >> 12) | ((sc16[1] >> 8) & 0x00f0) | ((sc16[2] >> 4) & 0x0f00) | (sc16[3] & 0xf000));
-    }
-    TM_UNROLL
-    for (int ib = 0; ib < 8; ++ib) {
-      int idx[4];
-      uint32_t delta;  // bit 0 of byte l: group l's delta is negative
-      int s0, s1;
-      if constexpr (K == kIqIQ1_S) {
-        const uint8_t* q = blk + 2 + 4 * ib;
-        uint16_t h;
-        std::memcpy(&h, blk + 34 + 2 * ib, 2);
-        for (int l = 0; l < 4; ++l) idx[l] = q[l] | (((h >> (3 * l)) & 7) << 8);
-        delta = (h >> 15) * 0x01010101u;
-        s0 = s1 = 2 * ((h >> 12) & 7) + 1;
-      } else {
-        const uint8_t* q = blk + 4 * ib;
-        const int h0 = blk[32 + 2 * ib], h1 = blk[33 + 2 * ib];
-        idx[0] = q[0] | ((h0 & 7) << 8);
-        idx[1] = q[1] | (((h0 >> 4) & 7) << 8);
-        idx[2] = q[2] | ((h1 & 7) << 8);
-        idx[3] = q[3] | (((h1 >> 4) & 7) << 8);
-        delta = ((h0 >> 3) & 1) | (((h0 >> 7) & 1) << 8) | (((h1 >> 3) & 1) << 16) | (static_cast<uint32_t>((h1 >> 7) & 1) << 24);
-        const int sw16 = sc16[ib / 2] >> (6 * (ib % 2));
-        s0 = 2 * (sw16 & 7) + 1;
-        s1 = 2 * ((sw16 >> 3) & 7) + 1;
-      }
-      const __m256i lvl = _mm256_set_epi64x(static_cast<int64_t>(kIq1sGrid[idx[3]]), static_cast<int64_t>(kIq1sGrid[idx[2]]),
-                                            static_cast<int64_t>(kIq1sGrid[idx[1]]), static_cast<int64_t>(kIq1sGrid[idx[0]]));
-      const __m256i l2 = _mm256_add_epi8(lvl, lvl), l4 = _mm256_add_epi8(l2, l2), l8 = _mm256_add_epi8(l4, l4);
-      const __m256i w = _mm256_add_epi8(l8, _mm256_or_si256(spread_bits(delta, true), one));  // 8 * level +- 1
-      aw[ib] = _mm256_abs_epi8(w);
-      sw[ib] = w;
-      sc[ib] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s1)), _mm_set1_epi16(static_cast<int16_t>(s0)));
-    }
-    return d;
-  }
-  TM_UNROLL
-  for (int ib = 0; ib < 8; ++ib) {
-    uint32_t signs;  // the sub-block's 4 sign bytes
-    int s0, s1;      // its two 16-element multipliers
-    if constexpr (K == kIqIQ2_XXS) {
-      const uint32_t a = iq_le32(blk + 2 + 8 * ib), s = iq_le32(blk + 6 + 8 * ib);
-      aw[ib] = _mm256_set_epi64x(static_cast<int64_t>(kIq2xxsGrid[a >> 24]), static_cast<int64_t>(kIq2xxsGrid[(a >> 16) & 255]),
-                                 static_cast<int64_t>(kIq2xxsGrid[(a >> 8) & 255]), static_cast<int64_t>(kIq2xxsGrid[a & 255]));
-      signs = kIqSigns[s & 127] | (kIqSigns[(s >> 7) & 127] << 8) | (kIqSigns[(s >> 14) & 127] << 16) |
-              (static_cast<uint32_t>(kIqSigns[(s >> 21) & 127]) << 24);
-      s0 = s1 = static_cast<int>(2 * (s >> 28) + 1);
-    } else if constexpr (K == kIqIQ2_XS) {
-      uint16_t v[4];
-      std::memcpy(v, blk + 2 + 8 * ib, 8);
-      aw[ib] = _mm256_set_epi64x(static_cast<int64_t>(kIq2xsGrid[v[3] & 511]), static_cast<int64_t>(kIq2xsGrid[v[2] & 511]),
-                                 static_cast<int64_t>(kIq2xsGrid[v[1] & 511]), static_cast<int64_t>(kIq2xsGrid[v[0] & 511]));
-      signs = kIqSigns[v[0] >> 9] | (kIqSigns[v[1] >> 9] << 8) | (kIqSigns[v[2] >> 9] << 16) |
-              (static_cast<uint32_t>(kIqSigns[v[3] >> 9]) << 24);
-      const int sb = blk[66 + ib];
-      s0 = 2 * (sb & 15) + 1;
-      s1 = 2 * (sb >> 4) + 1;
-    } else if constexpr (K == kIqIQ2_S) {  // qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
-      const uint8_t* q = blk + 2 + 4 * ib;
-      const int h = blk[66 + ib];
-      auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[q[l] | (((h >> (2 * l)) & 3) << 8)]); };
-      aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
-      signs = iq_le32(blk + 34 + 4 * ib);
-      const int sb = blk[74 + ib];
-      s0 = 2 * (sb & 15) + 1;
-      s1 = 2 * (sb >> 4) + 1;
-    } else if constexpr (K == kIqIQ3_XXS) {
-      const uint8_t* q = blk + 2 + 8 * ib;
-      const uint32_t a = iq_le32(blk + 2 + 64 + 4 * ib);
-      aw[ib] = _mm256_set_epi32(static_cast<int>(kIq3xxsGrid[q[7]]), static_cast<int>(kIq3xxsGrid[q[6]]),
-                                static_cast<int>(kIq3xxsGrid[q[5]]), static_cast<int>(kIq3xxsGrid[q[4]]),
-                                static_cast<int>(kIq3xxsGrid[q[3]]), static_cast<int>(kIq3xxsGrid[q[2]]),
-                                static_cast<int>(kIq3xxsGrid[q[1]]), static_cast<int>(kIq3xxsGrid[q[0]]));
-      signs = kIqSigns[a & 127] | (kIqSigns[(a >> 7) & 127] << 8) | (kIqSigns[(a >> 14) & 127] << 16) |
-              (static_cast<uint32_t>(kIqSigns[(a >> 21) & 127]) << 24);
-      s0 = s1 = static_cast<int>(2 * (a >> 28) + 1);
-    } else {  // kIqIQ3_S: qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106
-      const uint8_t* q = blk + 2 + 8 * ib;
-      const int h = blk[66 + ib];
-      auto g = [&](int k) { return static_cast<int>(kIq3sGrid[q[k] | (((h >> k) & 1) << 8)]); };
-      aw[ib] = _mm256_set_epi32(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
-      signs = iq_le32(blk + 74 + 4 * ib);
-      s0 = s1 = 2 * ((blk[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
-    }
-    sw[ib] = _mm256_or_si256(spread_bits(signs, false), one);  // -1 or +1
-    sc[ib] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s1)), _mm_set1_epi16(static_cast<int16_t>(s0)));
-  }
-  return d;
-}
-
-template <int K>
-void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act, int T,
+void iq_tile(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act, int T,
              float* y, int64_t ldy) {
   for (int64_t r = r0; r < r1; ++r) {
     float acc[kTile] = {};
@@ -153,6 +38,15 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
       }
     }
     for (int t = 0; t < T; ++t) y[t * ldy + r] = kIqFactor[K] * acc[t];
+  }
+}
+
+template <int K>
+void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act,
+             size_t tile_bytes, int64_t n, float* y, int64_t ldy) {
+  for (int64_t i = 0; i * kTile < n; ++i) {
+    const int T = static_cast<int>(n - i * kTile < kTile ? n - i * kTile : kTile);
+    iq_tile<K>(w, row_bytes, nb, r0, r1, act + static_cast<size_t>(i) * tile_bytes, T, y + i * kTile * ldy, ldy);
   }
 }
 

@@ -12,8 +12,9 @@ namespace {
 
 static_assert(kIqGemmKinds == kIqKinds, "kernel table and quant/iq_decode.h disagree on the i-quant kinds");
 
+// One tile of T <= kTile tokens.
 template <int K>
-void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act, int T,
+void iq_tile(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act, int T,
              float* y, int64_t ldy) {
   IqDecoded o;
   int lv[QK_K];
@@ -38,6 +39,15 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
       }
     }
     for (int t = 0; t < T; ++t) y[t * ldy + r] = kIqFactor[K] * acc[t];
+  }
+}
+
+template <int K>
+void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act,
+             size_t tile_bytes, int64_t n, float* y, int64_t ldy) {
+  for (int64_t i = 0; i * kTile < n; ++i) {
+    const int T = static_cast<int>(n - i * kTile < kTile ? n - i * kTile : kTile);
+    iq_tile<K>(w, row_bytes, nb, r0, r1, act + static_cast<size_t>(i) * tile_bytes, T, y + i * kTile * ldy, ldy);
   }
 }
 

@@ -128,13 +128,14 @@ using QGemm2Fn = void (*)(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, 
 
 // ---- lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M), indexed by iq_decode.h's
 // IqKind: weights stay row-major in the file layout (no x16 packing); activations are Q8K records.
-// Rows [r0, r1) of `w` (row_bytes apart, nb super-blocks each) times one tile of T tokens (`act`, nb
-// records): y[t * ldy + r]. Per super-block the kernels decode the integer form of quant/iq_decode.h
-// and add (d * dx) * float(sum_j sc_j * integer dot of 16-group j) to the token's float sum, which is
-// multiplied by the type's power-of-two factor at the end: every ISA gives the same bits.
+// Rows [r0, r1) of `w` (row_bytes apart, nb super-blocks each) times n tokens in tiles of kTile
+// (tile i's nb records at act + i * tile_bytes; the last tile may be partial): y[t * ldy + r]. Per
+// super-block the kernels decode the integer form of quant/iq_decode.h and add (d * dx) *
+// float(sum_j sc_j * integer dot of 16-group j) to the token's float sum, which is multiplied by the
+// type's power-of-two factor at the end: every ISA gives the same bits.
 inline constexpr int kIqGemmKinds = 7;
 using IqGemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t r1, const uint8_t* act,
-                          int T, float* y, int64_t ldy);
+                          size_t tile_bytes, int64_t n, float* y, int64_t ldy);
 
 // ---- float-type GEMM on row-major weights (F32, F16, BF16): y[t][r] = sum_c W[r][c] x[t][c]
 // Rows [r0, r1), tokens [0, T) (T any), x f32 with row stride ldx.

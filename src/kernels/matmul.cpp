@@ -233,13 +233,10 @@ void run_task(const Job& j, int64_t task, const float* x, int64_t ldx, const uin
     const int64_t g0 = (task / j.n_tc) * j.chunk, g1 = std::min(j.groups, g0 + j.chunk);
     const int64_t tiles = (n + kTile - 1) / kTile;
     const int64_t k0 = (task % j.n_tc) * j.tc, k1 = std::min(tiles, k0 + j.tc);
-    if (j.path == Path::IqRows) {
+    if (j.path == Path::IqRows) {  // all the task's tiles in one call: kernels may decode a row once for all
       const int64_t r0 = g0 * kRows, r1 = std::min(m.rows, g1 * kRows);
-      for (int64_t k = k0; k < k1; ++k) {
-        const int T = static_cast<int>(std::min<int64_t>(kTile, n - k * kTile));
-        j.ifn(static_cast<const uint8_t*>(m.data), m.row_bytes, j.nb, r0, r1,
-              j.act + static_cast<size_t>(k) * j.tile_bytes, T, j.y + k * kTile * j.ldy, j.ldy);
-      }
+      j.ifn(static_cast<const uint8_t*>(m.data), m.row_bytes, j.nb, r0, r1, j.act + static_cast<size_t>(k0) * j.tile_bytes,
+            j.tile_bytes, std::min(n, k1 * kTile) - k0 * kTile, j.y + k0 * kTile * j.ldy, j.ldy);
       return;
     }
     const auto* w = static_cast<const uint8_t*>(pw.packed.get());

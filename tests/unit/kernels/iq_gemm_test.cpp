@@ -4,10 +4,12 @@
 // times the dequantized int8 activations, up to float rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu.h"
@@ -41,8 +43,11 @@ std::vector<uint8_t> random_rows(DType t, int rows, int nb, uint32_t seed) {
   return w;
 }
 
+// Several tiles in one call (the kernels may decode a row group once for all of them), row ranges
+// that are not multiples of 16 and do not start at 0.
 TEST(IqGemm, EveryIsaMatchesScalarBitwiseAndTheDequantizedProduct) {
-  const int rows = 19, nb = 3, cols = nb * 256;
+  const int rows = 37, nb = 3, cols = nb * 256;
+  const size_t tile_bytes = static_cast<size_t>(nb) * kTile * kQ8KRecordBytes;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.5f);
   for (DType t : kTypes) {
@@ -52,42 +57,48 @@ TEST(IqGemm, EveryIsaMatchesScalarBitwiseAndTheDequantizedProduct) {
     const std::vector<uint8_t> w = random_rows(t, rows, nb, 100 + kind);
     std::vector<float> wf(static_cast<size_t>(rows * cols));
     for (int r = 0; r < rows; ++r) dequantize_row(t, w.data() + r * rb, wf.data() + r * cols, cols);
-    for (int T : {1, 3, kTile}) {
-      std::vector<float> x(static_cast<size_t>(T * cols));
+    for (int n : {1, 3, kTile, 2 * kTile + 3}) {
+      std::vector<float> x(static_cast<size_t>(n * cols));
       for (auto& v : x) v = nd(rng);
-      std::vector<uint8_t> act(static_cast<size_t>(nb * T * kQ8KRecordBytes));
-      quant_act_q8k_scalar(x.data(), cols, T, cols, act.data());
+      const int tiles = (n + kTile - 1) / kTile;
+      std::vector<uint8_t> act(static_cast<size_t>(tiles) * tile_bytes);
+      auto tile_tokens = [&](int i) { return std::min(kTile, n - i * kTile); };
+      for (int i = 0; i < tiles; ++i)
+        quant_act_q8k_scalar(x.data() + i * kTile * cols, cols, tile_tokens(i), cols, act.data() + i * tile_bytes);
       const int ldy = rows + 2;
-      std::vector<float> y0(static_cast<size_t>(T * ldy), -1.0f);
-      kernel_table(Isa::Scalar).iq_gemm[kind](w.data(), rb, nb, 0, rows, act.data(), T, y0.data(), ldy);
+      std::vector<float> y0(static_cast<size_t>(n * ldy), -1.0f);
+      kernel_table(Isa::Scalar).iq_gemm[kind](w.data(), rb, nb, 0, rows, act.data(), tile_bytes, n, y0.data(), ldy);
       // The oracle: dequantized weights times the records' activations (qs * d), in double.
-      for (int tk = 0; tk < T; ++tk)
+      for (int tk = 0; tk < n; ++tk)
         for (int r = 0; r < rows; ++r) {
+          const int T = tile_tokens(tk / kTile), tl = tk % kTile;
           double want = 0, mag = 0;
           for (int b = 0; b < nb; ++b) {
-            const uint8_t* rec = act.data() + b * T * kQ8KRecordBytes;
+            const uint8_t* rec = act.data() + (tk / kTile) * tile_bytes + b * T * kQ8KRecordBytes;
             float dx;
-            std::memcpy(&dx, rec + T * 256 + 4 * tk, 4);
+            std::memcpy(&dx, rec + T * 256 + 4 * tl, 4);
             for (int i = 0; i < 256; ++i) {
               const double v = static_cast<double>(wf[r * cols + b * 256 + i]) *
-                               static_cast<int8_t>(rec[256 * tk + i]) * dx;
+                               static_cast<int8_t>(rec[256 * tl + i]) * dx;
               want += v;
               mag += std::fabs(v);
             }
           }
-          EXPECT_NEAR(y0[tk * ldy + r], want, 1e-5 * mag + 1e-30) << dtype_name(t) << " T=" << T << " row " << r;
+          EXPECT_NEAR(y0[tk * ldy + r], want, 1e-5 * mag + 1e-30) << dtype_name(t) << " n=" << n << " row " << r;
         }
       for (Isa isa : tmill::test::available_isas()) {
-        std::vector<float> y(y0.size(), -1.0f);
-        // Rows [4, rows) only: the kernel must leave rows outside its range alone.
-        kernel_table(isa).iq_gemm[kind](w.data(), rb, nb, 4, rows, act.data(), T, y.data(), ldy);
-        for (int tk = 0; tk < T; ++tk)
-          for (int r = 0; r < ldy; ++r) {
-            const float want = (r >= 4 && r < rows) ? y0[tk * ldy + r] : -1.0f;
-            ASSERT_EQ(std::memcmp(&y[tk * ldy + r], &want, 4), 0)
-                << dtype_name(t) << " " << isa_name(isa) << " T=" << T << " token " << tk << " row " << r << ": "
-                << y[tk * ldy + r] << " vs " << want;
-          }
+        for (const auto& [r0, r1] : {std::pair<int, int>{4, rows}, {0, rows}, {16, 32}, {5, 6}}) {
+          std::vector<float> y(y0.size(), -1.0f);
+          // The kernel must leave rows outside [r0, r1) alone.
+          kernel_table(isa).iq_gemm[kind](w.data(), rb, nb, r0, r1, act.data(), tile_bytes, n, y.data(), ldy);
+          for (int tk = 0; tk < n; ++tk)
+            for (int r = 0; r < ldy; ++r) {
+              const float want = (r >= r0 && r < r1) ? y0[tk * ldy + r] : -1.0f;
+              ASSERT_EQ(std::memcmp(&y[tk * ldy + r], &want, 4), 0)
+                  << dtype_name(t) << " " << isa_name(isa) << " n=" << n << " rows " << r0 << ".." << r1 << " token "
+                  << tk << " row " << r << ": " << y[tk * ldy + r] << " vs " << want;
+            }
+        }
       }
     }
   }
