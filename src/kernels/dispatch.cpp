@@ -34,6 +34,7 @@ KernelTable build(Isa isa) {
     add_qgemm_kquant_avx512(t);
     add_qgemm_iq4_avx512(t);
     add_qgemm_k23_avx512(t);
+    add_iq_gemm_avx512(t);
     add_fgemm_avx512(t);
     add_attention_avx512(t);
     add_ops_avx512(t);

@@ -85,6 +85,7 @@ void add_qgemm_kquant_avx2(KernelTable& t);
 void add_qgemm_iq4_avx2(KernelTable& t);
 void add_qgemm_k23_avx2(KernelTable& t);  // Q2_K, Q3_K
 void add_iq_gemm_avx2(KernelTable& t);
+void add_iq_gemm_avx512(KernelTable& t);
 void add_fgemm_avx2(KernelTable& t);
 void add_attention_avx2(KernelTable& t);
 void add_ops_avx2(KernelTable& t);
