@@ -25,16 +25,21 @@ constexpr int kOffset = 64;  // u = w + kOffset fits a byte for every type (|w| 
 constexpr size_t kLevelBytes = 64 * 64, kMultOff = kLevelBytes, kDOff = kMultOff + 16 * 64;
 constexpr size_t kSbBytes = kDOff + 64;
 
-// This thread's buffer for one decoded row group (no STL in ISA files: see isa_avx2.h).
+// This thread's buffer for one decoded row group, freed when the thread ends (no STL in ISA files:
+// see isa_avx2.h).
+struct GroupBuffer {
+  uint8_t* p = nullptr;
+  size_t cap = 0;
+  ~GroupBuffer() { std::free(p); }
+};
 uint8_t* group_buffer(size_t bytes) {
-  thread_local uint8_t* buf = nullptr;
-  thread_local size_t cap = 0;
-  if (bytes > cap) {
-    std::free(buf);
-    cap = (bytes + 4095) / 4096 * 4096;
-    buf = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
+  thread_local GroupBuffer buf;
+  if (bytes > buf.cap) {
+    std::free(buf.p);
+    buf.cap = (bytes + 4095) / 4096 * 4096;
+    buf.p = static_cast<uint8_t*>(std::aligned_alloc(64, buf.cap));
   }
-  return buf;
+  return buf.p;
 }
 
 // Rows r .. r + n_rows - 1 (n_rows <= 16; the other lanes get zeros) of all nb super-blocks.
