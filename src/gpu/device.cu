@@ -1,0 +1,78 @@
+// gpu/device.h on the CUDA runtime (-DTM_CUDA=ON).
+#include <cuda_runtime.h>
+#include <string>
+
+#include <utility>
+
+#include "gpu/device.h"
+
+namespace tmill::gpu {
+namespace {
+Error cuda_error(const char* what, cudaError_t e) {
+  // (no fmt in .cu files: nvcc's front end rejects its compile-time format checks)
+  return Error{std::string("CUDA: ") + what + ": " + cudaGetErrorString(e) + " (" + std::to_string(static_cast<int>(e)) + ")"};
+}
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+Result<std::vector<GpuInfo>> gpu_devices() {
+  int n = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) return cuda_error("no usable device", e);
+  if (n == 0) return Error{"CUDA: the driver reports no device"};
+  std::vector<GpuInfo> out;
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) return cuda_error("device properties", e);
+    GpuInfo g;
+    g.index = i;
+    g.name = p.name;
+    g.sm_major = p.major;
+    g.sm_minor = p.minor;
+    g.multiprocessors = p.multiProcessorCount;
+    size_t free_b = 0, total_b = 0;
+    if (cudaError_t e = cudaSetDevice(i); e != cudaSuccess) return cuda_error("set device", e);
+    if (cudaError_t e = cudaMemGetInfo(&free_b, &total_b); e != cudaSuccess) return cuda_error("memory info", e);
+    g.free_bytes = free_b;
+    g.total_bytes = total_b;
+    out.push_back(std::move(g));
+  }
+  if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) return cuda_error("set device", e);
+  return out;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) cudaFree(p_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+
+Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  DeviceBuffer b;
+  if (bytes == 0) return Result<DeviceBuffer>(std::move(b));
+  if (cudaError_t e = cudaMalloc(&b.p_, bytes); e != cudaSuccess)
+    return cuda_error(("allocating " + std::to_string(bytes) + " bytes").c_str(), e);
+  b.bytes_ = bytes;
+  return Result<DeviceBuffer>(std::move(b));
+}
+
+Status DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
+  if (offset + bytes > bytes_) return Error{"DeviceBuffer::upload past the end"};
+  if (cudaError_t e = cudaMemcpy(static_cast<char*>(p_) + offset, src, bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return cuda_error("upload", e);
+  return {};
+}
+
+Status DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
+  if (offset + bytes > bytes_) return Error{"DeviceBuffer::download past the end"};
+  if (cudaError_t e = cudaMemcpy(dst, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost);
+      e != cudaSuccess)
+    return cuda_error("download", e);
+  return {};
+}
+
+}  // namespace tmill::gpu

@@ -1,0 +1,47 @@
+// The CUDA devices this process can use, and device memory for the kernels (gpu/kernels.h). Built
+// without CUDA (-DTM_CUDA=OFF, the default) every call returns an error that says so.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace tmill::gpu {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  uint64_t total_bytes = 0, free_bytes = 0;
+  int sm_major = 0, sm_minor = 0;  // compute capability
+  int multiprocessors = 0;
+};
+
+// True when tokenmill was built with the CUDA backend (-DTM_CUDA=ON).
+bool built_with_cuda();
+// Every visible device; an error when built without CUDA or when the driver reports none.
+Result<std::vector<GpuInfo>> gpu_devices();
+
+// Device memory (on the current device), freed by DeviceBuffer's destructor.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  static Result<DeviceBuffer> allocate(size_t bytes);
+  Status upload(const void* src, size_t bytes, size_t offset = 0);
+  Status download(void* dst, size_t bytes, size_t offset = 0) const;
+  void* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tmill::gpu

@@ -1,0 +1,145 @@
+// Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
+// weights in registers (F32, F16, BF16, Q8_0, Q4_0 in their GGUF file layouts), and RMSNorm.
+// One warp per output row: the 32 lanes stride over the row's 32-element blocks (or elements), each
+// lane keeps a float partial sum, and a butterfly of shuffles adds them. Rows are independent and
+// each block is read once, so the weights stream from HBM. (No fmt in .cu files: nvcc's front end
+// rejects its compile-time format checks.)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <string>
+
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float f16_at(const uint8_t* p) {
+  __half h;
+  memcpy(&h, p, 2);
+  return __half2float(h);
+}
+
+// GGUF Q8_0 block: f16 d | int8 q[32]; Q4_0: f16 d | uint8 qs[16] (element j: low nibble of qs[j],
+// element j + 16: high nibble; value (q - 8) * d).
+template <DType T>
+__device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
+  const float d = f16_at(blk);
+  float s = 0.0f;
+  if constexpr (T == DType::Q8_0) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) s += static_cast<float>(q[j]) * x[j];
+  } else {
+    const uint8_t* q = blk + 2;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      s += static_cast<float>(static_cast<int>(q[j] & 15) - 8) * x[j];
+      s += static_cast<float>(static_cast<int>(q[j] >> 4) - 8) * x[j + 16];
+    }
+  }
+  return d * s;
+}
+
+template <DType T>
+__global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float s = 0.0f;
+  for (int64_t b = lane; b < cols / 32; b += 32) s += block_dot<T>(row + b * kBlockBytes, x + b * 32);
+  s = warp_sum(s);
+  if (lane == 0) y[r] = s;
+}
+
+template <DType T>
+__device__ __forceinline__ float elem(const uint8_t* row, int64_t i) {
+  if constexpr (T == DType::F32) return reinterpret_cast<const float*>(row)[i];
+  else if constexpr (T == DType::F16) return __half2float(reinterpret_cast<const __half*>(row)[i]);
+  else return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(row)[i]);
+}
+
+template <DType T>
+__global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float s = 0.0f;
+  for (int64_t i = lane; i < cols; i += 32) s += elem<T>(row, i) * x[i];
+  s = warp_sum(s);
+  if (lane == 0) y[r] = s;
+}
+
+// One block of 256 threads per row.
+__global__ void rmsnorm_rows(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * n;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * n;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+  __shared__ float part[32];
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    t = warp_sum(t);
+    if (threadIdx.x == 0) part[0] = t;
+  }
+  __syncthreads();
+  const float scale = rsqrtf(part[0] / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * weight[i];
+}
+
+Status launched(const char* what) {
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+bool gemv_supports(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+}
+
+Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+  if (!gemv_supports(type))
+    return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
+  if ((type == DType::Q8_0 || type == DType::Q4_0) && cols % 32 != 0)
+    return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
+  if (rows <= 0) return {};
+  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)), block(32 * kWarpsPerBlock);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  switch (type) {
+    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+  }
+  return launched("gemv");
+}
+
+Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) {
+  if (n_rows <= 0) return {};
+  rmsnorm_rows<<<static_cast<unsigned>(n_rows), 256>>>(x, weight, y, n, eps);
+  return launched("rmsnorm");
+}
+
+Status synchronize() {
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+    return Error{std::string("CUDA: a kernel failed: ") + cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace tmill::gpu

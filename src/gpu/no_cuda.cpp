@@ -1,0 +1,30 @@
+// The GPU backend's entry points when tokenmill is built without CUDA (-DTM_CUDA=OFF, the default):
+// each says how to get the real ones (gpu/device.cu, gpu/gemv.cu with -DTM_CUDA=ON).
+#ifndef TM_HAVE_CUDA
+#include "gpu/device.h"
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+namespace {
+Error no_cuda() { return Error{"tokenmill was built without the CUDA backend (configure with cmake -DTM_CUDA=ON)"}; }
+}  // namespace
+
+bool built_with_cuda() { return false; }
+Result<std::vector<GpuInfo>> gpu_devices() { return no_cuda(); }
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+Result<DeviceBuffer> DeviceBuffer::allocate(size_t) { return no_cuda(); }
+Status DeviceBuffer::upload(const void*, size_t, size_t) { return no_cuda(); }
+Status DeviceBuffer::download(void*, size_t, size_t) const { return no_cuda(); }
+
+bool gemv_supports(DType) { return false; }
+Status gemv(DType, const void*, int64_t, int64_t, size_t, const float*, float*) { return no_cuda(); }
+Status rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) { return no_cuda(); }
+Status synchronize() { return no_cuda(); }
+
+}  // namespace tmill::gpu
+#endif
