@@ -63,6 +63,16 @@ static inline V rounded(V v) {
   return v;
 }
 
+// MXFP4's half scales 2^(e-128) of 8 E8M0 bytes (quant/blocks.h mxfp4_half_scale): (e - 1) << 23 as
+// float bits, or the subnormals 0x00200000 << e for e < 2.
+static inline __m256 e8m0_half_x8(const uint8_t* p) {
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
+}
+
 // ---- horizontal reductions (fixed order: callers that must match other ISAs' bits rely on it)
 
 // lanes 0-3 + lanes 4-7, then + 2 apart, then + 1 apart.

@@ -50,9 +50,10 @@
 //        then per 32-column sub-block j: n[4 c][16 r][4] indices (Q4_0 nibble order, 256 B);
 //        value d*sc_j*values[q]. Q8K records (the zero point 128 via bsum32).
 //
-//   MXFP4 (320 B = 16 x 20): d[16] f32 (the E8M0 byte's half scale 2^(e-128)) | n[4 c][16 r][4] E2M1
-//        codes in Q4_0's nibble order; value d*kMxfp4Values[q] (the doubled E2M1 values, -12..12).
-//        Q8 records with zero point 128, as IQ4_NL (an f32 scale because E8M0 spans 2^-128..2^127).
+//   MXFP4 (272 B = 16 x 17, the file's bytes): e[16] E8M0 bytes | n[4 c][16 r][4] E2M1 codes in Q4_0's
+//        nibble order; value half(e)*kMxfp4Values[q] (the doubled E2M1 values, -12..12; half(e) =
+//        2^(e-128), quant/blocks.h mxfp4_half_scale, made in registers: an f32 scale per row would
+//        stream 18 % more bytes than the file). Q8 records with zero point 128, as IQ4_NL.
 //
 //   bf16 copy of F16 weights (kPackBf16Copy): per group of 16 rows, ncp = ceil(cols / 2) column
 //        pairs of 64 bytes, [16 r][2] bf16 (columns 2p, 2p+1 of each row): the operand of one
@@ -97,7 +98,7 @@ enum PackKind : int {
 };
 
 // Bytes of one group-block per packed kind (0 for non-interleaved kinds).
-inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0, 288, 2208, 320, 1344, 1824};
+inline constexpr int kGroupBlockBytes[] = {0, 544, 288, 320, 352, 384, 2368, 2880, 3360, 0, 288, 2208, 272, 1344, 1824};
 // Byte offsets inside a 32-column group-block, by PackKind (Q8_0 .. Q5_1; 0 where absent): the f16
 // mins (Q4_1, Q5_1), the fifth bits (Q5_0, Q5_1), and the levels (bytes for Q8_0, nibbles otherwise).
 struct LegacyLayout {

@@ -107,7 +107,7 @@ void decode_legacy(int kind, const uint8_t* src, RowBlock* o) {
     case kPackMXFP4: {
       BlockMXFP4 b;
       std::memcpy(&b, src, sizeof b);
-      o->d = b.e;  // the E8M0 byte; put_row stores its half scale as f32
+      o->d = b.e;  // the E8M0 byte
       for (int j = 0; j < 16; ++j) {
         o->q[j] = b.qs[j] & 0xF;
         o->q[j + 16] = b.qs[j] >> 4;
@@ -304,9 +304,8 @@ void put_row(int kind, uint8_t* gb, int r, const RowBlock& rb) {
       }
       return;
     case kPackMXFP4: {
-      const float d = mxfp4_half_scale(static_cast<uint8_t>(rb.d));
-      std::memcpy(gb + 4 * r, &d, 4);
-      put_nibbles(gb + 64, r, rb.q);
+      gb[r] = static_cast<uint8_t>(rb.d);  // the E8M0 byte; kernels make its half scale
+      put_nibbles(gb + 16, r, rb.q);
       return;
     }
     case kPackIQ4_XS:

@@ -41,7 +41,7 @@ inline __m256i dot8(const __m256i w[8], const __m256i aw[8], const uint8_t* xq, 
   return s;
 }
 
-// IQ4_NL (f16 scales, then the nibbles at +32) or MXFP4 (f32 scales, nibbles at +64).
+// IQ4_NL (f16 scales, then the nibbles at +32) or MXFP4 (E8M0 scale bytes, nibbles at +16).
 template <int Kind, int U>
 void nl_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, int t0, float* y, int64_t ldy,
              int64_t r, int nrows) {
@@ -58,8 +58,8 @@ void nl_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, i
       for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + 3072 + o), _MM_HINT_T0);
     }
     __m256i w[8], aw[8];
-    unpack_levels(gb + (kMx ? 64 : 32) + 32 * hf, table, w, aw);
-    const __m256 dw = kMx ? _mm256_loadu_ps(reinterpret_cast<const float*>(gb) + 8 * hf) : load_f16x8(gb + 16 * hf);
+    unpack_levels(gb + (kMx ? 16 : 32) + 32 * hf, table, w, aw);
+    const __m256 dw = kMx ? e8m0_half_x8(gb + 8 * hf) : load_f16x8(gb + 16 * hf);
     TM_UNROLL
     for (int u = 0; u < U; ++u) {
       float dx;

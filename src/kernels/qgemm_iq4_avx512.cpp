@@ -41,7 +41,7 @@ inline __m512i dot4(__m512i a, const __m512i* q, const uint8_t* x) {
 
 // IQ4_NL: NT activation tiles of T tokens (tile h's records at act[h]) in one pass over the weights,
 // as the legacy kernels' gemm_tiles (each token's result is the same for any NT).
-// MXFP4 (Kind) has f32 scales and its nibbles at +64.
+// MXFP4 (Kind) has E8M0 scale bytes and its nibbles at +16.
 template <int Kind, int T, int NT>
 void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_t* const* act, float* y,
               int64_t ldy, int64_t rows) {
@@ -60,8 +60,8 @@ void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
       TM_UNROLL
       for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb) + kPrefetchBytes + o, _MM_HINT_T0);
       __m512i q[8];
-      unpack_levels(gb + (kMx ? 64 : 32), table, q);
-      const __m512 dw = kMx ? _mm512_loadu_ps(gb) : load_f16x16(gb);
+      unpack_levels(gb + (kMx ? 16 : 32), table, q);
+      const __m512 dw = kMx ? e8m0_half_x16(gb) : load_f16x16(gb);
       TM_UNROLL
       for (int h = 0; h < NT; ++h) {
         const float* dx = reinterpret_cast<const float*>(rec[h] + T * 32);

@@ -109,10 +109,10 @@ void gemm_legacy(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uin
       case kPackQ5_0: s = dot_nibbles(gb + 96, gb + 32, nullptr, r, x); break;
       case kPackQ5_1: s = dot_nibbles(gb + 128, gb + 64, nullptr, r, x); break;
       case kPackIQ4_NL: s = dot_iq4(gb + 32, r, x, 128); break;  // + bias (-128 * sum x): the signed dot
-      case kPackMXFP4: s = dot_iq4(gb + 64, r, x, 128, kMxfp4Values); break;
+      case kPackMXFP4: s = dot_iq4(gb + 16, r, x, 128, kMxfp4Values); break;
     }
     if (Kind == kPackMXFP4) {
-      acc += static_cast<float>(s + bias) * dx * ld<float>(gb, r);  // f32 half scales
+      acc += static_cast<float>(s + bias) * dx * mxfp4_half_scale(gb[r]);  // E8M0 bytes
     } else if (has_min) {
       acc += static_cast<float>(s) * dx * f16(gb, r);
       acc += f16(gb + 32, r) * (dx * static_cast<float>(bias));
