@@ -20,6 +20,28 @@ bool gemv_supports(DType t);
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
+// Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:
+// tile = block * n_head_kv + kv head, tile_bytes apart; K [head_dim][block_size] transposed, V
+// [block_size][head_dim]), so the scheduler's block tables serve both. For each of n_tokens query
+// tokens (q, out: n_head x head_dim floats each) and each query head: softmax(q.k * scale) over
+// positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V. Online
+// softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256, no sliding
+// window / soft-cap / sinks yet.
+struct GpuAttnArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  const uint8_t* k_tiles = nullptr;
+  const uint8_t* v_tiles = nullptr;
+  int64_t block_size = 16;
+  const int32_t* block_tables = nullptr;  // n_tokens x max_blocks
+  int64_t max_blocks = 0;
+  const int32_t* n_ctx = nullptr;         // per token
+  float scale = 1.0f;
+};
+Status paged_attention_decode(const GpuAttnArgs& a);
+// g = silu(g) * u elementwise (SwiGLU), n floats.
+Status silu_mul(float* g, const float* u, int64_t n);
 // Waits for the work queued so far; an error names a kernel that failed.
 Status synchronize();
 

@@ -24,6 +24,8 @@ Status DeviceBuffer::download(void*, size_t, size_t) const { return no_cuda(); }
 bool gemv_supports(DType) { return false; }
 Status gemv(DType, const void*, int64_t, int64_t, size_t, const float*, float*) { return no_cuda(); }
 Status rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) { return no_cuda(); }
+Status paged_attention_decode(const GpuAttnArgs&) { return no_cuda(); }
+Status silu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }
 
 }  // namespace tmill::gpu

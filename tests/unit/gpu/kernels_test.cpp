@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "gpu/device.h"
 #include "gpu/kernels.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "quant/quant.h"
 
@@ -30,6 +31,7 @@ TEST(GpuKernels, WithoutCudaEveryCallSaysHowToBuildIt) {
   EXPECT_FALSE(DeviceBuffer::allocate(64).ok());
   EXPECT_FALSE(gemv(DType::Q8_0, nullptr, 1, 32, 34, nullptr, nullptr).ok());
   EXPECT_FALSE(gemv_supports(DType::Q8_0));
+  EXPECT_FALSE(paged_attention_decode(GpuAttnArgs{}).ok());
 }
 
 TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
@@ -95,6 +97,94 @@ TEST(GpuKernels, RmsnormMatchesTheFormula) {
     const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
     for (int64_t i = 0; i < n; ++i)
       EXPECT_NEAR(got[r * n + i], x[r * n + i] * scale * wt[i], 1e-5 * std::fabs(x[r * n + i] * scale * wt[i]) + 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace tmill::gpu
+
+namespace tmill::gpu {
+namespace {
+
+// Decode attention on the GPU over a KV cache written by the CPU's paged_kv_store (the same F16 tile
+// layout), against the CPU's reference kernel: two sequences of different lengths with scattered
+// block tables, GQA groups of 4, head_dim 64 and 80 (not a multiple of 32).
+TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
+  std::string why;
+  if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  for (int64_t hd : {64, 80}) {
+    const int64_t n_head = 8, n_head_kv = 2, bs = 16, n_blocks = 12, max_blocks = 8;
+    const int64_t n_ctx[2] = {37, 100};
+    const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
+    std::vector<uint8_t> kc(tb * n_blocks * n_head_kv), vc(kc.size());
+    PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
+    std::vector<int32_t> tables(2 * max_blocks, 0);
+    for (int b = 0; b < 3; ++b) tables[b] = 11 - 2 * b;  // sequence 0: blocks 11, 9, 7
+    const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};  // sequence 1: 100 positions in 7 blocks
+    for (int b = 0; b < 7; ++b) tables[max_blocks + b] = seq1[b];
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
+    for (int s = 0; s < 2; ++s)
+      for (int64_t p = 0; p < n_ctx[s]; ++p) {
+        for (auto& x : k) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        paged_kv_store(view, tables.data() + s * max_blocks, p, k.data(), v.data());
+      }
+    std::vector<float> q(static_cast<size_t>(2 * n_head * hd)), want(q.size()), got(q.size());
+    for (auto& x : q) x = nd(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t G = n_head / n_head_kv;
+    for (int s = 0; s < 2; ++s)
+      for (int64_t h = 0; h < n_head_kv; ++h)
+        paged_attention_group_reference(q.data() + (s * n_head + h * G) * hd, G, h, view,
+                                        tables.data() + s * max_blocks, n_ctx[s], scale,
+                                        want.data() + (s * n_head + h * G) * hd);
+    auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
+    auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
+    auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(2 * 4);
+    ASSERT_TRUE(dk.ok() && dv.ok() && dq.ok() && dout.ok() && dt.ok() && dn.ok());
+    const int32_t nc[2] = {static_cast<int32_t>(n_ctx[0]), static_cast<int32_t>(n_ctx[1])};
+    ASSERT_TRUE(dk->upload(kc.data(), kc.size()).ok() && dv->upload(vc.data(), vc.size()).ok());
+    ASSERT_TRUE(dq->upload(q.data(), q.size() * 4).ok() && dt->upload(tables.data(), tables.size() * 4).ok());
+    ASSERT_TRUE(dn->upload(nc, sizeof nc).ok());
+    GpuAttnArgs a;
+    a.q = static_cast<const float*>(dq->get());
+    a.out = static_cast<float*>(dout->get());
+    a.n_tokens = 2;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = hd;
+    a.k_tiles = static_cast<const uint8_t*>(dk->get());
+    a.v_tiles = static_cast<const uint8_t*>(dv->get());
+    a.block_size = bs;
+    a.block_tables = static_cast<const int32_t*>(dt->get());
+    a.max_blocks = max_blocks;
+    a.n_ctx = static_cast<const int32_t*>(dn->get());
+    a.scale = scale;
+    ASSERT_TRUE(paged_attention_decode(a).ok());
+    const auto st = synchronize();
+    ASSERT_TRUE(st.ok()) << st.error();
+    ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i])) << "hd " << hd << " i " << i;
+  }
+}
+
+TEST(GpuKernels, SiluMulMatchesTheFormula) {
+  std::string why;
+  if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t n = 1000;
+  std::vector<float> g(n), u(n), got(n);
+  for (int64_t i = 0; i < n; ++i) g[i] = (i - 500) / 37.0f, u[i] = (i % 17) / 5.0f - 1.0f;
+  auto dg = DeviceBuffer::allocate(n * 4), du = DeviceBuffer::allocate(n * 4);
+  ASSERT_TRUE(dg.ok() && du.ok());
+  ASSERT_TRUE(dg->upload(g.data(), n * 4).ok() && du->upload(u.data(), n * 4).ok());
+  ASSERT_TRUE(silu_mul(static_cast<float*>(dg->get()), static_cast<const float*>(du->get()), n).ok());
+  ASSERT_TRUE(synchronize().ok());
+  ASSERT_TRUE(dg->download(got.data(), n * 4).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    EXPECT_NEAR(got[i], want, 1e-5f + 1e-5f * std::fabs(want)) << i;
   }
 }
 

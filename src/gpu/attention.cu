@@ -1,0 +1,118 @@
+// Decode attention over the paged KV cache (gpu/kernels.h paged_attention_decode) and SwiGLU.
+// A CTA per (token, KV head), a warp per query head of its GQA group. Positions go 32 at a time, one
+// per lane: the lane's score q.k (K tiles are [head_dim][block_size], so the 32 lanes read 32
+// consecutive positions of one dimension: coalesced), a warp max and sum for the online softmax,
+// then the 32 weights broadcast by shuffles while each lane accumulates its head_dim / 32 dimensions
+// of V (V rows are [block_size][head_dim]: coalesced again). Correct first; split-K over long
+// contexts is the next step.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxHeadDim = 256;
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void attn_decode_f16(GpuAttnArgs a) {
+  const int64_t t = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size;
+  const int64_t n_ctx = a.n_ctx[t];
+  const int32_t* table = a.block_tables + t * a.max_blocks;
+  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  __shared__ float qs[kWarps][kMaxHeadDim];
+  constexpr int kPer = kMaxHeadDim / 32;  // dimensions per lane
+  for (int64_t g = warp; g < G; g += kWarps) {
+    const int64_t head = h * G + g;
+    const float* q = a.q + (t * a.n_head + head) * hd;
+    for (int64_t d = lane; d < hd; d += 32) qs[warp][d] = q[d];
+    __syncwarp();
+    float acc[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t p0 = 0; p0 < n_ctx; p0 += 32) {
+      const int64_t p = p0 + lane;
+      float s = -INFINITY;
+      if (p < n_ctx) {
+        const int64_t tile = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+        const __half* kt = reinterpret_cast<const __half*>(a.k_tiles + tile * tile_bytes) + p % bs;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dot += qs[warp][d] * __half2float(kt[d * bs]);
+        s = dot * a.scale;
+      }
+      const float m_new = fmaxf(m, warp_max(s));
+      const float corr = __expf(m - m_new);  // 0 on the first chunk (m = -inf)
+      const float w = p < n_ctx ? __expf(s - m_new) : 0.0f;
+      l = l * corr + warp_sum(w);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc[k] *= corr;
+      m = m_new;
+      const int64_t n = n_ctx - p0 < 32 ? n_ctx - p0 : 32;
+      for (int j = 0; j < n; ++j) {
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+        const int64_t pj = p0 + j;
+        const int64_t tile = static_cast<int64_t>(table[pj / bs]) * a.n_head_kv + h;
+        const __half* vr = reinterpret_cast<const __half*>(a.v_tiles + tile * tile_bytes) + (pj % bs) * hd;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          const int64_t d = lane + 32 * k;
+          if (d < hd) acc[k] += wj * __half2float(vr[d]);
+        }
+      }
+    }
+    float* out = a.out + (t * a.n_head + head) * hd;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // an empty context attends to nothing
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < hd) out[d] = acc[k] * inv;
+    }
+    __syncwarp();
+  }
+}
+
+__global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) g[i] = g[i] / (1.0f + __expf(-g[i])) * u[i];
+}
+
+Status launched(const char* what) {
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+Status paged_attention_decode(const GpuAttnArgs& a) {
+  if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0) return Error{"CUDA attention: n_head must be a multiple of n_head_kv"};
+  if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim) return Error{"CUDA attention: head_dim must be 1..256"};
+  if (a.block_size <= 0) return Error{"CUDA attention: block_size must be positive"};
+  if (a.n_tokens <= 0) return {};
+  const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv));
+  attn_decode_f16<<<grid, 32 * kWarps>>>(a);
+  return launched("paged attention");
+}
+
+Status silu_mul(float* g, const float* u, int64_t n) {
+  if (n <= 0) return {};
+  silu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(g, u, n);
+  return launched("silu_mul");
+}
+
+}  // namespace tmill::gpu
