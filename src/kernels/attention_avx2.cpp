@@ -9,42 +9,64 @@ namespace {
 // How far (in scaled-score units) a score may exceed the softmax reference before it is moved.
 constexpr float kSlack = 8.0f;
 
-// s0/s1[g] = the block's keys 0..7 / 8..15 dotted with query head g, GN heads in registers.
+// s0/s1[g] = the block's keys 0..7 / 8..15 dotted with query head g, GN heads in registers. With one
+// or two heads each gets A independent chain pairs over interleaved dimensions (summed at the end):
+// one pair per head would wait on the FMA latency at every dimension.
 template <int T, int GN>
 void qk_block(const uint8_t* kt, const float* q, int64_t hd, __m256* s0, __m256* s1) {
   constexpr int64_t bs = 16, eb = elem_bytes<T>();
-  __m256 r0[GN], r1[GN];
+  constexpr int A = GN == 1 ? 4 : GN == 2 ? 2 : 1;
+  __m256 r0[GN][A], r1[GN][A];
 #pragma GCC unroll 8
-  for (int g = 0; g < GN; ++g) r0[g] = r1[g] = _mm256_setzero_ps();
-  for (int64_t d = 0; d < hd; ++d) {
+  for (int g = 0; g < GN; ++g)
+#pragma GCC unroll 4
+    for (int i = 0; i < A; ++i) r0[g][i] = r1[g][i] = _mm256_setzero_ps();
+  auto step = [&](int64_t d, int i) {
     const __m256 k0 = load8<T>(kt + d * bs * eb), k1 = load8<T>(kt + (d * bs + 8) * eb);
 #pragma GCC unroll 8
     for (int g = 0; g < GN; ++g) {
       const __m256 qd = _mm256_set1_ps(q[g * hd + d]);
-      r0[g] = _mm256_fmadd_ps(qd, k0, r0[g]);
-      r1[g] = _mm256_fmadd_ps(qd, k1, r1[g]);
+      r0[g][i] = _mm256_fmadd_ps(qd, k0, r0[g][i]);
+      r1[g][i] = _mm256_fmadd_ps(qd, k1, r1[g][i]);
     }
-  }
+  };
+  int64_t d = 0;
+  for (; d + A <= hd; d += A)
+#pragma GCC unroll 4
+    for (int i = 0; i < A; ++i) step(d + i, i);
+  for (; d < hd; ++d) step(d, 0);
 #pragma GCC unroll 8
   for (int g = 0; g < GN; ++g) {
-    s0[g] = r0[g];
-    s1[g] = r1[g];
+    __m256 a0 = r0[g][0], a1 = r1[g][0];
+#pragma GCC unroll 4
+    for (int i = 1; i < A; ++i) {
+      a0 = _mm256_add_ps(a0, r0[g][i]);
+      a1 = _mm256_add_ps(a1, r1[g][i]);
+    }
+    s0[g] = a0;
+    s1[g] = a1;
   }
 }
 using QkFn = void (*)(const uint8_t*, const float*, int64_t, __m256*, __m256*);
 template <int T>
 constexpr QkFn kQk[6] = {qk_block<T, 1>, qk_block<T, 2>, qk_block<T, 3>, qk_block<T, 4>, qk_block<T, 5>, qk_block<T, 6>};
 
-// acc[g][j] += sum_t p[g][t] * V[t][j] for GN heads and JN 8-wide chunks of the V rows.
+// acc[g][j] += sum_t p[g][t] * V[t][j] for GN heads and JN 8-wide chunks of the V rows. With one or
+// two heads the even and odd tokens go to separate accumulators (B = 2): fewer chains than the FMA
+// latency needs otherwise.
 template <int T, int GN, int JN>
 void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16], float* acc, int64_t ld) {
   constexpr int64_t eb = elem_bytes<T>();
-  __m256 r[GN][JN];
+  constexpr int B = GN <= 2 ? 2 : 1;
+  __m256 r[B][GN][JN];
 #pragma GCC unroll 4
   for (int g = 0; g < GN; ++g)
 #pragma GCC unroll 4
-    for (int j = 0; j < JN; ++j) r[g][j] = _mm256_load_ps(acc + g * ld + j * 8);
-  for (int64_t t = 0; t < n; ++t) {
+    for (int j = 0; j < JN; ++j) {
+      r[0][g][j] = _mm256_load_ps(acc + g * ld + j * 8);
+      if constexpr (B == 2) r[B - 1][g][j] = _mm256_setzero_ps();
+    }
+  auto step = [&](int64_t t, __m256 (&rr)[GN][JN]) {
     __m256 v[JN];
 #pragma GCC unroll 4
     for (int j = 0; j < JN; ++j) v[j] = load8<T>(v0 + t * vstride + j * 8 * eb);
@@ -52,13 +74,24 @@ void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16
     for (int g = 0; g < GN; ++g) {
       const __m256 w = _mm256_set1_ps(p[g][t]);
 #pragma GCC unroll 4
-      for (int j = 0; j < JN; ++j) r[g][j] = _mm256_fmadd_ps(w, v[j], r[g][j]);
+      for (int j = 0; j < JN; ++j) rr[g][j] = _mm256_fmadd_ps(w, v[j], rr[g][j]);
     }
-  }
+  };
+  int64_t t = 0;
+  if constexpr (B == 2)
+    for (; t + 2 <= n; t += 2) {
+      step(t, r[0]);
+      step(t + 1, r[1]);
+    }
+  for (; t < n; ++t) step(t, r[0]);
 #pragma GCC unroll 4
   for (int g = 0; g < GN; ++g)
 #pragma GCC unroll 4
-    for (int j = 0; j < JN; ++j) _mm256_store_ps(acc + g * ld + j * 8, r[g][j]);
+    for (int j = 0; j < JN; ++j) {
+      __m256 o = r[0][g][j];
+      if constexpr (B == 2) o = _mm256_add_ps(o, r[B - 1][g][j]);
+      _mm256_store_ps(acc + g * ld + j * 8, o);
+    }
 }
 using PvFn = void (*)(const uint8_t*, int64_t, int64_t, const float (*)[16], float*, int64_t);
 template <int T>
