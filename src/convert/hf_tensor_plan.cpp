@@ -1,0 +1,354 @@
+#include "convert/hf_tensor_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "convert/hf_tensor_ops.h"
+#include "core/fp16.h"
+#include "core/log.h"
+
+namespace tmill {
+namespace {
+
+// Expected HF shape (outermost first) of every tensor the config implies, keyed by GGUF name.
+std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) {
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
+  std::map<std::string, std::vector<int64_t>> m;
+  m["token_embd.weight"] = {c.vocab_size, H};
+  m["output_norm.weight"] = {H};
+  if (!c.tie_word_embeddings) m["output.weight"] = {c.vocab_size, H};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string b = fmt::format("blk.{}.", i);
+    m[b + "attn_norm.weight"] = {H};
+    if (c.fused_qkv_ffn) {  // phi3: q, k, v rows stacked; gate rows then up rows
+      m[b + "attn_qkv.weight"] = {Q + 2 * KV, H};
+      m[b + "ffn_up.weight"] = {2 * F, H};
+    } else if (c.n_expert > 0) {  // experts stacked along the outermost axis (HF order: [n_expert, rows, cols])
+      const int64_t E = c.n_expert, FE = c.expert_rows();
+      m[b + "attn_q.weight"] = {Q, H};
+      m[b + "attn_k.weight"] = {KV, H};
+      m[b + "attn_v.weight"] = {KV, H};
+      m[b + "ffn_gate_inp.weight"] = {E, H};
+      m[b + "ffn_gate_exps.weight"] = {E, FE, H};
+      m[b + "ffn_up_exps.weight"] = {E, FE, H};
+      m[b + "ffn_down_exps.weight"] = {E, H, FE};
+      if (c.gptoss()) {  // router and expert biases, the sinks (expert biases: from gate_up_proj_bias / down_proj_bias)
+        m[b + "ffn_gate_inp.bias"] = {E};
+        m[b + "ffn_gate_exps.bias"] = {E, FE};
+        m[b + "ffn_up_exps.bias"] = {E, FE};
+        m[b + "ffn_down_exps.bias"] = {E, H};
+        m[b + "attn_sinks.weight"] = {c.num_attention_heads};
+      }
+      if (const int64_t S = c.shared_expert_intermediate_size; S > 0) {
+        m[b + "ffn_gate_inp_shexp.weight"] = {1, H};
+        m[b + "ffn_gate_shexp.weight"] = {S, H};
+        m[b + "ffn_up_shexp.weight"] = {S, H};
+        m[b + "ffn_down_shexp.weight"] = {H, S};
+      }
+    } else {
+      m[b + "attn_q.weight"] = {Q, H};
+      m[b + "attn_k.weight"] = {KV, H};
+      m[b + "attn_v.weight"] = {KV, H};
+      m[b + "ffn_gate.weight"] = {F, H};
+      m[b + "ffn_up.weight"] = {F, H};
+    }
+    m[b + "attn_output.weight"] = {H, Q};
+    m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
+    if (c.n_expert == 0) m[b + "ffn_down.weight"] = {H, F};
+    if (c.attention_bias) {
+      m[b + "attn_q.bias"] = {Q};
+      m[b + "attn_k.bias"] = {KV};
+      m[b + "attn_v.bias"] = {KV};
+      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe") m[b + "attn_output.bias"] = {H};
+    }
+    if (c.mlp_bias) {
+      m[b + "ffn_gate.bias"] = {F};
+      m[b + "ffn_up.bias"] = {F};
+      m[b + "ffn_down.bias"] = {H};
+    }
+    if (c.qk_norm) {  // per head; olmoe: over the whole q / k projection
+      m[b + "attn_q_norm.weight"] = {c.qk_norm_full ? Q : c.head_dim};
+      m[b + "attn_k_norm.weight"] = {c.qk_norm_full ? KV : c.head_dim};
+    }
+  }
+  return m;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// One GGUF tensor converted from one HF tensor: rows of `cols` elements, optionally row-permuted.
+Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute_head_dim, uint8_t* dst,
+                    size_t nbytes) {
+  const SafetensorsTensor& t = *src.tensor;
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
+  const int64_t cols = rows ? t.n_elements / rows : 0;
+  const size_t out_esz = out == DType::F32 ? 4 : 2;
+  if (nbytes != static_cast<size_t>(t.n_elements) * out_esz) return Error{"internal: tensor size mismatch"};
+  const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits (exact, NaN payloads kept)
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t sr = permute_head_dim ? llama_qk_permuted_source_row(r, permute_head_dim) : r;
+    uint8_t* d = dst + static_cast<size_t>(r * cols) * out_esz;
+    if (raw) {
+      std::memcpy(d, t.data + static_cast<size_t>(sr * cols) * out_esz, static_cast<size_t>(cols) * out_esz);
+      continue;
+    }
+    TM_TRY(src.file->read_f32(t, static_cast<uint64_t>(sr * cols), static_cast<uint64_t>(cols), tmp.data()));
+    for (int64_t k = 0; k < cols; ++k) {
+      if (out == DType::F32) {
+        std::memcpy(d + k * 4, &tmp[k], 4);
+      } else {
+        const uint16_t h = out == DType::F16 ? fp32_to_fp16(tmp[k]) : fp32_to_bf16(tmp[k]);
+        std::memcpy(d + k * 2, &h, 2);
+      }
+    }
+  }
+  return {};
+}
+
+std::vector<int64_t> reversed(const std::vector<int64_t>& v) { return std::vector<int64_t>(v.rbegin(), v.rend()); }
+
+Status check_dtype(const SafetensorsModel::Ref& ref, const std::string& where) {
+  if (!st_dtype_is_float(ref.tensor->dtype))
+    return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
+                             st_dtype_name(ref.tensor->dtype))};
+  return {};
+}
+
+Status check_shape(const SafetensorsModel::Ref& ref, const std::vector<int64_t>& want, const std::string& where) {
+  if (ref.tensor->shape != want)
+    return Error{fmt::format("{}: shape {} does not match config.json (expected {})", where,
+                             shape_str(ref.tensor->shape), shape_str(want))};
+  return {};
+}
+
+Error unexpected_expert(const HfConfig& c, const std::string& where) {
+  return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, {} experts)", where, c.hf_arch,
+                           c.num_hidden_layers, c.n_expert)};
+}
+
+}  // namespace
+
+HfTensorPlan::HfTensorPlan(const HfModel& m) : m_(&m), expected_(expected_tensors(m.config)) {}
+
+Result<HfTensorPlan> HfTensorPlan::make(const HfModel& m) {
+  HfTensorPlan p(m);
+  for (const std::string& hf : m.weights.names()) TM_TRY(p.add(hf));
+  TM_TRY(p.finish());
+  return p;
+}
+
+Status HfTensorPlan::add(const std::string& hf) {
+  const auto ref = *m_->weights.find(hf);
+  const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+  if (auto f = hf_fused_expert_tensor(hf)) return add_fused(*f, ref, hf, where);
+  if (auto part = hf_expert_tensor(hf)) return add_expert(*part, ref, where);
+  return add_plain(hf, ref, where);
+}
+
+Status HfTensorPlan::claim(const std::string& gg, const std::string& where) {
+  if (stacked_.count(gg) || fused_.count(gg))
+    return Error{fmt::format("{}: '{}' is given twice (per-expert and fused expert tensors)", where, gg)};
+  if (!expected_.erase(gg)) return unexpected_expert(m_->config, where);
+  fused_.insert(gg);
+  return {};
+}
+
+// Fused expert tensors (transformers 5's gate_up_proj / down_proj; gpt-oss's, MXFP4 or not, and biases).
+Status HfTensorPlan::add_fused(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
+                               const std::string& where) {
+  using P = HfFusedExpertPart;
+  const HfConfig& c = m_->config;
+  const bool oss = c.gptoss();
+  const int64_t E = c.n_expert, F = c.expert_rows(), H = c.hidden_size;
+  const std::string b = fmt::format("blk.{}.", f.layer);
+  const bool bias = f.part == P::GateUpBias || f.part == P::DownBias;
+  const bool mx = f.part == P::GateUpBlocks || f.part == P::GateUpScales || f.part == P::DownBlocks ||
+                  f.part == P::DownScales;
+  if (c.n_expert == 0 || ((bias || mx) && !oss) || f.layer >= c.num_hidden_layers) return unexpected_expert(c, where);
+  if (mx) return add_mxfp4(f, ref, hf, where);
+  auto add_gather = [&](const std::string& gg, std::vector<int64_t> ne, bool keep_f32, Gather g) -> Status {
+    TM_TRY(claim(gg, where));
+    items_.push_back({gg, {ref}, std::move(ne), true, keep_f32, 0, std::nullopt,
+                      [g](uint8_t* dst, size_t n, DType out) { return gather(g, out, dst, n); }});
+    return {};
+  };
+  switch (f.part) {
+    case P::GateUp: {  // transformers 5: [E, 2F, H], gate rows first; gpt-oss: [E, H, 2F], gate columns even
+      TM_TRY(check_shape(ref, oss ? std::vector<int64_t>{E, H, 2 * F} : std::vector<int64_t>{E, 2 * F, H}, where));
+      TM_TRY(check_dtype(ref, where));
+      weight_dtypes_.insert(ref.tensor->dtype);
+      for (int half = 0; half < 2; ++half) {
+        const Gather g = oss ? Gather{ref, E, H, 2 * F, half, 2, F, H, true}
+                             : Gather{ref, E, 2 * F, H, half * F, 1, F, H, false};
+        TM_TRY(add_gather(b + (half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight"), {H, F, E}, false, g));
+      }
+      return {};
+    }
+    case P::Down: {  // transformers 5: [E, H, F]; gpt-oss: [E, F, H]
+      TM_TRY(check_shape(ref, oss ? std::vector<int64_t>{E, F, H} : std::vector<int64_t>{E, H, F}, where));
+      TM_TRY(check_dtype(ref, where));
+      weight_dtypes_.insert(ref.tensor->dtype);
+      const Gather g = oss ? Gather{ref, E, F, H, 0, 1, H, F, true} : Gather{ref, E, H, F, 0, 1, H, F, false};
+      return add_gather(b + "ffn_down_exps.weight", {F, H, E}, false, g);
+    }
+    case P::GateUpBias: {  // [E, 2F], gate even: F32 [F, E] each
+      TM_TRY(check_shape(ref, {E, 2 * F}, where));
+      TM_TRY(check_dtype(ref, where));
+      for (int half = 0; half < 2; ++half)
+        TM_TRY(add_gather(b + (half ? "ffn_up_exps.bias" : "ffn_gate_exps.bias"), {F, E}, true,
+                          Gather{ref, E, 1, 2 * F, half, 2, F, 1, true}));
+      return {};
+    }
+    case P::DownBias:
+      TM_TRY(check_shape(ref, {E, H}, where));
+      TM_TRY(check_dtype(ref, where));
+      return add_gather(b + "ffn_down_exps.bias", {H, E}, true, Gather{ref, E, H, 1, 0, 1, H, 1, false});
+    default:
+      return {};
+  }
+}
+
+// gpt-oss's MXFP4 experts: `_blocks` are taken with their `_scales`, repacked bit for bit.
+Status HfTensorPlan::add_mxfp4(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
+                               const std::string& where) {
+  using P = HfFusedExpertPart;
+  const HfConfig& c = m_->config;
+  const int64_t E = c.n_expert, F = c.expert_rows(), H = c.hidden_size;
+  const std::string b = fmt::format("blk.{}.", f.layer);
+  if (f.part == P::GateUpBlocks || f.part == P::DownBlocks) {  // taken with their scales
+    const std::string scales = hf.substr(0, hf.size() - 7) + "_scales";
+    if (!m_->weights.find(scales)) return Error{fmt::format("{}: MXFP4 blocks without their '{}'", where, scales)};
+    return {};
+  }
+  const bool gate_up = f.part == P::GateUpScales;
+  const std::string bname = hf.substr(0, hf.size() - 7) + "_blocks";
+  const auto blocks = m_->weights.find(bname);
+  if (!blocks) return Error{fmt::format("{}: MXFP4 scales without their '{}'", where, bname)};
+  const int64_t R = gate_up ? 2 * F : H, cols = gate_up ? H : F;
+  if (cols % 32 != 0) return Error{fmt::format("{}: MXFP4 rows of {} values are not whole blocks of 32", where, cols)};
+  const int64_t G = cols / 32;
+  const std::string bwhere = fmt::format("{}: tensor '{}'", blocks->file->path(), bname);
+  for (auto [r, w] : {std::pair{&ref, &where}, std::pair{&*blocks, &bwhere}})
+    if (r->tensor->dtype != StDType::U8)
+      return Error{fmt::format("{}: MXFP4 {} must be U8, not {}", *w, r == &ref ? "scales" : "blocks",
+                               st_dtype_name(r->tensor->dtype))};
+  TM_TRY(check_shape(ref, {E, R, G}, where));
+  TM_TRY(check_shape(*blocks, {E, R, G, 16}, bwhere));
+  const int64_t rows = gate_up ? F : H;
+  for (int half = 0; half < (gate_up ? 2 : 1); ++half) {
+    const std::string gg = b + (!gate_up ? "ffn_down_exps.weight" : half ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
+    TM_TRY(claim(gg, where));
+    const Mxfp4Rows mr{*blocks, ref, E, R, G, half, gate_up ? 2 : 1, rows};
+    items_.push_back({gg, {ref}, {cols, rows, E}, true, false, 0, DType::MXFP4,
+                      [mr](uint8_t* dst, size_t n, DType) { return repack_mxfp4(mr, dst, n); }});
+  }
+  return {};
+}
+
+// One expert's matrix (HF stores each expert apart), stacked into its 3-D GGUF tensor.
+Status HfTensorPlan::add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
+                                const std::string& where) {
+  const HfConfig& c = m_->config;
+  if (fused_.count(part.first))
+    return Error{fmt::format("{}: '{}' is given twice (per-expert and fused expert tensors)", where, part.first)};
+  auto e = expected_.find(part.first);
+  if (e == expected_.end() || e->second.size() != 3) return unexpected_expert(c, where);
+  if (part.second >= e->second[0])
+    return Error{fmt::format("{}: expert {} is out of range (config.json: {} experts)", where, part.second,
+                             e->second[0])};
+  TM_TRY(check_shape(ref, std::vector<int64_t>(e->second.begin() + 1, e->second.end()), where));
+  TM_TRY(check_dtype(ref, where));
+  weight_dtypes_.insert(ref.tensor->dtype);
+  auto [it, fresh] = stacked_.try_emplace(part.first, items_.size());
+  if (fresh)
+    items_.push_back({part.first, std::vector<SafetensorsModel::Ref>(static_cast<size_t>(e->second[0])),
+                      reversed(e->second), true, false, 0});
+  SafetensorsModel::Ref& slot = items_[it->second].srcs[static_cast<size_t>(part.second)];
+  if (slot.tensor) return Error{fmt::format("{}: expert {} of '{}' given twice", where, part.second, part.first)};
+  slot = ref;
+  return {};
+}
+
+Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where) {
+  const HfConfig& c = m_->config;
+  TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
+  if (gg.empty()) return {};
+  if (c.gptoss() && gg.ends_with(".ffn_norm.weight"))  // GptOssModel's map: post_attention_layernorm
+    gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
+  if (gg == "output.weight" && c.tie_word_embeddings) {
+    log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);
+    return {};
+  }
+  auto e = expected_.find(gg);
+  if (e == expected_.end() || e->second.size() == 3)
+    return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, attention_bias={}, "
+                             "tie_word_embeddings={})",
+                             where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
+  TM_TRY(check_shape(ref, e->second, where));
+  TM_TRY(check_dtype(ref, where));
+  expected_.erase(e);
+  const bool matrix = ref.tensor->shape.size() == 2;
+  const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;  // ffn_gate_inp, ffn_gate_inp_shexp
+  if (matrix && !keep_f32) weight_dtypes_.insert(ref.tensor->dtype);
+  int64_t perm = 0;
+  if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
+    perm = c.head_dim;
+  items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, perm});
+  return {};
+}
+
+Status HfTensorPlan::finish() {
+  for (const auto& [name, index] : stacked_) {
+    const auto& srcs = items_[index].srcs;
+    for (size_t x = 0; x < srcs.size(); ++x)
+      if (!srcs[x].tensor)
+        return Error{fmt::format("{}: '{}' lacks expert {} ({} experts in config.json)", m_->dir, name, x, srcs.size())};
+    expected_.erase(name);
+  }
+  if (!expected_.empty())
+    return Error{fmt::format("{}: missing tensor '{}' ({} missing in all)", m_->dir, expected_.begin()->first,
+                             expected_.size())};
+  // llama.cpp writes the MXFP4 experts first (GptOssModel.generate_extra_tensors), in its visiting order
+  std::stable_partition(items_.begin(), items_.end(), [](const Item& it) { return it.fixed.has_value(); });
+  return {};
+}
+
+bool HfTensorPlan::any_mxfp4() const { return !items_.empty() && items_.front().fixed.has_value(); }
+
+Result<DType> HfTensorPlan::weight_type(const std::string& outtype) const {
+  if (outtype == "auto") return weight_dtypes_.size() == 1 ? *float_dtype(*weight_dtypes_.begin()) : DType::F32;
+  if (outtype == "f32" || outtype == "F32") return DType::F32;
+  if (outtype == "f16" || outtype == "F16") return DType::F16;
+  if (outtype == "bf16" || outtype == "BF16") return DType::BF16;
+  return Error{fmt::format("unknown output type '{}' (use f32, f16, bf16 or auto)", outtype)};
+}
+
+Status HfTensorPlan::write(GgufWriter& w, DType wtype) const {
+  for (const Item& it : items_) {
+    const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    if (it.produce) {
+      TM_TRY(w.add_tensor(it.name, out, it.ne, [produce = it.produce, out](uint8_t* dst, size_t n) -> Status {
+        return produce(dst, n, out);
+      }));
+      continue;
+    }
+    const auto srcs = it.srcs;
+    const int64_t perm = it.permute_head_dim;
+    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, out, perm](uint8_t* dst, size_t n) -> Status {
+      const size_t part = n / srcs.size();  // experts: one matrix after the other
+      for (size_t x = 0; x < srcs.size(); ++x) TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part));
+      return {};
+    }));
+  }
+  return {};
+}
+
+}  // namespace tmill

@@ -1,0 +1,72 @@
+// Every GGUF tensor a Hugging Face checkpoint becomes (add_hf_model_to_gguf's first half): each HF
+// tensor mapped to its GGUF name, checked against what config.json implies (name, shape, dtype, none
+// missing or given twice), per-expert matrices stacked into 3-D tensors, fused expert tensors
+// (transformers 5, gpt-oss, MXFP4 blocks + scales) split — all before the writer is touched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "convert/hf_model.h"
+#include "core/dtype.h"
+#include "core/result.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+
+namespace tmill {
+
+class HfTensorPlan {
+ public:
+  // Plans every tensor of m.weights (m must outlive the plan and the writer it fills); the error
+  // names the first tensor that does not fit config.json, or the first one missing.
+  static Result<HfTensorPlan> make(const HfModel& m);
+  // The matrices' output type for --outtype: f32, f16, bf16 or auto (the checkpoint's one float
+  // type, else F32).
+  Result<DType> weight_type(const std::string& outtype) const;
+  // MXFP4 expert tensors kept in their type (gpt-oss checkpoints).
+  bool any_mxfp4() const;
+  // Adds the planned tensors to w, in llama.cpp's order (the MXFP4 experts first).
+  Status write(GgufWriter& w, DType wtype) const;
+  size_t size() const { return items_.size(); }
+
+ private:
+  // One GGUF tensor: one HF tensor, or (experts) one HF matrix per expert stacked along the outermost
+  // axis, or made by `produce` (fused expert tensors).
+  struct Item {
+    std::string name;
+    std::vector<SafetensorsModel::Ref> srcs;
+    std::vector<int64_t> ne;  // GGUF order
+    bool matrix = false;      // 2-D or 3-D: stored as the weight type (unless kept F32)
+    bool keep_f32 = false;    // the routers: F32 whatever the output type, as llama.cpp's converter
+    int64_t permute_head_dim = 0;
+    std::optional<DType> fixed = std::nullopt;  // MXFP4 experts: kept in their type
+    std::function<Status(uint8_t*, size_t, DType)> produce = nullptr;
+  };
+
+  explicit HfTensorPlan(const HfModel& m);
+  Status add(const std::string& hf);
+  Status add_fused(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
+                   const std::string& where);
+  Status add_mxfp4(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
+                   const std::string& where);
+  Status add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
+                    const std::string& where);
+  Status add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where);
+  // A GGUF tensor made from a fused expert tensor: once, and not also from per-expert ones.
+  Status claim(const std::string& gguf_name, const std::string& where);
+  Status finish();
+
+  const HfModel* m_;
+  std::vector<Item> items_;
+  std::map<std::string, size_t> stacked_;                   // GGUF name of an expert tensor -> its item
+  std::set<std::string> fused_;                             // GGUF names made from fused expert tensors
+  std::map<std::string, std::vector<int64_t>> expected_;   // not seen yet: GGUF name -> HF shape
+  std::set<StDType> weight_dtypes_;
+};
+
+}  // namespace tmill
