@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "server_test_engine.h"
 
 using namespace tmill;
 using namespace tmill::server;
@@ -19,14 +20,9 @@ using namespace tmill::server;
 namespace {
 
 std::unique_ptr<Engine> stories_engine(bool context_shift = false) {
-  EngineConfig c;
-  c.model_path = test::source_path("models/stories260K/stories260K.gguf");
-  c.threads = 2;
-  c.max_num_seqs = 32;
+  EngineConfig c = test::stories_config(2, 32);
   c.context_shift = context_shift;
-  auto e = Engine::create(c);
-  EXPECT_TRUE(e.ok()) << e.error();
-  return std::move(e).value();
+  return test::make_engine(c);
 }
 
 std::unique_ptr<Server> make_server(ServerOptions o, bool context_shift = false) {

@@ -11,6 +11,7 @@
 #include "server/models_file.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "server_test_engine.h"
 
 using namespace tmill;
 using namespace tmill::server;
@@ -41,13 +42,9 @@ const Files& files() {
 }
 
 std::unique_ptr<Engine> engine_for(const std::string& path) {
-  EngineConfig c;
+  EngineConfig c = test::stories_config();
   c.model_path = path;
-  c.threads = 1;
-  c.max_num_seqs = 8;
-  auto e = Engine::create(c);
-  EXPECT_TRUE(e.ok()) << e.error();
-  return std::move(e).value();
+  return test::make_engine(c);
 }
 
 std::unique_ptr<Server> make_server(ServerOptions o, const std::string& path) {

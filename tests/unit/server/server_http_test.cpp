@@ -7,21 +7,14 @@
 #include "engine/engine.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "server_test_engine.h"
 
 using namespace tmill;
 using namespace tmill::server;
 
 namespace {
 
-std::unique_ptr<Engine> stories_engine() {
-  EngineConfig c;
-  c.model_path = test::source_path("models/stories260K/stories260K.gguf");
-  c.threads = 1;
-  c.max_num_seqs = 8;
-  auto e = Engine::create(c);
-  EXPECT_TRUE(e.ok()) << e.error();
-  return std::move(e).value();
-}
+using test::stories_engine;
 
 std::unique_ptr<Server> make_server(ServerOptions o = {}) {
   o.http.port = 0;

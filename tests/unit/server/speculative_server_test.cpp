@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "server_test_engine.h"
 
 using namespace tmill;
 using namespace tmill::server;
@@ -23,10 +24,7 @@ double metric(const std::string& text, const std::string& series) {
 }  // namespace
 
 TEST(ServerSpeculative, MetricsAndOptOut) {
-  EngineConfig c;
-  c.model_path = test::source_path("models/stories260K/stories260K.gguf");
-  c.threads = 1;
-  c.max_num_seqs = 8;
+  EngineConfig c = test::stories_config();
   auto spec = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
                                            "prompt_lookup_max": 3, "adaptive": false})");
   ASSERT_TRUE(spec.ok()) << spec.error();

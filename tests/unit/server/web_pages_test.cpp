@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "server/server.h"
 #include "test_support.h"
+#include "server_test_engine.h"
 
 using namespace tmill;
 using namespace tmill::server;
@@ -21,13 +22,7 @@ std::unique_ptr<Server> serve(ServerOptions o) {
   o.version = "test";
   auto s = Server::create(o);
   EXPECT_TRUE(s.ok()) << s.error();
-  EngineConfig c;
-  c.model_path = o.model_path;
-  c.threads = 1;
-  c.max_num_seqs = 4;
-  auto e = Engine::create(c);
-  EXPECT_TRUE(e.ok()) << e.error();
-  EXPECT_TRUE((*s)->attach_engine(std::move(e).value(), 0.25).ok());
+  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(1, 4), 0.25).ok());
   return std::move(s).value();
 }
 
