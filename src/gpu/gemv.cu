@@ -1,5 +1,5 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
-// weights in registers (F32, F16, BF16, Q8_0, Q4_0 in their GGUF file layouts), and RMSNorm.
+// weights in registers (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K in their GGUF file layouts), and RMSNorm.
 // One warp per output row: the 32 lanes stride over the row's 32-element blocks (or elements), each
 // lane keeps a float partial sum, and a butterfly of shuffles adds them. Rows are independent and
 // each block is read once, so the weights stream from HBM. (No fmt in .cu files: nvcc's front end
@@ -46,6 +46,80 @@ __device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
     }
   }
   return d * s;
+}
+
+// K-quants, 256-element super-blocks (ggml's block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales
+// and mins, 128 bytes of nibbles; block_q6_K: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
+// scales, f16 d).
+__device__ __forceinline__ void q4k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+template <DType T>
+__device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float* x) {
+  if constexpr (T == DType::Q4_K) {
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qs = blk + 16;
+    float s = 0.0f;
+    for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles) and 2c + 1 (high)
+      int sc0, m0, sc1, m1;
+      q4k_scale_min(2 * c, scales, &sc0, &m0);
+      q4k_scale_min(2 * c + 1, scales, &sc1, &m1);
+      float dot0 = 0.0f, dot1 = 0.0f, sum0 = 0.0f, sum1 = 0.0f;
+      for (int l = 0; l < 32; ++l) {
+        const float x0 = x[64 * c + l], x1 = x[64 * c + 32 + l];
+        dot0 += static_cast<float>(qs[32 * c + l] & 15) * x0;
+        dot1 += static_cast<float>(qs[32 * c + l] >> 4) * x1;
+        sum0 += x0;
+        sum1 += x1;
+      }
+      s += d * (sc0 * dot0 + sc1 * dot1) - dmin * (m0 * sum0 + m1 * sum1);
+    }
+    return s;
+  } else {  // Q6_K
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const float d = f16_at(blk + 208);
+    float s = 0.0f;
+    for (int n = 0; n < 2; ++n) {  // 128 elements each
+      const uint8_t* l0 = ql + 64 * n;
+      const uint8_t* h0 = qh + 32 * n;
+      const int8_t* s0 = sc + 8 * n;
+      const float* xn = x + 128 * n;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((l0[l] & 0xF) | (((h0[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((l0[l + 32] & 0xF) | (((h0[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32;
+        s += d * (s0[is] * q1 * xn[l] + s0[is + 2] * q2 * xn[l + 32] + s0[is + 4] * q3 * xn[l + 64] +
+                  s0[is + 6] * q4 * xn[l + 96]);
+      }
+    }
+    return s;
+  }
+}
+
+template <DType T>
+__global__ void gemv_superblocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
+                                 float* y) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;
+  const int lane = threadIdx.x % 32;
+  constexpr int kBlockBytes = T == DType::Q4_K ? 144 : 210;
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float s = 0.0f;
+  for (int64_t b = lane; b < cols / 256; b += 32) s += superblock_dot<T>(row + b * kBlockBytes, x + b * 256);
+  s = warp_sum(s);
+  if (lane == 0) y[r] = s;
 }
 
 template <DType T>
@@ -109,7 +183,8 @@ Status launched(const char* what) {
 }  // namespace
 
 bool gemv_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
+         t == DType::Q4_K || t == DType::Q6_K;
 }
 
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
@@ -117,12 +192,16 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
   if ((type == DType::Q8_0 || type == DType::Q4_0) && cols % 32 != 0)
     return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
+  if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
+    return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
   if (rows <= 0) return {};
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)), block(32 * kWarpsPerBlock);
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
     case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q4_K: gemv_superblocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q6_K: gemv_superblocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;

@@ -12,11 +12,11 @@
 
 namespace tmill::gpu {
 
-// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0.
+// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 bool gemv_supports(DType t);
 // Decode's matrix-vector product, dequantizing in registers: y[r] = dot(row r of W, x) for the
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
-// row; each lane takes whole 32-element blocks (quantized types) or strided elements.
+// row; each lane takes whole 32-element blocks (256 for the K-quants) or strided elements.
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
