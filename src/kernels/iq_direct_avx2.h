@@ -22,6 +22,30 @@ TM_ISA_INLINE __m256i spread_bits(uint32_t v, bool bit0_only) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);  // 0xff where set
 }
 
+// kIqSigns expanded: entry i holds the 8 multipliers of a 7-bit sign field i as bytes, -1 (0xff)
+// where bit j of kIqSigns[i] is set, else +1 -- one 64-bit load per 8 elements instead of a byte
+// look-up, shifts and a spread (the 7-bit-field types: IQ2_XXS, IQ2_XS, IQ3_XXS).
+constexpr uint64_t sign_word(uint8_t bits) {
+  uint64_t w = 0;
+  for (int j = 0; j < 8; ++j) w |= static_cast<uint64_t>((bits >> j) & 1 ? 0xff : 0x01) << (8 * j);
+  return w;
+}
+struct IqSignWords {
+  uint64_t v[128];
+  constexpr IqSignWords() : v() {
+    for (int i = 0; i < 128; ++i) v[i] = sign_word(kIqSigns[i]);
+  }
+};
+constexpr IqSignWords kIqSignWords{};
+
+// The +-1 bytes of a sub-block's four 7-bit sign fields (bits 0..27 of f).
+TM_ISA_INLINE __m256i sign_fields(uint32_t f) {
+  return _mm256_set_epi64x(static_cast<int64_t>(kIqSignWords.v[(f >> 21) & 127]),
+                           static_cast<int64_t>(kIqSignWords.v[(f >> 14) & 127]),
+                           static_cast<int64_t>(kIqSignWords.v[(f >> 7) & 127]),
+                           static_cast<int64_t>(kIqSignWords.v[f & 127]));
+}
+
 // One super-block straight from the file layout into registers (grid entries gathered by
 // _mm256_set_epi64x / _epi32): per sub-block ib |w| (aw), the sign source (sw: +-1, or IQ1's signed
 // w = 8 * level + delta itself) and the two 16-element multipliers (sc) -- the integer form of
@@ -80,22 +104,20 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
   }
   TM_UNROLL
   for (int ib = 0; ib < 8; ++ib) {
-    uint32_t signs;  // the sub-block's 4 sign bytes
-    int s0, s1;      // its two 16-element multipliers
+    int s0, s1;  // the sub-block's two 16-element multipliers (sw: its +-1 signs)
     if constexpr (K == kIqIQ2_XXS) {
       const uint32_t a = iq_le32(blk + 2 + 8 * ib), s = iq_le32(blk + 6 + 8 * ib);
       aw[ib] = _mm256_set_epi64x(static_cast<int64_t>(kIq2xxsGrid[a >> 24]), static_cast<int64_t>(kIq2xxsGrid[(a >> 16) & 255]),
                                  static_cast<int64_t>(kIq2xxsGrid[(a >> 8) & 255]), static_cast<int64_t>(kIq2xxsGrid[a & 255]));
-      signs = kIqSigns[s & 127] | (kIqSigns[(s >> 7) & 127] << 8) | (kIqSigns[(s >> 14) & 127] << 16) |
-              (static_cast<uint32_t>(kIqSigns[(s >> 21) & 127]) << 24);
+      sw[ib] = sign_fields(s);
       s0 = s1 = static_cast<int>(2 * (s >> 28) + 1);
     } else if constexpr (K == kIqIQ2_XS) {
       uint16_t v[4];
       std::memcpy(v, blk + 2 + 8 * ib, 8);
       aw[ib] = _mm256_set_epi64x(static_cast<int64_t>(kIq2xsGrid[v[3] & 511]), static_cast<int64_t>(kIq2xsGrid[v[2] & 511]),
                                  static_cast<int64_t>(kIq2xsGrid[v[1] & 511]), static_cast<int64_t>(kIq2xsGrid[v[0] & 511]));
-      signs = kIqSigns[v[0] >> 9] | (kIqSigns[v[1] >> 9] << 8) | (kIqSigns[v[2] >> 9] << 16) |
-              (static_cast<uint32_t>(kIqSigns[v[3] >> 9]) << 24);
+      sw[ib] = _mm256_set_epi64x(static_cast<int64_t>(kIqSignWords.v[v[3] >> 9]), static_cast<int64_t>(kIqSignWords.v[v[2] >> 9]),
+                                 static_cast<int64_t>(kIqSignWords.v[v[1] >> 9]), static_cast<int64_t>(kIqSignWords.v[v[0] >> 9]));
       const int sb = blk[66 + ib];
       s0 = 2 * (sb & 15) + 1;
       s1 = 2 * (sb >> 4) + 1;
@@ -104,7 +126,7 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
       const int h = blk[66 + ib];
       auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[q[l] | (((h >> (2 * l)) & 3) << 8)]); };
       aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
-      signs = iq_le32(blk + 34 + 4 * ib);
+      sw[ib] = _mm256_or_si256(spread_bits(iq_le32(blk + 34 + 4 * ib), false), one);  // -1 or +1
       const int sb = blk[74 + ib];
       s0 = 2 * (sb & 15) + 1;
       s1 = 2 * (sb >> 4) + 1;
@@ -115,18 +137,16 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
                                 static_cast<int>(kIq3xxsGrid[q[5]]), static_cast<int>(kIq3xxsGrid[q[4]]),
                                 static_cast<int>(kIq3xxsGrid[q[3]]), static_cast<int>(kIq3xxsGrid[q[2]]),
                                 static_cast<int>(kIq3xxsGrid[q[1]]), static_cast<int>(kIq3xxsGrid[q[0]]));
-      signs = kIqSigns[a & 127] | (kIqSigns[(a >> 7) & 127] << 8) | (kIqSigns[(a >> 14) & 127] << 16) |
-              (static_cast<uint32_t>(kIqSigns[(a >> 21) & 127]) << 24);
+      sw[ib] = sign_fields(a);
       s0 = s1 = static_cast<int>(2 * (a >> 28) + 1);
     } else {  // kIqIQ3_S: qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106
       const uint8_t* q = blk + 2 + 8 * ib;
       const int h = blk[66 + ib];
       auto g = [&](int k) { return static_cast<int>(kIq3sGrid[q[k] | (((h >> k) & 1) << 8)]); };
       aw[ib] = _mm256_set_epi32(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
-      signs = iq_le32(blk + 74 + 4 * ib);
+      sw[ib] = _mm256_or_si256(spread_bits(iq_le32(blk + 74 + 4 * ib), false), one);
       s0 = s1 = 2 * ((blk[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     }
-    sw[ib] = _mm256_or_si256(spread_bits(signs, false), one);  // -1 or +1
     sc[ib] = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(s1)), _mm_set1_epi16(static_cast<int16_t>(s0)));
     if (mult) {
       mult[2 * ib] = s0;
