@@ -10,6 +10,9 @@
 #include "kernels/kernel_table.h"
 
 namespace tmill::kern {
+
+bool g_iq_fast_pdep = false;
+
 namespace {
 
 // IQ1_S's super-block as levels: per sub-block |level| (aw), the level itself as the sign source (sw),
@@ -20,11 +23,21 @@ TM_ISA_INLINE uint16_t iq1s_levels(const uint8_t* blk, __m256i aw[8], __m256i sw
   std::memcpy(&d, blk, 2);
   TM_UNROLL
   for (int ib = 0; ib < 8; ++ib) {
-    const uint8_t* q = blk + 2 + 4 * ib;
     uint16_t h;
     std::memcpy(&h, blk + 34 + 2 * ib, 2);
-    auto g = [&](int l) { return static_cast<int64_t>(kIq1sGrid[q[l] | (((h >> (3 * l)) & 7) << 8)]); };
-    const __m256i lvl = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+    // the four 11-bit grid indices (qs byte l | 3 bits of h at 3l, << 8): in 16-bit fields by two
+    // pdeps where PDEP is fast (g_iq_fast_pdep), else one by one
+    __m256i lvl;
+    if (g_iq_fast_pdep) {
+      const uint64_t idx =
+          _pdep_u64(iq_le32(blk + 2 + 4 * ib), 0x00ff00ff00ff00ffull) | _pdep_u64(h, 0x0700070007000700ull);
+      auto g = [&](int l) { return static_cast<int64_t>(kIq1sGrid[(idx >> (16 * l)) & 0xffff]); };
+      lvl = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+    } else {
+      const uint8_t* q = blk + 2 + 4 * ib;
+      auto g = [&](int l) { return static_cast<int64_t>(kIq1sGrid[q[l] | (((h >> (3 * l)) & 7) << 8)]); };
+      lvl = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+    }
     aw[ib] = _mm256_abs_epi8(lvl);
     sw[ib] = lvl;  // sign(x, 0) = 0: a zero level contributes nothing, as it must
     const int m = 2 * ((h >> 12) & 7) + 1;

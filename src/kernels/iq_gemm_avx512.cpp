@@ -161,6 +161,7 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
 }  // namespace
 
 void add_iq_gemm_avx512(KernelTable& t) {
+  g_iq_fast_pdep = true;
   for (int k = 0; k < kIqGemmKinds; ++k) g_row_kernel[k] = t.iq_gemm[k];  // AVX2's, registered before
   t.iq_gemm[kIqIQ2_XXS] = iq_gemm<kIqIQ2_XXS>;
   t.iq_gemm[kIqIQ2_XS] = iq_gemm<kIqIQ2_XS>;

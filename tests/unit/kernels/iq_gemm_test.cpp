@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "isa_levels.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_table.h"
 #include "quant/quant.h"
 
 using namespace tmill;
@@ -86,20 +87,26 @@ TEST(IqGemm, EveryIsaMatchesScalarBitwiseAndTheDequantizedProduct) {
           }
           EXPECT_NEAR(y0[tk * ldy + r], want, 1e-5 * mag + 1e-30) << dtype_name(t) << " n=" << n << " row " << r;
         }
+      const bool fast_pdep = g_iq_fast_pdep;
       for (Isa isa : tmill::test::available_isas()) {
-        for (const auto& [r0, r1] : {std::pair<int, int>{4, rows}, {0, rows}, {16, 32}, {5, 6}}) {
-          std::vector<float> y(y0.size(), -1.0f);
-          // The kernel must leave rows outside [r0, r1) alone.
-          kernel_table(isa).iq_gemm[kind](w.data(), rb, nb, r0, r1, act.data(), tile_bytes, n, y.data(), ldy);
-          for (int tk = 0; tk < n; ++tk)
-            for (int r = 0; r < ldy; ++r) {
-              const float want = (r >= r0 && r < r1) ? y0[tk * ldy + r] : -1.0f;
-              ASSERT_EQ(std::memcmp(&y[tk * ldy + r], &want, 4), 0)
-                  << dtype_name(t) << " " << isa_name(isa) << " n=" << n << " rows " << r0 << ".." << r1 << " token "
-                  << tk << " row " << r << ": " << y[tk * ldy + r] << " vs " << want;
-            }
+        for (bool pdep : {false, true}) {  // both ways of unpacking IQ1_S's indices
+          g_iq_fast_pdep = pdep;
+          for (const auto& [r0, r1] : {std::pair<int, int>{4, rows}, {0, rows}, {16, 32}, {5, 6}}) {
+            std::vector<float> y(y0.size(), -1.0f);
+            // The kernel must leave rows outside [r0, r1) alone.
+            kernel_table(isa).iq_gemm[kind](w.data(), rb, nb, r0, r1, act.data(), tile_bytes, n, y.data(), ldy);
+            for (int tk = 0; tk < n; ++tk)
+              for (int r = 0; r < ldy; ++r) {
+                const float want = (r >= r0 && r < r1) ? y0[tk * ldy + r] : -1.0f;
+                ASSERT_EQ(std::memcmp(&y[tk * ldy + r], &want, 4), 0)
+                    << dtype_name(t) << " " << isa_name(isa) << " n=" << n << " rows " << r0 << ".." << r1
+                    << " token " << tk << " row " << r << " pdep " << pdep << ": " << y[tk * ldy + r] << " vs "
+                    << want;
+              }
+          }
         }
       }
+      g_iq_fast_pdep = fast_pdep;
     }
   }
 }
