@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "kernels/isa_avx2.h"
+#include "kernels/kernel_table.h"  // g_iq_fast_pdep
 #include "quant/iq_decode.h"
 
 namespace tmill::kern {
@@ -142,8 +143,17 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
     } else {  // kIqIQ3_S: qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106
       const uint8_t* q = blk + 2 + 8 * ib;
       const int h = blk[66 + ib];
-      auto g = [&](int k) { return static_cast<int>(kIq3sGrid[q[k] | (((h >> k) & 1) << 8)]); };
-      aw[ib] = _mm256_set_epi32(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
+      if (g_iq_fast_pdep) {  // the 9-bit indices, four per 64-bit word of 16-bit fields
+        const uint64_t lo = _pdep_u64(iq_le32(q), 0x00ff00ff00ff00ffull) |
+                            _pdep_u64(static_cast<uint64_t>(h & 15), 0x0100010001000100ull);
+        const uint64_t hi = _pdep_u64(iq_le32(q + 4), 0x00ff00ff00ff00ffull) |
+                            _pdep_u64(static_cast<uint64_t>(h >> 4), 0x0100010001000100ull);
+        auto g = [&](int k) { return static_cast<int>(kIq3sGrid[((k < 4 ? lo : hi) >> (16 * (k & 3))) & 0xffff]); };
+        aw[ib] = _mm256_set_epi32(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
+      } else {
+        auto g = [&](int k) { return static_cast<int>(kIq3sGrid[q[k] | (((h >> k) & 1) << 8)]); };
+        aw[ib] = _mm256_set_epi32(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
+      }
       sw[ib] = _mm256_or_si256(spread_bits(iq_le32(blk + 74 + 4 * ib), false), one);
       s0 = s1 = 2 * ((blk[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     }
