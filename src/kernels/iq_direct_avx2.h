@@ -125,8 +125,15 @@ TM_ISA_INLINE uint16_t build_direct(const uint8_t* blk, __m256i aw[8], __m256i s
     } else if constexpr (K == kIqIQ2_S) {  // qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
       const uint8_t* q = blk + 2 + 4 * ib;
       const int h = blk[66 + ib];
-      auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[q[l] | (((h >> (2 * l)) & 3) << 8)]); };
-      aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+      if (g_iq_fast_pdep) {  // the four 10-bit indices in 16-bit fields
+        const uint64_t idx = _pdep_u64(iq_le32(q), 0x00ff00ff00ff00ffull) |
+                             _pdep_u64(static_cast<uint64_t>(h), 0x0300030003000300ull);
+        auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[(idx >> (16 * l)) & 0xffff]); };
+        aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+      } else {
+        auto g = [&](int l) { return static_cast<int64_t>(kIq2sGrid[q[l] | (((h >> (2 * l)) & 3) << 8)]); };
+        aw[ib] = _mm256_set_epi64x(g(3), g(2), g(1), g(0));
+      }
       sw[ib] = _mm256_or_si256(spread_bits(iq_le32(blk + 34 + 4 * ib), false), one);  // -1 or +1
       const int sb = blk[74 + ib];
       s0 = 2 * (sb & 15) + 1;

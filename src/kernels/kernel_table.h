@@ -87,7 +87,7 @@ void add_qgemm_k23_avx2(KernelTable& t);  // Q2_K, Q3_K
 void add_iq_gemm_avx2(KernelTable& t);
 void add_iq_gemm_avx512(KernelTable& t);
 // PDEP is fast here (set when the AVX-512 table is built: every AVX-512 CPU has a fast one, AMD before
-// Zen 3 a microcoded one); the i-quant decoders (IQ1_S, IQ3_S) use it to unpack grid indices. Same results either way.
+// Zen 3 a microcoded one); the i-quant decoders (IQ1_S, IQ2_S, IQ3_S) use it to unpack grid indices. Same results either way.
 extern bool g_iq_fast_pdep;
 void add_fgemm_avx2(KernelTable& t);
 void add_attention_avx2(KernelTable& t);

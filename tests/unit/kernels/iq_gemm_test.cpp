@@ -89,7 +89,7 @@ TEST(IqGemm, EveryIsaMatchesScalarBitwiseAndTheDequantizedProduct) {
         }
       const bool fast_pdep = g_iq_fast_pdep;
       for (Isa isa : tmill::test::available_isas()) {
-        for (bool pdep : {false, true}) {  // both ways of unpacking IQ1_S's / IQ3_S's indices
+        for (bool pdep : {false, true}) {  // both ways of unpacking IQ1_S's / IQ2_S's / IQ3_S's indices
           g_iq_fast_pdep = pdep;
           for (const auto& [r0, r1] : {std::pair<int, int>{4, rows}, {0, rows}, {16, 32}, {5, 6}}) {
             std::vector<float> y(y0.size(), -1.0f);
