@@ -108,29 +108,25 @@ __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float*
   }
 }
 
+// Bytes and elements of one quantization block (K-quants: 256-element super-blocks).
 template <DType T>
-__global__ void gemv_superblocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
-                                 float* y) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int lane = threadIdx.x % 32;
-  constexpr int kBlockBytes = T == DType::Q4_K ? 144 : 210;
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s = 0.0f;
-  for (int64_t b = lane; b < cols / 256; b += 32) s += superblock_dot<T>(row + b * kBlockBytes, x + b * 256);
-  s = warp_sum(s);
-  if (lane == 0) y[r] = s;
-}
+constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T == DType::Q4_K ? 144 : 210;
+template <DType T>
+constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 
 template <DType T>
 __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = threadIdx.x % 32;
-  constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : 18;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   float s = 0.0f;
-  for (int64_t b = lane; b < cols / 32; b += 32) s += block_dot<T>(row + b * kBlockBytes, x + b * 32);
+  for (int64_t b = lane; b < cols / kBlockElems<T>; b += 32) {
+    const uint8_t* blk = row + b * kBlockBytes<T>;
+    const float* xb = x + b * kBlockElems<T>;
+    if constexpr (kBlockElems<T> == 256) s += superblock_dot<T>(blk, xb);
+    else s += block_dot<T>(blk, xb);
+  }
   s = warp_sum(s);
   if (lane == 0) y[r] = s;
 }
@@ -200,8 +196,8 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
   switch (type) {
     case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::Q4_K: gemv_superblocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::Q6_K: gemv_superblocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
