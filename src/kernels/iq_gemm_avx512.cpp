@@ -163,13 +163,8 @@ void iq_gemm(const uint8_t* w, size_t row_bytes, int64_t nb, int64_t r0, int64_t
 void add_iq_gemm_avx512(KernelTable& t) {
   g_iq_fast_pdep = true;
   for (int k = 0; k < kIqGemmKinds; ++k) g_row_kernel[k] = t.iq_gemm[k];  // AVX2's, registered before
-  t.iq_gemm[kIqIQ2_XXS] = iq_gemm<kIqIQ2_XXS>;
-  t.iq_gemm[kIqIQ2_XS] = iq_gemm<kIqIQ2_XS>;
-  t.iq_gemm[kIqIQ2_S] = iq_gemm<kIqIQ2_S>;
-  t.iq_gemm[kIqIQ3_XXS] = iq_gemm<kIqIQ3_XXS>;
-  t.iq_gemm[kIqIQ3_S] = iq_gemm<kIqIQ3_S>;
-  t.iq_gemm[kIqIQ1_S] = iq_gemm<kIqIQ1_S>;
-  t.iq_gemm[kIqIQ1_M] = iq_gemm<kIqIQ1_M>;
+  for_each_kind<kIqIQ2_XXS, kIqIQ2_XS, kIqIQ2_S, kIqIQ3_XXS, kIqIQ3_S, kIqIQ1_S, kIqIQ1_M>(
+      [&](auto k) { t.iq_gemm[k.value] = iq_gemm<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern
