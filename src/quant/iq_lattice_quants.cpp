@@ -276,6 +276,12 @@ float sum_squares(const float* x) {
 // 4-bit scale code of a block scale (odd multiples of d).
 int scale_code(float id, float s) { return std::clamp(nearest_int(0.5f * (id * s - 1)), 0, 15); }
 
+// n scales as 4-bit codes, two per byte (even index in the low nibble), into out[n / 2].
+void pack_scale_nibbles(float id, const float* scales, int n, uint8_t* out) {
+  for (int i = 0; i < n; i += 2)
+    out[i / 2] = static_cast<uint8_t>(scale_code(id, scales[i]) | (scale_code(id, scales[i + 1]) << 4));
+}
+
 }  // namespace
 
 const Lattice& lattice(LatticeId id) {
@@ -357,8 +363,7 @@ void iq2_xs_row(const float* x, BlockIQ2_XS* y, int64_t n, const float* qw) {
     const float d = max_scale / 31;
     b.d = fp32_to_fp16(d);
     const float id = 1 / d;
-    for (int ib = 0; ib < 16; ++ib)
-      b.scales[ib / 2] = static_cast<uint8_t>(b.scales[ib / 2] | (scale_code(id, scales[ib]) << (4 * (ib % 2))));
+    pack_scale_nibbles(id, scales, 16, b.scales);
   }
 }
 
@@ -387,8 +392,7 @@ void iq2_s_row(const float* x, BlockIQ2_S* y, int64_t n, const float* qw) {
     const float d = max_scale / 31;
     b.d = fp32_to_fp16(d * 0.9875f);
     const float id = 1 / d;
-    for (int ib = 0; ib < 16; ++ib)
-      b.scales[ib / 2] = static_cast<uint8_t>(b.scales[ib / 2] | (scale_code(id, scales[ib]) << (4 * (ib % 2))));
+    pack_scale_nibbles(id, scales, 16, b.scales);
   }
 }
 
@@ -448,8 +452,7 @@ void iq3_s_row(const float* x, BlockIQ3_S* y, int64_t n, const float* qw) {
     const float d = max_scale / 31;
     b.d = fp32_to_fp16(d * 1.033f);
     const float id = 1 / d;
-    for (int ib = 0; ib < 8; ib += 2)
-      b.scales[ib / 2] = static_cast<uint8_t>(scale_code(id, scales[ib]) | (scale_code(id, scales[ib + 1]) << 4));
+    pack_scale_nibbles(id, scales, 8, b.scales);
   }
 }
 
