@@ -65,13 +65,14 @@ class Parser {
     if (s.empty()) fail(n, fmt::format("'{}' must not be empty", key));
     return s;
   }
-  // A name or a list of names.
-  std::vector<std::string> names(const YAML::Node& n, const std::string& key) const {
+  // A name or a list of names; an empty list only where `may_be_empty` (aliases), never for a chain.
+  std::vector<std::string> names(const YAML::Node& n, const std::string& key, bool may_be_empty = false) const {
     std::vector<std::string> out;
     if (n.IsScalar()) out.push_back(name(n, key));
     else if (n.IsSequence())
       for (const auto& x : n) out.push_back(name(x, key));
     else fail(n, fmt::format("'{}' must be a name or a list of names", key));
+    if (out.empty() && !may_be_empty) fail(n, fmt::format("'{}' must not be an empty list", key));
     return out;
   }
   std::string path(const YAML::Node& n, const std::string& key) const {
@@ -87,7 +88,7 @@ class Parser {
     if (!n["file"]) fail(n, "a model needs 'file' (its GGUF file)");
     e.spec.path = path(n["file"], "file");
     if (n["name"]) e.spec.name = name(n["name"], "name");
-    if (n["aliases"]) e.spec.aliases = names(n["aliases"], "aliases");
+    if (n["aliases"]) e.spec.aliases = names(n["aliases"], "aliases", true);
     if (n["threads"]) e.engine.threads = static_cast<int>(integer(n["threads"], "threads", 1, 4096));
     if (n["kv_cache_memory"]) e.engine.kv_cache_memory = str(n["kv_cache_memory"], "kv_cache_memory");
     if (n["kv_cache_dtype"]) e.engine.kv_cache_dtype = str(n["kv_cache_dtype"], "kv_cache_dtype");

@@ -234,6 +234,14 @@ TEST(ModelsFile, ErrorsNameTheFileLineAndKey) {
   EXPECT_NE(err("models:\n  - {file: a.gguf}\nrouters:\n  - {name: r, default: [a, '']}\n")
                 .find("'default' must not be empty"),
             std::string::npos);
+  // Found by fuzz_models_file in CI (stop 33): an empty list where a chain is needed parsed, and routing had no model.
+  EXPECT_NE(err("models:\n  - {file: a.gguf}\nrouters:\n  - {name: r, default: []}\n")
+                .find("m.yaml:4:24: 'default' must not be an empty list"),
+            std::string::npos);
+  EXPECT_NE(err("models:\n  - {file: a.gguf}\nrouters:\n  - {name: r, default: a, rules: [{model: []}]}\n")
+                .find("'model' must not be an empty list"),
+            std::string::npos);
+  EXPECT_TRUE(parse_models_file("models:\n  - {file: a.gguf, aliases: []}\n", "m.yaml", "").ok());  // no aliases is fine
   EXPECT_NE(err("models:\n  - {file: a.gguf, residency: on_demand, idle_unload: '-'}\n").find("not a duration"),
             std::string::npos);
   EXPECT_NE(err("models:\n  - {file: a.gguf, loras: [{file: l.gguf, scale: .nan}]}\n").find("'scale' must be"),
