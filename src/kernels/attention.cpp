@@ -60,7 +60,7 @@ void prefetch_kv_block(const AttnArgs& a, int64_t b) {
   const char* k = reinterpret_cast<const char*>(a.k_base + tile * a.tile_bytes);
   const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
   // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
-  for (int64_t off = 0; off < a.tile_bytes; off += 64) {
+  for (int64_t off = 0; off < a.tile_bytes * a.n_kv; off += 64) {
 #if defined(__x86_64__)
     asm volatile("prefetcht1 %0" : : "m"(k[off]));
     asm volatile("prefetcht1 %0" : : "m"(v[off]));
@@ -95,12 +95,33 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
   kern::attention_scalar(make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask));
 }
 
+namespace {
+
+// The ISA's kernel where it covers the call; several heads it does not take together go one by one.
+void run_attention(const kern::AttnArgs& a) {
+  const kern::KernelTable& t = kern::kernels();
+  if (t.attention_covers(a)) {
+    t.attention[a.kv_type](a);
+  } else if (a.n_kv > 1) {
+    for (int64_t j = 0; j < a.n_kv; ++j) run_attention(kern::attn_head(a, j));
+  } else {
+    kern::attention_scalar(a);
+  }
+}
+
+}  // namespace
+
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask) {
-  const kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask);
-  const kern::KernelTable& t = kern::kernels();
-  const kern::AttnFn fn = t.attention_covers(a) ? t.attention[a.kv_type] : kern::attention_scalar;
-  fn(a);
+  run_attention(make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask));
+}
+
+void paged_attention_heads(const float* q, int64_t group, int64_t kv_head, int64_t n_kv, const PagedKvView& kv,
+                           const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask) {
+  TM_ASSERT(n_kv >= 1 && kv_head + n_kv <= kv.n_head_kv, "attention heads outside the KV cache");
+  kern::AttnArgs a = make_args(q, group, kv_head, kv, block_table, n_ctx, scale, out, mask);
+  a.n_kv = n_kv;
+  run_attention(a);
 }
 
 namespace {

@@ -37,6 +37,12 @@ struct AttnMask {
 // attending to positions [mask.begin, n_ctx) found through block_table. out: group x head_dim.
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask = {});
+// The same for n_kv adjacent KV heads kv_head .. kv_head + n_kv - 1 in one call: q and out hold their
+// n_kv * group query heads, mask.sinks their n_kv * group sink logits. Each head's result is bitwise
+// what paged_attention_group gives it; the kernel reads each block's n_kv tiles together (contiguous
+// in the pool), the cheaper walk through DRAM in a batched decode step.
+void paged_attention_heads(const float* q, int64_t group, int64_t kv_head, int64_t n_kv, const PagedKvView& kv,
+                           const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask = {});
 // Same through the scalar kernel only (the oracle the SIMD kernels are tested against).
 void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                                      const int32_t* block_table, int64_t n_ctx, float scale, float* out,

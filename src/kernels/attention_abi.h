@@ -28,7 +28,7 @@ inline constexpr int kKvTypes = 5;
 inline constexpr int64_t kv_q4_group(int64_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
 struct AttnArgs {
-  const float* q = nullptr;         // (group, head_dim) query heads sharing one KV head
+  const float* q = nullptr;         // (n_kv * group, head_dim) query heads, `group` per KV head
   int64_t group = 1;
   int64_t head_dim = 0;
   int64_t block_size = 0;
@@ -37,13 +37,18 @@ struct AttnArgs {
   int64_t tile_bytes = 0;
   int64_t n_head_kv = 0;
   int64_t kv_head = 0;
+  // KV heads kv_head .. kv_head + n_kv - 1 (adjacent tiles of each block), each with its `group`
+  // query heads; q, out and sinks hold all n_kv * group heads. A kernel that takes n_kv > 1 walks a
+  // block's n_kv tiles together, so the KV stream reads n_kv * tile_bytes contiguous bytes per block
+  // (random 4 KiB tiles read at half the bandwidth of 64 KiB runs on this machine's DRAM).
+  int64_t n_kv = 1;
   const int32_t* block_table = nullptr;
   int64_t n_ctx = 0;                // attend to positions [ctx_begin, n_ctx)
   int64_t ctx_begin = 0;            // > 0: a sliding window (earlier positions are masked)
   float scale = 1.0f;               // 1 / sqrt(head_dim)
   float softcap = 0.0f;             // > 0: scores -> softcap * tanh(score / softcap) (gemma2)
   int kv_type = kKvF16;
-  float* out = nullptr;             // (group, head_dim)
+  float* out = nullptr;             // (n_kv * group, head_dim)
   // Attention sinks (gpt-oss): one logit per query head of the group that joins the softmax's
   // denominator only (ggml's soft_max with sinks); null = none.
   const float* sinks = nullptr;
@@ -53,7 +58,18 @@ struct AttnArgs {
 using AttnFn = void (*)(const AttnArgs&);
 using AttnCoversFn = bool (*)(const AttnArgs&);
 
-// Pulls block b's K and V tiles (every cache line) toward L2; the SIMD kernels call it for block b + 1
+// The arguments for the j-th of a's KV heads alone (n_kv = 1).
+static inline AttnArgs attn_head(const AttnArgs& a, int64_t j) {
+  AttnArgs h = a;
+  h.kv_head = a.kv_head + j;
+  h.n_kv = 1;
+  h.q = a.q + j * a.group * a.head_dim;
+  h.out = a.out + j * a.group * a.head_dim;
+  if (a.sinks) h.sinks = a.sinks + j * a.group;
+  return h;
+}
+
+// Pulls block b's K and V tiles of its a.n_kv heads (every cache line) toward L2; the SIMD kernels call it for block b + 1
 // while they compute block b (defined in attention.cpp).
 void prefetch_kv_block(const AttnArgs& a, int64_t b);
 

@@ -193,7 +193,8 @@ void attn(const AttnArgs& a) {
 }
 
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1;
+  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1 &&
+         a.n_kv == 1;
 }
 
 }  // namespace

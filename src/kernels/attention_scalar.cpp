@@ -46,6 +46,10 @@ float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int6
 }  // namespace
 
 void attention_scalar(const AttnArgs& a) {
+  if (a.n_kv > 1) {
+    for (int64_t j = 0; j < a.n_kv; ++j) attention_scalar(attn_head(a, j));
+    return;
+  }
   const int64_t hd = a.head_dim, bs = a.block_size, G = a.group;
   constexpr int64_t kMaxGroup = 64;
   float m[kMaxGroup], l[kMaxGroup];

@@ -105,6 +105,54 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   }
 }
 
+// paged_attention_heads (a run of adjacent KV heads in one call, as the forward pass batches them)
+// gives every head bitwise what paged_attention_group gives it alone, on every ISA: with windows,
+// soft-capping, sinks, and runs too long for one kernel call (group * n_kv > 16 is split).
+TEST(Attention, SeveralKvHeadsInOneCallAreEachHeadAlone) {
+  std::mt19937 rng(11);
+  struct Case {
+    int64_t hd, group, n_head_kv, kv_head, n_kv;
+  };
+  const Case cases[] = {{128, 1, 16, 0, 16}, {128, 1, 16, 4, 8}, {64, 2, 8, 1, 5}, {64, 7, 2, 0, 2},
+                        {40, 3, 4, 1, 3},    {64, 4, 8, 0, 8},   {16, 1, 20, 2, 18}};
+  for (DType t : {DType::F16, DType::F32, DType::BF16, DType::I8, DType::Q4_0}) {
+    for (const Case& k : cases) {
+      for (int64_t n_ctx : {1, 17, 100}) {
+        Cache c = make_cache(t, k.n_head_kv, k.hd, 16, n_ctx, rng);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        const int64_t heads = k.group * k.n_kv;
+        std::vector<float> q(static_cast<size_t>(heads * k.hd)), sinks(static_cast<size_t>(heads));
+        for (auto& x : q) x = nd(rng);
+        for (auto& x : sinks) x = nd(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(k.hd));
+        for (int variant = 0; variant < 3; ++variant) {
+          AttnMask mask;
+          if (variant == 1) mask.begin = n_ctx > 5 ? n_ctx - 5 : 0;  // a sliding window
+          if (variant == 2) mask.sinks = sinks.data();
+          for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+            if (isa > detected_isa()) continue;
+            set_isa_limit(isa);
+            std::vector<float> want(q.size()), got(q.size(), -1.0f);
+            for (int64_t j = 0; j < k.n_kv; ++j) {
+              AttnMask mj = mask;
+              if (mj.sinks) mj.sinks += j * k.group;
+              paged_attention_group(q.data() + j * k.group * k.hd, k.group, k.kv_head + j, c.view, c.table.data(), n_ctx,
+                                    scale, want.data() + j * k.group * k.hd, mj);
+            }
+            paged_attention_heads(q.data(), k.group, k.kv_head, k.n_kv, c.view, c.table.data(), n_ctx, scale, got.data(),
+                                  mask);
+            for (size_t i = 0; i < q.size(); ++i)
+              ASSERT_EQ(got[i], want[i]) << dtype_name(t) << " isa " << isa_name(isa) << " hd " << k.hd << " group "
+                                         << k.group << " n_kv " << k.n_kv << " n_ctx " << n_ctx << " variant " << variant
+                                         << " i " << i;
+          }
+          set_isa_limit(Isa::Avx512);
+        }
+      }
+    }
+  }
+}
+
 // Sliding windows (the first block entered part-way, or at its start) and soft-capped scores: the
 // oracle against float64, every ISA's kernel against the oracle (soft-capping takes the scalar kernel).
 TEST(Attention, SlidingWindowAndSoftcapMatchTheOracleOnEveryIsa) {
