@@ -2,6 +2,10 @@
 // like llama.cpp's llama-batched-bench (B sequences, each a prompt of P tokens then G generated).
 //   prompt phase: from submission until every sequence has its first token  -> B*P / t
 //   generation:   the remaining G-1 decode steps of every sequence          -> B*(G-1) / t
+// Like llama-bench and llama-batched-bench, one untimed warm-up run comes first (the largest batch, its
+// own prompts): the timed runs then find the KV cache's pages mapped and the threads started, as in a
+// server that has been running, instead of paying the kernel's first-touch page faults (llama.cpp clears
+// its KV buffer when it creates it, so its timed runs never pay them either). --no-warmup skips it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +30,7 @@ struct BenchCli {
   int32_t prompt_len = 128, gen_len = 128, repetitions = 1;
   uint64_t seed = 1;
   bool json_out = false;
+  bool no_warmup = false;
   std::vector<tmill::cli::CliLora> loras;  // --lora: request b uses loras[b % size]
 };
 
@@ -181,8 +186,12 @@ int run(BenchCli& o) {
     std::printf("\n");
   }
   const int32_t reps = std::max(1, o.repetitions);
-  ProgressBar bar("bench", batches.size() * static_cast<uint64_t>(reps), "runs");
+  ProgressBar bar("bench", batches.size() * static_cast<uint64_t>(reps) + (o.no_warmup ? 0 : 1), "runs");
   uint64_t runs_done = 0;
+  if (!o.no_warmup) {  // prompts of their own (another seed): the timed runs get no prefix-cache hits from it
+    run_once(e, max_b, o, o.seed ^ 0x5741524d5550ull);
+    bar.update(++runs_done, "warm-up");
+  }
   for (int32_t b : batches) {
     std::vector<double> p, g, ps, gs, waste, waste_mean;
     double drafts = 0, draft_tokens = 0, accepted = 0;
@@ -236,6 +245,8 @@ TM_COMMAND("bench engine", "prompt and generation throughput per batch size (lik
              app.add_option("--gen-len", o->gen_len, "generated tokens per sequence")->capture_default_str();
              app.add_option("--repetitions", o->repetitions, "runs per batch size (median reported)")->capture_default_str();
              app.add_option("--seed", o->seed, "seed for the random prompts")->capture_default_str();
+             app.add_flag("--no-warmup", o->no_warmup,
+                          "skip the untimed warm-up run of the largest batch (llama-bench's --no-warmup)");
              app.add_flag("--json", o->json_out, "print [{\"batch\",\"prompt_tokens_per_s\",\"gen_tokens_per_s\"}]");
              return [o] { return run(*o); };
            });

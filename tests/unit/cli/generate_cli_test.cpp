@@ -128,6 +128,18 @@ TEST(BenchEngineCli, JsonShape) {
   EXPECT_GT(j[1]["gen_tokens_per_s"].get<double>(), 0);
 }
 
+// The untimed warm-up run (default) leaves nothing behind in the timed run's KV accounting: the same
+// figures as with --no-warmup.
+TEST(BenchEngineCli, WarmupLeavesTheTimedRunUnchanged) {
+  auto with = test::run_command(bin() + " bench engine --batch 2 --prompt-len 32 --gen-len 16 --json");
+  auto without = test::run_command(bin() + " bench engine --batch 2 --prompt-len 32 --gen-len 16 --json --no-warmup");
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  auto a = nlohmann::json::parse(with.out), b = nlohmann::json::parse(without.out);
+  EXPECT_DOUBLE_EQ(a[0]["kv_waste_at_peak"].get<double>(), b[0]["kv_waste_at_peak"].get<double>());
+  EXPECT_DOUBLE_EQ(a[0]["kv_waste_mean"].get<double>(), b[0]["kv_waste_mean"].get<double>());
+}
+
 TEST(BenchEngineCli, KvWasteIsTheUnfilledPartOfEachSequencesLastBlock) {
   // One sequence, 128 prompt + 128 generated tokens, 16-token blocks. The prompt step stores 128
   // tokens (8 full blocks); decode step k stores token 128 + k - 1 (k = 1..126 are seen with the
