@@ -25,6 +25,10 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--quantization", o.quantization,
                  "quantize the weights at load to a `tokenmill quantize` type: q8_0, q4_0, q4_k_m, q5_k_m, q6_k, ...");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
+  app.add_option("--device", o.device,
+                 "where the engine computes: cpu, or auto (vLLM's spelling: the CPU); cuda is refused with what the "
+                 "build and machine have until the CUDA engine runs (only its kernels are built)")
+      ->capture_default_str();
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
@@ -121,6 +125,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   TM_TRY(check_model_load_options(load_options(o)));
   c.memory_limit_bytes = o.memory_limit_bytes;
   c.threads = o.threads;
+  c.device = o.device;
   if (!o.kv_cache_memory.empty()) {
     auto b = parse_kv_cache_memory(o.kv_cache_memory);
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};

@@ -21,6 +21,7 @@ struct EngineCli {
   std::string quantization;     // --quantization: a `tokenmill quantize` type the weights get at load
   uint64_t memory_limit_bytes = 0;  // not a flag: serve's --memory-limit for its one model
   int threads = EngineConfig{}.threads;
+  std::string device = EngineConfig{}.device;  // --device
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
   int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
   std::string kv_cache_dtype = EngineConfig{}.kv_cache_dtype;

@@ -46,6 +46,7 @@ inline constexpr int32_t kMaxLoras = 8;                 // LoRA adapters loaded 
 struct EngineConfig {
   std::string model_path;               // GGUF model file
   int threads = 0;                      // 0: all cores this process may use
+  std::string device = "cpu";           // cpu or auto (the CPU); cuda: refused until the CUDA engine runs
   uint64_t kv_cache_bytes = 0;          // 0: automatic (see the memory plan)
   // > 0: weights (as prepared) + KV cache may take at most this: the automatic KV cache is capped at
   // it minus the weights; weights, or weights plus an explicit KV size, above it are a load error.

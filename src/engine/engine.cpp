@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/log.h"
+#include "engine/device.h"
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
 #include "model/embedder.h"
@@ -70,6 +71,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   Impl& im = *e->impl_;
   im.config = config;
   const auto t0 = Clock::now();
+  TM_TRY(check_engine_device(config.device));
   auto opened = GgufFile::open(config.model_path);
   if (!opened.ok()) return opened.error_value();
   auto file = std::make_shared<const GgufFile>(std::move(opened).value());

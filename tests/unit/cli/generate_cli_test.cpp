@@ -117,6 +117,17 @@ TEST(GenerateCli, SpeculativeModelFlagKeepsTheGreedyStory) {
   EXPECT_NE(lone.err.find("--num-speculative-tokens needs"), std::string::npos) << lone.err;
 }
 
+// vLLM's --device: auto runs on the CPU; cuda exits with the engine's reason (this build has no CUDA
+// backend, or no device, or the engine does not run on one yet) instead of an unknown-option error.
+TEST(GenerateCli, DeviceFlag) {
+  auto cpu = test::run_command(bin() + " generate --max-tokens 4 --device auto");
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+  auto cuda = test::run_command(bin() + " generate --max-tokens 4 --device cuda");
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.err.find("--device cuda: "), std::string::npos) << cuda.err;
+  EXPECT_NE(cuda.err.find("use --device cpu"), std::string::npos) << cuda.err;
+}
+
 TEST(BenchEngineCli, JsonShape) {
   auto r = test::run_command(bin() + " bench engine --batch 1,4 --prompt-len 16 --gen-len 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -254,6 +254,33 @@ TEST(Engine, AbortFreesEverything) {
   EXPECT_EQ(e->stats().kv.usage, 0.0);
 }
 
+// --device: the CPU (cpu, auto) runs; cuda is refused before the model is read, saying what this build and
+// machine have (no CUDA backend here, no device, or a device the engine does not run on yet) and what to
+// use; a misspelt device names the choices.
+TEST(Engine, DeviceCpuRunsAndCudaIsAClearRefusal) {
+  EngineConfig c;
+  c.model_path = stories_path();
+  for (const char* d : {"cpu", "auto"}) {
+    c.device = d;
+    auto e = Engine::create(c);
+    ASSERT_TRUE(e.ok()) << d << ": " << e.error();
+    GenerateRequest r;
+    r.prompt = {1, 403, 407};
+    r.max_tokens = 4;
+    r.ignore_eos = true;
+    EXPECT_EQ(run_all(**e, {r})[0].tokens.size(), 4u) << d;
+  }
+  c.device = "cuda";
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().rfind("--device cuda: ", 0), 0u) << e.error();
+  EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
+  c.device = "tpu";
+  auto t = Engine::create(c);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error(), "--device 'tpu': not one of cpu, auto, cuda");
+}
+
 TEST(Engine, RejectsInvalidRequests) {
   auto e = make_engine(stories_path());
   EXPECT_FALSE(e->submit(greedy({}, 5), {}).ok());
