@@ -126,6 +126,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.memory_limit_bytes = o.memory_limit_bytes;
   c.threads = o.threads;
   c.device = o.device;
+  TM_TRY(Engine::check_device(c.device));  // before a server listens or a model loads
   if (!o.kv_cache_memory.empty()) {
     auto b = parse_kv_cache_memory(o.kv_cache_memory);
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};

@@ -55,6 +55,9 @@ class Engine {
   // unreadable or unsupported model, a configuration that cannot work (e.g. max_model_len larger
   // than the KV cache holds).
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  // EngineConfig::device alone, as create checks it first: OK for cpu and auto; cuda and anything
+  // else an error that says why (so a server can refuse it before it listens).
+  static Status check_device(const std::string& device);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

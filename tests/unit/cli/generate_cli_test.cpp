@@ -126,6 +126,11 @@ TEST(GenerateCli, DeviceFlag) {
   EXPECT_NE(cuda.exit_code, 0);
   EXPECT_NE(cuda.err.find("--device cuda: "), std::string::npos) << cuda.err;
   EXPECT_NE(cuda.err.find("use --device cpu"), std::string::npos) << cuda.err;
+  // serve refuses it before it listens (a server that started would be killed by timeout: 124)
+  auto serve = test::run_command("timeout 30 " + bin() + " serve --device cuda --port 18931");
+  EXPECT_EQ(serve.exit_code, 1) << serve.err;
+  EXPECT_EQ(serve.err.find("listening on"), std::string::npos) << serve.err;
+  EXPECT_NE(serve.err.find("--device cuda: "), std::string::npos) << serve.err;
 }
 
 TEST(BenchEngineCli, JsonShape) {
