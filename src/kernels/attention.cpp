@@ -97,7 +97,8 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 
 namespace {
 
-// The ISA's kernel where it covers the call; several heads it does not take together go one by one.
+// The ISA's kernel where it covers the call; several heads it does not take together go one by one
+// (the only place a run is split: the scalar kernel takes one KV head).
 void run_attention(const kern::AttnArgs& a) {
   const kern::KernelTable& t = kern::kernels();
   if (t.attention_covers(a)) {

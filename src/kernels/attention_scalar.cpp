@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "core/log.h"
 #include "kernels/kernel_table.h"
 
 namespace tmill::kern {
@@ -46,10 +47,7 @@ float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int6
 }  // namespace
 
 void attention_scalar(const AttnArgs& a) {
-  if (a.n_kv > 1) {
-    for (int64_t j = 0; j < a.n_kv; ++j) attention_scalar(attn_head(a, j));
-    return;
-  }
+  TM_ASSERT(a.n_kv == 1, "the scalar attention kernel takes one KV head (run_attention splits runs)");
   const int64_t hd = a.head_dim, bs = a.block_size, G = a.group;
   constexpr int64_t kMaxGroup = 64;
   float m[kMaxGroup], l[kMaxGroup];
@@ -96,7 +94,7 @@ void attention_scalar(const AttnArgs& a) {
 }
 
 namespace {
-bool covers_any(const AttnArgs&) { return true; }
+bool covers_any(const AttnArgs& a) { return a.n_kv == 1; }  // any shape, one KV head at a time
 }  // namespace
 
 void add_attention_scalar(KernelTable& t) {

@@ -65,7 +65,8 @@ struct KernelTable {
   GemmBf16x16Fn gemm_bf16x16;
   ToBf16Fn to_bf16;
   // Paged attention by KvType, for the shapes attention_covers() accepts; attention_scalar (any
-  // shape) otherwise.
+  // shape, one KV head) otherwise: runs of several KV heads a kernel does not take go head by head
+  // (run_attention in attention.cpp, the one place that splits them).
   AttnCoversFn attention_covers;
   AttnFn attention[kKvTypes];
   // Row operations (every level).
