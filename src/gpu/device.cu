@@ -41,6 +41,37 @@ Result<std::vector<GpuInfo>> gpu_devices() {
   return out;
 }
 
+Result<void*> device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return p;
+  if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess)
+    return cuda_error(("allocating " + std::to_string(bytes) + " bytes").c_str(), e);
+  return p;
+}
+
+void device_free(void* p) {
+  if (p) cudaFree(p);
+}
+
+Status copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return {};
+  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice); e != cudaSuccess) return cuda_error("upload", e);
+  return {};
+}
+
+Status copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return {};
+  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess) return cuda_error("download", e);
+  return {};
+}
+
+Status copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return {};
+  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice); e != cudaSuccess)
+    return cuda_error("device copy", e);
+  return {};
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (p_) cudaFree(p_);
 }

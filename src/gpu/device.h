@@ -24,6 +24,14 @@ bool built_with_cuda();
 // Every visible device; an error when built without CUDA or when the driver reports none.
 Result<std::vector<GpuInfo>> gpu_devices();
 
+// Raw device memory for callers that manage it themselves (gpu/ops.h): device_free(nullptr) is a no-op;
+// copies are synchronous.
+Result<void*> device_alloc(size_t bytes);
+void device_free(void* p);
+Status copy_to_device(void* dst, const void* src, size_t bytes);
+Status copy_to_host(void* dst, const void* src, size_t bytes);
+Status copy_on_device(void* dst, const void* src, size_t bytes);
+
 // Device memory (on the current device), freed by DeviceBuffer's destructor.
 class DeviceBuffer {
  public:

@@ -114,10 +114,13 @@ constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T ==
 template <DType T>
 constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 
+// Grid: x over groups of kWarpsPerBlock rows, y over tokens (x and y advance by cols and rows).
 template <DType T>
 __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
+  x += static_cast<int64_t>(blockIdx.y) * cols;
+  y += static_cast<int64_t>(blockIdx.y) * rows;
   const int lane = threadIdx.x % 32;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   float s = 0.0f;
@@ -142,6 +145,8 @@ template <DType T>
 __global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
+  x += static_cast<int64_t>(blockIdx.y) * cols;
+  y += static_cast<int64_t>(blockIdx.y) * rows;
   const int lane = threadIdx.x % 32;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
   float s = 0.0f;
@@ -184,14 +189,27 @@ bool gemv_supports(DType t) {
 }
 
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+  return gemm(type, w, rows, cols, row_bytes, x, 1, y);
+}
+
+Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
+            float* y) {
   if (!gemv_supports(type))
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
   if ((type == DType::Q8_0 || type == DType::Q4_0) && cols % 32 != 0)
     return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
   if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
     return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
-  if (rows <= 0) return {};
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)), block(32 * kWarpsPerBlock);
+  if (rows <= 0 || n_tokens <= 0) return {};
+  constexpr int64_t kMaxGridY = 65535;  // tokens per launch
+  if (n_tokens > kMaxGridY) {
+    for (int64_t t = 0; t < n_tokens; t += kMaxGridY)
+      TM_TRY(gemm(type, w, rows, cols, row_bytes, x + t * cols, n_tokens - t < kMaxGridY ? n_tokens - t : kMaxGridY,
+                  y + t * rows));
+    return {};
+  }
+  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n_tokens)),
+      block(32 * kWarpsPerBlock);
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
     case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
@@ -202,7 +220,7 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
     case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
     default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
   }
-  return launched("gemv");
+  return launched("gemm");
 }
 
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) {

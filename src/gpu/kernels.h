@@ -18,6 +18,10 @@ bool gemv_supports(DType t);
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
 // row; each lane takes whole 32-element blocks (256 for the K-quants) or strided elements.
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y);
+// The same for n_tokens inputs at once: y[t * rows + r] = dot(row r of W, x + t * cols). Each row is
+// read once per token (a grid of rows x tokens); correct first: a tensor-core GEMM for prefill is next.
+Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
+            float* y);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
 // Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:
@@ -42,6 +46,36 @@ struct GpuAttnArgs {
 Status paged_attention_decode(const GpuAttnArgs& a);
 // g = silu(g) * u elementwise (SwiGLU), n floats.
 Status silu_mul(float* g, const float* u, int64_t n);
+// y[i] += x[i], n floats.
+Status add(float* y, const float* x, int64_t n);
+// Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.
+Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n);
+// RoPE in place on n_tokens x n_heads heads of head_dim floats (token t's heads contiguous), the
+// first n_rot dimensions of each head, with the per-token tables cos/sin (n_tokens x n_rot/2, any
+// position scaling and magnitude gain already in them, as the CPU forward computes them). Pairs
+// (i, i + n_rot/2) when neox, else (2i, 2i + 1); as kernels/ops.h rope_heads_cs.
+struct GpuRopeArgs {
+  float* x = nullptr;
+  int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  bool neox = false;
+};
+Status rope(const GpuRopeArgs& a);
+// Writes each token's K and V (n_tokens x n_head_kv*head_dim floats) as F16 into the paged tiles at
+// its position (pos[t]) through its block table (block_tables: max_blocks int32 per token), in the
+// layout paged_attention_decode reads (kernels/attention_abi.h).
+struct GpuKvStoreArgs {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  uint8_t* k_tiles = nullptr;
+  uint8_t* v_tiles = nullptr;
+  int64_t n_tokens = 0, n_head_kv = 0, head_dim = 0, block_size = 16;
+  const int32_t* block_tables = nullptr;
+  int64_t max_blocks = 0;
+  const int32_t* pos = nullptr;
+};
+Status kv_store(const GpuKvStoreArgs& a);
 // Waits for the work queued so far; an error names a kernel that failed.
 Status synchronize();
 

@@ -11,6 +11,11 @@ Error no_cuda() { return Error{"tokenmill was built without the CUDA backend (co
 
 bool built_with_cuda() { return false; }
 Result<std::vector<GpuInfo>> gpu_devices() { return no_cuda(); }
+Result<void*> device_alloc(size_t) { return no_cuda(); }
+void device_free(void*) {}
+Status copy_to_device(void*, const void*, size_t) { return no_cuda(); }
+Status copy_to_host(void*, const void*, size_t) { return no_cuda(); }
+Status copy_on_device(void*, const void*, size_t) { return no_cuda(); }
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   std::swap(p_, o.p_);
@@ -25,7 +30,12 @@ bool gemv_supports(DType) { return false; }
 Status gemv(DType, const void*, int64_t, int64_t, size_t, const float*, float*) { return no_cuda(); }
 Status rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) { return no_cuda(); }
 Status paged_attention_decode(const GpuAttnArgs&) { return no_cuda(); }
+Status gemm(DType, const void*, int64_t, int64_t, size_t, const float*, int64_t, float*) { return no_cuda(); }
 Status silu_mul(float*, const float*, int64_t) { return no_cuda(); }
+Status add(float*, const float*, int64_t) { return no_cuda(); }
+Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
+Status rope(const GpuRopeArgs&) { return no_cuda(); }
+Status kv_store(const GpuKvStoreArgs&) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }
 
 }  // namespace tmill::gpu

@@ -1,0 +1,47 @@
+// gpu/ops.h's CUDA backend: the table over gpu/kernels.h and gpu/device.h (plain C++: it links in
+// both builds, and without CUDA each call answers with no_cuda.cpp's error).
+#include "gpu/device.h"
+#include "gpu/kernels.h"
+#include "gpu/ops.h"
+
+namespace tmill::gpu {
+namespace {
+
+class CudaOps final : public Ops {
+ public:
+  std::string name() const override { return "cuda"; }
+  Status available() const override {
+    auto d = gpu_devices();
+    if (!d.ok()) return d.error_value();
+    return {};
+  }
+  Result<void*> alloc(size_t bytes) override { return device_alloc(bytes); }
+  void release(void* p) override { device_free(p); }
+  Status upload(void* dst, const void* src, size_t bytes) override { return copy_to_device(dst, src, bytes); }
+  Status download(void* dst, const void* src, size_t bytes) override { return copy_to_host(dst, src, bytes); }
+  Status copy(void* dst, const void* src, size_t bytes) override { return copy_on_device(dst, src, bytes); }
+  bool supports(DType weight) const override { return gemv_supports(weight); }
+  Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
+                int64_t n_tokens, float* y) override {
+    return gemm(type, w, rows, cols, row_bytes, x, n_tokens, y);
+  }
+  Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
+    return gpu::rmsnorm(x, weight, y, n_rows, n, eps);
+  }
+  Status add(float* y, const float* x, int64_t n) override { return gpu::add(y, x, n); }
+  Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override { return gpu::add_rows(y, b, n_rows, n); }
+  Status rope(const GpuRopeArgs& a) override { return gpu::rope(a); }
+  Status kv_store(const GpuKvStoreArgs& a) override { return gpu::kv_store(a); }
+  Status attention(const GpuAttnArgs& a) override { return paged_attention_decode(a); }
+  Status silu_mul(float* g, const float* u, int64_t n) override { return gpu::silu_mul(g, u, n); }
+  Status synchronize() override { return gpu::synchronize(); }
+};
+
+}  // namespace
+
+Ops& cuda_ops() {
+  static CudaOps ops;
+  return ops;
+}
+
+}  // namespace tmill::gpu

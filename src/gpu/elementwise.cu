@@ -1,0 +1,94 @@
+// The GPU forward's small kernels (gpu/kernels.h): residual and bias adds, RoPE from per-token
+// cos/sin tables, and the store of a step's K/V into the paged F16 tiles. Each is one thread per
+// element (or element pair); they move a few KiB per token and exist so that a step's activations
+// never leave the device.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) y[i] += b[i % n];
+}
+
+// One thread per (token, head, pair): the same products and order as rope_pairs_scalar /
+// rope_neox (v0 * c - v1 * s, v0 * s + v1 * c), without FMA contraction.
+__global__ void rope_kernel(GpuRopeArgs a) {
+  const int64_t half = a.n_rot / 2;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.n_tokens * a.n_heads * half) return;
+  const int64_t p = i % half, th = i / half, t = th / a.n_heads;
+  float* v = a.x + th * a.head_dim;
+  const float c = a.cos[t * half + p], s = a.sin[t * half + p];
+  const int64_t i0 = a.neox ? p : 2 * p, i1 = a.neox ? p + half : 2 * p + 1;
+  const float v0 = v[i0], v1 = v[i1];
+  v[i0] = __fsub_rn(__fmul_rn(v0, c), __fmul_rn(v1, s));
+  v[i1] = __fadd_rn(__fmul_rn(v0, s), __fmul_rn(v1, c));
+}
+
+// One thread per (token, kv head, dimension): K goes to [head_dim][block_size] of its tile, V to
+// [block_size][head_dim].
+__global__ void kv_store_kernel(GpuKvStoreArgs a) {
+  const int64_t kd = a.n_head_kv * a.head_dim;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.n_tokens * kd) return;
+  const int64_t t = i / kd, hd = i % kd, h = hd / a.head_dim, d = hd % a.head_dim;
+  const int64_t pos = a.pos[t], bs = a.block_size;
+  const int64_t block = a.block_tables[t * a.max_blocks + pos / bs], slot = pos % bs;
+  const size_t tile = static_cast<size_t>(block * a.n_head_kv + h) * static_cast<size_t>(a.head_dim * bs);  // halves
+  reinterpret_cast<__half*>(a.k_tiles)[tile + d * bs + slot] = __float2half_rn(a.k[i]);
+  reinterpret_cast<__half*>(a.v_tiles)[tile + slot * a.head_dim + d] = __float2half_rn(a.v[i]);
+}
+
+Status launched(const char* what) {
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+Status add(float* y, const float* x, int64_t n) {
+  if (n <= 0) return {};
+  add_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
+  return launched("add");
+}
+
+Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {
+  if (n_rows <= 0 || n <= 0) return {};
+  add_rows_kernel<<<blocks_for(n_rows * n), kThreads>>>(y, b, n_rows * n, n);
+  return launched("add_rows");
+}
+
+Status rope(const GpuRopeArgs& a) {
+  if (a.n_rot <= 0 || a.n_rot > a.head_dim || a.n_rot % 2 != 0) return Error{"CUDA rope: n_rot must be even and <= head_dim"};
+  const int64_t n = a.n_tokens * a.n_heads * (a.n_rot / 2);
+  if (n <= 0) return {};
+  rope_kernel<<<blocks_for(n), kThreads>>>(a);
+  return launched("rope");
+}
+
+Status kv_store(const GpuKvStoreArgs& a) {
+  if (a.block_size <= 0 || a.max_blocks <= 0) return Error{"CUDA kv_store: block_size and max_blocks must be positive"};
+  const int64_t n = a.n_tokens * a.n_head_kv * a.head_dim;
+  if (n <= 0) return {};
+  kv_store_kernel<<<blocks_for(n), kThreads>>>(a);
+  return launched("kv_store");
+}
+
+}  // namespace tmill::gpu

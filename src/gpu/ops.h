@@ -1,0 +1,53 @@
+// The device operations the GPU forward pass (model/gpu_forward.h) is written in, as one table with
+// two backends: CUDA (cuda_ops(): gpu/kernels.h and gpu/device.h on a real device) and the host
+// oracle (model/gpu_host_ops.h: the same calls on plain RAM with the CPU's reference math). The
+// forward's orchestration (weight upload, buffers, the per-layer sequence, K/V through the block
+// tables, which rows get logits) is thereby tested on machines without a GPU against the CPU
+// forward, and a device session only has to prove the kernels themselves (tests/unit/gpu).
+//
+// Pointers the calls take are "device" pointers of that backend (from alloc); calls may queue work
+// asynchronously; download and synchronize wait for it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/result.h"
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string name() const = 0;
+  // Ok when the backend can run here; else why not (CUDA: built without it, no device).
+  virtual Status available() const = 0;
+  // Memory: alloc(0) may return null; release(null) is a no-op.
+  virtual Result<void*> alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual Status upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status download(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  // Weight types matmul reads.
+  virtual bool supports(DType weight) const = 0;
+  // y[t * rows + r] = dot(row r of W, x + t * cols) for t < n_tokens (gpu::gemm).
+  virtual Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
+                        int64_t n_tokens, float* y) = 0;
+  virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
+  virtual Status add(float* y, const float* x, int64_t n) = 0;
+  virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;
+  virtual Status rope(const GpuRopeArgs& a) = 0;
+  virtual Status kv_store(const GpuKvStoreArgs& a) = 0;
+  virtual Status attention(const GpuAttnArgs& a) = 0;
+  virtual Status silu_mul(float* g, const float* u, int64_t n) = 0;
+  virtual Status synchronize() = 0;
+};
+
+// The CUDA backend (one per process, the current device). Built without CUDA, every call returns
+// the error that says how to build it.
+Ops& cuda_ops();
+
+}  // namespace tmill::gpu

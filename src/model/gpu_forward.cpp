@@ -1,0 +1,314 @@
+#include "model/gpu_forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace tmill {
+
+Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dtype) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  auto no = [&](const std::string& what) {
+    return Error{fmt::format("the {} backend does not run {} models yet: {}", ops.name(), c.arch.name, what)};
+  };
+  if (kv_dtype != DType::F16) return no(fmt::format("KV cache type {} (F16 only)", dtype_name(kv_dtype)));
+  if (c.is_moe()) return no("mixture-of-experts layers");
+  if (c.arch.ffn_act != FfnActivation::Silu) return no("GeGLU feed-forward");
+  if (c.embd_scale != 1.0f) return no("embedding scaling");
+  if (c.attn_softcap != 0.0f || c.final_softcap != 0.0f) return no("soft-capping");
+  if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
+  if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));
+  if (c.arch.qk_norm_full) return no("q/k norms over the whole projection");
+  for (const LayerAttention& la : c.layer_attn)
+    if (la.window > 0) return no("sliding-window attention");
+  auto type_ok = [&](const Matrix& m) -> Status {
+    if (!ops.supports(m.type)) return no(fmt::format("weight type {} ({})", dtype_name(m.type), m.name));
+    return {};
+  };
+  TM_TRY(type_ok(w.output));
+  for (const LayerWeights& L : w.layers) {
+    if (!L.attn_post_norm.empty() || !L.ffn_post_norm.empty()) return no("post-norms");
+    if (!L.bo.empty()) return no("an attention output bias");
+    if (!L.attn_sinks.empty()) return no("attention sinks");
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
+  }
+  return {};
+}
+
+uint64_t GpuForward::weight_bytes_of(const Model& model) {
+  const ModelWeights& w = model.weights();
+  auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  uint64_t b = w.output.bytes() + floats(w.output_norm);
+  for (const LayerWeights& L : w.layers) {
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
+  }
+  return b;
+}
+
+uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows) {
+  const auto N = static_cast<uint64_t>(n_tokens);
+  const uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
+                          static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
+                          2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
+  const uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
+  return 4 * (floats + ints);
+}
+
+GpuForward::GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv)
+    : model_(std::move(model)), ops_(ops), kv_(kv) {}
+
+GpuForward::~GpuForward() {
+  for (void* p : scratch_) ops_.release(p);
+  for (const Buf& b : bufs_) ops_.release(b.p);
+}
+
+Result<void*> GpuForward::alloc(size_t bytes) {
+  TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(bytes));
+  bufs_.push_back({p, bytes});
+  return p;
+}
+
+Result<GpuForward::DevMatrix> GpuForward::upload(const Matrix& m) {
+  DevMatrix d{m.type, m.rows, m.cols, m.row_bytes, nullptr};
+  const size_t bytes = m.row_bytes * static_cast<size_t>(m.rows);
+  TM_ASSIGN_OR_RETURN(void* p, alloc(bytes));
+  TM_TRY(ops_.upload(p, m.data, bytes));
+  d.p = p;
+  weight_bytes_ += bytes;
+  return d;
+}
+
+Result<const float*> GpuForward::upload(const std::vector<float>& v) {
+  if (v.empty()) return static_cast<const float*>(nullptr);
+  TM_ASSIGN_OR_RETURN(void* p, alloc(v.size() * sizeof(float)));
+  TM_TRY(ops_.upload(p, v.data(), v.size() * sizeof(float)));
+  weight_bytes_ += v.size() * sizeof(float);
+  return static_cast<const float*>(p);
+}
+
+Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Model> model, gpu::Ops& ops,
+                                                       const KvLayout& kv) {
+  TM_TRY(ops.available());
+  TM_TRY(gpu_forward_supports(*model, ops, kv.dtype));
+  const ModelConfig& c = model->config();
+  if (kv.n_layer != c.n_layer || kv.n_head_kv != c.n_head_kv || kv.head_dim != c.head_dim || kv.num_blocks <= 0)
+    return Error{"GPU forward: the KV layout does not match the model"};
+  std::unique_ptr<GpuForward> f(new GpuForward(std::move(model), ops, kv));
+  const ModelWeights& w = f->model_->weights();
+  f->layers_.resize(w.layers.size());
+  const size_t kv_layer_bytes = kv.block_bytes_per_layer() * static_cast<size_t>(kv.num_blocks);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    DevLayer& D = f->layers_[l];
+    TM_ASSIGN_OR_RETURN(D.wq, f->upload(L.wq));
+    TM_ASSIGN_OR_RETURN(D.wk, f->upload(L.wk));
+    TM_ASSIGN_OR_RETURN(D.wv, f->upload(L.wv));
+    TM_ASSIGN_OR_RETURN(D.wo, f->upload(L.wo));
+    TM_ASSIGN_OR_RETURN(D.gate, f->upload(L.w_gate));
+    TM_ASSIGN_OR_RETURN(D.up, f->upload(L.w_up));
+    TM_ASSIGN_OR_RETURN(D.down, f->upload(L.w_down));
+    TM_ASSIGN_OR_RETURN(D.attn_norm, f->upload(L.attn_norm));
+    TM_ASSIGN_OR_RETURN(D.ffn_norm, f->upload(L.ffn_norm));
+    TM_ASSIGN_OR_RETURN(D.bq, f->upload(L.bq));
+    TM_ASSIGN_OR_RETURN(D.bk, f->upload(L.bk));
+    TM_ASSIGN_OR_RETURN(D.bv, f->upload(L.bv));
+    TM_ASSIGN_OR_RETURN(D.q_norm, f->upload(L.q_norm));
+    TM_ASSIGN_OR_RETURN(D.k_norm, f->upload(L.k_norm));
+    TM_ASSIGN_OR_RETURN(void* kt, f->alloc(kv_layer_bytes));
+    TM_ASSIGN_OR_RETURN(void* vt, f->alloc(kv_layer_bytes));
+    D.k_tiles = static_cast<uint8_t*>(kt);
+    D.v_tiles = static_cast<uint8_t*>(vt);
+  }
+  TM_ASSIGN_OR_RETURN(f->output_, f->upload(w.output));
+  TM_ASSIGN_OR_RETURN(f->output_norm_, f->upload(w.output_norm));
+  f->set_context_length(c.n_ctx_train);
+  TM_TRY(ops.synchronize());
+  return f;
+}
+
+void GpuForward::set_context_length(int64_t n_ctx) {
+  const ModelConfig& c = model_->config();
+  const float* factors = model_->weights().rope_freq_factors(c, n_ctx);
+  ropes_.clear();
+  for (const RopeParams& r : c.ropes) ropes_.push_back(rope_table(r, c.n_rot, factors));
+}
+
+Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
+  if (n <= cap_tokens_ && max_blocks <= cap_blocks_ && rows <= cap_rows_) return {};
+  for (void* p : scratch_) ops_.release(p);
+  scratch_.clear();
+  const ModelConfig& c = model_->config();
+  cap_tokens_ = std::max(n, cap_tokens_);
+  cap_blocks_ = std::max(max_blocks, cap_blocks_);
+  cap_rows_ = std::max(rows, cap_rows_);
+  const auto N = static_cast<size_t>(cap_tokens_);
+  auto floats = [&](float** dst, size_t count) -> Status {
+    TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(count * sizeof(float)));
+    scratch_.push_back(p);
+    *dst = static_cast<float*>(p);
+    return {};
+  };
+  auto ints = [&](int32_t** dst, size_t count) -> Status {
+    TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(count * sizeof(int32_t)));
+    scratch_.push_back(p);
+    *dst = static_cast<int32_t*>(p);
+    return {};
+  };
+  const size_t half = static_cast<size_t>(c.n_rot / 2), n_ropes = c.ropes.size();
+  TM_TRY(floats(&x_, N * c.n_embd));
+  TM_TRY(floats(&xb_, N * c.n_embd));
+  TM_TRY(floats(&q_, N * c.q_dim()));
+  TM_TRY(floats(&k_, N * c.kv_dim()));
+  TM_TRY(floats(&v_, N * c.kv_dim()));
+  TM_TRY(floats(&att_, N * c.q_dim()));
+  TM_TRY(floats(&hb_, N * c.n_ff));
+  TM_TRY(floats(&hb2_, N * c.n_ff));
+  TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
+  TM_TRY(floats(&cos_, n_ropes * N * half));
+  TM_TRY(floats(&sin_, n_ropes * N * half));
+  TM_TRY(ints(&pos_, N));
+  TM_TRY(ints(&n_ctx_, N));
+  TM_TRY(ints(&tables_, N * static_cast<size_t>(cap_blocks_)));
+  return {};
+}
+
+Status GpuForward::matmul(const DevMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  return ops_.matmul(w.type, w.p, w.rows, w.cols, w.row_bytes, x, n_tokens, y);
+}
+
+Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t N = static_cast<int64_t>(batch.tokens.size());
+  if (N == 0) return Error{"GPU forward: empty batch"};
+  if (!batch.loras.empty()) return Error{"GPU forward: LoRA adapters are not supported on the GPU yet"};
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
+  int64_t max_blocks = 1;
+  for (const SeqSlice& s : batch.seqs) {
+    if (static_cast<int64_t>(s.block_table.size()) * kv_.block_size < s.pos_begin + s.n_tokens)
+      return Error{"GPU forward: a block table is too short for its sequence"};
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
+  }
+  // Rows that get logits, in seq order (as Forward::run)
+  std::vector<int64_t> rows;
+  for (const SeqSlice& s : batch.seqs) {
+    if (s.logits == SeqSlice::Logits::All)
+      for (int32_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
+    else if (s.logits == SeqSlice::Logits::Last)
+      rows.push_back(s.token_begin + s.n_tokens - 1);
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
+
+  // Host side: per-token positions, context lengths, block tables (padded to max_blocks), RoPE
+  // tables and embedding rows; one upload each.
+  const auto NZ = static_cast<size_t>(N);
+  h_pos_.assign(NZ, 0);
+  h_n_ctx_.assign(NZ, 0);
+  h_tables_.assign(NZ * static_cast<size_t>(max_blocks), 0);
+  for (const SeqSlice& s : batch.seqs)
+    for (int32_t i = 0; i < s.n_tokens; ++i) {
+      const auto t = static_cast<size_t>(s.token_begin + i);
+      h_pos_[t] = s.pos_begin + i;
+      h_n_ctx_[t] = s.pos_begin + i + 1;
+      std::copy(s.block_table.begin(), s.block_table.end(), h_tables_.begin() + static_cast<std::ptrdiff_t>(t * max_blocks));
+    }
+  h_cos_.resize(ropes_.size() * NZ * static_cast<size_t>(half));
+  h_sin_.resize(h_cos_.size());
+  for (size_t r = 0; r < ropes_.size(); ++r) {
+    const RopeTable& rt = ropes_[r];
+    for (int64_t t = 0; t < N; ++t) {
+      float* cs = h_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
+      float* sn = h_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
+      rope_cos_sin(static_cast<float>(h_pos_[static_cast<size_t>(t)]) * rt.pos_scale, rt.inv_freq.data(), half, cs, sn);
+      if (rt.mscale != 1.0f)
+        for (int64_t i = 0; i < half; ++i) cs[i] *= rt.mscale, sn[i] *= rt.mscale;
+    }
+  }
+  h_x_.resize(NZ * static_cast<size_t>(E));
+  for (int64_t t = 0; t < N; ++t) {
+    const int32_t tok = batch.tokens[static_cast<size_t>(t)];
+    if (tok < 0 || tok >= w.token_embd.rows) return Error{fmt::format("GPU forward: token id {} out of range", tok)};
+    get_row(w.token_embd, tok, h_x_.data() + t * E);
+  }
+  TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
+  TM_TRY(ops_.upload(pos_, h_pos_.data(), NZ * sizeof(int32_t)));
+  TM_TRY(ops_.upload(n_ctx_, h_n_ctx_.data(), NZ * sizeof(int32_t)));
+  TM_TRY(ops_.upload(tables_, h_tables_.data(), h_tables_.size() * sizeof(int32_t)));
+  TM_TRY(ops_.upload(cos_, h_cos_.data(), h_cos_.size() * sizeof(float)));
+  TM_TRY(ops_.upload(sin_, h_sin_.data(), h_sin_.size() * sizeof(float)));
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const DevLayer& D = layers_[static_cast<size_t>(l)];
+    // attention: norm, Q/K/V, biases, q/k norms, RoPE, K/V into the cache, attention, output
+    TM_TRY(ops_.rmsnorm(x_, D.attn_norm, xb_, N, E, c.rms_eps));
+    TM_TRY(matmul(D.wq, xb_, N, q_));
+    TM_TRY(matmul(D.wk, xb_, N, k_));
+    TM_TRY(matmul(D.wv, xb_, N, v_));
+    if (D.bq) {
+      TM_TRY(ops_.add_rows(q_, D.bq, N, QD));
+      TM_TRY(ops_.add_rows(k_, D.bk, N, KD));
+      TM_TRY(ops_.add_rows(v_, D.bv, N, KD));
+    }
+    if (D.q_norm) {
+      TM_TRY(ops_.rmsnorm(q_, D.q_norm, q_, N * c.n_head, hd, c.rms_eps));
+      TM_TRY(ops_.rmsnorm(k_, D.k_norm, k_, N * c.n_head_kv, hd, c.rms_eps));
+    }
+    const int64_t rope_off = static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half;
+    const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
+    TM_TRY(ops_.rope({q_, N, c.n_head, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
+    TM_TRY(ops_.rope({k_, N, c.n_head_kv, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
+    gpu::GpuKvStoreArgs st;
+    st.k = k_, st.v = v_, st.k_tiles = D.k_tiles, st.v_tiles = D.v_tiles;
+    st.n_tokens = N, st.n_head_kv = c.n_head_kv, st.head_dim = hd, st.block_size = kv_.block_size;
+    st.block_tables = tables_, st.max_blocks = max_blocks, st.pos = pos_;
+    TM_TRY(ops_.kv_store(st));
+    gpu::GpuAttnArgs at;
+    at.q = q_, at.out = att_, at.n_tokens = N, at.n_head = c.n_head, at.n_head_kv = c.n_head_kv, at.head_dim = hd;
+    at.k_tiles = D.k_tiles, at.v_tiles = D.v_tiles, at.block_size = kv_.block_size;
+    at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
+    TM_TRY(ops_.attention(at));
+    TM_TRY(matmul(D.wo, att_, N, xb_));
+    TM_TRY(ops_.add(x_, xb_, N * E));
+    // feed-forward: norm, gate/up, SwiGLU, down
+    TM_TRY(ops_.rmsnorm(x_, D.ffn_norm, xb_, N, E, c.rms_eps));
+    TM_TRY(matmul(D.gate, xb_, N, hb_));
+    TM_TRY(matmul(D.up, xb_, N, hb2_));
+    TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
+    TM_TRY(matmul(D.down, hb_, N, xb_));
+    TM_TRY(ops_.add(x_, xb_, N * E));
+  }
+
+  logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
+  if (R == 0) return ops_.synchronize();
+  // final norm of the rows that need logits (all of them, contiguous, in a decode step)
+  bool contiguous = true;
+  for (int64_t r = 0; r < R; ++r) contiguous = contiguous && rows[static_cast<size_t>(r)] == rows[0] + r;
+  if (contiguous) {
+    TM_TRY(ops_.rmsnorm(x_ + rows[0] * E, output_norm_, xb_, R, E, c.rms_eps));
+  } else {
+    for (int64_t r = 0; r < R; ++r)
+      TM_TRY(ops_.rmsnorm(x_ + rows[static_cast<size_t>(r)] * E, output_norm_, xb_ + r * E, 1, E, c.rms_eps));
+  }
+  if (batch.hidden) return ops_.download(logits.data(), xb_, logits.size() * sizeof(float));
+  TM_TRY(matmul(output_, xb_, R, logits_));
+  return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
+}
+
+Status GpuForward::copy_block(int32_t src, int32_t dst) {
+  if (src < 0 || dst < 0 || src >= kv_.num_blocks || dst >= kv_.num_blocks) return Error{"GPU forward: block out of range"};
+  const size_t bb = kv_.block_bytes_per_layer();
+  for (const DevLayer& D : layers_) {
+    TM_TRY(ops_.copy(D.k_tiles + static_cast<size_t>(dst) * bb, D.k_tiles + static_cast<size_t>(src) * bb, bb));
+    TM_TRY(ops_.copy(D.v_tiles + static_cast<size_t>(dst) * bb, D.v_tiles + static_cast<size_t>(src) * bb, bb));
+  }
+  return {};
+}
+
+}  // namespace tmill

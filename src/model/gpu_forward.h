@@ -1,0 +1,102 @@
+// The forward pass on a GPU backend (gpu/ops.h): the same contract as Forward::run (a flattened batch
+// of prefill chunks and decode tokens, K/V written through the block tables, logits rows in seq
+// order), with the weights, the paged KV cache and every activation in device memory. Only the token
+// ids, positions, block tables, RoPE tables and the logits cross to and from the host each step.
+//
+// Correct first: dense llama-style families (llama, qwen2, qwen3, phi3 and their kin) with F16 KV;
+// gpu_forward_supports says what a model lacks (sliding windows, soft-capping, experts, sinks, post
+// norms, GeGLU, a weight type the backend does not read). Tested with the host backend
+// (model/gpu_host_ops.h) against the CPU forward, and with CUDA on a device (tests/unit/gpu).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/result.h"
+#include "gpu/ops.h"
+#include "model/batch.h"
+#include "model/kv_storage.h"
+#include "model/model.h"
+#include "model/rope.h"
+
+namespace tmill {
+
+// Ok when GpuForward computes this model on `ops` with this KV cache type; else what is missing.
+Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dtype = DType::F16);
+
+class GpuForward {
+ public:
+  // Uploads every weight and allocates the paged KV cache (`kv`: its layout, F16) on the backend.
+  static Result<std::unique_ptr<GpuForward>> create(std::shared_ptr<const Model> model, gpu::Ops& ops,
+                                                    const KvLayout& kv);
+  ~GpuForward();
+  GpuForward(const GpuForward&) = delete;
+  GpuForward& operator=(const GpuForward&) = delete;
+
+  // Forward::run's contract; batches with LoRA adapters are refused (an error, nothing computed).
+  Status run(const ForwardBatch& batch, std::vector<float>& logits);
+  // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
+  Status copy_block(int32_t src, int32_t dst);
+  // As Forward::set_context_length (LongRoPE's short or long factors).
+  void set_context_length(int64_t n_ctx);
+
+  // What create allocates for the weights (matrices in their file types, norms and biases as f32), and
+  // the most scratch a step of n_tokens tokens with n_rows logits rows and block tables of max_blocks
+  // takes: the memory plan's inputs (gpu/memory_plan.h).
+  static uint64_t weight_bytes_of(const Model& model);
+  static uint64_t scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows);
+
+  const Model& model() const { return *model_; }
+  const KvLayout& kv_layout() const { return kv_; }
+  uint64_t weight_bytes() const { return weight_bytes_; }  // device bytes of weights and norms
+  uint64_t kv_bytes() const { return kv_.total_bytes(); }
+
+ private:
+  // A backend allocation, released with the forward.
+  struct Buf {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  struct DevMatrix {
+    DType type = DType::F32;
+    int64_t rows = 0, cols = 0;
+    size_t row_bytes = 0;
+    const void* p = nullptr;
+  };
+  struct DevLayer {
+    DevMatrix wq, wk, wv, wo, gate, up, down;
+    const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr,
+                *q_norm = nullptr, *k_norm = nullptr;
+    uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
+  };
+
+  GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv);
+  Result<void*> alloc(size_t bytes);
+  Result<DevMatrix> upload(const Matrix& m);
+  Result<const float*> upload(const std::vector<float>& v);  // null for an empty vector
+  Status ensure_scratch(int64_t n_tokens, int64_t max_blocks, int64_t n_logit_rows);
+  Status matmul(const DevMatrix& w, const float* x, int64_t n_tokens, float* y);
+
+  std::shared_ptr<const Model> model_;
+  gpu::Ops& ops_;
+  KvLayout kv_;
+  std::vector<Buf> bufs_;  // everything allocated, released by the destructor
+  std::vector<DevLayer> layers_;
+  DevMatrix output_;
+  const float* output_norm_ = nullptr;
+  uint64_t weight_bytes_ = 0;
+  std::vector<RopeTable> ropes_;
+
+  // device scratch, grown on demand: activations (n_tokens rows), per-token int data, RoPE tables
+  int64_t cap_tokens_ = 0, cap_blocks_ = 0, cap_rows_ = 0;
+  float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
+        *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
+  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;
+  std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
+  // host staging
+  std::vector<float> h_x_, h_cos_, h_sin_;
+  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_;
+};
+
+}  // namespace tmill

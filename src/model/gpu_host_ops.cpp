@@ -1,0 +1,89 @@
+#include "model/gpu_host_ops.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace tmill {
+namespace {
+
+class HostOps final : public gpu::Ops {
+ public:
+  std::string name() const override { return "host"; }
+  Status available() const override { return {}; }
+  Result<void*> alloc(size_t bytes) override {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    void* p = std::calloc(1, bytes);
+    if (!p) return Error{"host backend: out of memory"};
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  Status upload(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status download(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memmove(dst, src, bytes);
+    return {};
+  }
+  bool supports(DType) const override { return true; }
+  Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
+                int64_t n_tokens, float* y) override {
+    const Matrix m{type, rows, cols, w, row_bytes, "w"};
+    matmul_reference(m, x, cols, y, rows, n_tokens);
+    return {};
+  }
+  Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
+    rmsnorm_rows(x, n, weight, y, n, n_rows, n, eps);
+    return {};
+  }
+  Status add(float* y, const float* x, int64_t n) override {
+    add_inplace(y, x, n);
+    return {};
+  }
+  Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override {
+    for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b, n);
+    return {};
+  }
+  Status rope(const gpu::GpuRopeArgs& a) override {
+    const int64_t half = a.n_rot / 2;
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      rope_heads_cs(a.x + t * a.n_heads * a.head_dim, a.n_heads, a.head_dim, a.n_rot, a.cos + t * half, a.sin + t * half,
+                    a.neox);
+    return {};
+  }
+  Status kv_store(const gpu::GpuKvStoreArgs& a) override {
+    const PagedKvView view{a.k_tiles, a.v_tiles, DType::F16, a.n_head_kv, a.block_size, a.head_dim};
+    const int64_t kd = a.n_head_kv * a.head_dim;
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      paged_kv_store(view, a.block_tables + t * a.max_blocks, a.pos[t], a.k + t * kd, a.v + t * kd);
+    return {};
+  }
+  Status attention(const gpu::GpuAttnArgs& a) override {
+    const PagedKvView view{const_cast<uint8_t*>(a.k_tiles), const_cast<uint8_t*>(a.v_tiles), DType::F16, a.n_head_kv,
+                           a.block_size, a.head_dim};
+    const int64_t group = a.n_head / a.n_head_kv, hd = a.head_dim;
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      for (int64_t h = 0; h < a.n_head_kv; ++h) {
+        const int64_t off = (t * a.n_head + h * group) * hd;
+        paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, a.n_ctx[t], a.scale,
+                                        a.out + off);
+      }
+    return {};
+  }
+  Status silu_mul(float* g, const float* u, int64_t n) override {
+    tmill::silu_mul(g, u, n);
+    return {};
+  }
+  Status synchronize() override { return {}; }
+};
+
+}  // namespace
+
+gpu::Ops& gpu_host_ops() {
+  static HostOps ops;
+  return ops;
+}
+
+}  // namespace tmill

@@ -1,0 +1,139 @@
+// The GPU forward's own kernels (gpu/kernels.h: gemm over several tokens, add, add_rows, rope,
+// kv_store) against their CPU oracles, on a device (skipped, saying why, without one): the multi-token
+// product against matmul_reference, RoPE bitwise against rope_heads_cs (same products, no FMA), and
+// the K/V store bytewise against paged_kv_store's tiles.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "gpu/device.h"
+#include "gpu/kernels.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "quant/quant.h"
+
+namespace tmill::gpu {
+namespace {
+
+bool skip_without_device(std::string* why) {
+  auto d = gpu_devices();
+  if (!d.ok()) *why = d.error();
+  return !d.ok();
+}
+
+template <class T>
+DeviceBuffer put(const std::vector<T>& v) {
+  auto b = DeviceBuffer::allocate(v.size() * sizeof(T));
+  EXPECT_TRUE(b.ok());
+  EXPECT_TRUE(b->upload(v.data(), v.size() * sizeof(T)).ok());
+  return std::move(b).value();
+}
+
+template <class T>
+std::vector<T> get(const DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_TRUE(synchronize().ok());
+  EXPECT_TRUE(b.download(v.data(), n * sizeof(T)).ok());
+  return v;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t rows = 37, cols = 256, n = 5;
+  const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+    std::vector<uint8_t> w(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
+    auto dw = put(w), dx = put(x);
+    auto dy = DeviceBuffer::allocate(want.size() * 4);
+    ASSERT_TRUE(dy.ok());
+    ASSERT_TRUE(gemm(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n, static_cast<float*>(dy->get())).ok());
+    const auto got = get<float>(*dy, want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " " << i;
+  }
+}
+
+TEST(GpuKernels, AddAndAddRowsAreExact) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t rows = 3, n = 300;
+  auto y = randn(static_cast<size_t>(rows * n), 3);
+  const auto x = randn(y.size(), 4), b = randn(static_cast<size_t>(n), 5);
+  auto dy = put(y), dx = put(x), db = put(b);
+  ASSERT_TRUE(add(static_cast<float*>(dy.get()), static_cast<const float*>(dx.get()), rows * n).ok());
+  ASSERT_TRUE(add_rows(static_cast<float*>(dy.get()), static_cast<const float*>(db.get()), rows, n).ok());
+  const auto got = get<float>(dy, y.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(r * n + i);
+      EXPECT_EQ(got[k], (y[k] + x[k]) + b[static_cast<size_t>(i)]) << k;
+    }
+}
+
+TEST(GpuKernels, RopeIsBitwiseTheCpuRotation) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t n_tok = 4, heads = 3, hd = 64;
+  for (bool neox : {false, true})
+    for (int64_t n_rot : {64, 32}) {
+      const int64_t half = n_rot / 2;
+      auto x = randn(static_cast<size_t>(n_tok * heads * hd), 6);
+      std::vector<float> cs(static_cast<size_t>(n_tok * half)), sn(cs.size());
+      const auto inv = rope_inv_freq(n_rot, 10000.0f, nullptr);
+      for (int64_t t = 0; t < n_tok; ++t) rope_cos_sin(static_cast<float>(t * 7 + 3), inv.data(), half, cs.data() + t * half, sn.data() + t * half);
+      auto dx = put(x), dc = put(cs), ds = put(sn);
+      GpuRopeArgs a{static_cast<float*>(dx.get()), n_tok, heads, hd, n_rot, static_cast<const float*>(dc.get()),
+                    static_cast<const float*>(ds.get()), neox};
+      ASSERT_TRUE(rope(a).ok());
+      const auto got = get<float>(dx, x.size());
+      for (int64_t t = 0; t < n_tok; ++t) rope_heads_cs(x.data() + t * heads * hd, heads, hd, n_rot, cs.data() + t * half, sn.data() + t * half, neox);
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], x[i]) << "neox " << neox << " n_rot " << n_rot << " " << i;
+    }
+}
+
+TEST(GpuKernels, KvStoreWritesTheCpuTilesByteForByte) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t n_tok = 5, nkv = 2, hd = 80, bs = 16, blocks = 6, max_blocks = 3;
+  const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
+  std::vector<uint8_t> kc(tb * blocks * nkv, 0), vc(kc.size(), 0);
+  const PagedKvView view{kc.data(), vc.data(), DType::F16, nkv, bs, hd};
+  // tokens of two sequences: positions 14, 15, 16 of one (blocks 4, 1) and 0, 1 of another (block 3)
+  const std::vector<int32_t> tables = {4, 1, 0, 4, 1, 0, 4, 1, 0, 3, 0, 0, 3, 0, 0};
+  const std::vector<int32_t> pos = {14, 15, 16, 0, 1};
+  const auto k = randn(static_cast<size_t>(n_tok * nkv * hd), 7), v = randn(k.size(), 8);
+  for (int64_t t = 0; t < n_tok; ++t)
+    paged_kv_store(view, tables.data() + t * max_blocks, pos[static_cast<size_t>(t)], k.data() + t * nkv * hd, v.data() + t * nkv * hd);
+  std::vector<uint8_t> zeros(kc.size(), 0);
+  auto dkt = put(zeros), dvt = put(zeros), dk = put(k), dv = put(v), dtab = put(tables), dpos = put(pos);
+  GpuKvStoreArgs a;
+  a.k = static_cast<const float*>(dk.get()), a.v = static_cast<const float*>(dv.get());
+  a.k_tiles = static_cast<uint8_t*>(dkt.get()), a.v_tiles = static_cast<uint8_t*>(dvt.get());
+  a.n_tokens = n_tok, a.n_head_kv = nkv, a.head_dim = hd, a.block_size = bs;
+  a.block_tables = static_cast<const int32_t*>(dtab.get()), a.max_blocks = max_blocks;
+  a.pos = static_cast<const int32_t*>(dpos.get());
+  ASSERT_TRUE(kv_store(a).ok());
+  EXPECT_EQ(get<uint8_t>(dkt, kc.size()), kc);
+  EXPECT_EQ(get<uint8_t>(dvt, vc.size()), vc);
+}
+
+}  // namespace
+}  // namespace tmill::gpu

@@ -1,0 +1,223 @@
+// The GPU forward pass (model/gpu_forward.h) against the CPU's reference forward: with the host
+// backend (model/gpu_host_ops.h) on every machine, and with CUDA where a device is visible (else
+// those cases skip, saying why). Mixed batches (a prompt chunk beside decode tokens), block tables
+// out of order, copy-on-write of a block, the rows that get logits, greedy decoding of the real
+// stories260K model, and clear refusals of what it does not run yet.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convert/dummy.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+#include "model/gpu_forward.h"
+#include "model/gpu_host_ops.h"
+#include "model/model.h"
+#include "model/reference.h"
+#include "test_support.h"
+
+namespace tmill {
+namespace {
+
+int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+std::shared_ptr<Model> dummy(const std::string& shape, DType dtype) {
+  DummyOptions o;
+  o.shape = *find_shape(shape);
+  o.dtype = dtype;
+  o.std = 0.08f;  // sharper logits than the default, so argmax comparisons mean something
+  o.seed = 11;
+  const std::string path = test::temp_dir() + "/gpu-fwd-" + shape + "-" + dtype_name(dtype) + ".gguf";
+  auto st = write_dummy_model(o, path);
+  EXPECT_TRUE(st.ok()) << st.error();
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error();
+  return m.ok() ? *m : nullptr;
+}
+
+KvLayout layout_for(const Model& m, int64_t blocks) {
+  const ModelConfig& c = m.config();
+  return {c.n_layer, c.n_head_kv, c.head_dim, 16, blocks, DType::F16};
+}
+
+// The backends under test: the host oracle always, CUDA when a device is visible (else it skips).
+class GpuForwardOn : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "host") return;
+    auto d = gpu::gpu_devices();
+    if (!d.ok()) GTEST_SKIP() << "no CUDA device: " << d.error();
+  }
+  gpu::Ops& ops() const { return GetParam() == "host" ? gpu_host_ops() : gpu::cuda_ops(); }
+};
+
+// Logits rows equal the reference's within the F16 KV cache's rounding: every difference below
+// 2 % of the row's spread, and the same argmax unless the reference's top two are that close.
+void expect_close(const float* got, const std::vector<float>& want, int64_t n, const std::string& where) {
+  const float lo = *std::min_element(want.begin(), want.end()), hi = *std::max_element(want.begin(), want.end());
+  const float tol = 0.02f * (hi - lo);
+  float worst = 0.0f;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(got[i] - want[static_cast<size_t>(i)]));
+  EXPECT_LE(worst, tol) << where;
+  std::vector<float> sorted(want);
+  std::sort(sorted.rbegin(), sorted.rend());
+  if (sorted[0] - sorted[1] > 2 * tol) {
+    EXPECT_EQ(argmax(got, n), argmax(want.data(), n)) << where;
+  }
+}
+
+// Two sequences through three steps: A's 7-token prompt alone; A decodes while B's 5-token prompt
+// runs as a chunk (all of B's rows get logits); both decode. Every logits row against the reference
+// run of that sequence, token by token.
+void check_mixed_batches(const std::shared_ptr<Model>& m, gpu::Ops& ops, const std::string& what) {
+  const ModelConfig& c = m->config();
+  auto f = GpuForward::create(m, ops, layout_for(*m, 8));
+  ASSERT_TRUE(f.ok()) << what << ": " << f.error();
+  const std::vector<int32_t> a = {1, 5, 9, 3, 7, 2, 8, 4, 6}, b = {2, 4, 6, 8, 1, 3, 5};
+  ReferenceForward ra(m, 64), rb(m, 64);
+  std::vector<std::vector<float>> want_a, want_b;
+  for (size_t i = 0; i < a.size(); ++i) want_a.push_back(ra.forward(a[i], static_cast<int64_t>(i)));
+  for (size_t i = 0; i < b.size(); ++i) want_b.push_back(rb.forward(b[i], static_cast<int64_t>(i)));
+  const std::vector<int32_t> table_a = {5, 2}, table_b = {0, 7};  // out of order on purpose
+  std::vector<float> lg;
+  const int64_t V = c.n_vocab;
+
+  ForwardBatch s1;  // A's prompt, 7 tokens, last row only
+  s1.tokens.assign(a.begin(), a.begin() + 7);
+  s1.seqs = {SeqSlice{0, 7, 0, table_a, SeqSlice::Logits::Last}};
+  ASSERT_TRUE((*f)->run(s1, lg).ok());
+  ASSERT_EQ(lg.size(), static_cast<size_t>(V));
+  expect_close(lg.data(), want_a[6], V, what + ": A's prompt");
+
+  ForwardBatch s2;  // A decodes position 7; B's 5-token prompt with every row's logits
+  s2.tokens = {a[7], b[0], b[1], b[2], b[3], b[4]};
+  s2.seqs = {SeqSlice{0, 1, 7, table_a, SeqSlice::Logits::Last}, SeqSlice{1, 5, 0, table_b, SeqSlice::Logits::All}};
+  ASSERT_TRUE((*f)->run(s2, lg).ok());
+  ASSERT_EQ(lg.size(), static_cast<size_t>(6 * V));
+  expect_close(lg.data(), want_a[7], V, what + ": A's decode beside B's prompt");
+  for (int i = 0; i < 5; ++i) expect_close(lg.data() + (1 + i) * V, want_b[i], V, what + ": B's prompt row " + std::to_string(i));
+
+  ForwardBatch s3;  // both decode (B first this time)
+  s3.tokens = {b[5], a[8]};
+  s3.seqs = {SeqSlice{0, 1, 5, table_b, SeqSlice::Logits::Last}, SeqSlice{1, 1, 8, table_a, SeqSlice::Logits::Last}};
+  ASSERT_TRUE((*f)->run(s3, lg).ok());
+  ASSERT_EQ(lg.size(), static_cast<size_t>(2 * V));
+  expect_close(lg.data(), want_b[5], V, what + ": B's decode");
+  expect_close(lg.data() + V, want_a[8], V, what + ": A's decode");
+}
+
+TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
+  for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"})
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+      auto m = dummy(shape, t);
+      ASSERT_NE(m, nullptr);
+      check_mixed_batches(m, ops(), std::string(shape) + " " + dtype_name(t));
+    }
+}
+
+// A block copied (copy-on-write) serves a second sequence exactly as the original serves the first.
+TEST_P(GpuForwardOn, ACopiedBlockContinuesLikeItsSource) {
+  {
+    auto m = dummy("tiny-llama", DType::Q8_0);
+    ASSERT_NE(m, nullptr);
+    auto f = GpuForward::create(m, ops(), layout_for(*m, 6));
+    ASSERT_TRUE(f.ok()) << f.error();
+    std::vector<int32_t> prompt(16);
+    for (int i = 0; i < 16; ++i) prompt[static_cast<size_t>(i)] = 3 + i;
+    ForwardBatch p;
+    p.tokens = prompt;
+    p.seqs = {SeqSlice{0, 16, 0, {1}, SeqSlice::Logits::Last}};
+    std::vector<float> lg, la, lb;
+    ASSERT_TRUE((*f)->run(p, lg).ok());
+    ASSERT_TRUE((*f)->copy_block(1, 4).ok());
+    ForwardBatch d;
+    d.tokens = {9, 9};
+    d.seqs = {SeqSlice{0, 1, 16, {1, 2}, SeqSlice::Logits::Last}, SeqSlice{1, 1, 16, {4, 5}, SeqSlice::Logits::Last}};
+    ASSERT_TRUE((*f)->run(d, lg).ok());
+    const auto V = static_cast<std::ptrdiff_t>(m->config().n_vocab);
+    EXPECT_TRUE(std::equal(lg.begin(), lg.begin() + V, lg.begin() + V));
+    EXPECT_FALSE((*f)->copy_block(1, 6).ok());  // out of range
+  }
+}
+
+// The real stories260K model: 120 greedy tokens, one decode step at a time, the same as the reference.
+TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
+  {
+    auto m = Model::load(test::source_path("models/stories260K/stories260K.gguf"));
+    ASSERT_TRUE(m.ok()) << m.error();
+    const int64_t V = (*m)->config().n_vocab;
+    auto f = GpuForward::create(*m, ops(), layout_for(**m, 16));
+    ASSERT_TRUE(f.ok()) << f.error();
+    ReferenceForward ref(*m, 256);
+    SeqSlice s;
+    for (int b = 0; b < 16; ++b) s.block_table.push_back(15 - b);
+    int32_t t_ref = 1, t_gpu = 1;
+    std::vector<float> lg;
+    for (int pos = 0; pos < 120; ++pos) {
+      const auto& lr = ref.forward(t_ref, pos);
+      ForwardBatch batch;
+      batch.tokens = {t_gpu};
+      s.n_tokens = 1;
+      s.pos_begin = pos;
+      batch.seqs = {s};
+      ASSERT_TRUE((*f)->run(batch, lg).ok());
+      t_ref = argmax(lr.data(), V);
+      t_gpu = argmax(lg.data(), V);
+      ASSERT_EQ(t_ref, t_gpu) << "step " << pos;
+    }
+  }
+}
+
+TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
+  auto gemma = dummy("tiny-gemma2", DType::F32);
+  ASSERT_NE(gemma, nullptr);
+  auto st = gpu_forward_supports(*gemma, gpu_host_ops());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("gemma2"), std::string::npos) << st.error();
+  auto moe = dummy("tiny-olmoe", DType::F32);
+  ASSERT_NE(moe, nullptr);
+  st = gpu_forward_supports(*moe, gpu_host_ops());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("mixture-of-experts"), std::string::npos) << st.error();
+  auto llama = dummy("tiny-llama", DType::F32);
+  ASSERT_NE(llama, nullptr);
+  EXPECT_TRUE(gpu_forward_supports(*llama, gpu_host_ops()).ok());
+  st = gpu_forward_supports(*llama, gpu_host_ops(), DType::I8);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("KV cache type"), std::string::npos) << st.error();
+  // a layout of another model, and a LoRA batch
+  KvLayout wrong = layout_for(*llama, 4);
+  wrong.n_layer += 1;
+  EXPECT_FALSE(GpuForward::create(llama, gpu_host_ops(), wrong).ok());
+  auto f = GpuForward::create(llama, gpu_host_ops(), layout_for(*llama, 4));
+  ASSERT_TRUE(f.ok()) << f.error();
+  ForwardBatch b;
+  b.tokens = {1};
+  b.seqs = {SeqSlice{0, 1, 0, {0}, SeqSlice::Logits::Last, 0}};
+  b.loras = {LoraBinding{}};
+  std::vector<float> lg;
+  auto r = (*f)->run(b, lg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("LoRA"), std::string::npos) << r.error();
+  // a block table too short for the positions asked
+  ForwardBatch shortb;
+  shortb.tokens = {1, 2};
+  shortb.seqs = {SeqSlice{0, 2, 15, {0}, SeqSlice::Logits::Last}};
+  EXPECT_FALSE((*f)->run(shortb, lg).ok());
+  // without CUDA the backend says how to get it
+  if (!gpu::built_with_cuda()) {
+    auto c = GpuForward::create(llama, gpu::cuda_ops(), layout_for(*llama, 4));
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().find("-DTM_CUDA=ON"), std::string::npos) << c.error();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuForwardOn, ::testing::Values("host", "cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace tmill
