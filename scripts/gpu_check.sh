@@ -1,23 +1,75 @@
 #!/usr/bin/env bash
 # The CUDA backend's device checks (issue 26) in one run, for a session that is lent a GPU. Build
-# here (no GPU needed), then run this script on the device machine with the built test binary:
+# here (no GPU needed), then run this script on the device machine with the built binaries:
 #
 #   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTM_CUDA=ON -DTM_BUILD_BENCH=OFF
-#   cmake --build build-cuda --target test_gpu        # core, quant, kernels, gpu: minutes, not the CLI
-#   # then, on the device (the `device` tool's run, with build-cuda/tests/test_gpu carried over):
-#   scripts/gpu_check.sh build-cuda/tests/test_gpu
+#   cmake --build build-cuda --target test_gpu tokenmill   # test_gpu alone needs no CLI: minutes
+#   # then, on the device (the `device` tool's run, carrying build-cuda/tests/test_gpu and
+#   # build-cuda/tokenmill; both must stay under the 64 MiB it carries):
+#   scripts/gpu_check.sh build-cuda/tests/test_gpu build-cuda/tokenmill
 #
-# Prints the GPU, then every GPU test (kernels against the CPU oracle); fails if one fails or if
-# the device tests were skipped (no device visible is a failure here, not a skip).
+# 1. every GPU test: the kernels against the CPU oracle, the GPU forward against the CPU reference
+#    forward on tiny models of every dense family and on stories260K's greedy decode (fails if the
+#    device tests were skipped: no device visible is a failure here);
+# 2. with the tokenmill binary: the engine end to end on the GPU (stories260K's greedy text through
+#    `generate --device cuda`), then decode speed: random-weight files of the Llama-3-8B shape (BF16,
+#    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
+#    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
+#    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode.
+# Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 BIN=${1:-build-cuda/tests/test_gpu}
+TM=${2:-}
 [ -x "$BIN" ] || { echo "no test binary at $BIN (build it with -DTM_CUDA=ON, see above)" >&2; exit 2; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 OUT=$(mktemp)
-"$BIN" --gtest_brief=0 2>&1 | tee "$OUT"
+status=0
+"$BIN" --gtest_brief=0 2>&1 | tee "$OUT" || status=1
 if grep -q "no CUDA device" "$OUT"; then
   echo "gpu_check: the device tests were skipped: no CUDA device visible" >&2
   exit 1
 fi
-grep -q "FAILED" "$OUT" && exit 1
-echo "gpu_check: all GPU tests passed on the device"
+if grep -q "FAILED" "$OUT" || [ "$status" -ne 0 ]; then echo "gpu_check: GPU tests failed" >&2; exit 1; fi
+echo "gpu_check: all GPU tests passed on the device ($GPU)"
+[ -n "$TM" ] || exit 0
+[ -x "$TM" ] || { echo "no tokenmill binary at $TM" >&2; exit 2; }
+
+# 2. the engine end to end: stories260K's greedy text (BOS only, 200 tokens, as llama2.c's run.c)
+want=$(cat models/stories260K/expected_greedy_200.txt)
+got=$(timeout 120 "$TM" generate --model models/stories260K/stories260K.gguf --device cuda --prompt "" \
+  --max-tokens 200 --temperature 0 --ignore-eos 2>/dev/null || true)
+if [ "$got" = "$want" ]; then echo "gpu_check: generate --device cuda: stories260K greedy text equals llama2.c's"
+else
+  echo "gpu_check: generate --device cuda: greedy text differs from llama2.c's:" >&2
+  printf 'got:  %s\nwant: %s\n' "$got" "$want" >&2
+  exit 1
+fi
+[ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ] && exit 0
+
+# 3. speed (bench engine's JSON: gen_tokens_per_s), each figure with the GPU's name
+DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
+BW=${GPU_CHECK_BW:-4.8e12}
+mkdir -p "$DIR"
+bench() {  # file batch -> tok/s
+  timeout 300 "$TM" bench engine --model "$1" --device cuda --batch "$2" --prompt-len 128 --gen-len 128 \
+    --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json 2>/dev/null |
+    sed -n 's/.*"gen_tokens_per_s": *\([0-9.eE+-]*\).*/\1/p' | tail -1
+}
+for spec in llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16; do
+  shape=${spec%%:*} dtype=${spec##*:} f="$DIR/$shape-$dtype.gguf"
+  [ -f "$f" ] || timeout 300 "$TM" dummy --shape "$shape" --dtype "$dtype" -o "$f" >/dev/null 2>&1 || { echo "gpu_check: dummy $spec failed" >&2; continue; }
+  bytes=$(stat -c %s "$f")
+  for b in 1 64 256; do
+    t=$(bench "$f" "$b")
+    if [ -z "$t" ]; then echo "gpu_check: $GPU $shape $dtype batch $b: no figure (bench engine failed)"; continue; fi
+    if [ "$b" = 1 ]; then
+      awk -v g="$GPU" -v s="$shape" -v d="$dtype" -v t="$t" -v by="$bytes" -v bw="$BW" 'BEGIN {
+        printf "gpu_check: %s %s %s decode 1 stream: %.1f tok/s, %.0f GB/s of weights = %.0f %% of %.1f TB/s\n",
+          g, s, d, t, t * by / 1e9, 100 * t * by / bw, bw / 1e12 }'
+    else
+      echo "gpu_check: $GPU $shape $dtype $b streams x 128 generated: $t tok/s"
+    fi
+  done
+done

@@ -22,6 +22,7 @@ struct EngineCli {
   uint64_t memory_limit_bytes = 0;  // not a flag: serve's --memory-limit for its one model
   int threads = EngineConfig{}.threads;
   std::string device = EngineConfig{}.device;  // --device
+  double gpu_memory_utilization = 0;  // not a flag here: serve's --gpu-memory-utilization with --device cuda (0: default)
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
   int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
   std::string kv_cache_dtype = EngineConfig{}.kv_cache_dtype;

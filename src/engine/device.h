@@ -1,6 +1,6 @@
-// Where the engine computes: EngineConfig::device (`--device`). The engine runs on the CPU; the CUDA
-// backend (gpu/, issue "CUDA backend") has its memory plan and decode kernels but no engine on top yet,
-// so `cuda` is refused with what this build and machine have, and what to use instead.
+// Where the engine computes: EngineConfig::device (`--device`). cpu and auto run the CPU forward;
+// cuda runs the GPU forward (model/gpu_forward.h) on the first CUDA device, gpu-oracle the same GPU
+// engine path on the host oracle backend (model/gpu_host_ops.h: tests, debugging).
 #pragma once
 
 #include <string>
@@ -9,9 +9,11 @@
 
 namespace tmill {
 
-// OK for "cpu" and "auto" (the CPU: the only device the engine runs on); an error that says why for
-// "cuda" (no CUDA backend in this build, no device found, or the engine not yet running on one) and
-// for anything else.
+// OK for cpu, auto and gpu-oracle, and for cuda when this build has the CUDA backend and a device is
+// visible; otherwise an error that says why (no CUDA backend in this build, no device found) and
+// what to use instead. Whether the model runs on the GPU is checked when it is loaded.
 Status check_engine_device(const std::string& device);
+// True for the devices that run the GPU forward (cuda, gpu-oracle).
+bool is_gpu_device(const std::string& device);
 
 }  // namespace tmill

@@ -78,6 +78,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (!opened.ok()) return opened.error_value();
   auto file = std::make_shared<const GgufFile>(std::move(opened).value());
   if (is_embedding_model(*file) || !config.pooling.empty()) {  // encoders, decoders with a pooling type: engine/embed.cpp
+    if (is_gpu_device(config.device))
+      return Error{fmt::format("--device {}: embedding models run on the CPU only for now; use --device cpu", config.device)};
     auto st = create_embedding_engine(im, file);
     if (!st.ok()) return Error{fmt::format("{}: {}", config.model_path, st.error())};
     return e;
@@ -94,11 +96,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   im.constraint_scratch.resize(static_cast<size_t>(threads));
   // The weights are prepared (repacked, copied to huge pages) before the memory plan, so that the
   // KV cache's automatic size sees the memory they took and the plan reports what they occupy.
-  im.forward = std::make_unique<Forward>(im.model, im.pool.get());
   KvLayout layout;
-  TM_ASSIGN_OR_RETURN(im.plan, plan_memory(*im.model, config, im.forward->weight_bytes(), &layout));
-  im.plan.weight_mapped_bytes = im.forward->mapped_weight_bytes();
-  TM_ASSIGN_OR_RETURN(im.kv, KvStorage::create(layout));
+  if (is_gpu_device(config.device)) {  // weights and KV cache on the device: engine/gpu_engine.cpp
+    TM_TRY(im.setup_gpu(&layout));
+  } else {
+    im.forward = std::make_unique<Forward>(im.model, im.pool.get());
+    TM_ASSIGN_OR_RETURN(im.plan, plan_memory(*im.model, config, im.forward->weight_bytes(), &layout));
+    im.plan.weight_mapped_bytes = im.forward->mapped_weight_bytes();
+    TM_ASSIGN_OR_RETURN(im.kv, KvStorage::create(layout));
+  }
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
   sc.max_num_seqs = config.max_num_seqs;
@@ -117,7 +123,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   // The scheduler never admits more than the KV cache holds: the front door uses the same limit.
   im.plan.max_model_len = std::min(im.plan.max_model_len, im.sched->config().max_model_len);
   // LongRoPE (phi3) picks its short or long factors by the context served, as llama.cpp by n_ctx
-  im.forward->set_context_length(im.plan.max_model_len);
+  if (im.forward) im.forward->set_context_length(im.plan.max_model_len);
+  else im.gpu_forward->set_context_length(im.plan.max_model_len);
   im.eog_ids = im.tokenizer->eog_ids();
   im.info = model_info_of(*im.model, *im.tokenizer, config.model_path, im.plan.max_model_len);
   if (config.speculative.enabled()) {

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/speculative.h"
 #include "model/forward.h"
+#include "model/gpu_forward.h"
 #include "model/kv_storage.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -94,8 +95,9 @@ struct Engine::Impl {
 
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<EmbedWorker> embed;  // embedding models only (then no forward, KV or scheduler)
-  std::unique_ptr<Forward> forward;
+  std::unique_ptr<Forward> forward;  // the CPU's forward and KV cache (--device cpu / auto)
   KvStorage kv;
+  std::unique_ptr<GpuForward> gpu_forward;  // --device cuda / gpu-oracle: weights and KV on the device instead
   std::unique_ptr<Scheduler> sched;
   std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
   std::vector<ConstraintScratch> constraint_scratch;  // one per pool thread
@@ -138,6 +140,12 @@ struct Engine::Impl {
 
   // step.cpp: the heartbeat and its bookkeeping
   bool step();
+  // The step's copy-on-write block copies and forward pass, on the CPU or the GPU forward.
+  void copy_blocks(const SchedulerOutput& out);
+  void forward_step(const ForwardBatch& batch);
+  // gpu_engine.cpp: --device cuda / gpu-oracle: what the GPU forward does not run refused, the memory
+  // plan (vLLM's --gpu-memory-utilization on a device), the weights uploaded, the KV cache allocated.
+  Status setup_gpu(KvLayout* layout);
   // speculative.cpp: draft tokens for the decoding sequences, handed to the scheduler
   void propose_drafts();
   void drain_inbox();

@@ -1,6 +1,9 @@
 // The heartbeat: one engine step, and the bookkeeping around it (the inbox, queue timeouts, step
 // statistics). Batch building, sampling and output processing live in their own files.
 #include <chrono>
+#include <cstdlib>
+
+#include "core/log.h"
 
 #include "engine/engine_impl.h"
 
@@ -20,17 +23,40 @@ bool Engine::Impl::step() {
     return false;
   }
   const Clock::time_point t0 = Clock::now();
-  for (const BlockCopy& c : out.block_copies) kv.copy_block(c.src, c.dst);  // copy-on-write
+  copy_blocks(out);                                       // copy-on-write
   ForwardBatch batch = build_forward_batch(out);
   bind_loras(batch, out);                                 // sequences with a LoRA adapter
   StepStats st = begin_step(out, t0);
-  forward->run(batch, kv, logits);
+  forward_step(batch);                                    // logits, on the CPU or the GPU
   StepSamples samples = sample_step(out);                 // drafts verified, accepted ones kept
   const std::vector<RequestEvent> events = sched->update(out, samples.tokens);
   emit_outputs(events, samples);                          // text, stop strings, finishing, timings
   start_forks(samples);                                   // n > 1: the other choices join
   end_step(st, t0, samples);
   return true;
+}
+
+// A failed GPU call mid-step (a device fault, not a request's fault) leaves the device state unknown:
+// the process ends with the reason, as on a failed CPU invariant, and a supervisor restarts it.
+namespace {
+void gpu_or_die(const Status& st) {
+  if (!st.ok()) {
+    log_error("GPU step failed: {}", st.error());
+    std::abort();
+  }
+}
+}  // namespace
+
+void Engine::Impl::copy_blocks(const SchedulerOutput& out) {
+  for (const BlockCopy& c : out.block_copies) {
+    if (gpu_forward) gpu_or_die(gpu_forward->copy_block(c.src, c.dst));
+    else kv.copy_block(c.src, c.dst);
+  }
+}
+
+void Engine::Impl::forward_step(const ForwardBatch& batch) {
+  if (gpu_forward) gpu_or_die(gpu_forward->run(batch, logits));
+  else forward->run(batch, kv, logits);
 }
 
 void Engine::Impl::drain_inbox() {

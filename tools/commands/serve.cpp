@@ -247,7 +247,9 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.gpu_memory_utilization != 0) {
     if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
       return Error{"--gpu-memory-utilization must be in (0, 1]"};
-    if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
+    if (o.engine.device == "cuda" || o.engine.device == "gpu-oracle") {
+      o.engine.gpu_memory_utilization = v.gpu_memory_utilization;  // the GPU's memory plan (engine/gpu_engine.cpp)
+    } else if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
       const uint64_t total = tmill::meminfo_bytes("MemTotal");
       if (total == 0) return Error{"--gpu-memory-utilization: cannot read the memory size (/proc/meminfo)"};
       const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;

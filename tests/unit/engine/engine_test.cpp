@@ -278,7 +278,81 @@ TEST(Engine, DeviceCpuRunsAndCudaIsAClearRefusal) {
   c.device = "tpu";
   auto t = Engine::create(c);
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.error(), "--device 'tpu': not one of cpu, auto, cuda");
+  EXPECT_EQ(t.error(), "--device 'tpu': not one of cpu, auto, cuda, gpu-oracle");
+}
+
+// The GPU engine path (--device gpu-oracle: the GPU forward on the host oracle backend, what
+// --device cuda runs with CUDA kernels): stories260K's exact greedy text, and greedy outputs that do
+// not depend on batching, chunking, prefix-cache hits (copy-on-write of shared blocks) or preemption.
+TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
+  EngineConfig c;
+  c.model_path = stories_path();
+  c.device = "gpu-oracle";
+  c.threads = 2;
+  auto e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ((*e)->memory_plan().kv_dtype, "f16");
+  auto out = run_all(**e, {greedy({1}, 200)});
+  std::ifstream f(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  std::string expected((std::istreambuf_iterator<char>(f)), {});
+  while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  EXPECT_EQ(out[0].text, expected);
+
+  const std::string model = tiny_model_path("tiny-qwen2");
+  const int32_t n_vocab = make_engine(model)->model_info().n_vocab;
+  std::vector<GenerateRequest> reqs;
+  for (int32_t i = 0; i < 10; ++i) reqs.push_back(greedy(prompt_of(5 + 9 * i, i, n_vocab), 10 + (i % 4) * 5));
+  for (int32_t i = 6; i < 10; ++i) {  // extend request 5's 50-token prompt: prefix-cache hits
+    auto p = reqs[5].prompt;
+    p.push_back(3 + i);
+    reqs[static_cast<size_t>(i)].prompt = p;
+  }
+  EngineConfig g;
+  g.model_path = model;
+  g.device = "gpu-oracle";
+  g.threads = 2;
+  g.max_num_seqs = 32;
+  g.enable_prefix_caching = false;
+  auto alone_engine = Engine::create(g);
+  ASSERT_TRUE(alone_engine.ok()) << alone_engine.error();
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& r : reqs) alone.push_back(run_all(**alone_engine, {r})[0].tokens);
+  g.enable_prefix_caching = true;
+  g.max_num_batched_tokens = 32;  // prompts in chunks beside decodes
+  g.kv_cache_tokens = 256;        // 16 blocks for ~440 tokens of demand: preemption
+  auto batched_engine = Engine::create(g);
+  ASSERT_TRUE(batched_engine.ok()) << batched_engine.error();
+  const auto batched = run_all(**batched_engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i].tokens, alone[i]) << "request " << i;
+  EXPECT_GT((*batched_engine)->stats().kv.prefix_hit_tokens, 0);
+  EXPECT_GT((*batched_engine)->stats().num_preemptions, 0u);
+}
+
+// What the GPU engine path does not run yet is refused at create, saying what and what to use.
+TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
+  EngineConfig c;
+  c.device = "gpu-oracle";
+  c.model_path = tiny_model_path("tiny-gemma2");
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("gemma2"), std::string::npos) << e.error();
+  EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
+  c.model_path = stories_path();
+  c.kv_cache_dtype = "int8";
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--kv-cache-dtype int8"), std::string::npos) << e.error();
+  c.kv_cache_dtype = "auto";
+  c.pooling = "mean";
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("embedding models run on the CPU"), std::string::npos) << e.error();
+  c.pooling = "";
+  auto ok = Engine::create(c);
+  ASSERT_TRUE(ok.ok()) << ok.error();
+  auto l = (*ok)->load_lora("a", "/nonexistent.gguf");
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.error().find("LoRA adapters run on the CPU only"), std::string::npos) << l.error();
 }
 
 TEST(Engine, RejectsInvalidRequests) {

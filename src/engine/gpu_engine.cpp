@@ -1,0 +1,78 @@
+// The engine on a GPU backend (--device cuda, or gpu-oracle: the same path on the host oracle): the
+// model checked against what the GPU forward runs, the memory plan (on a device vLLM's
+// --gpu-memory-utilization: weights, the largest step's activations, and the KV cache in what is
+// left; on the oracle the CPU's plan), then the weights uploaded and the paged KV cache allocated on
+// the device. The scheduler, sampling and outputs are the CPU engine's, unchanged.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "core/mmap.h"
+#include "engine/engine_impl.h"
+#include "engine/memory_plan.h"
+#include "gpu/device.h"
+#include "gpu/memory_plan.h"
+#include "model/gpu_host_ops.h"
+
+namespace tmill {
+
+Status Engine::Impl::setup_gpu(KvLayout* layout) {
+  const ModelConfig& c = model->config();
+  gpu::Ops& ops = config.device == "cuda" ? gpu::cuda_ops() : gpu_host_ops();
+  auto refuse = [&](const std::string& why) {
+    return Error{fmt::format("--device {}: {}; use --device cpu", config.device, why)};
+  };
+  if (auto st = ops.available(); !st.ok()) return refuse(st.error());
+  if (!config.loras.empty()) return refuse("LoRA adapters run on the CPU only for now");
+  if (config.kv_cache_dtype != "auto" && config.kv_cache_dtype != "f16")
+    return refuse(fmt::format("the GPU's KV cache is f16 (--kv-cache-dtype {} is not supported there yet)",
+                              config.kv_cache_dtype));
+  if (auto st = gpu_forward_supports(*model, ops); !st.ok()) return refuse(st.error());
+  const uint64_t weights = GpuForward::weight_bytes_of(*model);
+  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, DType::F16};
+  if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
+  if (config.device == "cuda") {
+    auto gpus = gpu::gpu_devices();
+    if (!gpus.ok()) return refuse(gpus.error());
+    const gpu::GpuInfo& g = gpus->front();
+    gpu::GpuMemoryInputs in;
+    in.total_bytes = g.total_bytes;
+    in.free_bytes = g.free_bytes;
+    in.utilization = config.gpu_memory_utilization;
+    in.weight_bytes = weights;
+    const int64_t max_len = config.max_model_len > 0 ? config.max_model_len : c.n_ctx_train;
+    in.activation_bytes = GpuForward::scratch_bytes_of(c, config.max_num_batched_tokens,
+                                                       max_len / config.block_size + 1, config.max_num_batched_tokens);
+    in.kv_block_bytes = lay.bytes_per_block();
+    in.block_size = config.block_size;
+    in.trained_ctx = c.n_ctx_train;
+    in.max_model_len = config.max_model_len;
+    auto p = gpu::plan_gpu_memory(in);
+    if (!p.ok()) return Error{fmt::format("--device cuda ({}): {}", g.name, p.error())};
+    if (p->kv_blocks < 2) return Error{"--device cuda: the KV cache holds less than one usable block; raise --gpu-memory-utilization"};
+    lay.num_blocks = p->kv_blocks;  // block 0 is the KV manager's null block
+    plan.weight_bytes = weights;
+    plan.kv_bytes = p->kv_bytes;
+    plan.num_blocks = p->kv_blocks - 1;
+    plan.kv_tokens = plan.num_blocks * config.block_size;
+    plan.max_model_len = static_cast<int32_t>(std::min<int64_t>(p->max_model_len, plan.kv_tokens));
+    plan.max_full_sequences = plan.kv_tokens / std::max<int32_t>(1, plan.max_model_len);
+    plan.kv_dtype = "f16";
+    plan.note = fmt::format("{} {}", g.name, p->summary);
+    log_info("{}", plan.note);
+  } else {
+    EngineConfig host = config;
+    host.kv_cache_dtype = "f16";
+    TM_ASSIGN_OR_RETURN(plan, plan_memory(*model, host, weights, &lay));
+  }
+  auto f = GpuForward::create(model, ops, lay);
+  if (!f.ok()) return refuse(f.error());
+  gpu_forward = std::move(f).value();
+  // The weights live on the device now: the file's pages are read for embedding rows only.
+  if (const auto mapping = model->file().mapping()) mapping->drop_resident_pages();
+  *layout = lay;
+  return {};
+}
+
+}  // namespace tmill
