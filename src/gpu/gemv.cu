@@ -114,24 +114,42 @@ constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T ==
 template <DType T>
 constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 
-// Grid: x over groups of kWarpsPerBlock rows, y over tokens (x and y advance by cols and rows).
+// Grid: x over groups of kWarpsPerBlock rows, y over tiles of kTokTile tokens (x and y advance by
+// cols and rows per token). A warp reads its row's blocks once per tile and dots each with every
+// token of the tile (the block's bytes are in L1 after the first token), so a batch of n tokens
+// streams the weights ceil(n / kTokTile) times instead of n times.
+constexpr int kTokTile = 8;
+
 template <DType T>
-__global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+__global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
+                            int64_t n_tokens) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
-  x += static_cast<int64_t>(blockIdx.y) * cols;
-  y += static_cast<int64_t>(blockIdx.y) * rows;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
+  const int nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
+  x += t0 * cols;
+  y += t0 * rows;
   const int lane = threadIdx.x % 32;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s = 0.0f;
+  float s[kTokTile];
+#pragma unroll
+  for (int t = 0; t < kTokTile; ++t) s[t] = 0.0f;
   for (int64_t b = lane; b < cols / kBlockElems<T>; b += 32) {
     const uint8_t* blk = row + b * kBlockBytes<T>;
-    const float* xb = x + b * kBlockElems<T>;
-    if constexpr (kBlockElems<T> == 256) s += superblock_dot<T>(blk, xb);
-    else s += block_dot<T>(blk, xb);
+#pragma unroll
+    for (int t = 0; t < kTokTile; ++t) {
+      if (t < nt) {
+        const float* xb = x + t * cols + b * kBlockElems<T>;
+        if constexpr (kBlockElems<T> == 256) s[t] += superblock_dot<T>(blk, xb);
+        else s[t] += block_dot<T>(blk, xb);
+      }
+    }
   }
-  s = warp_sum(s);
-  if (lane == 0) y[r] = s;
+#pragma unroll
+  for (int t = 0; t < kTokTile; ++t) {
+    const float v = warp_sum(s[t]);
+    if (lane == 0 && t < nt) y[t * rows + r] = v;
+  }
 }
 
 template <DType T>
@@ -142,17 +160,30 @@ __device__ __forceinline__ float elem(const uint8_t* row, int64_t i) {
 }
 
 template <DType T>
-__global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
+__global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
+                           int64_t n_tokens) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
-  x += static_cast<int64_t>(blockIdx.y) * cols;
-  y += static_cast<int64_t>(blockIdx.y) * rows;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
+  const int nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
+  x += t0 * cols;
+  y += t0 * rows;
   const int lane = threadIdx.x % 32;
   const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s = 0.0f;
-  for (int64_t i = lane; i < cols; i += 32) s += elem<T>(row, i) * x[i];
-  s = warp_sum(s);
-  if (lane == 0) y[r] = s;
+  float s[kTokTile];
+#pragma unroll
+  for (int t = 0; t < kTokTile; ++t) s[t] = 0.0f;
+  for (int64_t i = lane; i < cols; i += 32) {
+    const float wi = elem<T>(row, i);
+#pragma unroll
+    for (int t = 0; t < kTokTile; ++t)
+      if (t < nt) s[t] += wi * x[t * cols + i];
+  }
+#pragma unroll
+  for (int t = 0; t < kTokTile; ++t) {
+    const float v = warp_sum(s[t]);
+    if (lane == 0 && t < nt) y[t * rows + r] = v;
+  }
 }
 
 // One block of 256 threads per row.
@@ -201,24 +232,25 @@ Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
   if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
     return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
   if (rows <= 0 || n_tokens <= 0) return {};
-  constexpr int64_t kMaxGridY = 65535;  // tokens per launch
-  if (n_tokens > kMaxGridY) {
-    for (int64_t t = 0; t < n_tokens; t += kMaxGridY)
-      TM_TRY(gemm(type, w, rows, cols, row_bytes, x + t * cols, n_tokens - t < kMaxGridY ? n_tokens - t : kMaxGridY,
+  constexpr int64_t kMaxTokens = int64_t{65535} * kTokTile;  // grid.y's limit, in tiles
+  if (n_tokens > kMaxTokens) {
+    for (int64_t t = 0; t < n_tokens; t += kMaxTokens)
+      TM_TRY(gemm(type, w, rows, cols, row_bytes, x + t * cols, n_tokens - t < kMaxTokens ? n_tokens - t : kMaxTokens,
                   y + t * rows));
     return {};
   }
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(n_tokens)),
+  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>((n_tokens + kTokTile - 1) / kTokTile)),
       block(32 * kWarpsPerBlock);
   const auto* wb = static_cast<const uint8_t*>(w);
   switch (type) {
-    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
-    default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y); break;
+    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::F16: gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    default: gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
   }
   return launched("gemm");
 }

@@ -18,8 +18,9 @@ bool gemv_supports(DType t);
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
 // row; each lane takes whole 32-element blocks (256 for the K-quants) or strided elements.
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y);
-// The same for n_tokens inputs at once: y[t * rows + r] = dot(row r of W, x + t * cols). Each row is
-// read once per token (a grid of rows x tokens); correct first: a tensor-core GEMM for prefill is next.
+// The same for n_tokens inputs at once: y[t * rows + r] = dot(row r of W, x + t * cols). A warp takes
+// one row and a tile of 8 tokens, so the weights stream once per 8 tokens; a tensor-core GEMM for
+// prefill and large batches is the next step.
 Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
             float* y);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).

@@ -53,7 +53,7 @@ std::vector<float> randn(size_t n, uint32_t seed) {
 TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const int64_t rows = 37, cols = 256, n = 5;
+  const int64_t rows = 37, cols = 256, n = 19;  // two tiles of 8 tokens and a partial one
   const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
