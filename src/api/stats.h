@@ -58,6 +58,18 @@ struct MemoryPlan {
   int64_t max_full_sequences = 0;  // concurrent sequences of max_model_len that fit
   std::string kv_dtype;
   std::string note;                // e.g. why max_model_len was lowered
+  // Where the weights and the KV cache live: "cpu" (host memory), "cuda" (the GPU named device_name,
+  // --gpu-memory-utilization's budget of its device_total_bytes) or "gpu-oracle" (host memory).
+  std::string device = "cpu";
+  std::string device_name;
+  uint64_t device_total_bytes = 0, device_budget_bytes = 0;
+};
+
+// The GPU's state now (--device cuda; NVML): busy share of the last sample period, memory in use.
+struct DeviceUsage {
+  std::string name;
+  double utilization = 0.0;  // 0..1
+  uint64_t memory_used_bytes = 0, memory_total_bytes = 0;
 };
 
 // The paged KV cache's figures.

@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
+#include "gpu/nvml.h"
 #include "model/embedder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -162,6 +163,11 @@ grammar::GrammarCache& Engine::Impl::grammar_cache() {
 const ModelInfo& Engine::model_info() const { return impl_->info; }
 std::shared_ptr<const Tokenizer> Engine::tokenizer() const { return impl_->tokenizer; }
 const MemoryPlan& Engine::memory_plan() const { return impl_->plan; }
+Result<DeviceUsage> Engine::device_usage() const {
+  if (impl_->plan.device != "cuda") return Error{fmt::format("the engine runs on {}, not a GPU", impl_->plan.device)};
+  TM_ASSIGN_OR_RETURN(const gpu::NvmlUsage u, gpu::nvml_usage(0));
+  return DeviceUsage{impl_->plan.device_name, u.utilization, u.memory_used_bytes, u.memory_total_bytes};
+}
 const EngineConfig& Engine::config() const { return impl_->config; }
 int32_t Engine::max_model_len() const { return impl_->plan.max_model_len; }
 RequestLimits Engine::limits() const {

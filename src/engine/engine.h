@@ -65,6 +65,9 @@ class Engine {
   const ModelInfo& model_info() const;
   std::shared_ptr<const Tokenizer> tokenizer() const;
   const MemoryPlan& memory_plan() const;
+  // --device cuda: the GPU's utilization and memory in use now (NVML, loaded from the driver at run
+  // time); an error on the CPU or where NVML is missing. A few microseconds: for metrics scrapes.
+  Result<DeviceUsage> device_usage() const;
   const EngineConfig& config() const;
   int32_t max_model_len() const;
   RequestLimits limits() const;

@@ -60,12 +60,16 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     plan.max_full_sequences = plan.kv_tokens / std::max<int32_t>(1, plan.max_model_len);
     plan.kv_dtype = "f16";
     plan.note = fmt::format("{} {}", g.name, p->summary);
+    plan.device_name = g.name;
+    plan.device_total_bytes = g.total_bytes;
+    plan.device_budget_bytes = p->budget_bytes;
     log_info("{}", plan.note);
   } else {
     EngineConfig host = config;
     host.kv_cache_dtype = "f16";
     TM_ASSIGN_OR_RETURN(plan, plan_memory(*model, host, weights, &lay));
   }
+  plan.device = config.device;
   auto f = GpuForward::create(model, ops, lay);
   if (!f.ok()) return refuse(f.error());
   gpu_forward = std::move(f).value();

@@ -260,6 +260,7 @@ Result<std::shared_ptr<LoadedModel>> Server::make_loaded(size_t slot, std::uniqu
   // (models of one file share those pages). An engine that does not say (0) counts all as its own.
   const uint64_t mapped = std::min(plan.weight_mapped_bytes, plan.weight_bytes);
   m->anon_bytes = plan.kv_bytes + (plan.weight_bytes - mapped);
+  if (plan.device == "cuda") m->anon_bytes = 0;  // weights and KV cache are in GPU memory, not the host's
   m->mapped_bytes = mapped;
   // The model's LoRA adapters (those of the start and those loaded at run time).
   for (const AdapterSpec& a : models_->adapters(slot)) {

@@ -131,6 +131,23 @@ void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
                         {"num_gpu_blocks", std::to_string(engine->memory_plan().num_blocks)}},
                        "model_name", model_name_)
       .set(1);
+  // Where the model's memory went (the engine's memory plan), and on a GPU the device's figures:
+  // its memory and --gpu-memory-utilization's budget here, utilization and memory in use per scrape.
+  const MemoryPlan& plan = engine->memory_plan();
+  reg_.gauge("tokenmill:weight_memory_bytes",
+             "Bytes of the model's weights as the engine holds them, by device (cpu: host memory, cuda: GPU memory).",
+             model_and("device", plan.device))
+      .set(static_cast<double>(plan.weight_bytes));
+  reg_.gauge("tokenmill:kv_cache_memory_bytes", "Bytes of the paged KV cache, by device.", model_and("device", plan.device))
+      .set(static_cast<double>(plan.kv_bytes));
+  if (plan.device == "cuda") {
+    reg_.gauge("tokenmill:gpu_memory_total_bytes", "The GPU's memory.", model()).set(static_cast<double>(plan.device_total_bytes));
+    reg_.gauge("tokenmill:gpu_memory_budget_bytes",
+               "--gpu-memory-utilization times the GPU's memory: weights, activations and KV cache.", model())
+        .set(static_cast<double>(plan.device_budget_bytes));
+    reg_.gauge("tokenmill:gpu_utilization_ratio", "Share of the last sample period a kernel ran on the GPU (NVML).", model());
+    reg_.gauge("tokenmill:gpu_memory_used_bytes", "GPU memory in use by every process (NVML).", model());
+  }
   if (engine->config().speculative.enabled()) {  // vLLM registers these only with a speculative config
     const Labels m = model();
     reg_.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", m);
@@ -178,6 +195,12 @@ void ServerMetrics::collect() {
             .set(static_cast<double>(st.spec_accepted_per_pos[p]));
     }
     r.gauge("tokenmill:model_load_seconds", "", m).set(load_seconds_);
+    if (e->memory_plan().device == "cuda") {
+      if (auto u = e->device_usage(); u.ok()) {
+        r.gauge("tokenmill:gpu_utilization_ratio", "", m).set(u->utilization);
+        r.gauge("tokenmill:gpu_memory_used_bytes", "", m).set(static_cast<double>(u->memory_used_bytes));
+      }
+    }
     r.gauge("tokenmill:model_loaded", "", m).set(1);
     if (lora_enabled_.load()) {
       // vLLM's info gauge: the adapters of running and of waiting requests (comma-separated, sorted),

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "gpu/device.h"
 #include "gpu/kernels.h"
+#include "gpu/nvml.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "quant/quant.h"
@@ -186,6 +187,30 @@ TEST(GpuKernels, SiluMulMatchesTheFormula) {
     const float want = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     EXPECT_NEAR(got[i], want, 1e-5f + 1e-5f * std::fabs(want)) << i;
   }
+}
+
+}  // namespace
+}  // namespace tmill::gpu
+
+namespace tmill::gpu {
+namespace {
+
+// NVML (loaded from the driver at run time): the device's memory and utilization on a GPU machine;
+// elsewhere an error that says why, never a crash or a failed start.
+TEST(GpuNvml, UsageOnADeviceAndAClearErrorElsewhere) {
+  auto u = nvml_usage(0);
+  if (!gpu_devices().ok()) {
+    if (u.ok()) GTEST_SKIP() << "NVML answers without a CUDA device (driver without a usable GPU for this build)";
+    EXPECT_FALSE(u.error().empty());
+    EXPECT_NE(u.error().find("NVML"), std::string::npos) << u.error();
+    return;
+  }
+  ASSERT_TRUE(u.ok()) << u.error();
+  EXPECT_GT(u->memory_total_bytes, 0u);
+  EXPECT_LE(u->memory_used_bytes, u->memory_total_bytes);
+  EXPECT_GE(u->utilization, 0.0);
+  EXPECT_LE(u->utilization, 1.0);
+  EXPECT_FALSE(nvml_usage(1000).ok());  // no such device
 }
 
 }  // namespace

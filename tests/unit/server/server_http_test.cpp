@@ -58,6 +58,15 @@ TEST(ServerHttp, HealthIs503UntilTheEngineIsAttached) {
   EXPECT_EQ(cli.Get("/v1/models/stories260K")->status, 200);
   EXPECT_EQ(body_json(cli.Get("/v1/models/other"))["error"]["code"], "model_not_found");
   EXPECT_EQ(body_json(cli.Get("/version"))["version"], "test");
+  // the memory plan by device (the CPU here: no GPU series)
+  const std::string scraped = cli.Get("/metrics")->body;
+  for (const char* name : {"tokenmill:weight_memory_bytes", "tokenmill:kv_cache_memory_bytes"}) {
+    const std::string line = std::string(name) + "{model_name=\"stories260K\",device=\"cpu\"} ";
+    const size_t at = scraped.find(line);
+    ASSERT_NE(at, std::string::npos) << name << "\n" << scraped;
+    EXPECT_GT(std::stod(scraped.substr(at + line.size())), 0.0) << name;
+  }
+  EXPECT_EQ(scraped.find("tokenmill:gpu_utilization_ratio"), std::string::npos);
   srv->shutdown(5);
 }
 
