@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA backend's device checks (issue 26) in one run, for a session that is lent a GPU. Build
-# here (no GPU needed), then run this script on the device machine with the built binaries:
+# here (no GPU needed) with scripts/gpu_bundle.sh, which puts the CUDA builds of test_gpu and
+# tokenmill and the shared libraries they need into .gpu-bundle/, then run this script on the device
+# machine (the `device` tool's run, carrying .gpu-bundle):
 #
-#   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DTM_CUDA=ON -DTM_BUILD_BENCH=OFF
-#   cmake --build build-cuda --target test_gpu tokenmill   # test_gpu alone needs no CLI: minutes
-#   # then, on the device (the `device` tool's run, carrying build-cuda/tests/test_gpu and
-#   # build-cuda/tokenmill; both must stay under the 64 MiB it carries):
-#   scripts/gpu_check.sh build-cuda/tests/test_gpu build-cuda/tokenmill
+#   LD_LIBRARY_PATH=.gpu-bundle/lib scripts/gpu_check.sh .gpu-bundle/test_gpu .gpu-bundle/tokenmill
 #
 # 1. every GPU test: the kernels against the CPU oracle, the GPU forward against the CPU reference
 #    forward on tiny models of every dense family and on stories260K's greedy decode (fails if the
@@ -16,7 +14,10 @@
 #    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode.
-# Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check.
+# Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
+# machine without a GPU (to check the script, not the GPU): GPU_CHECK_DEVICE=gpu-oracle (device tests may
+# skip, the engine runs its GPU path on the host oracle) with GPU_CHECK_SPECS="tiny-llama:Q8_0" and
+# GPU_CHECK_BATCHES="1 4".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build-cuda/tests/test_gpu}
@@ -26,8 +27,9 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 ||
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 OUT=$(mktemp)
 status=0
-"$BIN" --gtest_brief=0 2>&1 | tee "$OUT" || status=1
-if grep -q "no CUDA device" "$OUT"; then
+TM_SOURCE_DIR=$PWD "$BIN" --gtest_brief=0 2>&1 | tee "$OUT" || status=1  # test data from this checkout
+DEV=${GPU_CHECK_DEVICE:-cuda}
+if [ "$DEV" = cuda ] && grep -q "no CUDA device" "$OUT"; then
   echo "gpu_check: the device tests were skipped: no CUDA device visible" >&2
   exit 1
 fi
@@ -38,11 +40,11 @@ echo "gpu_check: all GPU tests passed on the device ($GPU)"
 
 # 2. the engine end to end: stories260K's greedy text (BOS only, 200 tokens, as llama2.c's run.c)
 want=$(cat models/stories260K/expected_greedy_200.txt)
-got=$(timeout 120 "$TM" generate --model models/stories260K/stories260K.gguf --device cuda --prompt "" \
+got=$(timeout 120 "$TM" generate --model models/stories260K/stories260K.gguf --device "$DEV" --prompt "" \
   --max-tokens 200 --temperature 0 --ignore-eos 2>/dev/null || true)
-if [ "$got" = "$want" ]; then echo "gpu_check: generate --device cuda: stories260K greedy text equals llama2.c's"
+if [ "$got" = "$want" ]; then echo "gpu_check: generate --device $DEV: stories260K greedy text equals llama2.c's"
 else
-  echo "gpu_check: generate --device cuda: greedy text differs from llama2.c's:" >&2
+  echo "gpu_check: generate --device $DEV: greedy text differs from llama2.c's:" >&2
   printf 'got:  %s\nwant: %s\n' "$got" "$want" >&2
   exit 1
 fi
@@ -53,15 +55,15 @@ DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
 BW=${GPU_CHECK_BW:-4.8e12}
 mkdir -p "$DIR"
 bench() {  # file batch -> tok/s
-  timeout 300 "$TM" bench engine --model "$1" --device cuda --batch "$2" --prompt-len 128 --gen-len 128 \
+  timeout 300 "$TM" bench engine --model "$1" --device "$DEV" --batch "$2" --prompt-len 128 --gen-len 128 \
     --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json 2>/dev/null |
     sed -n 's/.*"gen_tokens_per_s": *\([0-9.eE+-]*\).*/\1/p' | tail -1
 }
-for spec in llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16; do
+for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16}; do
   shape=${spec%%:*} dtype=${spec##*:} f="$DIR/$shape-$dtype.gguf"
   [ -f "$f" ] || timeout 300 "$TM" dummy --shape "$shape" --dtype "$dtype" -o "$f" >/dev/null 2>&1 || { echo "gpu_check: dummy $spec failed" >&2; continue; }
   bytes=$(stat -c %s "$f")
-  for b in 1 64 256; do
+  for b in ${GPU_CHECK_BATCHES:-1 64 256}; do
     t=$(bench "$f" "$b")
     if [ -z "$t" ]; then echo "gpu_check: $GPU $shape $dtype batch $b: no figure (bench engine failed)"; continue; fi
     if [ "$b" = 1 ]; then
