@@ -48,6 +48,10 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     in.block_size = config.block_size;
     in.trained_ctx = c.n_ctx_train;
     in.max_model_len = config.max_model_len;
+    // --kv-cache-memory (or a cache sized in tokens) wins over the utilization, as in vLLM
+    in.kv_bytes = config.kv_cache_tokens > 0
+                      ? static_cast<uint64_t>(config.kv_cache_tokens / config.block_size + 1) * lay.bytes_per_block()
+                      : config.kv_cache_bytes;
     auto p = gpu::plan_gpu_memory(in);
     if (!p.ok()) return Error{fmt::format("--device cuda ({}): {}", g.name, p.error())};
     if (p->kv_blocks < 2) return Error{"--device cuda: the KV cache holds less than one usable block; raise --gpu-memory-utilization"};

@@ -22,6 +22,8 @@ struct GpuMemoryInputs {
   int64_t block_size = 16;        // tokens per KV block
   int64_t trained_ctx = 0;        // the model's context length
   int64_t max_model_len = 0;      // --max-model-len; 0: the trained context (lowered to what fits)
+  uint64_t kv_bytes = 0;          // > 0: exactly this KV cache (--kv-cache-memory, vLLM's kv_cache_memory_bytes),
+                                  // utilization then unused: weights + activations + it must fit the free memory
 };
 
 struct GpuMemoryPlan {

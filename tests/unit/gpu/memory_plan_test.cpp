@@ -90,5 +90,22 @@ TEST(GpuMemoryPlan, UtilizationIsCheckedAndCannotTakeWhatOthersHold) {
   EXPECT_TRUE(plan_gpu_memory(in).ok());
 }
 
+// --kv-cache-memory (vLLM's kv_cache_memory_bytes) instead of the utilization: exactly that KV cache,
+// checked against the memory that is free.
+TEST(GpuMemoryPlan, AnExplicitKvCacheSizeWinsAndMustFitTheFreeMemory) {
+  auto in = h200_llama8b();
+  in.kv_bytes = 10 * GiB + MiB;  // not a whole number of 2 MiB blocks
+  auto p = plan_gpu_memory(in);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->kv_blocks, static_cast<int64_t>(5 * 1024));
+  EXPECT_EQ(p->kv_bytes, 10 * GiB);
+  EXPECT_EQ(p->budget_bytes, 15 * GiB + 2 * GiB + 10 * GiB + MiB);
+  EXPECT_NE(p->summary.find("--kv-cache-memory"), std::string::npos) << p->summary;
+  in.kv_bytes = 124 * GiB;  // 15 + 2 + 124 > 140 free
+  p = plan_gpu_memory(in);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("lower --kv-cache-memory to at most 123.00 GiB"), std::string::npos) << p.error();
+}
+
 }  // namespace
 }  // namespace tmill::gpu
