@@ -39,6 +39,17 @@ struct ForwardBatch {
     for (const auto& s : seqs) n += s.logits == SeqSlice::Logits::All ? s.n_tokens : s.logits == SeqSlice::Logits::Last;
     return n;
   }
+  // The token rows that get logits, in seq order: the rows a forward pass returns.
+  std::vector<int64_t> logit_rows() const {
+    std::vector<int64_t> rows;
+    for (const auto& s : seqs) {
+      if (s.logits == SeqSlice::Logits::All)
+        for (int32_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
+      else if (s.logits == SeqSlice::Logits::Last)
+        rows.push_back(s.token_begin + s.n_tokens - 1);
+    }
+    return rows;
+  }
 };
 
 }  // namespace tmill

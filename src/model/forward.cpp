@@ -303,13 +303,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   }
 
   // Final norm and classifier, only for the rows that need logits.
-  std::vector<int64_t> rows;
-  for (const SeqSlice& s : batch.seqs) {
-    if (s.logits == SeqSlice::Logits::All)
-      for (int32_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
-    else if (s.logits == SeqSlice::Logits::Last)
-      rows.push_back(s.token_begin + s.n_tokens - 1);
-  }
+  const std::vector<int64_t> rows = batch.logit_rows();
   const auto R = static_cast<int64_t>(rows.size());
   logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
   if (R == 0) return;

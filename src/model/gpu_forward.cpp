@@ -195,14 +195,7 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
       return Error{"GPU forward: a block table is too short for its sequence"};
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
   }
-  // Rows that get logits, in seq order (as Forward::run)
-  std::vector<int64_t> rows;
-  for (const SeqSlice& s : batch.seqs) {
-    if (s.logits == SeqSlice::Logits::All)
-      for (int32_t i = 0; i < s.n_tokens; ++i) rows.push_back(s.token_begin + i);
-    else if (s.logits == SeqSlice::Logits::Last)
-      rows.push_back(s.token_begin + s.n_tokens - 1);
-  }
+  const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
   const auto R = static_cast<int64_t>(rows.size());
   TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
 
