@@ -50,24 +50,31 @@ std::vector<float> randn(size_t n, uint32_t seed) {
   return v;
 }
 
+// 19 tokens: two tiles of 8 and a partial one; 256 columns take the 16-byte loads of F16/BF16 rows,
+// 96 columns the element-wise path.
 TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const int64_t rows = 37, cols = 256, n = 19;  // two tiles of 8 tokens and a partial one
-  const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
-  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
-    std::vector<uint8_t> w(rb * rows);
-    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
-    std::vector<float> want(static_cast<size_t>(n * rows));
-    matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
-    auto dw = put(w), dx = put(x);
-    auto dy = DeviceBuffer::allocate(want.size() * 4);
-    ASSERT_TRUE(dy.ok());
-    ASSERT_TRUE(gemm(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n, static_cast<float*>(dy->get())).ok());
-    const auto got = get<float>(*dy, want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " " << i;
+  const int64_t rows = 37, n = 19;
+  for (int64_t cols : {256, 96}) {
+    const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+      if (cols % 256 != 0 && t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::Q8_0 &&
+          t != DType::Q4_0)
+        continue;
+      const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+      std::vector<uint8_t> w(rb * rows);
+      for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+      std::vector<float> want(static_cast<size_t>(n * rows));
+      matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
+      auto dw = put(w), dx = put(x);
+      auto dy = DeviceBuffer::allocate(want.size() * 4);
+      ASSERT_TRUE(dy.ok());
+      ASSERT_TRUE(gemm(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n, static_cast<float*>(dy->get())).ok());
+      const auto got = get<float>(*dy, want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " cols " << cols << " " << i;
+    }
   }
 }
 
