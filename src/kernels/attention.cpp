@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "kernels/ops.h"
 #include "core/log.h"
 #include "kernels/attention_abi.h"
 #include "kernels/dispatch.h"
@@ -176,12 +177,20 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
         for (int64_t d = 0; d < hd; ++d) reinterpret_cast<float*>(kt)[d * bs + slot] = kh[d];
         std::memcpy(reinterpret_cast<float*>(vt) + slot * hd, vh, static_cast<size_t>(hd) * 4);
         break;
-      case DType::F16:
-        for (int64_t d = 0; d < hd; ++d) {
-          reinterpret_cast<uint16_t*>(kt)[d * bs + slot] = fp32_to_fp16(kh[d]);
-          reinterpret_cast<uint16_t*>(vt)[slot * hd + d] = fp32_to_fp16(vh[d]);
+      case DType::F16: {
+        // converted by the ISA's vector instruction (the software conversion was ~3 % of a batched
+        // decode step and more of a prefill), K through a buffer to its transposed slots
+        constexpr int64_t kMaxHd = 1024;
+        uint16_t kb[kMaxHd];
+        auto* k16 = reinterpret_cast<uint16_t*>(kt);
+        for (int64_t d0 = 0; d0 < hd; d0 += kMaxHd) {
+          const int64_t m = hd - d0 < kMaxHd ? hd - d0 : kMaxHd;
+          f32_to_f16(kh + d0, kb, m);
+          for (int64_t d = 0; d < m; ++d) k16[(d0 + d) * bs + slot] = kb[d];
         }
+        f32_to_f16(vh, reinterpret_cast<uint16_t*>(vt) + slot * hd, hd);
         break;
+      }
       case DType::BF16:
         for (int64_t d = 0; d < hd; ++d) {
           reinterpret_cast<uint16_t*>(kt)[d * bs + slot] = fp32_to_bf16(kh[d]);

@@ -30,6 +30,7 @@ using AxpyFn = void (*)(float* y, const float* x, float a, int64_t n);
 // NeoX RoPE (pairs i and i + half) of n_heads vectors head_dim apart, with cos/sin tables of `half`.
 using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
                         const float* sin_t);
+using ToF16Fn = void (*)(const float* x, uint16_t* y, int64_t n);
 
 // One set per level: every kernel file of row operations provides all of them.
 struct RowOps {
@@ -41,6 +42,7 @@ struct RowOps {
   RopeFn rope_neox;  // the NeoX rotation only; the GPT-J order is rope_pairs_scalar's on every level
   AxpyFn axpy;
   GeluMulFn gelu_mul;  // GeGLU (gemma)
+  ToF16Fn to_f16;      // f32 -> IEEE half, round to nearest even: bitwise core/fp16.h's fp32_to_fp16
 };
 
 inline constexpr int kPackKinds = kPackQ3_K + 1;

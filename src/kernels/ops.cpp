@@ -30,6 +30,7 @@ void exp_shift_scale(const float* x, float shift, float scale, float* out, int64
 int64_t argmax(const float* x, int64_t n) { return kern::kernels().ops.argmax(x, n); }
 
 void add_inplace(float* y, const float* x, int64_t n) { kern::kernels().ops.add_inplace(y, x, n); }
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) { kern::kernels().ops.to_f16(x, y, n); }
 void axpy(float* y, const float* x, float a, int64_t n) { kern::kernels().ops.axpy(y, x, a, n); }
 
 std::vector<float> rope_inv_freq(int64_t n_rot, float theta, const float* freq_factors) {

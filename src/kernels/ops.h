@@ -22,6 +22,8 @@ void softcap_inplace(float* x, int64_t n, float cap);
 void exp_shift_scale(const float* x, float shift, float scale, float* out, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// y[i] = x[i] as an IEEE half (round to nearest even), bitwise core/fp16.h's fp32_to_fp16 on every ISA
+void f32_to_f16(const float* x, uint16_t* y, int64_t n);
 // y[i] += a * x[i], multiplied then added (no FMA): the same bits on every ISA (LoRA deltas)
 void axpy(float* y, const float* x, float a, int64_t n);
 // Index of the first largest element, as std::max_element on finite values (greedy sampling over a

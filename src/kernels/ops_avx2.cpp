@@ -1,4 +1,5 @@
 // AVX2 versions of the row operations in ops.h.
+#include "core/fp16.h"
 #include "kernels/isa_avx2.h"
 #include "kernels/kernel_table.h"
 
@@ -118,10 +119,19 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
   }
 }
 
+// f32 -> f16 with F16C, 8 at a time (vcvtps2ph rounds to nearest even, quiets NaNs and keeps their top
+// payload bits: fp32_to_fp16's results); the tail through fp32_to_fp16.
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
 }  // namespace
 
 void add_ops_avx2(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16};
 }
 
 }  // namespace tmill::kern

@@ -133,10 +133,22 @@ void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const 
   }
 }
 
+// f32 -> f16, 16 at a time (vcvtps2ph: round to nearest even, NaNs quieted with their top payload bits,
+// as fp32_to_fp16), the tail under a mask.
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    const __mmask16 m = tail_mask16(n - i);
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
 }  // namespace
 
 void add_ops_avx512(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16};
 }
 
 }  // namespace tmill::kern

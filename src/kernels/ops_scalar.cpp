@@ -3,6 +3,7 @@
 // bits as those (same operation order); silu_mul and exp_shift_scale use std::exp.
 #include <cmath>
 
+#include "core/fp16.h"
 #include "kernels/kernel_table.h"
 
 namespace tmill::kern {
@@ -87,8 +88,12 @@ void gelu_mul_scalar(float* gate, const float* up, int64_t n) {
   }
 }
 
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
 void add_ops_scalar(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul_scalar};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul_scalar, to_f16};
 }
 
 }  // namespace tmill::kern

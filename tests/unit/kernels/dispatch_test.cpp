@@ -46,6 +46,7 @@ TEST(KernelTable, EveryEntryADispatcherCanAskForIsFilledOnEveryAvailableLevel) {
     EXPECT_NE(t.ops.add_inplace, nullptr);
     EXPECT_NE(t.ops.rope_neox, nullptr);
     EXPECT_NE(t.ops.axpy, nullptr);
+    EXPECT_NE(t.ops.to_f16, nullptr);
     // Whatever packed layout a weight of any type gets at load (with or without the bf16 copy) has
     // a GEMM on this level; the bf16 copy is only made where the CPU's table can read it.
     for (uint32_t id = 0; id < 64; ++id) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/fp16.h"
 #include "isa_levels.h"
 #include "kernels/ops.h"
 
@@ -202,6 +203,44 @@ TEST(Ops, RmsnormAddAxpyAndRopeGiveTheSameBitsOnEveryIsa) {
               << "hd " << hd << " n_rot " << n_rot << " neox " << neox << " " << isa_name(isa);
         }
       }
+    }
+  }
+}
+
+// f32 -> f16 on every ISA is bitwise the software conversion (core/fp16.h) the KV cache used before:
+// random values over the whole range, ties at the rounding point, the overflow edge, subnormals,
+// zeros, infinities and NaNs (quiet and signalling, with payloads), at lengths around the vector width.
+TEST(Ops, F32ToF16IsBitwiseTheSoftwareConversionOnEveryIsa) {
+  IsaGuard guard;
+  std::mt19937 rng(13);
+  std::vector<float> x;
+  for (int i = 0; i < 4000; ++i) {  // random bit patterns: every exponent, sign and mantissa
+    uint32_t b = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &b, 4);
+    x.push_back(f);
+  }
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int i = 0; i < 1000; ++i) x.push_back(nd(rng));
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u,
+                     0x7fbfffffu, 0x477fe000u, 0x477ff000u, 0x477fefffu, 0x47800000u, 0x38800000u, 0x387fffffu,
+                     0x33000000u, 0x33000001u, 0x32ffffffu, 0x3f801000u, 0x3f803000u, 0x3f801001u, 0x00000001u}) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    x.push_back(f);
+  }
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = fp32_to_fp16(x[i]);
+  for (Isa isa : available_isas()) {
+    set_isa_limit(isa);
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33},
+                      static_cast<int64_t>(x.size())}) {
+      std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcd);
+      f32_to_f16(x.data() + x.size() - static_cast<size_t>(n), got.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(i)], want[x.size() - static_cast<size_t>(n) + static_cast<size_t>(i)])
+            << isa_name(isa) << " n " << n << " i " << i;
+      EXPECT_EQ(got[static_cast<size_t>(n)], 0xabcd) << "wrote past n";
     }
   }
 }
