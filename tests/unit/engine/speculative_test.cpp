@@ -38,6 +38,7 @@ struct Opts {
   uint64_t kv_bytes = 0;
   bool prefix = true;
   SpeculativeConfig spec;
+  std::string device = "cpu";
 };
 
 std::unique_ptr<Engine> make_engine(const std::string& model, const Opts& o) {
@@ -49,6 +50,7 @@ std::unique_ptr<Engine> make_engine(const std::string& model, const Opts& o) {
   c.enable_prefix_caching = o.prefix;
   c.max_num_seqs = 32;
   c.speculative = o.spec;
+  c.device = o.device;
   auto e = Engine::create(c);
   EXPECT_TRUE(e.ok()) << e.error();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -382,5 +384,31 @@ TEST(Speculative, SamplingDistributionIsUnchanged) {
     const double z = 3.09, h = 2.0 / (9.0 * df);
     const double critical = df * std::pow(1 - h + z * std::sqrt(h), 3);
     EXPECT_LT(chi2, critical) << "position " << pos << ": " << bins << " bins";
+  }
+}
+
+// The GPU engine path (gpu-oracle: GpuForward on the host oracle) verifies drafts like the CPU one:
+// several rows of logits per sequence, rejected drafts' K/V overwritten; greedy outputs equal the
+// same engine's without drafts, for prompt lookup and for the replay proposer's wrong drafts.
+TEST(Speculative, GpuEnginePathGreedyDoesNotChangeWithDrafts) {
+  const std::string model = dummy_path("tiny-qwen2", 5);
+  Opts plain;
+  plain.device = "gpu-oracle";
+  auto base = make_engine(model, plain);
+  ASSERT_NE(base, nullptr);
+  const int32_t n_vocab = base->model_info().n_vocab;
+  std::vector<GenerateRequest> reqs;
+  for (int32_t i = 0; i < 6; ++i) reqs.push_back(greedy(prompt_of(12 + 7 * i, i, n_vocab), 24));
+  const auto want = run_all(*base, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) reqs[i].debug_replay_tokens = want[i];  // replay: right and wrong drafts
+  for (const char* method : {"ngram", "replay"}) {
+    Opts o = plain;
+    o.spec = spec_of(method, 4);
+    auto e = make_engine(model, o);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(run_all(*e, reqs), want) << method;
+    const EngineStats st = e->stats();
+    EXPECT_GT(st.spec_num_drafts, 0u) << method;
+    if (std::string(method) == "replay") EXPECT_LT(st.spec_num_accepted_tokens, st.spec_num_draft_tokens);  // some rejected
   }
 }
