@@ -45,7 +45,8 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
 #pragma unroll
     for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int64_t p0 = 0; p0 < n_ctx; p0 += 32) {
+    const int64_t begin = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
+    for (int64_t p0 = begin; p0 < n_ctx; p0 += 32) {
       const int64_t p = p0 + lane;
       float s = -INFINITY;
       if (p < n_ctx) {
@@ -54,6 +55,7 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += qs[warp][d] * __half2float(kt[d * bs]);
         s = dot * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
       }
       const float m_new = fmaxf(m, warp_max(s));
       const float corr = __expf(m - m_new);  // 0 on the first chunk (m = -inf)
@@ -91,6 +93,19 @@ __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
   if (i < n) g[i] = g[i] / (1.0f + __expf(-g[i])) * u[i];
 }
 
+// GELU's tanh approximation, as kernels/ops.h gelu_mul: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
+__global__ void gelu_mul_kernel(float* g, const float* u, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float x = g[i];
+  g[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x))) * u[i];
+}
+
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] / cap);
+}
+
 Status launched(const char* what) {
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
@@ -113,6 +128,19 @@ Status silu_mul(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
   silu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(g, u, n);
   return launched("silu_mul");
+}
+
+Status gelu_mul(float* g, const float* u, int64_t n) {
+  if (n <= 0) return {};
+  gelu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(g, u, n);
+  return launched("gelu_mul");
+}
+
+Status softcap(float* x, int64_t n, float cap) {
+  if (n <= 0) return {};
+  if (!(cap > 0.0f)) return Error{"CUDA softcap: the cap must be positive"};
+  softcap_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(x, n, cap);
+  return launched("softcap");
 }
 
 }  // namespace tmill::gpu

@@ -34,6 +34,8 @@ class CudaOps final : public Ops {
   Status kv_store(const GpuKvStoreArgs& a) override { return gpu::kv_store(a); }
   Status attention(const GpuAttnArgs& a) override { return paged_attention_decode(a); }
   Status silu_mul(float* g, const float* u, int64_t n) override { return gpu::silu_mul(g, u, n); }
+  Status gelu_mul(float* g, const float* u, int64_t n) override { return gpu::gelu_mul(g, u, n); }
+  Status softcap(float* x, int64_t n, float cap) override { return gpu::softcap(x, n, cap); }
   Status synchronize() override { return gpu::synchronize(); }
 };
 

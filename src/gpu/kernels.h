@@ -29,9 +29,9 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // tile = block * n_head_kv + kv head, tile_bytes apart; K [head_dim][block_size] transposed, V
 // [block_size][head_dim]), so the scheduler's block tables serve both. For each of n_tokens query
 // tokens (q, out: n_head x head_dim floats each) and each query head: softmax(q.k * scale) over
-// positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V. Online
-// softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256, no sliding
-// window / soft-cap / sinks yet.
+// positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V; with
+// a window only the last `window` of them, with softcap > 0 scores softcap * tanh(s / softcap) (gemma2).
+// Online softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256, no sinks yet.
 struct GpuAttnArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -43,10 +43,16 @@ struct GpuAttnArgs {
   int64_t max_blocks = 0;
   const int32_t* n_ctx = nullptr;         // per token
   float scale = 1.0f;
+  int64_t window = 0;                     // > 0: a sliding window of that many positions
+  float softcap = 0.0f;                   // > 0: soft-capped scores
 };
 Status paged_attention_decode(const GpuAttnArgs& a);
 // g = silu(g) * u elementwise (SwiGLU), n floats.
 Status silu_mul(float* g, const float* u, int64_t n);
+// g = gelu_tanh(g) * u elementwise (GeGLU: gemma), n floats.
+Status gelu_mul(float* g, const float* u, int64_t n);
+// x = cap * tanh(x / cap), n floats (gemma's final logits).
+Status softcap(float* x, int64_t n, float cap);
 // y[i] += x[i], n floats.
 Status add(float* y, const float* x, int64_t n);
 // Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.

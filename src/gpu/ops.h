@@ -43,6 +43,8 @@ class Ops {
   virtual Status kv_store(const GpuKvStoreArgs& a) = 0;
   virtual Status attention(const GpuAttnArgs& a) = 0;
   virtual Status silu_mul(float* g, const float* u, int64_t n) = 0;
+  virtual Status gelu_mul(float* g, const float* u, int64_t n) = 0;
+  virtual Status softcap(float* x, int64_t n, float cap) = 0;
   virtual Status synchronize() = 0;
 };
 

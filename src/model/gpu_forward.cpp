@@ -18,21 +18,15 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   };
   if (kv_dtype != DType::F16) return no(fmt::format("KV cache type {} (F16 only)", dtype_name(kv_dtype)));
   if (c.is_moe()) return no("mixture-of-experts layers");
-  if (c.arch.ffn_act != FfnActivation::Silu) return no("GeGLU feed-forward");
-  if (c.embd_scale != 1.0f) return no("embedding scaling");
-  if (c.attn_softcap != 0.0f || c.final_softcap != 0.0f) return no("soft-capping");
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));
   if (c.arch.qk_norm_full) return no("q/k norms over the whole projection");
-  for (const LayerAttention& la : c.layer_attn)
-    if (la.window > 0) return no("sliding-window attention");
   auto type_ok = [&](const Matrix& m) -> Status {
     if (!ops.supports(m.type)) return no(fmt::format("weight type {} ({})", dtype_name(m.type), m.name));
     return {};
   };
   TM_TRY(type_ok(w.output));
   for (const LayerWeights& L : w.layers) {
-    if (!L.attn_post_norm.empty() || !L.ffn_post_norm.empty()) return no("post-norms");
     if (!L.bo.empty()) return no("an attention output bias");
     if (!L.attn_sinks.empty()) return no("attention sinks");
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
@@ -46,7 +40,9 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
   uint64_t b = w.output.bytes() + floats(w.output_norm);
   for (const LayerWeights& L : w.layers) {
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) b += floats(*v);
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
+                          &L.ffn_post_norm})
+      b += floats(*v);
   }
   return b;
 }
@@ -120,6 +116,8 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
     TM_ASSIGN_OR_RETURN(D.bv, f->upload(L.bv));
     TM_ASSIGN_OR_RETURN(D.q_norm, f->upload(L.q_norm));
     TM_ASSIGN_OR_RETURN(D.k_norm, f->upload(L.k_norm));
+    TM_ASSIGN_OR_RETURN(D.attn_post_norm, f->upload(L.attn_post_norm));
+    TM_ASSIGN_OR_RETURN(D.ffn_post_norm, f->upload(L.ffn_post_norm));
     TM_ASSIGN_OR_RETURN(void* kt, f->alloc(kv_layer_bytes));
     TM_ASSIGN_OR_RETURN(void* vt, f->alloc(kv_layer_bytes));
     D.k_tiles = static_cast<uint8_t*>(kt);
@@ -230,6 +228,8 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     if (tok < 0 || tok >= w.token_embd.rows) return Error{fmt::format("GPU forward: token id {} out of range", tok)};
     get_row(w.token_embd, tok, h_x_.data() + t * E);
   }
+  if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd), as Forward::run
+    for (float& v : h_x_) v *= c.embd_scale;
   TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
   TM_TRY(ops_.upload(pos_, h_pos_.data(), NZ * sizeof(int32_t)));
   TM_TRY(ops_.upload(n_ctx_, h_n_ctx_.data(), NZ * sizeof(int32_t)));
@@ -266,15 +266,19 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     at.q = q_, at.out = att_, at.n_tokens = N, at.n_head = c.n_head, at.n_head_kv = c.n_head_kv, at.head_dim = hd;
     at.k_tiles = D.k_tiles, at.v_tiles = D.v_tiles, at.block_size = kv_.block_size;
     at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
+    at.window = c.layer_attn[static_cast<size_t>(l)].window, at.softcap = c.attn_softcap;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
+    if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
     TM_TRY(ops_.add(x_, xb_, N * E));
     // feed-forward: norm, gate/up, SwiGLU, down
     TM_TRY(ops_.rmsnorm(x_, D.ffn_norm, xb_, N, E, c.rms_eps));
     TM_TRY(matmul(D.gate, xb_, N, hb_));
     TM_TRY(matmul(D.up, xb_, N, hb2_));
-    TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
+    if (c.arch.ffn_act == FfnActivation::GeluTanh) TM_TRY(ops_.gelu_mul(hb_, hb2_, N * F));
+    else TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
     TM_TRY(matmul(D.down, hb_, N, xb_));
+    if (D.ffn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.ffn_post_norm, xb_, N, E, c.rms_eps));
     TM_TRY(ops_.add(x_, xb_, N * E));
   }
 
@@ -291,6 +295,7 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
   }
   if (batch.hidden) return ops_.download(logits.data(), xb_, logits.size() * sizeof(float));
   TM_TRY(matmul(output_, xb_, R, logits_));
+  if (c.final_softcap > 0) TM_TRY(ops_.softcap(logits_, R * c.n_vocab, c.final_softcap));
   return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
 }
 

@@ -3,9 +3,9 @@
 // order), with the weights, the paged KV cache and every activation in device memory. Only the token
 // ids, positions, block tables, RoPE tables and the logits cross to and from the host each step.
 //
-// Correct first: dense llama-style families (llama, qwen2, qwen3, phi3 and their kin) with F16 KV;
-// gpu_forward_supports says what a model lacks (sliding windows, soft-capping, experts, sinks, post
-// norms, GeGLU, a weight type the backend does not read). Tested with the host backend
+// Correct first: the dense families (llama with Mistral's window, qwen2, qwen3, phi3, gemma2, gemma3:
+// sliding windows, soft-capping, post-norms, GeGLU) with F16 KV; gpu_forward_supports says what a
+// model lacks (experts, attention sinks, an output bias, a weight type the backend does not read). Tested with the host backend
 // (model/gpu_host_ops.h) against the CPU forward, and with CUDA on a device (tests/unit/gpu).
 #pragma once
 
@@ -67,7 +67,7 @@ class GpuForward {
   struct DevLayer {
     DevMatrix wq, wk, wv, wo, gate, up, down;
     const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr,
-                *q_norm = nullptr, *k_norm = nullptr;
+                *q_norm = nullptr, *k_norm = nullptr, *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
     uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
   };
 

@@ -67,13 +67,23 @@ class HostOps final : public gpu::Ops {
     for (int64_t t = 0; t < a.n_tokens; ++t)
       for (int64_t h = 0; h < a.n_head_kv; ++h) {
         const int64_t off = (t * a.n_head + h * group) * hd;
-        paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, a.n_ctx[t], a.scale,
-                                        a.out + off);
+        const int64_t n_ctx = a.n_ctx[t];
+        const AttnMask mask{a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0, a.softcap, nullptr};
+        paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, n_ctx, a.scale,
+                                        a.out + off, mask);
       }
     return {};
   }
   Status silu_mul(float* g, const float* u, int64_t n) override {
     tmill::silu_mul(g, u, n);
+    return {};
+  }
+  Status gelu_mul(float* g, const float* u, int64_t n) override {
+    tmill::gelu_mul(g, u, n);
+    return {};
+  }
+  Status softcap(float* x, int64_t n, float cap) override {
+    softcap_inplace(x, n, cap);
     return {};
   }
   Status synchronize() override { return {}; }

@@ -142,5 +142,25 @@ TEST(GpuKernels, KvStoreWritesTheCpuTilesByteForByte) {
   EXPECT_EQ(get<uint8_t>(dvt, vc.size()), vc);
 }
 
+// GeGLU and soft-capping (gemma) against the CPU's row ops (kernels/ops.h), within float rounding.
+TEST(GpuKernels, GeluMulAndSoftcapMatchTheCpu) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t n = 1000;
+  auto g = randn(static_cast<size_t>(n), 9), u = randn(static_cast<size_t>(n), 10), x = randn(static_cast<size_t>(n), 11);
+  for (auto& v : x) v *= 40.0f;
+  auto dg = put(g), du = put(u), dx = put(x);
+  ASSERT_TRUE(gelu_mul(static_cast<float*>(dg.get()), static_cast<const float*>(du.get()), n).ok());
+  ASSERT_TRUE(softcap(static_cast<float*>(dx.get()), n, 30.0f).ok());
+  EXPECT_FALSE(softcap(static_cast<float*>(dx.get()), n, 0.0f).ok());
+  const auto got_g = get<float>(dg, g.size()), got_x = get<float>(dx, x.size());
+  tmill::gelu_mul(g.data(), u.data(), n);
+  softcap_inplace(x.data(), n, 30.0f);
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_NEAR(got_g[i], g[i], 1e-5f * (1.0f + std::fabs(g[i]))) << i;
+    EXPECT_NEAR(got_x[i], x[i], 1e-5f * (1.0f + std::fabs(x[i]))) << i;
+  }
+}
+
 }  // namespace
 }  // namespace tmill::gpu

@@ -111,7 +111,8 @@ void check_mixed_batches(const std::shared_ptr<Model>& m, gpu::Ops& ops, const s
 }
 
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
-  for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"})
+  for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
+                            "tiny-gemma3"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);
@@ -173,11 +174,11 @@ TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
 }
 
 TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
-  auto gemma = dummy("tiny-gemma2", DType::F32);
-  ASSERT_NE(gemma, nullptr);
-  auto st = gpu_forward_supports(*gemma, gpu_host_ops());
+  auto oss = dummy("tiny-gpt-oss", DType::F32);
+  ASSERT_NE(oss, nullptr);
+  auto st = gpu_forward_supports(*oss, gpu_host_ops());
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().find("gemma2"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find(oss->config().arch.name), std::string::npos) << st.error();
   auto moe = dummy("tiny-olmoe", DType::F32);
   ASSERT_NE(moe, nullptr);
   st = gpu_forward_supports(*moe, gpu_host_ops());

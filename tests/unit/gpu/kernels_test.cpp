@@ -109,10 +109,16 @@ namespace {
 
 // Decode attention on the GPU over a KV cache written by the CPU's paged_kv_store (the same F16 tile
 // layout), against the CPU's reference kernel: two sequences of different lengths with scattered
-// block tables, GQA groups of 4, head_dim 64 and 80 (not a multiple of 32).
+// block tables, GQA groups of 4, head_dim 64 and 80 (not a multiple of 32); plain, with a sliding
+// window of 20 positions, and with gemma2's soft-capping of the scores.
 TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  struct Variant {
+    int64_t window;
+    float softcap;
+  };
+  for (const Variant var : {Variant{0, 0.0f}, Variant{20, 0.0f}, Variant{0, 2.0f}})
   for (int64_t hd : {64, 80}) {
     const int64_t n_head = 8, n_head_kv = 2, bs = 16, n_blocks = 12, max_blocks = 8;
     const int64_t n_ctx[2] = {37, 100};
@@ -140,7 +146,9 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
       for (int64_t h = 0; h < n_head_kv; ++h)
         paged_attention_group_reference(q.data() + (s * n_head + h * G) * hd, G, h, view,
                                         tables.data() + s * max_blocks, n_ctx[s], scale,
-                                        want.data() + (s * n_head + h * G) * hd);
+                                        want.data() + (s * n_head + h * G) * hd,
+                                        AttnMask{var.window > 0 && n_ctx[s] > var.window ? n_ctx[s] - var.window : 0,
+                                                 var.softcap, nullptr});
     auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
     auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
     auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(2 * 4);
@@ -163,11 +171,15 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
     a.max_blocks = max_blocks;
     a.n_ctx = static_cast<const int32_t*>(dn->get());
     a.scale = scale;
+    a.window = var.window;
+    a.softcap = var.softcap;
     ASSERT_TRUE(paged_attention_decode(a).ok());
     const auto st = synchronize();
     ASSERT_TRUE(st.ok()) << st.error();
     ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i])) << "hd " << hd << " i " << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
+          << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " i " << i;
   }
 }
 
