@@ -120,20 +120,39 @@ constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 // streams the weights ceil(n / kTokTile) times instead of n times.
 constexpr int kTokTile = 8;
 
+// A warp's row and token tile: false past the last row; else x and y moved to the tile's first token.
+struct RowTile {
+  int64_t r;
+  int nt, lane;
+};
+__device__ __forceinline__ bool row_tile(int64_t rows, int64_t cols, int64_t n_tokens, const float** x, float** y,
+                                         RowTile* o) {
+  o->r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (o->r >= rows) return false;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
+  o->nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
+  o->lane = threadIdx.x % 32;
+  *x += t0 * cols;
+  *y += t0 * rows;
+  return true;
+}
+// Each token's sum over the warp, written by lane 0.
+__device__ __forceinline__ void store_tile(float (&s)[kTokTile], const RowTile& rt, float* y, int64_t rows) {
+#pragma unroll
+  for (int t = 0; t < kTokTile; ++t) {
+    const float v = warp_sum(s[t]);
+    if (rt.lane == 0 && t < rt.nt) y[t * rows + rt.r] = v;
+  }
+}
+
 template <DType T>
 __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
                             int64_t n_tokens) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
-  const int nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
-  x += t0 * cols;
-  y += t0 * rows;
-  const int lane = threadIdx.x % 32;
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s[kTokTile];
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) s[t] = 0.0f;
+  RowTile rt;
+  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  const int nt = rt.nt, lane = rt.lane;
+  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  float s[kTokTile] = {};
   for (int64_t b = lane; b < cols / kBlockElems<T>; b += 32) {
     const uint8_t* blk = row + b * kBlockBytes<T>;
 #pragma unroll
@@ -145,11 +164,7 @@ __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) {
-    const float v = warp_sum(s[t]);
-    if (lane == 0 && t < nt) y[t * rows + r] = v;
-  }
+  store_tile(s, rt, y, rows);
 }
 
 template <DType T>
@@ -162,28 +177,18 @@ __device__ __forceinline__ float elem(const uint8_t* row, int64_t i) {
 template <DType T>
 __global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
                            int64_t n_tokens) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
-  const int nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
-  x += t0 * cols;
-  y += t0 * rows;
-  const int lane = threadIdx.x % 32;
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s[kTokTile];
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) s[t] = 0.0f;
+  RowTile rt;
+  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  const int nt = rt.nt, lane = rt.lane;
+  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  float s[kTokTile] = {};
   for (int64_t i = lane; i < cols; i += 32) {
     const float wi = elem<T>(row, i);
 #pragma unroll
     for (int t = 0; t < kTokTile; ++t)
       if (t < nt) s[t] += wi * x[t * cols + i];
   }
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) {
-    const float v = warp_sum(s[t]);
-    if (lane == 0 && t < nt) y[t * rows + r] = v;
-  }
+  store_tile(s, rt, y, rows);
 }
 
 // F16 / BF16 rows whose length is a multiple of 256 and whose bytes are 16-byte aligned: each lane
@@ -192,17 +197,11 @@ __global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t 
 template <DType T>
 __global__ void gemv_half_vec(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
                               float* y, int64_t n_tokens) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
-  const int nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
-  x += t0 * cols;
-  y += t0 * rows;
-  const int lane = threadIdx.x % 32;
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  float s[kTokTile];
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) s[t] = 0.0f;
+  RowTile rt;
+  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  const int nt = rt.nt, lane = rt.lane;
+  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  float s[kTokTile] = {};
   for (int64_t i = static_cast<int64_t>(lane) * 8; i < cols; i += 256) {
     const uint4 raw = *reinterpret_cast<const uint4*>(row + i * 2);
     uint16_t h[8];
@@ -222,11 +221,7 @@ __global__ void gemv_half_vec(const uint8_t* w, int64_t rows, int64_t cols, size
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < kTokTile; ++t) {
-    const float v = warp_sum(s[t]);
-    if (lane == 0 && t < nt) y[t * rows + r] = v;
-  }
+  store_tile(s, rt, y, rows);
 }
 
 // One block of 256 threads per row.
