@@ -82,7 +82,9 @@ HttpResponse Server::route_ui_info(HttpRequest& req) {
                               {"kv_tokens", mp.kv_tokens},
                               {"kv_dtype", mp.kv_dtype},
                               {"max_full_sequences", mp.max_full_sequences},
-                              {"note", mp.note}};
+                              {"note", mp.note},
+                              {"device", mp.device},
+                              {"device_name", mp.device_name}};
     } else {
       model["max_model_len"] = v.max_model_len > 0 ? json(v.max_model_len) : json(nullptr);
     }

@@ -70,6 +70,7 @@ TEST(WebPages, PagesAndAssetsAreServedWithACsp) {
   EXPECT_EQ(j["models"][0]["max_model_len"], 512);
   EXPECT_GT(j["models"][0]["memory_plan"]["kv_bytes"].get<uint64_t>(), 0u);
   EXPECT_GT(j["models"][0]["memory_plan"]["weight_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["models"][0]["memory_plan"]["device"], "cpu");
   srv->shutdown(5);
 }
 
