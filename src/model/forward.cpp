@@ -67,9 +67,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
 
 void Forward::set_context_length(int64_t n_ctx) {
   const ModelConfig& c = model_->config();
-  const float* factors = model_->weights().rope_freq_factors(c, n_ctx);
-  ropes_.clear();
-  for (const RopeParams& r : c.ropes) ropes_.push_back(rope_table(r, c.n_rot, factors));
+  ropes_ = rope_tables(c, model_->weights().rope_freq_factors(c, n_ctx));
 }
 
 uint64_t Forward::weight_bytes() const {
@@ -217,12 +215,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       for (int64_t t = t0; t < t1; ++t) {
         float* cs = rope_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
         float* sn = rope_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
-        rope_cos_sin(static_cast<float>(pos_[t]) * rt.pos_scale, rt.inv_freq.data(), half, cs, sn);
-        if (rt.mscale != 1.0f)
-          for (int64_t i = 0; i < half; ++i) {
-            cs[i] *= rt.mscale;
-            sn[i] *= rt.mscale;
-          }
+        rope_cos_sin_at(rt, pos_[t], half, cs, sn);
       }
     });
   }

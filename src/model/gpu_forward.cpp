@@ -76,7 +76,6 @@ Result<GpuForward::DevMatrix> GpuForward::upload(const Matrix& m) {
   TM_ASSIGN_OR_RETURN(void* p, alloc(bytes));
   TM_TRY(ops_.upload(p, m.data, bytes));
   d.p = p;
-  weight_bytes_ += bytes;
   return d;
 }
 
@@ -84,7 +83,6 @@ Result<const float*> GpuForward::upload(const std::vector<float>& v) {
   if (v.empty()) return static_cast<const float*>(nullptr);
   TM_ASSIGN_OR_RETURN(void* p, alloc(v.size() * sizeof(float)));
   TM_TRY(ops_.upload(p, v.data(), v.size() * sizeof(float)));
-  weight_bytes_ += v.size() * sizeof(float);
   return static_cast<const float*>(p);
 }
 
@@ -132,9 +130,7 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
 
 void GpuForward::set_context_length(int64_t n_ctx) {
   const ModelConfig& c = model_->config();
-  const float* factors = model_->weights().rope_freq_factors(c, n_ctx);
-  ropes_.clear();
-  for (const RopeParams& r : c.ropes) ropes_.push_back(rope_table(r, c.n_rot, factors));
+  ropes_ = rope_tables(c, model_->weights().rope_freq_factors(c, n_ctx));
 }
 
 Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
@@ -217,9 +213,7 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     for (int64_t t = 0; t < N; ++t) {
       float* cs = h_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
       float* sn = h_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
-      rope_cos_sin(static_cast<float>(h_pos_[static_cast<size_t>(t)]) * rt.pos_scale, rt.inv_freq.data(), half, cs, sn);
-      if (rt.mscale != 1.0f)
-        for (int64_t i = 0; i < half; ++i) cs[i] *= rt.mscale, sn[i] *= rt.mscale;
+      rope_cos_sin_at(rt, h_pos_[static_cast<size_t>(t)], half, cs, sn);
     }
   }
   h_x_.resize(NZ * static_cast<size_t>(E));

@@ -49,8 +49,6 @@ class GpuForward {
 
   const Model& model() const { return *model_; }
   const KvLayout& kv_layout() const { return kv_; }
-  uint64_t weight_bytes() const { return weight_bytes_; }  // device bytes of weights and norms
-  uint64_t kv_bytes() const { return kv_.total_bytes(); }
 
  private:
   // A backend allocation, released with the forward.
@@ -85,7 +83,6 @@ class GpuForward {
   std::vector<DevLayer> layers_;
   DevMatrix output_;
   const float* output_norm_ = nullptr;
-  uint64_t weight_bytes_ = 0;
   std::vector<RopeTable> ropes_;
 
   // device scratch, grown on demand: activations (n_tokens rows), per-token int data, RoPE tables

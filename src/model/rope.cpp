@@ -28,6 +28,21 @@ float rope_mscale(const RopeParams& p) {
   return p.yarn ? p.attn_factor * (1.0f + 0.1f * std::log(1.0f / p.freq_scale)) : p.attn_factor;
 }
 
+std::vector<RopeTable> rope_tables(const ModelConfig& c, const float* freq_factors) {
+  std::vector<RopeTable> out;
+  for (const RopeParams& r : c.ropes) out.push_back(rope_table(r, c.n_rot, freq_factors));
+  return out;
+}
+
+void rope_cos_sin_at(const RopeTable& rt, int64_t pos, int64_t half, float* cos_t, float* sin_t) {
+  rope_cos_sin(static_cast<float>(pos) * rt.pos_scale, rt.inv_freq.data(), half, cos_t, sin_t);
+  if (rt.mscale != 1.0f)
+    for (int64_t i = 0; i < half; ++i) {
+      cos_t[i] *= rt.mscale;
+      sin_t[i] *= rt.mscale;
+    }
+}
+
 RopeTable rope_table(const RopeParams& p, int64_t n_rot, const float* freq_factors) {
   RopeTable t;
   t.inv_freq = rope_inv_freq(n_rot, p.theta, freq_factors);

@@ -18,6 +18,10 @@ struct RopeTable {
   float mscale = 1.0f;          // attn_factor, times YaRN's 1 + 0.1 ln(1 / freq_scale)
 };
 RopeTable rope_table(const RopeParams& p, int64_t n_rot, const float* freq_factors);
+// One table per distinct RoPE of the model (ModelConfig::ropes), with the frequency divisors in use.
+std::vector<RopeTable> rope_tables(const ModelConfig& c, const float* freq_factors);
+// The `half` cos / sin values RoPE multiplies by at position pos: the angles of rt, times its mscale.
+void rope_cos_sin_at(const RopeTable& rt, int64_t pos, int64_t half, float* cos_t, float* sin_t);
 
 // YaRN (ggml's rope_yarn with ext_factor 1): the correction dims [low, high] of beta_fast and
 // beta_slow over the original context, and the weight of the extrapolated (unscaled) angle for
