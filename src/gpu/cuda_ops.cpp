@@ -25,6 +25,15 @@ class CudaOps final : public Ops {
                 int64_t n_tokens, float* y) override {
     return gemm(type, w, rows, cols, row_bytes, x, n_tokens, y);
   }
+  Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
+                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
+    return gemm_id(type, w, expert_bytes, rows, cols, row_bytes, x, x_div, ids, n_pairs, y);
+  }
+  Status moe_route(const GpuMoeRouteArgs& a) override { return gpu::moe_route(a); }
+  Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                     const float* shared, const float* shared_gate) override {
+    return gpu::moe_combine(y, yp, weights, n_tokens, k, n, shared, shared_gate);
+  }
   Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
     return gpu::rmsnorm(x, weight, y, n_rows, n, eps);
   }

@@ -120,20 +120,38 @@ constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 // streams the weights ceil(n / kTokTile) times instead of n times.
 constexpr int kTokTile = 8;
 
-// A warp's row and token tile: false past the last row; else x and y moved to the tile's first token.
+// Expert selection of gemm_id (ids null: a plain gemm): grid.y is then the pair, the tile one token.
+struct IdMap {
+  const int32_t* ids = nullptr;
+  size_t expert_bytes = 0;
+  int64_t x_div = 1;
+};
+
+// A warp's row and token tile: false past the last row; else x and y moved to the tile's first token
+// and row to the weights' row (of the pair's expert under an IdMap).
 struct RowTile {
   int64_t r;
   int nt, lane;
+  const uint8_t* row;
 };
-__device__ __forceinline__ bool row_tile(int64_t rows, int64_t cols, int64_t n_tokens, const float** x, float** y,
-                                         RowTile* o) {
+__device__ __forceinline__ bool row_tile(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes,
+                                         int64_t n_tokens, const IdMap& id, const float** x, float** y, RowTile* o) {
   o->r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (o->r >= rows) return false;
+  o->lane = threadIdx.x % 32;
+  if (id.ids) {
+    const int64_t p = blockIdx.y;
+    o->nt = 1;
+    *x += (p / id.x_div) * cols;
+    *y += p * rows;
+    o->row = w + static_cast<size_t>(id.ids[p]) * id.expert_bytes + static_cast<size_t>(o->r) * row_bytes;
+    return true;
+  }
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokTile;
   o->nt = n_tokens - t0 < kTokTile ? static_cast<int>(n_tokens - t0) : kTokTile;
-  o->lane = threadIdx.x % 32;
   *x += t0 * cols;
   *y += t0 * rows;
+  o->row = w + static_cast<size_t>(o->r) * row_bytes;
   return true;
 }
 // Each token's sum over the warp, written by lane 0.
@@ -147,11 +165,11 @@ __device__ __forceinline__ void store_tile(float (&s)[kTokTile], const RowTile& 
 
 template <DType T>
 __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
-                            int64_t n_tokens) {
+                            int64_t n_tokens, IdMap id) {
   RowTile rt;
-  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  if (!row_tile(w, rows, cols, row_bytes, n_tokens, id, &x, &y, &rt)) return;
   const int nt = rt.nt, lane = rt.lane;
-  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  const uint8_t* row = rt.row;
   float s[kTokTile] = {};
   for (int64_t b = lane; b < cols / kBlockElems<T>; b += 32) {
     const uint8_t* blk = row + b * kBlockBytes<T>;
@@ -176,11 +194,11 @@ __device__ __forceinline__ float elem(const uint8_t* row, int64_t i) {
 
 template <DType T>
 __global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
-                           int64_t n_tokens) {
+                           int64_t n_tokens, IdMap id) {
   RowTile rt;
-  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  if (!row_tile(w, rows, cols, row_bytes, n_tokens, id, &x, &y, &rt)) return;
   const int nt = rt.nt, lane = rt.lane;
-  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  const uint8_t* row = rt.row;
   float s[kTokTile] = {};
   for (int64_t i = lane; i < cols; i += 32) {
     const float wi = elem<T>(row, i);
@@ -196,11 +214,11 @@ __global__ void gemv_float(const uint8_t* w, int64_t rows, int64_t cols, size_t 
 // (decode of half-precision weights is a pure stream of them).
 template <DType T>
 __global__ void gemv_half_vec(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
-                              float* y, int64_t n_tokens) {
+                              float* y, int64_t n_tokens, IdMap id) {
   RowTile rt;
-  if (!row_tile(rows, cols, n_tokens, &x, &y, &rt)) return;
+  if (!row_tile(w, rows, cols, row_bytes, n_tokens, id, &x, &y, &rt)) return;
   const int nt = rt.nt, lane = rt.lane;
-  const uint8_t* row = w + static_cast<size_t>(rt.r) * row_bytes;
+  const uint8_t* row = rt.row;
   float s[kTokTile] = {};
   for (int64_t i = static_cast<int64_t>(lane) * 8; i < cols; i += 256) {
     const uint4 raw = *reinterpret_cast<const uint4*>(row + i * 2);
@@ -261,43 +279,73 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
   return gemm(type, w, rows, cols, row_bytes, x, 1, y);
 }
 
-Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
-            float* y) {
+namespace {
+
+Status check_type(DType type, int64_t cols) {
   if (!gemv_supports(type))
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
   if ((type == DType::Q8_0 || type == DType::Q4_0) && cols % 32 != 0)
     return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
   if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
     return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
-  if (rows <= 0 || n_tokens <= 0) return {};
-  constexpr int64_t kMaxTokens = int64_t{65535} * kTokTile;  // grid.y's limit, in tiles
-  if (n_tokens > kMaxTokens) {
-    for (int64_t t = 0; t < n_tokens; t += kMaxTokens)
-      TM_TRY(gemm(type, w, rows, cols, row_bytes, x + t * cols, n_tokens - t < kMaxTokens ? n_tokens - t : kMaxTokens,
-                  y + t * rows));
-    return {};
-  }
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>((n_tokens + kTokTile - 1) / kTokTile)),
+  return {};
+}
+
+// One launch of the product kernel for `type`: grid.y tiles of tokens (or pairs, under an IdMap).
+Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
+              int64_t n_tokens, float* y, unsigned grid_y, const IdMap& id) {
+  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), grid_y),
       block(32 * kWarpsPerBlock);
   const auto* wb = static_cast<const uint8_t*>(w);
-  const bool vec = cols % 256 == 0 && row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const bool vec = cols % 256 == 0 && row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+                   id.expert_bytes % 16 == 0;
   switch (type) {
-    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
-    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
-    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
-    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
-    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens); break;
+    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F16:
-      if (vec) gemv_half_vec<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens);
-      else gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens);
+      if (vec) gemv_half_vec<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
     default:
-      if (vec) gemv_half_vec<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens);
-      else gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens);
+      if (vec) gemv_half_vec<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
   }
-  return launched("gemm");
+  return launched(id.ids ? "gemm_id" : "gemm");
+}
+
+constexpr int64_t kMaxGridY = 65535;
+
+}  // namespace
+
+Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
+            float* y) {
+  TM_TRY(check_type(type, cols));
+  if (rows <= 0 || n_tokens <= 0) return {};
+  constexpr int64_t kMaxTokens = kMaxGridY * kTokTile;  // grid.y's limit, in tiles
+  for (int64_t t = 0; t < n_tokens; t += kMaxTokens) {
+    const int64_t n = n_tokens - t < kMaxTokens ? n_tokens - t : kMaxTokens;
+    TM_TRY(launch(type, w, rows, cols, row_bytes, x + t * cols, n, y + t * rows,
+                  static_cast<unsigned>((n + kTokTile - 1) / kTokTile), IdMap{}));
+  }
+  return {};
+}
+
+Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
+               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) {
+  TM_TRY(check_type(type, cols));
+  if (x_div <= 0) return Error{"CUDA gemm_id: x_div must be positive"};
+  if (rows <= 0 || n_pairs <= 0) return {};
+  const int64_t chunk = kMaxGridY - kMaxGridY % x_div;  // whole tokens per launch
+  for (int64_t p = 0; p < n_pairs; p += chunk) {
+    const int64_t n = n_pairs - p < chunk ? n_pairs - p : chunk;
+    TM_TRY(launch(type, w, rows, cols, row_bytes, x + (p / x_div) * cols, n, y + p * rows, static_cast<unsigned>(n),
+                  IdMap{ids + p, expert_bytes, x_div}));
+  }
+  return {};
 }
 
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) {

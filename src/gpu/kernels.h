@@ -23,6 +23,29 @@ Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
 // prefill and large batches is the next step.
 Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
             float* y);
+// Mixture-of-experts products (llama.cpp's mul_mat_id): n_pairs (token, expert) pairs, pair p
+// reading the matrix of expert ids[p] (the experts' matrices expert_bytes apart from w, each rows x
+// cols in its file type) and the input row x + (p / x_div) * cols (x_div = k for the gate/up products
+// of a token's k experts, 1 for the down product of each pair's own row): y[p * rows + r]. A warp per
+// (row, pair); pairs of one expert share its rows through L2.
+Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
+               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y);
+// Routing of n_tokens tokens over n_expert experts (logits: n_tokens x n_expert): as model/moe.h
+// moe_route_token -- softmax over all experts then the top k (or, softmax_topk, the top k logits then
+// a softmax over them), norm renormalizes the k weights to sum 1, and each token's k experts in
+// ascending order: ids and weights, n_tokens x k. One thread per token; n_expert <= 256, k <= 32.
+struct GpuMoeRouteArgs {
+  const float* logits = nullptr;
+  int64_t n_tokens = 0, n_expert = 0, k = 0;
+  bool norm = false, softmax_topk = false;
+  int32_t* ids = nullptr;
+  float* weights = nullptr;
+};
+Status moe_route(const GpuMoeRouteArgs& a);
+// y[t] = sum over j < k of weights[t * k + j] * yp[t * k + j] (rows of n floats, in j's order), plus,
+// when shared is not null, sigmoid(shared_gate[t]) * shared[t] (qwen2moe's shared expert).
+Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                   const float* shared, const float* shared_gate);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
 // Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:

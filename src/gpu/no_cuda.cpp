@@ -32,6 +32,14 @@ Status rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) { re
 Status paged_attention_decode(const GpuAttnArgs&) { return no_cuda(); }
 Status gemm(DType, const void*, int64_t, int64_t, size_t, const float*, int64_t, float*) { return no_cuda(); }
 Status silu_mul(float*, const float*, int64_t) { return no_cuda(); }
+Status gemm_id(DType, const void*, size_t, int64_t, int64_t, size_t, const float*, int64_t, const int32_t*, int64_t,
+               float*) {
+  return no_cuda();
+}
+Status moe_route(const GpuMoeRouteArgs&) { return no_cuda(); }
+Status moe_combine(float*, const float*, const float*, int64_t, int64_t, int64_t, const float*, const float*) {
+  return no_cuda();
+}
 Status gelu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status softcap(float*, int64_t, float) { return no_cuda(); }
 Status add(float*, const float*, int64_t) { return no_cuda(); }

@@ -36,6 +36,13 @@ class Ops {
   // y[t * rows + r] = dot(row r of W, x + t * cols) for t < n_tokens (gpu::gemm).
   virtual Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
                         int64_t n_tokens, float* y) = 0;
+  // Experts' products: gpu::gemm_id (pair p: expert ids[p], input row p / x_div, output row p).
+  virtual Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols,
+                           size_t row_bytes, const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs,
+                           float* y) = 0;
+  virtual Status moe_route(const GpuMoeRouteArgs& a) = 0;
+  virtual Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                             const float* shared, const float* shared_gate) = 0;
   virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   virtual Status add(float* y, const float* x, int64_t n) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;

@@ -17,10 +17,10 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return Error{fmt::format("the {} backend does not run {} models yet: {}", ops.name(), c.arch.name, what)};
   };
   if (kv_dtype != DType::F16) return no(fmt::format("KV cache type {} (F16 only)", dtype_name(kv_dtype)));
-  if (c.is_moe()) return no("mixture-of-experts layers");
+  if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
+    return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));
-  if (c.arch.qk_norm_full) return no("q/k norms over the whole projection");
   auto type_ok = [&](const Matrix& m) -> Status {
     if (!ops.supports(m.type)) return no(fmt::format("weight type {} ({})", dtype_name(m.type), m.name));
     return {};
@@ -29,7 +29,17 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   for (const LayerWeights& L : w.layers) {
     if (!L.bo.empty()) return no("an attention output bias");
     if (!L.attn_sinks.empty()) return no("attention sinks");
-    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
+    if (!L.ffn_gate_inp_b.empty()) return no("expert biases (gpt-oss)");
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) TM_TRY(type_ok(*m));
+    if (!c.is_moe()) {
+      for (const Matrix* m : {&L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
+      continue;
+    }
+    TM_TRY(type_ok(L.ffn_gate_inp));
+    for (const auto* v : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      for (const Matrix& m : *v) TM_TRY(type_ok(m));
+    if (!L.gate_inp_shexp.empty())
+      for (const Matrix* m : {&L.gate_shexp, &L.up_shexp, &L.down_shexp}) TM_TRY(type_ok(*m));
   }
   return {};
 }
@@ -39,9 +49,13 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   uint64_t b = w.output.bytes() + floats(w.output_norm);
   for (const LayerWeights& L : w.layers) {
-    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) b += m->bytes();
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp, &L.gate_shexp,
+                            &L.up_shexp, &L.down_shexp})
+      b += m->bytes();
+    for (const auto* v : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      for (const Matrix& m : *v) b += m.bytes();
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
-                          &L.ffn_post_norm})
+                          &L.ffn_post_norm, &L.gate_inp_shexp})
       b += floats(*v);
   }
   return b;
@@ -49,10 +63,17 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
 
 uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows) {
   const auto N = static_cast<uint64_t>(n_tokens);
-  const uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
+  uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
-  const uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
+  uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
+  if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
+    const auto K = static_cast<uint64_t>(c.n_expert_used);
+    floats += N * (static_cast<uint64_t>(c.n_expert) + K * (1 + 2 * static_cast<uint64_t>(c.n_ff_exp) +
+                                                            static_cast<uint64_t>(c.n_embd)));
+    floats += N * (2 * static_cast<uint64_t>(c.n_ff_shexp) + static_cast<uint64_t>(c.n_embd) + 1);
+    ints += N * K;
+  }
   return 4 * (floats + ints);
 }
 
@@ -76,6 +97,23 @@ Result<GpuForward::DevMatrix> GpuForward::upload(const Matrix& m) {
   TM_ASSIGN_OR_RETURN(void* p, alloc(bytes));
   TM_TRY(ops_.upload(p, m.data, bytes));
   d.p = p;
+  return d;
+}
+
+Result<GpuForward::DevExperts> GpuForward::upload_experts(const LayerWeights& L) {
+  DevExperts d;
+  for (auto [src, dst] : {std::pair{&L.gate_exps, &d.gate}, std::pair{&L.up_exps, &d.up}, std::pair{&L.down_exps, &d.down}}) {
+    const Matrix& m0 = src->front();
+    const size_t bytes = m0.row_bytes * static_cast<size_t>(m0.rows);
+    TM_ASSIGN_OR_RETURN(void* p, alloc(bytes * src->size()));
+    for (size_t e = 0; e < src->size(); ++e) {
+      const Matrix& m = (*src)[e];
+      if (m.type != m0.type || m.rows != m0.rows || m.row_bytes != m0.row_bytes)
+        return Error{fmt::format("GPU forward: expert {} of {} differs in shape or type from expert 0", e, m.name)};
+      TM_TRY(ops_.upload(static_cast<uint8_t*>(p) + e * bytes, m.data, bytes));
+    }
+    *dst = DevMatrix{m0.type, m0.rows, m0.cols, m0.row_bytes, p};
+  }
   return d;
 }
 
@@ -104,9 +142,21 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
     TM_ASSIGN_OR_RETURN(D.wk, f->upload(L.wk));
     TM_ASSIGN_OR_RETURN(D.wv, f->upload(L.wv));
     TM_ASSIGN_OR_RETURN(D.wo, f->upload(L.wo));
-    TM_ASSIGN_OR_RETURN(D.gate, f->upload(L.w_gate));
-    TM_ASSIGN_OR_RETURN(D.up, f->upload(L.w_up));
-    TM_ASSIGN_OR_RETURN(D.down, f->upload(L.w_down));
+    if (c.is_moe()) {
+      TM_ASSIGN_OR_RETURN(D.router, f->upload(L.ffn_gate_inp));
+      TM_ASSIGN_OR_RETURN(D.exps, f->upload_experts(L));
+      if (!L.gate_inp_shexp.empty()) {
+        TM_ASSIGN_OR_RETURN(D.gate_sh, f->upload(L.gate_shexp));
+        TM_ASSIGN_OR_RETURN(D.up_sh, f->upload(L.up_shexp));
+        TM_ASSIGN_OR_RETURN(D.down_sh, f->upload(L.down_shexp));
+        TM_ASSIGN_OR_RETURN(const float* g, f->upload(L.gate_inp_shexp));  // one row: a product gives its dot
+        D.gate_inp_sh = DevMatrix{DType::F32, 1, c.n_embd, static_cast<size_t>(c.n_embd) * sizeof(float), g};
+      }
+    } else {
+      TM_ASSIGN_OR_RETURN(D.gate, f->upload(L.w_gate));
+      TM_ASSIGN_OR_RETURN(D.up, f->upload(L.w_up));
+      TM_ASSIGN_OR_RETURN(D.down, f->upload(L.w_down));
+    }
     TM_ASSIGN_OR_RETURN(D.attn_norm, f->upload(L.attn_norm));
     TM_ASSIGN_OR_RETURN(D.ffn_norm, f->upload(L.ffn_norm));
     TM_ASSIGN_OR_RETURN(D.bq, f->upload(L.bq));
@@ -169,11 +219,51 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(ints(&pos_, N));
   TM_TRY(ints(&n_ctx_, N));
   TM_TRY(ints(&tables_, N * static_cast<size_t>(cap_blocks_)));
+  if (c.is_moe()) {
+    const auto K = static_cast<size_t>(c.n_expert_used), S = static_cast<size_t>(c.n_ff_shexp);
+    TM_TRY(floats(&router_logits_, N * static_cast<size_t>(c.n_expert)));
+    TM_TRY(floats(&route_w_, N * K));
+    TM_TRY(ints(&route_ids_, N * K));
+    TM_TRY(floats(&eg_, N * K * static_cast<size_t>(c.n_ff_exp)));
+    TM_TRY(floats(&eu_, N * K * static_cast<size_t>(c.n_ff_exp)));
+    TM_TRY(floats(&ey_, N * K * static_cast<size_t>(c.n_embd)));
+    if (S > 0) {
+      TM_TRY(floats(&sh_g_, N * S));
+      TM_TRY(floats(&sh_u_, N * S));
+      TM_TRY(floats(&sh_y_, N * static_cast<size_t>(c.n_embd)));
+      TM_TRY(floats(&sh_gate_, N));
+    }
+  }
   return {};
 }
 
 Status GpuForward::matmul(const DevMatrix& w, const float* x, int64_t n_tokens, float* y) {
   return ops_.matmul(w.type, w.p, w.rows, w.cols, w.row_bytes, x, n_tokens, y);
+}
+
+Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd, K = c.n_expert_used, F = c.n_ff_exp, NK = N * K;
+  auto matmul_id = [&](const DevMatrix& w, const float* x, int64_t x_div, float* y) {
+    return ops_.matmul_id(w.type, w.p, w.row_bytes * static_cast<size_t>(w.rows), w.rows, w.cols, w.row_bytes, x, x_div,
+                          route_ids_, NK, y);
+  };
+  TM_TRY(matmul(D.router, xb_, N, router_logits_));
+  TM_TRY(ops_.moe_route({router_logits_, N, c.n_expert, K, c.arch.moe_norm_topk, c.arch.moe_softmax_topk, route_ids_,
+                         route_w_}));
+  TM_TRY(matmul_id(D.exps.gate, xb_, K, eg_));
+  TM_TRY(matmul_id(D.exps.up, xb_, K, eu_));
+  TM_TRY(ops_.silu_mul(eg_, eu_, NK * F));
+  TM_TRY(matmul_id(D.exps.down, eg_, 1, ey_));
+  const bool shared = D.gate_inp_sh.p != nullptr;
+  if (shared) {  // qwen2moe: sigmoid(gate . x) * down(silu(gate_sh x) * up_sh x)
+    TM_TRY(matmul(D.gate_inp_sh, xb_, N, sh_gate_));
+    TM_TRY(matmul(D.gate_sh, xb_, N, sh_g_));
+    TM_TRY(matmul(D.up_sh, xb_, N, sh_u_));
+    TM_TRY(ops_.silu_mul(sh_g_, sh_u_, N * c.n_ff_shexp));
+    TM_TRY(matmul(D.down_sh, sh_g_, N, sh_y_));
+  }
+  return ops_.moe_combine(xb_, ey_, route_w_, N, K, E, shared ? sh_y_ : nullptr, shared ? sh_gate_ : nullptr);
 }
 
 Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
@@ -243,7 +333,10 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
       TM_TRY(ops_.add_rows(k_, D.bk, N, KD));
       TM_TRY(ops_.add_rows(v_, D.bv, N, KD));
     }
-    if (D.q_norm) {
+    if (D.q_norm && c.arch.qk_norm_full) {  // olmoe: one norm over the whole q / k of a token
+      TM_TRY(ops_.rmsnorm(q_, D.q_norm, q_, N, QD, c.rms_eps));
+      TM_TRY(ops_.rmsnorm(k_, D.k_norm, k_, N, KD, c.rms_eps));
+    } else if (D.q_norm) {
       TM_TRY(ops_.rmsnorm(q_, D.q_norm, q_, N * c.n_head, hd, c.rms_eps));
       TM_TRY(ops_.rmsnorm(k_, D.k_norm, k_, N * c.n_head_kv, hd, c.rms_eps));
     }
@@ -265,13 +358,17 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     TM_TRY(matmul(D.wo, att_, N, xb_));
     if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
     TM_TRY(ops_.add(x_, xb_, N * E));
-    // feed-forward: norm, gate/up, SwiGLU, down
+    // feed-forward: norm, gate/up, SwiGLU, down (or the experts)
     TM_TRY(ops_.rmsnorm(x_, D.ffn_norm, xb_, N, E, c.rms_eps));
-    TM_TRY(matmul(D.gate, xb_, N, hb_));
-    TM_TRY(matmul(D.up, xb_, N, hb2_));
-    if (c.arch.ffn_act == FfnActivation::GeluTanh) TM_TRY(ops_.gelu_mul(hb_, hb2_, N * F));
-    else TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
-    TM_TRY(matmul(D.down, hb_, N, xb_));
+    if (c.is_moe()) {
+      TM_TRY(moe_ffn(D, N));
+    } else {
+      TM_TRY(matmul(D.gate, xb_, N, hb_));
+      TM_TRY(matmul(D.up, xb_, N, hb2_));
+      if (c.arch.ffn_act == FfnActivation::GeluTanh) TM_TRY(ops_.gelu_mul(hb_, hb2_, N * F));
+      else TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
+      TM_TRY(matmul(D.down, hb_, N, xb_));
+    }
     if (D.ffn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.ffn_post_norm, xb_, N, E, c.rms_eps));
     TM_TRY(ops_.add(x_, xb_, N * E));
   }

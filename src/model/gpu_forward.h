@@ -4,9 +4,11 @@
 // ids, positions, block tables, RoPE tables and the logits cross to and from the host each step.
 //
 // Correct first: the dense families (llama with Mistral's window, qwen2, qwen3, phi3, gemma2, gemma3:
-// sliding windows, soft-capping, post-norms, GeGLU) with F16 KV; gpu_forward_supports says what a
-// model lacks (experts, attention sinks, an output bias, a weight type the backend does not read). Tested with the host backend
-// (model/gpu_host_ops.h) against the CPU forward, and with CUDA on a device (tests/unit/gpu).
+// sliding windows, soft-capping, post-norms, GeGLU) and the mixture-of-experts ones (olmoe, qwen3moe,
+// qwen2moe's shared expert, Mixtral-style llama: routing on the device, experts' products by expert
+// id) with F16 KV; gpu_forward_supports says what a model lacks (attention sinks and expert biases of
+// gpt-oss, an output bias, a weight type the backend does not read). Tested with the host backend
+// (model/gpu_host_ops.h) against the reference forward, and with CUDA on a device (tests/unit/gpu).
 #pragma once
 
 #include <cstdint>
@@ -62,8 +64,14 @@ class GpuForward {
     size_t row_bytes = 0;
     const void* p = nullptr;
   };
+  // A layer's experts: expert e's matrix starts e * rows * row_bytes after p (gpu::gemm_id).
+  struct DevExperts {
+    DevMatrix gate, up, down;
+  };
   struct DevLayer {
     DevMatrix wq, wk, wv, wo, gate, up, down;
+    DevMatrix router, gate_sh, up_sh, down_sh, gate_inp_sh;  // MoE: router; qwen2moe's shared expert
+    DevExperts exps;
     const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr,
                 *q_norm = nullptr, *k_norm = nullptr, *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
     uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
@@ -75,6 +83,9 @@ class GpuForward {
   Result<const float*> upload(const std::vector<float>& v);  // null for an empty vector
   Status ensure_scratch(int64_t n_tokens, int64_t max_blocks, int64_t n_logit_rows);
   Status matmul(const DevMatrix& w, const float* x, int64_t n_tokens, float* y);
+  Result<DevExperts> upload_experts(const LayerWeights& L);
+  // The feed-forward block of a MoE layer, xb_ in, xb_ out (model/moe.h's order of operations).
+  Status moe_ffn(const DevLayer& D, int64_t n_tokens);
 
   std::shared_ptr<const Model> model_;
   gpu::Ops& ops_;
@@ -90,6 +101,10 @@ class GpuForward {
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;
+  // MoE scratch (n_tokens x k pairs): router logits, routes, the experts' rows, the shared expert's
+  float *router_logits_ = nullptr, *route_w_ = nullptr, *eg_ = nullptr, *eu_ = nullptr, *ey_ = nullptr,
+        *sh_g_ = nullptr, *sh_u_ = nullptr, *sh_y_ = nullptr, *sh_gate_ = nullptr;
+  int32_t* route_ids_ = nullptr;
   std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
   // host staging
   std::vector<float> h_x_, h_cos_, h_sin_;

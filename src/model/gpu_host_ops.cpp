@@ -1,11 +1,15 @@
 #include "model/gpu_host_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/moe.h"
 
 namespace tmill {
 namespace {
@@ -32,6 +36,39 @@ class HostOps final : public gpu::Ops {
                 int64_t n_tokens, float* y) override {
     const Matrix m{type, rows, cols, w, row_bytes, "w"};
     matmul_reference(m, x, cols, y, rows, n_tokens);
+    return {};
+  }
+  Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
+                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
+    for (int64_t p = 0; p < n_pairs; ++p) {
+      const Matrix m{type, rows, cols, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[p]) * expert_bytes,
+                     row_bytes, "expert"};
+      matmul_reference(m, x + (p / x_div) * cols, cols, y + p * rows, rows, 1);
+    }
+    return {};
+  }
+  Status moe_route(const gpu::GpuMoeRouteArgs& a) override {
+    std::vector<float> scratch(static_cast<size_t>(a.n_expert));
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      moe_route_token(a.logits + t * a.n_expert, a.n_expert, a.k, a.norm, a.ids + t * a.k, a.weights + t * a.k,
+                      scratch.data(), a.softmax_topk);
+    return {};
+  }
+  Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                     const float* shared, const float* shared_gate) override {
+    for (int64_t t = 0; t < n_tokens; ++t) {  // the CPU MoE's order (model/moe.cpp)
+      float* yt = y + t * n;
+      std::fill(yt, yt + n, 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const float wj = weights[t * k + j];
+        const float* src = yp + (t * k + j) * n;
+        for (int64_t i = 0; i < n; ++i) yt[i] += wj * src[i];
+      }
+      if (shared) {
+        const float g = 1.0f / (1.0f + std::exp(-shared_gate[t]));
+        for (int64_t i = 0; i < n; ++i) yt[i] += g * shared[t * n + i];
+      }
+    }
     return {};
   }
   Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {

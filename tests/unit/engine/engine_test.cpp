@@ -298,44 +298,47 @@ TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
   while (!expected.empty() && expected.back() == '\n') expected.pop_back();
   EXPECT_EQ(out[0].text, expected);
 
-  const std::string model = tiny_model_path("tiny-qwen2");
-  const int32_t n_vocab = make_engine(model)->model_info().n_vocab;
-  std::vector<GenerateRequest> reqs;
-  for (int32_t i = 0; i < 10; ++i) reqs.push_back(greedy(prompt_of(5 + 9 * i, i, n_vocab), 10 + (i % 4) * 5));
-  for (int32_t i = 6; i < 10; ++i) {  // extend request 5's 50-token prompt: prefix-cache hits
-    auto p = reqs[5].prompt;
-    p.push_back(3 + i);
-    reqs[static_cast<size_t>(i)].prompt = p;
+  for (const char* shape : {"tiny-qwen2", "tiny-olmoe"}) {  // dense, and experts routed on the device
+    SCOPED_TRACE(shape);
+    const std::string model = tiny_model_path(shape);
+    const int32_t n_vocab = make_engine(model)->model_info().n_vocab;
+    std::vector<GenerateRequest> reqs;
+    for (int32_t i = 0; i < 10; ++i) reqs.push_back(greedy(prompt_of(5 + 9 * i, i, n_vocab), 10 + (i % 4) * 5));
+    for (int32_t i = 6; i < 10; ++i) {  // extend request 5's 50-token prompt: prefix-cache hits
+      auto p = reqs[5].prompt;
+      p.push_back(3 + i);
+      reqs[static_cast<size_t>(i)].prompt = p;
+    }
+    EngineConfig g;
+    g.model_path = model;
+    g.device = "gpu-oracle";
+    g.threads = 2;
+    g.max_num_seqs = 32;
+    g.enable_prefix_caching = false;
+    auto alone_engine = Engine::create(g);
+    ASSERT_TRUE(alone_engine.ok()) << alone_engine.error();
+    std::vector<std::vector<int32_t>> alone;
+    for (const auto& r : reqs) alone.push_back(run_all(**alone_engine, {r})[0].tokens);
+    g.enable_prefix_caching = true;
+    g.max_num_batched_tokens = 32;  // prompts in chunks beside decodes
+    g.kv_cache_tokens = 256;        // 16 blocks for ~440 tokens of demand: preemption
+    auto batched_engine = Engine::create(g);
+    ASSERT_TRUE(batched_engine.ok()) << batched_engine.error();
+    const auto batched = run_all(**batched_engine, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i].tokens, alone[i]) << "request " << i;
+    EXPECT_GT((*batched_engine)->stats().kv.prefix_hit_tokens, 0);
+    EXPECT_GT((*batched_engine)->stats().num_preemptions, 0u);
   }
-  EngineConfig g;
-  g.model_path = model;
-  g.device = "gpu-oracle";
-  g.threads = 2;
-  g.max_num_seqs = 32;
-  g.enable_prefix_caching = false;
-  auto alone_engine = Engine::create(g);
-  ASSERT_TRUE(alone_engine.ok()) << alone_engine.error();
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& r : reqs) alone.push_back(run_all(**alone_engine, {r})[0].tokens);
-  g.enable_prefix_caching = true;
-  g.max_num_batched_tokens = 32;  // prompts in chunks beside decodes
-  g.kv_cache_tokens = 256;        // 16 blocks for ~440 tokens of demand: preemption
-  auto batched_engine = Engine::create(g);
-  ASSERT_TRUE(batched_engine.ok()) << batched_engine.error();
-  const auto batched = run_all(**batched_engine, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i].tokens, alone[i]) << "request " << i;
-  EXPECT_GT((*batched_engine)->stats().kv.prefix_hit_tokens, 0);
-  EXPECT_GT((*batched_engine)->stats().num_preemptions, 0u);
 }
 
 // What the GPU engine path does not run yet is refused at create, saying what and what to use.
 TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
   EngineConfig c;
   c.device = "gpu-oracle";
-  c.model_path = tiny_model_path("tiny-olmoe");
+  c.model_path = tiny_model_path("tiny-gpt-oss");
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().find("mixture-of-experts"), std::string::npos) << e.error();
+  EXPECT_NE(e.error().find("gpt-oss"), std::string::npos) << e.error();
   EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
   c.model_path = stories_path();
   c.kv_cache_dtype = "int8";

@@ -12,9 +12,11 @@
 #include "core/dtype.h"
 #include "gpu/device.h"
 #include "gpu/kernels.h"
+#include "gpu/ops.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/gpu_host_ops.h"
 #include "quant/quant.h"
 
 namespace tmill::gpu {
@@ -159,6 +161,73 @@ TEST(GpuKernels, GeluMulAndSoftcapMatchTheCpu) {
   for (size_t i = 0; i < g.size(); ++i) {
     EXPECT_NEAR(got_g[i], g[i], 1e-5f * (1.0f + std::fabs(g[i]))) << i;
     EXPECT_NEAR(got_x[i], x[i], 1e-5f * (1.0f + std::fabs(x[i]))) << i;
+  }
+}
+
+// The MoE kernels against the host oracle's (model/gpu_host_ops.h, the CPU MoE's routing and sums):
+// 5 tokens x 2 of 8 experts; the experts' products by id (gate/up reading each token's row, down each
+// pair's), the routing (ids exact; softmax, renormalized, and softmax over the chosen), the weighted
+// sum with a gated shared expert.
+TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  Ops& host = gpu_host_ops();
+  const int64_t X = 8, K = 2, N = 5, rows = 37, cols = 256;
+  std::vector<int32_t> ids = {0, 3, 1, 7, 3, 4, 0, 2, 6, 7};
+  auto dids = put(ids);
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols)), eb = rb * rows;
+    const auto wf = randn(static_cast<size_t>(X * rows * cols), 21);
+    std::vector<uint8_t> w(eb * X);
+    for (int64_t r = 0; r < X * rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+    for (int64_t x_div : {K, int64_t{1}}) {
+      const auto x = randn(static_cast<size_t>(N * K / x_div * cols), 22);
+      std::vector<float> want(static_cast<size_t>(N * K * rows));
+      ASSERT_TRUE(host.matmul_id(t, w.data(), eb, rows, cols, rb, x.data(), x_div, ids.data(), N * K, want.data()).ok());
+      auto dw = put(w), dx = put(x);
+      auto dy = DeviceBuffer::allocate(want.size() * 4);
+      ASSERT_TRUE(dy.ok());
+      ASSERT_TRUE(gemm_id(t, dw.get(), eb, rows, cols, rb, static_cast<const float*>(dx.get()), x_div,
+                          static_cast<const int32_t*>(dids.get()), N * K, static_cast<float*>(dy->get()))
+                      .ok());
+      const auto got = get<float>(*dy, want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " x_div " << x_div << " " << i;
+    }
+  }
+  const auto logits = randn(static_cast<size_t>(N * X), 23);
+  auto dl = put(logits);
+  for (int mode = 0; mode < 3; ++mode) {
+    GpuMoeRouteArgs a;
+    a.logits = logits.data(), a.n_tokens = N, a.n_expert = X, a.k = K, a.norm = mode == 1, a.softmax_topk = mode == 2;
+    std::vector<int32_t> want_ids(static_cast<size_t>(N * K));
+    std::vector<float> want_w(want_ids.size());
+    a.ids = want_ids.data(), a.weights = want_w.data();
+    ASSERT_TRUE(host.moe_route(a).ok());
+    auto di = DeviceBuffer::allocate(want_ids.size() * 4), dwt = DeviceBuffer::allocate(want_w.size() * 4);
+    ASSERT_TRUE(di.ok() && dwt.ok());
+    a.logits = static_cast<const float*>(dl.get()), a.ids = static_cast<int32_t*>(di->get());
+    a.weights = static_cast<float*>(dwt->get());
+    ASSERT_TRUE(moe_route(a).ok());
+    EXPECT_EQ(get<int32_t>(*di, want_ids.size()), want_ids) << "mode " << mode;
+    const auto got_w = get<float>(*dwt, want_w.size());
+    for (size_t i = 0; i < want_w.size(); ++i) EXPECT_NEAR(got_w[i], want_w[i], 1e-6f) << "mode " << mode << " " << i;
+  }
+  const int64_t n = 300;
+  const auto yp = randn(static_cast<size_t>(N * K * n), 24), wts = randn(static_cast<size_t>(N * K), 25),
+             sh = randn(static_cast<size_t>(N * n), 26), sg = randn(static_cast<size_t>(N), 27);
+  for (bool shared : {false, true}) {
+    std::vector<float> want(static_cast<size_t>(N * n));
+    ASSERT_TRUE(host.moe_combine(want.data(), yp.data(), wts.data(), N, K, n, shared ? sh.data() : nullptr, sg.data()).ok());
+    auto dyp = put(yp), dwts = put(wts), dsh = put(sh), dsg = put(sg);
+    auto dy = DeviceBuffer::allocate(want.size() * 4);
+    ASSERT_TRUE(dy.ok());
+    ASSERT_TRUE(moe_combine(static_cast<float*>(dy->get()), static_cast<const float*>(dyp.get()),
+                            static_cast<const float*>(dwts.get()), N, K, n,
+                            shared ? static_cast<const float*>(dsh.get()) : nullptr, static_cast<const float*>(dsg.get()))
+                    .ok());
+    const auto got = get<float>(*dy, want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
   }
 }
 

@@ -1,0 +1,115 @@
+// Mixture-of-experts kernels of the CUDA backend (gpu/kernels.h) besides the experts' products
+// (gemv.cu's gemm_id): the routing of each token to its k experts and the weighted sum of their
+// outputs. Routing stays on the device so a step never waits for the host between layers.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gpu/kernels.h"
+
+namespace tmill::gpu {
+namespace {
+
+constexpr int kMaxExperts = 256, kMaxUsed = 32, kThreads = 128;
+
+// One thread per token, in model/moe.cpp moe_route_token's order of operations: softmax (max, exp of
+// the differences, divide by the sum), top-k by repeated selection (first index wins a tie), the
+// optional softmax over the chosen logits or renormalization, then the k pairs sorted by expert.
+__global__ void route_kernel(GpuMoeRouteArgs a) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= a.n_tokens) return;
+  const float* lg = a.logits + t * a.n_expert;
+  const int ne = static_cast<int>(a.n_expert), k = static_cast<int>(a.k);
+  float p[kMaxExperts];
+  for (int e = 0; e < ne; ++e) p[e] = lg[e];
+  if (!a.softmax_topk) {
+    float mx = p[0];
+    for (int e = 1; e < ne; ++e) mx = fmaxf(mx, p[e]);
+    float sum = 0.0f;
+    for (int e = 0; e < ne; ++e) {
+      p[e] = expf(p[e] - mx);
+      sum += p[e];
+    }
+    for (int e = 0; e < ne; ++e) p[e] /= sum;
+  }
+  int ids[kMaxUsed];
+  float w[kMaxUsed];
+  bool taken[kMaxExperts] = {};
+  float wsum = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < ne; ++e)
+      if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+    ids[j] = best;
+    w[j] = p[best];
+    wsum += p[best];
+    taken[best] = true;
+  }
+  if (a.softmax_topk) {
+    float mx = w[0];
+    for (int j = 1; j < k; ++j) mx = fmaxf(mx, w[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      w[j] = expf(w[j] - mx);
+      sum += w[j];
+    }
+    for (int j = 0; j < k; ++j) w[j] /= sum;
+  }
+  if (a.norm)
+    for (int j = 0; j < k; ++j) w[j] /= wsum;
+  for (int i = 1; i < k; ++i)
+    for (int j = i; j > 0 && ids[j - 1] > ids[j]; --j) {
+      const int ti = ids[j - 1];
+      ids[j - 1] = ids[j];
+      ids[j] = ti;
+      const float tw = w[j - 1];
+      w[j - 1] = w[j];
+      w[j] = tw;
+    }
+  for (int j = 0; j < k; ++j) {
+    a.ids[t * k + j] = ids[j];
+    a.weights[t * k + j] = w[j];
+  }
+}
+
+// One thread per output element: the k weighted rows summed in order, then the gated shared expert.
+__global__ void combine_kernel(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                               const float* shared, const float* shared_gate) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_tokens * n) return;
+  const int64_t t = i / n, c = i % n;
+  float s = 0.0f;
+  for (int64_t j = 0; j < k; ++j) s = __fadd_rn(s, __fmul_rn(weights[t * k + j], yp[(t * k + j) * n + c]));
+  if (shared) {
+    const float g = 1.0f / (1.0f + expf(-shared_gate[t]));
+    s = __fadd_rn(s, __fmul_rn(g, shared[i]));
+  }
+  y[i] = s;
+}
+
+Status launched(const char* what) {
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+Status moe_route(const GpuMoeRouteArgs& a) {
+  if (a.n_expert <= 0 || a.n_expert > kMaxExperts || a.k <= 0 || a.k > kMaxUsed || a.k > a.n_expert)
+    return Error{"CUDA moe_route: at most 256 experts and 32 of them per token"};
+  if (a.n_tokens <= 0) return {};
+  route_kernel<<<static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads>>>(a);
+  return launched("moe_route");
+}
+
+Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                   const float* shared, const float* shared_gate) {
+  const int64_t total = n_tokens * n;
+  if (total <= 0) return {};
+  combine_kernel<<<static_cast<unsigned>((total + 255) / 256), 256>>>(y, yp, weights, n_tokens, k, n, shared,
+                                                                      shared_gate);
+  return launched("moe_combine");
+}
+
+}  // namespace tmill::gpu
