@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/stream.cuh"
 
 namespace tmill::gpu {
 namespace {
@@ -106,11 +107,6 @@ __global__ void softcap_kernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = cap * tanhf(x[i] / cap);
 }
 
-Status launched(const char* what) {
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
-  return {};
-}
 
 }  // namespace
 
@@ -120,26 +116,26 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.block_size <= 0) return Error{"CUDA attention: block_size must be positive"};
   if (a.n_tokens <= 0) return {};
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv));
-  attn_decode_f16<<<grid, 32 * kWarps>>>(a);
+  attn_decode_f16<<<grid, 32 * kWarps, 0, stream()>>>(a);
   return launched("paged attention");
 }
 
 Status silu_mul(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
-  silu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(g, u, n);
+  silu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(g, u, n);
   return launched("silu_mul");
 }
 
 Status gelu_mul(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
-  gelu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(g, u, n);
+  gelu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(g, u, n);
   return launched("gelu_mul");
 }
 
 Status softcap(float* x, int64_t n, float cap) {
   if (n <= 0) return {};
   if (!(cap > 0.0f)) return Error{"CUDA softcap: the cap must be positive"};
-  softcap_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(x, n, cap);
+  softcap_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(x, n, cap);
   return launched("softcap");
 }
 

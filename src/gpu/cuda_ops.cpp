@@ -46,6 +46,10 @@ class CudaOps final : public Ops {
   Status gelu_mul(float* g, const float* u, int64_t n) override { return gpu::gelu_mul(g, u, n); }
   Status softcap(float* x, int64_t n, float cap) override { return gpu::softcap(x, n, cap); }
   Status synchronize() override { return gpu::synchronize(); }
+  Status begin_capture() override { return gpu::begin_capture(); }
+  Result<void*> end_capture() override { return gpu::end_capture(); }
+  Status replay(void* graph) override { return launch_graph(graph); }
+  void drop_graph(void* graph) override { destroy_graph(graph); }
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "gpu/device.h"
+#include "gpu/kernels.h"
+#include "gpu/stream.cuh"
 
 namespace tmill::gpu {
 namespace {
@@ -13,6 +15,15 @@ Error cuda_error(const char* what, cudaError_t e) {
   return Error{std::string("CUDA: ") + what + ": " + cudaGetErrorString(e) + " (" + std::to_string(static_cast<int>(e)) + ")"};
 }
 }  // namespace
+
+cudaStream_t stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t created = nullptr;
+    if (cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) != cudaSuccess) created = nullptr;
+    return created;  // null (the legacy stream) only if the device is unusable; the next call reports it
+  }();
+  return s;
+}
 
 bool built_with_cuda() { return true; }
 
@@ -55,19 +66,23 @@ void device_free(void* p) {
 
 Status copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return {};
-  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice); e != cudaSuccess) return cuda_error("upload", e);
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()); e != cudaSuccess)
+    return cuda_error("upload", e);
+  if (cudaError_t e = cudaStreamSynchronize(stream()); e != cudaSuccess) return cuda_error("upload", e);
   return {};
 }
 
 Status copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return {};
-  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess) return cuda_error("download", e);
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()); e != cudaSuccess)
+    return cuda_error("download", e);
+  if (cudaError_t e = cudaStreamSynchronize(stream()); e != cudaSuccess) return cuda_error("download", e);
   return {};
 }
 
 Status copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return {};
-  if (cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice); e != cudaSuccess)
+  if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()); e != cudaSuccess)
     return cuda_error("device copy", e);
   return {};
 }
@@ -93,17 +108,44 @@ Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
 
 Status DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
   if (offset + bytes > bytes_) return Error{"DeviceBuffer::upload past the end"};
-  if (cudaError_t e = cudaMemcpy(static_cast<char*>(p_) + offset, src, bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
-    return cuda_error("upload", e);
-  return {};
+  return copy_to_device(static_cast<char*>(p_) + offset, src, bytes);
 }
 
 Status DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
   if (offset + bytes > bytes_) return Error{"DeviceBuffer::download past the end"};
-  if (cudaError_t e = cudaMemcpy(dst, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost);
-      e != cudaSuccess)
-    return cuda_error("download", e);
+  return copy_to_host(dst, static_cast<const char*>(p_) + offset, bytes);
+}
+
+Status synchronize() {
+  if (cudaError_t e = cudaStreamSynchronize(stream()); e != cudaSuccess)
+    return Error{std::string("CUDA: a kernel failed: ") + cudaGetErrorString(e)};
   return {};
+}
+
+Status begin_capture() {
+  if (cudaError_t e = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal); e != cudaSuccess)
+    return cuda_error("beginning a graph capture", e);
+  return {};
+}
+
+Result<void*> end_capture() {
+  cudaGraph_t graph = nullptr;
+  if (cudaError_t e = cudaStreamEndCapture(stream(), &graph); e != cudaSuccess) return cuda_error("ending a graph capture", e);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) return cuda_error("instantiating a graph", e);
+  return static_cast<void*>(exec);
+}
+
+Status launch_graph(void* graph) {
+  if (cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream()); e != cudaSuccess)
+    return cuda_error("launching a graph", e);
+  return {};
+}
+
+void destroy_graph(void* graph) {
+  if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 }  // namespace tmill::gpu

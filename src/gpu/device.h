@@ -25,12 +25,22 @@ bool built_with_cuda();
 Result<std::vector<GpuInfo>> gpu_devices();
 
 // Raw device memory for callers that manage it themselves (gpu/ops.h): device_free(nullptr) is a no-op;
-// copies are synchronous.
+// copies run in order with the kernels on the backend's stream; to and from the host they return
+// when done, device to device they are queued.
 Result<void*> device_alloc(size_t bytes);
 void device_free(void* p);
 Status copy_to_device(void* dst, const void* src, size_t bytes);
 Status copy_to_host(void* dst, const void* src, size_t bytes);
 Status copy_on_device(void* dst, const void* src, size_t bytes);
+
+// CUDA graphs on the backend's stream: between begin_capture and end_capture the kernels and device
+// copies queued are recorded instead of run (no host copies or synchronize in between); end_capture
+// returns the executable graph, launch_graph queues it (the same kernels with the same arguments:
+// what changes between launches is the data behind the pointers), destroy_graph frees it.
+Status begin_capture();
+Result<void*> end_capture();
+Status launch_graph(void* graph);
+void destroy_graph(void* graph);
 
 // Device memory (on the current device), freed by DeviceBuffer's destructor.
 class DeviceBuffer {

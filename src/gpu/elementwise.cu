@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/stream.cuh"
 
 namespace tmill::gpu {
 namespace {
@@ -55,23 +56,18 @@ __global__ void kv_store_kernel(GpuKvStoreArgs a) {
   reinterpret_cast<__half*>(a.v_tiles)[tile + slot * a.head_dim + d] = __float2half_rn(a.v[i]);
 }
 
-Status launched(const char* what) {
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
-  return {};
-}
 
 }  // namespace
 
 Status add(float* y, const float* x, int64_t n) {
   if (n <= 0) return {};
-  add_kernel<<<blocks_for(n), kThreads>>>(y, x, n);
+  add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, n);
   return launched("add");
 }
 
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return {};
-  add_rows_kernel<<<blocks_for(n_rows * n), kThreads>>>(y, b, n_rows * n, n);
+  add_rows_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream()>>>(y, b, n_rows * n, n);
   return launched("add_rows");
 }
 
@@ -79,7 +75,7 @@ Status rope(const GpuRopeArgs& a) {
   if (a.n_rot <= 0 || a.n_rot > a.head_dim || a.n_rot % 2 != 0) return Error{"CUDA rope: n_rot must be even and <= head_dim"};
   const int64_t n = a.n_tokens * a.n_heads * (a.n_rot / 2);
   if (n <= 0) return {};
-  rope_kernel<<<blocks_for(n), kThreads>>>(a);
+  rope_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(a);
   return launched("rope");
 }
 
@@ -87,7 +83,7 @@ Status kv_store(const GpuKvStoreArgs& a) {
   if (a.block_size <= 0 || a.max_blocks <= 0) return Error{"CUDA kv_store: block_size and max_blocks must be positive"};
   const int64_t n = a.n_tokens * a.n_head_kv * a.head_dim;
   if (n <= 0) return {};
-  kv_store_kernel<<<blocks_for(n), kThreads>>>(a);
+  kv_store_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(a);
   return launched("kv_store");
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/stream.cuh"
 
 namespace tmill::gpu {
 namespace {
@@ -262,11 +263,6 @@ __global__ void rmsnorm_rows(const float* x, const float* weight, float* y, int6
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * weight[i];
 }
 
-Status launched(const char* what) {
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
-  return {};
-}
 
 }  // namespace
 
@@ -300,18 +296,18 @@ Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_
   const bool vec = cols % 256 == 0 && row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    id.expert_bytes % 16 == 0;
   switch (type) {
-    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::F32: gemv_float<DType::F32><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::F32: gemv_float<DType::F32><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F16:
-      if (vec) gemv_half_vec<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
-      else gemv_float<DType::F16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      if (vec) gemv_half_vec<DType::F16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else gemv_float<DType::F16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
     default:
-      if (vec) gemv_half_vec<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
-      else gemv_float<DType::BF16><<<grid, block>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      if (vec) gemv_half_vec<DType::BF16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else gemv_float<DType::BF16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
   }
   return launched(id.ids ? "gemm_id" : "gemm");
@@ -350,14 +346,9 @@ Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int
 
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0) return {};
-  rmsnorm_rows<<<static_cast<unsigned>(n_rows), 256>>>(x, weight, y, n, eps);
+  rmsnorm_rows<<<static_cast<unsigned>(n_rows), 256, 0, stream()>>>(x, weight, y, n, eps);
   return launched("rmsnorm");
 }
 
-Status synchronize() {
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
-    return Error{std::string("CUDA: a kernel failed: ") + cudaGetErrorString(e)};
-  return {};
-}
 
 }  // namespace tmill::gpu

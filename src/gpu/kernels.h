@@ -1,6 +1,6 @@
 // CUDA kernels of the GPU backend, host-callable (defined in gpu/*.cu; built with -DTM_CUDA=ON only,
 // else each returns an error). All pointers are device memory (gpu/device.h); calls are asynchronous
-// on the default stream, synchronize() waits and reports a kernel's failure. The CPU kernels
+// on the backend's one stream (gpu/stream.cuh), synchronize() waits and reports a kernel's failure. The CPU kernels
 // (kernels/matmul.h matmul_reference) are their oracle: tests/unit/gpu.
 #pragma once
 

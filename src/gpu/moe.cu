@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/stream.cuh"
 
 namespace tmill::gpu {
 namespace {
@@ -87,11 +88,6 @@ __global__ void combine_kernel(float* y, const float* yp, const float* weights, 
   y[i] = s;
 }
 
-Status launched(const char* what) {
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return Error{std::string("CUDA: launching ") + what + ": " + cudaGetErrorString(e)};
-  return {};
-}
 
 }  // namespace
 
@@ -99,7 +95,7 @@ Status moe_route(const GpuMoeRouteArgs& a) {
   if (a.n_expert <= 0 || a.n_expert > kMaxExperts || a.k <= 0 || a.k > kMaxUsed || a.k > a.n_expert)
     return Error{"CUDA moe_route: at most 256 experts and 32 of them per token"};
   if (a.n_tokens <= 0) return {};
-  route_kernel<<<static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads>>>(a);
+  route_kernel<<<static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(a);
   return launched("moe_route");
 }
 
@@ -107,7 +103,7 @@ Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_to
                    const float* shared, const float* shared_gate) {
   const int64_t total = n_tokens * n;
   if (total <= 0) return {};
-  combine_kernel<<<static_cast<unsigned>((total + 255) / 256), 256>>>(y, yp, weights, n_tokens, k, n, shared,
+  combine_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream()>>>(y, yp, weights, n_tokens, k, n, shared,
                                                                       shared_gate);
   return launched("moe_combine");
 }

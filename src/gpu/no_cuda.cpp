@@ -47,6 +47,10 @@ Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
 Status rope(const GpuRopeArgs&) { return no_cuda(); }
 Status kv_store(const GpuKvStoreArgs&) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }
+Status begin_capture() { return no_cuda(); }
+Result<void*> end_capture() { return no_cuda(); }
+Status launch_graph(void*) { return no_cuda(); }
+void destroy_graph(void*) {}
 
 }  // namespace tmill::gpu
 #endif

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "gpu/device.h"
 #include "gpu/kernels.h"
 
 namespace tmill::gpu {
@@ -53,6 +54,14 @@ class Ops {
   virtual Status gelu_mul(float* g, const float* u, int64_t n) = 0;
   virtual Status softcap(float* x, int64_t n, float cap) = 0;
   virtual Status synchronize() = 0;
+  // Graphs (CUDA graphs; the host backend records the calls): between begin_capture and end_capture
+  // the calls above are recorded, not run -- upload, download and synchronize are errors then -- and
+  // replay runs the recording again with the same arguments, so only the data behind the pointers may
+  // differ from one replay to the next. drop_graph(null) is a no-op.
+  virtual Status begin_capture() = 0;
+  virtual Result<void*> end_capture() = 0;
+  virtual Status replay(void* graph) = 0;
+  virtual void drop_graph(void* graph) = 0;
 };
 
 // The CUDA backend (one per process, the current device). Built without CUDA, every call returns

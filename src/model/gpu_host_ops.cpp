@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -13,6 +15,13 @@
 
 namespace tmill {
 namespace {
+
+// A graph of the host backend: the recorded calls, as closures over their arguments (by value, as a
+// CUDA graph keeps its kernels' parameters).
+using Recording = std::vector<std::function<void()>>;
+// The recording of this thread's capture, if one is open (captures are per thread, as CUDA's
+// thread-local capture mode; the backend object is shared).
+thread_local Recording* recording = nullptr;
 
 class HostOps final : public gpu::Ops {
  public:
@@ -25,105 +34,150 @@ class HostOps final : public gpu::Ops {
     return p;
   }
   void release(void* p) override { std::free(p); }
-  Status upload(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
-  Status download(void* dst, const void* src, size_t bytes) override { return copy(dst, src, bytes); }
+  Status upload(void* dst, const void* src, size_t bytes) override { return host_copy("upload", dst, src, bytes); }
+  Status download(void* dst, const void* src, size_t bytes) override { return host_copy("download", dst, src, bytes); }
   Status copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memmove(dst, src, bytes);
-    return {};
+    return run([=] {
+      if (bytes) std::memmove(dst, src, bytes);
+    });
   }
   bool supports(DType) const override { return true; }
   Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
                 int64_t n_tokens, float* y) override {
-    const Matrix m{type, rows, cols, w, row_bytes, "w"};
-    matmul_reference(m, x, cols, y, rows, n_tokens);
-    return {};
+    return run([=] {
+      const Matrix m{type, rows, cols, w, row_bytes, "w"};
+      matmul_reference(m, x, cols, y, rows, n_tokens);
+    });
   }
   Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
                    const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
-    for (int64_t p = 0; p < n_pairs; ++p) {
-      const Matrix m{type, rows, cols, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[p]) * expert_bytes,
-                     row_bytes, "expert"};
-      matmul_reference(m, x + (p / x_div) * cols, cols, y + p * rows, rows, 1);
-    }
-    return {};
+    return run([=] {
+      for (int64_t p = 0; p < n_pairs; ++p) {
+        const Matrix m{type, rows, cols, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[p]) * expert_bytes,
+                       row_bytes, "expert"};
+        matmul_reference(m, x + (p / x_div) * cols, cols, y + p * rows, rows, 1);
+      }
+    });
   }
   Status moe_route(const gpu::GpuMoeRouteArgs& a) override {
-    std::vector<float> scratch(static_cast<size_t>(a.n_expert));
-    for (int64_t t = 0; t < a.n_tokens; ++t)
-      moe_route_token(a.logits + t * a.n_expert, a.n_expert, a.k, a.norm, a.ids + t * a.k, a.weights + t * a.k,
-                      scratch.data(), a.softmax_topk);
-    return {};
+    return run([=] {
+      std::vector<float> scratch(static_cast<size_t>(a.n_expert));
+      for (int64_t t = 0; t < a.n_tokens; ++t)
+        moe_route_token(a.logits + t * a.n_expert, a.n_expert, a.k, a.norm, a.ids + t * a.k, a.weights + t * a.k,
+                        scratch.data(), a.softmax_topk);
+    });
   }
   Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                      const float* shared, const float* shared_gate) override {
-    for (int64_t t = 0; t < n_tokens; ++t) {  // the CPU MoE's order (model/moe.cpp)
-      float* yt = y + t * n;
-      std::fill(yt, yt + n, 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        const float wj = weights[t * k + j];
-        const float* src = yp + (t * k + j) * n;
-        for (int64_t i = 0; i < n; ++i) yt[i] += wj * src[i];
+    return run([=] {
+      for (int64_t t = 0; t < n_tokens; ++t) {  // the CPU MoE's order (model/moe.cpp)
+        float* yt = y + t * n;
+        std::fill(yt, yt + n, 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          const float wj = weights[t * k + j];
+          const float* src = yp + (t * k + j) * n;
+          for (int64_t i = 0; i < n; ++i) yt[i] += wj * src[i];
+        }
+        if (shared) {
+          const float g = 1.0f / (1.0f + std::exp(-shared_gate[t]));
+          for (int64_t i = 0; i < n; ++i) yt[i] += g * shared[t * n + i];
+        }
       }
-      if (shared) {
-        const float g = 1.0f / (1.0f + std::exp(-shared_gate[t]));
-        for (int64_t i = 0; i < n; ++i) yt[i] += g * shared[t * n + i];
-      }
-    }
-    return {};
+    });
   }
   Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
-    rmsnorm_rows(x, n, weight, y, n, n_rows, n, eps);
-    return {};
+    return run([=] {
+      rmsnorm_rows(x, n, weight, y, n, n_rows, n, eps);
+    });
   }
   Status add(float* y, const float* x, int64_t n) override {
-    add_inplace(y, x, n);
-    return {};
+    return run([=] {
+      add_inplace(y, x, n);
+    });
   }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override {
-    for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b, n);
-    return {};
+    return run([=] {
+      for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b, n);
+    });
   }
   Status rope(const gpu::GpuRopeArgs& a) override {
-    const int64_t half = a.n_rot / 2;
-    for (int64_t t = 0; t < a.n_tokens; ++t)
-      rope_heads_cs(a.x + t * a.n_heads * a.head_dim, a.n_heads, a.head_dim, a.n_rot, a.cos + t * half, a.sin + t * half,
-                    a.neox);
-    return {};
+    return run([=] {
+      const int64_t half = a.n_rot / 2;
+      for (int64_t t = 0; t < a.n_tokens; ++t)
+        rope_heads_cs(a.x + t * a.n_heads * a.head_dim, a.n_heads, a.head_dim, a.n_rot, a.cos + t * half, a.sin + t * half,
+                      a.neox);
+    });
   }
   Status kv_store(const gpu::GpuKvStoreArgs& a) override {
-    const PagedKvView view{a.k_tiles, a.v_tiles, DType::F16, a.n_head_kv, a.block_size, a.head_dim};
-    const int64_t kd = a.n_head_kv * a.head_dim;
-    for (int64_t t = 0; t < a.n_tokens; ++t)
-      paged_kv_store(view, a.block_tables + t * a.max_blocks, a.pos[t], a.k + t * kd, a.v + t * kd);
-    return {};
+    return run([=] {
+      const PagedKvView view{a.k_tiles, a.v_tiles, DType::F16, a.n_head_kv, a.block_size, a.head_dim};
+      const int64_t kd = a.n_head_kv * a.head_dim;
+      for (int64_t t = 0; t < a.n_tokens; ++t)
+        paged_kv_store(view, a.block_tables + t * a.max_blocks, a.pos[t], a.k + t * kd, a.v + t * kd);
+    });
   }
   Status attention(const gpu::GpuAttnArgs& a) override {
-    const PagedKvView view{const_cast<uint8_t*>(a.k_tiles), const_cast<uint8_t*>(a.v_tiles), DType::F16, a.n_head_kv,
-                           a.block_size, a.head_dim};
-    const int64_t group = a.n_head / a.n_head_kv, hd = a.head_dim;
-    for (int64_t t = 0; t < a.n_tokens; ++t)
-      for (int64_t h = 0; h < a.n_head_kv; ++h) {
-        const int64_t off = (t * a.n_head + h * group) * hd;
-        const int64_t n_ctx = a.n_ctx[t];
-        const AttnMask mask{a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0, a.softcap, nullptr};
-        paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, n_ctx, a.scale,
-                                        a.out + off, mask);
-      }
-    return {};
+    return run([=] {
+      const PagedKvView view{const_cast<uint8_t*>(a.k_tiles), const_cast<uint8_t*>(a.v_tiles), DType::F16, a.n_head_kv,
+                             a.block_size, a.head_dim};
+      const int64_t group = a.n_head / a.n_head_kv, hd = a.head_dim;
+      for (int64_t t = 0; t < a.n_tokens; ++t)
+        for (int64_t h = 0; h < a.n_head_kv; ++h) {
+          const int64_t off = (t * a.n_head + h * group) * hd;
+          const int64_t n_ctx = a.n_ctx[t];
+          const AttnMask mask{a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0, a.softcap, nullptr};
+          paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, n_ctx, a.scale,
+                                          a.out + off, mask);
+        }
+    });
   }
   Status silu_mul(float* g, const float* u, int64_t n) override {
-    tmill::silu_mul(g, u, n);
-    return {};
+    return run([=] {
+      tmill::silu_mul(g, u, n);
+    });
   }
   Status gelu_mul(float* g, const float* u, int64_t n) override {
-    tmill::gelu_mul(g, u, n);
-    return {};
+    return run([=] {
+      tmill::gelu_mul(g, u, n);
+    });
   }
   Status softcap(float* x, int64_t n, float cap) override {
-    softcap_inplace(x, n, cap);
+    return run([=] {
+      softcap_inplace(x, n, cap);
+    });
+  }
+  Status synchronize() override { return recording ? Error{"host backend: synchronize while capturing a graph"} : Status{}; }
+  Status begin_capture() override {
+    if (recording) return Error{"host backend: a graph capture is already open on this thread"};
+    recording = new Recording;
     return {};
   }
-  Status synchronize() override { return {}; }
+  Result<void*> end_capture() override {
+    if (!recording) return Error{"host backend: no graph capture is open on this thread"};
+    void* g = recording;
+    recording = nullptr;
+    return g;
+  }
+  Status replay(void* graph) override {
+    if (recording) return Error{"host backend: replaying a graph while capturing one"};
+    for (const auto& call : *static_cast<Recording*>(graph)) call();
+    return {};
+  }
+  void drop_graph(void* graph) override { delete static_cast<Recording*>(graph); }
+
+ private:
+  // Runs a call now, or records it while this thread captures a graph.
+  template <class F>
+  static Status run(F&& f) {
+    if (recording) recording->emplace_back(std::forward<F>(f));
+    else f();
+    return {};
+  }
+  static Status host_copy(const char* what, void* dst, const void* src, size_t bytes) {
+    if (recording) return Error{std::string("host backend: ") + what + " while capturing a graph"};
+    if (bytes) std::memmove(dst, src, bytes);
+    return {};
+  }
 };
 
 }  // namespace
