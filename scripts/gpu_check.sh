@@ -7,13 +7,15 @@
 #   LD_LIBRARY_PATH=.gpu-bundle/lib scripts/gpu_check.sh .gpu-bundle/test_gpu .gpu-bundle/tokenmill
 #
 # 1. every GPU test: the kernels against the CPU oracle, the GPU forward against the CPU reference
-#    forward on tiny models of every dense family and on stories260K's greedy decode (fails if the
+#    forward on tiny models of every dense and MoE family, with and without CUDA graphs, and on
+#    stories260K's greedy decode (fails if the
 #    device tests were skipped: no device visible is a failure here);
 # 2. with the tokenmill binary: the engine end to end on the GPU (stories260K's greedy text through
 #    `generate --device cuda`), then decode speed: random-weight files of the Llama-3-8B shape (BF16,
 #    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
-#    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode.
+#    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
+#    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs.
 # Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
 # machine without a GPU (to check the script, not the GPU): GPU_CHECK_DEVICE=gpu-oracle (device tests may
 # skip, the engine runs its GPU path on the host oracle) with GPU_CHECK_SPECS="tiny-llama:Q8_0" and
@@ -54,9 +56,9 @@ fi
 DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
 BW=${GPU_CHECK_BW:-4.8e12}
 mkdir -p "$DIR"
-bench() {  # file batch -> tok/s
+bench() {  # file batch [extra flags] -> tok/s
   timeout 300 "$TM" bench engine --model "$1" --device "$DEV" --batch "$2" --prompt-len 128 --gen-len 128 \
-    --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json 2>/dev/null |
+    --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json "${@:3}" 2>/dev/null |
     sed -n 's/.*"gen_tokens_per_s": *\([0-9.eE+-]*\).*/\1/p' | tail -1
 }
 for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16}; do
@@ -70,6 +72,9 @@ for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16
       awk -v g="$GPU" -v s="$shape" -v d="$dtype" -v t="$t" -v by="$bytes" -v bw="$BW" 'BEGIN {
         printf "gpu_check: %s %s %s decode 1 stream: %.1f tok/s, %.0f GB/s of weights = %.0f %% of %.1f TB/s\n",
           g, s, d, t, t * by / 1e9, 100 * t * by / bw, bw / 1e12 }'
+      # the same without CUDA graphs: what launch overhead costs (small models are bound by it)
+      e=$(bench "$f" 1 --enforce-eager)
+      echo "gpu_check: $GPU $shape $dtype decode 1 stream with --enforce-eager (no CUDA graphs): ${e:-no figure} tok/s"
     else
       echo "gpu_check: $GPU $shape $dtype $b streams x 128 generated: $t tok/s"
     fi

@@ -27,9 +27,13 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--device", o.device,
                  "where the engine computes: cpu, or auto (vLLM's spelling: the CPU for now); cuda: the first NVIDIA "
-                 "GPU (a build with -DTM_CUDA=ON; the dense families llama/qwen2/qwen3/phi3/gemma2/gemma3 with an F16 KV "
-                 "cache, others are refused saying what they lack); gpu-oracle: the GPU engine path on the CPU (tests, slow)")
+                 "GPU (a build with -DTM_CUDA=ON; llama/qwen2/qwen3/phi3/gemma2/gemma3 and the MoE families but gpt-oss, "
+                 "with an F16 KV cache; others are refused saying what they lack); gpu-oracle: the GPU engine path on "
+                 "the CPU (tests, slow)")
       ->capture_default_str();
+  app.add_flag("--enforce-eager", o.enforce_eager,
+               "GPU devices: run decode steps without CUDA graphs (vLLM's flag; by default each batch size's graph "
+               "is captured once and replayed); no effect on the CPU");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
@@ -129,6 +133,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.device = o.device;
   TM_TRY(Engine::check_device(c.device));  // before a server listens or a model loads
   if (o.gpu_memory_utilization != 0) c.gpu_memory_utilization = o.gpu_memory_utilization;
+  c.enforce_eager = o.enforce_eager;
   if (!o.kv_cache_memory.empty()) {
     auto b = parse_kv_cache_memory(o.kv_cache_memory);
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};

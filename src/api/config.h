@@ -47,12 +47,15 @@ struct EngineConfig {
   std::string model_path;               // GGUF model file
   int threads = 0;                      // 0: all cores this process may use
   // cpu or auto (the CPU); cuda: the GPU forward (model/gpu_forward.h) on the first CUDA device, for the
-  // dense families it runs (others are refused at create, saying what they lack); gpu-oracle: that
+  // families it runs (others are refused at create, saying what they lack); gpu-oracle: that
   // same GPU engine path on the host oracle backend (tests and debugging; slow, no GPU needed).
   std::string device = "cpu";
   // --device cuda: vLLM's --gpu-memory-utilization, the share of the GPU's memory for weights,
   // activations and KV cache (the KV cache gets what is left, kv_cache_bytes then ignored).
   double gpu_memory_utilization = 0.9;
+  // GPU devices: vLLM's --enforce-eager, decode steps without CUDA graphs (by default a step of up to
+  // max_num_seqs single-token sequences replays the graph of its batch bucket: one launch per step).
+  bool enforce_eager = false;
   uint64_t kv_cache_bytes = 0;          // 0: automatic (see the memory plan)
   // > 0: weights (as prepared) + KV cache may take at most this: the automatic KV cache is capped at
   // it minus the weights; weights, or weights plus an explicit KV size, above it are a load error.

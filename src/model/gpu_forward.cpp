@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/log.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -77,10 +78,12 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
   return 4 * (floats + ints);
 }
 
-GpuForward::GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv)
-    : model_(std::move(model)), ops_(ops), kv_(kv) {}
+GpuForward::GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv,
+                       const GpuForwardOptions& opts)
+    : model_(std::move(model)), ops_(ops), kv_(kv), opts_(opts) {}
 
 GpuForward::~GpuForward() {
+  drop_graphs();
   for (void* p : scratch_) ops_.release(p);
   for (const Buf& b : bufs_) ops_.release(b.p);
 }
@@ -125,16 +128,19 @@ Result<const float*> GpuForward::upload(const std::vector<float>& v) {
 }
 
 Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Model> model, gpu::Ops& ops,
-                                                       const KvLayout& kv) {
+                                                       const KvLayout& kv, const GpuForwardOptions& opts) {
   TM_TRY(ops.available());
   TM_TRY(gpu_forward_supports(*model, ops, kv.dtype));
   const ModelConfig& c = model->config();
   if (kv.n_layer != c.n_layer || kv.n_head_kv != c.n_head_kv || kv.head_dim != c.head_dim || kv.num_blocks <= 0)
     return Error{"GPU forward: the KV layout does not match the model"};
-  std::unique_ptr<GpuForward> f(new GpuForward(std::move(model), ops, kv));
+  if (opts.graph_max_batch < 0 || (opts.graph_max_batch > 0 && opts.graph_max_blocks <= 0))
+    return Error{"GPU forward: graphs need a positive batch and block-table size"};
+  std::unique_ptr<GpuForward> f(new GpuForward(std::move(model), ops, kv, opts));
   const ModelWeights& w = f->model_->weights();
   f->layers_.resize(w.layers.size());
-  const size_t kv_layer_bytes = kv.block_bytes_per_layer() * static_cast<size_t>(kv.num_blocks);
+  const int64_t spare = opts.graph_max_batch > 0 ? 1 : 0;  // where graph padding tokens write
+  const size_t kv_layer_bytes = kv.block_bytes_per_layer() * static_cast<size_t>(kv.num_blocks + spare);
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     DevLayer& D = f->layers_[l];
@@ -174,6 +180,10 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
   TM_ASSIGN_OR_RETURN(f->output_, f->upload(w.output));
   TM_ASSIGN_OR_RETURN(f->output_norm_, f->upload(w.output_norm));
   f->set_context_length(c.n_ctx_train);
+  if (opts.scratch_tokens > 0)
+    TM_TRY(f->ensure_scratch(std::max(opts.scratch_tokens, opts.graph_max_batch),
+                             std::max({opts.scratch_blocks, opts.graph_max_blocks, int64_t{1}}),
+                             std::max(opts.scratch_tokens, opts.graph_max_batch)));
   TM_TRY(ops.synchronize());
   return f;
 }
@@ -187,6 +197,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   if (n <= cap_tokens_ && max_blocks <= cap_blocks_ && rows <= cap_rows_) return {};
   for (void* p : scratch_) ops_.release(p);
   scratch_.clear();
+  ++scratch_gen_;
   const ModelConfig& c = model_->config();
   cap_tokens_ = std::max(n, cap_tokens_);
   cap_blocks_ = std::max(max_blocks, cap_blocks_);
@@ -266,47 +277,36 @@ Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
   return ops_.moe_combine(xb_, ey_, route_w_, N, K, E, shared ? sh_y_ : nullptr, shared ? sh_gate_ : nullptr);
 }
 
-Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t max_blocks) {
   const ModelConfig& c = model_->config();
   const ModelWeights& w = model_->weights();
-  const int64_t N = static_cast<int64_t>(batch.tokens.size());
-  if (N == 0) return Error{"GPU forward: empty batch"};
-  if (!batch.loras.empty()) return Error{"GPU forward: LoRA adapters are not supported on the GPU yet"};
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
-  int64_t max_blocks = 1;
-  for (const SeqSlice& s : batch.seqs) {
-    if (static_cast<int64_t>(s.block_table.size()) * kv_.block_size < s.pos_begin + s.n_tokens)
-      return Error{"GPU forward: a block table is too short for its sequence"};
-    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
-  }
-  const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
-  const auto R = static_cast<int64_t>(rows.size());
-  TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
-
+  const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd, half = c.n_rot / 2;
   // Host side: per-token positions, context lengths, block tables (padded to max_blocks), RoPE
-  // tables and embedding rows; one upload each.
-  const auto NZ = static_cast<size_t>(N);
+  // tables and embedding rows; one upload each. Padding tokens (graph buckets) sit at position 0 of
+  // the spare block with zero embeddings: their K/V lands there, no sequence reads it.
+  const auto NZ = static_cast<size_t>(n_padded);
   h_pos_.assign(NZ, 0);
-  h_n_ctx_.assign(NZ, 0);
-  h_tables_.assign(NZ * static_cast<size_t>(max_blocks), 0);
+  h_n_ctx_.assign(NZ, 1);
+  h_tables_.assign(NZ * static_cast<size_t>(max_blocks), n_padded > N ? static_cast<int32_t>(kv_.num_blocks) : 0);
   for (const SeqSlice& s : batch.seqs)
     for (int32_t i = 0; i < s.n_tokens; ++i) {
       const auto t = static_cast<size_t>(s.token_begin + i);
       h_pos_[t] = s.pos_begin + i;
       h_n_ctx_[t] = s.pos_begin + i + 1;
+      std::fill_n(h_tables_.begin() + static_cast<std::ptrdiff_t>(t * max_blocks), max_blocks, 0);
       std::copy(s.block_table.begin(), s.block_table.end(), h_tables_.begin() + static_cast<std::ptrdiff_t>(t * max_blocks));
     }
   h_cos_.resize(ropes_.size() * NZ * static_cast<size_t>(half));
   h_sin_.resize(h_cos_.size());
   for (size_t r = 0; r < ropes_.size(); ++r) {
     const RopeTable& rt = ropes_[r];
-    for (int64_t t = 0; t < N; ++t) {
-      float* cs = h_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
-      float* sn = h_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
+    for (int64_t t = 0; t < n_padded; ++t) {
+      float* cs = h_cos_.data() + (static_cast<int64_t>(r) * n_padded + t) * half;
+      float* sn = h_sin_.data() + (static_cast<int64_t>(r) * n_padded + t) * half;
       rope_cos_sin_at(rt, h_pos_[static_cast<size_t>(t)], half, cs, sn);
     }
   }
-  h_x_.resize(NZ * static_cast<size_t>(E));
+  h_x_.assign(NZ * static_cast<size_t>(E), 0.0f);
   for (int64_t t = 0; t < N; ++t) {
     const int32_t tok = batch.tokens[static_cast<size_t>(t)];
     if (tok < 0 || tok >= w.token_embd.rows) return Error{fmt::format("GPU forward: token id {} out of range", tok)};
@@ -320,7 +320,12 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
   TM_TRY(ops_.upload(tables_, h_tables_.data(), h_tables_.size() * sizeof(int32_t)));
   TM_TRY(ops_.upload(cos_, h_cos_.data(), h_cos_.size() * sizeof(float)));
   TM_TRY(ops_.upload(sin_, h_sin_.data(), h_sin_.size() * sizeof(float)));
+  return {};
+}
 
+Status GpuForward::layers(int64_t N, int64_t max_blocks) {
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DevLayer& D = layers_[static_cast<size_t>(l)];
     // attention: norm, Q/K/V, biases, q/k norms, RoPE, K/V into the cache, attention, output
@@ -372,9 +377,12 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     if (D.ffn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.ffn_post_norm, xb_, N, E, c.rms_eps));
     TM_TRY(ops_.add(x_, xb_, N * E));
   }
+  return {};
+}
 
-  logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
-  if (R == 0) return ops_.synchronize();
+Status GpuForward::head(const std::vector<int64_t>& rows, bool hidden) {
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd, R = static_cast<int64_t>(rows.size());
   // final norm of the rows that need logits (all of them, contiguous, in a decode step)
   bool contiguous = true;
   for (int64_t r = 0; r < R; ++r) contiguous = contiguous && rows[static_cast<size_t>(r)] == rows[0] + r;
@@ -384,10 +392,101 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
     for (int64_t r = 0; r < R; ++r)
       TM_TRY(ops_.rmsnorm(x_ + rows[static_cast<size_t>(r)] * E, output_norm_, xb_ + r * E, 1, E, c.rms_eps));
   }
-  if (batch.hidden) return ops_.download(logits.data(), xb_, logits.size() * sizeof(float));
+  if (hidden) return {};
   TM_TRY(matmul(output_, xb_, R, logits_));
   if (c.final_softcap > 0) TM_TRY(ops_.softcap(logits_, R * c.n_vocab, c.final_softcap));
+  return {};
+}
+
+int64_t GpuForward::graph_bucket(int64_t n) const {
+  int64_t b = 1;
+  while (b < n && b < 8) b *= 2;
+  if (b < n) b = (n + 7) / 8 * 8;
+  return std::min(b, opts_.graph_max_batch);
+}
+
+bool GpuForward::graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const {
+  const auto N = static_cast<int64_t>(batch.tokens.size());
+  if (opts_.graph_max_batch <= 0 || N > opts_.graph_max_batch || max_blocks > opts_.graph_max_blocks || batch.hidden)
+    return false;
+  for (const SeqSlice& s : batch.seqs)
+    if (s.n_tokens != 1) return false;
+  for (int64_t r = 0; r < N; ++r)
+    if (static_cast<int64_t>(rows.size()) != N || rows[static_cast<size_t>(r)] != r) return false;
+  return true;
+}
+
+void GpuForward::drop_graphs() {
+  for (auto& [bucket, g] : graphs_) ops_.drop_graph(g);
+  graphs_.clear();
+}
+
+Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logits) {
+  const ModelConfig& c = model_->config();
+  const auto N = static_cast<int64_t>(batch.tokens.size());
+  const int64_t B = graph_bucket(N), MB = opts_.graph_max_blocks;
+  // Fixed shapes: scratch for the largest bucket, block tables of graph_max_blocks; a graph keeps the
+  // pointers it was captured with, so scratch regrown by a larger eager step drops them all.
+  TM_TRY(ensure_scratch(opts_.graph_max_batch, MB, opts_.graph_max_batch));
+  if (graphs_scratch_gen_ != scratch_gen_) {
+    drop_graphs();
+    graphs_scratch_gen_ = scratch_gen_;
+  }
+  TM_TRY(stage(batch, B, MB));
+  auto it = graphs_.find(B);
+  if (it == graphs_.end()) {
+    std::vector<int64_t> all(static_cast<size_t>(B));
+    for (int64_t r = 0; r < B; ++r) all[static_cast<size_t>(r)] = r;
+    // A capture the backend cannot make (driver, device) turns graphs off for good: the step and all
+    // later ones run eagerly, and the log says why.
+    auto give_up = [&](const std::string& why) {
+      log_warn("GPU forward: CUDA graphs off, decode steps run eagerly ({})", why);
+      opts_.graph_max_batch = 0;
+      graphs_failed_ = true;
+      return Status{Error{why}};
+    };
+    if (Status b = ops_.begin_capture(); !b.ok()) return give_up(b.error());
+    Status st = layers(B, MB);
+    if (st.ok()) st = head(all, false);
+    auto g = ops_.end_capture();  // always closed, even after a failed call
+    if (!st.ok()) {
+      if (g.ok()) ops_.drop_graph(*g);
+      return st;
+    }
+    if (!g.ok()) return give_up(g.error());
+    it = graphs_.emplace(B, *g).first;
+    ++graph_stats_.captured;
+  }
+  TM_TRY(ops_.replay(it->second));
+  ++graph_stats_.replayed;
+  logits.resize(static_cast<size_t>(N * c.n_vocab));
   return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
+}
+
+Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+  const ModelConfig& c = model_->config();
+  const int64_t N = static_cast<int64_t>(batch.tokens.size());
+  if (N == 0) return Error{"GPU forward: empty batch"};
+  if (!batch.loras.empty()) return Error{"GPU forward: LoRA adapters are not supported on the GPU yet"};
+  int64_t max_blocks = 1;
+  for (const SeqSlice& s : batch.seqs) {
+    if (static_cast<int64_t>(s.block_table.size()) * kv_.block_size < s.pos_begin + s.n_tokens)
+      return Error{"GPU forward: a block table is too short for its sequence"};
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
+  }
+  const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
+  if (graphable(batch, rows, max_blocks)) {
+    Status st = run_graph(batch, logits);
+    if (st.ok() || !graphs_failed_) return st;  // else the same step eagerly
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
+  TM_TRY(stage(batch, N, max_blocks));
+  TM_TRY(layers(N, max_blocks));
+  logits.resize(static_cast<size_t>(R * (batch.hidden ? c.n_embd : c.n_vocab)));
+  if (R == 0) return ops_.synchronize();
+  TM_TRY(head(rows, batch.hidden));
+  return ops_.download(logits.data(), batch.hidden ? xb_ : logits_, logits.size() * sizeof(float));
 }
 
 Status GpuForward::copy_block(int32_t src, int32_t dst) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -27,11 +28,25 @@ namespace tmill {
 // Ok when GpuForward computes this model on `ops` with this KV cache type; else what is missing.
 Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dtype = DType::F16);
 
+struct GpuForwardOptions {
+  // CUDA graphs (vLLM's default; --enforce-eager there turns them off): decode steps -- every sequence
+  // one token, every row's logits -- of up to graph_max_batch tokens whose block tables have at most
+  // graph_max_blocks entries replay a graph captured once per batch bucket (1, 2, 4, 8, then multiples
+  // of 8), the batch padded to its bucket; one launch instead of one per kernel. 0: eager only.
+  int64_t graph_max_batch = 0;
+  int64_t graph_max_blocks = 0;
+  // Scratch allocated at create for steps of up to scratch_tokens tokens (and logits rows) with block
+  // tables of scratch_blocks (0: grown on demand; a regrowth drops the graphs, captured again).
+  int64_t scratch_tokens = 0;
+  int64_t scratch_blocks = 0;
+};
+
 class GpuForward {
  public:
-  // Uploads every weight and allocates the paged KV cache (`kv`: its layout, F16) on the backend.
+  // Uploads every weight and allocates the paged KV cache (`kv`: its layout, F16; with graphs one
+  // spare block more, where padding tokens write) on the backend.
   static Result<std::unique_ptr<GpuForward>> create(std::shared_ptr<const Model> model, gpu::Ops& ops,
-                                                    const KvLayout& kv);
+                                                    const KvLayout& kv, const GpuForwardOptions& opts = {});
   ~GpuForward();
   GpuForward(const GpuForward&) = delete;
   GpuForward& operator=(const GpuForward&) = delete;
@@ -48,6 +63,11 @@ class GpuForward {
   // takes: the memory plan's inputs (gpu/memory_plan.h).
   static uint64_t weight_bytes_of(const Model& model);
   static uint64_t scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows);
+
+  struct GraphStats {
+    int64_t captured = 0, replayed = 0;
+  };
+  GraphStats graph_stats() const { return graph_stats_; }
 
   const Model& model() const { return *model_; }
   const KvLayout& kv_layout() const { return kv_; }
@@ -77,7 +97,7 @@ class GpuForward {
     uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
   };
 
-  GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv);
+  GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv, const GpuForwardOptions& opts);
   Result<void*> alloc(size_t bytes);
   Result<DevMatrix> upload(const Matrix& m);
   Result<const float*> upload(const std::vector<float>& v);  // null for an empty vector
@@ -86,6 +106,16 @@ class GpuForward {
   Result<DevExperts> upload_experts(const LayerWeights& L);
   // The feed-forward block of a MoE layer, xb_ in, xb_ out (model/moe.h's order of operations).
   Status moe_ffn(const DevLayer& D, int64_t n_tokens);
+  // A step in three parts: its inputs uploaded (n_padded >= its tokens: padding for a graph bucket),
+  // the layers over n_tokens rows, the final norm and logits of `rows` into logits_ (or the normed
+  // rows into xb_ when hidden). layers and head only queue backend calls, so a graph can record them.
+  Status stage(const ForwardBatch& batch, int64_t n_padded, int64_t max_blocks);
+  Status layers(int64_t n_tokens, int64_t max_blocks);
+  Status head(const std::vector<int64_t>& rows, bool hidden);
+  bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
+  int64_t graph_bucket(int64_t n) const;
+  Status run_graph(const ForwardBatch& batch, std::vector<float>& logits);
+  void drop_graphs();
 
   std::shared_ptr<const Model> model_;
   gpu::Ops& ops_;
@@ -95,6 +125,11 @@ class GpuForward {
   DevMatrix output_;
   const float* output_norm_ = nullptr;
   std::vector<RopeTable> ropes_;
+  GpuForwardOptions opts_;
+  std::map<int64_t, void*> graphs_;  // by batch bucket
+  uint64_t scratch_gen_ = 0, graphs_scratch_gen_ = 0;  // scratch reallocations; the one the graphs were captured on
+  GraphStats graph_stats_;
+  bool graphs_failed_ = false;  // the backend could not capture: eager from then on
 
   // device scratch, grown on demand: activations (n_tokens rows), per-token int data, RoPE tables
   int64_t cap_tokens_ = 0, cap_blocks_ = 0, cap_rows_ = 0;

@@ -283,7 +283,8 @@ TEST(Engine, DeviceCpuRunsAndCudaIsAClearRefusal) {
 
 // The GPU engine path (--device gpu-oracle: the GPU forward on the host oracle backend, what
 // --device cuda runs with CUDA kernels): stories260K's exact greedy text, and greedy outputs that do
-// not depend on batching, chunking, prefix-cache hits (copy-on-write of shared blocks) or preemption.
+// not depend on batching, chunking, prefix-cache hits (copy-on-write of shared blocks), preemption or
+// decode steps replayed as graphs.
 TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
   EngineConfig c;
   c.model_path = stories_path();
@@ -315,11 +316,13 @@ TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
     g.threads = 2;
     g.max_num_seqs = 32;
     g.enable_prefix_caching = false;
+    g.enforce_eager = true;  // alone without graphs; batched below with them (decode steps replay graphs)
     auto alone_engine = Engine::create(g);
     ASSERT_TRUE(alone_engine.ok()) << alone_engine.error();
     std::vector<std::vector<int32_t>> alone;
     for (const auto& r : reqs) alone.push_back(run_all(**alone_engine, {r})[0].tokens);
     g.enable_prefix_caching = true;
+    g.enforce_eager = false;
     g.max_num_batched_tokens = 32;  // prompts in chunks beside decodes
     g.kv_cache_tokens = 256;        // 16 blocks for ~440 tokens of demand: preemption
     auto batched_engine = Engine::create(g);

@@ -131,6 +131,80 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryMoeFamily) {
     }
 }
 
+// CUDA graphs (GpuForwardOptions): decode steps replay one graph per batch bucket with the step's data
+// behind the pointers it was captured with. The logits equal the eager forward's (bit for bit on the
+// host backend, whose per-token math does not depend on the batch) while sequences join and leave
+// (buckets 1, 2, 4, 8, padded), their block tables cross block boundaries, and a larger eager step
+// regrows the scratch (the graphs are dropped and captured again on the new buffers).
+TEST_P(GpuForwardOn, DecodeGraphsGiveTheEagerLogits) {
+  const bool exact = GetParam() == "host";
+  for (auto [shape, dtype] : {std::pair{"tiny-llama", DType::Q8_0}, std::pair{"tiny-olmoe", DType::Q4_0},
+                              std::pair{"tiny-gemma2", DType::F32}}) {
+    SCOPED_TRACE(shape);
+    auto m = dummy(shape, dtype);
+    ASSERT_NE(m, nullptr);
+    const int64_t V = m->config().n_vocab;
+    auto eager = GpuForward::create(m, ops(), layout_for(*m, 48));
+    auto graph = GpuForward::create(m, ops(), layout_for(*m, 48), GpuForwardOptions{8, 6});
+    ASSERT_TRUE(eager.ok()) << eager.error();
+    ASSERT_TRUE(graph.ok()) << graph.error();
+    std::vector<float> le, lg;
+    auto both = [&](const ForwardBatch& b, const std::string& where) {
+      ASSERT_TRUE((*eager)->run(b, le).ok()) << where;
+      ASSERT_TRUE((*graph)->run(b, lg).ok()) << where;
+      ASSERT_EQ(le.size(), lg.size()) << where;
+      if (exact) {
+        EXPECT_TRUE(std::equal(le.begin(), le.end(), lg.begin())) << where;
+      } else {
+        for (size_t r = 0; r * static_cast<size_t>(V) < le.size(); ++r)
+          expect_close(lg.data() + r * V, std::vector<float>(le.begin() + r * V, le.begin() + (r + 1) * V), V, where);
+      }
+    };
+    // six sequences of 6 blocks each, prompts of 3, 8, ..., 28 tokens in one eager step
+    constexpr int kSeqs = 6;
+    std::vector<int32_t> pos(kSeqs);
+    std::vector<std::vector<int32_t>> tables(kSeqs);
+    ForwardBatch prompts;
+    for (int i = 0; i < kSeqs; ++i) {
+      for (int b = 0; b < 6; ++b) tables[i].push_back(static_cast<int32_t>(6 * (kSeqs - 1 - i) + b));
+      pos[i] = 3 + 5 * i;
+      SeqSlice s{static_cast<int32_t>(prompts.tokens.size()), pos[i], 0, tables[i], SeqSlice::Logits::Last};
+      for (int t = 0; t < pos[i]; ++t) prompts.tokens.push_back((7 * i + 3 * t + 1) % static_cast<int32_t>(V));
+      prompts.seqs.push_back(s);
+    }
+    both(prompts, "prompts");
+    const auto captured_before_regrow = [&] { return (*graph)->graph_stats().captured; };
+    int64_t decode_steps = 0, captured_mid = 0;
+    for (int step = 0; step < 30; ++step) {
+      if (step == 15) {  // a 100-token prompt (eager; more tokens than the first step: the scratch regrows)
+        captured_mid = captured_before_regrow();
+        ForwardBatch p;
+        for (int t = 0; t < 100; ++t) p.tokens.push_back((5 * t + 2) % static_cast<int32_t>(V));
+        p.seqs = {SeqSlice{0, 100, 0, {40, 41, 42, 43, 44, 45, 46}, SeqSlice::Logits::Last}};
+        both(p, "the long prompt");
+      }
+      ForwardBatch d;  // a rotating subset of 1..6 sequences
+      const int n = 1 + (step * 5) % kSeqs;
+      for (int j = 0; j < n; ++j) {
+        const int i = (step + j) % kSeqs;
+        const std::vector<int32_t> used(tables[i].begin(), tables[i].begin() + pos[i] / 16 + 1);  // grows as a scheduler's
+        d.seqs.push_back(SeqSlice{j, 1, pos[i], used, SeqSlice::Logits::Last});
+        d.tokens.push_back((11 * step + 13 * i) % static_cast<int32_t>(V));
+        ++pos[i];
+      }
+      both(d, "decode step " + std::to_string(step));
+      ++decode_steps;
+    }
+    const auto st = (*graph)->graph_stats();
+    EXPECT_EQ(st.replayed, decode_steps);                // every decode step ran on a graph
+    EXPECT_GE(captured_mid, 4);                          // buckets 1, 2, 4, 8 before the regrow
+    EXPECT_GT(st.captured, captured_mid);                // captured again on the regrown scratch
+    EXPECT_LT(st.captured, decode_steps);                // and replayed, not captured each step
+    // a prompt chunk stays eager
+    EXPECT_EQ((*eager)->graph_stats().replayed, 0);
+  }
+}
+
 // A block copied (copy-on-write) serves a second sequence exactly as the original serves the first.
 TEST_P(GpuForwardOn, ACopiedBlockContinuesLikeItsSource) {
   {
