@@ -3,8 +3,8 @@
 // per lane: the lane's score q.k (K tiles are [head_dim][block_size], so the 32 lanes read 32
 // consecutive positions of one dimension: coalesced), a warp max and sum for the online softmax,
 // then the 32 weights broadcast by shuffles while each lane accumulates its head_dim / 32 dimensions
-// of V (V rows are [block_size][head_dim]: coalesced again). Correct first; split-K over long
-// contexts is the next step.
+// of V (V rows are [block_size][head_dim]: coalesced again). Long contexts with few sequences split
+// each (token, KV head)'s positions over several CTAs (flash-decoding) and merge their states.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -28,8 +28,10 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-__global__ void attn_decode_f16(GpuAttnArgs a) {
-  const int64_t t = blockIdx.x, h = blockIdx.y;
+// blockIdx.z is the split: with n_splits > 1 the CTA takes its share of the positions and writes the
+// partial state (m, l, unnormalized acc) of each query head to a.partial; else the output.
+__global__ void attn_decode_f16(GpuAttnArgs a, int n_splits) {
+  const int64_t t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size;
   const int64_t n_ctx = a.n_ctx[t];
@@ -37,6 +39,11 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
   const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
   __shared__ float qs[kWarps][kMaxHeadDim];
   constexpr int kPer = kMaxHeadDim / 32;  // dimensions per lane
+  const int64_t first = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
+  // this split's positions: equal shares of the token's own context, whole 32-position chunks
+  const int64_t share = ((n_ctx - first + n_splits - 1) / n_splits + 31) / 32 * 32;
+  const int64_t begin = first + split * share;
+  const int64_t end = begin + share < n_ctx ? begin + share : n_ctx;
   for (int64_t g = warp; g < G; g += kWarps) {
     const int64_t head = h * G + g;
     const float* q = a.q + (t * a.n_head + head) * hd;
@@ -46,11 +53,10 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
 #pragma unroll
     for (int k = 0; k < kPer; ++k) acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    const int64_t begin = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
-    for (int64_t p0 = begin; p0 < n_ctx; p0 += 32) {
+    for (int64_t p0 = begin; p0 < end; p0 += 32) {
       const int64_t p = p0 + lane;
       float s = -INFINITY;
-      if (p < n_ctx) {
+      if (p < end) {
         const int64_t tile = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
         const __half* kt = reinterpret_cast<const __half*>(a.k_tiles + tile * tile_bytes) + p % bs;
         float dot = 0.0f;
@@ -60,12 +66,12 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
       }
       const float m_new = fmaxf(m, warp_max(s));
       const float corr = __expf(m - m_new);  // 0 on the first chunk (m = -inf)
-      const float w = p < n_ctx ? __expf(s - m_new) : 0.0f;
+      const float w = p < end ? __expf(s - m_new) : 0.0f;
       l = l * corr + warp_sum(w);
 #pragma unroll
       for (int k = 0; k < kPer; ++k) acc[k] *= corr;
       m = m_new;
-      const int64_t n = n_ctx - p0 < 32 ? n_ctx - p0 : 32;
+      const int64_t n = end - p0 < 32 ? end - p0 : 32;
       for (int j = 0; j < n; ++j) {
         const float wj = __shfl_sync(0xffffffffu, w, j);
         const int64_t pj = p0 + j;
@@ -78,14 +84,52 @@ __global__ void attn_decode_f16(GpuAttnArgs a) {
         }
       }
     }
-    float* out = a.out + (t * a.n_head + head) * hd;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // an empty context attends to nothing
+    if (n_splits > 1) {  // partial state: [m, l, acc[hd]] per (token, head, split)
+      float* part = a.partial + ((t * a.n_head + head) * n_splits + split) * (hd + 2);
+      if (lane == 0) {
+        part[0] = m;
+        part[1] = l;
+      }
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int64_t d = lane + 32 * k;
-      if (d < hd) out[d] = acc[k] * inv;
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t d = lane + 32 * k;
+        if (d < hd) part[2 + d] = acc[k];
+      }
+    } else {
+      float* out = a.out + (t * a.n_head + head) * hd;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // an empty context attends to nothing
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int64_t d = lane + 32 * k;
+        if (d < hd) out[d] = acc[k] * inv;
+      }
     }
     __syncwarp();
+  }
+}
+
+// One warp per (token, query head): the splits' states merged, out = sum_s acc_s e^(m_s - M) /
+// sum_s l_s e^(m_s - M) with M the largest m_s (empty splits have m = -inf and weigh nothing).
+__global__ void attn_merge(GpuAttnArgs a, int n_splits) {
+  const int64_t th = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (th >= a.n_tokens * a.n_head) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t hd = a.head_dim;
+  const float* part = a.partial + th * n_splits * (hd + 2);
+  float M = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) M = fmaxf(M, part[s * (hd + 2)]);
+  float L = 0.0f;
+  float* out = a.out + th * hd;
+  if (M == -INFINITY) {  // an empty context attends to nothing
+    for (int64_t d = lane; d < hd; d += 32) out[d] = 0.0f;
+    return;
+  }
+  for (int s = 0; s < n_splits; ++s) L += part[s * (hd + 2) + 1] * __expf(part[s * (hd + 2)] - M);
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  for (int64_t d = lane; d < hd; d += 32) {
+    float v = 0.0f;
+    for (int s = 0; s < n_splits; ++s) v += part[s * (hd + 2) + 2 + d] * __expf(part[s * (hd + 2)] - M);
+    out[d] = v * inv;
   }
 }
 
@@ -114,10 +158,16 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0) return Error{"CUDA attention: n_head must be a multiple of n_head_kv"};
   if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim) return Error{"CUDA attention: head_dim must be 1..256"};
   if (a.block_size <= 0) return Error{"CUDA attention: block_size must be positive"};
+  if (a.n_splits > 65535) return Error{"CUDA attention: at most 65535 splits"};
   if (a.n_tokens <= 0) return {};
-  const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv));
-  attn_decode_f16<<<grid, 32 * kWarps, 0, stream()>>>(a);
-  return launched("paged attention");
+  const int splits = static_cast<int>(attention_splits(a));
+  const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(splits));
+  attn_decode_f16<<<grid, 32 * kWarps, 0, stream()>>>(a, splits);
+  TM_TRY(launched("paged attention"));
+  if (splits == 1) return {};
+  const int64_t heads = a.n_tokens * a.n_head;
+  attn_merge<<<static_cast<unsigned>((heads + kWarps - 1) / kWarps), 32 * kWarps, 0, stream()>>>(a, splits);
+  return launched("paged attention merge");
 }
 
 Status silu_mul(float* g, const float* u, int64_t n) {

@@ -55,6 +55,11 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V; with
 // a window only the last `window` of them, with softcap > 0 scores softcap * tanh(s / softcap) (gemma2).
 // Online softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256, no sinks yet.
+// Split-K (flash-decoding): with few (token, KV head) pairs to spread over the GPU and long contexts,
+// each pair's positions are cut into n_splits ranges computed by separate CTAs, whose partial softmax
+// states (max, sum, unnormalized output) go to `partial` and a second kernel merges them. The ranges
+// are cut on the device from each token's own n_ctx, so a graph captured with a bound max_ctx serves
+// every shorter context.
 struct GpuAttnArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -68,8 +73,38 @@ struct GpuAttnArgs {
   float scale = 1.0f;
   int64_t window = 0;                     // > 0: a sliding window of that many positions
   float softcap = 0.0f;                   // > 0: soft-capped scores
+  // split-K: scratch of partial_floats floats (null: never split), the largest n_ctx of the call, and
+  // n_splits (0: chosen from max_ctx and the number of (token, KV head) pairs; 1: no split)
+  float* partial = nullptr;
+  int64_t partial_floats = 0;
+  int64_t max_ctx = 0;
+  int64_t n_splits = 0;
 };
 Status paged_attention_decode(const GpuAttnArgs& a);
+// Partial scratch, in floats, for n_tokens x n_head query heads in `splits` splits; and the most any
+// call with the automatic split count needs (it keeps tokens x KV heads x splits <= 1024 CTAs).
+inline int64_t attention_partial_floats(int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t splits) {
+  return n_tokens * n_head * splits * (head_dim + 2);
+}
+inline int64_t attention_partial_capacity(int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
+  return 1024 * (n_head / n_head_kv) * (head_dim + 2);
+}
+// The split count paged_attention_decode uses for these arguments (1: one pass). Automatic: split
+// only when the (token, KV head) CTAs are too few to fill a GPU (fewer than 128: a decode step of a
+// few sequences) and contexts are long -- a split per 512 positions of max_ctx, at most 32, and at
+// most 1024 CTAs in all; never more than the partial scratch holds (none: never split).
+inline int64_t attention_splits(const GpuAttnArgs& a) {
+  int64_t s = a.n_splits;
+  if (s <= 0) {
+    const int64_t ctas = a.n_tokens * a.n_head_kv;
+    s = ctas >= 128 ? 1 : (a.max_ctx + 511) / 512;
+    if (s > 32) s = 32;
+    if (ctas > 0 && s * ctas > 1024) s = 1024 / ctas;
+  }
+  if (s < 1) s = 1;
+  if (s > 1 && (!a.partial || attention_partial_floats(a.n_tokens, a.n_head, a.head_dim, s) > a.partial_floats)) s = 1;
+  return s;
+}
 // g = silu(g) * u elementwise (SwiGLU), n floats.
 Status silu_mul(float* g, const float* u, int64_t n);
 // g = gelu_tanh(g) * u elementwise (GeGLU: gemma), n floats.

@@ -68,6 +68,7 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
   uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
+  floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim));
   if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
     const auto K = static_cast<uint64_t>(c.n_expert_used);
     floats += N * (static_cast<uint64_t>(c.n_expert) + K * (1 + 2 * static_cast<uint64_t>(c.n_ff_exp) +
@@ -230,6 +231,8 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(ints(&pos_, N));
   TM_TRY(ints(&n_ctx_, N));
   TM_TRY(ints(&tables_, N * static_cast<size_t>(cap_blocks_)));
+  attn_partial_floats_ = gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim);
+  TM_TRY(floats(&attn_partial_, static_cast<size_t>(attn_partial_floats_)));
   if (c.is_moe()) {
     const auto K = static_cast<size_t>(c.n_expert_used), S = static_cast<size_t>(c.n_ff_shexp);
     TM_TRY(floats(&router_logits_, N * static_cast<size_t>(c.n_expert)));
@@ -323,7 +326,7 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   return {};
 }
 
-Status GpuForward::layers(int64_t N, int64_t max_blocks) {
+Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -359,6 +362,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks) {
     at.k_tiles = D.k_tiles, at.v_tiles = D.v_tiles, at.block_size = kv_.block_size;
     at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
     at.window = c.layer_attn[static_cast<size_t>(l)].window, at.softcap = c.attn_softcap;
+    at.partial = attn_partial_, at.partial_floats = attn_partial_floats_, at.max_ctx = max_ctx;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
     if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
@@ -446,7 +450,7 @@ Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logi
       return Status{Error{why}};
     };
     if (Status b = ops_.begin_capture(); !b.ok()) return give_up(b.error());
-    Status st = layers(B, MB);
+    Status st = layers(B, MB, MB * kv_.block_size);  // any context the tables can hold
     if (st.ok()) st = head(all, false);
     auto g = ops_.end_capture();  // always closed, even after a failed call
     if (!st.ok()) {
@@ -482,7 +486,7 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
   const auto R = static_cast<int64_t>(rows.size());
   TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
   TM_TRY(stage(batch, N, max_blocks));
-  TM_TRY(layers(N, max_blocks));
+  TM_TRY(layers(N, max_blocks, *std::max_element(h_n_ctx_.begin(), h_n_ctx_.end())));
   logits.resize(static_cast<size_t>(R * (batch.hidden ? c.n_embd : c.n_vocab)));
   if (R == 0) return ops_.synchronize();
   TM_TRY(head(rows, batch.hidden));

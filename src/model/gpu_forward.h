@@ -110,7 +110,7 @@ class GpuForward {
   // the layers over n_tokens rows, the final norm and logits of `rows` into logits_ (or the normed
   // rows into xb_ when hidden). layers and head only queue backend calls, so a graph can record them.
   Status stage(const ForwardBatch& batch, int64_t n_padded, int64_t max_blocks);
-  Status layers(int64_t n_tokens, int64_t max_blocks);
+  Status layers(int64_t n_tokens, int64_t max_blocks, int64_t max_ctx);
   Status head(const std::vector<int64_t>& rows, bool hidden);
   bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
   int64_t graph_bucket(int64_t n) const;
@@ -136,6 +136,8 @@ class GpuForward {
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;
+  float* attn_partial_ = nullptr;  // split-K attention's partial states (gpu::attention_partial_capacity)
+  int64_t attn_partial_floats_ = 0;
   // MoE scratch (n_tokens x k pairs): router logits, routes, the experts' rows, the shared expert's
   float *router_logits_ = nullptr, *route_w_ = nullptr, *eg_ = nullptr, *eu_ = nullptr, *ey_ = nullptr,
         *sh_g_ = nullptr, *sh_u_ = nullptr, *sh_y_ = nullptr, *sh_gate_ = nullptr;

@@ -3,6 +3,7 @@
 // skip and say why; the API still answers with a clear error (checked here too).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -173,14 +174,48 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
     a.scale = scale;
     a.window = var.window;
     a.softcap = var.softcap;
-    ASSERT_TRUE(paged_attention_decode(a).ok());
-    const auto st = synchronize();
-    ASSERT_TRUE(st.ok()) << st.error();
-    ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
-          << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " i " << i;
+    // one pass, then split-K: 3 and 8 splits (of 100 positions: whole 32-position shares, so some
+    // splits are empty; with the window only one is not)
+    auto dp = DeviceBuffer::allocate(static_cast<size_t>(attention_partial_floats(2, n_head, hd, 8)) * 4);
+    ASSERT_TRUE(dp.ok());
+    for (int64_t splits : {1, 3, 8}) {
+      a.n_splits = splits;
+      a.partial = static_cast<float*>(dp->get());
+      a.partial_floats = attention_partial_floats(2, n_head, hd, 8);
+      a.max_ctx = 100;
+      EXPECT_EQ(attention_splits(a), splits);
+      std::fill(got.begin(), got.end(), -1.0f);
+      ASSERT_TRUE(dout->upload(got.data(), got.size() * 4).ok());
+      ASSERT_TRUE(paged_attention_decode(a).ok());
+      const auto st = synchronize();
+      ASSERT_TRUE(st.ok()) << st.error();
+      ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
+            << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " splits " << splits << " i " << i;
+    }
   }
+}
+
+// The automatic split count: one pass for short contexts or many (token, KV head) pairs, more for long
+// contexts with few pairs, never more than the partial scratch holds (none: never split).
+TEST(GpuKernels, AttentionSplitsFollowContextAndBatch) {
+  GpuAttnArgs a;
+  a.n_head = 32, a.n_head_kv = 8, a.head_dim = 128, a.n_tokens = 1;
+  a.partial_floats = attention_partial_capacity(a.n_head, a.n_head_kv, a.head_dim);
+  float dummy = 0.0f;
+  a.partial = &dummy;  // only its presence matters to the choice
+  a.max_ctx = 300;
+  EXPECT_EQ(attention_splits(a), 1);
+  a.max_ctx = 32768;
+  EXPECT_EQ(attention_splits(a), 32);  // 1 token x 8 KV heads: 64 splits' worth of positions, capped at 32
+  a.n_tokens = 64;                      // 512 pairs: the GPU is full without splitting
+  EXPECT_EQ(attention_splits(a), 1);
+  a.n_tokens = 8;                       // 64 pairs: 1024 / 64 = 16 splits at most
+  EXPECT_EQ(attention_splits(a), 16);
+  EXPECT_LE(attention_partial_floats(a.n_tokens, a.n_head, a.head_dim, attention_splits(a)), a.partial_floats);
+  a.partial = nullptr;
+  EXPECT_EQ(attention_splits(a), 1);
 }
 
 TEST(GpuKernels, SiluMulMatchesTheFormula) {
