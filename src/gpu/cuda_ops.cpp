@@ -22,9 +22,12 @@ class CudaOps final : public Ops {
   Status copy(void* dst, const void* src, size_t bytes) override { return copy_on_device(dst, src, bytes); }
   bool supports(DType weight) const override { return gemv_supports(weight); }
   Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
-                int64_t n_tokens, float* y) override {
+                int64_t n_tokens, float* y, void* workspace, size_t workspace_bytes) override {
+    if (workspace && n_tokens >= kGemmTcMinTokens && gemm_tc_supports(type, rows, cols, row_bytes))
+      return gemm_tc(type, w, rows, cols, row_bytes, x, n_tokens, y, workspace, workspace_bytes);
     return gemm(type, w, rows, cols, row_bytes, x, n_tokens, y);
   }
+  size_t matmul_workspace_bytes() const override { return kGemmTcWorkspaceBytes; }
   Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
                    const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
     return gemm_id(type, w, expert_bytes, rows, cols, row_bytes, x, x_div, ids, n_pairs, y);

@@ -46,6 +46,22 @@ Status moe_route(const GpuMoeRouteArgs& a);
 // when shared is not null, sigmoid(shared_gate[t]) * shared[t] (qwen2moe's shared expert).
 Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                    const float* shared, const float* shared_gate);
+// Prefill and large batches on tensor cores (gemm_tc.cu): gemm's result with the activations rounded
+// to F16 (BF16 for BF16 weights) and quantized weights dequantized to F16, WMMA 16x16x16 tiles with
+// FP32 accumulation. The workspace (device memory) holds a chunk of rounded activations and, for
+// quantized weights, a chunk of dequantized rows; the product runs chunk by chunk. Types and shapes
+// gemm_tc_supports refuses, or a workspace too small for one 16 x 16 chunk, run gemm instead.
+// Worth it from kGemmTcMinTokens tokens: below, gemm's weight stream is the bound.
+inline constexpr int64_t kGemmTcMinTokens = 64;
+inline constexpr size_t kGemmTcWorkspaceBytes = size_t{64} << 20;
+inline bool gemm_tc_supports(DType type, int64_t rows, int64_t cols, size_t row_bytes) {
+  if (rows % 16 != 0 || cols % 16 != 0 || rows <= 0 || cols <= 0) return false;
+  if (type == DType::F16 || type == DType::BF16) return row_bytes % 32 == 0 && row_bytes >= static_cast<size_t>(cols) * 2;
+  if (type == DType::Q8_0 || type == DType::Q4_0) return cols % 32 == 0;
+  return (type == DType::Q4_K || type == DType::Q6_K) && cols % 256 == 0;
+}
+Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
+               float* y, void* workspace, size_t workspace_bytes);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
 // Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:

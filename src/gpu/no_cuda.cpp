@@ -31,6 +31,9 @@ Status gemv(DType, const void*, int64_t, int64_t, size_t, const float*, float*) 
 Status rmsnorm(const float*, const float*, float*, int64_t, int64_t, float) { return no_cuda(); }
 Status paged_attention_decode(const GpuAttnArgs&) { return no_cuda(); }
 Status gemm(DType, const void*, int64_t, int64_t, size_t, const float*, int64_t, float*) { return no_cuda(); }
+Status gemm_tc(DType, const void*, int64_t, int64_t, size_t, const float*, int64_t, float*, void*, size_t) {
+  return no_cuda();
+}
 Status silu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status gemm_id(DType, const void*, size_t, int64_t, int64_t, size_t, const float*, int64_t, const int32_t*, int64_t,
                float*) {

@@ -34,9 +34,12 @@ class Ops {
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
   // Weight types matmul reads.
   virtual bool supports(DType weight) const = 0;
-  // y[t * rows + r] = dot(row r of W, x + t * cols) for t < n_tokens (gpu::gemm).
+  // y[t * rows + r] = dot(row r of W, x + t * cols) for t < n_tokens (gpu::gemm; from
+  // gpu::kGemmTcMinTokens tokens gpu::gemm_tc on tensor cores, in `workspace`). The workspace a
+  // caller should pass (0: none used).
   virtual Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
-                        int64_t n_tokens, float* y) = 0;
+                        int64_t n_tokens, float* y, void* workspace, size_t workspace_bytes) = 0;
+  virtual size_t matmul_workspace_bytes() const = 0;
   // Experts' products: gpu::gemm_id (pair p: expert ids[p], input row p / x_div, output row p).
   virtual Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols,
                            size_t row_bytes, const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs,

@@ -68,7 +68,8 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
   uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
-  floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim));
+  floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim)) +
+            gpu::kGemmTcWorkspaceBytes / 4;
   if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
     const auto K = static_cast<uint64_t>(c.n_expert_used);
     floats += N * (static_cast<uint64_t>(c.n_expert) + K * (1 + 2 * static_cast<uint64_t>(c.n_ff_exp) +
@@ -181,6 +182,10 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
   TM_ASSIGN_OR_RETURN(f->output_, f->upload(w.output));
   TM_ASSIGN_OR_RETURN(f->output_norm_, f->upload(w.output_norm));
   f->set_context_length(c.n_ctx_train);
+  if (const size_t ws = ops.matmul_workspace_bytes(); ws > 0) {  // the tensor-core products' chunks
+    TM_ASSIGN_OR_RETURN(f->workspace_, f->alloc(ws));
+    f->workspace_bytes_ = ws;
+  }
   if (opts.scratch_tokens > 0)
     TM_TRY(f->ensure_scratch(std::max(opts.scratch_tokens, opts.graph_max_batch),
                              std::max({opts.scratch_blocks, opts.graph_max_blocks, int64_t{1}}),
@@ -252,7 +257,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
 }
 
 Status GpuForward::matmul(const DevMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  return ops_.matmul(w.type, w.p, w.rows, w.cols, w.row_bytes, x, n_tokens, y);
+  return ops_.matmul(w.type, w.p, w.rows, w.cols, w.row_bytes, x, n_tokens, y, workspace_, workspace_bytes_);
 }
 
 Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {

@@ -136,6 +136,8 @@ class GpuForward {
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;
+  void* workspace_ = nullptr;  // the backend's matmul workspace (tensor-core chunks), allocated at create
+  size_t workspace_bytes_ = 0;
   float* attn_partial_ = nullptr;  // split-K attention's partial states (gpu::attention_partial_capacity)
   int64_t attn_partial_floats_ = 0;
   // MoE scratch (n_tokens x k pairs): router logits, routes, the experts' rows, the shared expert's

@@ -42,8 +42,9 @@ class HostOps final : public gpu::Ops {
     });
   }
   bool supports(DType) const override { return true; }
+  size_t matmul_workspace_bytes() const override { return 0; }
   Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
-                int64_t n_tokens, float* y) override {
+                int64_t n_tokens, float* y, void*, size_t) override {
     return run([=] {
       const Matrix m{type, rows, cols, w, row_bytes, "w"};
       matmul_reference(m, x, cols, y, rows, n_tokens);

@@ -231,5 +231,40 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
   }
 }
 
+// The tensor-core product against the CPU oracle, within the rounding of the activations to F16 /
+// BF16 (and of dequantized weights to F16): 100 tokens (six whole 16-token tiles and a partial one),
+// 48 rows, 512 columns; with a roomy workspace (one chunk), with one that forces chunks (quantized: 32
+// tokens and 32 + 16 rows; half weights: 64 + 36 tokens), and with too small a one (gemm instead).
+TEST(GpuKernels, TensorCoreGemmMatchesTheCpuOracle) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t rows = 48, cols = 512, n = 100;
+  const auto wf = randn(static_cast<size_t>(rows * cols), 31), x = randn(static_cast<size_t>(n * cols), 32);
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+    ASSERT_TRUE(gemm_tc_supports(t, rows, cols, rb)) << dtype_name(t);
+    std::vector<uint8_t> w(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
+    // a product of 512 N(0,1) pairs is ~N(0, 512); rounding x to BF16 (8 bits) or F16 (11 bits)
+    const float tol = (t == DType::BF16 ? 0.02f : 0.004f) * std::sqrt(static_cast<float>(cols));
+    const bool quantized = t != DType::F16 && t != DType::BF16;
+    for (size_t ws : {size_t{8} << 20, quantized ? size_t{2} * 32 * cols * 2 : size_t{64} * cols * 2, size_t{64}}) {
+      auto dw = put(w), dx = put(x);
+      auto dy = DeviceBuffer::allocate(want.size() * 4), dws = DeviceBuffer::allocate(ws);
+      ASSERT_TRUE(dy.ok() && dws.ok());
+      ASSERT_TRUE(gemm_tc(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n,
+                          static_cast<float*>(dy->get()), dws->get(), ws)
+                      .ok());
+      const auto got = get<float>(*dy, want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol) << dtype_name(t) << " workspace " << ws << " token " << i / rows << " row " << i % rows;
+    }
+  }
+  EXPECT_FALSE(gemm_tc_supports(DType::F32, 48, 512, 2048));
+  EXPECT_FALSE(gemm_tc_supports(DType::F16, 40, 512, 1024));  // rows not whole tiles
+}
+
 }  // namespace
 }  // namespace tmill::gpu

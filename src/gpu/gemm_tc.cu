@@ -1,0 +1,206 @@
+// Prefill and large batches on tensor cores (gpu/kernels.h gemm_tc): y[t][r] = sum_k x[t][k] W[r][k]
+// with WMMA 16x16x16 tiles and FP32 accumulation. The activations are rounded to F16 (BF16 for BF16
+// weights) into the workspace, token chunks zero-padded to whole tiles; quantized weights are first
+// dequantized to F16 into the workspace, a chunk of rows at a time (llama.cpp's CUDA backend does the
+// same before its cuBLAS GEMM for large batches). A warp computes one 16x16 tile of y straight from
+// global memory (L1/L2 serve the reuse); tiles of padding tokens go through shared memory so only
+// real rows of y are written.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <string>
+
+#include "gpu/kernels.h"
+#include "gpu/stream.cuh"
+
+namespace tmill::gpu {
+namespace {
+
+constexpr int kWarps = 4;  // tiles along the rows per CTA
+
+template <class H>
+__device__ __forceinline__ H to_half(float v);
+template <>
+__device__ __forceinline__ __half to_half<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_half<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// xh[t][k] = x[t][k] for t < n, 0 for the padding tokens up to n_pad.
+template <class H>
+__global__ void round_activations(const float* x, int64_t n, int64_t n_pad, int64_t cols, H* xh) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_pad * cols) return;
+  xh[i] = to_half<H>(i / cols < n ? x[i] : 0.0f);
+}
+
+__device__ __forceinline__ float f16_at(const uint8_t* p) {
+  __half h;
+  memcpy(&h, p, 2);
+  return __half2float(h);
+}
+
+// One thread per 32 elements of a row (a Q8_0/Q4_0 block, or a 32-element run of a K-quant
+// super-block) of rows [0, n_rows) of W, written as F16 into wh (cols per row).
+template <DType T>
+__global__ void dequantize_rows(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t cols, __half* wh) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t per_row = cols / 32;
+  if (i >= n_rows * per_row) return;
+  const int64_t r = i / per_row, c = i % per_row;  // run c: elements 32c .. 32c + 31
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  __half* out = wh + r * cols + 32 * c;
+  if constexpr (T == DType::Q8_0) {
+    const uint8_t* blk = row + c * 34;
+    const float d = f16_at(blk);
+    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
+    for (int j = 0; j < 32; ++j) out[j] = __float2half_rn(d * static_cast<float>(q[j]));
+  } else if constexpr (T == DType::Q4_0) {
+    const uint8_t* blk = row + c * 18;
+    const float d = f16_at(blk);
+    const uint8_t* q = blk + 2;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] & 15) - 8));
+      out[j + 16] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] >> 4) - 8));
+    }
+  } else if constexpr (T == DType::Q4_K) {
+    // super-block c / 8, sub-block j = c % 8: 64-element chunk j / 2, low nibbles for even j
+    const uint8_t* blk = row + (c / 8) * 144;
+    const int j = static_cast<int>(c % 8);
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    const uint8_t* sc = blk + 4;
+    int s, m;
+    if (j < 4) {
+      s = sc[j] & 63;
+      m = sc[j + 4] & 63;
+    } else {
+      s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+    const uint8_t* qs = blk + 16 + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) {
+      const int q = j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4);
+      out[l] = __float2half_rn(d * static_cast<float>(s) * static_cast<float>(q) - dmin * static_cast<float>(m));
+    }
+  } else {  // Q6_K: super-block c / 8; run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
+    const uint8_t* blk = row + (c / 8) * 210;
+    const int run = static_cast<int>(c % 8), n = run / 4, quarter = run % 4;
+    const uint8_t* ql = blk + 64 * n;
+    const uint8_t* qh = blk + 128 + 32 * n;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * n;
+    const float d = f16_at(blk + 208);
+    for (int l = 0; l < 32; ++l) {
+      int q;
+      if (quarter == 0) q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+      else if (quarter == 1) q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+      else if (quarter == 2) q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+      else q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      out[l] = __float2half_rn(d * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q - 32));
+    }
+  }
+}
+
+// grid.x: groups of kWarps 16-row tiles, grid.y: 16-token tiles. xh: n_pad x cols (ld cols), wh: rows
+// x cols (ld ldw elements), y: n real tokens x ldy floats, this call's rows starting at column r_off.
+template <class H>
+__global__ void wmma_gemm(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t cols, int64_t n, float* y,
+                          int64_t ldy, int64_t r_off) {
+  using namespace nvcuda;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * 16, t0 = static_cast<int64_t>(blockIdx.y) * 16;
+  __shared__ float tile[kWarps][16 * 16];
+  if (r0 >= rows) return;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int64_t k = 0; k < cols; k += 16) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, H, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, H, wmma::col_major> b;  // W^T: W's rows are its columns
+    wmma::load_matrix_sync(a, xh + t0 * cols + k, static_cast<unsigned>(cols));
+    wmma::load_matrix_sync(b, wh + r0 * ldw + k, static_cast<unsigned>(ldw));
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  if (t0 + 16 <= n) {
+    wmma::store_matrix_sync(y + t0 * ldy + r_off + r0, acc, static_cast<unsigned>(ldy), wmma::mem_row_major);
+    return;
+  }
+  wmma::store_matrix_sync(tile[warp], acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  for (int i = lane; i < 256; i += 32) {
+    const int64_t t = t0 + i / 16;
+    if (t < n) y[t * ldy + r_off + r0 + i % 16] = tile[warp][i];
+  }
+}
+
+template <class H>
+Status run_tiles(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t cols, int64_t n, int64_t n_pad, float* y,
+                 int64_t ldy, int64_t r_off) {
+  const dim3 grid(static_cast<unsigned>((rows / 16 + kWarps - 1) / kWarps), static_cast<unsigned>(n_pad / 16));
+  wmma_gemm<H><<<grid, 32 * kWarps, 0, stream()>>>(xh, wh, ldw, rows, cols, n, y, ldy, r_off);
+  return launched("tensor-core gemm");
+}
+
+Status dequantize(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t cols, __half* wh) {
+  const int64_t runs = n_rows * (cols / 32);
+  const unsigned blocks = static_cast<unsigned>((runs + 255) / 256);
+  switch (type) {
+    case DType::Q8_0: dequantize_rows<DType::Q8_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q4_0: dequantize_rows<DType::Q4_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q4_K: dequantize_rows<DType::Q4_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    default: dequantize_rows<DType::Q6_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+  }
+  return launched("dequantize for the tensor-core gemm");
+}
+
+}  // namespace
+
+Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
+               float* y, void* workspace, size_t workspace_bytes) {
+  if (!gemm_tc_supports(type, rows, cols, row_bytes))
+    return gemm(type, w, rows, cols, row_bytes, x, n_tokens, y);
+  if (n_tokens <= 0) return {};
+  const bool quantized = type != DType::F16 && type != DType::BF16;
+  // workspace: activations of a token chunk, then (quantized) a chunk of dequantized rows; both whole
+  // 16-wide tiles, split evenly when both are needed
+  const size_t x_bytes = quantized ? workspace_bytes / 2 / 256 * 256 : workspace_bytes;
+  const int64_t tok_chunk = static_cast<int64_t>(x_bytes / (static_cast<size_t>(cols) * 2)) / 16 * 16;
+  const int64_t row_chunk =
+      quantized ? std::min<int64_t>(rows, static_cast<int64_t>((workspace_bytes - x_bytes) / (static_cast<size_t>(cols) * 2)) / 16 * 16)
+                : rows;
+  if (!workspace || tok_chunk < 16 || row_chunk < 16) return gemm(type, w, rows, cols, row_bytes, x, n_tokens, y);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  for (int64_t t = 0; t < n_tokens; t += tok_chunk) {
+    const int64_t n = std::min(tok_chunk, n_tokens - t), n_pad = (n + 15) / 16 * 16;
+    const unsigned blocks = static_cast<unsigned>((n_pad * cols + 255) / 256);
+    if (type == DType::BF16) {
+      auto* xh = static_cast<__nv_bfloat16*>(workspace);
+      round_activations<<<blocks, 256, 0, stream()>>>(x + t * cols, n, n_pad, cols, xh);
+      TM_TRY(launched("rounding activations"));
+      TM_TRY(run_tiles(xh, reinterpret_cast<const __nv_bfloat16*>(wb), static_cast<int64_t>(row_bytes / 2), rows, cols, n,
+                       n_pad, y + t * rows, rows, 0));
+      continue;
+    }
+    auto* xh = static_cast<__half*>(workspace);
+    round_activations<<<blocks, 256, 0, stream()>>>(x + t * cols, n, n_pad, cols, xh);
+    TM_TRY(launched("rounding activations"));
+    if (!quantized) {
+      TM_TRY(run_tiles(xh, reinterpret_cast<const __half*>(wb), static_cast<int64_t>(row_bytes / 2), rows, cols, n, n_pad,
+                       y + t * rows, rows, 0));
+      continue;
+    }
+    auto* wh = reinterpret_cast<__half*>(static_cast<uint8_t*>(workspace) + x_bytes);
+    for (int64_t r = 0; r < rows; r += row_chunk) {
+      const int64_t nr = std::min(row_chunk, rows - r);
+      TM_TRY(dequantize(type, wb + static_cast<size_t>(r) * row_bytes, row_bytes, nr, cols, wh));
+      TM_TRY(run_tiles(xh, static_cast<const __half*>(wh), cols, nr, cols, n, n_pad, y + t * rows, rows, r));
+    }
+  }
+  return {};
+}
+
+}  // namespace tmill::gpu
