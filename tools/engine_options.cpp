@@ -27,7 +27,7 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");
   app.add_option("--device", o.device,
                  "where the engine computes: cpu, or auto (vLLM's spelling: the CPU for now); cuda: the first NVIDIA "
-                 "GPU (a build with -DTM_CUDA=ON; llama/qwen2/qwen3/phi3/gemma2/gemma3 and the MoE families but gpt-oss, "
+                 "GPU (a build with -DTM_CUDA=ON; llama/qwen2/qwen3/phi3/gemma2/gemma3, the MoE families and gpt-oss, "
                  "with an F16 KV cache; others are refused saying what they lack); gpu-oracle: the GPU engine path on "
                  "the CPU (tests, slow)")
       ->capture_default_str();

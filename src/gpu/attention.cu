@@ -23,6 +23,16 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// 1 / (l + exp(sink - m)) for weights exp(s - m) summing to l, without overflow when the sink exceeds
+// every score: kernels/attention_abi.h sink_norm.
+__device__ __forceinline__ float sink_norm(float m, float l, float sink) {
+  if (sink > m) {
+    const float c = __expf(m - sink);
+    return c / (l * c + 1.0f);
+  }
+  return 1.0f / (l + __expf(sink - m));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -97,7 +107,8 @@ __global__ void attn_decode_f16(GpuAttnArgs a, int n_splits) {
       }
     } else {
       float* out = a.out + (t * a.n_head + head) * hd;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // an empty context attends to nothing
+      const float inv = a.sinks ? sink_norm(m, l, a.sinks[head])
+                                : l > 0.0f ? 1.0f / l : 0.0f;  // an empty context attends to nothing
 #pragma unroll
       for (int k = 0; k < kPer; ++k) {
         const int64_t d = lane + 32 * k;
@@ -125,7 +136,7 @@ __global__ void attn_merge(GpuAttnArgs a, int n_splits) {
     return;
   }
   for (int s = 0; s < n_splits; ++s) L += part[s * (hd + 2) + 1] * __expf(part[s * (hd + 2)] - M);
-  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const float inv = a.sinks ? sink_norm(M, L, a.sinks[th % a.n_head]) : L > 0.0f ? 1.0f / L : 0.0f;
   for (int64_t d = lane; d < hd; d += 32) {
     float v = 0.0f;
     for (int s = 0; s < n_splits; ++s) v += part[s * (hd + 2) + 2 + d] * __expf(part[s * (hd + 2)] - M);

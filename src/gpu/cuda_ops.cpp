@@ -42,6 +42,10 @@ class CudaOps final : public Ops {
   }
   Status add(float* y, const float* x, int64_t n) override { return gpu::add(y, x, n); }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override { return gpu::add_rows(y, b, n_rows, n); }
+  Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) override {
+    return gpu::add_rows_id(y, b, ids, n_rows, n);
+  }
+  Status swiglu_oai(float* g, const float* u, int64_t n) override { return gpu::swiglu_oai(g, u, n); }
   Status rope(const GpuRopeArgs& a) override { return gpu::rope(a); }
   Status kv_store(const GpuKvStoreArgs& a) override { return gpu::kv_store(a); }
   Status attention(const GpuAttnArgs& a) override { return paged_attention_decode(a); }

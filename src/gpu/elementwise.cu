@@ -27,6 +27,18 @@ __global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t
   if (i < total) y[i] += b[i % n];
 }
 
+__global__ void add_rows_id_kernel(float* y, const float* b, const int32_t* ids, int64_t total, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) y[i] += b[static_cast<int64_t>(ids[i / n]) * n + i % n];
+}
+
+__global__ void swiglu_oai_kernel(float* g, const float* u, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float x = fminf(g[i], 7.0f);
+  g[i] = x / (1.0f + __expf(-1.702f * x)) * (fminf(fmaxf(u[i], -7.0f), 7.0f) + 1.0f);
+}
+
 // One thread per (token, head, pair): the same products and order as rope_pairs_scalar /
 // rope_neox (v0 * c - v1 * s, v0 * s + v1 * c), without FMA contraction.
 __global__ void rope_kernel(GpuRopeArgs a) {
@@ -69,6 +81,18 @@ Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return {};
   add_rows_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream()>>>(y, b, n_rows * n, n);
   return launched("add_rows");
+}
+
+Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) {
+  if (n_rows <= 0 || n <= 0) return {};
+  add_rows_id_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream()>>>(y, b, ids, n_rows * n, n);
+  return launched("add_rows_id");
+}
+
+Status swiglu_oai(float* g, const float* u, int64_t n) {
+  if (n <= 0) return {};
+  swiglu_oai_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, u, n);
+  return launched("swiglu_oai");
 }
 
 Status rope(const GpuRopeArgs& a) {

@@ -1,5 +1,6 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
-// weights in registers (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K in their GGUF file layouts), and RMSNorm.
+// weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q6_K in their GGUF file layouts), and
+// RMSNorm.
 // One warp per output row: the 32 lanes stride over the row's 32-element blocks (or elements), each
 // lane keeps a float partial sum, and a butterfly of shuffles adds them. Rows are independent and
 // each block is read once, so the weights stream from HBM. (No fmt in .cu files: nvcc's front end
@@ -30,8 +31,28 @@ __device__ __forceinline__ float f16_at(const uint8_t* p) {
 
 // GGUF Q8_0 block: f16 d | int8 q[32]; Q4_0: f16 d | uint8 qs[16] (element j: low nibble of qs[j],
 // element j + 16: high nibble; value (q - 8) * d).
+// MXFP4 (gpt-oss's experts; ggml's block_mxfp4): u8 e (E8M0) | uint8 qs[16], element j the low nibble
+// of qs[j], j + 16 the high one, each an E2M1 value; the table holds them doubled and the scale is
+// half of 2^(e - 127), as quant/blocks.h mxfp4_half_scale (so every product is exact).
+__constant__ int8_t kMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+__device__ __forceinline__ float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return __uint_as_float(bits);
+}
+
 template <DType T>
 __device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
+  if constexpr (T == DType::MXFP4) {
+    const float d = mxfp4_scale(blk[0]);
+    const uint8_t* q = blk + 1;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      s += static_cast<float>(kMxfp4[q[j] & 15]) * x[j];
+      s += static_cast<float>(kMxfp4[q[j] >> 4]) * x[j + 16];
+    }
+    return d * s;
+  }
   const float d = f16_at(blk);
   float s = 0.0f;
   if constexpr (T == DType::Q8_0) {
@@ -111,7 +132,8 @@ __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float*
 
 // Bytes and elements of one quantization block (K-quants: 256-element super-blocks).
 template <DType T>
-constexpr int kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T == DType::Q4_K ? 144 : 210;
+constexpr int kBlockBytes =
+    T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T == DType::MXFP4 ? 17 : T == DType::Q4_K ? 144 : 210;
 template <DType T>
 constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
 
@@ -268,7 +290,7 @@ __global__ void rmsnorm_rows(const float* x, const float* weight, float* y, int6
 
 bool gemv_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K || t == DType::Q6_K;
+         t == DType::Q4_K || t == DType::Q6_K || t == DType::MXFP4;
 }
 
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
@@ -280,7 +302,7 @@ namespace {
 Status check_type(DType type, int64_t cols) {
   if (!gemv_supports(type))
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
-  if ((type == DType::Q8_0 || type == DType::Q4_0) && cols % 32 != 0)
+  if ((type == DType::Q8_0 || type == DType::Q4_0 || type == DType::MXFP4) && cols % 32 != 0)
     return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
   if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
     return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
@@ -298,6 +320,7 @@ Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_
   switch (type) {
     case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::MXFP4: gemv_blocks<DType::MXFP4><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F32: gemv_float<DType::F32><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;

@@ -12,7 +12,7 @@
 
 namespace tmill::gpu {
 
-// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q6_K.
 bool gemv_supports(DType t);
 // Decode's matrix-vector product, dequantizing in registers: y[r] = dot(row r of W, x) for the
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
@@ -70,7 +70,8 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // tokens (q, out: n_head x head_dim floats each) and each query head: softmax(q.k * scale) over
 // positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V; with
 // a window only the last `window` of them, with softcap > 0 scores softcap * tanh(s / softcap) (gemma2).
-// Online softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256, no sinks yet.
+// Online softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256; attention
+// sinks (n_head logits) join the softmax's denominator only, as kernels/attention_abi.h sink_norm.
 // Split-K (flash-decoding): with few (token, KV head) pairs to spread over the GPU and long contexts,
 // each pair's positions are cut into n_splits ranges computed by separate CTAs, whose partial softmax
 // states (max, sum, unnormalized output) go to `partial` and a second kernel merges them. The ranges
@@ -89,6 +90,7 @@ struct GpuAttnArgs {
   float scale = 1.0f;
   int64_t window = 0;                     // > 0: a sliding window of that many positions
   float softcap = 0.0f;                   // > 0: soft-capped scores
+  const float* sinks = nullptr;           // gpt-oss: a logit per query head in the denominator only
   // split-K: scratch of partial_floats floats (null: never split), the largest n_ctx of the call, and
   // n_splits (0: chosen from max_ctx and the number of (token, KV head) pairs; 1: no split)
   float* partial = nullptr;
@@ -131,6 +133,11 @@ Status softcap(float* x, int64_t n, float cap);
 Status add(float* y, const float* x, int64_t n);
 // Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n);
+// Row p of y += row ids[p] of b (rows of n floats): each (token, expert) pair's expert bias.
+Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n);
+// gpt-oss's clamped SwiGLU, biases already added: g = min(g, 7); g = g * sigmoid(1.702 g) *
+// (clamp(u, -7, 7) + 1), n floats (model/moe.cpp swiglu_oai_rows).
+Status swiglu_oai(float* g, const float* u, int64_t n);
 // RoPE in place on n_tokens x n_heads heads of head_dim floats (token t's heads contiguous), the
 // first n_rot dimensions of each head, with the per-token tables cos/sin (n_tokens x n_rot/2, any
 // position scaling and magnitude gain already in them, as the CPU forward computes them). Pairs

@@ -50,6 +50,8 @@ class Ops {
   virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   virtual Status add(float* y, const float* x, int64_t n) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;
+  virtual Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) = 0;
+  virtual Status swiglu_oai(float* g, const float* u, int64_t n) = 0;
   virtual Status rope(const GpuRopeArgs& a) = 0;
   virtual Status kv_store(const GpuKvStoreArgs& a) = 0;
   virtual Status attention(const GpuAttnArgs& a) = 0;

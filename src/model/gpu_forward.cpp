@@ -28,9 +28,6 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   };
   TM_TRY(type_ok(w.output));
   for (const LayerWeights& L : w.layers) {
-    if (!L.bo.empty()) return no("an attention output bias");
-    if (!L.attn_sinks.empty()) return no("attention sinks");
-    if (!L.ffn_gate_inp_b.empty()) return no("expert biases (gpt-oss)");
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) TM_TRY(type_ok(*m));
     if (!c.is_moe()) {
       for (const Matrix* m : {&L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
@@ -56,7 +53,8 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
     for (const auto* v : {&L.gate_exps, &L.up_exps, &L.down_exps})
       for (const Matrix& m : *v) b += m.bytes();
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
-                          &L.ffn_post_norm, &L.gate_inp_shexp})
+                          &L.ffn_post_norm, &L.gate_inp_shexp, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b,
+                          &L.up_exps_b, &L.down_exps_b})
       b += floats(*v);
   }
   return b;
@@ -174,6 +172,12 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
     TM_ASSIGN_OR_RETURN(D.k_norm, f->upload(L.k_norm));
     TM_ASSIGN_OR_RETURN(D.attn_post_norm, f->upload(L.attn_post_norm));
     TM_ASSIGN_OR_RETURN(D.ffn_post_norm, f->upload(L.ffn_post_norm));
+    TM_ASSIGN_OR_RETURN(D.bo, f->upload(L.bo));
+    TM_ASSIGN_OR_RETURN(D.sinks, f->upload(L.attn_sinks));
+    TM_ASSIGN_OR_RETURN(D.router_b, f->upload(L.ffn_gate_inp_b));
+    TM_ASSIGN_OR_RETURN(D.gate_b, f->upload(L.gate_exps_b));
+    TM_ASSIGN_OR_RETURN(D.up_b, f->upload(L.up_exps_b));
+    TM_ASSIGN_OR_RETURN(D.down_b, f->upload(L.down_exps_b));
     TM_ASSIGN_OR_RETURN(void* kt, f->alloc(kv_layer_bytes));
     TM_ASSIGN_OR_RETURN(void* vt, f->alloc(kv_layer_bytes));
     D.k_tiles = static_cast<uint8_t*>(kt);
@@ -268,12 +272,19 @@ Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
                           route_ids_, NK, y);
   };
   TM_TRY(matmul(D.router, xb_, N, router_logits_));
+  if (D.router_b) TM_TRY(ops_.add_rows(router_logits_, D.router_b, N, c.n_expert));
   TM_TRY(ops_.moe_route({router_logits_, N, c.n_expert, K, c.arch.moe_norm_topk, c.arch.moe_softmax_topk, route_ids_,
                          route_w_}));
   TM_TRY(matmul_id(D.exps.gate, xb_, K, eg_));
   TM_TRY(matmul_id(D.exps.up, xb_, K, eu_));
-  TM_TRY(ops_.silu_mul(eg_, eu_, NK * F));
+  if (D.gate_b) {  // gpt-oss: each pair's expert biases, the clamped SwiGLU, the down bias
+    TM_TRY(ops_.add_rows_id(eg_, D.gate_b, route_ids_, NK, F));
+    TM_TRY(ops_.add_rows_id(eu_, D.up_b, route_ids_, NK, F));
+  }
+  if (c.arch.moe_swiglu_oai) TM_TRY(ops_.swiglu_oai(eg_, eu_, NK * F));
+  else TM_TRY(ops_.silu_mul(eg_, eu_, NK * F));
   TM_TRY(matmul_id(D.exps.down, eg_, 1, ey_));
+  if (D.down_b) TM_TRY(ops_.add_rows_id(ey_, D.down_b, route_ids_, NK, E));
   const bool shared = D.gate_inp_sh.p != nullptr;
   if (shared) {  // qwen2moe: sigmoid(gate . x) * down(silu(gate_sh x) * up_sh x)
     TM_TRY(matmul(D.gate_inp_sh, xb_, N, sh_gate_));
@@ -367,9 +378,10 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     at.k_tiles = D.k_tiles, at.v_tiles = D.v_tiles, at.block_size = kv_.block_size;
     at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
     at.window = c.layer_attn[static_cast<size_t>(l)].window, at.softcap = c.attn_softcap;
-    at.partial = attn_partial_, at.partial_floats = attn_partial_floats_, at.max_ctx = max_ctx;
+    at.partial = attn_partial_, at.partial_floats = attn_partial_floats_, at.max_ctx = max_ctx, at.sinks = D.sinks;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
+    if (D.bo) TM_TRY(ops_.add_rows(xb_, D.bo, N, E));  // gpt-oss
     if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
     TM_TRY(ops_.add(x_, xb_, N * E));
     // feed-forward: norm, gate/up, SwiGLU, down (or the experts)

@@ -4,10 +4,11 @@
 // ids, positions, block tables, RoPE tables and the logits cross to and from the host each step.
 //
 // Correct first: the dense families (llama with Mistral's window, qwen2, qwen3, phi3, gemma2, gemma3:
-// sliding windows, soft-capping, post-norms, GeGLU) and the mixture-of-experts ones (olmoe, qwen3moe,
+// sliding windows, soft-capping, post-norms, GeGLU), the mixture-of-experts ones (olmoe, qwen3moe,
 // qwen2moe's shared expert, Mixtral-style llama: routing on the device, experts' products by expert
-// id) with F16 KV; gpu_forward_supports says what a model lacks (attention sinks and expert biases of
-// gpt-oss, an output bias, a weight type the backend does not read). Tested with the host backend
+// id) and gpt-oss (attention sinks, output and expert biases, the clamped SwiGLU, MXFP4 experts) with
+// F16 KV; gpu_forward_supports says what a model lacks (a weight type the backend does not read, a
+// head size or expert count its kernels do not take). Tested with the host backend
 // (model/gpu_host_ops.h) against the reference forward, and with CUDA on a device (tests/unit/gpu).
 #pragma once
 
@@ -94,6 +95,9 @@ class GpuForward {
     DevExperts exps;
     const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr,
                 *q_norm = nullptr, *k_norm = nullptr, *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
+    // gpt-oss: attention output bias, sinks (a logit per query head), router and expert biases
+    const float *bo = nullptr, *sinks = nullptr, *router_b = nullptr, *gate_b = nullptr, *up_b = nullptr,
+                *down_b = nullptr;
     uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
   };
 

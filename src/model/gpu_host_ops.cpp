@@ -101,6 +101,19 @@ class HostOps final : public gpu::Ops {
       for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b, n);
     });
   }
+  Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) override {
+    return run([=] {
+      for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b + static_cast<int64_t>(ids[r]) * n, n);
+    });
+  }
+  Status swiglu_oai(float* g, const float* u, int64_t n) override {
+    return run([=] {
+      for (int64_t i = 0; i < n; ++i) {  // model/moe.cpp swiglu_oai_rows with the biases already added
+        const float x = std::min(g[i], 7.0f);
+        g[i] = x / (1.0f + std::exp(-1.702f * x)) * (std::clamp(u[i], -7.0f, 7.0f) + 1.0f);
+      }
+    });
+  }
   Status rope(const gpu::GpuRopeArgs& a) override {
     return run([=] {
       const int64_t half = a.n_rot / 2;
@@ -126,7 +139,8 @@ class HostOps final : public gpu::Ops {
         for (int64_t h = 0; h < a.n_head_kv; ++h) {
           const int64_t off = (t * a.n_head + h * group) * hd;
           const int64_t n_ctx = a.n_ctx[t];
-          const AttnMask mask{a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0, a.softcap, nullptr};
+          const AttnMask mask{a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0, a.softcap,
+                              a.sinks ? a.sinks + h * group : nullptr};
           paged_attention_group_reference(a.q + off, group, h, view, a.block_tables + t * a.max_blocks, n_ctx, a.scale,
                                           a.out + off, mask);
         }

@@ -60,10 +60,8 @@ TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
   const int64_t rows = 37, n = 19;
   for (int64_t cols : {256, 96}) {
     const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-      if (cols % 256 != 0 && t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::Q8_0 &&
-          t != DType::Q4_0)
-        continue;
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q6_K}) {
+      if (cols % 256 != 0 && (t == DType::Q4_K || t == DType::Q6_K)) continue;
       const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
       std::vector<uint8_t> w(rb * rows);
       for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
@@ -212,6 +210,23 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
     EXPECT_EQ(get<int32_t>(*di, want_ids.size()), want_ids) << "mode " << mode;
     const auto got_w = get<float>(*dwt, want_w.size());
     for (size_t i = 0; i < want_w.size(); ++i) EXPECT_NEAR(got_w[i], want_w[i], 1e-6f) << "mode " << mode << " " << i;
+  }
+  // gpt-oss's per-pair expert biases and clamped SwiGLU (values past the clamps included)
+  {
+    const int64_t F = 40;
+    const auto b = randn(static_cast<size_t>(X * F), 28);
+    auto g = randn(static_cast<size_t>(N * K * F), 29), u = randn(g.size(), 30);
+    for (auto& v : g) v *= 6.0f;
+    for (auto& v : u) v *= 6.0f;
+    auto dg = put(g), du = put(u), db = put(b);
+    ASSERT_TRUE(add_rows_id(static_cast<float*>(dg.get()), static_cast<const float*>(db.get()),
+                            static_cast<const int32_t*>(dids.get()), N * K, F)
+                    .ok());
+    ASSERT_TRUE(swiglu_oai(static_cast<float*>(dg.get()), static_cast<const float*>(du.get()), N * K * F).ok());
+    ASSERT_TRUE(host.add_rows_id(g.data(), b.data(), ids.data(), N * K, F).ok());
+    ASSERT_TRUE(host.swiglu_oai(g.data(), u.data(), N * K * F).ok());
+    const auto got = get<float>(dg, g.size());
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(got[i], g[i], 1e-5f * (1.0f + std::fabs(g[i]))) << i;
   }
   const int64_t n = 300;
   const auto yp = randn(static_cast<size_t>(N * K * n), 24), wts = randn(static_cast<size_t>(N * K), 25),

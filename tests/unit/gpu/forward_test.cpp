@@ -120,11 +120,14 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
     }
 }
 
-// The mixture-of-experts families: routing on the device (softmax / renormalized top-k), the experts'
-// products by expert id, qwen2moe's gated shared expert, olmoe's q/k norms over the whole projection.
+// The mixture-of-experts families: routing on the device (softmax / renormalized top-k / softmax over
+// the top logits), the experts' products by expert id, qwen2moe's gated shared expert, olmoe's q/k
+// norms over the whole projection, and gpt-oss (attention sinks, output and expert biases, the
+// clamped SwiGLU, alternating windows, YaRN, MXFP4 experts).
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryMoeFamily) {
-  for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral"})
-    for (DType t : {DType::F32, DType::Q8_0, DType::Q4_0}) {
+  for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss"})
+    for (DType t : {DType::F32, DType::Q8_0, DType::Q4_0, DType::MXFP4}) {
+      if ((t == DType::MXFP4) != (std::string(shape) == "tiny-gpt-oss") && t != DType::F32) continue;
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);
       check_mixed_batches(m, ops(), std::string(shape) + " " + dtype_name(t));
@@ -259,14 +262,18 @@ TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
 }
 
 TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
-  auto oss = dummy("tiny-gpt-oss", DType::F32);
-  ASSERT_NE(oss, nullptr);
-  auto st = gpu_forward_supports(*oss, gpu_host_ops());
+  // a weight type the CUDA kernels do not read (every type without CUDA)
+  auto iq = dummy("tiny-llama", DType::IQ4_XS);
+  ASSERT_NE(iq, nullptr);
+  auto st = gpu_forward_supports(*iq, gpu::cuda_ops());
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().find(oss->config().arch.name), std::string::npos) << st.error();
-  auto moe = dummy("tiny-olmoe", DType::F32);
-  ASSERT_NE(moe, nullptr);
-  EXPECT_TRUE(gpu_forward_supports(*moe, gpu_host_ops()).ok());
+  EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find(iq->config().arch.name), std::string::npos) << st.error();
+  for (const char* shape : {"tiny-olmoe", "tiny-gpt-oss"}) {
+    auto moe = dummy(shape, DType::F32);
+    ASSERT_NE(moe, nullptr);
+    EXPECT_TRUE(gpu_forward_supports(*moe, gpu_host_ops()).ok()) << shape;
+  }
   auto llama = dummy("tiny-llama", DType::F32);
   ASSERT_NE(llama, nullptr);
   EXPECT_TRUE(gpu_forward_supports(*llama, gpu_host_ops()).ok());

@@ -45,7 +45,7 @@ TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
   std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
   for (auto& v : wf) v = nd(rng);
   for (auto& v : x) v = nd(rng);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q6_K}) {
     ASSERT_TRUE(gemv_supports(t));
     const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
     std::vector<uint8_t> w(rb * rows);
@@ -118,8 +118,10 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   struct Variant {
     int64_t window;
     float softcap;
+    bool sinks;
   };
-  for (const Variant var : {Variant{0, 0.0f}, Variant{20, 0.0f}, Variant{0, 2.0f}})
+  for (const Variant var : {Variant{0, 0.0f, false}, Variant{20, 0.0f, false}, Variant{0, 2.0f, false},
+                            Variant{20, 0.0f, true}})
   for (int64_t hd : {64, 80}) {
     const int64_t n_head = 8, n_head_kv = 2, bs = 16, n_blocks = 12, max_blocks = 8;
     const int64_t n_ctx[2] = {37, 100};
@@ -143,13 +145,15 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
     for (auto& x : q) x = nd(rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t G = n_head / n_head_kv;
+    std::vector<float> sinks(static_cast<size_t>(n_head));  // gpt-oss: one logit per query head
+    for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = i % 2 ? 3.0f : -1.5f;
     for (int s = 0; s < 2; ++s)
       for (int64_t h = 0; h < n_head_kv; ++h)
         paged_attention_group_reference(q.data() + (s * n_head + h * G) * hd, G, h, view,
                                         tables.data() + s * max_blocks, n_ctx[s], scale,
                                         want.data() + (s * n_head + h * G) * hd,
                                         AttnMask{var.window > 0 && n_ctx[s] > var.window ? n_ctx[s] - var.window : 0,
-                                                 var.softcap, nullptr});
+                                                 var.softcap, var.sinks ? sinks.data() + h * G : nullptr});
     auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
     auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
     auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(2 * 4);
@@ -174,6 +178,9 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
     a.scale = scale;
     a.window = var.window;
     a.softcap = var.softcap;
+    auto dsinks = DeviceBuffer::allocate(sinks.size() * 4);
+    ASSERT_TRUE(dsinks.ok() && dsinks->upload(sinks.data(), sinks.size() * 4).ok());
+    a.sinks = var.sinks ? static_cast<const float*>(dsinks->get()) : nullptr;
     // one pass, then split-K: 3 and 8 splits (of 100 positions: whole 32-position shares, so some
     // splits are empty; with the window only one is not)
     auto dp = DeviceBuffer::allocate(static_cast<size_t>(attention_partial_floats(2, n_head, hd, 8)) * 4);
@@ -192,7 +199,8 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
       ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
-            << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " splits " << splits << " i " << i;
+            << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " sinks " << var.sinks << " splits "
+            << splits << " i " << i;
     }
   }
 }
