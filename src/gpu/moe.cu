@@ -13,6 +13,18 @@ namespace {
 
 constexpr int kMaxExperts = 256, kMaxUsed = 32, kThreads = 128;
 
+// ref::softmax's order: the max, exp of the differences summed left to right, each divided by the sum.
+__device__ __forceinline__ void softmax(float* v, int n) {
+  float mx = v[0];
+  for (int i = 1; i < n; ++i) mx = fmaxf(mx, v[i]);
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    v[i] = expf(v[i] - mx);
+    sum += v[i];
+  }
+  for (int i = 0; i < n; ++i) v[i] /= sum;
+}
+
 // One thread per token, in model/moe.cpp moe_route_token's order of operations: softmax (max, exp of
 // the differences, divide by the sum), top-k by repeated selection (first index wins a tie), the
 // optional softmax over the chosen logits or renormalization, then the k pairs sorted by expert.
@@ -23,16 +35,7 @@ __global__ void route_kernel(GpuMoeRouteArgs a) {
   const int ne = static_cast<int>(a.n_expert), k = static_cast<int>(a.k);
   float p[kMaxExperts];
   for (int e = 0; e < ne; ++e) p[e] = lg[e];
-  if (!a.softmax_topk) {
-    float mx = p[0];
-    for (int e = 1; e < ne; ++e) mx = fmaxf(mx, p[e]);
-    float sum = 0.0f;
-    for (int e = 0; e < ne; ++e) {
-      p[e] = expf(p[e] - mx);
-      sum += p[e];
-    }
-    for (int e = 0; e < ne; ++e) p[e] /= sum;
-  }
+  if (!a.softmax_topk) softmax(p, ne);
   int ids[kMaxUsed];
   float w[kMaxUsed];
   bool taken[kMaxExperts] = {};
@@ -46,16 +49,7 @@ __global__ void route_kernel(GpuMoeRouteArgs a) {
     wsum += p[best];
     taken[best] = true;
   }
-  if (a.softmax_topk) {
-    float mx = w[0];
-    for (int j = 1; j < k; ++j) mx = fmaxf(mx, w[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < k; ++j) {
-      w[j] = expf(w[j] - mx);
-      sum += w[j];
-    }
-    for (int j = 0; j < k; ++j) w[j] /= sum;
-  }
+  if (a.softmax_topk) softmax(w, k);
   if (a.norm)
     for (int j = 0; j < k; ++j) w[j] /= wsum;
   for (int i = 1; i < k; ++i)
