@@ -29,8 +29,12 @@ class CudaOps final : public Ops {
   }
   size_t matmul_workspace_bytes() const override { return kGemmTcWorkspaceBytes; }
   Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
-                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
-    return gemm_id(type, w, expert_bytes, rows, cols, row_bytes, x, x_div, ids, n_pairs, y);
+                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y,
+                   const int32_t* order) override {
+    return gemm_id(type, w, expert_bytes, rows, cols, row_bytes, x, x_div, ids, n_pairs, y, order);
+  }
+  Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order) override {
+    return gpu::moe_sort(ids, n_pairs, n_expert, order);
   }
   Status moe_route(const GpuMoeRouteArgs& a) override { return gpu::moe_route(a); }
   Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,

@@ -148,6 +148,7 @@ struct IdMap {
   const int32_t* ids = nullptr;
   size_t expert_bytes = 0;
   int64_t x_div = 1;
+  const int32_t* order = nullptr;  // launch order of the pairs (grouped by expert), or null
 };
 
 // A warp's row and token tile: false past the last row; else x and y moved to the tile's first token
@@ -163,7 +164,7 @@ __device__ __forceinline__ bool row_tile(const uint8_t* w, int64_t rows, int64_t
   if (o->r >= rows) return false;
   o->lane = threadIdx.x % 32;
   if (id.ids) {
-    const int64_t p = blockIdx.y;
+    const int64_t p = id.order ? id.order[blockIdx.y] : blockIdx.y;
     o->nt = 1;
     *x += (p / id.x_div) * cols;
     *y += p * rows;
@@ -354,10 +355,15 @@ Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
 }
 
 Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
-               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) {
+               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y, const int32_t* order) {
   TM_TRY(check_type(type, cols));
   if (x_div <= 0) return Error{"CUDA gemm_id: x_div must be positive"};
   if (rows <= 0 || n_pairs <= 0) return {};
+  if (order) {  // one launch: the order indexes every pair (pairs past grid.y's limit would need another)
+    if (n_pairs > kMaxGridY) return Error{"CUDA gemm_id: at most 65535 pairs with an order"};
+    return launch(type, w, rows, cols, row_bytes, x, n_pairs, y, static_cast<unsigned>(n_pairs),
+                  IdMap{ids, expert_bytes, x_div, order});
+  }
   const int64_t chunk = kMaxGridY - kMaxGridY % x_div;  // whole tokens per launch
   for (int64_t p = 0; p < n_pairs; p += chunk) {
     const int64_t n = n_pairs - p < chunk ? n_pairs - p : chunk;

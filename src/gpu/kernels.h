@@ -27,9 +27,15 @@ Status gemm(DType type, const void* w, int64_t rows, int64_t cols, size_t row_by
 // reading the matrix of expert ids[p] (the experts' matrices expert_bytes apart from w, each rows x
 // cols in its file type) and the input row x + (p / x_div) * cols (x_div = k for the gate/up products
 // of a token's k experts, 1 for the down product of each pair's own row): y[p * rows + r]. A warp per
-// (row, pair); pairs of one expert share its rows through L2.
+// (row, pair). With `order` (moe_sort's: the pairs grouped by expert) the pairs are launched in that
+// order, so the pairs of one expert run back to back and read its rows from L2 instead of HBM; the
+// results are the same either way.
 Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
-               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y);
+               const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y,
+               const int32_t* order = nullptr);
+// order = the n_pairs pair indices grouped by their expert ids[p] (ascending experts; any order within
+// one), for gemm_id. One CTA; n_expert <= 256.
+Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order);
 // Routing of n_tokens tokens over n_expert experts (logits: n_tokens x n_expert): as model/moe.h
 // moe_route_token -- softmax over all experts then the top k (or, softmax_topk, the top k logits then
 // a softmax over them), norm renormalizes the k weights to sum 1, and each token's k experts in

@@ -67,6 +67,25 @@ __global__ void route_kernel(GpuMoeRouteArgs a) {
   }
 }
 
+// One CTA: a count per expert, their prefix sums, then each pair to its expert's next slot.
+__global__ void sort_kernel(const int32_t* ids, int64_t n, int ne, int32_t* order) {
+  __shared__ int next[kMaxExperts];
+  for (int e = threadIdx.x; e < ne; e += blockDim.x) next[e] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) atomicAdd(&next[ids[p]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int s = 0;
+    for (int e = 0; e < ne; ++e) {
+      const int c = next[e];
+      next[e] = s;
+      s += c;
+    }
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) order[atomicAdd(&next[ids[p]], 1)] = static_cast<int32_t>(p);
+}
+
 // One thread per output element: the k weighted rows summed in order, then the gated shared expert.
 __global__ void combine_kernel(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                                const float* shared, const float* shared_gate) {
@@ -91,6 +110,13 @@ Status moe_route(const GpuMoeRouteArgs& a) {
   if (a.n_tokens <= 0) return {};
   route_kernel<<<static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(a);
   return launched("moe_route");
+}
+
+Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order) {
+  if (n_expert <= 0 || n_expert > kMaxExperts) return Error{"CUDA moe_sort: at most 256 experts"};
+  if (n_pairs <= 0) return {};
+  sort_kernel<<<1, 1024, 0, stream()>>>(ids, n_pairs, static_cast<int>(n_expert), order);
+  return launched("moe_sort");
 }
 
 Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,

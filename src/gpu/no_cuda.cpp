@@ -36,9 +36,10 @@ Status gemm_tc(DType, const void*, int64_t, int64_t, size_t, const float*, int64
 }
 Status silu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status gemm_id(DType, const void*, size_t, int64_t, int64_t, size_t, const float*, int64_t, const int32_t*, int64_t,
-               float*) {
+               float*, const int32_t*) {
   return no_cuda();
 }
+Status moe_sort(const int32_t*, int64_t, int64_t, int32_t*) { return no_cuda(); }
 Status moe_route(const GpuMoeRouteArgs&) { return no_cuda(); }
 Status moe_combine(float*, const float*, const float*, int64_t, int64_t, int64_t, const float*, const float*) {
   return no_cuda();

@@ -40,10 +40,12 @@ class Ops {
   virtual Status matmul(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x,
                         int64_t n_tokens, float* y, void* workspace, size_t workspace_bytes) = 0;
   virtual size_t matmul_workspace_bytes() const = 0;
-  // Experts' products: gpu::gemm_id (pair p: expert ids[p], input row p / x_div, output row p).
+  // Experts' products: gpu::gemm_id (pair p: expert ids[p], input row p / x_div, output row p; order:
+  // moe_sort's grouping of the pairs by expert, or null).
   virtual Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols,
                            size_t row_bytes, const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs,
-                           float* y) = 0;
+                           float* y, const int32_t* order) = 0;
+  virtual Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order) = 0;
   virtual Status moe_route(const GpuMoeRouteArgs& a) = 0;
   virtual Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                              const float* shared, const float* shared_gate) = 0;

@@ -10,6 +10,9 @@
 #include "kernels/ops.h"
 
 namespace tmill {
+namespace {
+constexpr int64_t kMaxSortedPairs = 65535;  // gpu::gemm_id takes an order for one launch's worth of pairs
+}  // namespace
 
 Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dtype) {
   const ModelConfig& c = model.config();
@@ -73,7 +76,7 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
     floats += N * (static_cast<uint64_t>(c.n_expert) + K * (1 + 2 * static_cast<uint64_t>(c.n_ff_exp) +
                                                             static_cast<uint64_t>(c.n_embd)));
     floats += N * (2 * static_cast<uint64_t>(c.n_ff_shexp) + static_cast<uint64_t>(c.n_embd) + 1);
-    ints += N * K;
+    ints += 2 * N * K;
   }
   return 4 * (floats + ints);
 }
@@ -247,6 +250,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
     TM_TRY(floats(&router_logits_, N * static_cast<size_t>(c.n_expert)));
     TM_TRY(floats(&route_w_, N * K));
     TM_TRY(ints(&route_ids_, N * K));
+    TM_TRY(ints(&route_order_, N * K));
     TM_TRY(floats(&eg_, N * K * static_cast<size_t>(c.n_ff_exp)));
     TM_TRY(floats(&eu_, N * K * static_cast<size_t>(c.n_ff_exp)));
     TM_TRY(floats(&ey_, N * K * static_cast<size_t>(c.n_embd)));
@@ -269,12 +273,14 @@ Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
   const int64_t E = c.n_embd, K = c.n_expert_used, F = c.n_ff_exp, NK = N * K;
   auto matmul_id = [&](const DevMatrix& w, const float* x, int64_t x_div, float* y) {
     return ops_.matmul_id(w.type, w.p, w.row_bytes * static_cast<size_t>(w.rows), w.rows, w.cols, w.row_bytes, x, x_div,
-                          route_ids_, NK, y);
+                          route_ids_, NK, y, NK <= kMaxSortedPairs ? route_order_ : nullptr);
   };
   TM_TRY(matmul(D.router, xb_, N, router_logits_));
   if (D.router_b) TM_TRY(ops_.add_rows(router_logits_, D.router_b, N, c.n_expert));
   TM_TRY(ops_.moe_route({router_logits_, N, c.n_expert, K, c.arch.moe_norm_topk, c.arch.moe_softmax_topk, route_ids_,
                          route_w_}));
+  // the pairs grouped by expert, so the products read each chosen expert's rows once from memory
+  if (NK <= kMaxSortedPairs) TM_TRY(ops_.moe_sort(route_ids_, NK, c.n_expert, route_order_));
   TM_TRY(matmul_id(D.exps.gate, xb_, K, eg_));
   TM_TRY(matmul_id(D.exps.up, xb_, K, eu_));
   if (D.gate_b) {  // gpt-oss: each pair's expert biases, the clamped SwiGLU, the down bias

@@ -147,7 +147,7 @@ class GpuForward {
   // MoE scratch (n_tokens x k pairs): router logits, routes, the experts' rows, the shared expert's
   float *router_logits_ = nullptr, *route_w_ = nullptr, *eg_ = nullptr, *eu_ = nullptr, *ey_ = nullptr,
         *sh_g_ = nullptr, *sh_u_ = nullptr, *sh_y_ = nullptr, *sh_gate_ = nullptr;
-  int32_t* route_ids_ = nullptr;
+  int32_t *route_ids_ = nullptr, *route_order_ = nullptr;
   std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
   // host staging
   std::vector<float> h_x_, h_cos_, h_sin_;

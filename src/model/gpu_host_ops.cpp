@@ -51,13 +51,23 @@ class HostOps final : public gpu::Ops {
     });
   }
   Status matmul_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int64_t cols, size_t row_bytes,
-                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y) override {
+                   const float* x, int64_t x_div, const int32_t* ids, int64_t n_pairs, float* y,
+                   const int32_t* order) override {
     return run([=] {
-      for (int64_t p = 0; p < n_pairs; ++p) {
+      for (int64_t i = 0; i < n_pairs; ++i) {
+        const int64_t p = order ? order[i] : i;
         const Matrix m{type, rows, cols, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[p]) * expert_bytes,
                        row_bytes, "expert"};
         matmul_reference(m, x + (p / x_div) * cols, cols, y + p * rows, rows, 1);
       }
+    });
+  }
+  Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order) override {
+    return run([=] {  // a stable counting sort
+      std::vector<int64_t> start(static_cast<size_t>(n_expert) + 1, 0);
+      for (int64_t p = 0; p < n_pairs; ++p) ++start[static_cast<size_t>(ids[p]) + 1];
+      for (int64_t e = 0; e < n_expert; ++e) start[static_cast<size_t>(e) + 1] += start[static_cast<size_t>(e)];
+      for (int64_t p = 0; p < n_pairs; ++p) order[start[static_cast<size_t>(ids[p])]++] = static_cast<int32_t>(p);
     });
   }
   Status moe_route(const gpu::GpuMoeRouteArgs& a) override {

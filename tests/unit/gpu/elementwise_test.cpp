@@ -4,6 +4,7 @@
 // the K/V store bytewise against paged_kv_store's tiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -181,17 +182,35 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
     for (int64_t x_div : {K, int64_t{1}}) {
       const auto x = randn(static_cast<size_t>(N * K / x_div * cols), 22);
       std::vector<float> want(static_cast<size_t>(N * K * rows));
-      ASSERT_TRUE(host.matmul_id(t, w.data(), eb, rows, cols, rb, x.data(), x_div, ids.data(), N * K, want.data()).ok());
+      ASSERT_TRUE(
+          host.matmul_id(t, w.data(), eb, rows, cols, rb, x.data(), x_div, ids.data(), N * K, want.data(), nullptr).ok());
       auto dw = put(w), dx = put(x);
-      auto dy = DeviceBuffer::allocate(want.size() * 4);
-      ASSERT_TRUE(dy.ok());
-      ASSERT_TRUE(gemm_id(t, dw.get(), eb, rows, cols, rb, static_cast<const float*>(dx.get()), x_div,
-                          static_cast<const int32_t*>(dids.get()), N * K, static_cast<float*>(dy->get()))
-                      .ok());
-      const auto got = get<float>(*dy, want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " x_div " << x_div << " " << i;
+      for (bool sorted : {false, true}) {  // launched in pair order, and grouped by expert (moe_sort)
+        auto dy = DeviceBuffer::allocate(want.size() * 4), dorder = DeviceBuffer::allocate(ids.size() * 4);
+        ASSERT_TRUE(dy.ok() && dorder.ok());
+        if (sorted) {
+          ASSERT_TRUE(moe_sort(static_cast<const int32_t*>(dids.get()), N * K, X, static_cast<int32_t*>(dorder->get())).ok());
+        }
+        ASSERT_TRUE(gemm_id(t, dw.get(), eb, rows, cols, rb, static_cast<const float*>(dx.get()), x_div,
+                            static_cast<const int32_t*>(dids.get()), N * K, static_cast<float*>(dy->get()),
+                            sorted ? static_cast<const int32_t*>(dorder->get()) : nullptr)
+                        .ok());
+        const auto got = get<float>(*dy, want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i])))
+              << dtype_name(t) << " x_div " << x_div << " sorted " << sorted << " " << i;
+      }
     }
+  }
+  {  // moe_sort: a permutation of the pairs with ascending experts (any order within one)
+    auto dorder = DeviceBuffer::allocate(ids.size() * 4);
+    ASSERT_TRUE(dorder.ok());
+    ASSERT_TRUE(moe_sort(static_cast<const int32_t*>(dids.get()), N * K, X, static_cast<int32_t*>(dorder->get())).ok());
+    const auto order = get<int32_t>(*dorder, ids.size());
+    std::vector<int32_t> want_order(ids.size());
+    ASSERT_TRUE(host.moe_sort(ids.data(), N * K, X, want_order.data()).ok());
+    EXPECT_TRUE(std::is_permutation(order.begin(), order.end(), want_order.begin()));
+    for (size_t i = 1; i < order.size(); ++i) EXPECT_LE(ids[order[i - 1]], ids[order[i]]) << i;
   }
   const auto logits = randn(static_cast<size_t>(N * X), 23);
   auto dl = put(logits);
