@@ -14,6 +14,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
 namespace tmill::gpu {
@@ -40,12 +41,6 @@ __global__ void round_activations(const float* x, int64_t n, int64_t n_pad, int6
   xh[i] = to_half<H>(i / cols < n ? x[i] : 0.0f);
 }
 
-__device__ __forceinline__ float f16_at(const uint8_t* p) {
-  __half h;
-  memcpy(&h, p, 2);
-  return __half2float(h);
-}
-
 // One thread per 32 elements of a row (a Q8_0/Q4_0 block, or a 32-element run of a K-quant
 // super-block) of rows [0, n_rows) of W, written as F16 into wh (cols per row).
 template <DType T>
@@ -69,23 +64,37 @@ __global__ void dequantize_rows(const uint8_t* w, size_t row_bytes, int64_t n_ro
       out[j] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] & 15) - 8));
       out[j + 16] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] >> 4) - 8));
     }
-  } else if constexpr (T == DType::Q4_K) {
-    // super-block c / 8, sub-block j = c % 8: 64-element chunk j / 2, low nibbles for even j
-    const uint8_t* blk = row + (c / 8) * 144;
+  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {
+    const uint8_t* blk = row + c * (T == DType::MXFP4 ? 17 : 18);
+    const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
+    const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
+    const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = __float2half_rn(d * static_cast<float>(levels[q[j] & 15]));
+      out[j + 16] = __float2half_rn(d * static_cast<float>(levels[q[j] >> 4]));
+    }
+  } else if constexpr (T == DType::IQ4_XS) {  // super-block c / 8, sub-block c % 8: qs[16j..16j+15]
+    const uint8_t* blk = row + (c / 8) * 136;
+    const int j = static_cast<int>(c % 8);
+    const float dl = iq4xs_scale(blk, j);
+    const uint8_t* q = blk + 8 + 16 * j;
+    for (int l = 0; l < 16; ++l) {
+      out[l] = __float2half_rn(dl * static_cast<float>(kIq4nl[q[l] & 15]));
+      out[l + 16] = __float2half_rn(dl * static_cast<float>(kIq4nl[q[l] >> 4]));
+    }
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // super-block c / 8, sub-block j = c % 8: 64-element chunk j / 2, low nibbles for even j; Q5_K's
+    // fifth bit of element 32 j + l is qh[l] bit j
+    constexpr int kBytes = T == DType::Q4_K ? 144 : 176, kQs = T == DType::Q4_K ? 16 : 48;
+    const uint8_t* blk = row + (c / 8) * kBytes;
     const int j = static_cast<int>(c % 8);
     const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    const uint8_t* sc = blk + 4;
     int s, m;
-    if (j < 4) {
-      s = sc[j] & 63;
-      m = sc[j + 4] & 63;
-    } else {
-      s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-      m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-    }
-    const uint8_t* qs = blk + 16 + 32 * (j / 2);
+    q4k_scale_min(j, blk + 4, &s, &m);
+    const uint8_t* qs = blk + kQs + 32 * (j / 2);
     for (int l = 0; l < 32; ++l) {
-      const int q = j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4);
+      int q = j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4);
+      if constexpr (T == DType::Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
       out[l] = __float2half_rn(d * static_cast<float>(s) * static_cast<float>(q) - dmin * static_cast<float>(m));
     }
   } else {  // Q6_K: super-block c / 8; run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
@@ -152,6 +161,10 @@ Status dequantize(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows
     case DType::Q8_0: dequantize_rows<DType::Q8_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
     case DType::Q4_0: dequantize_rows<DType::Q4_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
     case DType::Q4_K: dequantize_rows<DType::Q4_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q5_K: dequantize_rows<DType::Q5_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::IQ4_XS: dequantize_rows<DType::IQ4_XS><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::IQ4_NL: dequantize_rows<DType::IQ4_NL><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::MXFP4: dequantize_rows<DType::MXFP4><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
     default: dequantize_rows<DType::Q6_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
   }
   return launched("dequantize for the tensor-core gemm");

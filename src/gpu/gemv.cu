@@ -1,6 +1,6 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
-// weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q6_K in their GGUF file layouts), and
-// RMSNorm.
+// weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in their GGUF
+// file layouts), and RMSNorm.
 // One warp per output row: the 32 lanes stride over the row's 32-element blocks (or elements), each
 // lane keeps a float partial sum, and a butterfly of shuffles adds them. Rows are independent and
 // each block is read once, so the weights stream from HBM. (No fmt in .cu files: nvcc's front end
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
 namespace tmill::gpu {
@@ -23,25 +24,23 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-__device__ __forceinline__ float f16_at(const uint8_t* p) {
-  __half h;
-  memcpy(&h, p, 2);
-  return __half2float(h);
-}
-
 // GGUF Q8_0 block: f16 d | int8 q[32]; Q4_0: f16 d | uint8 qs[16] (element j: low nibble of qs[j],
 // element j + 16: high nibble; value (q - 8) * d).
-// MXFP4 (gpt-oss's experts; ggml's block_mxfp4): u8 e (E8M0) | uint8 qs[16], element j the low nibble
-// of qs[j], j + 16 the high one, each an E2M1 value; the table holds them doubled and the scale is
-// half of 2^(e - 127), as quant/blocks.h mxfp4_half_scale (so every product is exact).
-__constant__ int8_t kMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-__device__ __forceinline__ float mxfp4_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  return __uint_as_float(bits);
-}
-
+// MXFP4 (gpt-oss's experts): u8 e (E8M0) | qs[16] E2M1 codes; IQ4_NL: f16 d | qs[16] level indices; both
+// in Q4_0's nibble order (element j the low nibble of qs[j], j + 16 the high one).
 template <DType T>
 __device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
+  if constexpr (T == DType::IQ4_NL) {
+    const float d = f16_at(blk);
+    const uint8_t* q = blk + 2;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      s += static_cast<float>(kIq4nl[q[j] & 15]) * x[j];
+      s += static_cast<float>(kIq4nl[q[j] >> 4]) * x[j + 16];
+    }
+    return d * s;
+  }
   if constexpr (T == DType::MXFP4) {
     const float d = mxfp4_scale(blk[0]);
     const uint8_t* q = blk + 1;
@@ -73,19 +72,43 @@ __device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
 // K-quants, 256-element super-blocks (ggml's block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales
 // and mins, 128 bytes of nibbles; block_q6_K: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
 // scales, f16 d).
-__device__ __forceinline__ void q4k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 template <DType T>
 __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float* x) {
-  if constexpr (T == DType::Q4_K) {
+  if constexpr (T == DType::IQ4_XS) {  // 8 sub-blocks of 32, each its own 6-bit scale
+    const uint8_t* qs = blk + 8;
+    float s = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      float sj = 0.0f;
+      for (int l = 0; l < 16; ++l) {
+        sj += static_cast<float>(kIq4nl[qs[16 * j + l] & 15]) * x[32 * j + l];
+        sj += static_cast<float>(kIq4nl[qs[16 * j + l] >> 4]) * x[32 * j + l + 16];
+      }
+      s += iq4xs_scale(blk, j) * sj;
+    }
+    return s;
+  } else if constexpr (T == DType::Q5_K) {  // Q4_K plus a fifth bit: qh[e % 32] bit e / 32
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + 48;
+    float s = 0.0f;
+    for (int c = 0; c < 4; ++c) {
+      int sc0, m0, sc1, m1;
+      q4k_scale_min(2 * c, scales, &sc0, &m0);
+      q4k_scale_min(2 * c + 1, scales, &sc1, &m1);
+      float dot0 = 0.0f, dot1 = 0.0f, sum0 = 0.0f, sum1 = 0.0f;
+      for (int l = 0; l < 32; ++l) {
+        const float x0 = x[64 * c + l], x1 = x[64 * c + 32 + l];
+        dot0 += static_cast<float>((qs[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4)) * x0;
+        dot1 += static_cast<float>((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) * x1;
+        sum0 += x0;
+        sum1 += x1;
+      }
+      s += d * (sc0 * dot0 + sc1 * dot1) - dmin * (m0 * sum0 + m1 * sum1);
+    }
+    return s;
+  } else if constexpr (T == DType::Q4_K) {
     const float d = f16_at(blk), dmin = f16_at(blk + 2);
     const uint8_t* scales = blk + 4;
     const uint8_t* qs = blk + 16;
@@ -132,10 +155,15 @@ __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float*
 
 // Bytes and elements of one quantization block (K-quants: 256-element super-blocks).
 template <DType T>
-constexpr int kBlockBytes =
-    T == DType::Q8_0 ? 34 : T == DType::Q4_0 ? 18 : T == DType::MXFP4 ? 17 : T == DType::Q4_K ? 144 : 210;
+constexpr int kBlockBytes = T == DType::Q8_0 ? 34
+                            : T == DType::Q4_0 || T == DType::IQ4_NL ? 18
+                            : T == DType::MXFP4 ? 17
+                            : T == DType::Q4_K ? 144
+                            : T == DType::Q5_K ? 176
+                            : T == DType::IQ4_XS ? 136
+                            : 210;
 template <DType T>
-constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q6_K ? 256 : 32;
+constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS ? 256 : 32;
 
 // Grid: x over groups of kWarpsPerBlock rows, y over tiles of kTokTile tokens (x and y advance by
 // cols and rows per token). A warp reads its row's blocks once per tile and dots each with every
@@ -291,7 +319,8 @@ __global__ void rmsnorm_rows(const float* x, const float* weight, float* y, int6
 
 bool gemv_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K || t == DType::Q6_K || t == DType::MXFP4;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::MXFP4 || t == DType::IQ4_NL ||
+         t == DType::IQ4_XS;
 }
 
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
@@ -303,9 +332,9 @@ namespace {
 Status check_type(DType type, int64_t cols) {
   if (!gemv_supports(type))
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
-  if ((type == DType::Q8_0 || type == DType::Q4_0 || type == DType::MXFP4) && cols % 32 != 0)
+  if ((type == DType::Q8_0 || type == DType::Q4_0 || type == DType::MXFP4 || type == DType::IQ4_NL) && cols % 32 != 0)
     return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
-  if ((type == DType::Q4_K || type == DType::Q6_K) && cols % 256 != 0)
+  if ((type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) && cols % 256 != 0)
     return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
   return {};
 }
@@ -322,6 +351,9 @@ Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_
     case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::MXFP4: gemv_blocks<DType::MXFP4><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::IQ4_NL: gemv_blocks<DType::IQ4_NL><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q5_K: gemv_blocks<DType::Q5_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::IQ4_XS: gemv_blocks<DType::IQ4_XS><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F32: gemv_float<DType::F32><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;

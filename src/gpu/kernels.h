@@ -12,7 +12,8 @@
 
 namespace tmill::gpu {
 
-// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q4_K, Q6_K.
+// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K,
+// IQ4_XS (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS files; gpt-oss's MXFP4).
 bool gemv_supports(DType t);
 // Decode's matrix-vector product, dequantizing in registers: y[r] = dot(row r of W, x) for the
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
@@ -63,8 +64,8 @@ inline constexpr size_t kGemmTcWorkspaceBytes = size_t{64} << 20;
 inline bool gemm_tc_supports(DType type, int64_t rows, int64_t cols, size_t row_bytes) {
   if (rows % 16 != 0 || cols % 16 != 0 || rows <= 0 || cols <= 0) return false;
   if (type == DType::F16 || type == DType::BF16) return row_bytes % 32 == 0 && row_bytes >= static_cast<size_t>(cols) * 2;
-  if (type == DType::Q8_0 || type == DType::Q4_0) return cols % 32 == 0;
-  return (type == DType::Q4_K || type == DType::Q6_K) && cols % 256 == 0;
+  if (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::IQ4_NL || type == DType::MXFP4) return cols % 32 == 0;
+  return (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) && cols % 256 == 0;
 }
 Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
                float* y, void* workspace, size_t workspace_bytes);

@@ -61,8 +61,9 @@ TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
   const int64_t rows = 37, n = 19;
   for (int64_t cols : {256, 96}) {
     const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q6_K}) {
-      if (cols % 256 != 0 && (t == DType::Q4_K || t == DType::Q6_K)) continue;
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
+                    DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+      if (cols % 256 != 0 && (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS)) continue;
       const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
       std::vector<uint8_t> w(rb * rows);
       for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
@@ -274,7 +275,8 @@ TEST(GpuKernels, TensorCoreGemmMatchesTheCpuOracle) {
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   const int64_t rows = 48, cols = 512, n = 100;
   const auto wf = randn(static_cast<size_t>(rows * cols), 31), x = randn(static_cast<size_t>(n * cols), 32);
-  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K, DType::IQ4_XS}) {
     const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
     ASSERT_TRUE(gemm_tc_supports(t, rows, cols, rb)) << dtype_name(t);
     std::vector<uint8_t> w(rb * rows);

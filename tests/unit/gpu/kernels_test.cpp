@@ -45,7 +45,8 @@ TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
   std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
   for (auto& v : wf) v = nd(rng);
   for (auto& v : x) v = nd(rng);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     ASSERT_TRUE(gemv_supports(t));
     const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
     std::vector<uint8_t> w(rb * rows);
