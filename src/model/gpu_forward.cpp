@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/log.h"
@@ -238,11 +239,8 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(floats(&hb_, N * c.n_ff));
   TM_TRY(floats(&hb2_, N * c.n_ff));
   TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
-  TM_TRY(floats(&cos_, n_ropes * N * half));
-  TM_TRY(floats(&sin_, n_ropes * N * half));
-  TM_TRY(ints(&pos_, N));
-  TM_TRY(ints(&n_ctx_, N));
-  TM_TRY(ints(&tables_, N * static_cast<size_t>(cap_blocks_)));
+  // a step's small inputs in one buffer, one upload (stage lays them out for the step's token count)
+  TM_TRY(ints(&in_, N * (2 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));
   attn_partial_floats_ = gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim);
   TM_TRY(floats(&attn_partial_, static_cast<size_t>(attn_partial_floats_)));
   if (c.is_moe()) {
@@ -339,12 +337,26 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   }
   if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd), as Forward::run
     for (float& v : h_x_) v *= c.embd_scale;
+  // Positions, context lengths, tables, cos, sin back to back in in_ (the layout depends only on
+  // n_padded and max_blocks, so a graph bucket finds its inputs where its capture read them).
+  h_in_.resize(2 * NZ + h_tables_.size() + 2 * h_cos_.size());
+  int32_t* h = h_in_.data();
+  auto put = [&h](const void* src, size_t words) {
+    std::memcpy(h, src, words * sizeof(int32_t));
+    h += words;
+  };
+  put(h_pos_.data(), NZ);
+  put(h_n_ctx_.data(), NZ);
+  put(h_tables_.data(), h_tables_.size());
+  put(h_cos_.data(), h_cos_.size());
+  put(h_sin_.data(), h_sin_.size());
+  pos_ = in_;
+  n_ctx_ = pos_ + NZ;
+  tables_ = n_ctx_ + NZ;
+  cos_ = reinterpret_cast<float*>(tables_ + h_tables_.size());
+  sin_ = cos_ + h_cos_.size();
+  TM_TRY(ops_.upload(in_, h_in_.data(), h_in_.size() * sizeof(int32_t)));
   TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
-  TM_TRY(ops_.upload(pos_, h_pos_.data(), NZ * sizeof(int32_t)));
-  TM_TRY(ops_.upload(n_ctx_, h_n_ctx_.data(), NZ * sizeof(int32_t)));
-  TM_TRY(ops_.upload(tables_, h_tables_.data(), h_tables_.size() * sizeof(int32_t)));
-  TM_TRY(ops_.upload(cos_, h_cos_.data(), h_cos_.size() * sizeof(float)));
-  TM_TRY(ops_.upload(sin_, h_sin_.data(), h_sin_.size() * sizeof(float)));
   return {};
 }
 

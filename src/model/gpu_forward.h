@@ -139,7 +139,8 @@ class GpuForward {
   int64_t cap_tokens_ = 0, cap_blocks_ = 0, cap_rows_ = 0;
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
-  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;
+  int32_t* in_ = nullptr;  // the step's positions, context lengths, tables and RoPE tables (stage)
+  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;  // into in_
   void* workspace_ = nullptr;  // the backend's matmul workspace (tensor-core chunks), allocated at create
   size_t workspace_bytes_ = 0;
   float* attn_partial_ = nullptr;  // split-K attention's partial states (gpu::attention_partial_capacity)
@@ -151,7 +152,7 @@ class GpuForward {
   std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
   // host staging
   std::vector<float> h_x_, h_cos_, h_sin_;
-  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_;
+  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_, h_in_;
 };
 
 }  // namespace tmill
