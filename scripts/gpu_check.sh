@@ -7,11 +7,12 @@
 #   LD_LIBRARY_PATH=.gpu-bundle/lib scripts/gpu_check.sh .gpu-bundle/test_gpu .gpu-bundle/tokenmill
 #
 # 1. every GPU test: the kernels against the CPU oracle, the GPU forward against the CPU reference
-#    forward on tiny models of every dense and MoE family, with and without CUDA graphs, and on
-#    stories260K's greedy decode (fails if the
-#    device tests were skipped: no device visible is a failure here);
+#    forward on tiny models of every dense and MoE family (gpt-oss too), with and without CUDA graphs,
+#    and stories260K's greedy decode (no device visible is a failure here). A failing test is listed
+#    and the run goes on -- device time is scarce, later figures are still worth having -- and the
+#    script exits 1 at the end;
 # 2. with the tokenmill binary: the engine end to end on the GPU (stories260K's greedy text through
-#    `generate --device cuda`), then decode speed: random-weight files of the Llama-3-8B shape (BF16,
+#    `generate --device cuda`, with CUDA graphs and with --enforce-eager), then decode speed: random-weight files of the Llama-3-8B shape (BF16,
 #    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
@@ -35,22 +36,33 @@ if [ "$DEV" = cuda ] && grep -q "no CUDA device" "$OUT"; then
   echo "gpu_check: the device tests were skipped: no CUDA device visible" >&2
   exit 1
 fi
-if grep -q "FAILED" "$OUT" || [ "$status" -ne 0 ]; then echo "gpu_check: GPU tests failed" >&2; exit 1; fi
-echo "gpu_check: all GPU tests passed on the device ($GPU)"
-[ -n "$TM" ] || exit 0
+# A failure does not stop the run (device time is scarce: every later figure is still worth having);
+# the script exits 1 at the end if anything failed.
+fail=0
+if grep -q "FAILED" "$OUT" || [ "$status" -ne 0 ]; then
+  echo "gpu_check: GPU tests failed:" >&2
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT" | sort -u >&2 || true
+  fail=1
+else
+  echo "gpu_check: all GPU tests passed on the device ($GPU)"
+fi
+[ -n "$TM" ] || exit $fail
 [ -x "$TM" ] || { echo "no tokenmill binary at $TM" >&2; exit 2; }
 
-# 2. the engine end to end: stories260K's greedy text (BOS only, 200 tokens, as llama2.c's run.c)
+# 2. the engine end to end: stories260K's greedy text (BOS only, 200 tokens, as llama2.c's run.c), with
+# decode steps replayed as CUDA graphs (the default) and eagerly
 want=$(cat models/stories260K/expected_greedy_200.txt)
-got=$(timeout 120 "$TM" generate --model models/stories260K/stories260K.gguf --device "$DEV" --prompt "" \
-  --max-tokens 200 --temperature 0 --ignore-eos 2>/dev/null || true)
-if [ "$got" = "$want" ]; then echo "gpu_check: generate --device $DEV: stories260K greedy text equals llama2.c's"
-else
-  echo "gpu_check: generate --device $DEV: greedy text differs from llama2.c's:" >&2
-  printf 'got:  %s\nwant: %s\n' "$got" "$want" >&2
-  exit 1
-fi
-[ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ] && exit 0
+for eager in "" --enforce-eager; do
+  got=$(timeout 120 "$TM" generate --model models/stories260K/stories260K.gguf --device "$DEV" --prompt "" \
+    --max-tokens 200 --temperature 0 --ignore-eos $eager 2>/dev/null || true)
+  if [ "$got" = "$want" ]; then echo "gpu_check: generate --device $DEV $eager: stories260K greedy text equals llama2.c's"
+  else
+    echo "gpu_check: generate --device $DEV $eager: greedy text differs from llama2.c's:" >&2
+    printf 'got:  %s\nwant: %s\n' "$got" "$want" >&2
+    fail=1
+  fi
+done
+[ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ] && exit $fail
 
 # 3. speed (bench engine's JSON: gen_tokens_per_s), each figure with the GPU's name
 DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
@@ -80,3 +92,4 @@ for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16
     fi
   done
 done
+exit $fail
