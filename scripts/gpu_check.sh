@@ -68,28 +68,32 @@ done
 DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
 BW=${GPU_CHECK_BW:-4.8e12}
 mkdir -p "$DIR"
-bench() {  # file batch [extra flags] -> tok/s
-  timeout 300 "$TM" bench engine --model "$1" --device "$DEV" --batch "$2" --prompt-len 128 --gen-len 128 \
-    --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json "${@:3}" 2>/dev/null |
-    sed -n 's/.*"gen_tokens_per_s": *\([0-9.eE+-]*\).*/\1/p' | tail -1
+bench() {  # file batches(comma-separated) [extra flags] -> bench engine's JSON (one model load for all batches)
+  timeout 400 "$TM" bench engine --model "$1" --device "$DEV" --batch "$2" --prompt-len 128 --gen-len 128 \
+    --repetitions 1 --max-num-batched-tokens 8192 --max-num-seqs 256 --json "${@:3}" 2>/dev/null || true
 }
+field() {  # json batch -> gen_tokens_per_s of that batch
+  { echo "$1" | sed -e 's/},{/}\n{/g' | grep "\"batch\":$2," | sed -e 's/.*"gen_tokens_per_s":\([0-9.eE+-]*\).*/\1/' | tail -1; } || true
+}
+BATCHES=${GPU_CHECK_BATCHES:-1 64 256}
 for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16}; do
   shape=${spec%%:*} dtype=${spec##*:} f="$DIR/$shape-$dtype.gguf"
-  [ -f "$f" ] || timeout 300 "$TM" dummy --shape "$shape" --dtype "$dtype" -o "$f" >/dev/null 2>&1 || { echo "gpu_check: dummy $spec failed" >&2; continue; }
+  [ -f "$f" ] || timeout 300 "$TM" dummy --shape "$shape" --dtype "$dtype" -o "$f" >/dev/null 2>&1 || { echo "gpu_check: dummy $spec failed" >&2; fail=1; continue; }
   bytes=$(stat -c %s "$f")
-  for b in ${GPU_CHECK_BATCHES:-1 64 256}; do
-    t=$(bench "$f" "$b")
-    if [ -z "$t" ]; then echo "gpu_check: $GPU $shape $dtype batch $b: no figure (bench engine failed)"; continue; fi
+  json=$(bench "$f" "$(echo $BATCHES | tr ' ' ',')")
+  for b in $BATCHES; do
+    t=$(field "$json" "$b")
+    if [ -z "$t" ]; then echo "gpu_check: $GPU $shape $dtype batch $b: no figure (bench engine failed)"; fail=1; continue; fi
     if [ "$b" = 1 ]; then
       awk -v g="$GPU" -v s="$shape" -v d="$dtype" -v t="$t" -v by="$bytes" -v bw="$BW" 'BEGIN {
         printf "gpu_check: %s %s %s decode 1 stream: %.1f tok/s, %.0f GB/s of weights = %.0f %% of %.1f TB/s\n",
           g, s, d, t, t * by / 1e9, 100 * t * by / bw, bw / 1e12 }'
-      # the same without CUDA graphs: what launch overhead costs (small models are bound by it)
-      e=$(bench "$f" 1 --enforce-eager)
-      echo "gpu_check: $GPU $shape $dtype decode 1 stream with --enforce-eager (no CUDA graphs): ${e:-no figure} tok/s"
     else
       echo "gpu_check: $GPU $shape $dtype $b streams x 128 generated: $t tok/s"
     fi
   done
+  # one stream without CUDA graphs: what launch overhead costs (small models are bound by it)
+  e=$(field "$(bench "$f" 1 --enforce-eager)" 1)
+  echo "gpu_check: $GPU $shape $dtype decode 1 stream with --enforce-eager (no CUDA graphs): ${e:-no figure} tok/s"
 done
 exit $fail
