@@ -127,6 +127,10 @@ struct Engine::Impl {
   std::unordered_map<RequestId, Choice*> choices;
   RequestId next_sched_id = 1;
   std::vector<float> logits;
+  // A GPU step whose every sample is plain greedy (plain_greedy_step): the device's argmax per
+  // logits row instead of the logits (sample_step takes them as the tokens).
+  bool greedy_step = false;
+  std::vector<int32_t> greedy_ids;
   Clock::time_point last_expiry_check{};
 
   // background thread
@@ -142,7 +146,8 @@ struct Engine::Impl {
   bool step();
   // The step's copy-on-write block copies and forward pass, on the CPU or the GPU forward.
   void copy_blocks(const SchedulerOutput& out);
-  void forward_step(const ForwardBatch& batch);
+  void forward_step(const ForwardBatch& batch, const SchedulerOutput& out);
+  bool plain_greedy_step(const SchedulerOutput& out) const;
   // gpu_engine.cpp: --device cuda / gpu-oracle: what the GPU forward does not run refused, the memory
   // plan (vLLM's --gpu-memory-utilization on a device), the weights uploaded, the KV cache allocated.
   Status setup_gpu(KvLayout* layout);

@@ -19,6 +19,7 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
     const float* lg;  // its first logits row
     Choice* c;
     const Request* r;
+    size_t row;       // its first logits row
   };
   std::vector<Job> jobs;
   std::vector<int32_t> accepted(out.scheduled.size(), 0);  // drafts kept, per entry
@@ -26,10 +27,18 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& sr = out.scheduled[i];
     if (!sr.produces_sample) continue;
-    jobs.push_back({i, logits.data() + row * static_cast<size_t>(n_vocab), choices.at(sr.id), sched->request(sr.id)});
+    jobs.push_back({i, greedy_step ? nullptr : logits.data() + row * static_cast<size_t>(n_vocab), choices.at(sr.id),
+                    sched->request(sr.id), row});
     row += 1 + static_cast<size_t>(sr.num_draft_tokens);  // a chunk with drafts has a row per position
   }
   auto sample_one = [&](const Job& j, int tid) {
+    if (greedy_step) {  // the device's argmax of the row (plain_greedy_step)
+      SampleResult res;
+      res.token = greedy_ids[static_cast<size_t>(j.row)];
+      s.results[j.i].push_back(res);
+      s.tokens[j.i].push_back(res.token);
+      return;
+    }
     accepted[j.i] = sample_entry(out.scheduled[j.i], j.lg, *j.c, *j.r, samplers[static_cast<size_t>(tid)],
                                  constraint_scratch[static_cast<size_t>(tid)], s.results[j.i]);
     for (const SampleResult& res : s.results[j.i]) s.tokens[j.i].push_back(res.token);

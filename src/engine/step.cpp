@@ -27,7 +27,7 @@ bool Engine::Impl::step() {
   ForwardBatch batch = build_forward_batch(out);
   bind_loras(batch, out);                                 // sequences with a LoRA adapter
   StepStats st = begin_step(out, t0);
-  forward_step(batch);                                    // logits, on the CPU or the GPU
+  forward_step(batch, out);                               // logits, on the CPU or the GPU
   StepSamples samples = sample_step(out);                 // drafts verified, accepted ones kept
   const std::vector<RequestEvent> events = sched->update(out, samples.tokens);
   emit_outputs(events, samples);                          // text, stop strings, finishing, timings
@@ -54,9 +54,27 @@ void Engine::Impl::copy_blocks(const SchedulerOutput& out) {
   }
 }
 
-void Engine::Impl::forward_step(const ForwardBatch& batch) {
-  if (gpu_forward) gpu_or_die(gpu_forward->run(batch, logits));
+void Engine::Impl::forward_step(const ForwardBatch& batch, const SchedulerOutput& out) {
+  greedy_step = gpu_forward && plain_greedy_step(out);
+  if (gpu_forward) gpu_or_die(gpu_forward->run(batch, logits, greedy_step ? &greedy_ids : nullptr));
   else forward->run(batch, kv, logits);
+}
+
+// Every sample of the step is a plain argmax of its row (Sampler::sample's fast path: greedy, no
+// logit bias, no penalties, no logprobs) with no grammar, no drafts to verify and no n > 1 choices
+// to fork from the row.
+bool Engine::Impl::plain_greedy_step(const SchedulerOutput& out) const {
+  for (const ScheduledRequest& sr : out.scheduled) {
+    if (!sr.produces_sample) continue;
+    if (sr.num_draft_tokens > 0) return false;
+    const Choice& c = *choices.at(sr.id);
+    const GenerateRequest& r = c.group->req;
+    const SamplingParams& p = r.sampling;
+    if (c.constraint || r.n > 1 || !p.greedy() || !p.logit_bias.empty() || p.logprobs >= 0 ||
+        p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+      return false;
+  }
+  return true;
 }
 
 void Engine::Impl::drain_inbox() {

@@ -56,6 +56,9 @@ class CudaOps final : public Ops {
   Status silu_mul(float* g, const float* u, int64_t n) override { return gpu::silu_mul(g, u, n); }
   Status gelu_mul(float* g, const float* u, int64_t n) override { return gpu::gelu_mul(g, u, n); }
   Status softcap(float* x, int64_t n, float cap) override { return gpu::softcap(x, n, cap); }
+  Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out) override {
+    return gpu::argmax_rows(x, n_rows, n, out);
+  }
   Status synchronize() override { return gpu::synchronize(); }
   Status begin_capture() override { return gpu::begin_capture(); }
   Result<void*> end_capture() override { return gpu::end_capture(); }

@@ -39,6 +39,32 @@ __global__ void swiglu_oai_kernel(float* g, const float* u, int64_t n) {
   g[i] = x / (1.0f + __expf(-1.702f * x)) * (fminf(fmaxf(u[i], -7.0f), 7.0f) + 1.0f);
 }
 
+// One CTA of kArgmaxThreads per row: each thread the first maximum of its stride, then a tree in shared
+// memory keeping the larger value, the smaller index on ties.
+constexpr int kArgmaxThreads = 256;
+__global__ void argmax_kernel(const float* x, int64_t n, int32_t* out) {
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
+  float best = -INFINITY;
+  int64_t at = -1;
+  for (int64_t i = threadIdx.x; i < n; i += kArgmaxThreads)
+    if (row[i] > best || (at < 0 && row[i] == best)) best = row[i], at = i;
+  __shared__ float v[kArgmaxThreads];
+  __shared__ int64_t ix[kArgmaxThreads];
+  v[threadIdx.x] = best;
+  ix[threadIdx.x] = at;
+  __syncthreads();
+  for (int s = kArgmaxThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float ov = v[threadIdx.x + s];
+      const int64_t oi = ix[threadIdx.x + s];
+      const bool take = oi >= 0 && (ix[threadIdx.x] < 0 || ov > v[threadIdx.x] || (ov == v[threadIdx.x] && oi < ix[threadIdx.x]));
+      if (take) v[threadIdx.x] = ov, ix[threadIdx.x] = oi;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(ix[0] < 0 ? 0 : ix[0]);  // all NaN: 0, as the CPU's
+}
+
 // One thread per (token, head, pair): the same products and order as rope_pairs_scalar /
 // rope_neox (v0 * c - v1 * s, v0 * s + v1 * c), without FMA contraction.
 __global__ void rope_kernel(GpuRopeArgs a) {
@@ -93,6 +119,12 @@ Status swiglu_oai(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
   swiglu_oai_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, u, n);
   return launched("swiglu_oai");
+}
+
+Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out) {
+  if (n_rows <= 0 || n <= 0) return {};
+  argmax_kernel<<<static_cast<unsigned>(n_rows), kArgmaxThreads, 0, stream()>>>(x, n, out);
+  return launched("argmax_rows");
 }
 
 Status rope(const GpuRopeArgs& a) {

@@ -136,6 +136,9 @@ Status silu_mul(float* g, const float* u, int64_t n);
 Status gelu_mul(float* g, const float* u, int64_t n);
 // x = cap * tanh(x / cap), n floats (gemma's final logits).
 Status softcap(float* x, int64_t n, float cap);
+// out[r] = the index of row r's largest value (the first on ties, NaNs skipped; rows of n floats):
+// greedy sampling on the device, so a step downloads one id per row instead of its logits.
+Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out);
 // y[i] += x[i], n floats.
 Status add(float* y, const float* x, int64_t n);
 // Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.

@@ -50,6 +50,7 @@ Status add(float*, const float*, int64_t) { return no_cuda(); }
 Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
 Status add_rows_id(float*, const float*, const int32_t*, int64_t, int64_t) { return no_cuda(); }
 Status swiglu_oai(float*, const float*, int64_t) { return no_cuda(); }
+Status argmax_rows(const float*, int64_t, int64_t, int32_t*) { return no_cuda(); }
 Status rope(const GpuRopeArgs&) { return no_cuda(); }
 Status kv_store(const GpuKvStoreArgs&) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }

@@ -60,6 +60,7 @@ class Ops {
   virtual Status silu_mul(float* g, const float* u, int64_t n) = 0;
   virtual Status gelu_mul(float* g, const float* u, int64_t n) = 0;
   virtual Status softcap(float* x, int64_t n, float cap) = 0;
+  virtual Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out) = 0;
   virtual Status synchronize() = 0;
   // Graphs (CUDA graphs; the host backend records the calls): between begin_capture and end_capture
   // the calls above are recorded, not run -- upload, download and synchronize are errors then -- and

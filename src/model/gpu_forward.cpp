@@ -69,7 +69,7 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
   uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
-  uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks));
+  uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
   floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim)) +
             gpu::kGemmTcWorkspaceBytes / 4;
   if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
@@ -241,6 +241,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
   // a step's small inputs in one buffer, one upload (stage lays them out for the step's token count)
   TM_TRY(ints(&in_, N * (2 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));
+  TM_TRY(ints(&argmax_, static_cast<size_t>(cap_rows_)));
   attn_partial_floats_ = gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim);
   TM_TRY(floats(&attn_partial_, static_cast<size_t>(attn_partial_floats_)));
   if (c.is_moe()) {
@@ -460,8 +461,19 @@ void GpuForward::drop_graphs() {
   graphs_.clear();
 }
 
-Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logits) {
-  const ModelConfig& c = model_->config();
+Status GpuForward::fetch_logits(int64_t n_rows, std::vector<float>& logits, std::vector<int32_t>* argmax) {
+  const int64_t V = model_->config().n_vocab;
+  if (!argmax) {
+    logits.resize(static_cast<size_t>(n_rows * V));
+    return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
+  }
+  logits.clear();
+  argmax->resize(static_cast<size_t>(n_rows));
+  TM_TRY(ops_.argmax_rows(logits_, n_rows, V, argmax_));
+  return ops_.download(argmax->data(), argmax_, argmax->size() * sizeof(int32_t));
+}
+
+Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
   const auto N = static_cast<int64_t>(batch.tokens.size());
   const int64_t B = graph_bucket(N), MB = opts_.graph_max_blocks;
   // Fixed shapes: scratch for the largest bucket, block tables of graph_max_blocks; a graph keeps the
@@ -498,11 +510,10 @@ Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logi
   }
   TM_TRY(ops_.replay(it->second));
   ++graph_stats_.replayed;
-  logits.resize(static_cast<size_t>(N * c.n_vocab));
-  return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
+  return fetch_logits(N, logits, argmax);
 }
 
-Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
+Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
   const ModelConfig& c = model_->config();
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   if (N == 0) return Error{"GPU forward: empty batch"};
@@ -515,17 +526,23 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits) {
   }
   const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
   if (graphable(batch, rows, max_blocks)) {
-    Status st = run_graph(batch, logits);
+    Status st = run_graph(batch, logits, argmax);
     if (st.ok() || !graphs_failed_) return st;  // else the same step eagerly
   }
   const auto R = static_cast<int64_t>(rows.size());
   TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
   TM_TRY(stage(batch, N, max_blocks));
   TM_TRY(layers(N, max_blocks, *std::max_element(h_n_ctx_.begin(), h_n_ctx_.end())));
-  logits.resize(static_cast<size_t>(R * (batch.hidden ? c.n_embd : c.n_vocab)));
-  if (R == 0) return ops_.synchronize();
+  if (R == 0) {
+    logits.clear();
+    if (argmax) argmax->clear();
+    return ops_.synchronize();
+  }
   TM_TRY(head(rows, batch.hidden));
-  return ops_.download(logits.data(), batch.hidden ? xb_ : logits_, logits.size() * sizeof(float));
+  if (!batch.hidden) return fetch_logits(R, logits, argmax);
+  if (argmax) return Error{"GPU forward: argmax of hidden states"};
+  logits.resize(static_cast<size_t>(R * c.n_embd));
+  return ops_.download(logits.data(), xb_, logits.size() * sizeof(float));
 }
 
 Status GpuForward::copy_block(int32_t src, int32_t dst) {

@@ -53,7 +53,9 @@ class GpuForward {
   GpuForward& operator=(const GpuForward&) = delete;
 
   // Forward::run's contract; batches with LoRA adapters are refused (an error, nothing computed).
-  Status run(const ForwardBatch& batch, std::vector<float>& logits);
+  // With `argmax`, greedy sampling on the device: *argmax gets each logits row's first maximum and
+  // `logits` stays empty (one id per row crosses to the host instead of n_vocab floats).
+  Status run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax = nullptr);
   // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
   Status copy_block(int32_t src, int32_t dst);
   // As Forward::set_context_length (LongRoPE's short or long factors).
@@ -118,7 +120,9 @@ class GpuForward {
   Status head(const std::vector<int64_t>& rows, bool hidden);
   bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
   int64_t graph_bucket(int64_t n) const;
-  Status run_graph(const ForwardBatch& batch, std::vector<float>& logits);
+  Status run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax);
+  // logits_'s first n_rows rows to the host: as floats, or (argmax) each row's first maximum
+  Status fetch_logits(int64_t n_rows, std::vector<float>& logits, std::vector<int32_t>* argmax);
   void drop_graphs();
 
   std::shared_ptr<const Model> model_;
@@ -139,7 +143,8 @@ class GpuForward {
   int64_t cap_tokens_ = 0, cap_blocks_ = 0, cap_rows_ = 0;
   float *x_ = nullptr, *xb_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *hb_ = nullptr,
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
-  int32_t* in_ = nullptr;  // the step's positions, context lengths, tables and RoPE tables (stage)
+  int32_t* in_ = nullptr;
+  int32_t* argmax_ = nullptr;  // per logits row (run's argmax)  // the step's positions, context lengths, tables and RoPE tables (stage)
   int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;  // into in_
   void* workspace_ = nullptr;  // the backend's matmul workspace (tensor-core chunks), allocated at create
   size_t workspace_bytes_ = 0;

@@ -171,6 +171,11 @@ class HostOps final : public gpu::Ops {
       softcap_inplace(x, n, cap);
     });
   }
+  Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out) override {
+    return run([=] {
+      for (int64_t r = 0; r < n_rows; ++r) out[r] = static_cast<int32_t>(tmill::argmax(x + r * n, n));
+    });
+  }
   Status synchronize() override { return recording ? Error{"host backend: synchronize while capturing a graph"} : Status{}; }
   Status begin_capture() override {
     if (recording) return Error{"host backend: a graph capture is already open on this thread"};

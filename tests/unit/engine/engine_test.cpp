@@ -334,6 +334,34 @@ TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
   }
 }
 
+// On a GPU device a step whose every sample is a plain argmax takes the device's argmax of each row
+// instead of downloading the logits. Greedy requests asking for logprobs (the sampler's path) get the
+// same tokens as the plain greedy ones, alone and batched with them.
+TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) {
+  EngineConfig c;
+  c.model_path = tiny_model_path("tiny-qwen2");
+  c.device = "gpu-oracle";
+  c.threads = 2;
+  auto e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.error();
+  const int32_t n_vocab = (*e)->model_info().n_vocab;
+  std::vector<GenerateRequest> plain, with_logprobs;
+  for (int32_t i = 0; i < 4; ++i) {
+    plain.push_back(greedy(prompt_of(6 + 5 * i, i, n_vocab), 12));
+    with_logprobs.push_back(plain.back());
+    with_logprobs.back().sampling.logprobs = 2;
+  }
+  const auto a = run_all(**e, plain);          // device argmax every step
+  const auto b = run_all(**e, with_logprobs);  // the sampler's argmax every step
+  std::vector<GenerateRequest> mixed = {plain[0], with_logprobs[1], plain[2], with_logprobs[3]};
+  const auto m = run_all(**e, mixed);          // steps with both kinds: the sampler for all
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(a[i].tokens.size(), 12u) << i;
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+    EXPECT_EQ(a[i].tokens, m[i].tokens) << "request " << i;
+  }
+}
+
 // What the GPU engine path does not run yet is refused at create, saying what and what to use.
 TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
   EngineConfig c;

@@ -302,5 +302,26 @@ TEST(GpuKernels, TensorCoreGemmMatchesTheCpuOracle) {
   EXPECT_FALSE(gemm_tc_supports(DType::F16, 40, 512, 1024));  // rows not whole tiles
 }
 
+// Greedy sampling on the device: each row's first maximum, as the CPU's argmax -- ties (the first
+// wins), NaNs skipped, a row of -inf, rows longer and shorter than the CTA.
+TEST(GpuKernels, ArgmaxRowsIsTheCpuArgmax) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  for (int64_t n : {int64_t{7}, int64_t{1000}, int64_t{151936}}) {
+    const int64_t rows = 5;
+    auto x = randn(static_cast<size_t>(rows * n), 41);
+    x[static_cast<size_t>(n - 1)] = 50.0f, x[static_cast<size_t>(n / 2)] = 50.0f;  // row 0: a tie, the first wins
+    x[static_cast<size_t>(n + 1)] = std::nanf("");                                 // row 1: a NaN
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(2 * n + i)] = -INFINITY;  // row 2: all -inf
+    auto dx = put(x);
+    auto dout = DeviceBuffer::allocate(static_cast<size_t>(rows) * 4);
+    ASSERT_TRUE(dout.ok());
+    ASSERT_TRUE(argmax_rows(static_cast<const float*>(dx.get()), rows, n, static_cast<int32_t*>(dout->get())).ok());
+    const auto got = get<int32_t>(*dout, static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      EXPECT_EQ(got[static_cast<size_t>(r)], tmill::argmax(x.data() + r * n, n)) << "n " << n << " row " << r;
+  }
+}
+
 }  // namespace
 }  // namespace tmill::gpu
