@@ -30,25 +30,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 // in Q4_0's nibble order (element j the low nibble of qs[j], j + 16 the high one).
 template <DType T>
 __device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
-  if constexpr (T == DType::IQ4_NL) {
-    const float d = f16_at(blk);
-    const uint8_t* q = blk + 2;
+  if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {  // a 16-level table, Q4_0's nibble order
+    const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
+    const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
+    const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
     float s = 0.0f;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      s += static_cast<float>(kIq4nl[q[j] & 15]) * x[j];
-      s += static_cast<float>(kIq4nl[q[j] >> 4]) * x[j + 16];
-    }
-    return d * s;
-  }
-  if constexpr (T == DType::MXFP4) {
-    const float d = mxfp4_scale(blk[0]);
-    const uint8_t* q = blk + 1;
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      s += static_cast<float>(kMxfp4[q[j] & 15]) * x[j];
-      s += static_cast<float>(kMxfp4[q[j] >> 4]) * x[j + 16];
+      s += static_cast<float>(levels[q[j] & 15]) * x[j];
+      s += static_cast<float>(levels[q[j] >> 4]) * x[j + 16];
     }
     return d * s;
   }
@@ -87,31 +77,11 @@ __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float*
       s += iq4xs_scale(blk, j) * sj;
     }
     return s;
-  } else if constexpr (T == DType::Q5_K) {  // Q4_K plus a fifth bit: qh[e % 32] bit e / 32
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {  // Q5_K: a fifth bit, qh[e % 32] bit e / 32
     const float d = f16_at(blk), dmin = f16_at(blk + 2);
     const uint8_t* scales = blk + 4;
     const uint8_t* qh = blk + 16;
-    const uint8_t* qs = blk + 48;
-    float s = 0.0f;
-    for (int c = 0; c < 4; ++c) {
-      int sc0, m0, sc1, m1;
-      q4k_scale_min(2 * c, scales, &sc0, &m0);
-      q4k_scale_min(2 * c + 1, scales, &sc1, &m1);
-      float dot0 = 0.0f, dot1 = 0.0f, sum0 = 0.0f, sum1 = 0.0f;
-      for (int l = 0; l < 32; ++l) {
-        const float x0 = x[64 * c + l], x1 = x[64 * c + 32 + l];
-        dot0 += static_cast<float>((qs[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4)) * x0;
-        dot1 += static_cast<float>((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) * x1;
-        sum0 += x0;
-        sum1 += x1;
-      }
-      s += d * (sc0 * dot0 + sc1 * dot1) - dmin * (m0 * sum0 + m1 * sum1);
-    }
-    return s;
-  } else if constexpr (T == DType::Q4_K) {
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    const uint8_t* scales = blk + 4;
-    const uint8_t* qs = blk + 16;
+    const uint8_t* qs = blk + (T == DType::Q5_K ? 48 : 16);
     float s = 0.0f;
     for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles) and 2c + 1 (high)
       int sc0, m0, sc1, m1;
@@ -120,8 +90,13 @@ __device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float*
       float dot0 = 0.0f, dot1 = 0.0f, sum0 = 0.0f, sum1 = 0.0f;
       for (int l = 0; l < 32; ++l) {
         const float x0 = x[64 * c + l], x1 = x[64 * c + 32 + l];
-        dot0 += static_cast<float>(qs[32 * c + l] & 15) * x0;
-        dot1 += static_cast<float>(qs[32 * c + l] >> 4) * x1;
+        int q0 = qs[32 * c + l] & 15, q1 = qs[32 * c + l] >> 4;
+        if constexpr (T == DType::Q5_K) {
+          q0 |= ((qh[l] >> (2 * c)) & 1) << 4;
+          q1 |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+        }
+        dot0 += static_cast<float>(q0) * x0;
+        dot1 += static_cast<float>(q1) * x1;
         sum0 += x0;
         sum1 += x1;
       }
