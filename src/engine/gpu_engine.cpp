@@ -54,11 +54,15 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
                       : config.kv_cache_bytes;
     auto p = gpu::plan_gpu_memory(in);
     if (!p.ok()) return Error{fmt::format("--device cuda ({}): {}", g.name, p.error())};
-    if (p->kv_blocks < 2) return Error{"--device cuda: the KV cache holds less than one usable block; raise --gpu-memory-utilization"};
-    lay.num_blocks = p->kv_blocks;  // block 0 is the KV manager's null block
+    // block 0 is the KV manager's null block; with CUDA graphs one more is the padding tokens' spare
+    // (GpuForward allocates it beyond num_blocks)
+    const int64_t spare = config.enforce_eager ? 0 : 1;
+    if (p->kv_blocks < 2 + spare)
+      return Error{"--device cuda: the KV cache holds less than one usable block; raise --gpu-memory-utilization"};
+    lay.num_blocks = p->kv_blocks - spare;
     plan.weight_bytes = weights;
     plan.kv_bytes = p->kv_bytes;
-    plan.num_blocks = p->kv_blocks - 1;
+    plan.num_blocks = lay.num_blocks - 1;
     plan.kv_tokens = plan.num_blocks * config.block_size;
     plan.max_model_len = static_cast<int32_t>(std::min<int64_t>(p->max_model_len, plan.kv_tokens));
     plan.max_full_sequences = plan.kv_tokens / std::max<int32_t>(1, plan.max_model_len);
