@@ -438,11 +438,11 @@ Status GpuForward::head(const std::vector<int64_t>& rows, bool hidden) {
   return {};
 }
 
-int64_t GpuForward::graph_bucket(int64_t n) const {
+int64_t GpuForward::graph_bucket(int64_t n, int64_t max_batch) {
   int64_t b = 1;
   while (b < n && b < 8) b *= 2;
   if (b < n) b = (n + 7) / 8 * 8;
-  return std::min(b, opts_.graph_max_batch);
+  return std::min(b, max_batch);
 }
 
 bool GpuForward::graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const {
@@ -475,7 +475,7 @@ Status GpuForward::fetch_logits(int64_t n_rows, std::vector<float>& logits, std:
 
 Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
   const auto N = static_cast<int64_t>(batch.tokens.size());
-  const int64_t B = graph_bucket(N), MB = opts_.graph_max_blocks;
+  const int64_t B = graph_bucket(N, opts_.graph_max_batch), MB = opts_.graph_max_blocks;
   // Fixed shapes: scratch for the largest bucket, block tables of graph_max_blocks; a graph keeps the
   // pointers it was captured with, so scratch regrown by a larger eager step drops them all.
   TM_TRY(ensure_scratch(opts_.graph_max_batch, MB, opts_.graph_max_batch));

@@ -67,6 +67,10 @@ class GpuForward {
   static uint64_t weight_bytes_of(const Model& model);
   static uint64_t scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows);
 
+  // The graph bucket a decode step of n tokens is padded to: 1, 2, 4, 8, then multiples of 8, at most
+  // max_batch (vLLM's capture sizes).
+  static int64_t graph_bucket(int64_t n, int64_t max_batch);
+
   struct GraphStats {
     int64_t captured = 0, replayed = 0;
   };
@@ -119,7 +123,6 @@ class GpuForward {
   Status layers(int64_t n_tokens, int64_t max_blocks, int64_t max_ctx);
   Status head(const std::vector<int64_t>& rows, bool hidden);
   bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
-  int64_t graph_bucket(int64_t n) const;
   Status run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax);
   // logits_'s first n_rows rows to the host: as floats, or (argmax) each row's first maximum
   Status fetch_logits(int64_t n_rows, std::vector<float>& logits, std::vector<int32_t>* argmax);

@@ -208,6 +208,14 @@ TEST_P(GpuForwardOn, DecodeGraphsGiveTheEagerLogits) {
   }
 }
 
+// The padded batch sizes graphs are captured for: powers of two to 8, then multiples of 8, capped.
+TEST(GpuForward, GraphBucketsArePowersOfTwoThenMultiplesOfEight) {
+  const std::vector<std::pair<int64_t, int64_t>> want = {{1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8},  {8, 8},
+                                                         {9, 16}, {16, 16}, {17, 24}, {63, 64}, {250, 256}};
+  for (auto [n, b] : want) EXPECT_EQ(GpuForward::graph_bucket(n, 512), b) << n;
+  EXPECT_EQ(GpuForward::graph_bucket(250, 252), 252);  // a cap that is no multiple of 8
+}
+
 // A block copied (copy-on-write) serves a second sequence exactly as the original serves the first.
 TEST_P(GpuForwardOn, ACopiedBlockContinuesLikeItsSource) {
   {
