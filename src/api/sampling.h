@@ -22,6 +22,9 @@ struct SamplingParams {
   int32_t logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob and the k most likely tokens
 
   bool greedy() const { return temperature <= 1e-5f; }
+  bool penalties() const { return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f; }
+  // The token is the row's plain argmax: greedy with nothing that changes the logits first.
+  bool plain_argmax() const { return greedy() && logit_bias.empty() && !penalties(); }
 };
 
 struct TokenLogprob {

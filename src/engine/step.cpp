@@ -60,9 +60,8 @@ void Engine::Impl::forward_step(const ForwardBatch& batch, const SchedulerOutput
   else forward->run(batch, kv, logits);
 }
 
-// Every sample of the step is a plain argmax of its row (Sampler::sample's fast path: greedy, no
-// logit bias, no penalties, no logprobs) with no grammar, no drafts to verify and no n > 1 choices
-// to fork from the row.
+// Every sample of the step is a plain argmax of its row (SamplingParams::plain_argmax, Sampler::sample's
+// fast path) with no logprobs, no grammar, no drafts to verify and no n > 1 choices to fork from the row.
 bool Engine::Impl::plain_greedy_step(const SchedulerOutput& out) const {
   for (const ScheduledRequest& sr : out.scheduled) {
     if (!sr.produces_sample) continue;
@@ -70,9 +69,7 @@ bool Engine::Impl::plain_greedy_step(const SchedulerOutput& out) const {
     const Choice& c = *choices.at(sr.id);
     const GenerateRequest& r = c.group->req;
     const SamplingParams& p = r.sampling;
-    if (c.constraint || r.n > 1 || !p.greedy() || !p.logit_bias.empty() || p.logprobs >= 0 ||
-        p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
-      return false;
+    if (c.constraint || r.n > 1 || !p.plain_argmax() || p.logprobs >= 0) return false;
   }
   return true;
 }

@@ -141,16 +141,15 @@ void Sampler::candidates(float* w, int32_t n, const SamplingParams& p) {
 
 SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
                              std::span<const int32_t> output, Rng& rng, const float* raw) {
-  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   SampleResult r;
-  if (p.greedy() && p.logit_bias.empty() && !penalties) {
+  if (p.plain_argmax()) {
     r.token = static_cast<int32_t>(argmax(logits, n));  // nothing modifies the logits: no copy
   } else {
     work_.assign(logits, logits + n);
     float* w = work_.data();
     for (auto [tok, bias] : p.logit_bias)
       if (tok >= 0 && tok < n) w[tok] += bias;
-    if (penalties) apply_penalties(w, n, p, prompt, output);
+    if (p.penalties()) apply_penalties(w, n, p, prompt, output);
     r.token = p.greedy() ? static_cast<int32_t>(argmax(w, n)) : draw(w, n, p, rng);
   }
   if (p.logprobs >= 0) fill_logprobs(raw ? raw : logits, n, p.logprobs, r);
@@ -160,7 +159,6 @@ SampleResult Sampler::sample(const float* logits, int32_t n, const SamplingParam
 SampleResult Sampler::verify(const float* logits, int32_t n, const SamplingParams& p, std::span<const int32_t> prompt,
                              std::span<const int32_t> output, int32_t draft, Rng& rng, bool* accepted,
                              const float* raw) {
-  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (p.greedy()) {
     SampleResult r = sample(logits, n, p, prompt, output, rng, raw);
     *accepted = r.token == draft;
@@ -170,7 +168,7 @@ SampleResult Sampler::verify(const float* logits, int32_t n, const SamplingParam
   float* w = work_.data();
   for (auto [tok, bias] : p.logit_bias)
     if (tok >= 0 && tok < n) w[tok] += bias;
-  if (penalties) apply_penalties(w, n, p, prompt, output);
+  if (p.penalties()) apply_penalties(w, n, p, prompt, output);
   candidates(w, n, p);
   // The draft was proposed with certainty (q(draft) = 1): accept it with probability p(draft), else
   // draw from p with the draft removed; either way the token follows p exactly.
