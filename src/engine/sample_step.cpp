@@ -15,20 +15,19 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   s.tokens.resize(out.scheduled.size());
   s.results.resize(out.scheduled.size());
   struct Job {
-    size_t i;         // index in out.scheduled
-    const float* lg;  // its first logits row
+    size_t i;    // index in out.scheduled
+    size_t row;  // its first logits row (greedy_step: its argmax's index in greedy_ids)
     Choice* c;
     const Request* r;
-    size_t row;       // its first logits row
   };
+  auto row_of = [&](const Job& j) { return logits.data() + j.row * static_cast<size_t>(n_vocab); };
   std::vector<Job> jobs;
   std::vector<int32_t> accepted(out.scheduled.size(), 0);  // drafts kept, per entry
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& sr = out.scheduled[i];
     if (!sr.produces_sample) continue;
-    jobs.push_back({i, greedy_step ? nullptr : logits.data() + row * static_cast<size_t>(n_vocab), choices.at(sr.id),
-                    sched->request(sr.id), row});
+    jobs.push_back({i, row, choices.at(sr.id), sched->request(sr.id)});
     row += 1 + static_cast<size_t>(sr.num_draft_tokens);  // a chunk with drafts has a row per position
   }
   auto sample_one = [&](const Job& j, int tid) {
@@ -39,7 +38,7 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
       s.tokens[j.i].push_back(res.token);
       return;
     }
-    accepted[j.i] = sample_entry(out.scheduled[j.i], j.lg, *j.c, *j.r, samplers[static_cast<size_t>(tid)],
+    accepted[j.i] = sample_entry(out.scheduled[j.i], row_of(j), *j.c, *j.r, samplers[static_cast<size_t>(tid)],
                                  constraint_scratch[static_cast<size_t>(tid)], s.results[j.i]);
     for (const SampleResult& res : s.results[j.i]) s.tokens[j.i].push_back(res.token);
   };
@@ -67,7 +66,7 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
       StepSamples::Fork f{j.c, {}};
       for (auto& child : g.choices)
         if (child->index != 0)
-          f.children.emplace_back(child.get(), sample_choice(*child, j.lg, *j.r, samplers[0], constraint_scratch[0]));
+          f.children.emplace_back(child.get(), sample_choice(*child, row_of(j), *j.r, samplers[0], constraint_scratch[0]));
       s.forks.push_back(std::move(f));
     }
   }
