@@ -80,12 +80,12 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   plan.device = config.device;
   GpuForwardOptions fo;  // graphs for decode steps of up to max_num_seqs sequences (vLLM caps them at 512)
   const int64_t ctx = plan.max_model_len > 0 ? plan.max_model_len : c.n_ctx_train;
+  fo.scratch_tokens = config.max_num_batched_tokens;  // the largest step's activations, allocated up front
+  fo.scratch_blocks = (ctx + config.block_size - 1) / config.block_size + 1;  // a whole sequence's table
   if (!config.enforce_eager) {
     fo.graph_max_batch = std::min<int64_t>(std::max(config.max_num_seqs, 1), 512);
-    fo.graph_max_blocks = (ctx + config.block_size - 1) / config.block_size + 1;
+    fo.graph_max_blocks = fo.scratch_blocks;
   }
-  fo.scratch_tokens = config.max_num_batched_tokens;  // the largest step's activations, allocated up front
-  fo.scratch_blocks = (ctx + config.block_size - 1) / config.block_size + 1;
   auto f = GpuForward::create(model, ops, lay, fo);
   if (!f.ok()) return refuse(f.error());
   gpu_forward = std::move(f).value();

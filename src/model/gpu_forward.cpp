@@ -66,7 +66,8 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
 
 uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows) {
   const auto N = static_cast<uint64_t>(n_tokens);
-  uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff) +
+  const int64_t dense_ff = c.is_moe() ? 0 : c.n_ff;  // MoE layers use their own pair buffers below
+  uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * dense_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
   uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
@@ -236,8 +237,10 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(floats(&k_, N * c.kv_dim()));
   TM_TRY(floats(&v_, N * c.kv_dim()));
   TM_TRY(floats(&att_, N * c.q_dim()));
-  TM_TRY(floats(&hb_, N * c.n_ff));
-  TM_TRY(floats(&hb2_, N * c.n_ff));
+  if (!c.is_moe()) {  // the dense FFN's gate/up rows (MoE layers have their own pair buffers below)
+    TM_TRY(floats(&hb_, N * c.n_ff));
+    TM_TRY(floats(&hb2_, N * c.n_ff));
+  }
   TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
   // a step's small inputs in one buffer, one upload (stage lays them out for the step's token count)
   TM_TRY(ints(&in_, N * (2 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));
@@ -451,8 +454,9 @@ bool GpuForward::graphable(const ForwardBatch& batch, const std::vector<int64_t>
     return false;
   for (const SeqSlice& s : batch.seqs)
     if (s.n_tokens != 1) return false;
+  if (static_cast<int64_t>(rows.size()) != N) return false;
   for (int64_t r = 0; r < N; ++r)
-    if (static_cast<int64_t>(rows.size()) != N || rows[static_cast<size_t>(r)] != r) return false;
+    if (rows[static_cast<size_t>(r)] != r) return false;
   return true;
 }
 
