@@ -137,6 +137,21 @@ TM_ISA_INLINE void add_fifth_bits(__m512i h, __m512i q[8]) {
   q[7] = _mm512_or_si512(q[7], _mm512_and_si512(_mm512_srli_epi16(h, 3), b4));
 }
 
+// Unsigned levels of one group-block of a 32-element block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): q[c]
+// holds elements 4c..4c+3 of all 16 rows (lane r: row r), the vpdpbusd operand and the rows of an AMX
+// B tile alike.
+template <int Kind>
+TM_ISA_INLINE void unpack_legacy(const uint8_t* gb, __m512i q[8]) {
+  constexpr LegacyLayout L = kLegacyLayout[Kind];
+  if constexpr (Kind == kPackQ8_0) {
+    TM_UNROLL
+    for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(gb + L.q + 64 * c);
+  } else {
+    unpack_nibbles(gb + L.q, q);
+    if constexpr (L.h != 0) add_fifth_bits(_mm512_loadu_si512(gb + L.h), q);
+  }
+}
+
 // The real rows of 16-row group g (rows below `rows`) as a store mask.
 static inline __mmask16 group_mask(int64_t g, int64_t rows) { return tail_mask16(rows - g * kRows); }
 

@@ -57,8 +57,7 @@ void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
-      TM_UNROLL
-      for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb) + kPrefetchBytes + o, _MM_HINT_T0);
+      prefetch_weights<BB>(gb, kPrefetchBytes);
       __m512i q[8];
       unpack_levels(gb + (kMx ? 16 : 32), table, q);
       const __m512 dw = kMx ? e8m0_half_x16(gb) : load_f16x16(gb);
@@ -107,8 +106,7 @@ void xs_tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, f
   for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8KRecordBytes) {
-    TM_UNROLL
-    for (int k = 0; k < BB; k += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + BB + k), _MM_HINT_T0);
+    prefetch_weights<BB>(gb, BB);
     __m512i isum[U];
     TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();

@@ -54,8 +54,7 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
   for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8KRecordBytes) {
-    TM_UNROLL
-    for (int k = 0; k < BB; k += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + BB + k), _MM_HINT_T0);
+    prefetch_weights<BB>(gb, BB);
     __m512i isum[U];
     TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();

@@ -68,8 +68,7 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
     if (hf == 0) {  // the first half-group pass streams the group from memory; the second finds it cached
-      TM_UNROLL
-      for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(reinterpret_cast<const char*>(gb + 3072 + o), _MM_HINT_T0);
+      prefetch_weights<BB>(gb, 3072);
     }
     __m256i q[8];
     unpack<Kind>(gb, hf, q);

@@ -13,30 +13,11 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kPrefetchBytes = 3072;  // software prefetch distance ahead in the weight stream
-
-// Every cache line of a group-block, kPrefetchBytes ahead. With only the hardware prefetcher (plus
-// two lines per block) the weight stream fell short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2
-// threads took 155-173 us, 92-97 us with every line prefetched; 16-token GEMMs gained too.
-template <int64_t BB>
-inline void prefetch_block(const uint8_t* gb) {
-  const char* pf = reinterpret_cast<const char*>(gb) + kPrefetchBytes;
-  TM_UNROLL
-  for (int64_t o = 0; o < BB; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
-}
-
-// Unsigned levels of chunks 0..7 (elements 4c..4c+3 of each row) for one group-block.
-template <int Kind>
-inline void unpack(const uint8_t* gb, __m512i q[8]) {
-  constexpr LegacyLayout L = kLegacyLayout[Kind];
-  if constexpr (Kind == kPackQ8_0) {
-    TM_UNROLL
-    for (int c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(gb + L.q + 64 * c);
-  } else {
-    unpack_nibbles(gb + L.q, q);
-    if constexpr (L.h != 0) add_fifth_bits(_mm512_loadu_si512(gb + L.h), q);
-  }
-}
+// Software prefetch distance ahead in the weight stream (prefetch_weights, every cache line of a
+// group-block). With only the hardware prefetcher (plus two lines per block) the weight stream fell
+// short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2 threads took 155-173 us, 92-97 us with every line
+// prefetched; 16-token GEMMs gained too. Longer distances (6 and 12 KiB) read slower (bench_moe).
+constexpr int kPrefetchBytes = 3072;
 
 // NT activation tiles of T tokens each (tile h's records at act[h]) in one pass over the weights;
 // y rows are tokens h * T + t. NT = 1 is the plain kernel; NT = 2 with T = kTile (`qgemm2`) loads and
@@ -58,9 +39,9 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
-      prefetch_block<BB>(gb);
+      prefetch_weights<BB>(gb, kPrefetchBytes);
       __m512i q[8];
-      unpack<Kind>(gb, q);
+      unpack_legacy<Kind>(gb, q);
       const __m512 dw = load_f16x16(gb);
       __m512 mw = _mm512_setzero_ps();
       if constexpr (kMin) mw = load_f16x16(gb + kLegacyLayout[Kind].m);
