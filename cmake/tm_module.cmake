@@ -1,6 +1,7 @@
 # tm_module(NAME DEPS a b ... LIBS x y ...)
 # Builds the static library tm_NAME from every src/NAME/**/*.cpp (globbed, so adding a file needs
-# no CMake edit). Files ending in _avx2.cpp / _avx512.cpp get that ISA's flags; nothing else does,
+# no CMake edit). Files ending in _avx2.cpp / _avx512.cpp / _amx.cpp get that ISA's flags (_amx: AVX-512
+# plus the AMX tiles); nothing else does,
 # so the rest of the binary runs on any x86-64. On other processors (aarch64) those files are not
 # compiled at all: the kernel table (src/kernels/dispatch.cpp) then holds the portable kernels, and
 # a backend for that processor (say *_neon.cpp, with its flags added here) registers there.
@@ -21,8 +22,9 @@ endif()
 set(TM_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(TM_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq
     -mavx512vnni -mavx512bf16)
+set(TM_AMX_FLAGS ${TM_AVX512_FLAGS} -mamx-tile -mamx-int8)
 
-# ISA flags for the *_avx2.cpp / *_avx512.cpp files among srcs (x86-64 only).
+# ISA flags for the *_avx2.cpp / *_avx512.cpp / *_amx.cpp files among srcs (x86-64 only).
 function(tm_isa_flags srcs)
   if(NOT TM_X86_64)
     return()
@@ -30,6 +32,8 @@ function(tm_isa_flags srcs)
   foreach(f ${srcs})
     if(f MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${TM_AVX512_FLAGS}")
+    elseif(f MATCHES "_amx\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${TM_AMX_FLAGS}")
     elseif(f MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${TM_AVX2_FLAGS}")
     endif()
@@ -40,7 +44,7 @@ function(tm_module name)
   cmake_parse_arguments(M "" "" "DEPS;LIBS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
   if(NOT TM_X86_64)
-    list(FILTER srcs EXCLUDE REGEX "_avx(2|512)\\.cpp$")
+    list(FILTER srcs EXCLUDE REGEX "_(avx2|avx512|amx)\\.cpp$")
   endif()
   if(NOT srcs)
     set(srcs ${TM_SOURCE_DIR}/cmake/empty.cpp)

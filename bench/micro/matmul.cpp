@@ -297,7 +297,7 @@ float peak_fma(long) { return 0; }
 
 // ops per instruction: vpdpbusd 64 MACs = 128 ops, vdpbf16ps 32 MACs = 64, vfmadd 16 FMAs = 32.
 void peak(benchmark::State& state, int which) {
-  if (detected_isa() != Isa::Avx512) {
+  if (detected_isa() < Isa::Avx512) {
     state.SkipWithError("needs AVX-512");
     return;
   }
@@ -371,7 +371,7 @@ void register_all() {
       }
     }
   }
-  if (detected_isa() == Isa::Avx512)
+  if (detected_isa() >= Isa::Avx512)
     benchmark::RegisterBenchmark("BM_QuantActQ8/8x4864", quant_act)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PeakVnni", [](benchmark::State& st) { peak(st, 0); })->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("BM_PeakBf16", [](benchmark::State& st) { peak(st, 1); })->Arg(1)->Arg(2)->UseRealTime();

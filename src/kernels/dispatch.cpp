@@ -7,7 +7,7 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kLevels = static_cast<int>(Isa::Avx512) + 1;
+constexpr int kLevels = static_cast<int>(Isa::Amx) + 1;
 
 KernelTable build(Isa isa) {
   KernelTable t{};
@@ -16,7 +16,7 @@ KernelTable build(Isa isa) {
   add_fgemm_scalar(t);
   add_attention_scalar(t);
   add_ops_scalar(t);
-#if defined(__x86_64__)  // the *_avx2.cpp / *_avx512.cpp files are compiled on x86-64 only
+#if defined(__x86_64__)  // the *_avx2.cpp / *_avx512.cpp / *_amx.cpp files are compiled on x86-64 only
   if (isa >= Isa::Avx2) {
     add_act_quant_avx2(t);
     add_qgemm_legacy_avx2(t);
@@ -39,6 +39,7 @@ KernelTable build(Isa isa) {
     add_attention_avx512(t);
     add_ops_avx512(t);
   }
+  if (isa >= Isa::Amx) add_qgemm_legacy_amx(t);
 #else
   (void)isa;
 #endif

@@ -97,6 +97,7 @@ void add_attention_avx2(KernelTable& t);
 void add_ops_avx2(KernelTable& t);
 void add_act_quant_avx512(KernelTable& t);  // and to_bf16
 void add_qgemm_legacy_avx512(KernelTable& t);  // and qgemm2
+void add_qgemm_legacy_amx(KernelTable& t);  // Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 qgemm and qgemm2 on AMX tiles (2+ tokens)
 void add_qgemm_kquant_avx512(KernelTable& t);
 void add_qgemm_iq4_avx512(KernelTable& t);
 void add_qgemm_k23_avx512(KernelTable& t);  // Q2_K, Q3_K

@@ -34,7 +34,7 @@ TEST(GenerateCli, DefaultModelGreedyMatchesLlama2c) {
 TEST(GenerateCli, EveryIsaPathGivesTheSameGreedyOutput) {
   std::string expected = slurp(test::source_path("models/stories260K/expected_greedy_200.txt"));
   while (!expected.empty() && expected.back() == '\n') expected.pop_back();
-  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+  for (const char* isa : {"scalar", "avx2", "avx512", "amx"}) {
     auto r = test::run_command(std::string("TOKENMILL_ISA=") + isa + " " + bin() +
                                " generate --temperature 0 --max-tokens 200 --no-stream");
     ASSERT_EQ(r.exit_code, 0) << isa << ": " << r.err;

@@ -76,6 +76,14 @@ TEST(KernelTable, X86LevelsHaveTheirKernels) {
   EXPECT_NE(t.qgemm2[kPackMXFP4], nullptr);
   for (int kind : {kPackIQ4_NL, kPackIQ4_XS, kPackMXFP4, kPackQ2_K, kPackQ3_K})
     EXPECT_NE(t.qgemm[kind], kernel_table(Isa::Avx2).qgemm[kind]) << "kind " << kind;
+  if (detected_isa() >= Isa::Amx) {  // AMX tiles for the 32-element block types, the rest as AVX-512
+    const KernelTable& a = kernel_table(Isa::Amx);
+    for (int kind = kPackQ8_0; kind <= kPackQ5_1; ++kind) {
+      EXPECT_NE(a.qgemm[kind], t.qgemm[kind]) << "kind " << kind;
+      EXPECT_NE(a.qgemm2[kind], t.qgemm2[kind]) << "kind " << kind;
+    }
+    EXPECT_EQ(a.qgemm[kPackQ4_K], t.qgemm[kPackQ4_K]);
+  }
   // Shapes the AVX-512 attention leaves to the scalar kernel are not ones AVX2 would have taken.
   for (int64_t bs : {8, 16, 32})
     for (int64_t hd = 1; hd <= 264; ++hd)

@@ -10,7 +10,7 @@ namespace tmill::test {
 // Every level this CPU (and build) has, Scalar first; only Scalar off x86-64.
 inline std::vector<Isa> available_isas() {
   std::vector<Isa> v;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx})
     if (isa <= detected_isa()) v.push_back(isa);
   return v;
 }

@@ -30,10 +30,17 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "isa_levels.h"
+#include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "quant/quant.h"
+
+#if defined(__x86_64__)
+namespace tmill::kern {
+void add_qgemm_legacy_amx_soft(KernelTable& t);  // amx_model_avx512.cpp (x86-64 builds only)
+}
+#endif
 
 using namespace tmill;
 using tmill::test::available_isas;
@@ -152,7 +159,7 @@ std::vector<float> check_case(const Case& k, ThreadPool* pool, const std::string
     xq = quantized_x(x, k.n, ldx, k.cols, block);
     matmul_reference(w.m, xq.data(), ldx, ref_q.data(), ldy, k.n);
   }
-  const bool bf16_path = active_isa() == Isa::Avx512 && k.n >= 2 && (k.type == DType::F16 || k.type == DType::BF16);
+  const bool bf16_path = active_isa() >= Isa::Avx512 && k.n >= 2 && (k.type == DType::F16 || k.type == DType::BF16);
 
   std::vector<float> row(static_cast<size_t>(k.cols));
   int failures = 0;
@@ -277,6 +284,84 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
     for (int64_t i = 0; i < n; ++i) matmul(pm, x.data() + i * cols, cols, single.data() + i * rows, rows, 1, &p2);
     EXPECT_EQ(batch, single) << isa_name(isa);
   }
+}
+
+// The AMX level's tile kernels (kernels/qgemm_legacy_amx.cpp) give the AVX-512 kernels' results bit for
+// bit: every tile size (one token stays AVX-512; 2..8 tokens one A tile; 16 two), rows that end inside
+// a 16-row group, with and without a pool.
+TEST(Matmul, AmxTilesGiveTheAvx512Bits) {
+  if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or no permission from the OS)";
+  ThreadPool p2(2);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    const int64_t rows = 45, cols = 320;
+    const OwnedMatrix w = make_matrix(t, rows, cols, 17);
+    const PreparedMatrix pm(w.m);
+    for (int64_t n : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 24, 33}) {
+      const std::vector<float> x = make_x(n, cols, cols, static_cast<uint32_t>(n));
+      std::vector<float> vnni(static_cast<size_t>(n * rows)), amx(vnni.size());
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2}) {
+        {
+          IsaGuard guard(Isa::Avx512);
+          matmul(pm, x.data(), cols, vnni.data(), rows, n, pool);
+        }
+        {
+          IsaGuard guard(Isa::Amx);
+          matmul(pm, x.data(), cols, amx.data(), rows, n, pool);
+        }
+        ASSERT_EQ(amx, vnni) << dtype_name(t) << " n=" << n << (pool ? " pool" : "");
+      }
+    }
+  }
+}
+
+// The same kernels' code on the software model of the tiles (kernels/amx_tiles.h), called directly on
+// packed weights and quantized activation tiles, so every AVX-512 CPU checks the AMX level's tile
+// shapes, strides and operand order: each tile size 1..8, two tiles per pass (qgemm2), a group range
+// that starts past 0, rows that end inside a group -- bit for bit the AVX-512 kernels' results.
+TEST(Matmul, AmxModelGivesTheAvx512Bits) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x86-64 only";
+#else
+  if (detected_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const kern::KernelTable& vnni = kern::kernel_table(Isa::Avx512);
+  kern::KernelTable amx = vnni;
+  kern::add_qgemm_legacy_amx_soft(amx);
+  struct Kind {
+    DType type;
+    int kind, zero_point;  // kernel_abi.h's Q8 records: the weight type's offset, -1 for the types with a min
+  };
+  for (const Kind k : {Kind{DType::Q8_0, kern::kPackQ8_0, 128}, Kind{DType::Q4_0, kern::kPackQ4_0, 8},
+                       Kind{DType::Q4_1, kern::kPackQ4_1, -1}, Kind{DType::Q5_0, kern::kPackQ5_0, 16},
+                       Kind{DType::Q5_1, kern::kPackQ5_1, -1}}) {
+    const int64_t rows = 45, cols = 320, nb = cols / 32, groups = (rows + 15) / 16, tile = kern::kTile;
+    const OwnedMatrix w = make_matrix(k.type, rows, cols, 23);
+    const PreparedMatrix pm(w.m);
+    ASSERT_EQ(pm.packed_kind, k.kind) << dtype_name(k.type);
+    ASSERT_NE(amx.qgemm[k.kind], vnni.qgemm[k.kind]) << dtype_name(k.type);
+    const auto* wb = static_cast<const uint8_t*>(pm.packed.get());
+    const std::vector<float> x = make_x(2 * tile, cols, cols, 5);
+    const size_t tile_bytes = static_cast<size_t>(nb * tile * kern::kQ8RecordBytes);
+    std::vector<uint8_t> act_buf(2 * tile_bytes + 64);  // 64-byte aligned, as matmul's
+    uint8_t* const act = act_buf.data() + (64 - reinterpret_cast<uintptr_t>(act_buf.data()) % 64) % 64;
+    for (int T = 1; T <= tile; ++T) {
+      vnni.quant_act_q8(x.data(), cols, T, cols, k.zero_point, act);
+      for (const int64_t g0 : {int64_t{0}, int64_t{1}}) {
+        std::vector<float> a(static_cast<size_t>(T * rows), -1.0f), b(a);
+        vnni.qgemm[k.kind](wb, nb, g0, groups, act, T, a.data(), rows, rows);
+        amx.qgemm[k.kind](wb, nb, g0, groups, act, T, b.data(), rows, rows);
+        ASSERT_EQ(b, a) << dtype_name(k.type) << " T=" << T << " g0=" << g0;
+      }
+    }
+    vnni.quant_act_q8(x.data(), cols, tile, cols, k.zero_point, act);
+    vnni.quant_act_q8(x.data() + tile * cols, cols, tile, cols, k.zero_point, act + tile_bytes);
+    std::vector<float> a(static_cast<size_t>(2 * tile * rows), -1.0f), b(a);
+    for (int h = 0; h < 2; ++h)
+      vnni.qgemm[k.kind](wb, nb, 0, groups, act + h * tile_bytes, tile, a.data() + h * tile * rows, rows, rows);
+    ASSERT_NE(amx.qgemm2[k.kind], nullptr);
+    amx.qgemm2[k.kind](wb, nb, 0, groups, act, act + tile_bytes, b.data(), rows, rows);
+    ASSERT_EQ(b, a) << dtype_name(k.type) << " two tiles";
+  }
+#endif
 }
 
 // (Float types are not batch-invariant: GEMV multiplies in f32, GEMM on AVX-512 in bf16.)
