@@ -7,6 +7,8 @@
 #
 # usage: bench/family_table.sh [--threads N] [--reps N] [--models-dir DIR] [--llamacpp DIR] [--only NAME[,NAME]]
 #   NAME: gemma3, phi3, olmoe-q4, olmoe-iq4xs, gptoss (default: all); ROWS=tg,pp,b16 (environment) picks rows
+#   On a Xeon with AMX, pass the peer from `bench/build_llamacpp.sh --no-amx` (DIR/build-noamx/bin): the
+#   default build's AMX path crashed llama-batched-bench there (bench/RESULTS.md, 2026-12-04).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=2 REPS=3 DIR=bench/models LDIR= BASE= ONLY=all
