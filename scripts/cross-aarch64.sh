@@ -37,6 +37,22 @@ TRIPLET=aarch64-linux-gnu
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+# libyaml-cpp-dev is not Multi-Arch: same, so installing its arm64 copy removes the host's, which the
+# native build needs (seen 2026-12-04: build/ then failed for lack of libyaml-cpp.so). The host's goes
+# back when this script ends, however it ends (the next run swaps the arm64 one in again).
+HOST_ARCH=$(dpkg --print-architecture)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+HOST_YAML=""
+if installed "libyaml-cpp-dev:$HOST_ARCH"; then HOST_YAML=1; fi
+restore_host_yaml() {
+  if [ -n "$HOST_YAML" ] && ! installed "libyaml-cpp-dev:$HOST_ARCH"; then
+    echo "cross-aarch64: reinstalling the host's libyaml-cpp-dev:$HOST_ARCH" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "libyaml-cpp-dev:$HOST_ARCH" >/dev/null ||
+      echo "cross-aarch64: could not reinstall libyaml-cpp-dev:$HOST_ARCH; the native build needs it" >&2
+  fi
+}
+trap restore_host_yaml EXIT
+
 if [ -z "${SKIP_INSTALL:-}" ]; then
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then $SUDO dpkg --add-architecture arm64; fi
   # nlohmann-json3-dev and libcli11-dev are architecture-independent (the host's serve); the rest are

@@ -14,23 +14,27 @@
 namespace tmill {
 namespace {
 
+// Linux hands out the AMX tile state (8 KiB per thread) only to a process that asks for it
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, kernel 5.16+); without it the first tile
+// instruction faults. The grant also enlarges every thread's signal frames, so it is asked for only
+// when the AMX level is chosen (compute_active), once.
+bool amx_permission() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool granted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
+#else
+  return false;
+#endif
+}
+
 #if defined(__x86_64__)
 unsigned long long xgetbv0() {
   unsigned eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
   return (static_cast<unsigned long long>(edx) << 32) | eax;
-}
-
-// Linux hands out the AMX tile state (8 KiB per thread) only to a process that asks for it
-// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, kernel 5.16+); without it the first tile
-// instruction faults. Asked once, at detection.
-bool amx_permission() {
-#if defined(__linux__)
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-  return false;
-#endif
 }
 
 CpuFeatures detect() {
@@ -60,7 +64,7 @@ CpuFeatures detect() {
     __cpuid_count(7, 1, a, b, c, d);
     f.avx512bf16 = a & (1u << 5);
   }
-  f.amx_os = f.amx_tile && f.amx_int8 && (xcr0 & 0x60000) == 0x60000 && amx_permission();
+  f.amx_os = f.amx_tile && f.amx_int8 && (xcr0 & 0x60000) == 0x60000;
   return f;
 }
 #else
@@ -89,7 +93,9 @@ int compute_active() {
   int lim = g_limit.load(std::memory_order_relaxed);
   if (lim < 0) lim = env_limit();
   const int det = static_cast<int>(detected_isa());
-  return det < lim ? det : lim;
+  int a = det < lim ? det : lim;
+  if (a == static_cast<int>(Isa::Amx) && !amx_permission()) a = static_cast<int>(Isa::Avx512);
+  return a;
 }
 
 }  // namespace

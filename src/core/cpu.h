@@ -9,8 +9,9 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
-  // AMX tiles with int8 products (Sapphire Rapids and later Xeons), with the OS's consent: XCR0 enables
-  // the tile state and Linux granted this process the permission to use it (arch_prctl).
+  // AMX tiles with int8 products (Sapphire Rapids and later Xeons); amx_os: XCR0 enables the tile state.
+  // (Linux's per-process permission, arch_prctl, is asked for when the AMX level becomes active; where
+  // it is refused, active_isa() stays at Avx512.)
   bool amx_tile = false, amx_int8 = false, amx_os = false;
 };
 
@@ -20,7 +21,7 @@ enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
 // x86-64 features from cpuid; all false on other processors.
 const CpuFeatures& cpu_features();
 // Best level this CPU (and OS) supports: Avx512 needs F/BW/VL/DQ/VNNI/BF16, Avx2 needs AVX2/FMA/F16C,
-// Amx needs Avx512 and AMX-TILE/AMX-INT8 with the OS's permission.
+// Amx needs Avx512 and AMX-TILE/AMX-INT8 enabled in XCR0.
 // Scalar on processors other than x86-64.
 Isa detected_isa();
 // The level kernels use: min(detected, override). The override comes from set_isa_limit() or the

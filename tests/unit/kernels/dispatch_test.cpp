@@ -130,3 +130,19 @@ TEST(KernelTable, KernelsFollowTheIsaLimit) {
   set_isa_limit(Isa::Scalar);
   EXPECT_EQ(kernels().quant_act_q8, &quant_act_q8_scalar);
 }
+
+// The level names TOKENMILL_ISA takes, and the AMX level asked for where the CPU lacks it: the limit
+// only caps, so the best level this CPU has runs (active_isa never exceeds detected_isa).
+TEST(KernelTable, IsaNamesAndALimitAboveTheCpu) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    Isa parsed = Isa::Scalar;
+    ASSERT_TRUE(parse_isa(isa_name(isa), &parsed)) << isa_name(isa);
+    EXPECT_EQ(parsed, isa);
+  }
+  Isa unused;
+  EXPECT_FALSE(parse_isa("amx512", &unused));
+  IsaGuard guard;
+  set_isa_limit(Isa::Amx);
+  EXPECT_EQ(active_isa(), detected_isa());
+  EXPECT_EQ(&kernels(), &kernel_table(detected_isa()));
+}

@@ -290,7 +290,11 @@ TEST_P(QuantizedType, ResultsDoNotDependOnBatch) {
 // bit: every tile size (one token stays AVX-512; 2..8 tokens one A tile; 16 two), rows that end inside
 // a 16-row group, with and without a pool.
 TEST(Matmul, AmxTilesGiveTheAvx512Bits) {
-  if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or no permission from the OS)";
+  if (detected_isa() < Isa::Amx) GTEST_SKIP() << "no AMX-INT8 on this CPU (or not enabled by the OS)";
+  {
+    IsaGuard guard(Isa::Amx);
+    ASSERT_EQ(active_isa(), Isa::Amx) << "Linux refused this process the AMX tile state (arch_prctl)";
+  }
   ThreadPool p2(2);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     const int64_t rows = 45, cols = 320;
