@@ -34,6 +34,13 @@ namespace tmill::kern {
 // 29.4 against 26.4-27.0: L1's few fill buffers, not DRAM, bounded the T0 stream. On AMD EPYC (Zen 5,
 // 2 vCPUs, the same day) the two hints tie (bench_moe n:16, four alternating rounds of five: medians
 // 4.97 ms T0, 4.95 ms T1 per layer; n:1 640 against 646 us).
+//
+// kWeightPrefetchBytes: the distance of the 32-column block kernels (legacy, IQ4_NL, MXFP4; the
+// K-quant kernels prefetch one super-block ahead). With only the hardware prefetcher (plus two lines
+// per block) the weight stream fell short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2 threads took
+// 155-173 us, 92-97 us with every line prefetched; 16-token GEMMs gained too. Longer distances (6 and
+// 12 KiB) read slower (bench_moe).
+inline constexpr int64_t kWeightPrefetchBytes = 3072;
 template <int64_t Bytes>
 TM_ISA_INLINE void prefetch_weights(const void* p, int64_t ahead) {
   const char* pf = static_cast<const char*>(p) + ahead;

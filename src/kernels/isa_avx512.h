@@ -152,6 +152,18 @@ TM_ISA_INLINE void unpack_legacy(const uint8_t* gb, __m512i q[8]) {
   }
 }
 
+// One token's product with one group-block of those types, added to its accumulator: dot is the
+// exact integer dot product of the 16 rows (the record's bias included for the types without a min),
+// dx the token's scale, bx its bias (for the types with a min: the sum of its levels), dw / mw the
+// rows' scales and mins. The AVX-512 and AMX kernels both finish each token and block here, so
+// their results agree to the bit.
+template <bool kMin>
+TM_ISA_INLINE void add_legacy_block(__m512& acc, __m512i dot, float dx, int32_t bx, __m512 dw, __m512 mw) {
+  const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(dx));
+  acc = _mm512_fmadd_ps(f, dw, acc);
+  if constexpr (kMin) acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx * static_cast<float>(bx)), acc);
+}
+
 // The real rows of 16-row group g (rows below `rows`) as a store mask.
 static inline __mmask16 group_mask(int64_t g, int64_t rows) { return tail_mask16(rows - g * kRows); }
 

@@ -107,6 +107,17 @@ struct LegacyLayout {
 inline constexpr LegacyLayout kLegacyLayout[] = {
     {0, 0, 0}, {0, 0, 32}, {0, 0, 32}, {32, 0, 64}, {0, 32, 96}, {32, 64, 128}};
 inline constexpr int kQ8RecordBytes = 40;    // per token, 32-column block
+
+// The `offset` of a packed kind's Q8 records (above): the weights' zero point, -1 for the types with a
+// min (Q4_1, Q5_1). IQ4_NL and MXFP4 levels are looked up as values + 128.
+inline constexpr int q8_zero_point(int kind) {
+  switch (kind) {
+    case kPackQ8_0: case kPackIQ4_NL: case kPackMXFP4: return 128;
+    case kPackQ4_0: return 8;
+    case kPackQ5_0: return 16;
+    default: return -1;
+  }
+}
 inline constexpr int kQ8KRecordBytes = 340;  // per token, 256-column super-block
 
 // ---- activation quantizers: T tokens (rows of x, stride ldx floats) -> nb records at `rec`

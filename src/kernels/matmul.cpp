@@ -89,17 +89,6 @@ constexpr size_t kGemmChunkBytes = 160 << 10;
 // some slack for a core that another process slows down.
 constexpr int64_t kGemvChunksPerThread = 2;
 
-int zero_point(int kind) {
-  switch (kind) {
-    case kPackQ8_0: return 128;
-    case kPackIQ4_NL: return 128;  // levels looked up as values + 128 (kernel_abi.h)
-    case kPackMXFP4: return 128;   // likewise
-    case kPackQ4_0: return 8;
-    case kPackQ5_0: return 16;
-    default: return -1;  // Q4_1 / Q5_1: bias = +sum(x) for the min term
-  }
-}
-
 // Kinds whose activations are Q8K records (256-column super-blocks).
 bool is_kquant_kind(int kind) {
   return kind == kPackQ4_K || kind == kPackQ5_K || kind == kPackQ6_K || kind == kPackIQ4_XS || kind == kPackQ2_K ||
@@ -166,7 +155,7 @@ void plan_job(Job& j, int64_t n, int P, const KernelTable& kt) {
       const bool kq = is_kquant_kind(kind);
       j.qfn = kt.qgemm[kind];
       if (n >= 2 * kTile) j.qfn2 = kt.qgemm2[kind];
-      j.fmt = ActFormat{kq, kq ? 0 : zero_point(kind)};
+      j.fmt = ActFormat{kq, kq ? 0 : q8_zero_point(kind)};
       j.nb = m.cols / pack_block_cols(kind);
       group_bytes = static_cast<size_t>(j.nb) * kGroupBlockBytes[kind];
     }

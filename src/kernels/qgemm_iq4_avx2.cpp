@@ -54,7 +54,7 @@ void nl_half(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T, i
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
     if (hf == 0) {  // the first half-group pass streams the group from memory; the second finds it cached
-      prefetch_weights<BB>(gb, 3072);
+      prefetch_weights<BB>(gb, kWeightPrefetchBytes);
     }
     __m256i w[8], aw[8];
     unpack_levels(gb + (kMx ? 16 : 32) + 32 * hf, table, w, aw);

@@ -16,7 +16,6 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kPrefetchBytes = 3072;  // as the legacy kernels: every line of the stream, this far ahead
 
 // The 16 levels + 128 in each 128-bit lane (vpshufb looks up within lanes).
 inline __m512i level_table(const int8_t* values = kIq4nlValues) {
@@ -57,7 +56,7 @@ void nl_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint8_
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
-      prefetch_weights<BB>(gb, kPrefetchBytes);
+      prefetch_weights<BB>(gb, kWeightPrefetchBytes);
       __m512i q[8];
       unpack_levels(gb + (kMx ? 16 : 32), table, q);
       const __m512 dw = kMx ? e8m0_half_x16(gb) : load_f16x16(gb);

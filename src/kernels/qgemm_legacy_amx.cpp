@@ -23,7 +23,6 @@
 namespace tmill::kern {
 namespace {
 
-constexpr int kPrefetchBytes = 3072;  // as the AVX-512 kernel (qgemm_legacy_avx512.cpp)
 constexpr int kMinTokens = 2;         // one token: the AVX-512 kernel (a tile's set-up costs more there)
 
 // The AVX-512 kernels this level inherits, for tiles below kMinTokens (set at registration, before
@@ -90,7 +89,7 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
-      prefetch_weights<BB>(gb, kPrefetchBytes);
+      prefetch_weights<BB>(gb, kWeightPrefetchBytes);
       if constexpr (Kind == kPackQ8_0) {
         _tile_loadd(0, gb + kLegacyLayout[Kind].q, 64);  // the stored levels are the B tile as they are
       } else {
@@ -113,10 +112,7 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
         for (int t = 0; t < T; ++t) {
           __m512i d = _mm512_load_si512(dots[h] + 16 * t);
           if constexpr (!kMin) d = _mm512_add_epi32(_mm512_set1_epi32(bx[t]), d);
-          const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dx[t]));
-          __m512& a = acc[h * T + t];
-          a = _mm512_fmadd_ps(f, dw, a);
-          if constexpr (kMin) a = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), a);
+          add_legacy_block<kMin>(acc[h * T + t], d, dx[t], bx[t], dw, mw);
         }
         rec[h] += T * kQ8RecordBytes;
       }

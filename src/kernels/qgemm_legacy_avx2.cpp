@@ -68,7 +68,7 @@ void half_gemm(const uint8_t* gb, int64_t nb, int hf, const uint8_t* act, int T,
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8RecordBytes) {
     if (hf == 0) {  // the first half-group pass streams the group from memory; the second finds it cached
-      prefetch_weights<BB>(gb, 3072);
+      prefetch_weights<BB>(gb, kWeightPrefetchBytes);
     }
     __m256i q[8];
     unpack<Kind>(gb, hf, q);

@@ -13,12 +13,6 @@
 namespace tmill::kern {
 namespace {
 
-// Software prefetch distance ahead in the weight stream (prefetch_weights, every cache line of a
-// group-block). With only the hardware prefetcher (plus two lines per block) the weight stream fell
-// short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2 threads took 155-173 us, 92-97 us with every line
-// prefetched; 16-token GEMMs gained too. Longer distances (6 and 12 KiB) read slower (bench_moe).
-constexpr int kPrefetchBytes = 3072;
-
 // NT activation tiles of T tokens each (tile h's records at act[h]) in one pass over the weights;
 // y rows are tokens h * T + t. NT = 1 is the plain kernel; NT = 2 with T = kTile (`qgemm2`) loads and
 // unpacks each group-block once for 16 tokens instead of once per tile, so in batched decode (16+
@@ -39,7 +33,7 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
     TM_UNROLL
     for (int t = 0; t < NT * T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, gb += BB) {
-      prefetch_weights<BB>(gb, kPrefetchBytes);
+      prefetch_weights<BB>(gb, kWeightPrefetchBytes);
       __m512i q[8];
       unpack_legacy<Kind>(gb, q);
       const __m512 dw = load_f16x16(gb);
@@ -59,10 +53,7 @@ void gemm_tiles(const uint8_t* w, int64_t nb, int64_t g0, int64_t g1, const uint
             a0 = _mm512_dpbusd_epi32(a0, q[c], bcast32x16(xq + 4 * c));
             a1 = _mm512_dpbusd_epi32(a1, q[c + 1], bcast32x16(xq + 4 * c + 4));
           }
-          const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_set1_ps(dx[t]));
-          __m512& a = acc[h * T + t];
-          a = _mm512_fmadd_ps(f, dw, a);
-          if constexpr (kMin) a = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx[t] * static_cast<float>(bx[t])), a);
+          add_legacy_block<kMin>(acc[h * T + t], _mm512_add_epi32(a0, a1), dx[t], bx[t], dw, mw);
         }
         rec[h] += T * kQ8RecordBytes;
       }

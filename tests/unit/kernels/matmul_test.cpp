@@ -332,11 +332,11 @@ TEST(Matmul, AmxModelGivesTheAvx512Bits) {
   kern::add_qgemm_legacy_amx_soft(amx);
   struct Kind {
     DType type;
-    int kind, zero_point;  // kernel_abi.h's Q8 records: the weight type's offset, -1 for the types with a min
+    int kind;
   };
-  for (const Kind k : {Kind{DType::Q8_0, kern::kPackQ8_0, 128}, Kind{DType::Q4_0, kern::kPackQ4_0, 8},
-                       Kind{DType::Q4_1, kern::kPackQ4_1, -1}, Kind{DType::Q5_0, kern::kPackQ5_0, 16},
-                       Kind{DType::Q5_1, kern::kPackQ5_1, -1}}) {
+  for (const Kind k : {Kind{DType::Q8_0, kern::kPackQ8_0}, Kind{DType::Q4_0, kern::kPackQ4_0},
+                       Kind{DType::Q4_1, kern::kPackQ4_1}, Kind{DType::Q5_0, kern::kPackQ5_0},
+                       Kind{DType::Q5_1, kern::kPackQ5_1}}) {
     const int64_t rows = 45, cols = 320, nb = cols / 32, groups = (rows + 15) / 16, tile = kern::kTile;
     const OwnedMatrix w = make_matrix(k.type, rows, cols, 23);
     const PreparedMatrix pm(w.m);
@@ -348,7 +348,7 @@ TEST(Matmul, AmxModelGivesTheAvx512Bits) {
     std::vector<uint8_t> act_buf(2 * tile_bytes + 64);  // 64-byte aligned, as matmul's
     uint8_t* const act = act_buf.data() + (64 - reinterpret_cast<uintptr_t>(act_buf.data()) % 64) % 64;
     for (int T = 1; T <= tile; ++T) {
-      vnni.quant_act_q8(x.data(), cols, T, cols, k.zero_point, act);
+      vnni.quant_act_q8(x.data(), cols, T, cols, kern::q8_zero_point(k.kind), act);
       for (const int64_t g0 : {int64_t{0}, int64_t{1}}) {
         std::vector<float> a(static_cast<size_t>(T * rows), -1.0f), b(a);
         vnni.qgemm[k.kind](wb, nb, g0, groups, act, T, a.data(), rows, rows);
@@ -356,8 +356,8 @@ TEST(Matmul, AmxModelGivesTheAvx512Bits) {
         ASSERT_EQ(b, a) << dtype_name(k.type) << " T=" << T << " g0=" << g0;
       }
     }
-    vnni.quant_act_q8(x.data(), cols, tile, cols, k.zero_point, act);
-    vnni.quant_act_q8(x.data() + tile * cols, cols, tile, cols, k.zero_point, act + tile_bytes);
+    vnni.quant_act_q8(x.data(), cols, tile, cols, kern::q8_zero_point(k.kind), act);
+    vnni.quant_act_q8(x.data() + tile * cols, cols, tile, cols, kern::q8_zero_point(k.kind), act + tile_bytes);
     std::vector<float> a(static_cast<size_t>(2 * tile * rows), -1.0f), b(a);
     for (int h = 0; h < 2; ++h)
       vnni.qgemm[k.kind](wb, nb, 0, groups, act + h * tile_bytes, tile, a.data() + h * tile * rows, rows, rows);
