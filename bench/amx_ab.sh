@@ -30,8 +30,8 @@ if ! grep -qw amx_int8 /proc/cpuinfo && [ -z "$FORCE" ]; then
   echo "no AMX-INT8 on this CPU (/proc/cpuinfo): nothing to compare (--force runs anyway)" >&2
   exit 1
 fi
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-field() { sed -e 's/},{/}\n{/g' | grep "\"batch\":$1," | sed -e "s/.*\"$2\":\([0-9.e+-]*\).*/\1/"; }
+TM=build/tokenmill THREADS=2 LDIR= BASE=
+. bench/table_lib.sh  # median, and run (one `bench engine` figure)
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -42,8 +42,7 @@ gbench() {  # isa binary filter
 }
 engine() {  # isa batch prompt gen key label
   local v
-  v=$(TOKENMILL_ISA=$1 build/tokenmill bench engine --model "$MODEL" --batch "$2" --prompt-len "$3" --gen-len "$4" \
-    --threads 2 --repetitions 1 --max-num-batched-tokens 2048 --json 2>/dev/null | field "$2" "$5")
+  v=$(TOKENMILL_ISA=$1 run "$MODEL" "$2" "$3" "$4" "$5")
   printf "%s %.1f\n" "$6" "${v:-nan}"
 }
 echo "amx_ab: $(lscpu | sed -n 's/^Model name: *//p'), commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $ROUNDS rounds" >&2

@@ -23,6 +23,8 @@ set(TM_AVX2_FLAGS -mavx2 -mfma -mf16c -mbmi2)
 set(TM_AVX512_FLAGS -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq
     -mavx512vnni -mavx512bf16)
 set(TM_AMX_FLAGS ${TM_AVX512_FLAGS} -mamx-tile -mamx-int8)
+# The files that get one of those flag sets (and are left out off x86-64), in src/ and tests/ alike.
+set(TM_ISA_FILE_REGEX "_(avx2|avx512|amx)\\.cpp$")
 
 # ISA flags for the *_avx2.cpp / *_avx512.cpp / *_amx.cpp files among srcs (x86-64 only).
 function(tm_isa_flags srcs)
@@ -44,7 +46,7 @@ function(tm_module name)
   cmake_parse_arguments(M "" "" "DEPS;LIBS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
   if(NOT TM_X86_64)
-    list(FILTER srcs EXCLUDE REGEX "_(avx2|avx512|amx)\\.cpp$")
+    list(FILTER srcs EXCLUDE REGEX "${TM_ISA_FILE_REGEX}")
   endif()
   if(NOT srcs)
     set(srcs ${TM_SOURCE_DIR}/cmake/empty.cpp)

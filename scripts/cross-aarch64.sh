@@ -62,7 +62,7 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
         zlib1g-dev:arm64 libbrotli-dev:arm64 libicu-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
   missing=()
   for p in "${PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    installed "$p" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "cross-aarch64: installing ${missing[*]}"
