@@ -124,11 +124,18 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   std::vector<int32_t>& fill = count_;  // reused as the running row index per expert
   for (int64_t e = 0; e < X; ++e) fill[e] = offset_[e];
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < K; ++j) {
-      const int32_t row = fill[expert_[t * K + j]]++;
-      slot_[t * K + j] = row;
-      std::memcpy(xg_.data() + row * E, x + t * ld, static_cast<size_t>(E) * sizeof(float));
-    }
+    for (int64_t j = 0; j < K; ++j) slot_[t * K + j] = fill[expert_[t * K + j]]++;
+  // the copies (n * K rows: 1 MiB per layer for OLMoE's 16-stream step) and the combination below
+  // are split over the pool from kSplitTokens tokens on, so the other threads do not wait on them
+  auto gather = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t j = 0; j < K; ++j)
+        std::memcpy(xg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E, x + t * ld,
+                    static_cast<size_t>(E) * sizeof(float));
+  };
+  constexpr int64_t kSplitTokens = 8;
+  if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, gather);
+  else gather(0, n, 0);
   // 3. shared expert (reads x, so before y is written)
   const bool shared = w.gate_inp_shexp != nullptr;
   if (shared) {
@@ -204,7 +211,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       }
     }
   };
-  if (pool && n > 16) pool->parallel_for(n, 16, combine);
+  if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, combine);
   else combine(0, n, 0);
 }
 
