@@ -49,12 +49,19 @@ template <int Kind, int U>
 void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, float* y, int64_t ldy, int64_t r0,
           __mmask16 mask) {
   constexpr int64_t BB = kGroupBlockBytes[Kind];
+  // Weight prefetch. Tiles of 4+ tokens: the super-block two ahead, an eighth of it (kChunk, whole
+  // lines) before each sub-block; all of its 37-53 lines in one burst at the top of the super-block had
+  // left the first token tile of each row group waiting on its weight loads (BM_Gemm 896x4864 n:16, one
+  // thread, AMD EPYC, alternating: Q6_K 477-563 -> 360-368 us, Q4_K 394-530 -> 367-428, Q5_K 484-576 ->
+  // 454-480). Smaller tiles (the GEMV): the next super-block at the top, as before.
+  constexpr bool kSpread = U >= 4;
+  constexpr int64_t kChunk = ((BB + 7) / 8 + 63) / 64 * 64;
   __m512 acc[U];
   TM_UNROLL
   for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
   const uint8_t* rec = act;
   for (int64_t b = 0; b < nb; ++b, gb += BB, rec += T * kQ8KRecordBytes) {
-    prefetch_weights<BB>(gb, U >= 4 ? 2 * BB : BB);  // see the Q6_K loop below
+    if constexpr (!kSpread) prefetch_weights<BB>(gb, BB);
     __m512i isum[U];
     TM_UNROLL
     for (int u = 0; u < U; ++u) isum[u] = _mm512_setzero_si512();
@@ -77,9 +84,12 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
       };
       // Tiles of 4+ tokens: the sub-blocks in a loop. Unrolled, GCC hoisted their unpacking and spilled
       // 8.8 KiB of stack (BM_Gemm Q6_K n:16 226 -> 256-296 GOPS with the loop and the 2-block prefetch).
-      if constexpr (U >= 4) {
+      if constexpr (kSpread) {
 #pragma GCC unroll 1
-        for (int s = 0; s < 8; ++s) sub_block(s);
+        for (int s = 0; s < 8; ++s) {
+          prefetch_weights<kChunk>(gb + kChunk * s, 2 * BB);
+          sub_block(s);
+        }
       } else {
         TM_UNROLL
         for (int s = 0; s < 8; ++s) sub_block(s);
@@ -94,6 +104,7 @@ void tile(const uint8_t* gb, int64_t nb, const uint8_t* act, int T, int t0, floa
     } else {
       TM_UNROLL
       for (int j = 0; j < 8; ++j) {
+        if constexpr (kSpread) prefetch_weights<kChunk>(gb + kChunk * j, 2 * BB);
         __m512i q[8];
         unpack_q4(gb + 320 + (Kind == kPackQ5_K ? 320 : 256) * j, Kind == kPackQ5_K ? gb + 576 + 320 * j : nullptr, q);
         const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + 64 + 16 * j)));
