@@ -21,10 +21,7 @@ void qk_block(const uint8_t* kt, const float* q, int64_t hd, __m512* s, int64_t 
     for (int i = 0; i < A; ++i) r[g][i] = _mm512_setzero_ps();
   int64_t d = 0;
   for (; d + A <= hd; d += A) {
-    if (GN == 1 && pf) {  // what the next A dimensions read, pf bytes on (see attn)
-      const char* ahead = reinterpret_cast<const char*>(kt + d * 16 * eb) + pf;
-      for (int64_t o = 0; o < A * 16 * eb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T1);
-    }
+    if (GN == 1 && pf) prefetch_weights<A * 16 * eb>(kt + d * 16 * eb, pf);  // next A dims, pf on (attn)
 #pragma GCC unroll 4
     for (int i = 0; i < A; ++i) {
       const __m512 kd = load16<T>(kt + (d + i) * 16 * eb);
@@ -68,10 +65,7 @@ void pv_block(const uint8_t* v0, int64_t vstride, int64_t n, const float (*p)[16
     }
   auto step = [&](int64_t t, __m512 (&rr)[GN][JN]) {
     const uint8_t* vrow = v0 + t * vstride;
-    if (GN == 1 && pf) {
-      const char* ahead = reinterpret_cast<const char*>(vrow) + pf;
-      for (int64_t o = 0; o < JN * 16 * eb; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T1);
-    }
+    if (GN == 1 && pf) prefetch_weights<JN * 16 * eb>(vrow, pf);
     __m512 v[JN];
 #pragma GCC unroll 4
     for (int j = 0; j < JN; ++j)

@@ -28,18 +28,19 @@ namespace tmill::kern {
 
 // ---- weight streaming
 
-// Software prefetch of the weight stream: the cache lines of Bytes bytes starting `ahead` bytes past
-// p. Into L2 (T1), not L1 (T0): on an Intel Xeon with AMX (2 vCPUs, 2026-12-04) OLMoE's expert
-// products (bench_moe, Q4_0, 16 tokens) read 25.8 GB/s with T1 against 23.3-24.3 with T0, 1 token
-// 29.4 against 26.4-27.0: L1's few fill buffers, not DRAM, bounded the T0 stream. On AMD EPYC (Zen 5,
-// 2 vCPUs, the same day) the two hints tie (bench_moe n:16, four alternating rounds of five: medians
-// 4.97 ms T0, 4.95 ms T1 per layer; n:1 640 against 646 us).
+// Software prefetch of the weight stream (AVX-512 attention's long KV runs use it too): the cache
+// lines of Bytes bytes starting `ahead` bytes past p. Into L2 (T1), not L1 (T0): on an Intel Xeon with
+// AMX (2 vCPUs, 2026-12-04) OLMoE's expert products (bench_moe, Q4_0, 16 tokens) read 25.8 GB/s with T1
+// against 23.3-24.3 with T0, 1 token 29.4 against 26.4-27.0: L1's few fill buffers, not DRAM, bounded
+// the T0 stream. On AMD EPYC (Zen 5, 2 vCPUs, the same day) the two hints tie (bench_moe n:16, four
+// alternating rounds of five: medians 4.97 ms T0, 4.95 ms T1 per layer; n:1 640 against 646 us).
 //
 // kWeightPrefetchBytes: the distance of the 32-column block kernels (legacy, IQ4_NL, MXFP4; the
-// K-quant kernels prefetch one super-block ahead). With only the hardware prefetcher (plus two lines
-// per block) the weight stream fell short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2 threads took
-// 155-173 us, 92-97 us with every line prefetched; 16-token GEMMs gained too. Longer distances (6 and
-// 12 KiB) read slower (bench_moe).
+// K-quant kernels prefetch one super-block ahead, or, in tiles of 4+ tokens, two ahead spread over the
+// sub-blocks). With only the hardware prefetcher (plus two lines per block) the weight stream fell
+// short of DRAM bandwidth: Q4_0 GEMV 4864x896 on 2 threads took 155-173 us, 92-97 us with every line
+// prefetched; 16-token GEMMs gained too. Longer distances (6 and 12 KiB) read slower (bench_moe; on AMD
+// EPYC 6 KiB tied 3 KiB, bench/KERNELS.md).
 inline constexpr int64_t kWeightPrefetchBytes = 3072;
 template <int64_t Bytes>
 TM_ISA_INLINE void prefetch_weights(const void* p, int64_t ahead) {
