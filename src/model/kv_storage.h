@@ -57,8 +57,10 @@ class KvStorage {
            static_cast<size_t>(layout_.num_blocks);
   }
   KvLayout layout_;
-  uint8_t* base_ = nullptr;
+  uint8_t* base_ = nullptr;  // 2 MiB aligned inside the mapping
   size_t bytes_ = 0;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
 };
 
 }  // namespace tmill

@@ -405,3 +405,28 @@ TEST(Forward, PreparedOnThePoolEqualsPreparedOnOneThread) {
     }
   }
 }
+
+// The KV mapping starts on a 2 MiB boundary (so huge pages can back all of it), every byte of the
+// last layer's last block is addressable and starts zero, and moves hand the mapping over.
+TEST(KvStorage, AlignedZeroedAndMovable) {
+  KvLayout lay{3, 2, 64, 16, 40, DType::F16};
+  auto kv = KvStorage::create(lay);
+  ASSERT_TRUE(kv.ok()) << kv.error();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(kv->keys(0)) % (size_t{2} << 20), 0u);
+  const size_t bb = lay.block_bytes_per_layer();
+  uint8_t* last = kv->values(2) + 39 * bb;
+  EXPECT_EQ(kv->values(2) + 40 * bb, kv->keys(0) + lay.total_bytes());  // the layers tile the storage
+  for (size_t i = 0; i < bb; ++i) ASSERT_EQ(last[i], 0) << i;
+  std::fill(last, last + bb, uint8_t{7});
+  kv->copy_block(39, 0);
+  EXPECT_EQ(kv->values(2)[0], 7);
+  EXPECT_EQ(kv->values(2)[bb - 1], 7);
+  EXPECT_EQ(kv->keys(2)[0], 0);
+  KvStorage moved = std::move(*kv);
+  EXPECT_EQ(moved.values(2) + 39 * bb, last);
+  EXPECT_EQ(last[bb - 1], 7);
+  KvStorage assigned;
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.values(2) + 39 * bb, last);
+  EXPECT_EQ(assigned.values(2)[bb - 1], 7);
+}
