@@ -163,6 +163,19 @@ void store_q4(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, co
 
 }  // namespace
 
+void paged_kv_prefetch_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos) {
+  const int64_t bs = kv.block_size, slot = pos % bs;
+  const size_t tb = kv.tile_bytes();
+  const size_t first = static_cast<size_t>(block_table[pos / bs] * kv.n_head_kv) * tb;
+  const size_t k_bytes = static_cast<size_t>(kv.n_head_kv) * tb;  // the block's K tiles: one run
+  for (size_t off = 0; off < k_bytes; off += 64) __builtin_prefetch(kv.k + first + off, 1, 3);
+  // V: the slot's row in each head's tile (token-major; for the int8 and Q4 tiles, whose scales
+  // follow the rows, an estimate off by a few bytes)
+  const size_t row_bytes = tb / static_cast<size_t>(bs), row = static_cast<size_t>(slot) * row_bytes;
+  for (int64_t h = 0; h < kv.n_head_kv; ++h)
+    for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(kv.v + first + static_cast<size_t>(h) * tb + row + off, 1, 3);
+}
+
 void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v) {
   const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
   const size_t tb = kv.tile_bytes();

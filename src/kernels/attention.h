@@ -50,6 +50,10 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 
 // Writes one token's K and V (n_head_kv x head_dim floats each) at `pos` of the sequence.
 void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v);
+// Pulls the cache lines paged_kv_store(kv, block_table, pos, ...) will write toward the core, so a
+// batch's stores (a decode step: one slot in each sequence's last block) overlap their misses instead
+// of waiting on each: K's transposed tile puts a token's head_dim values in every line of the tile.
+void paged_kv_prefetch_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos);
 // Reads back one token's K or V for one head (tests, debugging).
 void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t pos, int64_t head, float* k, float* v);
 

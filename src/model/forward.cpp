@@ -250,7 +250,15 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
     // tokens of one chunk see each other causally)
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
+      // the K/V stores' lines one token ahead: K's transposed tiles put a token's values in every
+      // line of its 16 heads' tiles (64 KiB for OLMoE), which otherwise miss one by one (the 16-stream
+      // step's stores: 1.6-1.8 -> 0.8 ms)
+      auto prefetch_store = [&](int64_t t) {
+        if (t < t1) paged_kv_prefetch_store(view, batch.seqs[seq_of_[t]].block_table.data(), pos_[t]);
+      };
+      prefetch_store(t0);
       for (int64_t t = t0; t < t1; ++t) {
+        prefetch_store(t + 1);
         float* q = q_.data() + t * QD;
         float* k = k_.data() + t * KD;
         float* v = v_.data() + t * KD;
