@@ -201,14 +201,9 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       std::fill(yt, yt + E, 0.0f);
       for (int64_t j = 0; j < K; ++j) {
         const float wj = weight_[t * K + j];
-        const float* src = yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E;
-        for (int64_t i = 0; i < E; ++i) yt[i] += wj * src[i];
+        axpy(yt, yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E, wj, E);  // multiply, then add
       }
-      if (shared) {
-        const float g = gsh_[t];
-        const float* src = ys_.data() + t * E;
-        for (int64_t i = 0; i < E; ++i) yt[i] += g * src[i];
-      }
+      if (shared) axpy(yt, ys_.data() + t * E, gsh_[t], E);
     }
   };
   if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, combine);
