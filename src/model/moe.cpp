@@ -89,7 +89,8 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert, K = c.n_expert_used;
   const auto NK = static_cast<size_t>(n * K);
   logits_.resize(static_cast<size_t>(n * X));
-  probs_.resize(static_cast<size_t>(X));
+  const int n_threads = pool ? pool->size() : 1;
+  probs_.resize(static_cast<size_t>(X * n_threads));  // moe_route_token's scratch, one per thread
   expert_.resize(NK);
   weight_.resize(NK);
   slot_.resize(NK);
@@ -97,19 +98,28 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   offset_.resize(static_cast<size_t>(X) + 1);
   // 1. route every token
   // (one token per product: the float GEMV path whatever the batch, so a token's routing is the same
-  // bits alone or batched; the router is small next to the experts)
-  auto route = [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
-  };
-  if (n == 1) matmul(w.router, x, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
-  else if (pool) pool->parallel_for(n, 1, route);
-  else route(0, n, 0);
-  for (int64_t t = 0; t < n; ++t) {
+  // bits alone or batched; the router is small next to the experts). Each token's softmax and top-k
+  // run right after its product, on the same thread.
+  auto pick = [&](int64_t t, int thread) {
     if (w.router_b) add_inplace(logits_.data() + t * X, w.router_b, X);
     moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
-                    probs_.data(), c.arch.moe_softmax_topk);
-    for (int64_t j = 0; j < K; ++j) ++count_[expert_[t * K + j]];
+                    probs_.data() + static_cast<int64_t>(thread) * X, c.arch.moe_softmax_topk);
+  };
+  auto route = [&](int64_t t0, int64_t t1, int thread) {
+    for (int64_t t = t0; t < t1; ++t) {
+      matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
+      pick(t, thread);
+    }
+  };
+  if (n == 1) {
+    matmul(w.router, x, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
+    pick(0, 0);
+  } else if (pool) {
+    pool->parallel_for(n, 1, route);
+  } else {
+    route(0, n, 0);
   }
+  for (int64_t t = 0; t < n * K; ++t) ++count_[expert_[t]];
   // 2. group the (token, expert) pairs by expert: expert e's tokens are rows offset_[e].. of xg_
   offset_[0] = 0;
   active_.clear();
