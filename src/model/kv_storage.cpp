@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -11,54 +12,47 @@
 
 namespace tmill {
 
+namespace {
+constexpr size_t kHuge = size_t{2} << 20;
+}  // namespace
+
+size_t KvStorage::map_bytes() const { return (layout_.total_bytes() + kHuge - 1) / kHuge * kHuge + kHuge; }
+
 Result<KvStorage> KvStorage::create(const KvLayout& layout) {
   if (!kv_type_supported(layout.dtype))
     return Error{fmt::format("KV cache dtype {} is not supported", dtype_name(layout.dtype))};
   if (layout.num_blocks <= 0) return Error{"KV cache needs at least one block"};
   KvStorage s;
   s.layout_ = layout;
-  s.bytes_ = layout.total_bytes();
   // Anonymous mapping: zero pages, committed as they are first written -- on huge pages where the
   // kernel gives them (THP "madvise" or "always"): a decode step that opens a new block in every
   // sequence first-touches each layer's K and V tiles, and 4 KiB faults cost ~10 us each on a VM
   // (512 MiB: 1.3 s) against ~0.2 us per 4 KiB as 2 MiB faults (29 ms); OLMoE's 16-stream step paid
   // ~5 % of its time in them. The mapping is 2 MiB aligned, so every huge page can be used.
-  constexpr size_t kHuge = size_t{2} << 20;
-  s.map_bytes_ = (s.bytes_ + kHuge - 1) / kHuge * kHuge + kHuge;
-  void* p = mmap(nullptr, s.map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return Error{fmt::format("cannot reserve {} for the KV cache", format_bytes(s.bytes_))};
+  void* p = mmap(nullptr, s.map_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return Error{fmt::format("cannot reserve {} for the KV cache", format_bytes(layout.total_bytes()))};
   s.map_ = p;
   s.base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
 #ifdef MADV_HUGEPAGE
-  madvise(s.base_, s.map_bytes_ - kHuge, MADV_HUGEPAGE);  // advice only: 4 KiB pages where refused
+  madvise(s.base_, s.map_bytes() - kHuge, MADV_HUGEPAGE);  // advice only: 4 KiB pages where refused
 #endif
   return s;
 }
 
 KvStorage::~KvStorage() {
-  if (map_) munmap(map_, map_bytes_);
+  if (map_) munmap(map_, map_bytes());
 }
 
 KvStorage::KvStorage(KvStorage&& o) noexcept
-    : layout_(o.layout_), base_(o.base_), bytes_(o.bytes_), map_(o.map_), map_bytes_(o.map_bytes_) {
-  o.base_ = nullptr;
-  o.bytes_ = 0;
-  o.map_ = nullptr;
-  o.map_bytes_ = 0;
-}
+    : layout_(o.layout_), map_(std::exchange(o.map_, nullptr)), base_(std::exchange(o.base_, nullptr)) {}
 
 KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
   if (this != &o) {
-    if (map_) munmap(map_, map_bytes_);
+    if (map_) munmap(map_, map_bytes());
     layout_ = o.layout_;
-    base_ = o.base_;
-    bytes_ = o.bytes_;
-    map_ = o.map_;
-    map_bytes_ = o.map_bytes_;
-    o.base_ = nullptr;
-    o.bytes_ = 0;
-    o.map_ = nullptr;
-    o.map_bytes_ = 0;
+    map_ = std::exchange(o.map_, nullptr);
+    base_ = std::exchange(o.base_, nullptr);
   }
   return *this;
 }

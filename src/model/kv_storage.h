@@ -56,11 +56,10 @@ class KvStorage {
     return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * layout_.block_bytes_per_layer() *
            static_cast<size_t>(layout_.num_blocks);
   }
+  size_t map_bytes() const;  // the mapping: the layout's bytes rounded up to 2 MiB, plus 2 MiB to align
   KvLayout layout_;
-  uint8_t* base_ = nullptr;  // 2 MiB aligned inside the mapping
-  size_t bytes_ = 0;
   void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  uint8_t* base_ = nullptr;  // 2 MiB aligned inside the mapping
 };
 
 }  // namespace tmill
