@@ -14,6 +14,10 @@ namespace tmill {
 
 namespace {
 constexpr size_t kHuge = size_t{2} << 20;
+// Caches from this size on ask for huge pages. A small cache's 4 KiB faults cost little in all
+// (64 MiB: ~160 ms over its lifetime), while its huge pages would be committed whole by the first
+// short request (one 2 MiB page per layer's K and V): memory a small on-demand model did not need.
+constexpr size_t kHugeFrom = size_t{64} << 20;
 }  // namespace
 
 size_t KvStorage::map_bytes() const { return (layout_.total_bytes() + kHuge - 1) / kHuge * kHuge + kHuge; }
@@ -28,14 +32,16 @@ Result<KvStorage> KvStorage::create(const KvLayout& layout) {
   // kernel gives them (THP "madvise" or "always"): a decode step that opens a new block in every
   // sequence first-touches each layer's K and V tiles, and 4 KiB faults cost ~10 us each on a VM
   // (512 MiB: 1.3 s) against ~0.2 us per 4 KiB as 2 MiB faults (29 ms); OLMoE's 16-stream step paid
-  // ~5 % of its time in them. The mapping is 2 MiB aligned, so every huge page can be used.
+  // ~5 % of its time in them. The mapping is 2 MiB aligned, so every huge page can be used; small
+  // caches (below kHugeFrom) keep the kernel's default.
   void* p = mmap(nullptr, s.map_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return Error{fmt::format("cannot reserve {} for the KV cache", format_bytes(layout.total_bytes()))};
   s.map_ = p;
   s.base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
 #ifdef MADV_HUGEPAGE
-  madvise(s.base_, s.map_bytes() - kHuge, MADV_HUGEPAGE);  // advice only: 4 KiB pages where refused
+  if (layout.total_bytes() >= kHugeFrom)
+    madvise(s.base_, s.map_bytes() - kHuge, MADV_HUGEPAGE);  // advice only: 4 KiB pages where refused
 #endif
   return s;
 }
