@@ -1,6 +1,6 @@
 // The memory budget of several models, measured: on-demand models load and unload under
-// --memory-limit while the server's memory (PSS from /proc/PID/smaps_rollup: anonymous memory plus
-// file pages, a page mapped twice counted once, as the budget counts a file shared by two models)
+// --memory-limit while the server's memory (PSS from /proc/PID/smaps: anonymous memory plus the model
+// files' pages, a page mapped twice counted once, as the budget counts a file shared by two models)
 // is sampled every few milliseconds; above what the server used before any model loaded it never
 // exceeds the limit, the budget's own figure covers what is measured, and unloading gives the
 // memory back.
@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { startServer, scrape, metric, sourceDir, binary, sleep } from './lib/server.mjs';
+import { ownMemory } from './lib/memory.mjs';
 
 const MiB = 1 << 20;
 const LIMIT = 64 * MiB;
@@ -33,14 +34,12 @@ function dummy(file, seed) {
   assert.equal(r.status, 0, r.stderr);
 }
 
-// Proportional set size: each resident page once, however many mappings of this process share it.
-function pss(pid) {
-  const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-  return Number(m[1]) * 1024;
-}
+// The server's anonymous memory and the model files' pages (lib/memory.mjs), each page once however
+// many mappings of the process share it.
+const pss = (pid) => ownMemory(pid, [dir]);
 
 test('on-demand models load and unload within the measured memory budget', async (t) => {
-  if (!fs.existsSync('/proc/self/smaps_rollup')) return t.skip('no /proc/PID/smaps_rollup');
+  if (!fs.existsSync('/proc/self/smaps')) return t.skip('no /proc/PID/smaps');
   const A = path.join(dir, 'a.gguf');
   const B = path.join(dir, 'b.gguf');
   dummy(A, 1);
