@@ -300,7 +300,8 @@ class Compiler {
 
   int32_t build_uncached(Nfa& nfa, const Expr& e, int32_t cont);
 
-  Status build_rule(const Pending& job);
+  // By value: building a rule queues the rules it calls (queue_ may reallocate under a reference).
+  Status build_rule(Pending job);
 
   // Whether e may match the empty string (true when unsure: rules being looked at).
   bool maybe_nullable(const Expr& e);

@@ -123,7 +123,7 @@ int32_t Compiler::build_uncached(Nfa& nfa, const Expr& e, int32_t cont) {
   return cont;
 }
 
-Status Compiler::build_rule(const Pending& job) {
+Status Compiler::build_rule(Pending job) {
   int32_t pr = job.prog_rule;
   cur_rule_name_ = prog_.rules[static_cast<size_t>(pr)].name;
   cur_bounded_ = bounded(*job.body);

@@ -152,6 +152,20 @@ TEST(Gbnf, LargeRepetitionCompiles) {
   EXPECT_FALSE(matches(g, "\"" + std::string(20001, 'a') + "\""));
 }
 
+// fuzz_gbnf (CI smoke run): a rule whose automaton blew the budget is built again conservatively,
+// and its first build had queued the rules it calls -- the queue grew under the rule being built
+// (a heap use after free under ASan). The grammar compiles and matches.
+TEST(Gbnf, RuleRebuiltAfterQueueingTheRulesItCalls) {
+  const std::string g = "root ::= (\"-\"? ([0-9] | [1-9" + std::string(28, '\0') +
+                        "] [0-9]{0,15})) (\".\" [0-9]+)? ([e0] [-+]? [0-9} [1-9]{0,15})? ws\n"
+                        "ws ::= | \" \" | \"\\n\" [ \\t]ws{0,20}\n";
+  auto c = compile_gbnf(g, byte_vocab());
+  ASSERT_TRUE(c.ok()) << c.error();
+  Matcher m(c.value());
+  EXPECT_TRUE(m.accept_bytes("-12.5e0} 3 \n  "));
+  EXPECT_FALSE(Matcher(c.value()).accept_bytes("-12.5x"));
+}
+
 TEST(Gbnf, Errors) {
   EXPECT_EQ(error_of("root ::= foo\n"), "grammar: 1:10: undefined rule 'foo'");
   EXPECT_EQ(error_of("start ::= \"a\"\n"), "grammar: no rule named 'root' (the start rule)");
