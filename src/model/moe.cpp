@@ -169,8 +169,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   // per expert, which on a loaded machine cost more than the products (rows are independent, so the
   // bits are the same either way). Many tokens: each expert's rows split over the pool.
   const bool oai = w.gate_b != nullptr;  // gpt-oss: biases and the clamped SwiGLU, no fused product
-  const int threads_n = pool ? pool->size() : 1;
-  if (oai) tmp_.resize(static_cast<size_t>(F * threads_n));
+  if (oai) tmp_.resize(static_cast<size_t>(F * n_threads));
   auto expert = [&](int32_t e, ThreadPool* p, int thread) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
     const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
@@ -196,8 +195,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
     matmul_swiglu(w.down[e], hg_.data() + r0 * F, F, ug_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
   };
   const auto n_active = static_cast<int64_t>(active_.size());
-  const int threads = pool ? pool->size() : 1;
-  if (threads > 1 && !observer && n <= 16 && (n_active >= 2 * threads || n_active % threads == 0)) {
+  if (n_threads > 1 && !observer && n <= 16 && (n_active >= 2 * n_threads || n_active % n_threads == 0)) {
     pool->parallel_for(n_active, 1, [&](int64_t a0, int64_t a1, int thread) {
       for (int64_t a = a0; a < a1; ++a) expert(active_[a], nullptr, thread);
     });

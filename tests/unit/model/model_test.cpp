@@ -409,8 +409,6 @@ TEST(Forward, PreparedOnThePoolEqualsPreparedOnOneThread) {
   }
 }
 
-// The KV mapping starts on a 2 MiB boundary (so huge pages can back all of it), every byte of the
-// last layer's last block is addressable and starts zero, and moves hand the mapping over.
 // The VmFlags of the mapping holding `addr` (/proc/self/smaps), "" if not found.
 static std::string vm_flags_of(const void* addr) {
   std::ifstream f("/proc/self/smaps");
@@ -441,6 +439,8 @@ TEST(KvStorage, HugePagesOnlyForLargeCaches) {
   EXPECT_NE(fl.find(" hg"), std::string::npos) << fl;
 }
 
+// The KV mapping starts on a 2 MiB boundary (so huge pages can back all of it), every byte of the
+// last layer's last block is addressable and starts zero, and moves hand the mapping over.
 TEST(KvStorage, AlignedZeroedAndMovable) {
   KvLayout lay{3, 2, 64, 16, 40, DType::F16};
   auto kv = KvStorage::create(lay);
