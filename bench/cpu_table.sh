@@ -96,7 +96,10 @@ row "16 streams x $NTG generated, Q4_0" 290 1.5x "$Q4" 16 "$NPP" "$NTG" gen_toke
 # bytes), and on a shared VM it moves by tens of percent within minutes.
 BM=${BENCH_MATMUL:-$(dirname "$TM")/bench/bench_matmul}
 if [ -x "$BM" ]; then
-  bw=$("$BM" --benchmark_filter='BM_MemRead/2' --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null |
-       awk '/_median/ { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s=/) { v = $i; sub(/GB\/s=/, "", v); sub(/G\/s/, "", v); printf "%.1f\n", v } }')
-  [ -n "$bw" ] && { echo; echo "host read bandwidth after the run (BM_MemRead, 2 threads, median of 3): $bw GB/s"; }
+  bw() {  # benchmark name -> its median GB/s
+    "$BM" --benchmark_filter="$1" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null |
+      awk '/_median/ { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s=/) { v = $i; sub(/GB\/s=/, "", v); sub(/G\/s/, "", v); printf "%.1f\n", v } }'
+  }
+  sw=$(bw 'BM_MemRead/2') hw=$(bw 'BM_MemReadHw/2')
+  [ -n "$sw" ] && { echo; echo "host read bandwidth after the run (2 threads, median of 3): $sw GB/s with software prefetch (BM_MemRead), ${hw:-?} GB/s without (BM_MemReadHw)"; }
 fi
