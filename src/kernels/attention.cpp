@@ -57,7 +57,7 @@ namespace kern {
 // -> 66; AVX2 F16 31 -> 45, I8 32 -> 52; a hot ctx-128 call pays ~5 % / ~2 %). L2, not L1: T0
 // gained less. One call per 16-token block, so it lives here rather than inline in each ISA file.
 void prefetch_kv_block(const AttnArgs& a, int64_t b) {
-  const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
+  const int64_t tile = kv_tile(a.block_table[b], a.n_head_kv, a.kv_head);
   const char* k = reinterpret_cast<const char*>(a.k_base + tile * a.tile_bytes);
   const char* v = reinterpret_cast<const char*>(a.v_base + tile * a.tile_bytes);
   // asm volatile: GCC 12 deletes a loop of _mm_prefetch with a run-time trip count (tree DCE).
@@ -166,7 +166,7 @@ void store_q4(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, co
 void paged_kv_prefetch_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos) {
   const int64_t bs = kv.block_size, slot = pos % bs;
   const size_t tb = kv.tile_bytes();
-  const size_t first = static_cast<size_t>(block_table[pos / bs] * kv.n_head_kv) * tb;
+  const size_t first = static_cast<size_t>(kern::kv_tile(block_table[pos / bs], kv.n_head_kv, 0)) * tb;
   const size_t k_bytes = static_cast<size_t>(kv.n_head_kv) * tb;  // the block's K tiles: one run
   for (size_t off = 0; off < k_bytes; off += 64) __builtin_prefetch(kv.k + first + off, 1, 3);
   // V: the slot's row in each head's tile (token-major; for the int8 and Q4 tiles, whose scales
@@ -181,8 +181,8 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
   const size_t tb = kv.tile_bytes();
   const int64_t block = block_table[pos / bs];
   for (int64_t h = 0; h < kv.n_head_kv; ++h) {
-    uint8_t* kt = kv.k + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
-    uint8_t* vt = kv.v + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+    uint8_t* kt = kv.k + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+    uint8_t* vt = kv.v + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
     const float* kh = k + h * hd;
     const float* vh = v + h * hd;
     switch (kv.dtype) {
@@ -240,8 +240,8 @@ void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t po
   const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
   const size_t tb = kv.tile_bytes();
   const int64_t block = block_table[pos / bs];
-  const uint8_t* kt = kv.k + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
-  const uint8_t* vt = kv.v + static_cast<size_t>(block * kv.n_head_kv + h) * tb;
+  const uint8_t* kt = kv.k + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+  const uint8_t* vt = kv.v + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
   if (kv.dtype == DType::Q4_0) {
     const int64_t gs = kern::kv_q4_group(hd), ng = hd / gs;
     for (int64_t d = 0; d < hd; ++d) {

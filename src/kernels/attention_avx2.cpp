@@ -121,7 +121,7 @@ void attn(const AttnArgs& a) {
     const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;
     const __m256 valid_lo = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0), tail_mask8(n)));
     const __m256 valid_hi = _mm256_castsi256_ps(_mm256_andnot_si256(tail_mask8(t0 - 8), tail_mask8(n - 8)));
-    const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
+    const int64_t tile = kv_tile(a.block_table[b], a.n_head_kv, a.kv_head);
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     if ((b + 1) * bs < a.n_ctx) prefetch_kv_block(a, b + 1);

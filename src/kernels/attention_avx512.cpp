@@ -151,14 +151,14 @@ void attn(const AttnArgs& a) {
     // (bench_attention's OLMoE step, 16 heads x 4 KiB: 18.5 ms without, 21-22 ms with).
     if (a.n_kv * a.tile_bytes < 16384 && (b + 1) * bs < a.n_ctx) prefetch_kv_block(a, b + 1);
     for (int64_t j = 0; j < a.n_kv; ++j) {
-      const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head + j;
+      const int64_t tile = kv_tile(a.block_table[b], a.n_head_kv, a.kv_head + j);
       const uint8_t* kt = a.k_base + tile * a.tile_bytes;
       const uint8_t* vt = a.v_base + tile * a.tile_bytes;
       int64_t pf = 0;  // bytes from this tile to the one to prefetch (K and V alike), 0: none
       if (line_pf) {
         const int64_t jj = j + ahead, bb = b + jj / a.n_kv;
         if (bb <= last_block)
-          pf = (static_cast<int64_t>(a.block_table[bb]) * a.n_head_kv + a.kv_head + jj % a.n_kv - tile) * a.tile_bytes;
+          pf = (kv_tile(a.block_table[bb], a.n_head_kv, a.kv_head + jj % a.n_kv) - tile) * a.tile_bytes;
       }
       if constexpr (T == kKvQ4) {
         dequant_q4_kv_tiles(kt, vt, hd, kq, vq);

@@ -59,7 +59,7 @@ void attention_scalar(const AttnArgs& a) {
   for (int64_t b = a.ctx_begin / bs; b * bs < a.n_ctx; ++b) {
     const int64_t n = a.n_ctx - b * bs < bs ? a.n_ctx - b * bs : bs;
     const int64_t t0 = a.ctx_begin > b * bs ? a.ctx_begin - b * bs : 0;  // a window's first block starts inside
-    const int64_t tile = static_cast<int64_t>(a.block_table[b]) * a.n_head_kv + a.kv_head;
+    const int64_t tile = kv_tile(a.block_table[b], a.n_head_kv, a.kv_head);
     const uint8_t* kt = a.k_base + tile * a.tile_bytes;
     const uint8_t* vt = a.v_base + tile * a.tile_bytes;
     for (int64_t g = 0; g < G; ++g) {
