@@ -24,8 +24,8 @@ namespace tmill::kern {
 enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3, kKvQ4 = 4 };
 inline constexpr int kKvTypes = 5;
 
-// The index of (block, kv head)'s tile in the K and V pools (tile_bytes apart). Internal linkage, like
-// everything here the ISA files share (see above).
+// The index of (block, kv head)'s tile in the K and V pools (tile_bytes apart). `static`: internal
+// linkage, so no ISA file's copy (compiled with AVX flags) can stand in for another's (see above).
 static constexpr int64_t kv_tile(int64_t block, int64_t n_head_kv, int64_t head) { return block * n_head_kv + head; }
 
 // Dimensions that share one Q4 scale: 32 (q4_0's block) when head_dim allows, else the whole head.
