@@ -181,8 +181,9 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
   const size_t tb = kv.tile_bytes();
   const int64_t block = block_table[pos / bs];
   for (int64_t h = 0; h < kv.n_head_kv; ++h) {
-    uint8_t* kt = kv.k + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
-    uint8_t* vt = kv.v + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+    const size_t off = static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+    uint8_t* kt = kv.k + off;
+    uint8_t* vt = kv.v + off;
     const float* kh = k + h * hd;
     const float* vh = v + h * hd;
     switch (kv.dtype) {
@@ -240,8 +241,9 @@ void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t po
   const int64_t bs = kv.block_size, hd = kv.head_dim, slot = pos % bs;
   const size_t tb = kv.tile_bytes();
   const int64_t block = block_table[pos / bs];
-  const uint8_t* kt = kv.k + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
-  const uint8_t* vt = kv.v + static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+  const size_t off = static_cast<size_t>(kern::kv_tile(block, kv.n_head_kv, h)) * tb;
+  const uint8_t* kt = kv.k + off;
+  const uint8_t* vt = kv.v + off;
   if (kv.dtype == DType::Q4_0) {
     const int64_t gs = kern::kv_q4_group(hd), ng = hd / gs;
     for (int64_t d = 0; d < hd; ++d) {
