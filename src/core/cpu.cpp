@@ -40,16 +40,24 @@ unsigned long long xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
+  const bool amd = f.amd;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
   const bool avx = c & (1u << 28);
   f.fma = c & (1u << 12);
   f.f16c = c & (1u << 29);
-  if (!osxsave || !avx) return CpuFeatures{};
+  auto vendor_only = [amd] {
+    CpuFeatures v;
+    v.amd = amd;
+    return v;
+  };
+  if (!osxsave || !avx) return vendor_only();
   const unsigned long long xcr0 = xgetbv0();
   const bool ymm_os = (xcr0 & 0x6) == 0x6;
   const bool zmm_os = (xcr0 & 0xe6) == 0xe6;
-  if (!ymm_os) return CpuFeatures{};
+  if (!ymm_os) return vendor_only();
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = b & (1u << 5);

@@ -13,6 +13,7 @@ struct CpuFeatures {
   // (Linux's per-process permission, arch_prctl, is asked for when the AMX level becomes active; where
   // it is refused, active_isa() stays at Avx512.)
   bool amx_tile = false, amx_int8 = false, amx_os = false;
+  bool amd = false;  // vendor "AuthenticAMD" (kernels/dispatch.cpp picks the weight-prefetch hint by it)
 };
 
 // Amx: Avx512 plus AMX-INT8 tile products (kernels/*_amx.cpp); opt-in for now (active_isa below).

@@ -2,10 +2,28 @@
 // functions, lowest level first (each level overwrites what it has a faster kernel for).
 #include "kernels/dispatch.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "core/log.h"
 
 namespace tmill::kern {
+
+// Written once, while the tables are built (below): every kernel is reached through them.
+bool g_prefetch_weights_nta = false;
+
 namespace {
+
+// The weight stream's prefetch hint (kernels/isa_avx2.h, prefetch_weights): NTA on AMD, T1 elsewhere;
+// TOKENMILL_PREFETCH=nta|t1 overrides it (for measuring one against the other on a new machine).
+bool choose_prefetch_nta() {
+  if (const char* e = std::getenv("TOKENMILL_PREFETCH")) {
+    if (std::strcmp(e, "nta") == 0) return true;
+    if (std::strcmp(e, "t1") == 0) return false;
+    log_warn("TOKENMILL_PREFETCH={}: expected nta or t1; using the default for this CPU", e);
+  }
+  return cpu_features().amd;
+}
 
 constexpr int kLevels = static_cast<int>(Isa::Amx) + 1;
 
@@ -50,6 +68,7 @@ KernelTable build(Isa isa) {
 struct Tables {
   KernelTable level[kLevels];
   Tables() {
+    g_prefetch_weights_nta = choose_prefetch_nta();  // before any kernel is reachable
     for (int i = 0; i < kLevels; ++i) level[i] = build(static_cast<Isa>(i));
   }
 };

@@ -29,11 +29,15 @@ namespace tmill::kern {
 // ---- weight streaming
 
 // Software prefetch of the weight stream (AVX-512 attention's long KV runs use it too): the cache
-// lines of Bytes bytes starting `ahead` bytes past p. Into L2 (T1), not L1 (T0): on an Intel Xeon with
-// AMX (2 vCPUs, 2026-12-04) OLMoE's expert products (bench_moe, Q4_0, 16 tokens) read 25.8 GB/s with T1
-// against 23.3-24.3 with T0, 1 token 29.4 against 26.4-27.0: L1's few fill buffers, not DRAM, bounded
-// the T0 stream. On AMD EPYC (Zen 5, 2 vCPUs, the same day) the two hints tie (bench_moe n:16, four
-// alternating rounds of five: medians 4.97 ms T0, 4.95 ms T1 per layer; n:1 640 against 646 us).
+// lines of Bytes bytes starting `ahead` bytes past p. The hint is chosen once at start-up
+// (kernels/dispatch.cpp, g_prefetch_weights_nta):
+// - Intel: into L2 (T1), not L1 (T0): on an Intel Xeon with AMX (2 vCPUs, 2026-12-04) OLMoE's expert
+//   products (bench_moe, Q4_0, 16 tokens) read 25.8 GB/s with T1 against 23.3-24.3 with T0, 1 token
+//   29.4 against 26.4-27.0: L1's few fill buffers, not DRAM, bounded the T0 stream.
+// - AMD: non-temporal (NTA). On AMD EPYC (Zen 5, 2 vCPUs) T0 and T1 tie (bench_moe n:16, medians 4.97
+//   and 4.95 ms per layer), while NTA made OLMoE's 16-stream decode step ~3 % shorter (2026-12-05: one
+//   process choosing the hint at random step by step, 7 of 7 runs faster, median time ratio 0.969
+//   against 0.998 for the same binary with both sides T1; bench/KERNELS.md).
 //
 // kWeightPrefetchBytes: the distance of the 32-column block kernels (legacy, IQ4_NL, MXFP4; the
 // K-quant kernels prefetch one super-block ahead, or, in tiles of 4+ tokens, two ahead spread over the
@@ -42,11 +46,17 @@ namespace tmill::kern {
 // prefetched; 16-token GEMMs gained too. Longer distances (6 and 12 KiB) read slower (bench_moe; on AMD
 // EPYC 6 KiB tied 3 KiB, bench/KERNELS.md).
 inline constexpr int64_t kWeightPrefetchBytes = 3072;
+extern bool g_prefetch_weights_nta;  // kernels/dispatch.cpp; a predictable branch per call
 template <int64_t Bytes>
 TM_ISA_INLINE void prefetch_weights(const void* p, int64_t ahead) {
   const char* pf = static_cast<const char*>(p) + ahead;
-  TM_UNROLL
-  for (int64_t o = 0; o < Bytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+  if (g_prefetch_weights_nta) {
+    TM_UNROLL
+    for (int64_t o = 0; o < Bytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_NTA);
+  } else {
+    TM_UNROLL
+    for (int64_t o = 0; o < Bytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
+  }
 }
 
 // ---- vector math
