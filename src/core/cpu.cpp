@@ -37,27 +37,20 @@ unsigned long long xgetbv0() {
   return (static_cast<unsigned long long>(edx) << 32) | eax;
 }
 
-CpuFeatures detect() {
+// The instruction-set features (every field but the vendor).
+CpuFeatures detect_isa_features() {
   CpuFeatures f;
   unsigned a, b, c, d;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
-  f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
-  const bool amd = f.amd;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
   const bool avx = c & (1u << 28);
   f.fma = c & (1u << 12);
   f.f16c = c & (1u << 29);
-  auto vendor_only = [amd] {
-    CpuFeatures v;
-    v.amd = amd;
-    return v;
-  };
-  if (!osxsave || !avx) return vendor_only();
+  if (!osxsave || !avx) return CpuFeatures{};
   const unsigned long long xcr0 = xgetbv0();
   const bool ymm_os = (xcr0 & 0x6) == 0x6;
   const bool zmm_os = (xcr0 & 0xe6) == 0xe6;
-  if (!ymm_os) return vendor_only();
+  if (!ymm_os) return CpuFeatures{};
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = b & (1u << 5);
@@ -73,6 +66,14 @@ CpuFeatures detect() {
     f.avx512bf16 = a & (1u << 5);
   }
   f.amx_os = f.amx_tile && f.amx_int8 && (xcr0 & 0x60000) == 0x60000;
+  return f;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f = detect_isa_features();
+  unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d))
+    f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
   return f;
 }
 #else

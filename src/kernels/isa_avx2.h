@@ -46,11 +46,10 @@ namespace tmill::kern {
 // prefetched; 16-token GEMMs gained too. Longer distances (6 and 12 KiB) read slower (bench_moe; on AMD
 // EPYC 6 KiB tied 3 KiB, bench/KERNELS.md).
 inline constexpr int64_t kWeightPrefetchBytes = 3072;
-extern bool g_prefetch_weights_nta;  // kernels/dispatch.cpp; a predictable branch per call
 template <int64_t Bytes>
 TM_ISA_INLINE void prefetch_weights(const void* p, int64_t ahead) {
   const char* pf = static_cast<const char*>(p) + ahead;
-  if (g_prefetch_weights_nta) {
+  if (g_prefetch_weights_nta) {  // kernel_abi.h; a predictable branch per call
     TM_UNROLL
     for (int64_t o = 0; o < Bytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_NTA);
   } else {

@@ -76,6 +76,11 @@
 
 namespace tmill::kern {
 
+// The weight stream's prefetch hint: true = NTA, false = T1 (isa_avx2.h, prefetch_weights). Set once by
+// kernels/dispatch.cpp while the kernel tables are built (NTA on AMD; TOKENMILL_PREFETCH=nta|t1);
+// it changes which cache level the lines go to, never a result.
+extern bool g_prefetch_weights_nta;
+
 inline constexpr int kRows = 16;  // rows per interleaved group
 inline constexpr int kTile = 8;   // tokens per activation tile
 

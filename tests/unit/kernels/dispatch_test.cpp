@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/cpu.h"
@@ -145,4 +148,21 @@ TEST(KernelTable, IsaNamesAndALimitAboveTheCpu) {
   set_isa_limit(Isa::Amx);
   EXPECT_EQ(active_isa(), detected_isa());
   EXPECT_EQ(&kernels(), &kernel_table(detected_isa()));
+}
+
+// The CPU vendor (the one CpuFeatures field that is not an instruction set) agrees with the kernel's
+// /proc/cpuinfo, and the kernel tables set the weight prefetch hint from it: NTA on AMD, T1 elsewhere,
+// unless TOKENMILL_PREFETCH says otherwise.
+TEST(KernelTable, PrefetchHintFollowsTheCpuVendor) {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(info, line))
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo (not x86 Linux)";
+  EXPECT_EQ(cpu_features().amd, vendor == "AuthenticAMD") << vendor;
+  (void)kernels();  // builds the tables, which fix the hint
+  const char* env = std::getenv("TOKENMILL_PREFETCH");
+  const std::string e = env ? env : "";
+  const bool want = e == "nta" ? true : e == "t1" ? false : cpu_features().amd;
+  EXPECT_EQ(g_prefetch_weights_nta, want);
 }

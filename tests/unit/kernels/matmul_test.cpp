@@ -265,6 +265,28 @@ TEST_P(MatmulType, ThreadCountsGiveIdenticalResults) {
   }
 }
 
+// The weight prefetch hint (NTA on AMD, T1 elsewhere; kern::g_prefetch_weights_nta) only moves cache
+// lines: both hints give the oracle-checked result and the same bits, on every ISA, for one token
+// (GEMV) and a 20-token batch (tiles), whichever hint this CPU picked by default.
+TEST_P(MatmulType, PrefetchHintsGiveTheSameBits) {
+  const DType t = GetParam();
+  const int64_t cols = dtype_info(t).block_size == 256 ? 512 : (is_float(t) ? 200 : 256);
+  const bool saved = kern::g_prefetch_weights_nta;
+  for (Isa isa : available_isas()) {
+    IsaGuard guard(isa);
+    for (int64_t n : {1, 20}) {
+      const Case c{t, 300, cols, n};
+      const std::string label = std::string(isa_name(isa)) + " n " + std::to_string(n);
+      kern::g_prefetch_weights_nta = false;
+      const auto t1 = check_case(c, nullptr, label + " t1");
+      kern::g_prefetch_weights_nta = true;
+      const auto nta = check_case(c, nullptr, label + " nta");
+      EXPECT_EQ(t1, nta) << label;
+    }
+  }
+  kern::g_prefetch_weights_nta = saved;
+}
+
 // Quantized types: a token's output does not depend on the batch it is computed in (activations are
 // quantized per token and the per-token arithmetic is the same for every tile size).
 class QuantizedType : public ::testing::TestWithParam<DType> {};
