@@ -25,13 +25,19 @@ namespace {
 
 int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
 
-std::shared_ptr<Model> dummy(const std::string& shape, DType dtype) {
+std::shared_ptr<Model> dummy(const std::string& shape, DType dtype, int64_t width = 0) {
   DummyOptions o;
   o.shape = *find_shape(shape);
+  if (width > 0) {  // rows a multiple of the K-quants' 256-wide super-blocks (else dummy falls back to Q4_0)
+    o.shape.n_embd = width;
+    o.shape.head_dim = width / o.shape.n_head;
+    o.shape.n_ff = 2 * width;
+  }
   o.dtype = dtype;
   o.std = 0.08f;  // sharper logits than the default, so argmax comparisons mean something
   o.seed = 11;
-  const std::string path = test::temp_dir() + "/gpu-fwd-" + shape + "-" + dtype_name(dtype) + ".gguf";
+  const std::string path =
+      test::temp_dir() + "/gpu-fwd-" + shape + "-" + dtype_name(dtype) + "-" + std::to_string(width) + ".gguf";
   auto st = write_dummy_model(o, path);
   EXPECT_TRUE(st.ok()) << st.error();
   auto m = Model::load(path);
@@ -270,13 +276,14 @@ TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
 }
 
 TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
-  // a weight type the CUDA kernels do not read (every type without CUDA)
-  auto iq = dummy("tiny-llama", DType::IQ4_XS);
-  ASSERT_NE(iq, nullptr);
-  auto st = gpu_forward_supports(*iq, gpu::cuda_ops());
+  // a weight type the CUDA kernels do not read (Q3_K; every type in a build without CUDA)
+  auto q3 = dummy("tiny-llama", DType::Q3_K, 256);
+  ASSERT_NE(q3, nullptr);
+  ASSERT_EQ(q3->weights().layers[0].w_down.type, DType::Q3_K);  // the type under test, not a fallback
+  auto st = gpu_forward_supports(*q3, gpu::cuda_ops());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
-  EXPECT_NE(st.error().find(iq->config().arch.name), std::string::npos) << st.error();
+  EXPECT_NE(st.error().find(q3->config().arch.name), std::string::npos) << st.error();
   for (const char* shape : {"tiny-olmoe", "tiny-gpt-oss"}) {
     auto moe = dummy(shape, DType::F32);
     ASSERT_NE(moe, nullptr);
