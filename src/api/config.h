@@ -47,8 +47,9 @@ struct EngineConfig {
   std::string model_path;               // GGUF model file
   int threads = 0;                      // 0: all cores this process may use
   // cpu or auto (the CPU); cuda: the GPU forward (model/gpu_forward.h) on the first CUDA device, for the
-  // families it runs (others are refused at create, saying what they lack); gpu-oracle: that
-  // same GPU engine path on the host oracle backend (tests and debugging; slow, no GPU needed).
+  // families it runs (others are refused at create, saying what they lack); cuda-emu: the same with the
+  // CUDA kernels run by the CPU's emulator of CUDA; gpu-oracle: that same GPU engine path on the host
+  // oracle backend (both for tests and debugging; slow, no GPU needed).
   std::string device = "cpu";
   // --device cuda: vLLM's --gpu-memory-utilization, the share of the GPU's memory for weights,
   // activations and KV cache (the KV cache gets what is left, kv_cache_bytes then ignored).

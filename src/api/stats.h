@@ -59,7 +59,8 @@ struct MemoryPlan {
   std::string kv_dtype;
   std::string note;                // e.g. why max_model_len was lowered
   // Where the weights and the KV cache live: "cpu" (host memory), "cuda" (the GPU named device_name,
-  // --gpu-memory-utilization's budget of its device_total_bytes) or "gpu-oracle" (host memory).
+  // --gpu-memory-utilization's budget of its device_total_bytes), "cuda-emu" (the emulated device's
+  // memory, in host memory, planned as on a GPU) or "gpu-oracle" (host memory).
   std::string device = "cpu";
   std::string device_name;
   uint64_t device_total_bytes = 0, device_budget_bytes = 0;

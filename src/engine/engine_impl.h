@@ -97,7 +97,7 @@ struct Engine::Impl {
   std::unique_ptr<EmbedWorker> embed;  // embedding models only (then no forward, KV or scheduler)
   std::unique_ptr<Forward> forward;  // the CPU's forward and KV cache (--device cpu / auto)
   KvStorage kv;
-  std::unique_ptr<GpuForward> gpu_forward;  // --device cuda / gpu-oracle: weights and KV on the device instead
+  std::unique_ptr<GpuForward> gpu_forward;  // --device cuda / cuda-emu / gpu-oracle: weights and KV on the device instead
   std::unique_ptr<Scheduler> sched;
   std::vector<Sampler> samplers;  // one per pool thread (scratch buffers)
   std::vector<ConstraintScratch> constraint_scratch;  // one per pool thread

@@ -1,4 +1,5 @@
-// The engine on a GPU backend (--device cuda, or gpu-oracle: the same path on the host oracle): the
+// The engine on a GPU backend (--device cuda; cuda-emu: the CUDA kernels on the CPU's emulator of
+// them; gpu-oracle: the same path on the host oracle's reference math): the
 // model checked against what the GPU forward runs, the memory plan (on a device vLLM's
 // --gpu-memory-utilization: weights, the largest step's activations, and the KV cache in what is
 // left; on the oracle the CPU's plan), then the weights uploaded and the paged KV cache allocated on
@@ -19,7 +20,8 @@ namespace tmill {
 
 Status Engine::Impl::setup_gpu(KvLayout* layout) {
   const ModelConfig& c = model->config();
-  gpu::Ops& ops = config.device == "cuda" ? gpu::cuda_ops() : gpu_host_ops();
+  const bool device = config.device == "cuda" || config.device == "cuda-emu";  // (else the host oracle)
+  gpu::Ops& ops = config.device == "cuda" ? gpu::cuda_ops() : config.device == "cuda-emu" ? gpu::cuda_emu_ops() : gpu_host_ops();
   auto refuse = [&](const std::string& why) {
     return Error{fmt::format("--device {}: {}; use --device cpu", config.device, why)};
   };
@@ -32,8 +34,8 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   const uint64_t weights = GpuForward::weight_bytes_of(*model);
   KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, DType::F16};
   if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
-  if (config.device == "cuda") {
-    auto gpus = gpu::gpu_devices();
+  if (device) {
+    auto gpus = ops.devices();
     if (!gpus.ok()) return refuse(gpus.error());
     const gpu::GpuInfo& g = gpus->front();
     gpu::GpuMemoryInputs in;
@@ -53,12 +55,13 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
                       ? static_cast<uint64_t>(config.kv_cache_tokens / config.block_size + 1) * lay.bytes_per_block()
                       : config.kv_cache_bytes;
     auto p = gpu::plan_gpu_memory(in);
-    if (!p.ok()) return Error{fmt::format("--device cuda ({}): {}", g.name, p.error())};
+    if (!p.ok()) return Error{fmt::format("--device {} ({}): {}", config.device, g.name, p.error())};
     // block 0 is the KV manager's null block; with CUDA graphs one more is the padding tokens' spare
     // (GpuForward allocates it beyond num_blocks)
     const int64_t spare = config.enforce_eager ? 0 : 1;
     if (p->kv_blocks < 2 + spare)
-      return Error{"--device cuda: the KV cache holds less than one usable block; raise --gpu-memory-utilization"};
+      return Error{fmt::format("--device {}: the KV cache holds less than one usable block; raise --gpu-memory-utilization",
+                               config.device)};
     lay.num_blocks = p->kv_blocks - spare;
     plan.weight_bytes = weights;
     plan.kv_bytes = p->kv_bytes;

@@ -13,7 +13,7 @@
 #include "gpu/kernels.h"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kWarps = 4;
@@ -173,31 +173,31 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.n_tokens <= 0) return {};
   const int splits = static_cast<int>(attention_splits(a));
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(splits));
-  attn_decode_f16<<<grid, 32 * kWarps, 0, stream()>>>(a, splits);
+  TM_LAUNCH(attn_decode_f16, grid, 32 * kWarps, 0, stream())(a, splits);
   TM_TRY(launched("paged attention"));
   if (splits == 1) return {};
   const int64_t heads = a.n_tokens * a.n_head;
-  attn_merge<<<static_cast<unsigned>((heads + kWarps - 1) / kWarps), 32 * kWarps, 0, stream()>>>(a, splits);
+  TM_LAUNCH(attn_merge, static_cast<unsigned>((heads + kWarps - 1) / kWarps), 32 * kWarps, 0, stream())(a, splits);
   return launched("paged attention merge");
 }
 
 Status silu_mul(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
-  silu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(g, u, n);
+  TM_LAUNCH(silu_mul_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream())(g, u, n);
   return launched("silu_mul");
 }
 
 Status gelu_mul(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
-  gelu_mul_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(g, u, n);
+  TM_LAUNCH(gelu_mul_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream())(g, u, n);
   return launched("gelu_mul");
 }
 
 Status softcap(float* x, int64_t n, float cap) {
   if (n <= 0) return {};
   if (!(cap > 0.0f)) return Error{"CUDA softcap: the cap must be positive"};
-  softcap_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream()>>>(x, n, cap);
+  TM_LAUNCH(softcap_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream())(x, n, cap);
   return launched("softcap");
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

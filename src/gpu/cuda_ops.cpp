@@ -1,20 +1,26 @@
 // gpu/ops.h's CUDA backend: the table over gpu/kernels.h and gpu/device.h (plain C++: it links in
-// both builds, and without CUDA each call answers with no_cuda.cpp's error).
+// both builds, and without CUDA each call answers with no_cuda.cpp's error). Compiled once more for the
+// emulator (gpu/abi.h), where it is also cuda_emu_ops().
 #include "gpu/device.h"
 #include "gpu/kernels.h"
 #include "gpu/ops.h"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 class CudaOps final : public Ops {
  public:
+#if defined(TM_CUDA_EMU)
+  std::string name() const override { return "cuda-emu"; }
+#else
   std::string name() const override { return "cuda"; }
+#endif
   Status available() const override {
     auto d = gpu_devices();
     if (!d.ok()) return d.error_value();
     return {};
   }
+  Result<std::vector<GpuInfo>> devices() const override { return gpu_devices(); }
   Result<void*> alloc(size_t bytes) override { return device_alloc(bytes); }
   void release(void* p) override { device_free(p); }
   Status upload(void* dst, const void* src, size_t bytes) override { return copy_to_device(dst, src, bytes); }
@@ -73,4 +79,10 @@ Ops& cuda_ops() {
   return ops;
 }
 
+}  // namespace tmill::gpu::inline TM_GPU_ABI
+
+#if defined(TM_CUDA_EMU)
+namespace tmill::gpu {
+Ops& cuda_emu_ops() { return cuda_ops(); }
 }  // namespace tmill::gpu
+#endif

@@ -8,7 +8,7 @@
 #include "gpu/kernels.h"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 Error cuda_error(const char* what, cudaError_t e) {
   // (no fmt in .cu files: nvcc's front end rejects its compile-time format checks)
@@ -148,4 +148,4 @@ void destroy_graph(void* graph) {
   if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "gpu/abi.h"
 
 namespace tmill::gpu {
 
@@ -19,7 +20,11 @@ struct GpuInfo {
   int multiprocessors = 0;
 };
 
-// True when tokenmill was built with the CUDA backend (-DTM_CUDA=ON).
+}  // namespace tmill::gpu
+
+namespace tmill::gpu::inline TM_GPU_ABI {
+
+// True when this build of the backend runs its kernels: CUDA (-DTM_CUDA=ON) or the emulator.
 bool built_with_cuda();
 // Every visible device; an error when built without CUDA or when the driver reports none.
 Result<std::vector<GpuInfo>> gpu_devices();
@@ -62,4 +67,4 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

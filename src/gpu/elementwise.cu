@@ -10,7 +10,7 @@
 #include "gpu/kernels.h"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kThreads = 256;
@@ -53,7 +53,7 @@ __global__ void argmax_kernel(const float* x, int64_t n, int32_t* out) {
   v[threadIdx.x] = best;
   ix[threadIdx.x] = at;
   __syncthreads();
-  for (int s = kArgmaxThreads / 2; s > 0; s >>= 1) {
+  for (unsigned s = kArgmaxThreads / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
       const float ov = v[threadIdx.x + s];
       const int64_t oi = ix[threadIdx.x + s];
@@ -99,31 +99,31 @@ __global__ void kv_store_kernel(GpuKvStoreArgs a) {
 
 Status add(float* y, const float* x, int64_t n) {
   if (n <= 0) return {};
-  add_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, x, n);
+  TM_LAUNCH(add_kernel, blocks_for(n), kThreads, 0, stream())(y, x, n);
   return launched("add");
 }
 
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return {};
-  add_rows_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream()>>>(y, b, n_rows * n, n);
+  TM_LAUNCH(add_rows_kernel, blocks_for(n_rows * n), kThreads, 0, stream())(y, b, n_rows * n, n);
   return launched("add_rows");
 }
 
 Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return {};
-  add_rows_id_kernel<<<blocks_for(n_rows * n), kThreads, 0, stream()>>>(y, b, ids, n_rows * n, n);
+  TM_LAUNCH(add_rows_id_kernel, blocks_for(n_rows * n), kThreads, 0, stream())(y, b, ids, n_rows * n, n);
   return launched("add_rows_id");
 }
 
 Status swiglu_oai(float* g, const float* u, int64_t n) {
   if (n <= 0) return {};
-  swiglu_oai_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(g, u, n);
+  TM_LAUNCH(swiglu_oai_kernel, blocks_for(n), kThreads, 0, stream())(g, u, n);
   return launched("swiglu_oai");
 }
 
 Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out) {
   if (n_rows <= 0 || n <= 0) return {};
-  argmax_kernel<<<static_cast<unsigned>(n_rows), kArgmaxThreads, 0, stream()>>>(x, n, out);
+  TM_LAUNCH(argmax_kernel, static_cast<unsigned>(n_rows), kArgmaxThreads, 0, stream())(x, n, out);
   return launched("argmax_rows");
 }
 
@@ -131,7 +131,7 @@ Status rope(const GpuRopeArgs& a) {
   if (a.n_rot <= 0 || a.n_rot > a.head_dim || a.n_rot % 2 != 0) return Error{"CUDA rope: n_rot must be even and <= head_dim"};
   const int64_t n = a.n_tokens * a.n_heads * (a.n_rot / 2);
   if (n <= 0) return {};
-  rope_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(a);
+  TM_LAUNCH(rope_kernel, blocks_for(n), kThreads, 0, stream())(a);
   return launched("rope");
 }
 
@@ -139,8 +139,8 @@ Status kv_store(const GpuKvStoreArgs& a) {
   if (a.block_size <= 0 || a.max_blocks <= 0) return Error{"CUDA kv_store: block_size and max_blocks must be positive"};
   const int64_t n = a.n_tokens * a.n_head_kv * a.head_dim;
   if (n <= 0) return {};
-  kv_store_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(a);
+  TM_LAUNCH(kv_store_kernel, blocks_for(n), kThreads, 0, stream())(a);
   return launched("kv_store");
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

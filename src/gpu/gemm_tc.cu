@@ -17,7 +17,7 @@
 #include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kWarps = 4;  // tiles along the rows per CTA
@@ -150,7 +150,7 @@ template <class H>
 Status run_tiles(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t cols, int64_t n, int64_t n_pad, float* y,
                  int64_t ldy, int64_t r_off) {
   const dim3 grid(static_cast<unsigned>((rows / 16 + kWarps - 1) / kWarps), static_cast<unsigned>(n_pad / 16));
-  wmma_gemm<H><<<grid, 32 * kWarps, 0, stream()>>>(xh, wh, ldw, rows, cols, n, y, ldy, r_off);
+  TM_LAUNCH(wmma_gemm<H>, grid, 32 * kWarps, 0, stream())(xh, wh, ldw, rows, cols, n, y, ldy, r_off);
   return launched("tensor-core gemm");
 }
 
@@ -158,14 +158,14 @@ Status dequantize(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows
   const int64_t runs = n_rows * (cols / 32);
   const unsigned blocks = static_cast<unsigned>((runs + 255) / 256);
   switch (type) {
-    case DType::Q8_0: dequantize_rows<DType::Q8_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q4_0: dequantize_rows<DType::Q4_0><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q4_K: dequantize_rows<DType::Q4_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q5_K: dequantize_rows<DType::Q5_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::IQ4_XS: dequantize_rows<DType::IQ4_XS><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::IQ4_NL: dequantize_rows<DType::IQ4_NL><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    case DType::MXFP4: dequantize_rows<DType::MXFP4><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
-    default: dequantize_rows<DType::Q6_K><<<blocks, 256, 0, stream()>>>(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q8_0: TM_LAUNCH(dequantize_rows<DType::Q8_0>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q4_0: TM_LAUNCH(dequantize_rows<DType::Q4_0>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q4_K: TM_LAUNCH(dequantize_rows<DType::Q4_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::Q5_K: TM_LAUNCH(dequantize_rows<DType::Q5_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::IQ4_XS: TM_LAUNCH(dequantize_rows<DType::IQ4_XS>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::IQ4_NL: TM_LAUNCH(dequantize_rows<DType::IQ4_NL>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    case DType::MXFP4: TM_LAUNCH(dequantize_rows<DType::MXFP4>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
+    default: TM_LAUNCH(dequantize_rows<DType::Q6_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
   }
   return launched("dequantize for the tensor-core gemm");
 }
@@ -192,14 +192,14 @@ Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row
     const unsigned blocks = static_cast<unsigned>((n_pad * cols + 255) / 256);
     if (type == DType::BF16) {
       auto* xh = static_cast<__nv_bfloat16*>(workspace);
-      round_activations<<<blocks, 256, 0, stream()>>>(x + t * cols, n, n_pad, cols, xh);
+      TM_LAUNCH(round_activations<__nv_bfloat16>, blocks, 256, 0, stream())(x + t * cols, n, n_pad, cols, xh);
       TM_TRY(launched("rounding activations"));
       TM_TRY(run_tiles(xh, reinterpret_cast<const __nv_bfloat16*>(wb), static_cast<int64_t>(row_bytes / 2), rows, cols, n,
                        n_pad, y + t * rows, rows, 0));
       continue;
     }
     auto* xh = static_cast<__half*>(workspace);
-    round_activations<<<blocks, 256, 0, stream()>>>(x + t * cols, n, n_pad, cols, xh);
+    TM_LAUNCH(round_activations<__half>, blocks, 256, 0, stream())(x + t * cols, n, n_pad, cols, xh);
     TM_TRY(launched("rounding activations"));
     if (!quantized) {
       TM_TRY(run_tiles(xh, reinterpret_cast<const __half*>(wb), static_cast<int64_t>(row_bytes / 2), rows, cols, n, n_pad,
@@ -216,4 +216,4 @@ Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row
   return {};
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

@@ -14,7 +14,7 @@
 #include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
@@ -181,12 +181,14 @@ __device__ __forceinline__ bool row_tile(const uint8_t* w, int64_t rows, int64_t
   o->row = w + static_cast<size_t>(o->r) * row_bytes;
   return true;
 }
-// Each token's sum over the warp, written by lane 0.
+// Each token's sum over the warp, written by lane 0 (the tile's real tokens only: nt is the same for
+// the whole warp, so the lanes skip the padding's shuffles together -- 7 of 8 butterflies in decode).
 __device__ __forceinline__ void store_tile(float (&s)[kTokTile], const RowTile& rt, float* y, int64_t rows) {
 #pragma unroll
   for (int t = 0; t < kTokTile; ++t) {
+    if (t >= rt.nt) break;
     const float v = warp_sum(s[t]);
-    if (rt.lane == 0 && t < rt.nt) y[t * rows + rt.r] = v;
+    if (rt.lane == 0) y[t * rows + rt.r] = v;
   }
 }
 
@@ -323,22 +325,22 @@ Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_
   const bool vec = cols % 256 == 0 && row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    id.expert_bytes % 16 == 0;
   switch (type) {
-    case DType::Q8_0: gemv_blocks<DType::Q8_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_0: gemv_blocks<DType::Q4_0><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::MXFP4: gemv_blocks<DType::MXFP4><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::IQ4_NL: gemv_blocks<DType::IQ4_NL><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q5_K: gemv_blocks<DType::Q5_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::IQ4_XS: gemv_blocks<DType::IQ4_XS><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_K: gemv_blocks<DType::Q4_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q6_K: gemv_blocks<DType::Q6_K><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::F32: gemv_float<DType::F32><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q8_0: TM_LAUNCH(gemv_blocks<DType::Q8_0>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_0: TM_LAUNCH(gemv_blocks<DType::Q4_0>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::MXFP4: TM_LAUNCH(gemv_blocks<DType::MXFP4>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::IQ4_NL: TM_LAUNCH(gemv_blocks<DType::IQ4_NL>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q5_K: TM_LAUNCH(gemv_blocks<DType::Q5_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::IQ4_XS: TM_LAUNCH(gemv_blocks<DType::IQ4_XS>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q4_K: TM_LAUNCH(gemv_blocks<DType::Q4_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::Q6_K: TM_LAUNCH(gemv_blocks<DType::Q6_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
+    case DType::F32: TM_LAUNCH(gemv_float<DType::F32>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F16:
-      if (vec) gemv_half_vec<DType::F16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
-      else gemv_float<DType::F16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      if (vec) TM_LAUNCH(gemv_half_vec<DType::F16>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else TM_LAUNCH(gemv_float<DType::F16>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
     default:
-      if (vec) gemv_half_vec<DType::BF16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
-      else gemv_float<DType::BF16><<<grid, block, 0, stream()>>>(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      if (vec) TM_LAUNCH(gemv_half_vec<DType::BF16>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      else TM_LAUNCH(gemv_float<DType::BF16>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);
       break;
   }
   return launched(id.ids ? "gemm_id" : "gemm");
@@ -382,9 +384,9 @@ Status gemm_id(DType type, const void* w, size_t expert_bytes, int64_t rows, int
 
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0) return {};
-  rmsnorm_rows<<<static_cast<unsigned>(n_rows), 256, 0, stream()>>>(x, weight, y, n, eps);
+  TM_LAUNCH(rmsnorm_rows, static_cast<unsigned>(n_rows), 256, 0, stream())(x, weight, y, n, eps);
   return launched("rmsnorm");
 }
 
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

@@ -9,8 +9,10 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "gpu/abi.h"
+#include "gpu/kernel_args.h"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 
 // True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K,
 // IQ4_XS (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS files; gpt-oss's MXFP4).
@@ -41,13 +43,6 @@ Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* 
 // moe_route_token -- softmax over all experts then the top k (or, softmax_topk, the top k logits then
 // a softmax over them), norm renormalizes the k weights to sum 1, and each token's k experts in
 // ascending order: ids and weights, n_tokens x k. One thread per token; n_expert <= 256, k <= 32.
-struct GpuMoeRouteArgs {
-  const float* logits = nullptr;
-  int64_t n_tokens = 0, n_expert = 0, k = 0;
-  bool norm = false, softmax_topk = false;
-  int32_t* ids = nullptr;
-  float* weights = nullptr;
-};
 Status moe_route(const GpuMoeRouteArgs& a);
 // y[t] = sum over j < k of weights[t * k + j] * yp[t * k + j] (rows of n floats, in j's order), plus,
 // when shared is not null, sigmoid(shared_gate[t]) * shared[t] (qwen2moe's shared expert).
@@ -84,27 +79,6 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // states (max, sum, unnormalized output) go to `partial` and a second kernel merges them. The ranges
 // are cut on the device from each token's own n_ctx, so a graph captured with a bound max_ctx serves
 // every shorter context.
-struct GpuAttnArgs {
-  const float* q = nullptr;
-  float* out = nullptr;
-  int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
-  const uint8_t* k_tiles = nullptr;
-  const uint8_t* v_tiles = nullptr;
-  int64_t block_size = 16;
-  const int32_t* block_tables = nullptr;  // n_tokens x max_blocks
-  int64_t max_blocks = 0;
-  const int32_t* n_ctx = nullptr;         // per token
-  float scale = 1.0f;
-  int64_t window = 0;                     // > 0: a sliding window of that many positions
-  float softcap = 0.0f;                   // > 0: soft-capped scores
-  const float* sinks = nullptr;           // gpt-oss: a logit per query head in the denominator only
-  // split-K: scratch of partial_floats floats (null: never split), the largest n_ctx of the call, and
-  // n_splits (0: chosen from max_ctx and the number of (token, KV head) pairs; 1: no split)
-  float* partial = nullptr;
-  int64_t partial_floats = 0;
-  int64_t max_ctx = 0;
-  int64_t n_splits = 0;
-};
 Status paged_attention_decode(const GpuAttnArgs& a);
 // Partial scratch, in floats, for n_tokens x n_head query heads in `splits` splits; and the most any
 // call with the automatic split count needs (it keeps tokens x KV heads x splits <= 1024 CTAs).
@@ -152,29 +126,12 @@ Status swiglu_oai(float* g, const float* u, int64_t n);
 // first n_rot dimensions of each head, with the per-token tables cos/sin (n_tokens x n_rot/2, any
 // position scaling and magnitude gain already in them, as the CPU forward computes them). Pairs
 // (i, i + n_rot/2) when neox, else (2i, 2i + 1); as kernels/ops.h rope_heads_cs.
-struct GpuRopeArgs {
-  float* x = nullptr;
-  int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-  bool neox = false;
-};
 Status rope(const GpuRopeArgs& a);
 // Writes each token's K and V (n_tokens x n_head_kv*head_dim floats) as F16 into the paged tiles at
 // its position (pos[t]) through its block table (block_tables: max_blocks int32 per token), in the
 // layout paged_attention_decode reads (kernels/attention_abi.h).
-struct GpuKvStoreArgs {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  uint8_t* k_tiles = nullptr;
-  uint8_t* v_tiles = nullptr;
-  int64_t n_tokens = 0, n_head_kv = 0, head_dim = 0, block_size = 16;
-  const int32_t* block_tables = nullptr;
-  int64_t max_blocks = 0;
-  const int32_t* pos = nullptr;
-};
 Status kv_store(const GpuKvStoreArgs& a);
 // Waits for the work queued so far; an error names a kernel that failed.
 Status synchronize();
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

@@ -8,7 +8,7 @@
 #include "gpu/kernels.h"
 #include "gpu/stream.cuh"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kMaxExperts = 256, kMaxUsed = 32, kThreads = 128;
@@ -108,14 +108,14 @@ Status moe_route(const GpuMoeRouteArgs& a) {
   if (a.n_expert <= 0 || a.n_expert > kMaxExperts || a.k <= 0 || a.k > kMaxUsed || a.k > a.n_expert)
     return Error{"CUDA moe_route: at most 256 experts and 32 of them per token"};
   if (a.n_tokens <= 0) return {};
-  route_kernel<<<static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(a);
+  TM_LAUNCH(route_kernel, static_cast<unsigned>((a.n_tokens + kThreads - 1) / kThreads), kThreads, 0, stream())(a);
   return launched("moe_route");
 }
 
 Status moe_sort(const int32_t* ids, int64_t n_pairs, int64_t n_expert, int32_t* order) {
   if (n_expert <= 0 || n_expert > kMaxExperts) return Error{"CUDA moe_sort: at most 256 experts"};
   if (n_pairs <= 0) return {};
-  sort_kernel<<<1, 1024, 0, stream()>>>(ids, n_pairs, static_cast<int>(n_expert), order);
+  TM_LAUNCH(sort_kernel, 1, 1024, 0, stream())(ids, n_pairs, static_cast<int>(n_expert), order);
   return launched("moe_sort");
 }
 
@@ -123,9 +123,9 @@ Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_to
                    const float* shared, const float* shared_gate) {
   const int64_t total = n_tokens * n;
   if (total <= 0) return {};
-  combine_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream()>>>(y, yp, weights, n_tokens, k, n, shared,
+  TM_LAUNCH(combine_kernel, static_cast<unsigned>((total + 255) / 256), 256, 0, stream())(y, yp, weights, n_tokens, k, n, shared,
                                                                       shared_gate);
   return launched("moe_combine");
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

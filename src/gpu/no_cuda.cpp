@@ -4,7 +4,7 @@
 #include "gpu/device.h"
 #include "gpu/kernels.h"
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 Error no_cuda() { return Error{"tokenmill was built without the CUDA backend (configure with cmake -DTM_CUDA=ON)"}; }
 }  // namespace
@@ -59,5 +59,5 @@ Result<void*> end_capture() { return no_cuda(); }
 Status launch_graph(void*) { return no_cuda(); }
 void destroy_graph(void*) {}
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI
 #endif

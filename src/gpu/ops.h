@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/result.h"
@@ -26,6 +27,8 @@ class Ops {
   virtual std::string name() const = 0;
   // Ok when the backend can run here; else why not (CUDA: built without it, no device).
   virtual Status available() const = 0;
+  // The devices it runs on (the first is used); the host oracle has none.
+  virtual Result<std::vector<GpuInfo>> devices() const = 0;
   // Memory: alloc(0) may return null; release(null) is a no-op.
   virtual Result<void*> alloc(size_t bytes) = 0;
   virtual void release(void* p) = 0;
@@ -72,8 +75,16 @@ class Ops {
   virtual void drop_graph(void* graph) = 0;
 };
 
-// The CUDA backend (one per process, the current device). Built without CUDA, every call returns
-// the error that says how to build it.
-Ops& cuda_ops();
+// The CUDA backend's kernels and runtime calls on the CPU (gpu/emu/emu.h; `--device cuda-emu`): every
+// build has it. Slow (each CUDA thread a fiber); for tests and debugging without a GPU.
+Ops& cuda_emu_ops();
 
 }  // namespace tmill::gpu
+
+namespace tmill::gpu::inline TM_GPU_ABI {
+
+// The CUDA backend (one per process, the current device). Built without CUDA, every call returns
+// the error that says how to build it. (In the emulated build's translation units, the emulator's.)
+Ops& cuda_ops();
+
+}  // namespace tmill::gpu::inline TM_GPU_ABI

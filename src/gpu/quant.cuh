@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace tmill::gpu {
+namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {  // each .cu file gets its own copy (the tables live in its constant memory)
 
 __device__ __forceinline__ float f16_at(const uint8_t* p) {
@@ -45,4 +45,4 @@ __device__ __forceinline__ float iq4xs_scale(const uint8_t* blk, int j) {
 }
 
 }  // namespace
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

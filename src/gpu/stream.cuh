@@ -7,8 +7,17 @@
 #include <string>
 
 #include "core/result.h"
+#include "gpu/abi.h"
 
-namespace tmill::gpu {
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), written so that the emulated build (plain C++,
+// gpu/emu/emu.h) can run it too.
+#if defined(TM_CUDA_EMU)
+#define TM_LAUNCH(kernel, grid, block, shared_bytes, st) ::cuemu::launcher(kernel, #kernel, grid, block)
+#else
+#define TM_LAUNCH(kernel, grid, block, shared_bytes, st) kernel<<<grid, block, shared_bytes, st>>>
+#endif
+
+namespace tmill::gpu::inline TM_GPU_ABI {
 
 // The backend's stream (created on first use, non-blocking with respect to the legacy default
 // stream): kernels, copies and synchronize() all go through it, in order, and it is the stream
@@ -22,4 +31,4 @@ inline Status launched(const char* what) {
   return {};
 }
 
-}  // namespace tmill::gpu
+}  // namespace tmill::gpu::inline TM_GPU_ABI

@@ -27,6 +27,9 @@ class HostOps final : public gpu::Ops {
  public:
   std::string name() const override { return "host"; }
   Status available() const override { return {}; }
+  Result<std::vector<gpu::GpuInfo>> devices() const override {
+    return Error{"the host oracle runs in host memory, on no device"};
+  }
   Result<void*> alloc(size_t bytes) override {
     if (bytes == 0) return static_cast<void*>(nullptr);
     void* p = std::calloc(1, bytes);

@@ -278,17 +278,18 @@ TEST(Engine, DeviceCpuRunsAndCudaIsAClearRefusal) {
   c.device = "tpu";
   auto t = Engine::create(c);
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.error(), "--device 'tpu': not one of cpu, auto, cuda, gpu-oracle");
+  EXPECT_EQ(t.error(), "--device 'tpu': not one of cpu, auto, cuda, cuda-emu, gpu-oracle");
 }
 
-// The GPU engine path (--device gpu-oracle: the GPU forward on the host oracle backend, what
-// --device cuda runs with CUDA kernels): stories260K's exact greedy text, and greedy outputs that do
-// not depend on batching, chunking, prefix-cache hits (copy-on-write of shared blocks), preemption or
-// decode steps replayed as graphs.
-TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
+// The GPU engine path (--device gpu-oracle: the GPU forward on the host oracle backend; cuda-emu: on
+// the CUDA kernels, run by the CPU's emulator of CUDA -- what --device cuda runs on a GPU):
+// stories260K's exact greedy text, and greedy outputs that do not depend on batching, chunking,
+// prefix-cache hits (copy-on-write of shared blocks), preemption or decode steps replayed as graphs.
+void expect_gpu_engine_path_greedy_and_batch_free(const std::string& device) {
   EngineConfig c;
   c.model_path = stories_path();
-  c.device = "gpu-oracle";
+  c.device = device;
+  c.gpu_memory_utilization = 0.25;  // (cuda-emu: three engines share the emulated device, as on a GPU)
   c.threads = 2;
   auto e = Engine::create(c);
   ASSERT_TRUE(e.ok()) << e.error();
@@ -312,7 +313,8 @@ TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
     }
     EngineConfig g;
     g.model_path = model;
-    g.device = "gpu-oracle";
+    g.device = device;
+    g.gpu_memory_utilization = 0.25;
     g.threads = 2;
     g.max_num_seqs = 32;
     g.enable_prefix_caching = false;
@@ -333,14 +335,16 @@ TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
     EXPECT_GT((*batched_engine)->stats().num_preemptions, 0u);
   }
 }
+TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("gpu-oracle"); }
+TEST(Engine, CudaEmuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("cuda-emu"); }
 
 // On a GPU device a step whose every sample is a plain argmax takes the device's argmax of each row
 // instead of downloading the logits. Greedy requests asking for logprobs (the sampler's path) get the
 // same tokens as the plain greedy ones, alone and batched with them.
-TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) {
+void expect_device_argmax_equals_the_sampler(const std::string& device) {
   EngineConfig c;
   c.model_path = tiny_model_path("tiny-qwen2");
-  c.device = "gpu-oracle";
+  c.device = device;
   c.threads = 2;
   auto e = Engine::create(c);
   ASSERT_TRUE(e.ok()) << e.error();
@@ -361,6 +365,8 @@ TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) {
     EXPECT_EQ(a[i].tokens, m[i].tokens) << "request " << i;
   }
 }
+TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("gpu-oracle"); }
+TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("cuda-emu"); }
 
 // What the GPU engine path does not run yet is refused at create, saying what and what to use.
 TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {

@@ -1,7 +1,8 @@
 // The GPU forward's own kernels (gpu/kernels.h: gemm over several tokens, add, add_rows, rope,
 // kv_store) against their CPU oracles, on a device (skipped, saying why, without one): the multi-token
 // product against matmul_reference, RoPE bitwise against rope_heads_cs (same products, no FMA), and
-// the K/V store bytewise against paged_kv_store's tiles.
+// the K/V store bytewise against paged_kv_store's tiles. elementwise_emu_test.cpp runs them on the
+// CPU's emulator of CUDA, on every machine.
 #include <gtest/gtest.h>
 
 #include <algorithm>

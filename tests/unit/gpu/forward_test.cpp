@@ -1,6 +1,7 @@
 // The GPU forward pass (model/gpu_forward.h) against the CPU's reference forward: with the host
-// backend (model/gpu_host_ops.h) on every machine, and with CUDA where a device is visible (else
-// those cases skip, saying why). Mixed batches (a prompt chunk beside decode tokens), block tables
+// backend (model/gpu_host_ops.h) and with the CUDA kernels on the CPU's emulator of CUDA
+// (gpu::cuda_emu_ops()) on every machine, and with CUDA where a device is visible (else those cases
+// skip, saying why). Mixed batches (a prompt chunk beside decode tokens), block tables
 // out of order, copy-on-write of a block, the rows that get logits, greedy decoding of the real
 // stories260K model, and clear refusals of what it does not run yet.
 #include <gtest/gtest.h>
@@ -50,15 +51,18 @@ KvLayout layout_for(const Model& m, int64_t blocks) {
   return {c.n_layer, c.n_head_kv, c.head_dim, 16, blocks, DType::F16};
 }
 
-// The backends under test: the host oracle always, CUDA when a device is visible (else it skips).
+// The backends under test: the host oracle and the CUDA kernels on the CPU's emulator of CUDA always,
+// CUDA when a device is visible (else it skips).
 class GpuForwardOn : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "host") return;
+    if (GetParam() != "cuda") return;
     auto d = gpu::gpu_devices();
     if (!d.ok()) GTEST_SKIP() << "no CUDA device: " << d.error();
   }
-  gpu::Ops& ops() const { return GetParam() == "host" ? gpu_host_ops() : gpu::cuda_ops(); }
+  gpu::Ops& ops() const {
+    return GetParam() == "host" ? gpu_host_ops() : GetParam() == "cuda_emu" ? gpu::cuda_emu_ops() : gpu::cuda_ops();
+  }
 };
 
 // Logits rows equal the reference's within the F16 KV cache's rounding: every difference below
@@ -280,10 +284,12 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
   auto q3 = dummy("tiny-llama", DType::Q3_K, 256);
   ASSERT_NE(q3, nullptr);
   ASSERT_EQ(q3->weights().layers[0].w_down.type, DType::Q3_K);  // the type under test, not a fallback
-  auto st = gpu_forward_supports(*q3, gpu::cuda_ops());
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
-  EXPECT_NE(st.error().find(q3->config().arch.name), std::string::npos) << st.error();
+  for (gpu::Ops* o : {&gpu::cuda_ops(), &gpu::cuda_emu_ops()}) {  // (the emulator: the CUDA kernels' own list)
+    auto st = gpu_forward_supports(*q3, *o);
+    ASSERT_FALSE(st.ok()) << o->name();
+    EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
+    EXPECT_NE(st.error().find(q3->config().arch.name), std::string::npos) << st.error();
+  }
   for (const char* shape : {"tiny-olmoe", "tiny-gpt-oss"}) {
     auto moe = dummy(shape, DType::F32);
     ASSERT_NE(moe, nullptr);
@@ -292,7 +298,7 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
   auto llama = dummy("tiny-llama", DType::F32);
   ASSERT_NE(llama, nullptr);
   EXPECT_TRUE(gpu_forward_supports(*llama, gpu_host_ops()).ok());
-  st = gpu_forward_supports(*llama, gpu_host_ops(), DType::I8);
+  auto st = gpu_forward_supports(*llama, gpu_host_ops(), DType::I8);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().find("KV cache type"), std::string::npos) << st.error();
   // a layout of another model, and a LoRA batch
@@ -322,7 +328,7 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GpuForwardOn, ::testing::Values("host", "cuda"),
+INSTANTIATE_TEST_SUITE_P(Backends, GpuForwardOn, ::testing::Values("host", "cuda_emu", "cuda"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The CUDA kernels (gpu/kernels.h) against the CPU oracle (kernels/matmul.h matmul_reference) on a
 // real device. Without one -- tokenmill built without CUDA, or no GPU visible -- the device tests
-// skip and say why; the API still answers with a clear error (checked here too).
+// skip and say why; the API still answers with a clear error (checked here too). kernels_emu_test.cpp
+// runs them all on the CPU's emulator of CUDA, on every machine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ bool have_device(std::string* why) {
   return d.ok();
 }
 
+#ifndef TM_CUDA_EMU  // (the emulated build always runs its kernels)
 TEST(GpuKernels, WithoutCudaEveryCallSaysHowToBuildIt) {
   if (built_with_cuda()) GTEST_SKIP() << "built with CUDA";
   const auto d = gpu_devices();
@@ -35,6 +37,7 @@ TEST(GpuKernels, WithoutCudaEveryCallSaysHowToBuildIt) {
   EXPECT_FALSE(gemv_supports(DType::Q8_0));
   EXPECT_FALSE(paged_attention_decode(GpuAttnArgs{}).ok());
 }
+#endif
 
 TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
   std::string why;
@@ -251,6 +254,7 @@ TEST(GpuKernels, SiluMulMatchesTheFormula) {
 namespace tmill::gpu {
 namespace {
 
+#ifndef TM_CUDA_EMU  // (NVML is the driver's: kernels_emu_test.cpp's emulated device has none)
 // NVML (loaded from the driver at run time): the device's memory and utilization on a GPU machine;
 // elsewhere an error that says why, never a crash or a failed start.
 TEST(GpuNvml, UsageOnADeviceAndAClearErrorElsewhere) {
@@ -268,6 +272,7 @@ TEST(GpuNvml, UsageOnADeviceAndAClearErrorElsewhere) {
   EXPECT_LE(u->utilization, 1.0);
   EXPECT_FALSE(nvml_usage(1000).ok());  // no such device
 }
+#endif
 
 }  // namespace
 }  // namespace tmill::gpu

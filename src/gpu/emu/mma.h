@@ -1,0 +1,3 @@
+// mma.h for the emulated build of the CUDA backend: gpu/emu/emu.h has it all.
+#pragma once
+#include "gpu/emu/emu.h"
