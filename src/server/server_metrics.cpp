@@ -140,11 +140,13 @@ void ServerMetrics::attach_engine(const Engine* engine, double load_seconds) {
       .set(static_cast<double>(plan.weight_bytes));
   reg_.gauge("tokenmill:kv_cache_memory_bytes", "Bytes of the paged KV cache, by device.", model_and("device", plan.device))
       .set(static_cast<double>(plan.kv_bytes));
-  if (plan.device == "cuda") {
+  if (plan.device == "cuda" || plan.device == "cuda-emu") {  // (cuda-emu: the emulated device's, for tests)
     reg_.gauge("tokenmill:gpu_memory_total_bytes", "The GPU's memory.", model()).set(static_cast<double>(plan.device_total_bytes));
     reg_.gauge("tokenmill:gpu_memory_budget_bytes",
                "--gpu-memory-utilization times the GPU's memory: weights, activations and KV cache.", model())
         .set(static_cast<double>(plan.device_budget_bytes));
+  }
+  if (plan.device == "cuda") {  // NVML's, from the driver (the emulator has none: no series rather than zeros)
     reg_.gauge("tokenmill:gpu_utilization_ratio", "Share of the last sample period a kernel ran on the GPU (NVML).", model());
     reg_.gauge("tokenmill:gpu_memory_used_bytes", "GPU memory in use by every process (NVML).", model());
   }

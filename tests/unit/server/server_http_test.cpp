@@ -2,6 +2,9 @@
 // routing errors, body limits, API keys, a generation and a graceful shutdown.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <httplib.h>
 
 #include "engine/engine.h"
@@ -67,6 +70,44 @@ TEST(ServerHttp, HealthIs503UntilTheEngineIsAttached) {
     EXPECT_GT(std::stod(scraped.substr(at + line.size())), 0.0) << name;
   }
   EXPECT_EQ(scraped.find("tokenmill:gpu_utilization_ratio"), std::string::npos);
+  srv->shutdown(5);
+}
+
+// An engine on a GPU backend -- here the CUDA kernels on the CPU's emulator of CUDA (--device
+// cuda-emu), the path --device cuda takes on a GPU -- answers with stories260K's greedy text and
+// exports its memory plan by device: weights and KV cache, the device's memory and the budget
+// --gpu-memory-utilization gives it. (The NVML series need a real driver and are left out here.)
+TEST(ServerHttp, AGpuEngineAnswersAndExportsItsMemoryPlan) {
+  auto srv = make_server();
+  EngineConfig c = test::stories_config();
+  c.device = "cuda-emu";
+  c.gpu_memory_utilization = 0.5;
+  auto engine = test::make_engine(c);
+  ASSERT_NE(engine, nullptr);
+  const uint64_t total = engine->memory_plan().device_total_bytes;
+  ASSERT_GT(total, 0u);
+  ASSERT_TRUE(srv->attach_engine(std::move(engine), 0.5).ok());
+  httplib::Client cli("127.0.0.1", srv->port());
+  auto r = cli.Post("/v1/completions", R"({"model":"stories260K","prompt":"","max_tokens":40,"temperature":0})",
+                    "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::ifstream f(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  const std::string expected((std::istreambuf_iterator<char>(f)), {});
+  const std::string text = body_json(r)["choices"][0]["text"];
+  ASSERT_GT(text.size(), 20u);
+  EXPECT_EQ(expected.substr(0, text.size()), text);
+  const std::string scraped = cli.Get("/metrics")->body;
+  auto value = [&](const std::string& line) {
+    const size_t at = scraped.find(line);
+    EXPECT_NE(at, std::string::npos) << line << "\n" << scraped;
+    return at == std::string::npos ? -1.0 : std::stod(scraped.substr(at + line.size()));
+  };
+  EXPECT_GT(value("tokenmill:weight_memory_bytes{model_name=\"stories260K\",device=\"cuda-emu\"} "), 0.0);
+  EXPECT_GT(value("tokenmill:kv_cache_memory_bytes{model_name=\"stories260K\",device=\"cuda-emu\"} "), 0.0);
+  EXPECT_EQ(value("tokenmill:gpu_memory_total_bytes{model_name=\"stories260K\"} "), static_cast<double>(total));
+  EXPECT_EQ(value("tokenmill:gpu_memory_budget_bytes{model_name=\"stories260K\"} "), 0.5 * static_cast<double>(total));
+  EXPECT_EQ(scraped.find("tokenmill:gpu_utilization_ratio"), std::string::npos);  // NVML's, absent here
   srv->shutdown(5);
 }
 
