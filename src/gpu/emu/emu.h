@@ -107,6 +107,8 @@ int lane();
 void syncthreads();
 void syncwarp(unsigned mask);
 uint64_t exchange(unsigned mask, uint64_t value, int src_lane);  // a shuffle's word from src_lane
+// Fails the running launch (what the hardware would fault or leave undefined), naming why.
+[[noreturn]] void fail(const char* why);
 // Runs (or, while the stream is captured, records) body once per thread of the grid.
 void launch(const char* name, dim3 grid, dim3 block, std::function<void()> body);
 
@@ -216,10 +218,18 @@ struct fragment {
 namespace detail {
 inline float to_f(__half h) { return __half2float(h); }
 inline float to_f(__nv_bfloat16 h) { return __bfloat162float(h); }
+// The CUDA C++ Programming Guide's conditions on load/store_matrix_sync: a 256-bit aligned pointer and
+// a leading dimension that is a multiple of 16 bytes (8 half elements, 4 floats).
+template <class T>
+void check_tile(const T* p, unsigned ldm) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0) cuemu::detail::fail("a WMMA load or store at a pointer not 256-bit aligned");
+  if ((static_cast<size_t>(ldm) * sizeof(T)) % 16 != 0) cuemu::detail::fail("a WMMA leading dimension not a multiple of 16 bytes");
+}
 }  // namespace detail
 template <class Use, class T, class Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
   cuemu::detail::syncwarp(0xffffffffu);
+  detail::check_tile(p, ldm);
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {
       const size_t at = std::is_same_v<Layout, row_major> ? static_cast<size_t>(i) * ldm + j : static_cast<size_t>(j) * ldm + i;
@@ -246,6 +256,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix
 }
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t layout) {
   cuemu::detail::syncwarp(0xffffffffu);
+  detail::check_tile(p, ldm);
   const int i = cuemu::detail::lane() % 16;
   for (int j = 0; j < 16; ++j)
     p[layout == mem_row_major ? static_cast<size_t>(i) * ldm + j : static_cast<size_t>(j) * ldm + i] = f.v[i][j];

@@ -407,6 +407,8 @@ cudaError_t run_kernel(const char* name, dim3 grid, dim3 bd, const std::function
 
 }  // namespace
 
+void fail(const char* why) { fail_here(why); }
+
 const uint3& thread_idx() { return current->idx; }
 int lane() { return current->lane; }
 

@@ -45,6 +45,19 @@ __global__ void split_barriers(int* out) {
   out[threadIdx.x] = 1;
 }
 
+// One 16x16x16 WMMA product: c = a b (a row-major, b column-major), as gemm_tc.cu uses them.
+__global__ void wmma_tile(const __half* a, const __half* b, float* c, unsigned ldc) {
+  using namespace nvcuda;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c, acc, ldc, wmma::mem_row_major);
+}
+
 __global__ void add_k(int* x, int k, int n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < static_cast<unsigned>(n)) x[i] += k;
@@ -113,6 +126,40 @@ TEST(CudaEmu, ThreadsWaitingAtDifferentBarriersAreADeadlock) {
   const std::string why = cudaGetErrorString(e);
   EXPECT_NE(why.find("deadlock"), std::string::npos) << why;
   cudaFree(out);
+}
+
+TEST(CudaEmu, WmmaMultipliesTilesAndRefusesMisalignedOnes) {
+  std::vector<__half> a(256), b(256);
+  for (int i = 0; i < 16; ++i)
+    for (int k = 0; k < 16; ++k) {
+      a[static_cast<size_t>(i * 16 + k)] = __float2half_rn(static_cast<float>(i - k) / 8.0f);
+      b[static_cast<size_t>(i * 16 + k)] = __float2half_rn(static_cast<float>((i * k) % 7) / 4.0f);  // column i
+    }
+  __half* da = device_array(a);
+  __half* db = device_array(b);
+  float* dc = device_array(std::vector<float>(16 * 24 + 8, 0.0f));
+  cuemu::launcher(wmma_tile, "wmma_tile", 1, 32)(da, db, dc, 24u);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  const auto c = host_copy(dc, 16 * 24);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      float want = 0.0f;
+      for (int k = 0; k < 16; ++k)
+        want += __half2float(a[static_cast<size_t>(i * 16 + k)]) * __half2float(b[static_cast<size_t>(j * 16 + k)]);
+      EXPECT_FLOAT_EQ(c[static_cast<size_t>(i * 24 + j)], want) << i << "," << j;
+    }
+  // the hardware's conditions: 256-bit aligned tiles, leading dimensions in multiples of 16 bytes
+  cuemu::launcher(wmma_tile, "wmma_tile", 1, 32)(da, db, dc + 4, 24u);
+  cudaError_t e = cudaStreamSynchronize(nullptr);
+  EXPECT_EQ(e, cudaErrorLaunchFailure);
+  EXPECT_NE(std::string(cudaGetErrorString(e)).find("256-bit"), std::string::npos);
+  cuemu::launcher(wmma_tile, "wmma_tile", 1, 32)(da, db, dc, 18u);
+  e = cudaStreamSynchronize(nullptr);
+  EXPECT_EQ(e, cudaErrorLaunchFailure);
+  EXPECT_NE(std::string(cudaGetErrorString(e)).find("leading dimension"), std::string::npos);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
 }
 
 TEST(CudaEmu, LaunchLimitsAreTheDevicesLimits) {
