@@ -20,4 +20,22 @@ struct CommandOutput {
 // Runs a shell command line, capturing stdout and stderr.
 CommandOutput run_command(const std::string& cmdline);
 
+// True in the sanitized build (AddressSanitizer). The CUDA emulator's whole-model runs (every CUDA
+// thread a fiber, each switch told to the sanitizer) take minutes there instead of seconds; they
+// skip under it, saying so -- the release pass runs them, and the kernels' own tests on the emulator
+// (GpuKernelsOnEmu.*) stay in the sanitized pass, which is where out-of-bounds kernels show.
+constexpr bool sanitized_build() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
 }  // namespace tmill::test

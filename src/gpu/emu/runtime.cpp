@@ -26,6 +26,7 @@
 #endif
 #endif
 #ifdef CUEMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -181,11 +182,11 @@ void leave(bool ended) {
   std::abort();  // an ended fiber is never entered again
 }
 
-[[noreturn]] void fail_here(const std::string& why) {
-  Runner& r = runner();
-  if (r.failure.empty()) r.failure = why;
+// The running fiber gives up: straight to the scheduler, which abandons the block (callers set
+// r.failure first; nothing owning memory may be alive on the abandoned stack).
+[[noreturn]] void abandon() {
   current->state = State::Done;
-  switch_between(current, nullptr, true);  // straight to the scheduler, which abandons the block
+  switch_between(current, nullptr, true);
   std::abort();
 }
 
@@ -296,6 +297,11 @@ bool run_block(Runner& r, const dim3& bd) {
     f.warp = static_cast<int>(i / 32);
     f.state = State::Ready;
     f.shuffles = 0;
+#ifdef CUEMU_ASAN
+    // an ended fiber's frames never returned: their redzones are still poisoned on the reused stack
+    __asan_unpoison_memory_region(f.stack, kStackBytes);
+    f.fake_stack = nullptr;
+#endif
 #if defined(__x86_64__)
     // a frame cuemu_switch "returns" into fiber_entry from: six saved registers, then fiber_entry's
     // address, then a slot standing for its caller's return address (so it starts with the stack
@@ -407,7 +413,10 @@ cudaError_t run_kernel(const char* name, dim3 grid, dim3 bd, const std::function
 
 }  // namespace
 
-void fail(const char* why) { fail_here(why); }
+void fail(const char* why) {
+  if (runner().failure.empty()) runner().failure = why;
+  abandon();
+}
 
 const uint3& thread_idx() { return current->idx; }
 int lane() { return current->lane; }
@@ -425,9 +434,12 @@ uint64_t exchange(unsigned mask, uint64_t value, int src) {
   Runner& r = runner();
   // (the source may already be at its next shuffle, writing the other buffer)
   if (!(mask >> src & 1u) || at >= r.fibers.size() ||
-      (r.fibers[at].shuffles != me->shuffles && r.fibers[at].shuffles != me->shuffles + 1))
-    fail_here("lane " + std::to_string(me->lane) + " of warp " + std::to_string(me->warp) + " shuffles from lane " +
-              std::to_string(src) + ", which does not take part");
+      (r.fibers[at].shuffles != me->shuffles && r.fibers[at].shuffles != me->shuffles + 1)) {
+    if (r.failure.empty())
+      r.failure = "lane " + std::to_string(me->lane) + " of warp " + std::to_string(me->warp) + " shuffles from lane " +
+                  std::to_string(src) + ", which does not take part";
+    abandon();
+  }
   return r.fibers[at].word[buf];
 }
 
@@ -489,9 +501,10 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = nullptr;
   if (detail::capturing_here()) return detail::refuse_in_capture("cudaMalloc");
   if (bytes > d.total - d.used) return set_error(cudaErrorMemoryAllocation, "the emulated device is full");
-  const size_t rounded = (bytes + 255) / 256 * 256;
-  void* m = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
-  if (!m) return set_error(cudaErrorMemoryAllocation, "host memory");
+  // 256-byte aligned as cudaMalloc's, and exactly `bytes` long, so that AddressSanitizer catches a
+  // kernel reading or writing past its buffer
+  void* m = nullptr;
+  if (posix_memalign(&m, 256, bytes == 0 ? 1 : bytes) != 0) return set_error(cudaErrorMemoryAllocation, "host memory");
   d.allocs[reinterpret_cast<uintptr_t>(m)] = bytes;
   d.used += bytes;
   *p = m;

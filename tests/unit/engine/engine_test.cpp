@@ -336,7 +336,10 @@ void expect_gpu_engine_path_greedy_and_batch_free(const std::string& device) {
   }
 }
 TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("gpu-oracle"); }
-TEST(Engine, CudaEmuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("cuda-emu"); }
+TEST(Engine, CudaEmuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
+  if (test::sanitized_build()) GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan)";
+  expect_gpu_engine_path_greedy_and_batch_free("cuda-emu");
+}
 
 // On a GPU device a step whose every sample is a plain argmax takes the device's argmax of each row
 // instead of downloading the logits. Greedy requests asking for logprobs (the sampler's path) get the
@@ -366,7 +369,10 @@ void expect_device_argmax_equals_the_sampler(const std::string& device) {
   }
 }
 TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("gpu-oracle"); }
-TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("cuda-emu"); }
+TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) {
+  if (test::sanitized_build()) GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan)";
+  expect_device_argmax_equals_the_sampler("cuda-emu");
+}
 
 // What the GPU engine path does not run yet is refused at create, saying what and what to use.
 TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {

@@ -56,9 +56,16 @@ KvLayout layout_for(const Model& m, int64_t blocks) {
 class GpuForwardOn : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
+    if (GetParam() == "cuda_emu" && test::sanitized_build() && heavy())
+      GTEST_SKIP() << "a whole-model run on the CUDA emulator: the release build runs it (minutes under ASan)";
     if (GetParam() != "cuda") return;
     auto d = gpu::gpu_devices();
     if (!d.ok()) GTEST_SKIP() << "no CUDA device: " << d.error();
+  }
+  // The cases that run whole models for many steps (all but the copied block's few steps).
+  static bool heavy() {
+    return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()).find("ACopiedBlock") ==
+           std::string::npos;
   }
   gpu::Ops& ops() const {
     return GetParam() == "host" ? gpu_host_ops() : GetParam() == "cuda_emu" ? gpu::cuda_emu_ops() : gpu::cuda_ops();

@@ -88,14 +88,15 @@ TEST(ServerHttp, AGpuEngineAnswersAndExportsItsMemoryPlan) {
   ASSERT_GT(total, 0u);
   ASSERT_TRUE(srv->attach_engine(std::move(engine), 0.5).ok());
   httplib::Client cli("127.0.0.1", srv->port());
-  auto r = cli.Post("/v1/completions", R"({"model":"stories260K","prompt":"","max_tokens":40,"temperature":0})",
+  cli.set_read_timeout(120);  // (the emulator under AddressSanitizer takes seconds per token)
+  auto r = cli.Post("/v1/completions", R"({"model":"stories260K","prompt":"","max_tokens":24,"temperature":0})",
                     "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   std::ifstream f(test::source_path("models/stories260K/expected_greedy_200.txt"));
   const std::string expected((std::istreambuf_iterator<char>(f)), {});
   const std::string text = body_json(r)["choices"][0]["text"];
-  ASSERT_GT(text.size(), 20u);
+  ASSERT_GT(text.size(), 16u);
   EXPECT_EQ(expected.substr(0, text.size()), text);
   const std::string scraped = cli.Get("/metrics")->body;
   auto value = [&](const std::string& line) {
