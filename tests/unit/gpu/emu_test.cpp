@@ -38,6 +38,12 @@ __global__ void shuffle_after_exit(int* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
 }
 
+// The lower half-warp shuffles among itself but names lane 20, outside its mask.
+__global__ void shuffle_outside_mask(int* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_sync(0x0000ffffu, static_cast<int>(threadIdx.x), 20);
+}
+
 // Half the warp at __syncwarp, the other half at __syncthreads: neither barrier can complete.
 __global__ void split_barriers(int* out) {
   if (threadIdx.x < 16) __syncwarp();
@@ -115,6 +121,16 @@ TEST(CudaEmu, AShuffleWithAnExitedLaneFailsTheLaunch) {
   EXPECT_NE(why.find("lane 3"), std::string::npos) << why;
   EXPECT_NE(why.find("exited"), std::string::npos) << why;
   EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);  // reported once
+  cudaFree(out);
+}
+
+TEST(CudaEmu, AShuffleFromALaneOutsideItsMaskFailsTheLaunch) {
+  int* out = device_array(std::vector<int>(32, 0));
+  cuemu::launcher(shuffle_outside_mask, "shuffle_outside_mask", 1, 32)(out);
+  const cudaError_t e = cudaStreamSynchronize(nullptr);
+  ASSERT_EQ(e, cudaErrorLaunchFailure);
+  const std::string why = cudaGetErrorString(e);
+  EXPECT_NE(why.find("shuffles from lane 20, which does not take part"), std::string::npos) << why;
   cudaFree(out);
 }
 
