@@ -13,8 +13,8 @@
 // with their arguments, as CUDA graphs do, and cudaGraphLaunch runs the recording. Device memory is
 // host memory from cudaMalloc, counted against the emulated device's size (TOKENMILL_CUDA_EMU_MEMORY,
 // bytes, default 4 GiB), and copies check that their device side lies in an allocation.
-// Included only by the translation units of the emulated build (src/CMakeLists.txt); gpu/emu/runtime.cpp
-// implements it.
+// Included only by the translation units of the emulated build (src/CMakeLists.txt) and the emulator's
+// own tests; gpu/emu/fibers.cpp implements the device side, gpu/emu/runtime.cpp the runtime API.
 #pragma once
 
 #include <math.h>
