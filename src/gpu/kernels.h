@@ -1,5 +1,6 @@
-// CUDA kernels of the GPU backend, host-callable (defined in gpu/*.cu; built with -DTM_CUDA=ON only,
-// else each returns an error). All pointers are device memory (gpu/device.h); calls are asynchronous
+// CUDA kernels of the GPU backend, host-callable (defined in gpu/*.cu: for CUDA with -DTM_CUDA=ON,
+// else each returns an error; and in every build for the CPU's emulator of CUDA, gpu/emu/emu.h, in
+// namespace tmill::gpu::emu -- gpu/abi.h). All pointers are device memory (gpu/device.h); calls are asynchronous
 // on the backend's one stream (gpu/stream.cuh), synchronize() waits and reports a kernel's failure. The CPU kernels
 // (kernels/matmul.h matmul_reference) are their oracle: tests/unit/gpu.
 #pragma once
