@@ -114,8 +114,8 @@ namespace {
 
 // Decode attention on the GPU over a KV cache written by the CPU's paged_kv_store (the same F16 tile
 // layout), against the CPU's reference kernel: two sequences of different lengths with scattered
-// block tables, GQA groups of 4, head_dim 64 and 80 (not a multiple of 32); plain, with a sliding
-// window of 20 positions, and with gemma2's soft-capping of the scores.
+// block tables, GQA groups of 4, head_dim 64, 80 (not a multiple of 32), 128 and 256 (the kernel's
+// largest); plain, with a sliding window of 20 positions, and with gemma2's soft-capping of the scores.
 TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
@@ -126,7 +126,7 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   };
   for (const Variant var : {Variant{0, 0.0f, false}, Variant{20, 0.0f, false}, Variant{0, 2.0f, false},
                             Variant{20, 0.0f, true}})
-  for (int64_t hd : {64, 80}) {
+  for (int64_t hd : {64, 80, 128, 256}) {  // 256: gemma's, each lane 8 dimensions of V
     const int64_t n_head = 8, n_head_kv = 2, bs = 16, n_blocks = 12, max_blocks = 8;
     const int64_t n_ctx[2] = {37, 100};
     const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
