@@ -28,8 +28,9 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--device", o.device,
                  "where the engine computes: cpu, or auto (vLLM's spelling: the CPU for now); cuda: the first NVIDIA "
                  "GPU (a build with -DTM_CUDA=ON; llama/qwen2/qwen3/phi3/gemma2/gemma3, the MoE families and gpt-oss, "
-                 "with an F16 KV cache; others are refused saying what they lack); gpu-oracle: the GPU engine path on "
-                 "the CPU (tests, slow)")
+                 "with an F16 KV cache; others are refused saying what they lack); cuda-emu: the same with the CUDA "
+                 "kernels run by the CPU's emulator of CUDA, any build (tests, slow); gpu-oracle: the GPU engine path "
+                 "on the CPU's reference math (tests, slow)")
       ->capture_default_str();
   app.add_flag("--enforce-eager", o.enforce_eager,
                "GPU devices: run decode steps without CUDA graphs (vLLM's flag; by default each batch size's graph "
