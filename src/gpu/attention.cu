@@ -144,6 +144,107 @@ __global__ void attn_merge(GpuAttnArgs a, int n_splits) {
   }
 }
 
+// Prefill (a.tiles): a CTA per (tile, KV head), kWarps warps; the tile's (token, query head) pairs go
+// round-robin to the warps, each warp keeping up to kPairsPerWarp online-softmax states (m, l, its lanes'
+// share of the output) in registers. Positions go 32 at a time: the CTA stages K (transposed,
+// [dimension][position]) and V ([position][dimension]) of those 32 positions in shared memory once, then
+// every pair scores them with one position per lane against its own limit (causal: its n_ctx; its
+// window), as the decode kernel does, and accumulates V with the weights broadcast by shuffles.
+constexpr int kPairsPerWarp = 8;
+
+__global__ void attn_prefill_f16(GpuAttnArgs a) {
+  const int64_t tile = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t0 = a.tiles[2 * tile], nt = a.tiles[2 * tile + 1];
+  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size, P = nt * G;
+  const int32_t* table = a.block_tables + t0 * a.max_blocks;  // the tile's sequence
+  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  constexpr int kPer = kMaxHeadDim / 32;
+  __shared__ __half ks[kMaxHeadDim][32];
+  __shared__ __half vs[32][kMaxHeadDim];
+  float m[kPairsPerWarp], l[kPairsPerWarp], acc[kPairsPerWarp][kPer];
+#pragma unroll
+  for (int i = 0; i < kPairsPerWarp; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) acc[i][k] = 0.0f;
+  }
+  // the positions any token of the tile attends to: from the first token's window start to the last
+  // token's context
+  const int64_t first_ctx = a.n_ctx[t0], end = a.n_ctx[t0 + nt - 1];
+  const int64_t begin = a.window > 0 && first_ctx > a.window ? first_ctx - a.window : 0;
+  for (int64_t p0 = begin; p0 < end; p0 += 32) {
+    __syncthreads();  // the previous chunk is read by every warp
+    for (int64_t e = threadIdx.x; e < 32 * hd; e += blockDim.x) {
+      const int64_t j = e % 32, d = e / 32, p = p0 + j;  // K: consecutive threads, consecutive positions
+      __half kv = __float2half_rn(0.0f);
+      if (p < end) {
+        const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+        kv = reinterpret_cast<const __half*>(a.k_tiles + tl * tile_bytes)[d * bs + p % bs];
+      }
+      ks[d][j] = kv;
+    }
+    for (int64_t e = threadIdx.x; e < 32 * hd; e += blockDim.x) {
+      const int64_t j = e / hd, d = e % hd, p = p0 + j;  // V: consecutive threads, consecutive dimensions
+      __half vv = __float2half_rn(0.0f);
+      if (p < end) {
+        const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+        vv = reinterpret_cast<const __half*>(a.v_tiles + tl * tile_bytes)[(p % bs) * hd + d];
+      }
+      vs[j][d] = vv;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPairsPerWarp; ++i) {
+      const int64_t pi = warp + static_cast<int64_t>(i) * kWarps;
+      if (pi >= P) break;  // the same for the whole warp
+      const int64_t t = t0 + pi / G, head = h * G + pi % G;
+      const int64_t n_ctx = a.n_ctx[t];
+      const int64_t first = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
+      const float* q = a.q + (t * a.n_head + head) * hd;
+      const int64_t p = p0 + lane;
+      const bool valid = p >= first && p < n_ctx;
+      float s = -INFINITY;
+      if (valid) {
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dot += q[d] * __half2float(ks[d][lane]);
+        s = dot * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+      }
+      const float m_new = fmaxf(m[i], warp_max(s));
+      if (m_new == -INFINITY) continue;  // nothing of this pair's range here yet (the warp agrees)
+      const float corr = __expf(m[i] - m_new);
+      const float w = valid ? __expf(s - m_new) : 0.0f;
+      l[i] = l[i] * corr + warp_sum(w);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc[i][k] *= corr;
+      m[i] = m_new;
+      for (int j = 0; j < 32; ++j) {
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          const int64_t d = lane + 32 * k;
+          if (d < hd) acc[i][k] += wj * __half2float(vs[j][d]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPairsPerWarp; ++i) {
+    const int64_t pi = warp + static_cast<int64_t>(i) * kWarps;
+    if (pi >= P) break;
+    const int64_t t = t0 + pi / G, head = h * G + pi % G;
+    float* out = a.out + (t * a.n_head + head) * hd;
+    const float inv = a.sinks ? sink_norm(m[i], l[i], a.sinks[head]) : l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < hd) out[d] = acc[i][k] * inv;
+    }
+  }
+}
+
 __global__ void silu_mul_kernel(float* g, const float* u, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) g[i] = g[i] / (1.0f + __expf(-g[i])) * u[i];
@@ -171,6 +272,13 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.block_size <= 0) return Error{"CUDA attention: block_size must be positive"};
   if (a.n_splits > 65535) return Error{"CUDA attention: at most 65535 splits"};
   if (a.n_tokens <= 0) return {};
+  const int64_t G = a.n_head / a.n_head_kv;
+  if (a.tiles && a.n_tiles > 0 && G * attention_tile_tokens(a.n_head, a.n_head_kv) <= kPairsPerWarp * kWarps) {
+    if (a.n_tiles > 0x7fffffff) return Error{"CUDA attention: too many prefill tiles"};
+    const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_head_kv));
+    TM_LAUNCH(attn_prefill_f16, grid, 32 * kWarps, 0, stream())(a);
+    return launched("paged attention (prefill tiles)");
+  }
   const int splits = static_cast<int>(attention_splits(a));
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(splits));
   TM_LAUNCH(attn_decode_f16, grid, 32 * kWarps, 0, stream())(a, splits);

@@ -37,6 +37,11 @@ struct GpuAttnArgs {
   int64_t partial_floats = 0;
   int64_t max_ctx = 0;
   int64_t n_splits = 0;
+  // prefill: the tokens in tiles (n_tiles x {first token, count}: at most attention_tile_tokens(...)
+  // consecutive tokens of one sequence at consecutive positions, every token in one tile); a CTA per
+  // (tile, KV head) reads each K/V position once for the whole tile. Null: a CTA per token (decode).
+  const int32_t* tiles = nullptr;
+  int64_t n_tiles = 0;
 };
 
 // rope

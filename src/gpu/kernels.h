@@ -80,7 +80,16 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // states (max, sum, unnormalized output) go to `partial` and a second kernel merges them. The ranges
 // are cut on the device from each token's own n_ctx, so a graph captured with a bound max_ctx serves
 // every shorter context.
+// With a.tiles (prompt chunks: flash-attention's tiling) a CTA per (tile, KV head) stages 32 positions
+// of K and V at a time in shared memory and every (token, query head) pair of the tile takes them from
+// there with its own causal limit, window and online softmax; no split-K then.
 Status paged_attention_decode(const GpuAttnArgs& a);
+// Tokens per prefill tile: (tile tokens) x (query heads per KV head) pairs fit 4 warps of 8 each.
+inline int64_t attention_tile_tokens(int64_t n_head, int64_t n_head_kv) {
+  const int64_t g = n_head_kv > 0 ? n_head / n_head_kv : 1;
+  const int64_t t = g > 0 ? 32 / g : 1;
+  return t < 1 ? 1 : t > 8 ? 8 : t;
+}
 // Partial scratch, in floats, for n_tokens x n_head query heads in `splits` splits; and the most any
 // call with the automatic split count needs (it keeps tokens x KV heads x splits <= 1024 CTAs).
 inline int64_t attention_partial_floats(int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t splits) {

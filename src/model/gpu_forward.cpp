@@ -70,7 +70,7 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
   uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * dense_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
-  uint64_t ints = N * (2 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
+  uint64_t ints = N * (4 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
   floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim)) +
             gpu::kGemmTcWorkspaceBytes / 4;
   if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
@@ -243,7 +243,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   }
   TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
   // a step's small inputs in one buffer, one upload (stage lays them out for the step's token count)
-  TM_TRY(ints(&in_, N * (2 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));
+  TM_TRY(ints(&in_, N * (4 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));  // (+ prefill tiles)
   TM_TRY(ints(&argmax_, static_cast<size_t>(cap_rows_)));
   attn_partial_floats_ = gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim);
   TM_TRY(floats(&attn_partial_, static_cast<size_t>(attn_partial_floats_)));
@@ -341,9 +341,21 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   }
   if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd), as Forward::run
     for (float& v : h_x_) v *= c.embd_scale;
-  // Positions, context lengths, tables, cos, sin back to back in in_ (the layout depends only on
-  // n_padded and max_blocks, so a graph bucket finds its inputs where its capture read them).
-  h_in_.resize(2 * NZ + h_tables_.size() + 2 * h_cos_.size());
+  // Prompt chunks: the attention's tiles, each sequence's tokens in runs of attention_tile_tokens
+  // (none when every sequence has one token: decode, and the steps graphs replay).
+  h_tiles_.clear();
+  const int64_t tile = gpu::attention_tile_tokens(c.n_head, c.n_head_kv);
+  bool chunks = false;
+  for (const SeqSlice& s : batch.seqs) chunks = chunks || s.n_tokens > 1;
+  if (chunks)
+    for (const SeqSlice& s : batch.seqs)
+      for (int32_t i = 0; i < s.n_tokens; i += static_cast<int32_t>(tile)) {
+        h_tiles_.push_back(s.token_begin + i);
+        h_tiles_.push_back(std::min(s.n_tokens - i, static_cast<int32_t>(tile)));
+      }
+  // Positions, context lengths, tables, cos, sin (and tiles) back to back in in_ (the layout depends
+  // only on n_padded and max_blocks, so a graph bucket finds its inputs where its capture read them).
+  h_in_.resize(2 * NZ + h_tables_.size() + 2 * h_cos_.size() + h_tiles_.size());
   int32_t* h = h_in_.data();
   auto put = [&h](const void* src, size_t words) {
     std::memcpy(h, src, words * sizeof(int32_t));
@@ -354,11 +366,14 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   put(h_tables_.data(), h_tables_.size());
   put(h_cos_.data(), h_cos_.size());
   put(h_sin_.data(), h_sin_.size());
+  put(h_tiles_.data(), h_tiles_.size());
   pos_ = in_;
   n_ctx_ = pos_ + NZ;
   tables_ = n_ctx_ + NZ;
   cos_ = reinterpret_cast<float*>(tables_ + h_tables_.size());
   sin_ = cos_ + h_cos_.size();
+  tiles_ = reinterpret_cast<int32_t*>(sin_ + h_sin_.size());
+  n_tiles_ = static_cast<int64_t>(h_tiles_.size() / 2);
   TM_TRY(ops_.upload(in_, h_in_.data(), h_in_.size() * sizeof(int32_t)));
   TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
   return {};
@@ -401,6 +416,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
     at.window = c.layer_attn[static_cast<size_t>(l)].window, at.softcap = c.attn_softcap;
     at.partial = attn_partial_, at.partial_floats = attn_partial_floats_, at.max_ctx = max_ctx, at.sinks = D.sinks;
+    at.tiles = n_tiles_ > 0 ? tiles_ : nullptr, at.n_tiles = n_tiles_;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
     if (D.bo) TM_TRY(ops_.add_rows(xb_, D.bo, N, E));  // gpt-oss

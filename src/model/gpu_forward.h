@@ -148,7 +148,8 @@ class GpuForward {
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   int32_t* in_ = nullptr;
   int32_t* argmax_ = nullptr;  // per logits row (run's argmax)  // the step's positions, context lengths, tables and RoPE tables (stage)
-  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr;  // into in_
+  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr, *tiles_ = nullptr;  // into in_
+  int64_t n_tiles_ = 0;  // this step's prefill tiles (gpu::GpuAttnArgs::tiles), 0 for decode
   void* workspace_ = nullptr;  // the backend's matmul workspace (tensor-core chunks), allocated at create
   size_t workspace_bytes_ = 0;
   float* attn_partial_ = nullptr;  // split-K attention's partial states (gpu::attention_partial_capacity)
@@ -160,7 +161,7 @@ class GpuForward {
   std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
   // host staging
   std::vector<float> h_x_, h_cos_, h_sin_;
-  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_, h_in_;
+  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_, h_tiles_, h_in_;
 };
 
 }  // namespace tmill

@@ -209,6 +209,116 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   }
 }
 
+// Prefill attention in tiles (a.tiles: a CTA per tile of a sequence's consecutive tokens and KV head,
+// K/V staged in shared memory) against the CPU's reference, token by token with its causal limit: the
+// last 13 and 21 positions of two sequences (38 and 100 positions cached, scattered blocks) as prompt
+// chunks, GQA groups of 1, 4 and 8 (tiles of 8, 8 and 4 tokens), head_dim 64, 80, 128 and 256; plain,
+// windowed (20), soft-capped and with sinks.
+TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
+  std::string why;
+  if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  struct Variant {
+    int64_t window;
+    float softcap;
+    bool sinks;
+  };
+  struct Heads {
+    int64_t n_head, n_head_kv;
+  };
+  for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{16, 2}})
+  for (const Variant var : {Variant{0, 0.0f, false}, Variant{20, 0.0f, false}, Variant{0, 2.0f, false},
+                            Variant{20, 0.0f, true}})
+  for (int64_t hd : {64, 80, 128, 256}) {
+    const int64_t n_head = hs.n_head, n_head_kv = hs.n_head_kv, bs = 16, n_blocks = 12, max_blocks = 8;
+    const int64_t cached[2] = {38, 100}, chunk[2] = {13, 21};
+    const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
+    std::vector<uint8_t> kc(tb * n_blocks * n_head_kv), vc(kc.size());
+    PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
+    std::vector<int32_t> seq_tables(2 * max_blocks, 0);
+    for (int b = 0; b < 3; ++b) seq_tables[b] = 11 - 2 * b;  // sequence 0: blocks 11, 9, 7
+    const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};
+    for (int b = 0; b < 7; ++b) seq_tables[max_blocks + b] = seq1[b];
+    std::mt19937 rng(static_cast<uint32_t>(17 + hd + n_head));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
+    for (int sq = 0; sq < 2; ++sq)
+      for (int64_t p = 0; p < cached[sq]; ++p) {
+        for (auto& x : k) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        paged_kv_store(view, seq_tables.data() + sq * max_blocks, p, k.data(), v.data());
+      }
+    // the batch: each sequence's chunk of query tokens, with per-token tables and context lengths
+    const int64_t N = chunk[0] + chunk[1];
+    std::vector<int32_t> tables, nctx, tiles;
+    const int64_t T = attention_tile_tokens(n_head, n_head_kv);
+    for (int sq = 0; sq < 2; ++sq) {
+      const int64_t first_tok = static_cast<int64_t>(nctx.size());
+      for (int64_t i = 0; i < chunk[sq]; ++i) {
+        tables.insert(tables.end(), seq_tables.begin() + sq * max_blocks, seq_tables.begin() + (sq + 1) * max_blocks);
+        nctx.push_back(static_cast<int32_t>(cached[sq] - chunk[sq] + i + 1));
+      }
+      for (int64_t i = 0; i < chunk[sq]; i += T) {
+        tiles.push_back(static_cast<int32_t>(first_tok + i));
+        tiles.push_back(static_cast<int32_t>(std::min(T, chunk[sq] - i)));
+      }
+    }
+    std::vector<float> q(static_cast<size_t>(N * n_head * hd)), want(q.size()), got(q.size(), -1.0f);
+    for (auto& x : q) x = nd(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t G = n_head / n_head_kv;
+    std::vector<float> sinks(static_cast<size_t>(n_head));
+    for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = i % 2 ? 3.0f : -1.5f;
+    for (int64_t t = 0; t < N; ++t)
+      for (int64_t h = 0; h < n_head_kv; ++h) {
+        const int64_t n = nctx[static_cast<size_t>(t)];
+        paged_attention_group_reference(q.data() + (t * n_head + h * G) * hd, G, h, view, tables.data() + t * max_blocks, n,
+                                        scale, want.data() + (t * n_head + h * G) * hd,
+                                        AttnMask{var.window > 0 && n > var.window ? n - var.window : 0, var.softcap,
+                                                 var.sinks ? sinks.data() + h * G : nullptr});
+      }
+    auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
+    auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
+    auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(nctx.size() * 4);
+    auto dtiles = DeviceBuffer::allocate(tiles.size() * 4), dsinks = DeviceBuffer::allocate(sinks.size() * 4);
+    ASSERT_TRUE(dk.ok() && dv.ok() && dq.ok() && dout.ok() && dt.ok() && dn.ok() && dtiles.ok() && dsinks.ok());
+    ASSERT_TRUE(dk->upload(kc.data(), kc.size()).ok() && dv->upload(vc.data(), vc.size()).ok());
+    ASSERT_TRUE(dq->upload(q.data(), q.size() * 4).ok() && dt->upload(tables.data(), tables.size() * 4).ok());
+    ASSERT_TRUE(dn->upload(nctx.data(), nctx.size() * 4).ok() && dtiles->upload(tiles.data(), tiles.size() * 4).ok());
+    ASSERT_TRUE(dsinks->upload(sinks.data(), sinks.size() * 4).ok() && dout->upload(got.data(), got.size() * 4).ok());
+    GpuAttnArgs a;
+    a.q = static_cast<const float*>(dq->get());
+    a.out = static_cast<float*>(dout->get());
+    a.n_tokens = N;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = hd;
+    a.k_tiles = static_cast<const uint8_t*>(dk->get());
+    a.v_tiles = static_cast<const uint8_t*>(dv->get());
+    a.block_size = bs;
+    a.block_tables = static_cast<const int32_t*>(dt->get());
+    a.max_blocks = max_blocks;
+    a.n_ctx = static_cast<const int32_t*>(dn->get());
+    a.scale = scale;
+    a.window = var.window;
+    a.softcap = var.softcap;
+    a.sinks = var.sinks ? static_cast<const float*>(dsinks->get()) : nullptr;
+    a.max_ctx = 100;
+    a.tiles = static_cast<const int32_t*>(dtiles->get());
+    a.n_tiles = static_cast<int64_t>(tiles.size() / 2);
+    ASSERT_TRUE(paged_attention_decode(a).ok());
+    const auto st = synchronize();
+    ASSERT_TRUE(st.ok()) << st.error();
+    ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
+          << "heads " << n_head << "/" << n_head_kv << " hd " << hd << " window " << var.window << " softcap "
+          << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(n_head * hd);
+  }
+  EXPECT_EQ(attention_tile_tokens(32, 8), 8);
+  EXPECT_EQ(attention_tile_tokens(16, 2), 4);
+  EXPECT_EQ(attention_tile_tokens(64, 1), 1);
+}
+
 // The automatic split count: one pass for short contexts or many (token, KV head) pairs, more for long
 // contexts with few pairs, never more than the partial scratch holds (none: never split).
 TEST(GpuKernels, AttentionSplitsFollowContextAndBatch) {
