@@ -358,6 +358,7 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   h_in_.resize(2 * NZ + h_tables_.size() + 2 * h_cos_.size() + h_tiles_.size());
   int32_t* h = h_in_.data();
   auto put = [&h](const void* src, size_t words) {
+    if (words == 0) return;  // (an empty vector's data() may be null: memcpy must not see it)
     std::memcpy(h, src, words * sizeof(int32_t));
     h += words;
   };
