@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,8 +57,9 @@ KvLayout layout_for(const Model& m, int64_t blocks) {
 class GpuForwardOn : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "cuda_emu" && test::sanitized_build() && heavy())
-      GTEST_SKIP() << "a whole-model run on the CUDA emulator: the release build runs it (minutes under ASan)";
+    if (GetParam() == "cuda_emu" && test::sanitized_build() && heavy() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"))
+      GTEST_SKIP() << "a whole-model run on the CUDA emulator: the release build runs it (minutes under ASan; "
+                      "TM_TEST_EMU_UNDER_ASAN=1 runs it here)";
     if (GetParam() != "cuda") return;
     auto d = gpu::gpu_devices();
     if (!d.ok()) GTEST_SKIP() << "no CUDA device: " << d.error();
