@@ -226,35 +226,19 @@ bool release(Runner& r, size_t n, std::string* why) {
   size_t live = 0, at_block = 0;
   for (size_t w0 = 0; w0 < n; w0 += 32) {
     const size_t w1 = w0 + 32 < n ? w0 + 32 : n;
-    // the warp's waiting lanes, grouped by their masks (each group checked once)
-    unsigned seen[32];
-    int n_seen = 0;
+    // a waiting lane whose group names an exited lane can never go on; a complete group goes on (its
+    // last lane to arrive has released it already, release_warp: this is the same rule again)
     for (size_t i = w0; i < w1; ++i) {
       Fiber& f = r.fibers[i];
       if (f.state != State::AtWarp) continue;
-      bool known = false;
-      for (int k = 0; k < n_seen; ++k) known = known || seen[k] == f.mask;
-      if (known) continue;
-      seen[n_seen++] = f.mask;
-      bool all = true;
-      for (size_t j = w0; j < w1; ++j) {
-        if (!(f.mask >> (j - w0) & 1u)) continue;
-        const Fiber& g = r.fibers[j];
-        if (g.state == State::Done) {
+      for (size_t j = w0; j < w1; ++j)
+        if ((f.mask >> (j - w0) & 1u) && r.fibers[j].state == State::Done) {
           if (r.failure.empty())
             r.failure = "lane " + std::to_string(j - w0) + " of warp " + std::to_string(w0 / 32) +
                         " has exited, but " + where(f) + " waits for it at a warp-level call (__syncwarp, a shuffle, WMMA)";
           return false;
         }
-        if (g.state != State::AtWarp || g.mask != f.mask) all = false;
-      }
-      if (!all) continue;
-      for (size_t j = w0; j < w1; ++j)
-        if (f.mask >> (j - w0) & 1u) {
-          r.fibers[j].state = State::Ready;
-          --r.at_warp[w0 / 32];
-        }
-      released = true;
+      released = release_warp(r, &f) || released;
     }
   }
   for (size_t i = 0; i < n; ++i) {
