@@ -1,6 +1,7 @@
 // Helpers shared by the unit tests.
 #pragma once
 
+#include <cstdlib>
 #include <string>
 
 namespace tmill::test {
@@ -37,5 +38,8 @@ constexpr bool sanitized_build() {
   return false;
 #endif
 }
+// The CUDA emulator's whole-model runs skip here: the sanitized build, unless TM_TEST_EMU_UNDER_ASAN is
+// set (then they run, in minutes).
+inline bool skip_emulator_model_runs() { return sanitized_build() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"); }
 
 }  // namespace tmill::test

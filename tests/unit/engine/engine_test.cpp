@@ -2,7 +2,6 @@
 // not change a greedy output; seeds reproduce inside batches; n > 1; stop strings; aborts.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -338,7 +337,7 @@ void expect_gpu_engine_path_greedy_and_batch_free(const std::string& device) {
 }
 TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("gpu-oracle"); }
 TEST(Engine, CudaEmuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
-  if (test::sanitized_build() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"))
+  if (test::skip_emulator_model_runs())
     GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
                     "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
   expect_gpu_engine_path_greedy_and_batch_free("cuda-emu");
@@ -373,7 +372,7 @@ void expect_device_argmax_equals_the_sampler(const std::string& device) {
 }
 TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("gpu-oracle"); }
 TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) {
-  if (test::sanitized_build() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"))
+  if (test::skip_emulator_model_runs())
     GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
                     "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
   expect_device_argmax_equals_the_sampler("cuda-emu");

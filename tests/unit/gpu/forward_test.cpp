@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +56,7 @@ KvLayout layout_for(const Model& m, int64_t blocks) {
 class GpuForwardOn : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "cuda_emu" && test::sanitized_build() && heavy() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"))
+    if (GetParam() == "cuda_emu" && heavy() && test::skip_emulator_model_runs())
       GTEST_SKIP() << "a whole-model run on the CUDA emulator: the release build runs it (minutes under ASan; "
                       "TM_TEST_EMU_UNDER_ASAN=1 runs it here)";
     if (GetParam() != "cuda") return;
