@@ -112,97 +112,134 @@ TEST(GpuKernels, RmsnormMatchesTheFormula) {
 namespace tmill::gpu {
 namespace {
 
-// Decode attention on the GPU over a KV cache written by the CPU's paged_kv_store (the same F16 tile
-// layout), against the CPU's reference kernel: two sequences of different lengths with scattered
-// block tables, GQA groups of 4, head_dim 64, 80 (not a multiple of 32), 128 and 256 (the kernel's
-// largest); plain, with a sliding window of 20 positions, and with gemma2's soft-capping of the scores.
+// The attention tests' setting: two sequences with `cached` positions of K/V written by the CPU's
+// paged_kv_store (the same F16 tile layout) over scattered blocks (sequence 0: blocks 11, 9, 7;
+// sequence 1: 0, 2, 4, 6, 8, 1, 3), query tokens each naming its sequence and context length, the CPU
+// reference's output for them, and the device buffers and arguments of a call (splits and tiles are
+// the tests' own). Masks: plain, a window of 20 positions, gemma2's soft-capping, gpt-oss's sinks.
+struct AttnVariant {
+  int64_t window;
+  float softcap;
+  bool sinks;
+};
+constexpr AttnVariant kAttnVariants[] = {{0, 0.0f, false}, {20, 0.0f, false}, {0, 2.0f, false}, {20, 0.0f, true}};
+struct AttnToken {
+  int seq;
+  int32_t n_ctx;
+};
+struct AttnFixture {
+  static constexpr int64_t kBlockSize = 16, kBlocks = 12, kMaxBlocks = 8;
+  std::vector<int32_t> seq_tables, tables, n_ctx;  // tables: per query token
+  std::vector<float> want;
+  DeviceBuffer dk, dv, dq, dout, dt, dn, dsinks;
+  GpuAttnArgs a;
+};
+void make_attention_fixture(int64_t n_head, int64_t n_head_kv, int64_t hd, const int64_t (&cached)[2],
+                            const std::vector<AttnToken>& tokens, const AttnVariant& var, uint32_t seed, AttnFixture* f) {
+  const int64_t bs = AttnFixture::kBlockSize, mb = AttnFixture::kMaxBlocks, N = static_cast<int64_t>(tokens.size());
+  const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
+  std::vector<uint8_t> kc(tb * AttnFixture::kBlocks * n_head_kv), vc(kc.size());
+  PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
+  f->seq_tables.assign(2 * mb, 0);
+  for (int b = 0; b < 3; ++b) f->seq_tables[b] = 11 - 2 * b;
+  const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};
+  for (int b = 0; b < 7; ++b) f->seq_tables[mb + b] = seq1[b];
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
+  for (int s = 0; s < 2; ++s)
+    for (int64_t p = 0; p < cached[s]; ++p) {
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      paged_kv_store(view, f->seq_tables.data() + s * mb, p, k.data(), v.data());
+    }
+  f->tables.clear();
+  f->n_ctx.clear();
+  for (const AttnToken& t : tokens) {
+    f->tables.insert(f->tables.end(), f->seq_tables.begin() + t.seq * mb, f->seq_tables.begin() + (t.seq + 1) * mb);
+    f->n_ctx.push_back(t.n_ctx);
+  }
+  std::vector<float> q(static_cast<size_t>(N * n_head * hd));
+  for (auto& x : q) x = nd(rng);
+  f->want.assign(q.size(), 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t G = n_head / n_head_kv;
+  std::vector<float> sinks(static_cast<size_t>(n_head));  // gpt-oss: one logit per query head
+  for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = i % 2 ? 3.0f : -1.5f;
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t h = 0; h < n_head_kv; ++h) {
+      const int64_t n = f->n_ctx[static_cast<size_t>(t)];
+      paged_attention_group_reference(q.data() + (t * n_head + h * G) * hd, G, h, view, f->tables.data() + t * mb, n, scale,
+                                      f->want.data() + (t * n_head + h * G) * hd,
+                                      AttnMask{var.window > 0 && n > var.window ? n - var.window : 0, var.softcap,
+                                               var.sinks ? sinks.data() + h * G : nullptr});
+    }
+  auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
+  auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
+  auto dt = DeviceBuffer::allocate(f->tables.size() * 4), dn = DeviceBuffer::allocate(f->n_ctx.size() * 4);
+  auto dsinks = DeviceBuffer::allocate(sinks.size() * 4);
+  ASSERT_TRUE(dk.ok() && dv.ok() && dq.ok() && dout.ok() && dt.ok() && dn.ok() && dsinks.ok());
+  f->dk = std::move(dk).value(), f->dv = std::move(dv).value(), f->dq = std::move(dq).value();
+  f->dout = std::move(dout).value(), f->dt = std::move(dt).value(), f->dn = std::move(dn).value();
+  f->dsinks = std::move(dsinks).value();
+  ASSERT_TRUE(f->dk.upload(kc.data(), kc.size()).ok() && f->dv.upload(vc.data(), vc.size()).ok());
+  ASSERT_TRUE(f->dq.upload(q.data(), q.size() * 4).ok() && f->dt.upload(f->tables.data(), f->tables.size() * 4).ok());
+  ASSERT_TRUE(f->dn.upload(f->n_ctx.data(), f->n_ctx.size() * 4).ok());
+  ASSERT_TRUE(f->dsinks.upload(sinks.data(), sinks.size() * 4).ok());
+  GpuAttnArgs& a = f->a;
+  a = GpuAttnArgs{};
+  a.q = static_cast<const float*>(f->dq.get());
+  a.out = static_cast<float*>(f->dout.get());
+  a.n_tokens = N;
+  a.n_head = n_head;
+  a.n_head_kv = n_head_kv;
+  a.head_dim = hd;
+  a.k_tiles = static_cast<const uint8_t*>(f->dk.get());
+  a.v_tiles = static_cast<const uint8_t*>(f->dv.get());
+  a.block_size = bs;
+  a.block_tables = static_cast<const int32_t*>(f->dt.get());
+  a.max_blocks = mb;
+  a.n_ctx = static_cast<const int32_t*>(f->dn.get());
+  a.scale = scale;
+  a.window = var.window;
+  a.softcap = var.softcap;
+  a.sinks = var.sinks ? static_cast<const float*>(f->dsinks.get()) : nullptr;
+  a.max_ctx = 100;
+}
+// The fixture's call (output first set to -1), downloaded.
+void run_attention(AttnFixture& f, std::vector<float>* got) {
+  got->assign(f.want.size(), -1.0f);
+  ASSERT_TRUE(f.dout.upload(got->data(), got->size() * 4).ok());
+  ASSERT_TRUE(paged_attention_decode(f.a).ok());
+  const auto st = synchronize();
+  ASSERT_TRUE(st.ok()) << st.error();
+  ASSERT_TRUE(f.dout.download(got->data(), got->size() * 4).ok());
+}
+
+// Decode attention on the GPU against the CPU's reference kernel: one query token per sequence (37 and
+// 100 positions), GQA groups of 4, head_dim 64, 80 (not a multiple of 32), 128 and 256 (the kernel's
+// largest), every mask variant; one pass and split-K.
 TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  struct Variant {
-    int64_t window;
-    float softcap;
-    bool sinks;
-  };
-  for (const Variant var : {Variant{0, 0.0f, false}, Variant{20, 0.0f, false}, Variant{0, 2.0f, false},
-                            Variant{20, 0.0f, true}})
+  for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {  // 256: gemma's, each lane 8 dimensions of V
-    const int64_t n_head = 8, n_head_kv = 2, bs = 16, n_blocks = 12, max_blocks = 8;
-    const int64_t n_ctx[2] = {37, 100};
-    const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
-    std::vector<uint8_t> kc(tb * n_blocks * n_head_kv), vc(kc.size());
-    PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
-    std::vector<int32_t> tables(2 * max_blocks, 0);
-    for (int b = 0; b < 3; ++b) tables[b] = 11 - 2 * b;  // sequence 0: blocks 11, 9, 7
-    const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};  // sequence 1: 100 positions in 7 blocks
-    for (int b = 0; b < 7; ++b) tables[max_blocks + b] = seq1[b];
-    std::mt19937 rng(11);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
-    for (int s = 0; s < 2; ++s)
-      for (int64_t p = 0; p < n_ctx[s]; ++p) {
-        for (auto& x : k) x = nd(rng);
-        for (auto& x : v) x = nd(rng);
-        paged_kv_store(view, tables.data() + s * max_blocks, p, k.data(), v.data());
-      }
-    std::vector<float> q(static_cast<size_t>(2 * n_head * hd)), want(q.size()), got(q.size());
-    for (auto& x : q) x = nd(rng);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const int64_t G = n_head / n_head_kv;
-    std::vector<float> sinks(static_cast<size_t>(n_head));  // gpt-oss: one logit per query head
-    for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = i % 2 ? 3.0f : -1.5f;
-    for (int s = 0; s < 2; ++s)
-      for (int64_t h = 0; h < n_head_kv; ++h)
-        paged_attention_group_reference(q.data() + (s * n_head + h * G) * hd, G, h, view,
-                                        tables.data() + s * max_blocks, n_ctx[s], scale,
-                                        want.data() + (s * n_head + h * G) * hd,
-                                        AttnMask{var.window > 0 && n_ctx[s] > var.window ? n_ctx[s] - var.window : 0,
-                                                 var.softcap, var.sinks ? sinks.data() + h * G : nullptr});
-    auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
-    auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
-    auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(2 * 4);
-    ASSERT_TRUE(dk.ok() && dv.ok() && dq.ok() && dout.ok() && dt.ok() && dn.ok());
-    const int32_t nc[2] = {static_cast<int32_t>(n_ctx[0]), static_cast<int32_t>(n_ctx[1])};
-    ASSERT_TRUE(dk->upload(kc.data(), kc.size()).ok() && dv->upload(vc.data(), vc.size()).ok());
-    ASSERT_TRUE(dq->upload(q.data(), q.size() * 4).ok() && dt->upload(tables.data(), tables.size() * 4).ok());
-    ASSERT_TRUE(dn->upload(nc, sizeof nc).ok());
-    GpuAttnArgs a;
-    a.q = static_cast<const float*>(dq->get());
-    a.out = static_cast<float*>(dout->get());
-    a.n_tokens = 2;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = hd;
-    a.k_tiles = static_cast<const uint8_t*>(dk->get());
-    a.v_tiles = static_cast<const uint8_t*>(dv->get());
-    a.block_size = bs;
-    a.block_tables = static_cast<const int32_t*>(dt->get());
-    a.max_blocks = max_blocks;
-    a.n_ctx = static_cast<const int32_t*>(dn->get());
-    a.scale = scale;
-    a.window = var.window;
-    a.softcap = var.softcap;
-    auto dsinks = DeviceBuffer::allocate(sinks.size() * 4);
-    ASSERT_TRUE(dsinks.ok() && dsinks->upload(sinks.data(), sinks.size() * 4).ok());
-    a.sinks = var.sinks ? static_cast<const float*>(dsinks->get()) : nullptr;
+    const int64_t n_head = 8;
+    AttnFixture f;
+    ASSERT_NO_FATAL_FAILURE(make_attention_fixture(n_head, 2, hd, {37, 100}, {{0, 37}, {1, 100}}, var, 11, &f));
     // one pass, then split-K: 3 and 8 splits (of 100 positions: whole 32-position shares, so some
     // splits are empty; with the window only one is not)
     auto dp = DeviceBuffer::allocate(static_cast<size_t>(attention_partial_floats(2, n_head, hd, 8)) * 4);
     ASSERT_TRUE(dp.ok());
     for (int64_t splits : {1, 3, 8}) {
-      a.n_splits = splits;
-      a.partial = static_cast<float*>(dp->get());
-      a.partial_floats = attention_partial_floats(2, n_head, hd, 8);
-      a.max_ctx = 100;
-      EXPECT_EQ(attention_splits(a), splits);
-      std::fill(got.begin(), got.end(), -1.0f);
-      ASSERT_TRUE(dout->upload(got.data(), got.size() * 4).ok());
-      ASSERT_TRUE(paged_attention_decode(a).ok());
-      const auto st = synchronize();
-      ASSERT_TRUE(st.ok()) << st.error();
-      ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
+      f.a.n_splits = splits;
+      f.a.partial = static_cast<float*>(dp->get());
+      f.a.partial_floats = attention_partial_floats(2, n_head, hd, 8);
+      EXPECT_EQ(attention_splits(f.a), splits);
+      std::vector<float> got;
+      ASSERT_NO_FATAL_FAILURE(run_attention(f, &got));
       for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
+        EXPECT_NEAR(got[i], f.want[i], 1e-4f + 1e-4f * std::fabs(f.want[i]))
             << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " sinks " << var.sinks << " splits "
             << splits << " i " << i;
     }
@@ -211,108 +248,43 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
 
 // Prefill attention in tiles (a.tiles: a CTA per tile of a sequence's consecutive tokens and KV head,
 // K/V staged in shared memory) against the CPU's reference, token by token with its causal limit: the
-// last 13 and 21 positions of two sequences (38 and 100 positions cached, scattered blocks) as prompt
-// chunks, GQA groups of 1, 4 and 8 (tiles of 8, 8 and 4 tokens), head_dim 64, 80, 128 and 256; plain,
-// windowed (20), soft-capped and with sinks.
+// last 13 and 21 positions of two sequences (38 and 100 positions cached) as prompt chunks, GQA groups
+// of 1, 4 and 8 (tiles of 8, 8 and 4 tokens), head_dim 64, 80, 128 and 256, every mask variant.
 TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  struct Variant {
-    int64_t window;
-    float softcap;
-    bool sinks;
-  };
   struct Heads {
     int64_t n_head, n_head_kv;
   };
   for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{16, 2}})
-  for (const Variant var : {Variant{0, 0.0f, false}, Variant{20, 0.0f, false}, Variant{0, 2.0f, false},
-                            Variant{20, 0.0f, true}})
+  for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {
-    const int64_t n_head = hs.n_head, n_head_kv = hs.n_head_kv, bs = 16, n_blocks = 12, max_blocks = 8;
     const int64_t cached[2] = {38, 100}, chunk[2] = {13, 21};
-    const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
-    std::vector<uint8_t> kc(tb * n_blocks * n_head_kv), vc(kc.size());
-    PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
-    std::vector<int32_t> seq_tables(2 * max_blocks, 0);
-    for (int b = 0; b < 3; ++b) seq_tables[b] = 11 - 2 * b;  // sequence 0: blocks 11, 9, 7
-    const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};
-    for (int b = 0; b < 7; ++b) seq_tables[max_blocks + b] = seq1[b];
-    std::mt19937 rng(static_cast<uint32_t>(17 + hd + n_head));
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
-    for (int sq = 0; sq < 2; ++sq)
-      for (int64_t p = 0; p < cached[sq]; ++p) {
-        for (auto& x : k) x = nd(rng);
-        for (auto& x : v) x = nd(rng);
-        paged_kv_store(view, seq_tables.data() + sq * max_blocks, p, k.data(), v.data());
-      }
-    // the batch: each sequence's chunk of query tokens, with per-token tables and context lengths
-    const int64_t N = chunk[0] + chunk[1];
-    std::vector<int32_t> tables, nctx, tiles;
-    const int64_t T = attention_tile_tokens(n_head, n_head_kv);
+    // the batch: each sequence's chunk of query tokens, in tiles of attention_tile_tokens
+    std::vector<AttnToken> tokens;
+    std::vector<int32_t> tiles;
+    const int64_t T = attention_tile_tokens(hs.n_head, hs.n_head_kv);
     for (int sq = 0; sq < 2; ++sq) {
-      const int64_t first_tok = static_cast<int64_t>(nctx.size());
-      for (int64_t i = 0; i < chunk[sq]; ++i) {
-        tables.insert(tables.end(), seq_tables.begin() + sq * max_blocks, seq_tables.begin() + (sq + 1) * max_blocks);
-        nctx.push_back(static_cast<int32_t>(cached[sq] - chunk[sq] + i + 1));
-      }
+      const auto first_tok = static_cast<int32_t>(tokens.size());
+      for (int64_t i = 0; i < chunk[sq]; ++i) tokens.push_back({sq, static_cast<int32_t>(cached[sq] - chunk[sq] + i + 1)});
       for (int64_t i = 0; i < chunk[sq]; i += T) {
         tiles.push_back(static_cast<int32_t>(first_tok + i));
         tiles.push_back(static_cast<int32_t>(std::min(T, chunk[sq] - i)));
       }
     }
-    std::vector<float> q(static_cast<size_t>(N * n_head * hd)), want(q.size()), got(q.size(), -1.0f);
-    for (auto& x : q) x = nd(rng);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const int64_t G = n_head / n_head_kv;
-    std::vector<float> sinks(static_cast<size_t>(n_head));
-    for (size_t i = 0; i < sinks.size(); ++i) sinks[i] = i % 2 ? 3.0f : -1.5f;
-    for (int64_t t = 0; t < N; ++t)
-      for (int64_t h = 0; h < n_head_kv; ++h) {
-        const int64_t n = nctx[static_cast<size_t>(t)];
-        paged_attention_group_reference(q.data() + (t * n_head + h * G) * hd, G, h, view, tables.data() + t * max_blocks, n,
-                                        scale, want.data() + (t * n_head + h * G) * hd,
-                                        AttnMask{var.window > 0 && n > var.window ? n - var.window : 0, var.softcap,
-                                                 var.sinks ? sinks.data() + h * G : nullptr});
-      }
-    auto dk = DeviceBuffer::allocate(kc.size()), dv = DeviceBuffer::allocate(vc.size());
-    auto dq = DeviceBuffer::allocate(q.size() * 4), dout = DeviceBuffer::allocate(q.size() * 4);
-    auto dt = DeviceBuffer::allocate(tables.size() * 4), dn = DeviceBuffer::allocate(nctx.size() * 4);
-    auto dtiles = DeviceBuffer::allocate(tiles.size() * 4), dsinks = DeviceBuffer::allocate(sinks.size() * 4);
-    ASSERT_TRUE(dk.ok() && dv.ok() && dq.ok() && dout.ok() && dt.ok() && dn.ok() && dtiles.ok() && dsinks.ok());
-    ASSERT_TRUE(dk->upload(kc.data(), kc.size()).ok() && dv->upload(vc.data(), vc.size()).ok());
-    ASSERT_TRUE(dq->upload(q.data(), q.size() * 4).ok() && dt->upload(tables.data(), tables.size() * 4).ok());
-    ASSERT_TRUE(dn->upload(nctx.data(), nctx.size() * 4).ok() && dtiles->upload(tiles.data(), tiles.size() * 4).ok());
-    ASSERT_TRUE(dsinks->upload(sinks.data(), sinks.size() * 4).ok() && dout->upload(got.data(), got.size() * 4).ok());
-    GpuAttnArgs a;
-    a.q = static_cast<const float*>(dq->get());
-    a.out = static_cast<float*>(dout->get());
-    a.n_tokens = N;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = hd;
-    a.k_tiles = static_cast<const uint8_t*>(dk->get());
-    a.v_tiles = static_cast<const uint8_t*>(dv->get());
-    a.block_size = bs;
-    a.block_tables = static_cast<const int32_t*>(dt->get());
-    a.max_blocks = max_blocks;
-    a.n_ctx = static_cast<const int32_t*>(dn->get());
-    a.scale = scale;
-    a.window = var.window;
-    a.softcap = var.softcap;
-    a.sinks = var.sinks ? static_cast<const float*>(dsinks->get()) : nullptr;
-    a.max_ctx = 100;
-    a.tiles = static_cast<const int32_t*>(dtiles->get());
-    a.n_tiles = static_cast<int64_t>(tiles.size() / 2);
-    ASSERT_TRUE(paged_attention_decode(a).ok());
-    const auto st = synchronize();
-    ASSERT_TRUE(st.ok()) << st.error();
-    ASSERT_TRUE(dout->download(got.data(), got.size() * 4).ok());
+    AttnFixture f;
+    ASSERT_NO_FATAL_FAILURE(make_attention_fixture(hs.n_head, hs.n_head_kv, hd, cached, tokens, var,
+                                                   static_cast<uint32_t>(17 + hd + hs.n_head), &f));
+    auto dtiles = DeviceBuffer::allocate(tiles.size() * 4);
+    ASSERT_TRUE(dtiles.ok() && dtiles->upload(tiles.data(), tiles.size() * 4).ok());
+    f.a.tiles = static_cast<const int32_t*>(dtiles->get());
+    f.a.n_tiles = static_cast<int64_t>(tiles.size() / 2);
+    std::vector<float> got;
+    ASSERT_NO_FATAL_FAILURE(run_attention(f, &got));
     for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i]))
-          << "heads " << n_head << "/" << n_head_kv << " hd " << hd << " window " << var.window << " softcap "
-          << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(n_head * hd);
+      ASSERT_NEAR(got[i], f.want[i], 1e-4f + 1e-4f * std::fabs(f.want[i]))
+          << "heads " << hs.n_head << "/" << hs.n_head_kv << " hd " << hd << " window " << var.window << " softcap "
+          << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(hs.n_head * hd);
   }
   EXPECT_EQ(attention_tile_tokens(32, 8), 8);
   EXPECT_EQ(attention_tile_tokens(16, 2), 4);
