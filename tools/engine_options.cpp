@@ -35,6 +35,11 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_flag("--enforce-eager", o.enforce_eager,
                "GPU devices: run decode steps without CUDA graphs (vLLM's flag; by default each batch size's graph "
                "is captured once and replayed); no effect on the CPU");
+  app.add_flag("--async-scheduling", o.async_scheduling,
+               "GPU devices: process each step's outputs (text, stop strings, streaming) while the next step runs on "
+               "the device (vLLM's flag; the default here); no effect on the CPU");
+  app.add_flag("--no-async-scheduling", o.no_async_scheduling,
+               "GPU devices: process each step's outputs between steps instead");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
@@ -135,6 +140,9 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   TM_TRY(Engine::check_device(c.device));  // before a server listens or a model loads
   if (o.gpu_memory_utilization != 0) c.gpu_memory_utilization = o.gpu_memory_utilization;
   c.enforce_eager = o.enforce_eager;
+  if (o.async_scheduling && o.no_async_scheduling)
+    return Error{"--async-scheduling and --no-async-scheduling contradict each other"};
+  c.async_scheduling = !o.no_async_scheduling;
   if (!o.kv_cache_memory.empty()) {
     auto b = parse_kv_cache_memory(o.kv_cache_memory);
     if (!b.ok()) return Error{"--kv-cache-memory: " + b.error()};

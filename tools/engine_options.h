@@ -24,6 +24,8 @@ struct EngineCli {
   std::string device = EngineConfig{}.device;  // --device
   double gpu_memory_utilization = 0;  // not a flag here: serve's --gpu-memory-utilization with --device cuda (0: default)
   bool enforce_eager = EngineConfig{}.enforce_eager;  // --enforce-eager
+  bool async_scheduling = false;     // --async-scheduling (the default: EngineConfig::async_scheduling)
+  bool no_async_scheduling = !EngineConfig{}.async_scheduling;  // --no-async-scheduling
   std::string kv_cache_memory;  // "2GiB"; empty = automatic
   int64_t kv_cache_tokens = 0;  // not a flag: commands that size the cache in tokens (bench engine)
   std::string kv_cache_dtype = EngineConfig{}.kv_cache_dtype;
@@ -55,7 +57,7 @@ struct CliLora {
   float scale = 1.0f;
 };
 
-// Adds --model --dtype --quantization --threads --device --enforce-eager --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
+// Adds --model --dtype --quantization --threads --device --enforce-eager --[no-]async-scheduling --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy
 // --long-prefill-token-threshold --context-shift --context-shift-keep --speculative-config --speculative-model
 // --num-speculative-tokens --pooling.

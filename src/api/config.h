@@ -57,6 +57,11 @@ struct EngineConfig {
   // GPU devices: vLLM's --enforce-eager, decode steps without CUDA graphs (by default a step of up to
   // max_num_seqs single-token sequences replays the graph of its batch bucket: one launch per step).
   bool enforce_eager = false;
+  // GPU devices: vLLM's --async-scheduling, on by default here: a step's outputs (text, stop strings,
+  // callbacks, statistics) are processed while the next step runs on the device, so the device does
+  // not wait for the host's share of each step. A choice ended by a stop string, a grammar or an
+  // abort then has one more token computed and discarded; outputs are unchanged. No effect on the CPU.
+  bool async_scheduling = true;
   uint64_t kv_cache_bytes = 0;          // 0: automatic (see the memory plan)
   // > 0: weights (as prepared) + KV cache may take at most this: the automatic KV cache is capped at
   // it minus the weights; weights, or weights plus an explicit KV size, above it are a load error.

@@ -96,6 +96,7 @@ struct EngineStats {
   uint64_t generation_tokens_total = 0;
   uint64_t requests_finished = 0;
   uint64_t steps = 0;
+  uint64_t async_scheduled_steps = 0;  // steps whose outputs were processed while the next step ran on the device
   uint64_t structured_requests_total = 0;       // submitted with an output constraint (JSON, regex, choice, grammar)
   uint64_t grammar_compile_failures_total = 0;  // constraints refused at the front door (Engine::check)
   double grammar_mask_seconds_total = 0;        // token masks computed and applied (summed over pool threads)

@@ -100,6 +100,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   KvLayout layout;
   if (is_gpu_device(config.device)) {  // weights and KV cache on the device: engine/gpu_engine.cpp
     TM_TRY(im.setup_gpu(&layout));
+    im.async_scheduling = config.async_scheduling;
   } else {
     im.forward = std::make_unique<Forward>(im.model, im.pool.get());
     TM_ASSIGN_OR_RETURN(im.plan, plan_memory(*im.model, config, im.forward->weight_bytes(), &layout));
@@ -238,7 +239,8 @@ void Engine::start() {
       {
         std::unique_lock<std::mutex> lock(im.mu);
         im.cv.wait(lock, [&] {
-          return im.stopping.load() || !im.inbox.empty() || !im.aborts.empty() || im.sched->has_unfinished();
+          return im.stopping.load() || !im.inbox.empty() || !im.aborts.empty() || im.sched->has_unfinished() ||
+                 im.pending.has_value();  // (async scheduling: a step's outputs still to emit)
         });
       }
       if (im.stopping.load()) break;

@@ -86,6 +86,14 @@ struct StepSamples {
   std::vector<int32_t> accepted_per_pos;
 };
 
+// A step's results on their way to the outputs (Engine::Impl::finish_step).
+struct StepOutputs {
+  std::vector<RequestEvent> events;
+  StepSamples samples;
+  StepStats stats;
+  Clock::time_point t0;
+};
+
 struct Engine::Impl {
   EngineConfig config;
   std::shared_ptr<const Model> model;
@@ -131,6 +139,10 @@ struct Engine::Impl {
   // logits row instead of the logits (sample_step takes them as the tokens).
   bool greedy_step = false;
   std::vector<int32_t> greedy_ids;
+  // Async scheduling (EngineConfig::async_scheduling, GPU devices): the last step's outputs, emitted
+  // while the next step runs on the device (emit_pending).
+  bool async_scheduling = false;
+  std::optional<StepOutputs> pending;
   Clock::time_point last_expiry_check{};
 
   // background thread
@@ -144,9 +156,15 @@ struct Engine::Impl {
 
   // step.cpp: the heartbeat and its bookkeeping
   bool step();
-  // The step's copy-on-write block copies and forward pass, on the CPU or the GPU forward.
+  // The step's copy-on-write block copies and forward pass, on the CPU or the GPU forward: launched
+  // (the CPU's forward runs whole there), then waited for (the logits, or the device's argmax).
   void copy_blocks(const SchedulerOutput& out);
-  void forward_step(const ForwardBatch& batch, const SchedulerOutput& out);
+  void launch_forward(const ForwardBatch& batch, const SchedulerOutput& out);
+  void wait_forward();
+  // The step's text, forks and statistics: now, or with async scheduling forks now and the rest in
+  // emit_pending, during the next step's device time (or when nothing more is scheduled).
+  void finish_step(StepOutputs o);
+  void emit_pending();
   bool plain_greedy_step(const SchedulerOutput& out) const;
   // gpu_engine.cpp: --device cuda / gpu-oracle: what the GPU forward does not run refused, the memory
   // plan (vLLM's --gpu-memory-utilization on a device), the weights uploaded, the KV cache allocated.
@@ -156,7 +174,7 @@ struct Engine::Impl {
   void drain_inbox();
   void expire_queued();  // queue_timeout_s
   StepStats begin_step(const SchedulerOutput& out, Clock::time_point t0);
-  void end_step(StepStats st, Clock::time_point t0, const StepSamples& samples);
+  void end_step(const StepStats& st, const StepSamples& samples);
   void publish_stats();
 
   // lora.cpp: the adapter registry and each step's bindings

@@ -27,7 +27,10 @@ StepSamples Engine::Impl::sample_step(const SchedulerOutput& out) {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& sr = out.scheduled[i];
     if (!sr.produces_sample) continue;
-    jobs.push_back({i, row, choices.at(sr.id), sched->request(sr.id)});
+    // (A choice ended since schedule -- async scheduling's stop strings and aborts -- is skipped.)
+    const auto c = choices.find(sr.id);
+    const Request* r = sched->request(sr.id);
+    if (c != choices.end() && r) jobs.push_back({i, row, c->second, r});
     row += 1 + static_cast<size_t>(sr.num_draft_tokens);  // a chunk with drafts has a row per position
   }
   auto sample_one = [&](const Job& j, int tid) {

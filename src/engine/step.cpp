@@ -19,6 +19,7 @@ bool Engine::Impl::step() {
   propose_drafts();                                       // speculative decoding: draft tokens
   const SchedulerOutput out = sched->schedule();          // request -> num_tokens (+ drafts) this step
   if (out.empty()) {
+    emit_pending();                                       // async scheduling: the last step's outputs
     publish_stats();
     return false;
   }
@@ -27,13 +28,43 @@ bool Engine::Impl::step() {
   ForwardBatch batch = build_forward_batch(out);
   bind_loras(batch, out);                                 // sequences with a LoRA adapter
   StepStats st = begin_step(out, t0);
-  forward_step(batch, out);                               // logits, on the CPU or the GPU
+  launch_forward(batch, out);                             // the GPU starts (the CPU's forward runs whole)
+  emit_pending();                                         // async scheduling: the last step's outputs meanwhile
+  wait_forward();                                         // logits, or the device's argmax
   StepSamples samples = sample_step(out);                 // drafts verified, accepted ones kept
-  const std::vector<RequestEvent> events = sched->update(out, samples.tokens);
-  emit_outputs(events, samples);                          // text, stop strings, finishing, timings
-  start_forks(samples);                                   // n > 1: the other choices join
-  end_step(st, t0, samples);
+  std::vector<RequestEvent> events = sched->update(out, samples.tokens);
+  finish_step(StepOutputs{std::move(events), std::move(samples), st, t0});  // text, stop strings, forks
   return true;
+}
+
+// The step's outputs: its text (stop strings, finishing, callbacks), its forks (n > 1) and its
+// statistics. With async scheduling on a GPU device the forks join now (the scheduler needs them
+// before the next schedule) and the rest waits for emit_pending, which runs while the next step is
+// on the device: the host's share of a step then overlaps the device's. A choice that a stop string,
+// a grammar or an abort ends meanwhile has the next step's token computed but never sampled (the
+// scheduler skips it in update, sample_step skips it): one wasted token, the output unchanged.
+void Engine::Impl::finish_step(StepOutputs o) {
+  o.stats.seconds = seconds_between(o.t0, Clock::now());
+  if (!async_scheduling) {
+    emit_outputs(o.events, o.samples);
+    start_forks(o.samples);
+    end_step(o.stats, o.samples);
+    return;
+  }
+  start_forks(o.samples);
+  pending = std::move(o);
+}
+
+void Engine::Impl::emit_pending() {
+  if (!pending) return;
+  StepOutputs o = std::move(*pending);
+  pending.reset();
+  emit_outputs(o.events, o.samples);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.async_scheduled_steps++;
+  }
+  end_step(o.stats, o.samples);
 }
 
 // A failed GPU call mid-step (a device fault, not a request's fault) leaves the device state unknown:
@@ -54,10 +85,14 @@ void Engine::Impl::copy_blocks(const SchedulerOutput& out) {
   }
 }
 
-void Engine::Impl::forward_step(const ForwardBatch& batch, const SchedulerOutput& out) {
+void Engine::Impl::launch_forward(const ForwardBatch& batch, const SchedulerOutput& out) {
   greedy_step = gpu_forward && plain_greedy_step(out);
-  if (gpu_forward) gpu_or_die(gpu_forward->run(batch, logits, greedy_step ? &greedy_ids : nullptr));
+  if (gpu_forward) gpu_or_die(gpu_forward->launch(batch, greedy_step));
   else forward->run(batch, kv, logits);
+}
+
+void Engine::Impl::wait_forward() {
+  if (gpu_forward) gpu_or_die(gpu_forward->wait(logits, greedy_step ? &greedy_ids : nullptr));
 }
 
 // Every sample of the step is a plain argmax of its row (SamplingParams::plain_argmax, Sampler::sample's
@@ -144,8 +179,7 @@ StepStats Engine::Impl::begin_step(const SchedulerOutput& out, Clock::time_point
   return st;
 }
 
-void Engine::Impl::end_step(StepStats st, Clock::time_point t0, const StepSamples& samples) {
-  st.seconds = seconds_between(t0, Clock::now());
+void Engine::Impl::end_step(const StepStats& st, const StepSamples& samples) {
   {
     std::lock_guard<std::mutex> lock(stats_mu);
     stats.spec_num_drafts += static_cast<uint64_t>(samples.num_drafts);

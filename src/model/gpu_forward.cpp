@@ -482,19 +482,7 @@ void GpuForward::drop_graphs() {
   graphs_.clear();
 }
 
-Status GpuForward::fetch_logits(int64_t n_rows, std::vector<float>& logits, std::vector<int32_t>* argmax) {
-  const int64_t V = model_->config().n_vocab;
-  if (!argmax) {
-    logits.resize(static_cast<size_t>(n_rows * V));
-    return ops_.download(logits.data(), logits_, logits.size() * sizeof(float));
-  }
-  logits.clear();
-  argmax->resize(static_cast<size_t>(n_rows));
-  TM_TRY(ops_.argmax_rows(logits_, n_rows, V, argmax_));
-  return ops_.download(argmax->data(), argmax_, argmax->size() * sizeof(int32_t));
-}
-
-Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
+Status GpuForward::run_graph(const ForwardBatch& batch) {
   const auto N = static_cast<int64_t>(batch.tokens.size());
   const int64_t B = graph_bucket(N, opts_.graph_max_batch), MB = opts_.graph_max_blocks;
   // Fixed shapes: scratch for the largest bucket, block tables of graph_max_blocks; a graph keeps the
@@ -531,14 +519,15 @@ Status GpuForward::run_graph(const ForwardBatch& batch, std::vector<float>& logi
   }
   TM_TRY(ops_.replay(it->second));
   ++graph_stats_.replayed;
-  return fetch_logits(N, logits, argmax);
+  return {};
 }
 
-Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
-  const ModelConfig& c = model_->config();
+Status GpuForward::launch(const ForwardBatch& batch, bool argmax) {
+  if (launched_) return Error{"GPU forward: a step is already launched (wait for it first)"};
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   if (N == 0) return Error{"GPU forward: empty batch"};
   if (!batch.loras.empty()) return Error{"GPU forward: LoRA adapters are not supported on the GPU yet"};
+  if (argmax && batch.hidden) return Error{"GPU forward: argmax of hidden states"};
   int64_t max_blocks = 1;
   for (const SeqSlice& s : batch.seqs) {
     if (static_cast<int64_t>(s.block_table.size()) * kv_.block_size < s.pos_begin + s.n_tokens)
@@ -546,24 +535,54 @@ Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits, st
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
   }
   const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
-  if (graphable(batch, rows, max_blocks)) {
-    Status st = run_graph(batch, logits, argmax);
-    if (st.ok() || !graphs_failed_) return st;  // else the same step eagerly
-  }
   const auto R = static_cast<int64_t>(rows.size());
-  TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
-  TM_TRY(stage(batch, N, max_blocks));
-  TM_TRY(layers(N, max_blocks, *std::max_element(h_n_ctx_.begin(), h_n_ctx_.end())));
+  bool queued = false;
+  if (graphable(batch, rows, max_blocks)) {
+    Status st = run_graph(batch);
+    if (!st.ok() && !graphs_failed_) return st;
+    queued = st.ok();  // else the same step eagerly
+  }
+  if (!queued) {
+    TM_TRY(ensure_scratch(N, max_blocks, std::max<int64_t>(R, 1)));
+    TM_TRY(stage(batch, N, max_blocks));
+    TM_TRY(layers(N, max_blocks, *std::max_element(h_n_ctx_.begin(), h_n_ctx_.end())));
+    if (R > 0) TM_TRY(head(rows, batch.hidden));
+  }
+  if (R > 0 && argmax) TM_TRY(ops_.argmax_rows(logits_, R, model_->config().n_vocab, argmax_));
+  launched_ = true;
+  launched_rows_ = R;
+  launched_hidden_ = batch.hidden;
+  launched_argmax_ = argmax;
+  return {};
+}
+
+Status GpuForward::wait(std::vector<float>& logits, std::vector<int32_t>* argmax) {
+  if (!launched_) return Error{"GPU forward: wait without a launched step"};
+  launched_ = false;
+  if (launched_argmax_ != (argmax != nullptr)) {
+    TM_TRY(ops_.synchronize());
+    return Error{"GPU forward: wait must ask for what launch computed (logits or their argmax)"};
+  }
+  const ModelConfig& c = model_->config();
+  const int64_t R = launched_rows_;
   if (R == 0) {
     logits.clear();
     if (argmax) argmax->clear();
     return ops_.synchronize();
   }
-  TM_TRY(head(rows, batch.hidden));
-  if (!batch.hidden) return fetch_logits(R, logits, argmax);
-  if (argmax) return Error{"GPU forward: argmax of hidden states"};
-  logits.resize(static_cast<size_t>(R * c.n_embd));
-  return ops_.download(logits.data(), xb_, logits.size() * sizeof(float));
+  if (argmax) {
+    logits.clear();
+    argmax->resize(static_cast<size_t>(R));
+    return ops_.download(argmax->data(), argmax_, argmax->size() * sizeof(int32_t));
+  }
+  const float* src = launched_hidden_ ? xb_ : logits_;
+  logits.resize(static_cast<size_t>(R * (launched_hidden_ ? c.n_embd : c.n_vocab)));
+  return ops_.download(logits.data(), src, logits.size() * sizeof(float));
+}
+
+Status GpuForward::run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax) {
+  TM_TRY(launch(batch, argmax != nullptr));
+  return wait(logits, argmax);
 }
 
 Status GpuForward::copy_block(int32_t src, int32_t dst) {

@@ -56,6 +56,13 @@ class GpuForward {
   // With `argmax`, greedy sampling on the device: *argmax gets each logits row's first maximum and
   // `logits` stays empty (one id per row crosses to the host instead of n_vocab floats).
   Status run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax = nullptr);
+  // run in two halves, so the host can work while the device computes (the engine's async
+  // scheduling): launch uploads the step's inputs and queues its kernels (with `argmax`, the rows'
+  // argmax too) and returns; wait blocks until the step is done and fetches what launch was asked
+  // for (argmax non-null exactly when launch's `argmax` was true). One step at a time: launch,
+  // wait, launch, ... (copy_block between a launch and its wait is queued after the step).
+  Status launch(const ForwardBatch& batch, bool argmax = false);
+  Status wait(std::vector<float>& logits, std::vector<int32_t>* argmax = nullptr);
   // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
   Status copy_block(int32_t src, int32_t dst);
   // As Forward::set_context_length (LongRoPE's short or long factors).
@@ -123,9 +130,8 @@ class GpuForward {
   Status layers(int64_t n_tokens, int64_t max_blocks, int64_t max_ctx);
   Status head(const std::vector<int64_t>& rows, bool hidden);
   bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
-  Status run_graph(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax);
-  // logits_'s first n_rows rows to the host: as floats, or (argmax) each row's first maximum
-  Status fetch_logits(int64_t n_rows, std::vector<float>& logits, std::vector<int32_t>* argmax);
+  // Queues a decode step as its bucket's graph (captured on first use).
+  Status run_graph(const ForwardBatch& batch);
   void drop_graphs();
 
   std::shared_ptr<const Model> model_;
@@ -141,6 +147,9 @@ class GpuForward {
   uint64_t scratch_gen_ = 0, graphs_scratch_gen_ = 0;  // scratch reallocations; the one the graphs were captured on
   GraphStats graph_stats_;
   bool graphs_failed_ = false;  // the backend could not capture: eager from then on
+  // the launched step wait fetches: its logits rows, hidden states instead, argmax instead
+  bool launched_ = false, launched_hidden_ = false, launched_argmax_ = false;
+  int64_t launched_rows_ = 0;
 
   // device scratch, grown on demand: activations (n_tokens rows), per-token int data, RoPE tables
   int64_t cap_tokens_ = 0, cap_blocks_ = 0, cap_rows_ = 0;

@@ -31,6 +31,10 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find(c.phrase), std::string::npos) << r.err;
   }
+  // engine flags that contradict each other: refused before a model loads
+  auto both = test::run_command(bin() + " serve --port 0 --async-scheduling --no-async-scheduling");
+  EXPECT_EQ(both.exit_code, 1) << both.err;
+  EXPECT_NE(both.err.find("--async-scheduling and --no-async-scheduling contradict"), std::string::npos) << both.err;
   // A positional MODEL beside --model is a second model (several models, issue 20): each file must load.
   auto two = test::run_command(bin() + " serve --port 0 a.gguf --model b.gguf");
   EXPECT_EQ(two.exit_code, 1) << two.err;
@@ -80,12 +84,12 @@ TEST(ServeVllmFlags, AcceptedFlagsParse) {
       " --host 127.0.0.1 --port 0 -tp 1 -pp 1 --dtype auto --max-model-len 64 --kv-cache-memory 8MiB"
       " --enable-prefix-caching --enable-chunked-prefill --max-num-seqs 4 --max-num-batched-tokens 64"
       " --served-model-name a b --api-key k --disable-log-requests --uvicorn-log-level info"
-      " --generation-config vllm --quantization q8_0 --memory-limit 1GiB";
+      " --generation-config vllm --quantization q8_0 --memory-limit 1GiB --enforce-eager --no-async-scheduling";
   auto r = test::run_command(bin() + " serve /nonexistent/model.gguf" + flags);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
   // --no-enable-prefix-caching is --no-prefix-caching; a folder that is not a model is named
-  r = test::run_command(bin() + " serve " + test::temp_dir() + " --port 0 --no-enable-prefix-caching");
+  r = test::run_command(bin() + " serve " + test::temp_dir() + " --port 0 --no-enable-prefix-caching --async-scheduling");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("a folder without config.json: not a Hugging Face model folder"), std::string::npos) << r.err;
 }

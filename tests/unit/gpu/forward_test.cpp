@@ -63,10 +63,10 @@ class GpuForwardOn : public ::testing::TestWithParam<std::string> {
     auto d = gpu::gpu_devices();
     if (!d.ok()) GTEST_SKIP() << "no CUDA device: " << d.error();
   }
-  // The cases that run whole models for many steps (all but the copied block's few steps).
+  // The cases that run whole models for many steps (all but the copied block's and launch/wait's few steps).
   static bool heavy() {
-    return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()).find("ACopiedBlock") ==
-           std::string::npos;
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    return name.find("ACopiedBlock") == std::string::npos && name.find("LaunchAndWait") == std::string::npos;
   }
   gpu::Ops& ops() const {
     return GetParam() == "host" ? gpu_host_ops() : GetParam() == "cuda_emu" ? gpu::cuda_emu_ops() : gpu::cuda_ops();
@@ -257,6 +257,71 @@ TEST_P(GpuForwardOn, ACopiedBlockContinuesLikeItsSource) {
     EXPECT_TRUE(std::equal(lg.begin(), lg.begin() + V, lg.begin() + V));
     EXPECT_FALSE((*f)->copy_block(1, 6).ok());  // out of range
   }
+}
+
+// launch + wait (the engine's async scheduling: the host works between them) give what run gives:
+// logits, the device's argmax, hidden states, a step without logits rows; a copy queued between a
+// launch and its wait runs after the step. Misuse is an error: wait without a launch, a second launch
+// before the wait, a wait asking for other results than its launch computed.
+TEST_P(GpuForwardOn, LaunchAndWaitAreRunInTwoHalves) {
+  auto m = dummy("tiny-llama", DType::Q8_0);
+  ASSERT_NE(m, nullptr);
+  const auto V = static_cast<size_t>(m->config().n_vocab);
+  auto a = GpuForward::create(m, ops(), layout_for(*m, 8));
+  auto b = GpuForward::create(m, ops(), layout_for(*m, 8), GpuForwardOptions{4, 4});  // (b: decode graphs)
+  ASSERT_TRUE(a.ok()) << a.error();
+  ASSERT_TRUE(b.ok()) << b.error();
+  ForwardBatch p;  // a prompt of 20 and one of 5 tokens
+  for (int t = 0; t < 25; ++t) p.tokens.push_back(3 + (7 * t) % 200);
+  p.seqs = {SeqSlice{0, 20, 0, {1, 2}, SeqSlice::Logits::Last}, SeqSlice{20, 5, 0, {3}, SeqSlice::Logits::Last}};
+  std::vector<float> la, lb;
+  std::vector<int32_t> ia, ib;
+  ASSERT_TRUE((*a)->run(p, la).ok());
+  ASSERT_TRUE((*b)->launch(p).ok());
+  ASSERT_TRUE((*b)->wait(lb).ok());
+  EXPECT_EQ(la, lb);
+  ASSERT_EQ(la.size(), 2 * V);
+  ForwardBatch d;  // a decode step of both (graphs in b), with argmax, then with logits
+  d.tokens = {9, 11};
+  d.seqs = {SeqSlice{0, 1, 20, {1, 2}, SeqSlice::Logits::Last}, SeqSlice{1, 1, 5, {3}, SeqSlice::Logits::Last}};
+  ASSERT_TRUE((*a)->run(d, la, &ia).ok());
+  ASSERT_TRUE((*b)->launch(d, true).ok());
+  EXPECT_FALSE((*b)->launch(d, true).ok());  // one step at a time
+  ASSERT_TRUE((*b)->wait(lb, &ib).ok());
+  EXPECT_EQ(ia, ib);
+  ASSERT_EQ(ib.size(), 2u);
+  EXPECT_TRUE(lb.empty());
+  d.seqs[0].pos_begin = 21, d.seqs[1].pos_begin = 6;
+  ASSERT_TRUE((*a)->run(d, la).ok());
+  ASSERT_TRUE((*b)->launch(d).ok());
+  ASSERT_TRUE((*b)->copy_block(3, 5).ok());  // queued after the step: the copy has the step's K/V
+  ASSERT_TRUE((*b)->wait(lb).ok());
+  EXPECT_EQ(argmax(la.data(), static_cast<int64_t>(V)), argmax(lb.data(), static_cast<int64_t>(V)));
+  ForwardBatch c;  // sequence 1 continued on the copy: the same logits as on its own block
+  c.tokens = {4};
+  c.seqs = {SeqSlice{0, 1, 7, {5}, SeqSlice::Logits::Last}};
+  ASSERT_TRUE((*b)->run(c, lb).ok());
+  c.seqs[0].block_table = {3};
+  ASSERT_TRUE((*b)->run(c, la).ok());
+  EXPECT_EQ(la, lb);
+  // hidden states; a chunk without logits rows
+  ForwardBatch h = p;
+  h.hidden = true;
+  h.seqs = {SeqSlice{0, 20, 0, {6, 7}, SeqSlice::Logits::Last}};
+  h.tokens.resize(20);
+  ASSERT_TRUE((*b)->launch(h).ok());
+  ASSERT_TRUE((*b)->wait(lb).ok());
+  EXPECT_EQ(lb.size(), static_cast<size_t>(m->config().n_embd));
+  EXPECT_FALSE((*b)->launch(h, true).ok());  // no argmax of hidden states
+  ForwardBatch none = h;
+  none.hidden = false;
+  none.seqs[0].logits = SeqSlice::Logits::None;
+  ASSERT_TRUE((*b)->launch(none).ok());
+  EXPECT_FALSE((*b)->wait(lb, &ib).ok());  // asked for an argmax it did not launch
+  EXPECT_FALSE((*b)->wait(lb).ok());                // nothing launched any more
+  ASSERT_TRUE((*b)->launch(none).ok());
+  ASSERT_TRUE((*b)->wait(lb).ok());
+  EXPECT_TRUE(lb.empty());
 }
 
 // The real stories260K model: 120 greedy tokens, one decode step at a time, the same as the reference.
