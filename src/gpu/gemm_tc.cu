@@ -2,15 +2,16 @@
 // with WMMA 16x16x16 tiles and FP32 accumulation. The activations are rounded to F16 (BF16 for BF16
 // weights) into the workspace, token chunks zero-padded to whole tiles; quantized weights are first
 // dequantized to F16 into the workspace, a chunk of rows at a time (llama.cpp's CUDA backend does the
-// same before its cuBLAS GEMM for large batches). A warp computes one 16x16 tile of y straight from
-// global memory (L1/L2 serve the reuse); tiles of padding tokens go through shared memory so only
-// real rows of y are written.
+// same before its cuBLAS GEMM for large batches). CTAs of 64 (or 32) tokens x 128 rows stage their
+// operands through shared memory (wmma_gemm_tiled), so each weight and activation element read from
+// global memory serves 64 (32) tokens or 128 rows of products instead of 16.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "gpu/kernels.h"
@@ -19,8 +20,6 @@
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
-
-constexpr int kWarps = 4;  // tiles along the rows per CTA
 
 template <class H>
 __device__ __forceinline__ H to_half(float v);
@@ -115,42 +114,122 @@ __global__ void dequantize_rows(const uint8_t* w, size_t row_bytes, int64_t n_ro
   }
 }
 
-// grid.x: groups of kWarps 16-row tiles, grid.y: 16-token tiles. xh: n_pad x cols (ld cols), wh: rows
-// x cols (ld ldw elements), y: n real tokens x ldy floats, this call's rows starting at column r_off.
-template <class H>
-__global__ void wmma_gemm(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t cols, int64_t n, float* y,
-                          int64_t ldy, int64_t r_off) {
+// A CTA computes a tile of BM tokens x kBN rows of y, walking k in steps of kBK through shared
+// memory: each step's A (tokens) and B (weight rows) tiles are read from global memory with 16-byte
+// loads, one step ahead into registers while the warps multiply the step before (two shared buffers,
+// one barrier per step). Warps are (BM / 32) x 4, each owning 32 tokens x 32 rows = 2 x 2 WMMA
+// accumulators; every operand fragment read from shared memory serves two products. BM is 64 for
+// long token runs and 32 for short ones (more CTAs when there are few token tiles).
+constexpr int kBN = 128, kBK = 32;
+
+// 16 bytes between memory and registers (the emulator's host compiler gets memcpy: no type punning)
+__device__ __forceinline__ uint4 load16(const void* p) {
+#if defined(TM_CUDA_EMU)
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#else
+  return *static_cast<const uint4*>(p);
+#endif
+}
+__device__ __forceinline__ void store16(void* p, uint4 v) {
+#if defined(TM_CUDA_EMU)
+  std::memcpy(p, &v, sizeof v);
+#else
+  *static_cast<uint4*>(p) = v;
+#endif
+}
+constexpr int kLd = kBK + 8;  // shared rows 80 bytes apart: 16-byte aligned for the loads, banks staggered
+
+template <class H, int BM>
+__global__ void __launch_bounds__(BM * 4) wmma_gemm_tiled(const H* xh, const H* wh, int64_t ldw, int64_t rows,
+                                                           int64_t cols, int64_t n, int64_t n_pad, float* y,
+                                                           int64_t ldy, int64_t r_off) {
   using namespace nvcuda;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * 16, t0 = static_cast<int64_t>(blockIdx.y) * 16;
-  __shared__ float tile[kWarps][16 * 16];
-  if (r0 >= rows) return;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  wmma::fill_fragment(acc, 0.0f);
-  for (int64_t k = 0; k < cols; k += 16) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, H, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, H, wmma::col_major> b;  // W^T: W's rows are its columns
-    wmma::load_matrix_sync(a, xh + t0 * cols + k, static_cast<unsigned>(cols));
-    wmma::load_matrix_sync(b, wh + r0 * ldw + k, static_cast<unsigned>(ldw));
-    wmma::mma_sync(acc, a, b, acc);
+  constexpr int kThreads = BM * 4, kBLoads = kBN * kBK / 8 / kThreads;  // A: one 16-byte load per thread
+  struct alignas(32) Tiles {  // (WMMA's 256-bit aligned fragment pointers)
+    H a[2][BM * kLd], b[2][kBN * kLd];
+  };
+  __shared__ Tiles sm;
+  auto& as = sm.a;
+  auto& bs = sm.b;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int wm = warp / 4, wn = warp % 4;
+  const int64_t t_base = static_cast<int64_t>(blockIdx.y) * BM, r_base = static_cast<int64_t>(blockIdx.x) * kBN;
+  uint4 ra, rb[kBLoads];
+  // step k0's tiles into registers: zeros past the tokens, rows or columns (cols is a multiple of 16,
+  // so a 16-byte chunk of 8 is wholly inside or wholly outside)
+  auto fetch = [&](int64_t k0) {
+    const int64_t t = t_base + tid / 4, k = k0 + (tid % 4) * 8;
+    ra = t < n_pad && k < cols ? load16(xh + t * cols + k) : uint4{0u, 0u, 0u, 0u};
+    for (int i = 0; i < kBLoads; ++i) {
+      const int c = tid + i * kThreads;
+      const int64_t r = r_base + c / 4, kb = k0 + (c % 4) * 8;
+      rb[i] = r < rows && kb < cols ? load16(wh + r * ldw + kb) : uint4{0u, 0u, 0u, 0u};
+    }
+  };
+  auto stash = [&](int buf) {
+    store16(&as[buf][(tid / 4) * kLd + (tid % 4) * 8], ra);
+    for (int i = 0; i < kBLoads; ++i) {
+      const int c = tid + i * kThreads;
+      store16(&bs[buf][(c / 4) * kLd + (c % 4) * 8], rb[i]);
+    }
+  };
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  for (auto& row : acc)
+    for (auto& f : row) wmma::fill_fragment(f, 0.0f);
+  fetch(0);
+  stash(0);
+  __syncthreads();
+  const int64_t steps = (cols + kBK - 1) / kBK;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int buf = static_cast<int>(s & 1);
+    if (s + 1 < steps) fetch((s + 1) * kBK);
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, H, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, H, wmma::col_major> b[2];  // W^T: W's rows are its columns
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &as[buf][(wm * 32 + i * 16) * kLd + kk], kLd);
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &bs[buf][(wn * 32 + j * 16) * kLd + kk], kLd);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    if (s + 1 < steps) stash(buf ^ 1);  // (buf ^ 1 was last read before the previous barrier)
+    __syncthreads();
   }
-  if (t0 + 16 <= n) {
-    wmma::store_matrix_sync(y + t0 * ldy + r_off + r0, acc, static_cast<unsigned>(ldy), wmma::mem_row_major);
-    return;
-  }
-  wmma::store_matrix_sync(tile[warp], acc, 16, wmma::mem_row_major);
-  __syncwarp();
-  for (int i = lane; i < 256; i += 32) {
-    const int64_t t = t0 + i / 16;
-    if (t < n) y[t * ldy + r_off + r0 + i % 16] = tile[warp][i];
-  }
+  // Whole 16 x 16 tiles of real tokens go straight to y; a tile with padding tokens goes through
+  // shared memory (free after the last barrier), so only real rows of y are written.
+  float* scratch = reinterpret_cast<float*>(&sm) + warp * 256;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      const int64_t t0 = t_base + wm * 32 + i * 16, r0 = r_base + wn * 32 + j * 16;
+      if (t0 >= n || r0 >= rows) continue;  // (warp-uniform; rows is a multiple of 16)
+      if (t0 + 16 <= n) {
+        wmma::store_matrix_sync(y + t0 * ldy + r_off + r0, acc[i][j], static_cast<unsigned>(ldy), wmma::mem_row_major);
+        continue;
+      }
+      wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32)
+        if (t0 + e / 16 < n) y[(t0 + e / 16) * ldy + r_off + r0 + e % 16] = scratch[e];
+      __syncwarp();
+    }
 }
 
+// xh: n_pad x cols (ld cols), wh: rows x cols (ld ldw elements), y: n real tokens x ldy floats, this
+// call's rows starting at column r_off.
 template <class H>
 Status run_tiles(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t cols, int64_t n, int64_t n_pad, float* y,
                  int64_t ldy, int64_t r_off) {
-  const dim3 grid(static_cast<unsigned>((rows / 16 + kWarps - 1) / kWarps), static_cast<unsigned>(n_pad / 16));
-  TM_LAUNCH(wmma_gemm<H>, grid, 32 * kWarps, 0, stream())(xh, wh, ldw, rows, cols, n, y, ldy, r_off);
+  const auto row_tiles = static_cast<unsigned>((rows + kBN - 1) / kBN);
+  if (n_pad >= kGemmTcLongTokens) {
+    const dim3 grid(row_tiles, static_cast<unsigned>((n_pad + 63) / 64));
+    const auto kernel = &wmma_gemm_tiled<H, 64>;
+    TM_LAUNCH(kernel, grid, 256, 0, stream())(xh, wh, ldw, rows, cols, n, n_pad, y, ldy, r_off);
+  } else {
+    const dim3 grid(row_tiles, static_cast<unsigned>((n_pad + 31) / 32));
+    const auto kernel = &wmma_gemm_tiled<H, 32>;
+    TM_LAUNCH(kernel, grid, 128, 0, stream())(xh, wh, ldw, rows, cols, n, n_pad, y, ldy, r_off);
+  }
   return launched("tensor-core gemm");
 }
 

@@ -57,6 +57,8 @@ Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_to
 // Worth it from kGemmTcMinTokens tokens: below, gemm's weight stream is the bound.
 inline constexpr int64_t kGemmTcMinTokens = 64;
 inline constexpr size_t kGemmTcWorkspaceBytes = size_t{64} << 20;
+// From this many (padded) tokens gemm_tc's CTAs take 64 tokens each, below 32.
+inline constexpr int64_t kGemmTcLongTokens = 256;
 inline bool gemm_tc_supports(DType type, int64_t rows, int64_t cols, size_t row_bytes) {
   if (rows % 16 != 0 || cols % 16 != 0 || rows <= 0 || cols <= 0) return false;
   if (type == DType::F16 || type == DType::BF16) return row_bytes % 32 == 0 && row_bytes >= static_cast<size_t>(cols) * 2;
@@ -82,11 +84,21 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // every shorter context.
 // With a.tiles (prompt chunks: flash-attention's tiling) a CTA per (tile, KV head) stages 32 positions
 // of K and V at a time in shared memory and every (token, query head) pair of the tile takes them from
-// there with its own causal limit, window and online softmax; no split-K then.
+// there with its own causal limit and window; no split-K then. On tensor cores when
+// attention_prefill_on_tensor_cores (attention_tc.cu: Q and the softmax weights in F16), else with
+// scalar FMAs and an online softmax per pair.
 Status paged_attention_decode(const GpuAttnArgs& a);
-// Tokens per prefill tile: (tile tokens) x (query heads per KV head) pairs fit 4 warps of 8 each.
-inline int64_t attention_tile_tokens(int64_t n_head, int64_t n_head_kv) {
+// Prefill tiles on tensor cores (attention_tc.cu): head_dim up to 128 and at most 64 query heads per KV
+// head; 64 query rows a tile.
+inline bool attention_prefill_on_tensor_cores(int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
+  const int64_t g = n_head_kv > 0 ? n_head / n_head_kv : 0;
+  return g >= 1 && g <= 64 && head_dim >= 1 && head_dim <= 128;
+}
+// Tokens per prefill tile: on tensor cores 64 / (query heads per KV head), so the tile's (token, query
+// head) pairs fill 64 rows; else (scalar tiles) they fit 4 warps of 8 pairs each.
+inline int64_t attention_tile_tokens(int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
   const int64_t g = n_head_kv > 0 ? n_head / n_head_kv : 1;
+  if (attention_prefill_on_tensor_cores(n_head, n_head_kv, head_dim)) return 64 / g;
   const int64_t t = g > 0 ? 32 / g : 1;
   return t < 1 ? 1 : t > 8 ? 8 : t;
 }

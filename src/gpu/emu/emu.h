@@ -152,6 +152,7 @@ using namespace cuemu;  // as the CUDA runtime's names are global
 #define __host__
 #define __forceinline__ inline
 #define __constant__
+#define __launch_bounds__(...)  // (a register budget for nvcc; launches are checked against kMaxThreads here)
 // Shared memory: one instance per kernel, which the block's fibers share; blocks run one at a time.
 #define __shared__ static
 #define threadIdx (::cuemu::detail::thread_idx())

@@ -268,35 +268,45 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
 }
 
 // The tensor-core product against the CPU oracle, within the rounding of the activations to F16 /
-// BF16 (and of dequantized weights to F16): 100 tokens (six whole 16-token tiles and a partial one),
-// 48 rows, 512 columns; with a roomy workspace (one chunk), with one that forces chunks (quantized: 32
-// tokens and 32 + 16 rows; half weights: 64 + 36 tokens), and with too small a one (gemm instead).
+// BF16 (and of dequantized weights to F16). Two shapes: 100 tokens (CTAs of 32 tokens; six whole
+// 16-token tiles and a partial one), 48 rows (part of one 128-row CTA), 512 columns; and 300 tokens
+// (CTAs of 64, the last one partial), 272 rows (two whole 128-row CTAs and part of a third), columns
+// that are not whole 32-column steps where the type allows it (208 for F16/BF16). Each with a roomy
+// workspace (one chunk), with one that forces chunks (quantized: 32 tokens and 32 + 16 rows; half
+// weights: 64 + 36 tokens), and with too small a one (gemm instead).
 TEST(GpuKernels, TensorCoreGemmMatchesTheCpuOracle) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const int64_t rows = 48, cols = 512, n = 100;
-  const auto wf = randn(static_cast<size_t>(rows * cols), 31), x = randn(static_cast<size_t>(n * cols), 32);
   for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K, DType::IQ4_XS}) {
-    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
-    ASSERT_TRUE(gemm_tc_supports(t, rows, cols, rb)) << dtype_name(t);
-    std::vector<uint8_t> w(rb * rows);
-    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
-    std::vector<float> want(static_cast<size_t>(n * rows));
-    matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
-    // a product of 512 N(0,1) pairs is ~N(0, 512); rounding x to BF16 (8 bits) or F16 (11 bits)
-    const float tol = (t == DType::BF16 ? 0.02f : 0.004f) * std::sqrt(static_cast<float>(cols));
     const bool quantized = t != DType::F16 && t != DType::BF16;
-    for (size_t ws : {size_t{8} << 20, quantized ? size_t{2} * 32 * cols * 2 : size_t{64} * cols * 2, size_t{64}}) {
-      auto dw = put(w), dx = put(x);
-      auto dy = DeviceBuffer::allocate(want.size() * 4), dws = DeviceBuffer::allocate(ws);
-      ASSERT_TRUE(dy.ok() && dws.ok());
-      ASSERT_TRUE(gemm_tc(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n,
-                          static_cast<float*>(dy->get()), dws->get(), ws)
-                      .ok());
-      const auto got = get<float>(*dy, want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], tol) << dtype_name(t) << " workspace " << ws << " token " << i / rows << " row " << i % rows;
+    const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+    struct Shape {
+      int64_t rows, cols, n;
+    };
+    for (const Shape sh : {Shape{48, 512, 100}, Shape{272, k_quant ? 256 : quantized ? 224 : 208, 300}}) {
+      const int64_t rows = sh.rows, cols = sh.cols, n = sh.n;
+      const auto wf = randn(static_cast<size_t>(rows * cols), 31), x = randn(static_cast<size_t>(n * cols), 32);
+      const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+      ASSERT_TRUE(gemm_tc_supports(t, rows, cols, rb)) << dtype_name(t);
+      std::vector<uint8_t> w(rb * rows);
+      for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+      std::vector<float> want(static_cast<size_t>(n * rows));
+      matmul_reference(Matrix{t, rows, cols, w.data(), rb, "w"}, x.data(), cols, want.data(), rows, n);
+      // a product of cols N(0,1) pairs is ~N(0, cols); rounding x to BF16 (8 bits) or F16 (11 bits)
+      const float tol = (t == DType::BF16 ? 0.02f : 0.004f) * std::sqrt(static_cast<float>(cols));
+      for (size_t ws : {size_t{8} << 20, quantized ? size_t{2} * 32 * cols * 2 : size_t{64} * cols * 2, size_t{64}}) {
+        auto dw = put(w), dx = put(x);
+        auto dy = DeviceBuffer::allocate(want.size() * 4), dws = DeviceBuffer::allocate(ws);
+        ASSERT_TRUE(dy.ok() && dws.ok());
+        ASSERT_TRUE(gemm_tc(t, dw.get(), rows, cols, rb, static_cast<const float*>(dx.get()), n,
+                            static_cast<float*>(dy->get()), dws->get(), ws)
+                        .ok());
+        const auto got = get<float>(*dy, want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], tol) << dtype_name(t) << " " << rows << "x" << cols << " workspace " << ws
+                                            << " token " << i / rows << " row " << i % rows;
+      }
     }
   }
   EXPECT_FALSE(gemm_tc_supports(DType::F32, 48, 512, 2048));
