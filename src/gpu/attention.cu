@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "gpu/attention.cuh"
 #include "gpu/kernels.h"
 #include "gpu/stream.cuh"
 
@@ -22,15 +23,6 @@ constexpr int kMaxHeadDim = 256;
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-// 1 / (l + exp(sink - m)) for weights exp(s - m) summing to l, without overflow when the sink exceeds
-// every score: kernels/attention_abi.h sink_norm.
-__device__ __forceinline__ float sink_norm(float m, float l, float sink) {
-  if (sink > m) {
-    const float c = __expf(m - sink);
-    return c / (l * c + 1.0f);
-  }
-  return 1.0f / (l + __expf(sink - m));
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -273,7 +265,9 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.n_splits > 65535) return Error{"CUDA attention: at most 65535 splits"};
   if (a.n_tokens <= 0) return {};
   const int64_t G = a.n_head / a.n_head_kv;
-  if (a.tiles && a.n_tiles > 0 && G * attention_tile_tokens(a.n_head, a.n_head_kv) <= kPairsPerWarp * kWarps) {
+  if (a.tiles && a.n_tiles > 0 && attention_prefill_on_tensor_cores(a.n_head, a.n_head_kv, a.head_dim))
+    return paged_attention_prefill_tc(a);
+  if (a.tiles && a.n_tiles > 0 && G * attention_tile_tokens(a.n_head, a.n_head_kv, a.head_dim) <= kPairsPerWarp * kWarps) {
     if (a.n_tiles > 0x7fffffff) return Error{"CUDA attention: too many prefill tiles"};
     const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_head_kv));
     TM_LAUNCH(attn_prefill_f16, grid, 32 * kWarps, 0, stream())(a);

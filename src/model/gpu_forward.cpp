@@ -344,7 +344,7 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   // Prompt chunks: the attention's tiles, each sequence's tokens in runs of attention_tile_tokens
   // (none when every sequence has one token: decode, and the steps graphs replay).
   h_tiles_.clear();
-  const int64_t tile = gpu::attention_tile_tokens(c.n_head, c.n_head_kv);
+  const int64_t tile = gpu::attention_tile_tokens(c.n_head, c.n_head_kv, c.head_dim);
   bool chunks = false;
   for (const SeqSlice& s : batch.seqs) chunks = chunks || s.n_tokens > 1;
   if (chunks)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -248,22 +249,25 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
 
 // Prefill attention in tiles (a.tiles: a CTA per tile of a sequence's consecutive tokens and KV head,
 // K/V staged in shared memory) against the CPU's reference, token by token with its causal limit: the
-// last 13 and 21 positions of two sequences (38 and 100 positions cached) as prompt chunks, GQA groups
-// of 1, 4 and 8 (tiles of 8, 8 and 4 tokens), head_dim 64, 80, 128 and 256, every mask variant.
+// last 13 and 75 positions of two sequences (38 and 100 positions cached) as prompt chunks, GQA groups
+// of 1, 4, 7 and 8, head_dim 64, 80, 128 and 256, every mask variant. head_dim <= 128 runs on tensor
+// cores (tiles of 64 / G tokens: 64 and 11 tokens for G = 1, 9 for G = 7 with a padding row), within
+// the rounding of Q and the softmax weights to F16; 256 on the scalar tiles (8, 8, 4 tokens).
 TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   struct Heads {
     int64_t n_head, n_head_kv;
   };
-  for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{16, 2}})
+  double worst_tc = 0.0;
+  for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{14, 2}, Heads{16, 2}})
   for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {
-    const int64_t cached[2] = {38, 100}, chunk[2] = {13, 21};
+    const int64_t cached[2] = {38, 100}, chunk[2] = {13, 75};
     // the batch: each sequence's chunk of query tokens, in tiles of attention_tile_tokens
     std::vector<AttnToken> tokens;
     std::vector<int32_t> tiles;
-    const int64_t T = attention_tile_tokens(hs.n_head, hs.n_head_kv);
+    const int64_t T = attention_tile_tokens(hs.n_head, hs.n_head_kv, hd);
     for (int sq = 0; sq < 2; ++sq) {
       const auto first_tok = static_cast<int32_t>(tokens.size());
       for (int64_t i = 0; i < chunk[sq]; ++i) tokens.push_back({sq, static_cast<int32_t>(cached[sq] - chunk[sq] + i + 1)});
@@ -281,14 +285,24 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
     f.a.n_tiles = static_cast<int64_t>(tiles.size() / 2);
     std::vector<float> got;
     ASSERT_NO_FATAL_FAILURE(run_attention(f, &got));
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], f.want[i], 1e-4f + 1e-4f * std::fabs(f.want[i]))
+    const bool tc = attention_prefill_on_tensor_cores(hs.n_head, hs.n_head_kv, hd);
+    const float tol = tc ? 1e-3f : 1e-4f;  // F16 Q and weights (11 bits) on tensor cores
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (tc) worst_tc = std::max(worst_tc, std::fabs(static_cast<double>(got[i]) - f.want[i]) / (1.0 + std::fabs(f.want[i])));
+      ASSERT_NEAR(got[i], f.want[i], tol + tol * std::fabs(f.want[i]))
           << "heads " << hs.n_head << "/" << hs.n_head_kv << " hd " << hd << " window " << var.window << " softcap "
           << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(hs.n_head * hd);
+    }
   }
-  EXPECT_EQ(attention_tile_tokens(32, 8), 8);
-  EXPECT_EQ(attention_tile_tokens(16, 2), 4);
-  EXPECT_EQ(attention_tile_tokens(64, 1), 1);
+  std::printf("prefill tiles on tensor cores: largest error %.2e (relative to 1 + |want|)\n", worst_tc);
+  EXPECT_TRUE(attention_prefill_on_tensor_cores(32, 8, 128));
+  EXPECT_FALSE(attention_prefill_on_tensor_cores(32, 8, 256));
+  EXPECT_EQ(attention_tile_tokens(32, 8, 128), 16);
+  EXPECT_EQ(attention_tile_tokens(14, 2, 64), 9);
+  EXPECT_EQ(attention_tile_tokens(2, 2, 64), 64);
+  EXPECT_EQ(attention_tile_tokens(32, 8, 256), 8);
+  EXPECT_EQ(attention_tile_tokens(16, 2, 256), 4);
+  EXPECT_EQ(attention_tile_tokens(64, 1, 256), 1);
 }
 
 // The automatic split count: one pass for short contexts or many (token, KV head) pairs, more for long
