@@ -16,11 +16,12 @@
 #    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
-#    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs.
+#    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs, and the
+#    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step.
 # Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
 # machine without a GPU (to check the script, not the GPU): GPU_CHECK_DEVICE=cuda-emu (device tests
 # skip, the engine runs the CUDA kernels on the CPU's emulator of CUDA) or gpu-oracle (the host oracle)
-# with GPU_CHECK_SPECS="tiny-llama:Q8_0" and GPU_CHECK_BATCHES="1 4".
+# with GPU_CHECK_SPECS="tiny-llama:Q8_0", GPU_CHECK_BATCHES="1 4" and GPU_CHECK_PROMPT=96.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build-cuda/tests/test_gpu}
@@ -78,6 +79,7 @@ field() {  # json batch -> gen_tokens_per_s of that batch
   { echo "$1" | sed -e 's/},{/}\n{/g' | grep "\"batch\":$2," | sed -e 's/.*"gen_tokens_per_s":\([0-9.eE+-]*\).*/\1/' | tail -1; } || true
 }
 BATCHES=${GPU_CHECK_BATCHES:-1 64 256}
+PROMPT=${GPU_CHECK_PROMPT:-4096}
 for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16}; do
   shape=${spec%%:*} dtype=${spec##*:} f="$DIR/$shape-$dtype.gguf"
   [ -f "$f" ] || timeout 300 "$TM" dummy --shape "$shape" --dtype "$dtype" -o "$f" >/dev/null 2>&1 || { echo "gpu_check: dummy $spec failed" >&2; fail=1; continue; }
@@ -97,5 +99,10 @@ for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16
   # one stream without CUDA graphs: what launch overhead costs (small models are bound by it)
   e=$(field "$(bench "$f" 1 --enforce-eager)" 1)
   echo "gpu_check: $GPU $shape $dtype decode 1 stream with --enforce-eager (no CUDA graphs): ${e:-no figure} tok/s"
+  # a long prompt in one step (TTFT's side: the tensor-core GEMM and the prefill attention's tiles)
+  p=$(timeout 300 "$TM" bench engine --model "$f" --device "$DEV" --batch 1 --prompt-len "$PROMPT" --gen-len 1 \
+    --repetitions 1 --max-num-batched-tokens "$PROMPT" --max-model-len $((PROMPT + 16)) --json 2>/dev/null || true)
+  p=$(echo "$p" | sed -n -e 's/.*"prompt_tokens_per_s":\([0-9.eE+-]*\).*/\1/p' | tail -1)
+  echo "gpu_check: $GPU $shape $dtype prefill of one $PROMPT-token prompt: ${p:-no figure} prompt tok/s"
 done
 exit $fail
