@@ -92,7 +92,8 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   auto f = GpuForward::create(model, ops, lay, fo);
   if (!f.ok()) return refuse(f.error());
   gpu_forward = std::move(f).value();
-  // The weights live on the device now: the file's pages are read for embedding rows only.
+  // The weights live on the device now (embeddings too, where the device reads their type; else the
+  // file's pages are read for the step's embedding rows).
   if (const auto mapping = model->file().mapping()) mapping->drop_resident_pages();
   *layout = lay;
   return {};

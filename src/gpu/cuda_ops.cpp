@@ -47,6 +47,11 @@ class CudaOps final : public Ops {
                      const float* shared, const float* shared_gate) override {
     return gpu::moe_combine(y, yp, weights, n_tokens, k, n, shared, shared_gate);
   }
+  bool supports_rows(DType type) const override { return get_rows_supports(type); }
+  Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
+                  float scale) override {
+    return gpu::get_rows(type, w, row_bytes, cols, ids, n, out, scale);
+  }
   Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
     return gpu::rmsnorm(x, weight, y, n_rows, n, eps);
   }

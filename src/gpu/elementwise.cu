@@ -1,13 +1,15 @@
-// The GPU forward's small kernels (gpu/kernels.h): residual and bias adds, RoPE from per-token
-// cos/sin tables, and the store of a step's K/V into the paged F16 tiles. Each is one thread per
+// The GPU forward's small kernels (gpu/kernels.h): the step's embedding rows, residual and bias adds,
+// RoPE from per-token cos/sin tables, and the store of a step's K/V into the paged F16 tiles. Each is one thread per
 // element (or element pair); they move a few KiB per token and exist so that a step's activations
 // never leave the device.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
 namespace tmill::gpu::inline TM_GPU_ABI {
@@ -16,6 +18,30 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// Block types: one thread per 32-element run of a selected row.
+template <DType T>
+__global__ void get_rows_blocks(const uint8_t* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n,
+                                float* out, float scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, runs = cols / 32;
+  if (i >= n * runs) return;
+  const int64_t t = i / runs, c = i % runs;
+  dequantize_run<T>(w + static_cast<size_t>(ids[t]) * row_bytes, c, out + t * cols + 32 * c, scale);
+}
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// F32 / F16 / BF16: one thread per element.
+template <class H>
+__global__ void get_rows_floats(const uint8_t* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n,
+                                float* out, float scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * cols) return;
+  const H* row = reinterpret_cast<const H*>(w + static_cast<size_t>(ids[i / cols]) * row_bytes);
+  out[i] = to_float(row[i % cols]) * scale;
+}
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -96,6 +122,33 @@ __global__ void kv_store_kernel(GpuKvStoreArgs a) {
 
 
 }  // namespace
+
+Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
+                float scale) {
+  if (!get_rows_supports(type)) return Error{std::string("CUDA get_rows: weight type ") + dtype_name(type) + " is not read"};
+  if (n <= 0) return {};
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t total = n * cols, runs = n * (cols / 32);
+  switch (type) {
+    case DType::F32: TM_LAUNCH(get_rows_floats<float>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+    case DType::F16: TM_LAUNCH(get_rows_floats<__half>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+    case DType::BF16: TM_LAUNCH(get_rows_floats<__nv_bfloat16>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+    default:
+      if (cols % (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS ? 256 : 32))
+        return Error{"CUDA get_rows: rows of whole blocks only"};
+      switch (type) {
+        case DType::Q8_0: TM_LAUNCH(get_rows_blocks<DType::Q8_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::Q4_0: TM_LAUNCH(get_rows_blocks<DType::Q4_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::IQ4_NL: TM_LAUNCH(get_rows_blocks<DType::IQ4_NL>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::MXFP4: TM_LAUNCH(get_rows_blocks<DType::MXFP4>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::Q4_K: TM_LAUNCH(get_rows_blocks<DType::Q4_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::Q5_K: TM_LAUNCH(get_rows_blocks<DType::Q5_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        case DType::IQ4_XS: TM_LAUNCH(get_rows_blocks<DType::IQ4_XS>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+        default: TM_LAUNCH(get_rows_blocks<DType::Q6_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
+      }
+  }
+  return launched("get_rows");
+}
 
 Status add(float* y, const float* x, int64_t n) {
   if (n <= 0) return {};

@@ -48,70 +48,7 @@ __global__ void dequantize_rows(const uint8_t* w, size_t row_bytes, int64_t n_ro
   const int64_t per_row = cols / 32;
   if (i >= n_rows * per_row) return;
   const int64_t r = i / per_row, c = i % per_row;  // run c: elements 32c .. 32c + 31
-  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
-  __half* out = wh + r * cols + 32 * c;
-  if constexpr (T == DType::Q8_0) {
-    const uint8_t* blk = row + c * 34;
-    const float d = f16_at(blk);
-    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
-    for (int j = 0; j < 32; ++j) out[j] = __float2half_rn(d * static_cast<float>(q[j]));
-  } else if constexpr (T == DType::Q4_0) {
-    const uint8_t* blk = row + c * 18;
-    const float d = f16_at(blk);
-    const uint8_t* q = blk + 2;
-    for (int j = 0; j < 16; ++j) {
-      out[j] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] & 15) - 8));
-      out[j + 16] = __float2half_rn(d * static_cast<float>(static_cast<int>(q[j] >> 4) - 8));
-    }
-  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {
-    const uint8_t* blk = row + c * (T == DType::MXFP4 ? 17 : 18);
-    const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
-    const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
-    const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
-    for (int j = 0; j < 16; ++j) {
-      out[j] = __float2half_rn(d * static_cast<float>(levels[q[j] & 15]));
-      out[j + 16] = __float2half_rn(d * static_cast<float>(levels[q[j] >> 4]));
-    }
-  } else if constexpr (T == DType::IQ4_XS) {  // super-block c / 8, sub-block c % 8: qs[16j..16j+15]
-    const uint8_t* blk = row + (c / 8) * 136;
-    const int j = static_cast<int>(c % 8);
-    const float dl = iq4xs_scale(blk, j);
-    const uint8_t* q = blk + 8 + 16 * j;
-    for (int l = 0; l < 16; ++l) {
-      out[l] = __float2half_rn(dl * static_cast<float>(kIq4nl[q[l] & 15]));
-      out[l + 16] = __float2half_rn(dl * static_cast<float>(kIq4nl[q[l] >> 4]));
-    }
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    // super-block c / 8, sub-block j = c % 8: 64-element chunk j / 2, low nibbles for even j; Q5_K's
-    // fifth bit of element 32 j + l is qh[l] bit j
-    constexpr int kBytes = T == DType::Q4_K ? 144 : 176, kQs = T == DType::Q4_K ? 16 : 48;
-    const uint8_t* blk = row + (c / 8) * kBytes;
-    const int j = static_cast<int>(c % 8);
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    int s, m;
-    q4k_scale_min(j, blk + 4, &s, &m);
-    const uint8_t* qs = blk + kQs + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) {
-      int q = j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4);
-      if constexpr (T == DType::Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
-      out[l] = __float2half_rn(d * static_cast<float>(s) * static_cast<float>(q) - dmin * static_cast<float>(m));
-    }
-  } else {  // Q6_K: super-block c / 8; run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
-    const uint8_t* blk = row + (c / 8) * 210;
-    const int run = static_cast<int>(c % 8), n = run / 4, quarter = run % 4;
-    const uint8_t* ql = blk + 64 * n;
-    const uint8_t* qh = blk + 128 + 32 * n;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * n;
-    const float d = f16_at(blk + 208);
-    for (int l = 0; l < 32; ++l) {
-      int q;
-      if (quarter == 0) q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
-      else if (quarter == 1) q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-      else if (quarter == 2) q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-      else q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-      out[l] = __float2half_rn(d * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q - 32));
-    }
-  }
+  dequantize_run<T>(w + static_cast<size_t>(r) * row_bytes, c, wh + r * cols + 32 * c, 1.0f);
 }
 
 // A CTA computes a tile of BM tokens x kBN rows of y, walking k in steps of kBK through shared

@@ -67,6 +67,16 @@ inline bool gemm_tc_supports(DType type, int64_t rows, int64_t cols, size_t row_
 }
 Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
                float* y, void* workspace, size_t workspace_bytes);
+// Embedding rows on the device: out[t] = row ids[t] of W (rows of `cols` elements, row_bytes apart)
+// dequantized to F32, times scale (gemma's sqrt(n_embd) on its embeddings) -- the CPU's get_row, then
+// the scale. Block types need whole blocks (cols a multiple of 32, of 256 for the K-quants and IQ4_XS).
+inline bool get_rows_supports(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
+         t == DType::IQ4_NL || t == DType::MXFP4 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
+}
+Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
+                float scale);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
 // Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:

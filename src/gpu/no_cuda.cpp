@@ -52,6 +52,7 @@ Status add_rows_id(float*, const float*, const int32_t*, int64_t, int64_t) { ret
 Status swiglu_oai(float*, const float*, int64_t) { return no_cuda(); }
 Status argmax_rows(const float*, int64_t, int64_t, int32_t*) { return no_cuda(); }
 Status rope(const GpuRopeArgs&) { return no_cuda(); }
+Status get_rows(DType, const void*, size_t, int64_t, const int32_t*, int64_t, float*, float) { return no_cuda(); }
 Status kv_store(const GpuKvStoreArgs&) { return no_cuda(); }
 Status synchronize() { return no_cuda(); }
 Status begin_capture() { return no_cuda(); }

@@ -52,6 +52,10 @@ class Ops {
   virtual Status moe_route(const GpuMoeRouteArgs& a) = 0;
   virtual Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                              const float* shared, const float* shared_gate) = 0;
+  // Rows of an embedding matrix by id, as F32 times scale (gpu::get_rows); the types it reads.
+  virtual bool supports_rows(DType type) const = 0;
+  virtual Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n,
+                          float* out, float scale) = 0;
   virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   virtual Status add(float* y, const float* x, int64_t n) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;

@@ -50,6 +50,7 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
   const ModelWeights& w = model.weights();
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   uint64_t b = w.output.bytes() + floats(w.output_norm);
+  if (gpu::get_rows_supports(w.token_embd.type) && w.token_embd.data != w.output.data) b += w.token_embd.bytes();
   for (const LayerWeights& L : w.layers) {
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.ffn_gate_inp, &L.gate_shexp,
                             &L.up_shexp, &L.down_shexp})
@@ -70,7 +71,7 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
   uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * dense_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
-  uint64_t ints = N * (4 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
+  uint64_t ints = N * (5 + static_cast<uint64_t>(max_blocks)) + static_cast<uint64_t>(n_rows);
   floats += static_cast<uint64_t>(gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim)) +
             gpu::kGemmTcWorkspaceBytes / 4;
   if (c.is_moe()) {  // router logits, route weights and ids, the pairs' gate/up/down rows, the shared expert
@@ -190,6 +191,13 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
   }
   TM_ASSIGN_OR_RETURN(f->output_, f->upload(w.output));
   TM_ASSIGN_OR_RETURN(f->output_norm_, f->upload(w.output_norm));
+  if (!opts.host_embeddings && ops.supports_rows(w.token_embd.type)) {
+    if (w.token_embd.data == w.output.data && w.token_embd.type == w.output.type) {
+      f->embd_ = f->output_;  // tied: the output matrix's rows
+    } else {
+      TM_ASSIGN_OR_RETURN(f->embd_, f->upload(w.token_embd));
+    }
+  }
   f->set_context_length(c.n_ctx_train);
   if (const size_t ws = ops.matmul_workspace_bytes(); ws > 0) {  // the tensor-core products' chunks
     TM_ASSIGN_OR_RETURN(f->workspace_, f->alloc(ws));
@@ -243,7 +251,8 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   }
   TM_TRY(floats(&logits_, static_cast<size_t>(cap_rows_) * std::max<int64_t>(c.n_vocab, c.n_embd)));
   // a step's small inputs in one buffer, one upload (stage lays them out for the step's token count)
-  TM_TRY(ints(&in_, N * (4 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));  // (+ prefill tiles)
+  // (positions, context lengths, token ids, tables, cos/sin, and at most two ints per token of prefill tiles)
+  TM_TRY(ints(&in_, N * (5 + static_cast<size_t>(cap_blocks_) + 2 * n_ropes * half)));
   TM_TRY(ints(&argmax_, static_cast<size_t>(cap_rows_)));
   attn_partial_floats_ = gpu::attention_partial_capacity(c.n_head, c.n_head_kv, c.head_dim);
   TM_TRY(floats(&attn_partial_, static_cast<size_t>(attn_partial_floats_)));
@@ -333,14 +342,21 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
       rope_cos_sin_at(rt, h_pos_[static_cast<size_t>(t)], half, cs, sn);
     }
   }
-  h_x_.assign(NZ * static_cast<size_t>(E), 0.0f);
+  // The token ids (padding tokens: 0), whose rows layers() gathers on the device; or (host
+  // embeddings) the rows themselves, uploaded into x_ (padding tokens: zeros).
+  h_tok_.assign(NZ, 0);
   for (int64_t t = 0; t < N; ++t) {
     const int32_t tok = batch.tokens[static_cast<size_t>(t)];
     if (tok < 0 || tok >= w.token_embd.rows) return Error{fmt::format("GPU forward: token id {} out of range", tok)};
-    get_row(w.token_embd, tok, h_x_.data() + t * E);
+    h_tok_[static_cast<size_t>(t)] = tok;
   }
-  if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd), as Forward::run
-    for (float& v : h_x_) v *= c.embd_scale;
+  h_x_.clear();
+  if (!embd_.p) {
+    h_x_.assign(NZ * static_cast<size_t>(E), 0.0f);
+    for (int64_t t = 0; t < N; ++t) get_row(w.token_embd, h_tok_[static_cast<size_t>(t)], h_x_.data() + t * E);
+    if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd), as Forward::run
+      for (float& v : h_x_) v *= c.embd_scale;
+  }
   // Prompt chunks: the attention's tiles, each sequence's tokens in runs of attention_tile_tokens
   // (none when every sequence has one token: decode, and the steps graphs replay).
   h_tiles_.clear();
@@ -353,9 +369,9 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
         h_tiles_.push_back(s.token_begin + i);
         h_tiles_.push_back(std::min(s.n_tokens - i, static_cast<int32_t>(tile)));
       }
-  // Positions, context lengths, tables, cos, sin (and tiles) back to back in in_ (the layout depends
-  // only on n_padded and max_blocks, so a graph bucket finds its inputs where its capture read them).
-  h_in_.resize(2 * NZ + h_tables_.size() + 2 * h_cos_.size() + h_tiles_.size());
+  // Positions, context lengths, token ids, tables, cos, sin (and tiles) back to back in in_ (the layout
+  // depends only on n_padded and max_blocks, so a graph bucket finds its inputs where its capture read them).
+  h_in_.resize(3 * NZ + h_tables_.size() + 2 * h_cos_.size() + h_tiles_.size());
   int32_t* h = h_in_.data();
   auto put = [&h](const void* src, size_t words) {
     if (words == 0) return;  // (an empty vector's data() may be null: memcpy must not see it)
@@ -364,25 +380,29 @@ Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t ma
   };
   put(h_pos_.data(), NZ);
   put(h_n_ctx_.data(), NZ);
+  put(h_tok_.data(), NZ);
   put(h_tables_.data(), h_tables_.size());
   put(h_cos_.data(), h_cos_.size());
   put(h_sin_.data(), h_sin_.size());
   put(h_tiles_.data(), h_tiles_.size());
   pos_ = in_;
   n_ctx_ = pos_ + NZ;
-  tables_ = n_ctx_ + NZ;
+  tok_ = n_ctx_ + NZ;
+  tables_ = tok_ + NZ;
   cos_ = reinterpret_cast<float*>(tables_ + h_tables_.size());
   sin_ = cos_ + h_cos_.size();
   tiles_ = reinterpret_cast<int32_t*>(sin_ + h_sin_.size());
   n_tiles_ = static_cast<int64_t>(h_tiles_.size() / 2);
   TM_TRY(ops_.upload(in_, h_in_.data(), h_in_.size() * sizeof(int32_t)));
-  TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
+  if (!embd_.p) TM_TRY(ops_.upload(x_, h_x_.data(), h_x_.size() * sizeof(float)));
   return {};
 }
 
 Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
+  if (embd_.p)  // the step's embedding rows (gemma: times sqrt(n_embd), as Forward::run)
+    TM_TRY(ops_.get_rows(embd_.type, embd_.p, embd_.row_bytes, E, tok_, N, x_, c.embd_scale));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DevLayer& D = layers_[static_cast<size_t>(l)];
     // attention: norm, Q/K/V, biases, q/k norms, RoPE, K/V into the cache, attention, output

@@ -40,6 +40,10 @@ struct GpuForwardOptions {
   // tables of scratch_blocks (0: grown on demand; a regrowth drops the graphs, captured again).
   int64_t scratch_tokens = 0;
   int64_t scratch_blocks = 0;
+  // The step's embedding rows: gathered on the device from the uploaded token_embd (when the backend
+  // reads its type; a tied output shares it), so only the token ids cross each step. true: read on the
+  // host and uploaded instead (as for a token_embd type the backend does not read).
+  bool host_embeddings = false;
 };
 
 class GpuForward {
@@ -140,6 +144,7 @@ class GpuForward {
   std::vector<Buf> bufs_;  // everything allocated, released by the destructor
   std::vector<DevLayer> layers_;
   DevMatrix output_;
+  DevMatrix embd_;  // token_embd on the device (null p: rows read on the host, stage uploads them)
   const float* output_norm_ = nullptr;
   std::vector<RopeTable> ropes_;
   GpuForwardOptions opts_;
@@ -157,7 +162,7 @@ class GpuForward {
         *hb2_ = nullptr, *logits_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   int32_t* in_ = nullptr;
   int32_t* argmax_ = nullptr;  // per logits row (run's argmax)  // the step's positions, context lengths, tables and RoPE tables (stage)
-  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tables_ = nullptr, *tiles_ = nullptr;  // into in_
+  int32_t *pos_ = nullptr, *n_ctx_ = nullptr, *tok_ = nullptr, *tables_ = nullptr, *tiles_ = nullptr;  // into in_
   int64_t n_tiles_ = 0;  // this step's prefill tiles (gpu::GpuAttnArgs::tiles), 0 for decode
   void* workspace_ = nullptr;  // the backend's matmul workspace (tensor-core chunks), allocated at create
   size_t workspace_bytes_ = 0;
@@ -170,7 +175,7 @@ class GpuForward {
   std::vector<void*> scratch_;  // the scratch allocations (released when regrown)
   // host staging
   std::vector<float> h_x_, h_cos_, h_sin_;
-  std::vector<int32_t> h_pos_, h_n_ctx_, h_tables_, h_tiles_, h_in_;
+  std::vector<int32_t> h_pos_, h_n_ctx_, h_tok_, h_tables_, h_tiles_, h_in_;
 };
 
 }  // namespace tmill

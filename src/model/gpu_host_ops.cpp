@@ -12,6 +12,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/moe.h"
+#include "quant/quant.h"
 
 namespace tmill {
 namespace {
@@ -62,6 +63,18 @@ class HostOps final : public gpu::Ops {
         const Matrix m{type, rows, cols, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[p]) * expert_bytes,
                        row_bytes, "expert"};
         matmul_reference(m, x + (p / x_div) * cols, cols, y + p * rows, rows, 1);
+      }
+    });
+  }
+  bool supports_rows(DType) const override { return true; }
+  Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
+                  float scale) override {
+    return run([=] {  // the CPU's get_row, then the scale (as the CPU forward's embedding lookup)
+      for (int64_t t = 0; t < n; ++t) {
+        float* o = out + t * cols;
+        dequantize_row(type, static_cast<const uint8_t*>(w) + static_cast<size_t>(ids[t]) * row_bytes, o, cols);
+        if (scale != 1.0f)
+          for (int64_t j = 0; j < cols; ++j) o[j] *= scale;
       }
     });
   }

@@ -267,6 +267,43 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
   }
 }
 
+// Embedding rows on the device against the CPU's get_row (then the scale, as the forward's gemma
+// scaling): every type the GPU forward reads, rows picked out of order and twice, scale 1 and 2.5.
+TEST(GpuKernels, GetRowsIsTheCpuGetRow) {
+  std::string why;
+  if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const int64_t rows = 10;
+  const std::vector<int32_t> ids = {3, 0, 9, 3, 7};
+  const auto n = static_cast<int64_t>(ids.size());
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+    ASSERT_TRUE(get_rows_supports(t)) << dtype_name(t);
+    const int64_t cols = t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 200 : 512;
+    const auto wf = randn(static_cast<size_t>(rows * cols), 41);
+    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+    std::vector<uint8_t> w(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+    for (float scale : {1.0f, 2.5f}) {
+      std::vector<float> want(static_cast<size_t>(n * cols));
+      for (int64_t i = 0; i < n; ++i) {
+        dequantize_row(t, w.data() + static_cast<size_t>(ids[static_cast<size_t>(i)]) * rb, want.data() + i * cols, cols);
+        for (int64_t j = 0; j < cols; ++j) want[static_cast<size_t>(i * cols + j)] *= scale;
+      }
+      auto dw = put(w), dids = put(ids);
+      auto dout = DeviceBuffer::allocate(want.size() * 4);
+      ASSERT_TRUE(dout.ok());
+      ASSERT_TRUE(get_rows(t, dw.get(), rb, cols, static_cast<const int32_t*>(dids.get()), n, static_cast<float*>(dout->get()),
+                           scale)
+                      .ok());
+      const auto got = get<float>(*dout, want.size());
+      for (size_t i = 0; i < want.size(); ++i)  // (the device may fuse d * s * q - dmin * m: an ulp or two)
+        ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " scale " << scale << " " << i;
+    }
+  }
+  EXPECT_FALSE(get_rows_supports(DType::Q3_K));
+  EXPECT_FALSE(get_rows(DType::Q3_K, nullptr, 0, 256, nullptr, 1, nullptr, 1.0f).ok());
+}
+
 // The tensor-core product against the CPU oracle, within the rounding of the activations to F16 /
 // BF16 (and of dequantized weights to F16). Two shapes: 100 tokens (CTAs of 32 tokens; six whole
 // 16-token tiles and a partial one), 48 rows (part of one 128-row CTA), 512 columns; and 300 tokens

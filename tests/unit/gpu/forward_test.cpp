@@ -66,7 +66,8 @@ class GpuForwardOn : public ::testing::TestWithParam<std::string> {
   // The cases that run whole models for many steps (all but the copied block's and launch/wait's few steps).
   static bool heavy() {
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    return name.find("ACopiedBlock") == std::string::npos && name.find("LaunchAndWait") == std::string::npos;
+    return name.find("ACopiedBlock") == std::string::npos && name.find("LaunchAndWait") == std::string::npos &&
+           name.find("EmbeddingRows") == std::string::npos;
   }
   gpu::Ops& ops() const {
     return GetParam() == "host" ? gpu_host_ops() : GetParam() == "cuda_emu" ? gpu::cuda_emu_ops() : gpu::cuda_ops();
@@ -322,6 +323,48 @@ TEST_P(GpuForwardOn, LaunchAndWaitAreRunInTwoHalves) {
   ASSERT_TRUE((*b)->launch(none).ok());
   ASSERT_TRUE((*b)->wait(lb).ok());
   EXPECT_TRUE(lb.empty());
+}
+
+// The step's embedding rows gathered on the device (the default: only token ids cross) give the
+// logits of rows read on the host and uploaded (host_embeddings): gemma2 (scaled embeddings, tied
+// output: the device shares the output matrix) and llama in Q8_0, a prompt and then decode steps
+// replayed as graphs (the ids read from the graph's fixed input slot).
+TEST_P(GpuForwardOn, EmbeddingRowsOnTheDeviceEqualTheHostsRows) {
+  for (auto [shape, dtype] : {std::pair{"tiny-gemma2", DType::Q8_0}, std::pair{"tiny-llama", DType::Q8_0}}) {
+    SCOPED_TRACE(shape);
+    auto m = dummy(shape, dtype);
+    ASSERT_NE(m, nullptr);
+    GpuForwardOptions on_host{4, 4};
+    on_host.host_embeddings = true;
+    auto dev = GpuForward::create(m, ops(), layout_for(*m, 8), GpuForwardOptions{4, 4});
+    auto host = GpuForward::create(m, ops(), layout_for(*m, 8), on_host);
+    ASSERT_TRUE(dev.ok()) << dev.error();
+    ASSERT_TRUE(host.ok()) << host.error();
+    const int64_t V = m->config().n_vocab;
+    std::vector<float> ld, lh;
+    auto both = [&](const ForwardBatch& b, const std::string& where) {
+      ASSERT_TRUE((*dev)->run(b, ld).ok()) << where;
+      ASSERT_TRUE((*host)->run(b, lh).ok()) << where;
+      ASSERT_EQ(ld.size(), lh.size()) << where;
+      if (GetParam() == "host") {
+        EXPECT_EQ(ld, lh) << where;
+      } else {
+        for (size_t r = 0; r * static_cast<size_t>(V) < ld.size(); ++r)
+          expect_close(ld.data() + r * V, std::vector<float>(lh.begin() + r * V, lh.begin() + (r + 1) * V), V, where);
+      }
+    };
+    ForwardBatch p;
+    for (int t = 0; t < 20; ++t) p.tokens.push_back((13 * t + 5) % static_cast<int32_t>(V));
+    p.seqs = {SeqSlice{0, 12, 0, {1}, SeqSlice::Logits::Last}, SeqSlice{12, 8, 0, {2}, SeqSlice::Logits::Last}};
+    both(p, "prompts");
+    for (int step = 0; step < 3; ++step) {
+      ForwardBatch d;
+      d.tokens = {static_cast<int32_t>((7 * step + 1) % V), static_cast<int32_t>((11 * step + 2) % V)};
+      d.seqs = {SeqSlice{0, 1, 12 + step, {1}, SeqSlice::Logits::Last}, SeqSlice{1, 1, 8 + step, {2}, SeqSlice::Logits::Last}};
+      both(d, "decode step " + std::to_string(step));
+    }
+    EXPECT_EQ((*dev)->graph_stats().replayed, 3);
+  }
 }
 
 // The real stories260K model: 120 greedy tokens, one decode step at a time, the same as the reference.
