@@ -11,12 +11,12 @@
 #include <mma.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "gpu/kernels.h"
 #include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
+#include "gpu/vec.cuh"
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
@@ -59,23 +59,6 @@ __global__ void dequantize_rows(const uint8_t* w, size_t row_bytes, int64_t n_ro
 // long token runs and 32 for short ones (more CTAs when there are few token tiles).
 constexpr int kBN = 128, kBK = 32;
 
-// 16 bytes between memory and registers (the emulator's host compiler gets memcpy: no type punning)
-__device__ __forceinline__ uint4 load16(const void* p) {
-#if defined(TM_CUDA_EMU)
-  uint4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-#else
-  return *static_cast<const uint4*>(p);
-#endif
-}
-__device__ __forceinline__ void store16(void* p, uint4 v) {
-#if defined(TM_CUDA_EMU)
-  std::memcpy(p, &v, sizeof v);
-#else
-  *static_cast<uint4*>(p) = v;
-#endif
-}
 constexpr int kLd = kBK + 8;  // shared rows 80 bytes apart: 16-byte aligned for the loads, banks staggered
 
 template <class H, int BM>

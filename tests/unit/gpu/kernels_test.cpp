@@ -40,41 +40,49 @@ TEST(GpuKernels, WithoutCudaEveryCallSaysHowToBuildIt) {
 }
 #endif
 
+// Three shapes per type: 67 rows of 512 (the last CTA of 4 warps partial); 5 rows of more than 64
+// blocks (a warp stages its row in chunks of 32 blocks: 70 blocks, or 66 super-blocks: two whole
+// chunks, so a chunk overwriting the buffer before every lane read the last one shows); 9 rows of 3
+// blocks (block types: rows of 102, 54 or 51 bytes, so most rows start off a 16-byte boundary and the
+// matrix ends in a partial 16-byte vector).
 TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const int64_t rows = 67, cols = 512;  // 67: the last block of 4 warps is partial
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
-  for (auto& v : wf) v = nd(rng);
-  for (auto& v : x) v = nd(rng);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     ASSERT_TRUE(gemv_supports(t));
-    const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
-    std::vector<uint8_t> w(rb * rows);
-    for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
-    const Matrix m{t, rows, cols, w.data(), rb, "w"};
-    std::vector<float> want(static_cast<size_t>(rows));
-    matmul_reference(m, x.data(), cols, want.data(), rows, 1);
-    auto dw = DeviceBuffer::allocate(w.size());
-    auto dx = DeviceBuffer::allocate(x.size() * 4);
-    auto dy = DeviceBuffer::allocate(static_cast<size_t>(rows) * 4);
-    ASSERT_TRUE(dw.ok() && dx.ok() && dy.ok());
-    ASSERT_TRUE(dw->upload(w.data(), w.size()).ok());
-    ASSERT_TRUE(dx->upload(x.data(), x.size() * 4).ok());
-    ASSERT_TRUE(gemv(t, dw->get(), rows, cols, rb, static_cast<const float*>(dx->get()), static_cast<float*>(dy->get())).ok());
-    const auto st = synchronize();
-    ASSERT_TRUE(st.ok()) << st.error();
-    std::vector<float> got(static_cast<size_t>(rows));
-    ASSERT_TRUE(dy->download(got.data(), got.size() * 4).ok());
-    for (int64_t r = 0; r < rows; ++r) {
-      double mag = 0;
-      std::vector<float> row(static_cast<size_t>(cols));
-      dequantize_row(t, w.data() + r * rb, row.data(), cols);
-      for (int64_t c = 0; c < cols; ++c) mag += std::fabs(static_cast<double>(row[c]) * x[c]);
-      EXPECT_NEAR(got[r], want[r], 1e-5 * mag + 1e-6) << dtype_name(t) << " row " << r;
+    const bool super = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+    const int64_t bl = super ? 256 : 32;
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 512}, {5, (super ? 66 : 70) * bl}, {9, 3 * bl}}) {
+      std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
+      for (auto& v : wf) v = nd(rng);
+      for (auto& v : x) v = nd(rng);
+      const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
+      std::vector<uint8_t> w(rb * rows);
+      for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+      const Matrix m{t, rows, cols, w.data(), rb, "w"};
+      std::vector<float> want(static_cast<size_t>(rows));
+      matmul_reference(m, x.data(), cols, want.data(), rows, 1);
+      auto dw = DeviceBuffer::allocate(w.size());
+      auto dx = DeviceBuffer::allocate(x.size() * 4);
+      auto dy = DeviceBuffer::allocate(static_cast<size_t>(rows) * 4);
+      ASSERT_TRUE(dw.ok() && dx.ok() && dy.ok());
+      ASSERT_TRUE(dw->upload(w.data(), w.size()).ok());
+      ASSERT_TRUE(dx->upload(x.data(), x.size() * 4).ok());
+      ASSERT_TRUE(gemv(t, dw->get(), rows, cols, rb, static_cast<const float*>(dx->get()), static_cast<float*>(dy->get())).ok());
+      const auto st = synchronize();
+      ASSERT_TRUE(st.ok()) << st.error();
+      std::vector<float> got(static_cast<size_t>(rows));
+      ASSERT_TRUE(dy->download(got.data(), got.size() * 4).ok());
+      for (int64_t r = 0; r < rows; ++r) {
+        double mag = 0;
+        std::vector<float> row(static_cast<size_t>(cols));
+        dequantize_row(t, w.data() + r * rb, row.data(), cols);
+        for (int64_t c = 0; c < cols; ++c) mag += std::fabs(static_cast<double>(row[c]) * x[c]);
+        EXPECT_NEAR(got[r], want[r], 1e-5 * mag + 1e-6) << dtype_name(t) << " " << rows << "x" << cols << " row " << r;
+      }
     }
   }
 }
