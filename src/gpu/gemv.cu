@@ -1,9 +1,10 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
 // weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in their GGUF
 // file layouts), and RMSNorm.
-// One warp per output row: the 32 lanes stride over the row's 32-element blocks (or elements), each
-// lane keeps a float partial sum, and a butterfly of shuffles adds them. Rows are independent and
-// each block is read once, so the weights stream from HBM. (No fmt in .cu files: nvcc's front end
+// One warp per output row: the 32 lanes stride over the row's blocks (or elements), each lane keeps a
+// float partial sum, and a butterfly of shuffles adds them. Rows are independent and each block is
+// read once, so the weights stream from HBM: block types 32 blocks at a time through shared memory
+// with 16-byte loads (stage_bytes), half-precision rows with 16-byte loads straight to registers. (No fmt in .cu files: nvcc's front end
 // rejects its compile-time format checks.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
