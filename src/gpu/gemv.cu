@@ -1,10 +1,11 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
 // weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in their GGUF
 // file layouts), and RMSNorm.
-// One warp per output row: the 32 lanes stride over the row's blocks (or elements), each lane keeps a
-// float partial sum, and a butterfly of shuffles adds them. Rows are independent and each block is
-// read once, so the weights stream from HBM: block types 32 blocks at a time through shared memory
-// with 16-byte loads (stage_bytes), half-precision rows with 16-byte loads straight to registers. (No fmt in .cu files: nvcc's front end
+// One warp per output row: the 32 lanes stride over the row, each lane keeps a float partial sum per
+// token, and a butterfly of shuffles adds them. Rows are independent and each weight is read once, so
+// the weights stream from HBM: block types 32 blocks at a time through shared memory with 16-byte
+// loads (stage_bytes), then four consecutive elements a lane (dequant_elem), x read as float4s;
+// half-precision rows 8 elements a lane, 16-byte loads straight to registers. (No fmt in .cu files: nvcc's front end
 // rejects its compile-time format checks.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,122 +26,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-
-// GGUF Q8_0 block: f16 d | int8 q[32]; Q4_0: f16 d | uint8 qs[16] (element j: low nibble of qs[j],
-// element j + 16: high nibble; value (q - 8) * d).
-// MXFP4 (gpt-oss's experts): u8 e (E8M0) | qs[16] E2M1 codes; IQ4_NL: f16 d | qs[16] level indices; both
-// in Q4_0's nibble order (element j the low nibble of qs[j], j + 16 the high one).
-template <DType T>
-__device__ __forceinline__ float block_dot(const uint8_t* blk, const float* x) {
-  if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {  // a 16-level table, Q4_0's nibble order
-    const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
-    const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
-    const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      s += static_cast<float>(levels[q[j] & 15]) * x[j];
-      s += static_cast<float>(levels[q[j] >> 4]) * x[j + 16];
-    }
-    return d * s;
-  }
-  const float d = f16_at(blk);
-  float s = 0.0f;
-  if constexpr (T == DType::Q8_0) {
-    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) s += static_cast<float>(q[j]) * x[j];
-  } else {
-    const uint8_t* q = blk + 2;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      s += static_cast<float>(static_cast<int>(q[j] & 15) - 8) * x[j];
-      s += static_cast<float>(static_cast<int>(q[j] >> 4) - 8) * x[j + 16];
-    }
-  }
-  return d * s;
-}
-
-// K-quants, 256-element super-blocks (ggml's block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales
-// and mins, 128 bytes of nibbles; block_q6_K: 128 bytes of low nibbles, 64 of high bit pairs, 16 int8
-// scales, f16 d).
-
-template <DType T>
-__device__ __forceinline__ float superblock_dot(const uint8_t* blk, const float* x) {
-  if constexpr (T == DType::IQ4_XS) {  // 8 sub-blocks of 32, each its own 6-bit scale
-    const uint8_t* qs = blk + 8;
-    float s = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      float sj = 0.0f;
-      for (int l = 0; l < 16; ++l) {
-        sj += static_cast<float>(kIq4nl[qs[16 * j + l] & 15]) * x[32 * j + l];
-        sj += static_cast<float>(kIq4nl[qs[16 * j + l] >> 4]) * x[32 * j + l + 16];
-      }
-      s += iq4xs_scale(blk, j) * sj;
-    }
-    return s;
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {  // Q5_K: a fifth bit, qh[e % 32] bit e / 32
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    const uint8_t* scales = blk + 4;
-    const uint8_t* qh = blk + 16;
-    const uint8_t* qs = blk + (T == DType::Q5_K ? 48 : 16);
-    float s = 0.0f;
-    for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles) and 2c + 1 (high)
-      int sc0, m0, sc1, m1;
-      q4k_scale_min(2 * c, scales, &sc0, &m0);
-      q4k_scale_min(2 * c + 1, scales, &sc1, &m1);
-      float dot0 = 0.0f, dot1 = 0.0f, sum0 = 0.0f, sum1 = 0.0f;
-      for (int l = 0; l < 32; ++l) {
-        const float x0 = x[64 * c + l], x1 = x[64 * c + 32 + l];
-        int q0 = qs[32 * c + l] & 15, q1 = qs[32 * c + l] >> 4;
-        if constexpr (T == DType::Q5_K) {
-          q0 |= ((qh[l] >> (2 * c)) & 1) << 4;
-          q1 |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
-        }
-        dot0 += static_cast<float>(q0) * x0;
-        dot1 += static_cast<float>(q1) * x1;
-        sum0 += x0;
-        sum1 += x1;
-      }
-      s += d * (sc0 * dot0 + sc1 * dot1) - dmin * (m0 * sum0 + m1 * sum1);
-    }
-    return s;
-  } else {  // Q6_K
-    const uint8_t* ql = blk;
-    const uint8_t* qh = blk + 128;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-    const float d = f16_at(blk + 208);
-    float s = 0.0f;
-    for (int n = 0; n < 2; ++n) {  // 128 elements each
-      const uint8_t* l0 = ql + 64 * n;
-      const uint8_t* h0 = qh + 32 * n;
-      const int8_t* s0 = sc + 8 * n;
-      const float* xn = x + 128 * n;
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((l0[l] & 0xF) | (((h0[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((l0[l + 32] & 0xF) | (((h0[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32;
-        s += d * (s0[is] * q1 * xn[l] + s0[is + 2] * q2 * xn[l + 32] + s0[is + 4] * q3 * xn[l + 64] +
-                  s0[is + 6] * q4 * xn[l + 96]);
-      }
-    }
-    return s;
-  }
-}
-
-// Bytes and elements of one quantization block (K-quants: 256-element super-blocks).
-template <DType T>
-constexpr int kBlockBytes = T == DType::Q8_0 ? 34
-                            : T == DType::Q4_0 || T == DType::IQ4_NL ? 18
-                            : T == DType::MXFP4 ? 17
-                            : T == DType::Q4_K ? 144
-                            : T == DType::Q5_K ? 176
-                            : T == DType::IQ4_XS ? 136
-                            : 210;
-template <DType T>
-constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS ? 256 : 32;
 
 // Grid: x over groups of kWarpsPerBlock rows, y over tiles of kTokTile tokens (x and y advance by
 // cols and rows per token). A warp reads its row's blocks once per tile and dots each with every
@@ -215,17 +100,21 @@ __device__ __forceinline__ const uint8_t* stage_bytes(const uint8_t* src, int64_
 }
 
 // A warp walks its row 32 blocks at a time: the blocks are first copied to shared memory with
-// coalesced 16-byte loads (stage_bytes), then each lane dots its block from there with every token of
-// the tile. (Read straight from global memory, the lanes' byte loads 34 to 210 bytes apart touched up
-// to 32 cache lines per instruction: bound by the L1, not by HBM.)
+// coalesced 16-byte loads (stage_bytes); then the lanes go over their 32-element runs (a block, or a
+// super-block's sub-block) four runs at a time, eight lanes a run and four consecutive elements a
+// lane (quant.cuh dequant_elem), so each token's x is read 512 contiguous bytes per instruction and
+// every weight byte from shared memory once. (Lane-per-block reads, 34 to 210 bytes apart in the
+// weights and 128 bytes apart in x, touched up to 32 cache lines per load instruction: the L1, not
+// HBM, was the bound.)
 template <DType T>
 __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y,
                             int64_t n_tokens, IdMap id) {
   constexpr int kVecs = (32 * kBlockBytes<T> + 15) / 16 + 1;  // 32 blocks and a lead of up to 15 bytes
+  constexpr int kRuns = kBlockElems<T> / 32;                   // runs of 32 elements per block
   __shared__ uint4 stage[kWarpsPerBlock][kVecs];
   RowTile rt;
   if (!row_tile(w, rows, cols, row_bytes, n_tokens, id, &x, &y, &rt)) return;
-  const int nt = rt.nt, lane = rt.lane;
+  const int nt = rt.nt, lane = rt.lane, e0 = 4 * (lane % 8);  // the lane's elements of a run: e0 .. e0 + 3
   const uint8_t* row = rt.row;
   uint4* buf = stage[threadIdx.x / 32];
   float s[kTokTile] = {};
@@ -233,15 +122,17 @@ __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t
   for (int64_t b0 = 0; b0 < nb; b0 += 32) {
     const int64_t cnt = nb - b0 < 32 ? nb - b0 : 32;
     const uint8_t* staged = stage_bytes(row + b0 * kBlockBytes<T>, cnt * kBlockBytes<T>, buf, lane);
-    if (lane < cnt) {
-      const uint8_t* blk = staged + lane * kBlockBytes<T>;
-      const int64_t b = b0 + lane;
+    const float* xc = x + b0 * kBlockElems<T> + e0;
+    for (int64_t c = lane / 8; c < cnt * kRuns; c += 4) {
+      float wv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wv[i] = dequant_elem<T>(staged, c, e0 + i);
 #pragma unroll
       for (int t = 0; t < kTokTile; ++t) {
         if (t < nt) {
-          const float* xb = x + t * cols + b * kBlockElems<T>;
-          if constexpr (kBlockElems<T> == 256) s[t] += superblock_dot<T>(blk, xb);
-          else s[t] += block_dot<T>(blk, xb);
+          float xv[4];
+          load_floats4(xc + t * cols + 32 * c, xv);
+          s[t] += wv[0] * xv[0] + wv[1] * xv[1] + wv[2] * xv[2] + wv[3] * xv[3];
         }
       }
     }

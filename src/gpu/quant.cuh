@@ -51,72 +51,75 @@ __device__ __forceinline__ float iq4xs_scale(const uint8_t* blk, int j) {
 __device__ __forceinline__ void put(__half* o, int j, float v) { o[j] = __float2half_rn(v); }
 __device__ __forceinline__ void put(float* o, int j, float v) { o[j] = v; }
 
-// Elements 32 c .. 32 c + 31 of a row of type T (a Q8_0/Q4_0/IQ4_NL/MXFP4 block, or a 32-element run of
-// a K-quant or IQ4_XS super-block), each times `scale` (the CPU's get_row, then the scale), into out.
-template <DType T, class Out>
-__device__ __forceinline__ void dequantize_run(const uint8_t* row, int64_t c, Out* out, float scale) {
+// Bytes and elements of one block of a block type (the K-quants and IQ4_XS: 256-element super-blocks).
+template <DType T>
+constexpr int kBlockBytes = T == DType::Q8_0 ? 34
+                            : T == DType::Q4_0 || T == DType::IQ4_NL ? 18
+                            : T == DType::MXFP4 ? 17
+                            : T == DType::Q4_K ? 144
+                            : T == DType::Q5_K ? 176
+                            : T == DType::IQ4_XS ? 136
+                            : 210;
+template <DType T>
+constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS ? 256 : 32;
+
+// Element l (0..31) of run c of a row of type T, where a run is 32 consecutive elements: a
+// Q8_0/Q4_0/IQ4_NL/MXFP4 block, or sub-block c % 8 of super-block c / 8. The one place each format's
+// element is decoded on the device (the CPU's dequantize_row, element by element); the scale loads
+// are the same expressions for every l, so a caller unrolling over l gets them once.
+template <DType T>
+__device__ __forceinline__ float dequant_elem(const uint8_t* row, int64_t c, int l) {
   if constexpr (T == DType::Q8_0) {
     const uint8_t* blk = row + c * 34;
-    const float d = f16_at(blk);
-    const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
-    for (int j = 0; j < 32; ++j) put(out, j, (d * static_cast<float>(q[j])) * scale);
-  } else if constexpr (T == DType::Q4_0) {
+    return f16_at(blk) * static_cast<float>(reinterpret_cast<const int8_t*>(blk + 2)[l]);
+  } else if constexpr (T == DType::Q4_0) {  // element l: low nibble of qs[l], l + 16 the high one
     const uint8_t* blk = row + c * 18;
-    const float d = f16_at(blk);
-    const uint8_t* q = blk + 2;
-    for (int j = 0; j < 16; ++j) {
-      put(out, j, (d * static_cast<float>(static_cast<int>(q[j] & 15) - 8)) * scale);
-      put(out, j + 16, (d * static_cast<float>(static_cast<int>(q[j] >> 4) - 8)) * scale);
-    }
-  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {
+    const int q = l < 16 ? blk[2 + l] & 15 : blk[2 + l - 16] >> 4;
+    return f16_at(blk) * static_cast<float>(q - 8);
+  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {  // Q4_0's nibble order, a 16-level table
     const uint8_t* blk = row + c * (T == DType::MXFP4 ? 17 : 18);
     const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
     const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
     const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
-    for (int j = 0; j < 16; ++j) {
-      put(out, j, (d * static_cast<float>(levels[q[j] & 15])) * scale);
-      put(out, j + 16, (d * static_cast<float>(levels[q[j] >> 4])) * scale);
-    }
-  } else if constexpr (T == DType::IQ4_XS) {  // super-block c / 8, sub-block c % 8: qs[16j..16j+15]
+    return d * static_cast<float>(levels[l < 16 ? q[l] & 15 : q[l - 16] >> 4]);
+  } else if constexpr (T == DType::IQ4_XS) {  // sub-block j: qs[16j..16j+15], Q4_0's nibble order
     const uint8_t* blk = row + (c / 8) * 136;
     const int j = static_cast<int>(c % 8);
-    const float dl = iq4xs_scale(blk, j);
     const uint8_t* q = blk + 8 + 16 * j;
-    for (int l = 0; l < 16; ++l) {
-      put(out, l, (dl * static_cast<float>(kIq4nl[q[l] & 15])) * scale);
-      put(out, l + 16, (dl * static_cast<float>(kIq4nl[q[l] >> 4])) * scale);
-    }
+    return iq4xs_scale(blk, j) * static_cast<float>(kIq4nl[l < 16 ? q[l] & 15 : q[l - 16] >> 4]);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    // super-block c / 8, sub-block j = c % 8: 64-element chunk j / 2, low nibbles for even j; Q5_K's
-    // fifth bit of element 32 j + l is qh[l] bit j
+    // sub-block j: 64-element chunk j / 2, low nibbles for even j; Q5_K's fifth bit of element 32 j + l
+    // is qh[l] bit j
     constexpr int kBytes = T == DType::Q4_K ? 144 : 176, kQs = T == DType::Q4_K ? 16 : 48;
     const uint8_t* blk = row + (c / 8) * kBytes;
     const int j = static_cast<int>(c % 8);
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
     int s, m;
     q4k_scale_min(j, blk + 4, &s, &m);
-    const uint8_t* qs = blk + kQs + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) {
-      int q = j % 2 == 0 ? (qs[l] & 15) : (qs[l] >> 4);
-      if constexpr (T == DType::Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
-      put(out, l, (d * static_cast<float>(s) * static_cast<float>(q) - dmin * static_cast<float>(m)) * scale);
-    }
-  } else {  // Q6_K: super-block c / 8; run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
+    const uint8_t b = blk[kQs + 32 * (j / 2) + l];
+    int q = j % 2 == 0 ? (b & 15) : (b >> 4);
+    if constexpr (T == DType::Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
+    return f16_at(blk) * static_cast<float>(s) * static_cast<float>(q) - f16_at(blk + 2) * static_cast<float>(m);
+  } else {  // Q6_K: run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
     const uint8_t* blk = row + (c / 8) * 210;
     const int run = static_cast<int>(c % 8), n = run / 4, quarter = run % 4;
     const uint8_t* ql = blk + 64 * n;
     const uint8_t* qh = blk + 128 + 32 * n;
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * n;
-    const float d = f16_at(blk + 208);
-    for (int l = 0; l < 32; ++l) {
-      int q;
-      if (quarter == 0) q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
-      else if (quarter == 1) q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-      else if (quarter == 2) q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-      else q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-      put(out, l, (d * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q - 32)) * scale);
-    }
+    int q;
+    if (quarter == 0) q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+    else if (quarter == 1) q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+    else if (quarter == 2) q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+    else q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+    return f16_at(blk + 208) * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q - 32);
   }
+}
+
+// Run c of a row (32 elements, dequant_elem's runs), each times `scale` (the CPU's get_row, then the
+// scale), into out.
+template <DType T, class Out>
+__device__ __forceinline__ void dequantize_run(const uint8_t* row, int64_t c, Out* out, float scale) {
+#pragma unroll
+  for (int l = 0; l < 32; ++l) put(out, l, dequant_elem<T>(row, c, l) * scale);
 }
 
 }  // namespace

@@ -26,4 +26,13 @@ __device__ __forceinline__ void store16(void* p, uint4 v) {
 #endif
 }
 
+// Four floats from a 16-byte aligned address.
+__device__ __forceinline__ void load_floats4(const float* p, float (&v)[4]) {
+  const uint4 u = load16(p);
+  v[0] = __uint_as_float(u.x);
+  v[1] = __uint_as_float(u.y);
+  v[2] = __uint_as_float(u.z);
+  v[3] = __uint_as_float(u.w);
+}
+
 }  // namespace tmill::gpu::inline TM_GPU_ABI
