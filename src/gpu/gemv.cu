@@ -189,9 +189,11 @@ __global__ void gemv_half_vec(const uint8_t* w, int64_t rows, int64_t cols, size
 #pragma unroll
     for (int t = 0; t < kTokTile; ++t) {
       if (t < nt) {
-        const float* xt = x + t * cols + i;
+        float xv[8];  // (two 16-byte loads: eight scalar ones 32 bytes apart across the lanes touched 8 lines each)
+        load_floats4(x + t * cols + i, reinterpret_cast<float(&)[4]>(xv[0]));
+        load_floats4(x + t * cols + i + 4, reinterpret_cast<float(&)[4]>(xv[4]));
 #pragma unroll
-        for (int k = 0; k < 8; ++k) s[t] += wf[k] * xt[k];
+        for (int k = 0; k < 8; ++k) s[t] += wf[k] * xv[k];
       }
     }
   }
