@@ -4,7 +4,8 @@
 # tokenmill and the shared libraries they need into .gpu-bundle/, then run this script on the device
 # machine (the `device` tool's run, carrying .gpu-bundle):
 #
-#   LD_LIBRARY_PATH=.gpu-bundle/lib scripts/gpu_check.sh .gpu-bundle/test_gpu .gpu-bundle/tokenmill
+#   LD_LIBRARY_PATH=.gpu-bundle/lib scripts/gpu_check.sh .gpu-bundle/test_gpu .gpu-bundle/tokenmill \
+#     .gpu-bundle/bench_gpu_kernels
 #
 # 1. every GPU test: the kernels against the CPU oracle, the GPU forward against the CPU reference
 #    forward on tiny models of every dense and MoE family (gpt-oss too), with and without CUDA graphs,
@@ -17,7 +18,9 @@
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
 #    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs, and the
-#    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step.
+#    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step; before those,
+#    with the third binary, the kernels one at a time (bench_gpu_kernels: the GEMV's bandwidth per
+#    type, the tensor-core GEMM's and the attentions' rates), seconds in all.
 # Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
 # machine without a GPU (to check the script, not the GPU): GPU_CHECK_DEVICE=cuda-emu (device tests
 # skip, the engine runs the CUDA kernels on the CPU's emulator of CUDA) or gpu-oracle (the host oracle)
@@ -26,6 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-build-cuda/tests/test_gpu}
 TM=${2:-}
+KB=${3:-}
 [ -x "$BIN" ] || { echo "no test binary at $BIN (build it with -DTM_CUDA=ON, see above)" >&2; exit 2; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
@@ -70,6 +74,9 @@ done
 # 3. speed (bench engine's JSON: gen_tokens_per_s), each figure with the GPU's name
 DIR=${GPU_CHECK_DIR:-/tmp/tm-gpu}
 BW=${GPU_CHECK_BW:-4.8e12}
+if [ -n "$KB" ] && [ "$DEV" != gpu-oracle ]; then  # the kernels one at a time (the emulator: tiny shapes, checks the program only)
+  timeout 300 "$KB" "$DEV" "$BW" || { echo "gpu_check: bench_gpu_kernels failed" >&2; fail=1; }
+fi
 mkdir -p "$DIR"
 bench() {  # file batches(comma-separated) [extra flags] -> bench engine's JSON (one model load for all batches)
   timeout 400 "$TM" bench engine --model "$1" --device "$DEV" --batch "$2" --prompt-len 128 --gen-len 128 \
