@@ -75,6 +75,12 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
       ->group("");
 }
 
+void add_gpu_memory_option(CLI::App& app, EngineCli& o) {
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "GPU devices: vLLM's share of the GPU's memory for weights, activations and KV cache (default 0.9; "
+                 "--kv-cache-memory wins); no effect on the CPU");
+}
+
 void add_lora_options(CLI::App& app, EngineCli& o) {
   app.add_option("--lora", o.lora,
                  "LoRA adapter (llama.cpp's LoRA GGUF) as [NAME=]FILE[:SCALE]; NAME defaults to the file name, SCALE to 1 (repeatable)");
@@ -138,7 +144,11 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.threads = o.threads;
   c.device = o.device;
   TM_TRY(Engine::check_device(c.device));  // before a server listens or a model loads
-  if (o.gpu_memory_utilization != 0) c.gpu_memory_utilization = o.gpu_memory_utilization;
+  if (o.gpu_memory_utilization != 0) {
+    if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
+      return Error{"--gpu-memory-utilization must be in (0, 1]"};
+    c.gpu_memory_utilization = o.gpu_memory_utilization;
+  }
   c.enforce_eager = o.enforce_eager;
   if (o.async_scheduling && o.no_async_scheduling)
     return Error{"--async-scheduling and --no-async-scheduling contradict each other"};

@@ -22,7 +22,7 @@ struct EngineCli {
   uint64_t memory_limit_bytes = 0;  // not a flag: serve's --memory-limit for its one model
   int threads = EngineConfig{}.threads;
   std::string device = EngineConfig{}.device;  // --device
-  double gpu_memory_utilization = 0;  // not a flag here: serve's --gpu-memory-utilization with --device cuda (0: default)
+  double gpu_memory_utilization = 0;  // add_gpu_memory_option's; serve's own --gpu-memory-utilization (0: default)
   bool enforce_eager = EngineConfig{}.enforce_eager;  // --enforce-eager
   bool async_scheduling = false;     // --async-scheduling (the default: EngineConfig::async_scheduling)
   bool no_async_scheduling = !EngineConfig{}.async_scheduling;  // --no-async-scheduling
@@ -56,6 +56,10 @@ struct CliLora {
   std::string path;
   float scale = 1.0f;
 };
+
+// Adds --gpu-memory-utilization (generate; serve has its own, which also sizes the CPU's KV cache;
+// bench engine sizes its KV cache in tokens, which would win over it).
+void add_gpu_memory_option(CLI::App& app, EngineCli& o);
 
 // Adds --model --dtype --quantization --threads --device --enforce-eager --[no-]async-scheduling --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy

@@ -67,6 +67,7 @@ int64_t kv_window_of(const ModelConfig& c) {
 Engine::Engine() = default;
 
 Status Engine::check_device(const std::string& device) { return check_engine_device(device); }
+bool Engine::is_gpu_device(const std::string& device) { return tmill::is_gpu_device(device); }
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   auto e = std::unique_ptr<Engine>(new Engine());

@@ -58,6 +58,9 @@ class Engine {
   // EngineConfig::device alone, as create checks it first: OK for cpu and auto; cuda and anything
   // else an error that says why (so a server can refuse it before it listens).
   static Status check_device(const std::string& device);
+  // True for the devices that run the GPU forward: cuda, cuda-emu, gpu-oracle (their memory plan is
+  // vLLM's --gpu-memory-utilization of the device's memory).
+  static bool is_gpu_device(const std::string& device);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

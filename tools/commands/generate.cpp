@@ -185,6 +185,7 @@ TM_COMMAND("generate", "generate text with the engine (one prompt, or --prompts-
            [](CLI::App& app) -> tmill::cli::CommandRun {
              auto o = std::make_shared<GenerateCli>();
              tmill::cli::add_engine_options(app, o->engine);
+             tmill::cli::add_gpu_memory_option(app, o->engine);
              tmill::cli::add_lora_options(app, o->engine);
              app.add_option("--prompt", o->prompt, "prompt text (default: start from BOS alone)");
              app.add_option("--prompts-file", o->prompts_file,

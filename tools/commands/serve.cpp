@@ -247,7 +247,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.gpu_memory_utilization != 0) {
     if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
       return Error{"--gpu-memory-utilization must be in (0, 1]"};
-    if (o.engine.device == "cuda" || o.engine.device == "gpu-oracle") {
+    if (tmill::Engine::is_gpu_device(o.engine.device)) {
       o.engine.gpu_memory_utilization = v.gpu_memory_utilization;  // the GPU's memory plan (engine/gpu_engine.cpp)
     } else if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
       const uint64_t total = tmill::meminfo_bytes("MemTotal");

@@ -133,6 +133,23 @@ TEST(GenerateCli, DeviceFlag) {
   EXPECT_NE(serve.err.find("--device cuda: "), std::string::npos) << serve.err;
 }
 
+// --gpu-memory-utilization sizes a GPU device's plan (cuda-emu: a 4 GiB emulated device) in generate
+// and serve alike: the log names the share; too small a share is the GPU plan's error (serve, too:
+// before 2026-12-05 it took cuda-emu for the CPU and sized a KV cache from host RAM). (bench engine
+// sizes its KV cache in tokens for its batch, which wins over a share, as an explicit size does in vLLM.)
+TEST(GenerateCli, GpuMemoryUtilizationSizesTheDevicesPlan) {
+  auto g = test::run_command(bin() + " generate --max-tokens 2 --device cuda-emu --gpu-memory-utilization 0.3");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.err.find("budget (0.3 x 4.00 GiB)"), std::string::npos) << g.err;
+  auto bad = test::run_command(bin() + " generate --max-tokens 2 --gpu-memory-utilization 1.5");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--gpu-memory-utilization must be in (0, 1]"), std::string::npos) << bad.err;
+  auto serve = test::run_command("timeout 60 " + bin() + " serve --port 0 --device cuda-emu --gpu-memory-utilization 0.0000001");
+  EXPECT_EQ(serve.exit_code, 1) << serve.err;
+  EXPECT_NE(serve.err.find("out of GPU memory"), std::string::npos) << serve.err;
+  EXPECT_NE(serve.err.find("raise --gpu-memory-utilization"), std::string::npos) << serve.err;
+}
+
 TEST(BenchEngineCli, JsonShape) {
   auto r = test::run_command(bin() + " bench engine --batch 1,4 --prompt-len 16 --gen-len 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
