@@ -4,7 +4,7 @@
 // One warp per output row: the 32 lanes stride over the row, each lane keeps a float partial sum per
 // token, and a butterfly of shuffles adds them. Rows are independent and each weight is read once, so
 // the weights stream from HBM: block types 32 blocks at a time through shared memory with 16-byte
-// loads (stage_bytes), then four consecutive elements a lane (dequant_elem), x read as float4s;
+// loads (stage_bytes), then four consecutive elements a lane (RunDecoder), x read as float4s;
 // half-precision rows 8 elements a lane, 16-byte loads straight to registers. (No fmt in .cu files: nvcc's front end
 // rejects its compile-time format checks.)
 #include <cuda_bf16.h>
@@ -102,7 +102,7 @@ __device__ __forceinline__ const uint8_t* stage_bytes(const uint8_t* src, int64_
 // A warp walks its row 32 blocks at a time: the blocks are first copied to shared memory with
 // coalesced 16-byte loads (stage_bytes); then the lanes go over their 32-element runs (a block, or a
 // super-block's sub-block) four runs at a time, eight lanes a run and four consecutive elements a
-// lane (quant.cuh dequant_elem), so each token's x is read 512 contiguous bytes per instruction and
+// lane (quant.cuh RunDecoder), so each token's x is read 512 contiguous bytes per instruction and
 // every weight byte from shared memory once. (Lane-per-block reads, 34 to 210 bytes apart in the
 // weights and 128 bytes apart in x, touched up to 32 cache lines per load instruction: the L1, not
 // HBM, was the bound.)
@@ -124,9 +124,10 @@ __global__ void gemv_blocks(const uint8_t* w, int64_t rows, int64_t cols, size_t
     const uint8_t* staged = stage_bytes(row + b0 * kBlockBytes<T>, cnt * kBlockBytes<T>, buf, lane);
     const float* xc = x + b0 * kBlockElems<T> + e0;
     for (int64_t c = lane / 8; c < cnt * kRuns; c += 4) {
+      const RunDecoder<T> run(staged, c);
       float wv[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) wv[i] = dequant_elem<T>(staged, c, e0 + i);
+      for (int i = 0; i < 4; ++i) wv[i] = run(e0 + i);
 #pragma unroll
       for (int t = 0; t < kTokTile; ++t) {
         if (t < nt) {

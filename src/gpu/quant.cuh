@@ -63,63 +63,90 @@ constexpr int kBlockBytes = T == DType::Q8_0 ? 34
 template <DType T>
 constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS ? 256 : 32;
 
-// Element l (0..31) of run c of a row of type T, where a run is 32 consecutive elements: a
-// Q8_0/Q4_0/IQ4_NL/MXFP4 block, or sub-block c % 8 of super-block c / 8. The one place each format's
-// element is decoded on the device (the CPU's dequantize_row, element by element); the scale loads
-// are the same expressions for every l, so a caller unrolling over l gets them once.
+// Run c of a row of type T, where a run is 32 consecutive elements: a Q8_0/Q4_0/IQ4_NL/MXFP4 block,
+// or sub-block c % 8 of super-block c / 8. The constructor reads the run's scales once; (l) decodes
+// element l (0..31) -- the CPU's dequantize_row, element by element, with the same expressions. The
+// one place each format's element is decoded on the device (the GEMV, gemm_tc's dequantization and
+// get_rows use it).
 template <DType T>
-__device__ __forceinline__ float dequant_elem(const uint8_t* row, int64_t c, int l) {
-  if constexpr (T == DType::Q8_0) {
-    const uint8_t* blk = row + c * 34;
-    return f16_at(blk) * static_cast<float>(reinterpret_cast<const int8_t*>(blk + 2)[l]);
-  } else if constexpr (T == DType::Q4_0) {  // element l: low nibble of qs[l], l + 16 the high one
-    const uint8_t* blk = row + c * 18;
-    const int q = l < 16 ? blk[2 + l] & 15 : blk[2 + l - 16] >> 4;
-    return f16_at(blk) * static_cast<float>(q - 8);
-  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {  // Q4_0's nibble order, a 16-level table
-    const uint8_t* blk = row + c * (T == DType::MXFP4 ? 17 : 18);
-    const float d = T == DType::MXFP4 ? mxfp4_scale(blk[0]) : f16_at(blk);
-    const uint8_t* q = blk + (T == DType::MXFP4 ? 1 : 2);
-    const int8_t* levels = T == DType::MXFP4 ? kMxfp4 : kIq4nl;
-    return d * static_cast<float>(levels[l < 16 ? q[l] & 15 : q[l - 16] >> 4]);
-  } else if constexpr (T == DType::IQ4_XS) {  // sub-block j: qs[16j..16j+15], Q4_0's nibble order
-    const uint8_t* blk = row + (c / 8) * 136;
-    const int j = static_cast<int>(c % 8);
-    const uint8_t* q = blk + 8 + 16 * j;
-    return iq4xs_scale(blk, j) * static_cast<float>(kIq4nl[l < 16 ? q[l] & 15 : q[l - 16] >> 4]);
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-    // sub-block j: 64-element chunk j / 2, low nibbles for even j; Q5_K's fifth bit of element 32 j + l
-    // is qh[l] bit j
-    constexpr int kBytes = T == DType::Q4_K ? 144 : 176, kQs = T == DType::Q4_K ? 16 : 48;
-    const uint8_t* blk = row + (c / 8) * kBytes;
-    const int j = static_cast<int>(c % 8);
-    int s, m;
-    q4k_scale_min(j, blk + 4, &s, &m);
-    const uint8_t b = blk[kQs + 32 * (j / 2) + l];
-    int q = j % 2 == 0 ? (b & 15) : (b >> 4);
-    if constexpr (T == DType::Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
-    return f16_at(blk) * static_cast<float>(s) * static_cast<float>(q) - f16_at(blk + 2) * static_cast<float>(m);
-  } else {  // Q6_K: run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
-    const uint8_t* blk = row + (c / 8) * 210;
-    const int run = static_cast<int>(c % 8), n = run / 4, quarter = run % 4;
-    const uint8_t* ql = blk + 64 * n;
-    const uint8_t* qh = blk + 128 + 32 * n;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * n;
-    int q;
-    if (quarter == 0) q = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
-    else if (quarter == 1) q = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-    else if (quarter == 2) q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-    else q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-    return f16_at(blk + 208) * static_cast<float>(sc[l / 16 + 2 * quarter]) * static_cast<float>(q - 32);
-  }
-}
+struct RunDecoder {
+  const uint8_t* q;        // the run's quant bytes (Q6_K: its low bits)
+  const uint8_t* qh;       // Q5_K, Q6_K: the high bits
+  const int8_t* levels;    // IQ4_NL, MXFP4, IQ4_XS: the 16-level table
+  const int8_t* sc;        // Q6_K: the run's two 16-element scales
+  float d, dm;             // the scale (Q4_K/Q5_K: d x the sub-block's scale) and Q4_K/Q5_K's d_min x min
+  int j;                   // Q4_K/Q5_K: the sub-block (odd: high nibbles; Q5_K's bit of qh); Q6_K: the quarter
 
-// Run c of a row (32 elements, dequant_elem's runs), each times `scale` (the CPU's get_row, then the
+  __device__ __forceinline__ RunDecoder(const uint8_t* row, int64_t c) : qh(nullptr), levels(nullptr), sc(nullptr), dm(0.0f), j(0) {
+    if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL) {
+      const uint8_t* blk = row + c * (T == DType::Q8_0 ? 34 : 18);
+      d = f16_at(blk);
+      q = blk + 2;
+      if constexpr (T == DType::IQ4_NL) levels = kIq4nl;
+    } else if constexpr (T == DType::MXFP4) {
+      const uint8_t* blk = row + c * 17;
+      d = mxfp4_scale(blk[0]);
+      q = blk + 1;
+      levels = kMxfp4;
+    } else if constexpr (T == DType::IQ4_XS) {  // sub-block j: qs[16j..16j+15]
+      const uint8_t* blk = row + (c / 8) * 136;
+      j = static_cast<int>(c % 8);
+      d = iq4xs_scale(blk, j);
+      q = blk + 8 + 16 * j;
+      levels = kIq4nl;
+    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+      // sub-block j: 64-element chunk j / 2, low nibbles for even j; Q5_K's fifth bit of element
+      // 32 j + l is qh[l] bit j
+      constexpr int kBytes = T == DType::Q4_K ? 144 : 176, kQs = T == DType::Q4_K ? 16 : 48;
+      const uint8_t* blk = row + (c / 8) * kBytes;
+      j = static_cast<int>(c % 8);
+      int s, m;
+      q4k_scale_min(j, blk + 4, &s, &m);
+      d = f16_at(blk) * static_cast<float>(s);
+      dm = f16_at(blk + 2) * static_cast<float>(m);
+      q = blk + kQs + 32 * (j / 2);
+      qh = blk + 16;
+    } else {  // Q6_K: run c % 8 = 4 * half + quarter: 128-element half, 32-element quarter
+      const uint8_t* blk = row + (c / 8) * 210;
+      const int run = static_cast<int>(c % 8), n = run / 4;
+      j = run % 4;
+      q = blk + 64 * n;
+      qh = blk + 128 + 32 * n;
+      sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * n;
+      d = f16_at(blk + 208);
+    }
+  }
+  // Q4_0's nibble order: element l is the low nibble of q[l], l + 16 the high one.
+  __device__ __forceinline__ int nibble(int l) const { return l < 16 ? q[l] & 15 : q[l - 16] >> 4; }
+  __device__ __forceinline__ float operator()(int l) const {
+    if constexpr (T == DType::Q8_0) {
+      return d * static_cast<float>(reinterpret_cast<const int8_t*>(q)[l]);
+    } else if constexpr (T == DType::Q4_0) {
+      return d * static_cast<float>(nibble(l) - 8);
+    } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::IQ4_XS) {
+      return d * static_cast<float>(levels[nibble(l)]);
+    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+      int v = j % 2 == 0 ? (q[l] & 15) : (q[l] >> 4);
+      if constexpr (T == DType::Q5_K) v |= ((qh[l] >> j) & 1) << 4;
+      return d * static_cast<float>(v) - dm;
+    } else {
+      int v;
+      if (j == 0) v = (q[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+      else if (j == 1) v = (q[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+      else if (j == 2) v = (q[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+      else v = (q[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      return d * static_cast<float>(sc[l / 16 + 2 * j]) * static_cast<float>(v - 32);
+    }
+  }
+};
+
+// Run c of a row (32 elements, RunDecoder's runs), each times `scale` (the CPU's get_row, then the
 // scale), into out.
 template <DType T, class Out>
 __device__ __forceinline__ void dequantize_run(const uint8_t* row, int64_t c, Out* out, float scale) {
+  const RunDecoder<T> run(row, c);
 #pragma unroll
-  for (int l = 0; l < 32; ++l) put(out, l, dequant_elem<T>(row, c, l) * scale);
+  for (int l = 0; l < 32; ++l) put(out, l, run(l) * scale);
 }
 
 }  // namespace
