@@ -134,8 +134,7 @@ Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const
     case DType::F16: TM_LAUNCH(get_rows_floats<__half>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
     case DType::BF16: TM_LAUNCH(get_rows_floats<__nv_bfloat16>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
     default:
-      if (cols % (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS ? 256 : 32))
-        return Error{"CUDA get_rows: rows of whole blocks only"};
+      if (cols % dtype_info(type).block_size != 0) return Error{"CUDA get_rows: rows of whole blocks only"};
       switch (type) {
         case DType::Q8_0: TM_LAUNCH(get_rows_blocks<DType::Q8_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
         case DType::Q4_0: TM_LAUNCH(get_rows_blocks<DType::Q4_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;

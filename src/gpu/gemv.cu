@@ -224,11 +224,7 @@ __global__ void rmsnorm_rows(const float* x, const float* weight, float* y, int6
 
 }  // namespace
 
-bool gemv_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::MXFP4 || t == DType::IQ4_NL ||
-         t == DType::IQ4_XS;
-}
+bool gemv_supports(DType t) { return get_rows_supports(t); }  // (the same decoders: quant.cuh, elem<T>)
 
 Status gemv(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, float* y) {
   return gemm(type, w, rows, cols, row_bytes, x, 1, y);

@@ -69,7 +69,8 @@ Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row
                float* y, void* workspace, size_t workspace_bytes);
 // Embedding rows on the device: out[t] = row ids[t] of W (rows of `cols` elements, row_bytes apart)
 // dequantized to F32, times scale (gemma's sqrt(n_embd) on its embeddings) -- the CPU's get_row, then
-// the scale. Block types need whole blocks (cols a multiple of 32, of 256 for the K-quants and IQ4_XS).
+// the scale. Block types need whole blocks (cols a multiple of the type's block). The types the
+// device decodes (gemv_supports is the same list in a CUDA build).
 inline bool get_rows_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
          t == DType::IQ4_NL || t == DType::MXFP4 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
