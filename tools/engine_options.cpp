@@ -75,6 +75,11 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
       ->group("");
 }
 
+Status check_gpu_memory_utilization(double share) {
+  if (!(share > 0 && share <= 1)) return Error{"--gpu-memory-utilization must be in (0, 1]"};
+  return {};
+}
+
 void add_gpu_memory_option(CLI::App& app, EngineCli& o) {
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "GPU devices: vLLM's share of the GPU's memory for weights, activations and KV cache (default 0.9; "
@@ -145,8 +150,7 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.device = o.device;
   TM_TRY(Engine::check_device(c.device));  // before a server listens or a model loads
   if (o.gpu_memory_utilization != 0) {
-    if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1))
-      return Error{"--gpu-memory-utilization must be in (0, 1]"};
+    TM_TRY(check_gpu_memory_utilization(o.gpu_memory_utilization));
     c.gpu_memory_utilization = o.gpu_memory_utilization;
   }
   c.enforce_eager = o.enforce_eager;

@@ -60,6 +60,8 @@ struct CliLora {
 // Adds --gpu-memory-utilization (generate; serve has its own, which also sizes the CPU's KV cache;
 // bench engine sizes its KV cache in tokens, which would win over it).
 void add_gpu_memory_option(CLI::App& app, EngineCli& o);
+// --gpu-memory-utilization's range, (0, 1] (serve checks it with its own flag too).
+Status check_gpu_memory_utilization(double share);
 
 // Adds --model --dtype --quantization --threads --device --enforce-eager --[no-]async-scheduling --kv-cache-memory --kv-cache-dtype --block-size --max-num-seqs
 // --max-num-batched-tokens --max-model-len --no-prefix-caching --scheduling-policy

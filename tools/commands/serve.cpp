@@ -245,8 +245,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
       return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
   }
   if (v.gpu_memory_utilization != 0) {
-    if (!(v.gpu_memory_utilization > 0 && v.gpu_memory_utilization <= 1))
-      return Error{"--gpu-memory-utilization must be in (0, 1]"};
+    TM_TRY(tmill::cli::check_gpu_memory_utilization(v.gpu_memory_utilization));
     if (tmill::Engine::is_gpu_device(o.engine.device)) {
       o.engine.gpu_memory_utilization = v.gpu_memory_utilization;  // the GPU's memory plan (engine/gpu_engine.cpp)
     } else if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
