@@ -148,9 +148,8 @@ __global__ void attn_prefill_f16(GpuAttnArgs a) {
   const int64_t tile = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = a.tiles[2 * tile], nt = a.tiles[2 * tile + 1];
-  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size, P = nt * G;
+  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, P = nt * G;
   const int32_t* table = a.block_tables + t0 * a.max_blocks;  // the tile's sequence
-  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
   constexpr int kPer = kMaxHeadDim / 32;
   __shared__ __half ks[kMaxHeadDim][32];
   __shared__ __half vs[32][kMaxHeadDim];
@@ -168,24 +167,8 @@ __global__ void attn_prefill_f16(GpuAttnArgs a) {
   const int64_t begin = a.window > 0 && first_ctx > a.window ? first_ctx - a.window : 0;
   for (int64_t p0 = begin; p0 < end; p0 += 32) {
     __syncthreads();  // the previous chunk is read by every warp
-    for (int64_t e = threadIdx.x; e < 32 * hd; e += blockDim.x) {
-      const int64_t j = e % 32, d = e / 32, p = p0 + j;  // K: consecutive threads, consecutive positions
-      __half kv = __float2half_rn(0.0f);
-      if (p < end) {
-        const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-        kv = reinterpret_cast<const __half*>(a.k_tiles + tl * tile_bytes)[d * bs + p % bs];
-      }
-      ks[d][j] = kv;
-    }
-    for (int64_t e = threadIdx.x; e < 32 * hd; e += blockDim.x) {
-      const int64_t j = e / hd, d = e % hd, p = p0 + j;  // V: consecutive threads, consecutive dimensions
-      __half vv = __float2half_rn(0.0f);
-      if (p < end) {
-        const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-        vv = reinterpret_cast<const __half*>(a.v_tiles + tl * tile_bytes)[(p % bs) * hd + d];
-      }
-      vs[j][d] = vv;
-    }
+    stage_k_chunk(a, table, h, p0, end, hd, &ks[0][0], 32);
+    stage_v_chunk(a, table, h, p0, end, hd, &vs[0][0], kMaxHeadDim);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kPairsPerWarp; ++i) {

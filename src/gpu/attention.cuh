@@ -2,6 +2,7 @@
 // attention_tc.cu: prefill tiles on tensor cores). Included by .cu files only.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "gpu/kernels.h"
@@ -16,6 +17,40 @@ __device__ __forceinline__ float sink_norm(float m, float l, float sink) {
     return c / (l * c + 1.0f);
   }
   return 1.0f / (l + __expf(sink - m));
+}
+
+// A prefill tile's 32 positions [p0, p0 + 32) of KV head h (table: its sequence's blocks) into shared
+// memory, every thread of the CTA taking its share: K as [dimension][position] (k[d * ldk + j]:
+// consecutive threads read consecutive positions of the cache's [dimension][position] tiles), V as
+// [position][dimension] (v[j * ldv + d]: consecutive dimensions). Zeros past `end` and for dimensions
+// head_dim .. dims - 1 (a tensor-core kernel's padding). The callers' barriers come before and after.
+__device__ __forceinline__ void stage_k_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                              int64_t end, int64_t dims, __half* k, int64_t ldk) {
+  const int64_t hd = a.head_dim, bs = a.block_size;
+  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
+    const int64_t j = e % 32, d = e / 32, p = p0 + j;
+    __half kv = __float2half_rn(0.0f);
+    if (p < end && d < hd) {
+      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+      kv = reinterpret_cast<const __half*>(a.k_tiles + tl * tile_bytes)[d * bs + p % bs];
+    }
+    k[d * ldk + j] = kv;
+  }
+}
+__device__ __forceinline__ void stage_v_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                              int64_t end, int64_t dims, __half* v, int64_t ldv) {
+  const int64_t hd = a.head_dim, bs = a.block_size;
+  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
+    const int64_t j = e / dims, d = e % dims, p = p0 + j;
+    __half vv = __float2half_rn(0.0f);
+    if (p < end && d < hd) {
+      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+      vv = reinterpret_cast<const __half*>(a.v_tiles + tl * tile_bytes)[(p % bs) * hd + d];
+    }
+    v[j * ldv + d] = vv;
+  }
 }
 
 // The prefill tiles on tensor cores (attention_tc.cu): a.tiles built with attention_tile_tokens for a

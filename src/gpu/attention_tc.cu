@@ -23,7 +23,7 @@ namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kRows = 64;  // query rows per CTA: 4 warps x 16
-constexpr int kChunk = 32;  // positions per step
+constexpr int kChunk = 32;  // positions per step (stage_k_chunk's)
 
 template <int HD>
 struct alignas(32) PrefillSmem {
@@ -43,9 +43,8 @@ __global__ void __launch_bounds__(128) attn_prefill_tc(GpuAttnArgs a) {
   const int64_t tile = blockIdx.x, h = blockIdx.y;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t t0 = a.tiles[2 * tile], nt = a.tiles[2 * tile + 1];
-  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size, rows = nt * G;
+  const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, rows = nt * G;
   const int32_t* table = a.block_tables + t0 * a.max_blocks;  // the tile's sequence
-  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
   // Q: row r is (token t0 + r / G, query head h G + r % G); rows past the tile and dimensions past hd are 0
   for (int64_t e = threadIdx.x; e < kRows * HD; e += blockDim.x) {
     const int64_t r = e / HD, d = e % HD;
@@ -66,25 +65,8 @@ __global__ void __launch_bounds__(128) attn_prefill_tc(GpuAttnArgs a) {
   float* s = sm.s[warp];
   auto stage = [&](int64_t p0, bool with_v) {
     __syncthreads();  // every warp is done with the previous step's K and V
-    for (int64_t e = threadIdx.x; e < HD * kChunk; e += blockDim.x) {
-      const int64_t j = e % kChunk, d = e / kChunk, p = p0 + j;
-      __half kv = __float2half_rn(0.0f);
-      if (p < end && d < hd) {
-        const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-        kv = reinterpret_cast<const __half*>(a.k_tiles + tl * tile_bytes)[d * bs + p % bs];
-      }
-      sm.k[d * Smem::kLdK + j] = kv;
-    }
-    if (with_v)
-      for (int64_t e = threadIdx.x; e < HD * kChunk; e += blockDim.x) {
-        const int64_t j = e / HD, d = e % HD, p = p0 + j;
-        __half vv = __float2half_rn(0.0f);
-        if (p < end && d < hd) {
-          const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-          vv = reinterpret_cast<const __half*>(a.v_tiles + tl * tile_bytes)[(p % bs) * hd + d];
-        }
-        sm.v[j * Smem::kLdV + d] = vv;
-      }
+    stage_k_chunk(a, table, h, p0, end, HD, sm.k, Smem::kLdK);
+    if (with_v) stage_v_chunk(a, table, h, p0, end, HD, sm.v, Smem::kLdV);
     __syncthreads();
   };
   // S = Q K^T for the warp's 16 rows and the step's 32 positions, into s (ld kChunk), then this lane's
