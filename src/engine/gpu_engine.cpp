@@ -27,13 +27,20 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   };
   if (auto st = ops.available(); !st.ok()) return refuse(st.error());
   if (!config.loras.empty()) return refuse("LoRA adapters run on the CPU only for now");
-  if (config.kv_cache_dtype != "auto" && config.kv_cache_dtype != "f16")
-    return refuse(fmt::format("the GPU's KV cache is f16 (--kv-cache-dtype {} is not supported there yet)",
-                              config.kv_cache_dtype));
-  if (auto st = gpu_forward_supports(*model, ops); !st.ok()) return refuse(st.error());
-  const uint64_t weights = GpuForward::weight_bytes_of(*model);
-  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, DType::F16};
+  // the cache's type: auto is F16 on a GPU (an F32 model's too); INT8 and Q4 hold 2x and ~3.6x the tokens
+  const std::string kv_name = config.kv_cache_dtype == "auto" ? "f16" : config.kv_cache_dtype;
+  DType kv_dtype;
+  if (kv_name == "f16") kv_dtype = DType::F16;
+  else if (kv_name == "int8") kv_dtype = DType::I8;
+  else if (kv_name == "q4_0") kv_dtype = DType::Q4_0;
+  else
+    return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0)", config.kv_cache_dtype));
   if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
+  if (kv_dtype == DType::Q4_0 && (config.block_size % 2 != 0 || c.head_dim % 2 != 0))
+    return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
+  if (auto st = gpu_forward_supports(*model, ops, kv_dtype); !st.ok()) return refuse(st.error());
+  const uint64_t weights = GpuForward::weight_bytes_of(*model);
+  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, kv_dtype};
   if (device) {
     auto gpus = ops.devices();
     if (!gpus.ok()) return refuse(gpus.error());
@@ -69,7 +76,7 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     plan.kv_tokens = plan.num_blocks * config.block_size;
     plan.max_model_len = static_cast<int32_t>(std::min<int64_t>(p->max_model_len, plan.kv_tokens));
     plan.max_full_sequences = plan.kv_tokens / std::max<int32_t>(1, plan.max_model_len);
-    plan.kv_dtype = "f16";
+    plan.kv_dtype = kv_name;
     plan.note = fmt::format("{} {}", g.name, p->summary);
     plan.device_name = g.name;
     plan.device_total_bytes = g.total_bytes;
@@ -77,7 +84,7 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     log_info("{}", plan.note);
   } else {
     EngineConfig host = config;
-    host.kv_cache_dtype = "f16";
+    host.kv_cache_dtype = kv_name;
     TM_ASSIGN_OR_RETURN(plan, plan_memory(*model, host, weights, &lay));
   }
   plan.device = config.device;

@@ -4,7 +4,8 @@
 // consecutive positions of one dimension: coalesced), a warp max and sum for the online softmax,
 // then the 32 weights broadcast by shuffles while each lane accumulates its head_dim / 32 dimensions
 // of V (V rows are [block_size][head_dim]: coalesced again). Long contexts with few sequences split
-// each (token, KV head)'s positions over several CTAs (flash-decoding) and merge their states.
+// each (token, KV head)'s positions over several CTAs (flash-decoding) and merge their states. One
+// instance per KV cache type (gpu/kv_tile.cuh reads an element as float, scales applied).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -32,13 +33,14 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // blockIdx.z is the split: with n_splits > 1 the CTA takes its share of the positions and writes the
 // partial state (m, l, unnormalized acc) of each query head to a.partial; else the output.
-__global__ void attn_decode_f16(GpuAttnArgs a, int n_splits) {
+template <DType T>
+__global__ void attn_decode(GpuAttnArgs a, int n_splits) {
   const int64_t t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t G = a.n_head / a.n_head_kv, hd = a.head_dim, bs = a.block_size;
   const int64_t n_ctx = a.n_ctx[t];
   const int32_t* table = a.block_tables + t * a.max_blocks;
-  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  const size_t tile_bytes = KvTile<T>::bytes(hd, bs);
   __shared__ float qs[kWarps][kMaxHeadDim];
   constexpr int kPer = kMaxHeadDim / 32;  // dimensions per lane
   const int64_t first = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
@@ -60,9 +62,9 @@ __global__ void attn_decode_f16(GpuAttnArgs a, int n_splits) {
       float s = -INFINITY;
       if (p < end) {
         const int64_t tile = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-        const __half* kt = reinterpret_cast<const __half*>(a.k_tiles + tile * tile_bytes) + p % bs;
+        const uint8_t* kt = a.k_tiles + tile * tile_bytes;
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qs[warp][d] * __half2float(kt[d * bs]);
+        for (int64_t d = 0; d < hd; ++d) dot += qs[warp][d] * KvTile<T>::k(kt, hd, bs, d, p % bs);
         s = dot * a.scale;
         if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
       }
@@ -78,11 +80,11 @@ __global__ void attn_decode_f16(GpuAttnArgs a, int n_splits) {
         const float wj = __shfl_sync(0xffffffffu, w, j);
         const int64_t pj = p0 + j;
         const int64_t tile = static_cast<int64_t>(table[pj / bs]) * a.n_head_kv + h;
-        const __half* vr = reinterpret_cast<const __half*>(a.v_tiles + tile * tile_bytes) + (pj % bs) * hd;
+        const uint8_t* vt = a.v_tiles + tile * tile_bytes;
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {
           const int64_t d = lane + 32 * k;
-          if (d < hd) acc[k] += wj * __half2float(vr[d]);
+          if (d < hd) acc[k] += wj * KvTile<T>::v(vt, hd, bs, pj % bs, d);
         }
       }
     }
@@ -144,7 +146,7 @@ __global__ void attn_merge(GpuAttnArgs a, int n_splits) {
 // window), as the decode kernel does, and accumulates V with the weights broadcast by shuffles.
 constexpr int kPairsPerWarp = 8;
 
-__global__ void attn_prefill_f16(GpuAttnArgs a) {
+__global__ void attn_prefill_tiles(GpuAttnArgs a) {
   const int64_t tile = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = a.tiles[2 * tile], nt = a.tiles[2 * tile + 1];
@@ -245,6 +247,10 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0) return Error{"CUDA attention: n_head must be a multiple of n_head_kv"};
   if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim) return Error{"CUDA attention: head_dim must be 1..256"};
   if (a.block_size <= 0) return Error{"CUDA attention: block_size must be positive"};
+  if (!kv_cache_supports(a.kv_dtype))
+    return Error{std::string("CUDA attention: KV cache type ") + dtype_name(a.kv_dtype) + " is not supported"};
+  if (a.kv_dtype == DType::Q4_0 && (a.block_size % 2 != 0 || a.head_dim % 2 != 0))
+    return Error{"CUDA attention: a Q4 KV cache needs an even block size and head size"};
   if (a.n_splits > 65535) return Error{"CUDA attention: at most 65535 splits"};
   if (a.n_tokens <= 0) return {};
   const int64_t G = a.n_head / a.n_head_kv;
@@ -253,12 +259,16 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   if (a.tiles && a.n_tiles > 0 && G * attention_tile_tokens(a.n_head, a.n_head_kv, a.head_dim) <= kPairsPerWarp * kWarps) {
     if (a.n_tiles > 0x7fffffff) return Error{"CUDA attention: too many prefill tiles"};
     const dim3 grid(static_cast<unsigned>(a.n_tiles), static_cast<unsigned>(a.n_head_kv));
-    TM_LAUNCH(attn_prefill_f16, grid, 32 * kWarps, 0, stream())(a);
+    TM_LAUNCH(attn_prefill_tiles, grid, 32 * kWarps, 0, stream())(a);
     return launched("paged attention (prefill tiles)");
   }
   const int splits = static_cast<int>(attention_splits(a));
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(splits));
-  TM_LAUNCH(attn_decode_f16, grid, 32 * kWarps, 0, stream())(a, splits);
+  switch (a.kv_dtype) {
+    case DType::I8: TM_LAUNCH(attn_decode<DType::I8>, grid, 32 * kWarps, 0, stream())(a, splits); break;
+    case DType::Q4_0: TM_LAUNCH(attn_decode<DType::Q4_0>, grid, 32 * kWarps, 0, stream())(a, splits); break;
+    default: TM_LAUNCH(attn_decode<DType::F16>, grid, 32 * kWarps, 0, stream())(a, splits); break;
+  }
   TM_TRY(launched("paged attention"));
   if (splits == 1) return {};
   const int64_t heads = a.n_tokens * a.n_head;

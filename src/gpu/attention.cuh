@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/kernels.h"
+#include "gpu/kv_tile.cuh"
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 
@@ -20,36 +21,55 @@ __device__ __forceinline__ float sink_norm(float m, float l, float sink) {
 }
 
 // A prefill tile's 32 positions [p0, p0 + 32) of KV head h (table: its sequence's blocks) into shared
-// memory, every thread of the CTA taking its share: K as [dimension][position] (k[d * ldk + j]:
+// memory as F16, every thread of the CTA taking its share: K as [dimension][position] (k[d * ldk + j]:
 // consecutive threads read consecutive positions of the cache's [dimension][position] tiles), V as
-// [position][dimension] (v[j * ldv + d]: consecutive dimensions). Zeros past `end` and for dimensions
-// head_dim .. dims - 1 (a tensor-core kernel's padding). The callers' barriers come before and after.
-__device__ __forceinline__ void stage_k_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
-                                              int64_t end, int64_t dims, __half* k, int64_t ldk) {
+// [position][dimension] (v[j * ldv + d]: consecutive dimensions). INT8 and Q4 elements dequantized
+// (gpu/kv_tile.cuh), then rounded to F16. Zeros past `end` and for dimensions head_dim .. dims - 1 (a
+// tensor-core kernel's padding). The callers' barriers come before and after.
+template <DType T>
+__device__ __forceinline__ void stage_k_chunk_of(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                                 int64_t end, int64_t dims, __half* k, int64_t ldk) {
   const int64_t hd = a.head_dim, bs = a.block_size;
-  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
+  const size_t tile_bytes = KvTile<T>::bytes(hd, bs);
   for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
     const int64_t j = e % 32, d = e / 32, p = p0 + j;
-    __half kv = __float2half_rn(0.0f);
+    float kv = 0.0f;
     if (p < end && d < hd) {
       const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-      kv = reinterpret_cast<const __half*>(a.k_tiles + tl * tile_bytes)[d * bs + p % bs];
+      kv = KvTile<T>::k(a.k_tiles + tl * tile_bytes, hd, bs, d, p % bs);
     }
-    k[d * ldk + j] = kv;
+    k[d * ldk + j] = __float2half_rn(kv);
+  }
+}
+template <DType T>
+__device__ __forceinline__ void stage_v_chunk_of(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                                 int64_t end, int64_t dims, __half* v, int64_t ldv) {
+  const int64_t hd = a.head_dim, bs = a.block_size;
+  const size_t tile_bytes = KvTile<T>::bytes(hd, bs);
+  for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
+    const int64_t j = e / dims, d = e % dims, p = p0 + j;
+    float vv = 0.0f;
+    if (p < end && d < hd) {
+      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
+      vv = KvTile<T>::v(a.v_tiles + tl * tile_bytes, hd, bs, p % bs, d);
+    }
+    v[j * ldv + d] = __float2half_rn(vv);
+  }
+}
+__device__ __forceinline__ void stage_k_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                              int64_t end, int64_t dims, __half* k, int64_t ldk) {
+  switch (a.kv_dtype) {  // the same for the whole launch
+    case DType::I8: stage_k_chunk_of<DType::I8>(a, table, h, p0, end, dims, k, ldk); break;
+    case DType::Q4_0: stage_k_chunk_of<DType::Q4_0>(a, table, h, p0, end, dims, k, ldk); break;
+    default: stage_k_chunk_of<DType::F16>(a, table, h, p0, end, dims, k, ldk); break;
   }
 }
 __device__ __forceinline__ void stage_v_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
                                               int64_t end, int64_t dims, __half* v, int64_t ldv) {
-  const int64_t hd = a.head_dim, bs = a.block_size;
-  const size_t tile_bytes = static_cast<size_t>(hd * bs) * 2;
-  for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
-    const int64_t j = e / dims, d = e % dims, p = p0 + j;
-    __half vv = __float2half_rn(0.0f);
-    if (p < end && d < hd) {
-      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-      vv = reinterpret_cast<const __half*>(a.v_tiles + tl * tile_bytes)[(p % bs) * hd + d];
-    }
-    v[j * ldv + d] = vv;
+  switch (a.kv_dtype) {
+    case DType::I8: stage_v_chunk_of<DType::I8>(a, table, h, p0, end, dims, v, ldv); break;
+    case DType::Q4_0: stage_v_chunk_of<DType::Q4_0>(a, table, h, p0, end, dims, v, ldv); break;
+    default: stage_v_chunk_of<DType::F16>(a, table, h, p0, end, dims, v, ldv); break;
   }
 }
 

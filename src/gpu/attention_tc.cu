@@ -1,5 +1,6 @@
 // Prefill attention on tensor cores (gpu/kernels.h paged_attention_decode with a.tiles, when
-// attention_prefill_on_tensor_cores): flash attention's tiling over the paged F16 KV cache with WMMA.
+// attention_prefill_on_tensor_cores): flash attention's tiling over the paged KV cache with WMMA (its
+// INT8 and Q4 elements dequantized to F16 as they are staged).
 // A CTA per (tile, KV head) holds 64 query rows -- the tile's (token, query head) pairs, token-major,
 // at most 64 / G tokens of one sequence -- as F16 in shared memory, 16 rows per warp, and walks the
 // positions 32 at a time: K staged [dimension][position] (the cache's own layout), V [position]

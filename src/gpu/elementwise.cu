@@ -1,7 +1,7 @@
 // The GPU forward's small kernels (gpu/kernels.h): the step's embedding rows, residual and bias adds,
-// RoPE from per-token cos/sin tables, and the store of a step's K/V into the paged F16 tiles. Each is one thread per
-// element (or element pair); they move a few KiB per token and exist so that a step's activations
-// never leave the device.
+// RoPE from per-token cos/sin tables, and the store of a step's K/V into the paged tiles (F16, INT8 or
+// Q4). Each is one thread per element (or element pair; the quantized stores one per scale's group);
+// they move a few KiB per token and exist so that a step's activations never leave the device.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpu/kernels.h"
+#include "gpu/kv_tile.cuh"
 #include "gpu/quant.cuh"
 #include "gpu/stream.cuh"
 
@@ -120,6 +121,78 @@ __global__ void kv_store_kernel(GpuKvStoreArgs a) {
   reinterpret_cast<__half*>(a.v_tiles)[tile + slot * a.head_dim + d] = __float2half_rn(a.v[i]);
 }
 
+// INT8: scale = max |x| / 127 per (token, head), codes rint(x / scale) -- paged_kv_store's operations
+// in its order (no fused multiply-adds), so the bytes are the CPU's.
+__device__ float i8_scale(const float* x, int64_t n, float* inv) {
+  float m = 0.0f;
+  for (int64_t d = 0; d < n; ++d) m = fmaxf(m, fabsf(x[d]));
+  const float s = __fdiv_rn(m, 127.0f);
+  *inv = s > 0.0f ? __fdiv_rn(1.0f, s) : 0.0f;
+  return s;
+}
+// Q4 (kernels/attention.cpp quantize_q4_group): d = (the element of largest magnitude, the first of
+// ties) / -8, codes min(15, int(x / d + 8.5)).
+__device__ __half q4_scale(const float* x, int64_t n, float* inv) {
+  float amax = 0.0f, mx = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    if (fabsf(x[i]) > amax) {
+      amax = fabsf(x[i]);
+      mx = x[i];
+    }
+  const float d = __fdiv_rn(mx, -8.0f);
+  *inv = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  return __float2half_rn(d);
+}
+__device__ unsigned q4_code(float x, float inv) {
+  const int q = __float2int_rz(__fadd_rn(__fmul_rn(x, inv), 8.5f));
+  return static_cast<unsigned>(q < 15 ? q : 15);
+}
+// Sets the nibble of byte p (high: which & 1) to q with word atomics: the other nibble of a K byte is
+// another position's, possibly another thread's of this launch.
+__device__ void put_nibble(uint8_t* p, int64_t which, unsigned q) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  auto* word = reinterpret_cast<unsigned*>(addr & ~uintptr_t{3});
+  const unsigned shift = static_cast<unsigned>(addr & 3) * 8 + ((which & 1) ? 4u : 0u);
+  atomicAnd(word, ~(15u << shift));
+  atomicOr(word, q << shift);
+}
+
+// One thread per (token, KV head, scale group): INT8's group is the head, Q4's kv_q4_group dimensions.
+template <DType T>
+__global__ void kv_store_quant_kernel(GpuKvStoreArgs a) {
+  const int64_t hd = a.head_dim, bs = a.block_size;
+  const int64_t gs = T == DType::I8 ? hd : kv_q4_group_dev(hd), ng = hd / gs;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.n_tokens * a.n_head_kv * ng) return;
+  const int64_t t = i / (a.n_head_kv * ng), h = i / ng % a.n_head_kv, g = i % ng;
+  const int64_t pos = a.pos[t], slot = pos % bs;
+  const int64_t block = a.block_tables[t * a.max_blocks + pos / bs];
+  const size_t off = static_cast<size_t>(block * a.n_head_kv + h) * KvTile<T>::bytes(hd, bs);
+  uint8_t* kt = a.k_tiles + off;
+  uint8_t* vt = a.v_tiles + off;
+  const float* kx = a.k + (t * a.n_head_kv + h) * hd + g * gs;
+  const float* vx = a.v + (t * a.n_head_kv + h) * hd + g * gs;
+  if constexpr (T == DType::I8) {
+    float ki, vi;
+    const float ks = i8_scale(kx, hd, &ki), vs = i8_scale(vx, hd, &vi);
+    for (int64_t d = 0; d < hd; ++d) {
+      kt[d * bs + slot] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(__fmul_rn(kx[d], ki))));
+      vt[slot * hd + d] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(__fmul_rn(vx[d], vi))));
+    }
+    memcpy(kt + hd * bs + slot * 4, &ks, 4);
+    memcpy(vt + hd * bs + slot * 4, &vs, 4);
+  } else {
+    float ki, vi;
+    const __half ks = q4_scale(kx, gs, &ki), vs = q4_scale(vx, gs, &vi);
+    for (int64_t e = 0; e < gs; ++e) put_nibble(kt + (g * gs + e) * (bs / 2) + slot / 2, slot, q4_code(kx[e], ki));
+    for (int64_t e = 0; e < gs; e += 2)  // a V byte is two dimensions of this group: this thread's alone
+      vt[slot * (hd / 2) + (g * gs + e) / 2] =
+          static_cast<uint8_t>(q4_code(vx[e], vi) | (q4_code(vx[e + 1], vi) << 4));
+    memcpy(kt + hd * bs / 2 + (g * bs + slot) * 2, &ks, 2);
+    memcpy(vt + hd * bs / 2 + (slot * ng + g) * 2, &vs, 2);
+  }
+}
+
 
 }  // namespace
 
@@ -189,9 +262,20 @@ Status rope(const GpuRopeArgs& a) {
 
 Status kv_store(const GpuKvStoreArgs& a) {
   if (a.block_size <= 0 || a.max_blocks <= 0) return Error{"CUDA kv_store: block_size and max_blocks must be positive"};
-  const int64_t n = a.n_tokens * a.n_head_kv * a.head_dim;
-  if (n <= 0) return {};
-  TM_LAUNCH(kv_store_kernel, blocks_for(n), kThreads, 0, stream())(a);
+  if (!kv_cache_supports(a.kv_dtype))
+    return Error{std::string("CUDA kv_store: KV cache type ") + dtype_name(a.kv_dtype) + " is not supported"};
+  if (a.kv_dtype == DType::Q4_0 && (a.block_size % 2 != 0 || a.head_dim % 2 != 0))
+    return Error{"CUDA kv_store: a Q4 KV cache needs an even block size and head size"};
+  if (a.n_tokens <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0) return {};
+  if (a.kv_dtype == DType::I8) {
+    TM_LAUNCH(kv_store_quant_kernel<DType::I8>, blocks_for(a.n_tokens * a.n_head_kv), kThreads, 0, stream())(a);
+  } else if (a.kv_dtype == DType::Q4_0) {
+    const int64_t groups = a.head_dim % 32 == 0 ? a.head_dim / 32 : 1;  // kv_q4_group's
+    TM_LAUNCH(kv_store_quant_kernel<DType::Q4_0>, blocks_for(a.n_tokens * a.n_head_kv * groups), kThreads, 0,
+              stream())(a);
+  } else {
+    TM_LAUNCH(kv_store_kernel, blocks_for(a.n_tokens * a.n_head_kv * a.head_dim), kThreads, 0, stream())(a);
+  }
   return launched("kv_store");
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace tmill::gpu {
 
 // moe_route
@@ -42,6 +44,7 @@ struct GpuAttnArgs {
   // (tile, KV head) reads each K/V position once for the whole tile. Null: a CTA per token (decode).
   const int32_t* tiles = nullptr;
   int64_t n_tiles = 0;
+  DType kv_dtype = DType::F16;            // the cache's element type (kv_cache_supports)
 };
 
 // rope
@@ -63,6 +66,7 @@ struct GpuKvStoreArgs {
   const int32_t* block_tables = nullptr;
   int64_t max_blocks = 0;
   const int32_t* pos = nullptr;
+  DType kv_dtype = DType::F16;
 };
 
 }  // namespace tmill::gpu

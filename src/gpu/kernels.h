@@ -80,13 +80,18 @@ Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const
                 float scale);
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
-// Decode attention over a paged KV cache in the CPU cache's F16 tile layout (kernels/attention_abi.h:
+// The KV cache's element types the kernels read and write (a.kv_dtype): F16, I8 (int8 with an f32
+// scale per position: --kv-cache-dtype int8) and Q4_0 (4-bit codes with an f16 scale per position and
+// group of 32 dimensions: --kv-cache-dtype q4_0; block_size and head_dim even) -- the CPU's layouts
+// (gpu/kv_tile.cuh), so a cache written by either reads the same on both.
+inline bool kv_cache_supports(DType t) { return t == DType::F16 || t == DType::I8 || t == DType::Q4_0; }
+// Decode attention over a paged KV cache in the CPU cache's tile layout (kernels/attention_abi.h:
 // tile = block * n_head_kv + kv head, tile_bytes apart; K [head_dim][block_size] transposed, V
 // [block_size][head_dim]), so the scheduler's block tables serve both. For each of n_tokens query
 // tokens (q, out: n_head x head_dim floats each) and each query head: softmax(q.k * scale) over
 // positions [0, n_ctx[t]) of its sequence (block_tables: max_blocks int32 per token), times V; with
 // a window only the last `window` of them, with softcap > 0 scores softcap * tanh(s / softcap) (gemma2).
-// Online softmax 32 positions at a time, one warp per query head. F16 KV, head_dim <= 256; attention
+// Online softmax 32 positions at a time, one warp per query head. head_dim <= 256; attention
 // sinks (n_head logits) join the softmax's denominator only, as kernels/attention_abi.h sink_norm.
 // Split-K (flash-decoding): with few (token, KV head) pairs to spread over the GPU and long contexts,
 // each pair's positions are cut into n_splits ranges computed by separate CTAs, whose partial softmax
@@ -97,7 +102,9 @@ Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, in
 // of K and V at a time in shared memory and every (token, query head) pair of the tile takes them from
 // there with its own causal limit and window; no split-K then. On tensor cores when
 // attention_prefill_on_tensor_cores (attention_tc.cu: Q and the softmax weights in F16), else with
-// scalar FMAs and an online softmax per pair.
+// scalar FMAs and an online softmax per pair. The staged K and V are F16 (INT8 and Q4 caches'
+// elements dequantized there, rounded to F16: far below their own quantization's error); decode reads
+// the cache in FP32.
 Status paged_attention_decode(const GpuAttnArgs& a);
 // Prefill tiles on tensor cores (attention_tc.cu): head_dim up to 128 and at most 64 query heads per KV
 // head; 64 query rows a tile.
@@ -160,9 +167,10 @@ Status swiglu_oai(float* g, const float* u, int64_t n);
 // position scaling and magnitude gain already in them, as the CPU forward computes them). Pairs
 // (i, i + n_rot/2) when neox, else (2i, 2i + 1); as kernels/ops.h rope_heads_cs.
 Status rope(const GpuRopeArgs& a);
-// Writes each token's K and V (n_tokens x n_head_kv*head_dim floats) as F16 into the paged tiles at
-// its position (pos[t]) through its block table (block_tables: max_blocks int32 per token), in the
-// layout paged_attention_decode reads (kernels/attention_abi.h).
+// Writes each token's K and V (n_tokens x n_head_kv*head_dim floats) into the paged tiles at its
+// position (pos[t]) through its block table (block_tables: max_blocks int32 per token), in the layout
+// paged_attention_decode reads (kernels/attention_abi.h), as a.kv_dtype: F16, or quantized with the
+// CPU's scales and rounding (kernels/attention.cpp paged_kv_store), byte for byte.
 Status kv_store(const GpuKvStoreArgs& a);
 // Waits for the work queued so far; an error names a kernel that failed.
 Status synchronize();

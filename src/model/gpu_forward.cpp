@@ -21,7 +21,8 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   auto no = [&](const std::string& what) {
     return Error{fmt::format("the {} backend does not run {} models yet: {}", ops.name(), c.arch.name, what)};
   };
-  if (kv_dtype != DType::F16) return no(fmt::format("KV cache type {} (F16 only)", dtype_name(kv_dtype)));
+  if (!gpu::kv_cache_supports(kv_dtype))
+    return no(fmt::format("KV cache type {} (F16, I8 or Q4_0: --kv-cache-dtype f16, int8 or q4_0)", dtype_name(kv_dtype)));
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
@@ -140,6 +141,7 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
   const ModelConfig& c = model->config();
   if (kv.n_layer != c.n_layer || kv.n_head_kv != c.n_head_kv || kv.head_dim != c.head_dim || kv.num_blocks <= 0)
     return Error{"GPU forward: the KV layout does not match the model"};
+  if (kv.dtype == DType::Q4_0 && kv.block_size % 2 != 0) return Error{"GPU forward: a Q4 KV cache needs an even block size"};
   if (opts.graph_max_batch < 0 || (opts.graph_max_batch > 0 && opts.graph_max_blocks <= 0))
     return Error{"GPU forward: graphs need a positive batch and block-table size"};
   std::unique_ptr<GpuForward> f(new GpuForward(std::move(model), ops, kv, opts));
@@ -429,7 +431,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     gpu::GpuKvStoreArgs st;
     st.k = k_, st.v = v_, st.k_tiles = D.k_tiles, st.v_tiles = D.v_tiles;
     st.n_tokens = N, st.n_head_kv = c.n_head_kv, st.head_dim = hd, st.block_size = kv_.block_size;
-    st.block_tables = tables_, st.max_blocks = max_blocks, st.pos = pos_;
+    st.block_tables = tables_, st.max_blocks = max_blocks, st.pos = pos_, st.kv_dtype = kv_.dtype;
     TM_TRY(ops_.kv_store(st));
     gpu::GpuAttnArgs at;
     at.q = q_, at.out = att_, at.n_tokens = N, at.n_head = c.n_head, at.n_head_kv = c.n_head_kv, at.head_dim = hd;
@@ -437,7 +439,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     at.block_tables = tables_, at.max_blocks = max_blocks, at.n_ctx = n_ctx_, at.scale = c.attn_scale;
     at.window = c.layer_attn[static_cast<size_t>(l)].window, at.softcap = c.attn_softcap;
     at.partial = attn_partial_, at.partial_floats = attn_partial_floats_, at.max_ctx = max_ctx, at.sinks = D.sinks;
-    at.tiles = n_tiles_ > 0 ? tiles_ : nullptr, at.n_tiles = n_tiles_;
+    at.tiles = n_tiles_ > 0 ? tiles_ : nullptr, at.n_tiles = n_tiles_, at.kv_dtype = kv_.dtype;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
     if (D.bo) TM_TRY(ops_.add_rows(xb_, D.bo, N, E));  // gpt-oss

@@ -7,7 +7,7 @@
 // sliding windows, soft-capping, post-norms, GeGLU), the mixture-of-experts ones (olmoe, qwen3moe,
 // qwen2moe's shared expert, Mixtral-style llama: routing on the device, experts' products by expert
 // id) and gpt-oss (attention sinks, output and expert biases, the clamped SwiGLU, MXFP4 experts) with
-// F16 KV; gpu_forward_supports says what a model lacks (a weight type the backend does not read, a
+// an F16, INT8 or Q4 KV cache (--kv-cache-dtype f16, int8, q4_0; the CPU's tile layouts); gpu_forward_supports says what a model lacks (a weight type the backend does not read, a
 // head size or expert count its kernels do not take). Tested with the host backend
 // (model/gpu_host_ops.h) against the reference forward, and with CUDA on a device (tests/unit/gpu).
 #pragma once
@@ -48,7 +48,7 @@ struct GpuForwardOptions {
 
 class GpuForward {
  public:
-  // Uploads every weight and allocates the paged KV cache (`kv`: its layout, F16; with graphs one
+  // Uploads every weight and allocates the paged KV cache (`kv`: its layout and element type; with graphs one
   // spare block more, where padding tokens write) on the backend.
   static Result<std::unique_ptr<GpuForward>> create(std::shared_ptr<const Model> model, gpu::Ops& ops,
                                                     const KvLayout& kv, const GpuForwardOptions& opts = {});

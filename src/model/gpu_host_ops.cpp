@@ -150,7 +150,7 @@ class HostOps final : public gpu::Ops {
   }
   Status kv_store(const gpu::GpuKvStoreArgs& a) override {
     return run([=] {
-      const PagedKvView view{a.k_tiles, a.v_tiles, DType::F16, a.n_head_kv, a.block_size, a.head_dim};
+      const PagedKvView view{a.k_tiles, a.v_tiles, a.kv_dtype, a.n_head_kv, a.block_size, a.head_dim};
       const int64_t kd = a.n_head_kv * a.head_dim;
       for (int64_t t = 0; t < a.n_tokens; ++t)
         paged_kv_store(view, a.block_tables + t * a.max_blocks, a.pos[t], a.k + t * kd, a.v + t * kd);
@@ -158,7 +158,7 @@ class HostOps final : public gpu::Ops {
   }
   Status attention(const gpu::GpuAttnArgs& a) override {
     return run([=] {
-      const PagedKvView view{const_cast<uint8_t*>(a.k_tiles), const_cast<uint8_t*>(a.v_tiles), DType::F16, a.n_head_kv,
+      const PagedKvView view{const_cast<uint8_t*>(a.k_tiles), const_cast<uint8_t*>(a.v_tiles), a.kv_dtype, a.n_head_kv,
                              a.block_size, a.head_dim};
       const int64_t group = a.n_head / a.n_head_kv, hd = a.head_dim;
       for (int64_t t = 0; t < a.n_tokens; ++t)

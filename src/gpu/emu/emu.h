@@ -177,6 +177,16 @@ T atomicAdd(T* p, T v) {
   *p = old + v;
   return old;
 }
+inline unsigned atomicAnd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old & v;
+  return old;
+}
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old | v;
+  return old;
+}
 
 inline float __expf(float x) { return expf(x); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -184,6 +194,9 @@ inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline int __float2int_rn(float x) { return static_cast<int>(std::nearbyint(x)); }  // (round-to-nearest-even mode)
+inline int __float2int_rz(float x) { return static_cast<int>(x); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 
 // ---- cuda_fp16.h / cuda_bf16.h ----

@@ -378,15 +378,76 @@ TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) {
   expect_device_argmax_equals_the_sampler("cuda-emu");
 }
 
+// --kv-cache-dtype int8 and q4_0 on the GPU engine path: the plan names the type and spends its bytes
+// per token (stories260K's head of 8: INT8 8 + a 4-byte scale, Q4 4 + a 2-byte scale, F16 16) -- on a
+// device the same memory share holds that many more tokens -- and greedy outputs equal the CPU engine's
+// over a cache of the same type (120 tokens of three prompts, batched): all of them with INT8; with Q4
+// the first 64 (a K element that the two round differently in its last bits can take the other of two
+// 4-bit codes, a sixteenth of the head's range, and a near-tie later goes the other way: on the
+// emulator one of the three at token 104).
+void expect_gpu_quantized_kv_caches(const std::string& device) {
+  auto plan_of = [&](const char* dt) {
+    EngineConfig c;
+    c.model_path = stories_path();
+    c.device = device;
+    c.gpu_memory_utilization = 0.25;
+    c.threads = 2;
+    c.kv_cache_dtype = dt;
+    auto e = Engine::create(c);
+    EXPECT_TRUE(e.ok()) << e.error();
+    return e.ok() ? (*e)->memory_plan() : MemoryPlan{};
+  };
+  const MemoryPlan f16 = plan_of("f16");
+  const double f16_per_token = static_cast<double>(f16.kv_bytes) / static_cast<double>(f16.kv_tokens);
+  const std::vector<GenerateRequest> reqs = {greedy({1}, 120), greedy({1, 403, 9}, 120), greedy({1, 79, 310, 5, 88}, 120)};
+  for (const char* dt : {"int8", "q4_0"}) {
+    SCOPED_TRACE(dt);
+    const MemoryPlan q = plan_of(dt);
+    EXPECT_EQ(q.kv_dtype, dt);
+    const bool int8 = std::string(dt) == "int8";
+    const double ratio = int8 ? 12.0 / 16.0 : 6.0 / 16.0;
+    const double per_token = static_cast<double>(q.kv_bytes) / static_cast<double>(q.kv_tokens);
+    EXPECT_NEAR(per_token / f16_per_token, ratio, 0.01);
+    if (device != "gpu-oracle")  // (the oracle's CPU plan sizes the cache for max_num_seqs whole contexts)
+      EXPECT_NEAR(static_cast<double>(q.kv_tokens) / static_cast<double>(f16.kv_tokens), 1.0 / ratio, 0.02 / ratio);
+    EngineConfig c;
+    c.model_path = stories_path();
+    c.threads = 2;
+    c.kv_cache_dtype = dt;
+    auto cpu = Engine::create(c);
+    ASSERT_TRUE(cpu.ok()) << cpu.error();
+    c.device = device;
+    c.gpu_memory_utilization = 0.25;
+    auto gpu = Engine::create(c);
+    ASSERT_TRUE(gpu.ok()) << gpu.error();
+    const auto want = run_all(**cpu, reqs), got = run_all(**gpu, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(got[i].tokens.size(), 120u) << i;
+      size_t same = 0;
+      while (same < got[i].tokens.size() && same < want[i].tokens.size() && got[i].tokens[same] == want[i].tokens[same]) ++same;
+      EXPECT_GE(same, int8 ? 120u : 64u) << "request " << i << ": " << testing::PrintToString(got[i].tokens) << " vs "
+                                         << testing::PrintToString(want[i].tokens);
+    }
+  }
+}
+TEST(Engine, GpuEnginePathRunsQuantizedKvCaches) { expect_gpu_quantized_kv_caches("gpu-oracle"); }
+TEST(Engine, CudaEmuEnginePathRunsQuantizedKvCaches) {
+  if (test::skip_emulator_model_runs())
+    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
+                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  expect_gpu_quantized_kv_caches("cuda-emu");
+}
+
 // What the GPU engine path does not run yet is refused at create, saying what and what to use.
 TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
   EngineConfig c;
   c.device = "gpu-oracle";
   c.model_path = stories_path();
-  c.kv_cache_dtype = "int8";
+  c.kv_cache_dtype = "bf16";
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().find("--kv-cache-dtype int8"), std::string::npos) << e.error();
+  EXPECT_NE(e.error().find("--kv-cache-dtype bf16 is not supported on a GPU (auto, f16, int8, q4_0)"), std::string::npos)
+      << e.error();
   EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
   c.kv_cache_dtype = "auto";
   c.pooling = "mean";

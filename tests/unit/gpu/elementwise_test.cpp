@@ -119,30 +119,51 @@ TEST(GpuKernels, RopeIsBitwiseTheCpuRotation) {
     }
 }
 
+// F16, INT8 (a scale per position) and Q4 (4-bit codes, scales per 32 dimensions at head_dim 64, one
+// per head at 80): the same bytes as the CPU's store, into caches holding the same random bytes before
+// (a Q4 K byte holds two positions' nibbles -- 14 and 15 come in one launch, 16 shares its byte with
+// what was there -- and neither store may touch the other's).
 TEST(GpuKernels, KvStoreWritesTheCpuTilesByteForByte) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const int64_t n_tok = 5, nkv = 2, hd = 80, bs = 16, blocks = 6, max_blocks = 3;
-  const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
-  std::vector<uint8_t> kc(tb * blocks * nkv, 0), vc(kc.size(), 0);
-  const PagedKvView view{kc.data(), vc.data(), DType::F16, nkv, bs, hd};
-  // tokens of two sequences: positions 14, 15, 16 of one (blocks 4, 1) and 0, 1 of another (block 3)
-  const std::vector<int32_t> tables = {4, 1, 0, 4, 1, 0, 4, 1, 0, 3, 0, 0, 3, 0, 0};
-  const std::vector<int32_t> pos = {14, 15, 16, 0, 1};
-  const auto k = randn(static_cast<size_t>(n_tok * nkv * hd), 7), v = randn(k.size(), 8);
-  for (int64_t t = 0; t < n_tok; ++t)
-    paged_kv_store(view, tables.data() + t * max_blocks, pos[static_cast<size_t>(t)], k.data() + t * nkv * hd, v.data() + t * nkv * hd);
-  std::vector<uint8_t> zeros(kc.size(), 0);
-  auto dkt = put(zeros), dvt = put(zeros), dk = put(k), dv = put(v), dtab = put(tables), dpos = put(pos);
-  GpuKvStoreArgs a;
-  a.k = static_cast<const float*>(dk.get()), a.v = static_cast<const float*>(dv.get());
-  a.k_tiles = static_cast<uint8_t*>(dkt.get()), a.v_tiles = static_cast<uint8_t*>(dvt.get());
-  a.n_tokens = n_tok, a.n_head_kv = nkv, a.head_dim = hd, a.block_size = bs;
-  a.block_tables = static_cast<const int32_t*>(dtab.get()), a.max_blocks = max_blocks;
-  a.pos = static_cast<const int32_t*>(dpos.get());
-  ASSERT_TRUE(kv_store(a).ok());
-  EXPECT_EQ(get<uint8_t>(dkt, kc.size()), kc);
-  EXPECT_EQ(get<uint8_t>(dvt, vc.size()), vc);
+  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
+    for (int64_t hd : {64, 80}) {
+      const int64_t n_tok = 5, nkv = 2, bs = 16, blocks = 6, max_blocks = 3;
+      const size_t tb = kv_tile_bytes(kv, hd, bs);
+      std::mt19937 rng(static_cast<uint32_t>(hd));
+      std::vector<uint8_t> before(tb * blocks * nkv);
+      for (auto& b : before) b = static_cast<uint8_t>(rng());
+      std::vector<uint8_t> kc = before, vc = before;
+      const PagedKvView view{kc.data(), vc.data(), kv, nkv, bs, hd};
+      // tokens of two sequences: positions 14, 15, 16 of one (blocks 4, 1) and 0, 1 of another (block 3)
+      const std::vector<int32_t> tables = {4, 1, 0, 4, 1, 0, 4, 1, 0, 3, 0, 0, 3, 0, 0};
+      const std::vector<int32_t> pos = {14, 15, 16, 0, 1};
+      auto k = randn(static_cast<size_t>(n_tok * nkv * hd), 7), v = randn(k.size(), 8);
+      k[3] = 0.0f;  // a head whose largest magnitude is negative, and an all-zero one (scale 0)
+      k[5] = -9.0f;
+      std::fill(v.begin() + hd, v.begin() + 2 * hd, 0.0f);
+      for (int64_t t = 0; t < n_tok; ++t)
+        paged_kv_store(view, tables.data() + t * max_blocks, pos[static_cast<size_t>(t)], k.data() + t * nkv * hd,
+                       v.data() + t * nkv * hd);
+      ASSERT_NE(kc, before);
+      auto dkt = put(before), dvt = put(before), dk = put(k), dv = put(v), dtab = put(tables), dpos = put(pos);
+      GpuKvStoreArgs a;
+      a.k = static_cast<const float*>(dk.get()), a.v = static_cast<const float*>(dv.get());
+      a.k_tiles = static_cast<uint8_t*>(dkt.get()), a.v_tiles = static_cast<uint8_t*>(dvt.get());
+      a.n_tokens = n_tok, a.n_head_kv = nkv, a.head_dim = hd, a.block_size = bs;
+      a.block_tables = static_cast<const int32_t*>(dtab.get()), a.max_blocks = max_blocks;
+      a.pos = static_cast<const int32_t*>(dpos.get());
+      a.kv_dtype = kv;
+      ASSERT_TRUE(kv_store(a).ok());
+      EXPECT_EQ(get<uint8_t>(dkt, kc.size()), kc) << dtype_name(kv) << " hd " << hd;
+      EXPECT_EQ(get<uint8_t>(dvt, vc.size()), vc) << dtype_name(kv) << " hd " << hd;
+    }
+  GpuKvStoreArgs bad;
+  bad.n_tokens = 1, bad.block_size = 16, bad.max_blocks = 1, bad.kv_dtype = DType::BF16;
+  EXPECT_FALSE(kv_store(bad).ok());
+  bad.kv_dtype = DType::Q4_0, bad.block_size = 15;
+  EXPECT_FALSE(kv_store(bad).ok());
+  EXPECT_TRUE(kv_cache_supports(DType::I8) && kv_cache_supports(DType::Q4_0) && !kv_cache_supports(DType::F32));
 }
 
 // GeGLU and soft-capping (gemma) against the CPU's row ops (kernels/ops.h), within float rounding.

@@ -122,7 +122,7 @@ namespace tmill::gpu {
 namespace {
 
 // The attention tests' setting: two sequences with `cached` positions of K/V written by the CPU's
-// paged_kv_store (the same F16 tile layout) over scattered blocks (sequence 0: blocks 11, 9, 7;
+// paged_kv_store (the same tile layouts; F16, INT8 or Q4 as `kv` says) over scattered blocks (sequence 0: blocks 11, 9, 7;
 // sequence 1: 0, 2, 4, 6, 8, 1, 3), query tokens each naming its sequence and context length, the CPU
 // reference's output for them, and the device buffers and arguments of a call (splits and tiles are
 // the tests' own). Masks: plain, a window of 20 positions, gemma2's soft-capping, gpt-oss's sinks.
@@ -144,11 +144,12 @@ struct AttnFixture {
   GpuAttnArgs a;
 };
 void make_attention_fixture(int64_t n_head, int64_t n_head_kv, int64_t hd, const int64_t (&cached)[2],
-                            const std::vector<AttnToken>& tokens, const AttnVariant& var, uint32_t seed, AttnFixture* f) {
+                            const std::vector<AttnToken>& tokens, const AttnVariant& var, uint32_t seed, AttnFixture* f,
+                            DType kv = DType::F16) {
   const int64_t bs = AttnFixture::kBlockSize, mb = AttnFixture::kMaxBlocks, N = static_cast<int64_t>(tokens.size());
-  const size_t tb = kv_tile_bytes(DType::F16, hd, bs);
+  const size_t tb = kv_tile_bytes(kv, hd, bs);
   std::vector<uint8_t> kc(tb * AttnFixture::kBlocks * n_head_kv), vc(kc.size());
-  PagedKvView view{kc.data(), vc.data(), DType::F16, n_head_kv, bs, hd};
+  PagedKvView view{kc.data(), vc.data(), kv, n_head_kv, bs, hd};
   f->seq_tables.assign(2 * mb, 0);
   for (int b = 0; b < 3; ++b) f->seq_tables[b] = 11 - 2 * b;
   const int32_t seq1[7] = {0, 2, 4, 6, 8, 1, 3};
@@ -214,6 +215,7 @@ void make_attention_fixture(int64_t n_head, int64_t n_head_kv, int64_t hd, const
   a.softcap = var.softcap;
   a.sinks = var.sinks ? static_cast<const float*>(f->dsinks.get()) : nullptr;
   a.max_ctx = 100;
+  a.kv_dtype = kv;
 }
 // The fixture's call (output first set to -1), downloaded.
 void run_attention(AttnFixture& f, std::vector<float>* got) {
@@ -226,16 +228,18 @@ void run_attention(AttnFixture& f, std::vector<float>* got) {
 }
 
 // Decode attention on the GPU against the CPU's reference kernel: one query token per sequence (37 and
-// 100 positions), GQA groups of 4, head_dim 64, 80 (not a multiple of 32), 128 and 256 (the kernel's
-// largest), every mask variant; one pass and split-K.
+// 100 positions), GQA groups of 4, head_dim 64, 80 (not a multiple of 32: one Q4 scale for the whole
+// head), 128 and 256 (the kernel's largest), every mask variant, F16, INT8 and Q4 caches (read in FP32
+// with their scales, as the reference does); one pass and split-K.
 TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
   for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {  // 256: gemma's, each lane 8 dimensions of V
     const int64_t n_head = 8;
     AttnFixture f;
-    ASSERT_NO_FATAL_FAILURE(make_attention_fixture(n_head, 2, hd, {37, 100}, {{0, 37}, {1, 100}}, var, 11, &f));
+    ASSERT_NO_FATAL_FAILURE(make_attention_fixture(n_head, 2, hd, {37, 100}, {{0, 37}, {1, 100}}, var, 11, &f, kv));
     // one pass, then split-K: 3 and 8 splits (of 100 positions: whole 32-position shares, so some
     // splits are empty; with the window only one is not)
     auto dp = DeviceBuffer::allocate(static_cast<size_t>(attention_partial_floats(2, n_head, hd, 8)) * 4);
@@ -249,8 +253,8 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
       ASSERT_NO_FATAL_FAILURE(run_attention(f, &got));
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_NEAR(got[i], f.want[i], 1e-4f + 1e-4f * std::fabs(f.want[i]))
-            << "hd " << hd << " window " << var.window << " softcap " << var.softcap << " sinks " << var.sinks << " splits "
-            << splits << " i " << i;
+            << dtype_name(kv) << " hd " << hd << " window " << var.window << " softcap " << var.softcap << " sinks "
+            << var.sinks << " splits " << splits << " i " << i;
     }
   }
 }
@@ -260,17 +264,23 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
 // last 13 and 75 positions of two sequences (38 and 100 positions cached) as prompt chunks, GQA groups
 // of 1, 4, 7 and 8, head_dim 64, 80, 128 and 256, every mask variant. head_dim <= 128 runs on tensor
 // cores (tiles of 64 / G tokens: 64 and 11 tokens for G = 1, 9 for G = 7 with a padding row), within
-// the rounding of Q and the softmax weights to F16; 256 on the scalar tiles (8, 8, 4 tokens).
+// the rounding of Q and the softmax weights to F16; 256 on the scalar tiles (8, 8, 4 tokens). INT8 and
+// Q4 caches (their elements dequantized and rounded to F16 as they are staged) with groups of 4 and 7,
+// head_dim 64, 80 and 256, no mask and a window with sinks.
 TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   struct Heads {
     int64_t n_head, n_head_kv;
   };
-  double worst_tc = 0.0;
+  double worst_tc = 0.0, worst_quant = 0.0;
+  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
   for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{14, 2}, Heads{16, 2}})
   for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {
+    const int64_t G = hs.n_head / hs.n_head_kv;
+    const bool plain = var.window == 0 && var.softcap == 0.0f && !var.sinks, windowed_sinks = var.window > 0 && var.sinks;
+    if (kv != DType::F16 && ((G != 4 && G != 7) || hd == 128 || !(plain || windowed_sinks))) continue;
     const int64_t cached[2] = {38, 100}, chunk[2] = {13, 75};
     // the batch: each sequence's chunk of query tokens, in tiles of attention_tile_tokens
     std::vector<AttnToken> tokens;
@@ -286,7 +296,7 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
     }
     AttnFixture f;
     ASSERT_NO_FATAL_FAILURE(make_attention_fixture(hs.n_head, hs.n_head_kv, hd, cached, tokens, var,
-                                                   static_cast<uint32_t>(17 + hd + hs.n_head), &f));
+                                                   static_cast<uint32_t>(17 + hd + hs.n_head), &f, kv));
     auto dtiles = DeviceBuffer::allocate(tiles.size() * 4);
     ASSERT_TRUE(dtiles.ok() && dtiles->upload(tiles.data(), tiles.size() * 4).ok());
     f.a.tiles = static_cast<const int32_t*>(dtiles->get());
@@ -294,15 +304,19 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
     std::vector<float> got;
     ASSERT_NO_FATAL_FAILURE(run_attention(f, &got));
     const bool tc = attention_prefill_on_tensor_cores(hs.n_head, hs.n_head_kv, hd);
-    const float tol = tc ? 1e-3f : 1e-4f;  // F16 Q and weights (11 bits) on tensor cores
+    // F16 Q and weights (11 bits) on tensor cores; a quantized cache's elements rounded to F16 too
+    const float tol = tc || kv != DType::F16 ? 1e-3f : 1e-4f;
     for (size_t i = 0; i < got.size(); ++i) {
-      if (tc) worst_tc = std::max(worst_tc, std::fabs(static_cast<double>(got[i]) - f.want[i]) / (1.0 + std::fabs(f.want[i])));
+      const double err = std::fabs(static_cast<double>(got[i]) - f.want[i]) / (1.0 + std::fabs(f.want[i]));
+      if (tc && kv == DType::F16) worst_tc = std::max(worst_tc, err);
+      if (kv != DType::F16) worst_quant = std::max(worst_quant, err);
       ASSERT_NEAR(got[i], f.want[i], tol + tol * std::fabs(f.want[i]))
-          << "heads " << hs.n_head << "/" << hs.n_head_kv << " hd " << hd << " window " << var.window << " softcap "
-          << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(hs.n_head * hd);
+          << dtype_name(kv) << " heads " << hs.n_head << "/" << hs.n_head_kv << " hd " << hd << " window " << var.window
+          << " softcap " << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(hs.n_head * hd);
     }
   }
-  std::printf("prefill tiles on tensor cores: largest error %.2e (relative to 1 + |want|)\n", worst_tc);
+  std::printf("prefill tiles on tensor cores: largest error %.2e; INT8/Q4 caches %.2e (relative to 1 + |want|)\n",
+              worst_tc, worst_quant);
   EXPECT_TRUE(attention_prefill_on_tensor_cores(32, 8, 128));
   EXPECT_FALSE(attention_prefill_on_tensor_cores(32, 8, 256));
   EXPECT_EQ(attention_tile_tokens(32, 8, 128), 16);
