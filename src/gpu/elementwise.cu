@@ -208,16 +208,10 @@ Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const
     case DType::BF16: TM_LAUNCH(get_rows_floats<__nv_bfloat16>, blocks_for(total), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
     default:
       if (cols % dtype_info(type).block_size != 0) return Error{"CUDA get_rows: rows of whole blocks only"};
-      switch (type) {
-        case DType::Q8_0: TM_LAUNCH(get_rows_blocks<DType::Q8_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::Q4_0: TM_LAUNCH(get_rows_blocks<DType::Q4_0>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::IQ4_NL: TM_LAUNCH(get_rows_blocks<DType::IQ4_NL>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::MXFP4: TM_LAUNCH(get_rows_blocks<DType::MXFP4>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::Q4_K: TM_LAUNCH(get_rows_blocks<DType::Q4_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::Q5_K: TM_LAUNCH(get_rows_blocks<DType::Q5_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        case DType::IQ4_XS: TM_LAUNCH(get_rows_blocks<DType::IQ4_XS>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-        default: TM_LAUNCH(get_rows_blocks<DType::Q6_K>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids, n, out, scale); break;
-      }
+      with_block_type(type, [&](auto t) {
+        TM_LAUNCH(get_rows_blocks<decltype(t)::value>, blocks_for(runs), kThreads, 0, stream())(wb, row_bytes, cols, ids,
+                                                                                                 n, out, scale);
+      });
   }
   return launched("get_rows");
 }

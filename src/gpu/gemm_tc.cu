@@ -156,16 +156,10 @@ Status run_tiles(const H* xh, const H* wh, int64_t ldw, int64_t rows, int64_t co
 Status dequantize(DType type, const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t cols, __half* wh) {
   const int64_t runs = n_rows * (cols / 32);
   const unsigned blocks = static_cast<unsigned>((runs + 255) / 256);
-  switch (type) {
-    case DType::Q8_0: TM_LAUNCH(dequantize_rows<DType::Q8_0>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q4_0: TM_LAUNCH(dequantize_rows<DType::Q4_0>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q4_K: TM_LAUNCH(dequantize_rows<DType::Q4_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::Q5_K: TM_LAUNCH(dequantize_rows<DType::Q5_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::IQ4_XS: TM_LAUNCH(dequantize_rows<DType::IQ4_XS>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::IQ4_NL: TM_LAUNCH(dequantize_rows<DType::IQ4_NL>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    case DType::MXFP4: TM_LAUNCH(dequantize_rows<DType::MXFP4>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-    default: TM_LAUNCH(dequantize_rows<DType::Q6_K>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh); break;
-  }
+  const bool known = with_block_type(type, [&](auto t) {
+    TM_LAUNCH(dequantize_rows<decltype(t)::value>, blocks, 256, 0, stream())(w, row_bytes, n_rows, cols, wh);
+  });
+  if (!known) return Error{std::string("CUDA gemm_tc: weight type ") + dtype_name(type) + " is not decoded"};
   return launched("dequantize for the tensor-core gemm");
 }
 

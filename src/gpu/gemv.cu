@@ -1,6 +1,6 @@
 // Decode-time kernels of the CUDA backend (gpu/kernels.h): matrix-vector products that dequantize the
-// weights in registers (F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS in their GGUF
-// file layouts), and RMSNorm.
+// weights in registers (F32, F16, BF16 and the block types of kernels.h block_type_supported, in their
+// GGUF file layouts), and RMSNorm.
 // One warp per output row: the 32 lanes stride over the row, each lane keeps a float partial sum per
 // token, and a butterfly of shuffles adds them. Rows are independent and each weight is read once, so
 // the weights stream from HBM: block types 32 blocks at a time through shared memory with 16-byte
@@ -235,10 +235,9 @@ namespace {
 Status check_type(DType type, int64_t cols) {
   if (!gemv_supports(type))
     return Error{std::string("CUDA gemv: weight type ") + dtype_name(type) + " is not supported yet"};
-  if ((type == DType::Q8_0 || type == DType::Q4_0 || type == DType::MXFP4 || type == DType::IQ4_NL) && cols % 32 != 0)
-    return Error{"CUDA gemv: quantized rows must be a multiple of 32 wide"};
-  if ((type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) && cols % 256 != 0)
-    return Error{"CUDA gemv: K-quant rows must be a multiple of 256 wide"};
+  if (block_type_supported(type) && cols % dtype_info(type).block_size != 0)
+    return Error{std::string("CUDA gemv: ") + dtype_name(type) + " rows must be whole blocks of " +
+                 std::to_string(dtype_info(type).block_size)};
   return {};
 }
 
@@ -250,15 +249,11 @@ Status launch(DType type, const void* w, int64_t rows, int64_t cols, size_t row_
   const auto* wb = static_cast<const uint8_t*>(w);
   const bool vec = cols % 256 == 0 && row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    id.expert_bytes % 16 == 0;
+  if (with_block_type(type, [&](auto t) {
+        TM_LAUNCH(gemv_blocks<decltype(t)::value>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);
+      }))
+    return launched(id.ids ? "gemm_id" : "gemm");
   switch (type) {
-    case DType::Q8_0: TM_LAUNCH(gemv_blocks<DType::Q8_0>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_0: TM_LAUNCH(gemv_blocks<DType::Q4_0>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::MXFP4: TM_LAUNCH(gemv_blocks<DType::MXFP4>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::IQ4_NL: TM_LAUNCH(gemv_blocks<DType::IQ4_NL>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q5_K: TM_LAUNCH(gemv_blocks<DType::Q5_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::IQ4_XS: TM_LAUNCH(gemv_blocks<DType::IQ4_XS>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q4_K: TM_LAUNCH(gemv_blocks<DType::Q4_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
-    case DType::Q6_K: TM_LAUNCH(gemv_blocks<DType::Q6_K>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F32: TM_LAUNCH(gemv_float<DType::F32>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id); break;
     case DType::F16:
       if (vec) TM_LAUNCH(gemv_half_vec<DType::F16>, grid, block, 0, stream())(wb, rows, cols, row_bytes, x, y, n_tokens, id);

@@ -15,8 +15,21 @@
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 
-// True for the weight types gemv() reads: F32, F16, BF16, Q8_0, Q4_0, MXFP4, IQ4_NL, Q4_K, Q5_K, Q6_K,
-// IQ4_XS (Q4_K_M, Q5_K_M, Q6_K, Q8_0, IQ4_XS files; gpt-oss's MXFP4).
+// The GGUF block types the device decodes (gpu/quant.cuh RunDecoder, with_block_type): Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (32-element blocks) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
+// (256-element super-blocks) -- llama.cpp's Q2_K .. Q8_0 files, the legacy Q4_1/Q5_x ones, IQ4_XS/NL
+// and gpt-oss's MXFP4.
+inline bool block_type_supported(DType t) {
+  switch (t) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
+    case DType::MXFP4: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+// True for the weight types gemv() reads: F32, F16, BF16 and the block types.
 bool gemv_supports(DType t);
 // Decode's matrix-vector product, dequantizing in registers: y[r] = dot(row r of W, x) for the
 // `rows` rows of W (row-major in its file type, row_bytes apart), x of `cols` floats. One warp per
@@ -62,8 +75,7 @@ inline constexpr int64_t kGemmTcLongTokens = 256;
 inline bool gemm_tc_supports(DType type, int64_t rows, int64_t cols, size_t row_bytes) {
   if (rows % 16 != 0 || cols % 16 != 0 || rows <= 0 || cols <= 0) return false;
   if (type == DType::F16 || type == DType::BF16) return row_bytes % 32 == 0 && row_bytes >= static_cast<size_t>(cols) * 2;
-  if (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::IQ4_NL || type == DType::MXFP4) return cols % 32 == 0;
-  return (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) && cols % 256 == 0;
+  return block_type_supported(type) && cols % dtype_info(type).block_size == 0;
 }
 Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row_bytes, const float* x, int64_t n_tokens,
                float* y, void* workspace, size_t workspace_bytes);
@@ -72,9 +84,7 @@ Status gemm_tc(DType type, const void* w, int64_t rows, int64_t cols, size_t row
 // the scale. Block types need whole blocks (cols a multiple of the type's block). The types the
 // device decodes (gemv_supports is the same list in a CUDA build).
 inline bool get_rows_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::IQ4_NL || t == DType::MXFP4 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
-         t == DType::IQ4_XS;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || block_type_supported(t);
 }
 Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n, float* out,
                 float scale);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -47,6 +48,13 @@ __device__ __forceinline__ float iq4xs_scale(const uint8_t* blk, int j) {
   return f16_at(blk) * static_cast<float>(ls - 32);
 }
 
+// Q3_K's signed 6-bit scale j (0..15) from its 12 packed bytes (quant/blocks.h q3k_scale).
+__device__ __forceinline__ int q3k_scale_dev(int j, const uint8_t* s) {
+  const int lo = (s[j % 8] >> (4 * (j / 8))) & 0xF;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 // Stores a dequantized value as the caller's type: F16 (the tensor-core product's operands) or F32.
 __device__ __forceinline__ void put(__half* o, int j, float v) { o[j] = __float2half_rn(v); }
 __device__ __forceinline__ void put(float* o, int j, float v) { o[j] = v; }
@@ -55,16 +63,24 @@ __device__ __forceinline__ void put(float* o, int j, float v) { o[j] = v; }
 template <DType T>
 constexpr int kBlockBytes = T == DType::Q8_0 ? 34
                             : T == DType::Q4_0 || T == DType::IQ4_NL ? 18
+                            : T == DType::Q4_1 ? 20
+                            : T == DType::Q5_0 ? 22
+                            : T == DType::Q5_1 ? 24
                             : T == DType::MXFP4 ? 17
+                            : T == DType::Q2_K ? 84
+                            : T == DType::Q3_K ? 110
                             : T == DType::Q4_K ? 144
                             : T == DType::Q5_K ? 176
                             : T == DType::IQ4_XS ? 136
                             : 210;
 template <DType T>
-constexpr int kBlockElems = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K || T == DType::IQ4_XS ? 256 : 32;
+constexpr int kBlockElems = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K ||
+                                    T == DType::Q6_K || T == DType::IQ4_XS
+                                ? 256
+                                : 32;
 
-// Run c of a row of type T, where a run is 32 consecutive elements: a Q8_0/Q4_0/IQ4_NL/MXFP4 block,
-// or sub-block c % 8 of super-block c / 8. The constructor reads the run's scales once; (l) decodes
+// Run c of a row of type T, where a run is 32 consecutive elements: a Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/
+// MXFP4 block, or sub-block c % 8 of super-block c / 8. The constructor reads the run's scales once; (l) decodes
 // element l (0..31) -- the CPU's dequantize_row, element by element, with the same expressions. The
 // one place each format's element is decoded on the device (the GEMV, gemm_tc's dequantization and
 // get_rows use it).
@@ -74,11 +90,50 @@ struct RunDecoder {
   const uint8_t* qh;       // Q5_K, Q6_K: the high bits
   const int8_t* levels;    // IQ4_NL, MXFP4, IQ4_XS: the 16-level table
   const int8_t* sc;        // Q6_K: the run's two 16-element scales
-  float d, dm;             // the scale (Q4_K/Q5_K: d x the sub-block's scale) and Q4_K/Q5_K's d_min x min
-  int j;                   // Q4_K/Q5_K: the sub-block (odd: high nibbles; Q5_K's bit of qh); Q6_K: the quarter
+  float d, dm;             // the scale (Q4_K/Q5_K: d x the sub-block's scale; Q2_K/Q3_K: of elements 0..15)
+                           // and the min (Q4_K/Q5_K/Q2_K: d_min x min, subtracted; Q4_1/Q5_1: m, added)
+  float d1, dm1;           // Q2_K/Q3_K: elements 16..31's scale and min
+  uint32_t qh32;           // Q5_0/Q5_1: the block's fifth bits
+  int j;                   // Q4_K/Q5_K: the sub-block (odd: high nibbles; Q5_K's bit of qh); Q6_K: the quarter;
+                           // Q2_K/Q3_K: the 2-bit field (shift 2 j) of the 32 bytes
+  int hbit;                // Q3_K: the run's bit of hmask
 
-  __device__ __forceinline__ RunDecoder(const uint8_t* row, int64_t c) : qh(nullptr), levels(nullptr), sc(nullptr), dm(0.0f), j(0) {
-    if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL) {
+  __device__ __forceinline__ RunDecoder(const uint8_t* row, int64_t c)
+      : qh(nullptr), levels(nullptr), sc(nullptr), dm(0.0f), d1(0.0f), dm1(0.0f), qh32(0), j(0), hbit(0) {
+    if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1) {
+      // d | (m) | (qh[4]) | qs[16]; qh is not 4-byte aligned: read bytewise
+      const uint8_t* blk = row + c * kBlockBytes<T>;
+      d = f16_at(blk);
+      if constexpr (T != DType::Q5_0) dm = f16_at(blk + 2);
+      if constexpr (T != DType::Q4_1) {
+        const uint8_t* h = blk + (T == DType::Q5_0 ? 2 : 4);
+        qh32 = static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 8) | (static_cast<uint32_t>(h[2]) << 16) |
+               (static_cast<uint32_t>(h[3]) << 24);
+      }
+      q = blk + (T == DType::Q4_1 ? 4 : T == DType::Q5_0 ? 6 : 8);
+    } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+      // run r = c % 8: half r / 4 of the super-block (32 bytes of qs each), 2-bit field j = r % 4 of them;
+      // two 16-element sub-blocks, scales 8 half + 2 j and the next
+      const uint8_t* blk = row + (c / 8) * kBlockBytes<T>;
+      const int r = static_cast<int>(c % 8), half = r / 4, is = 8 * half + 2 * (r % 4);
+      j = r % 4;
+      if constexpr (T == DType::Q2_K) {  // scales[16] (low nibble scale, high min) | qs[64] | d | dmin
+        const float dd = f16_at(blk + 80), dmin = f16_at(blk + 82);
+        const uint8_t s0 = blk[is], s1 = blk[is + 1];
+        d = dd * static_cast<float>(s0 & 0xF);
+        dm = dmin * static_cast<float>(s0 >> 4);
+        d1 = dd * static_cast<float>(s1 & 0xF);
+        dm1 = dmin * static_cast<float>(s1 >> 4);
+        q = blk + 16 + 32 * half;
+      } else {  // hmask[32] | qs[64] | scales[12] | d; the high bit of element l of run r: hmask[l] bit r
+        const float d_all = f16_at(blk + 108);
+        d = d_all * static_cast<float>(q3k_scale_dev(is, blk + 96));
+        d1 = d_all * static_cast<float>(q3k_scale_dev(is + 1, blk + 96));
+        q = blk + 32 + 32 * half;
+        qh = blk;
+        hbit = 1 << r;
+      }
+    } else if constexpr (T == DType::Q8_0 || T == DType::Q4_0 || T == DType::IQ4_NL) {
       const uint8_t* blk = row + c * (T == DType::Q8_0 ? 34 : 18);
       d = f16_at(blk);
       q = blk + 2;
@@ -123,6 +178,18 @@ struct RunDecoder {
       return d * static_cast<float>(reinterpret_cast<const int8_t*>(q)[l]);
     } else if constexpr (T == DType::Q4_0) {
       return d * static_cast<float>(nibble(l) - 8);
+    } else if constexpr (T == DType::Q4_1) {
+      return static_cast<float>(nibble(l)) * d + dm;
+    } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+      const int v = nibble(l) | static_cast<int>(((qh32 >> l) & 1) << 4);
+      if constexpr (T == DType::Q5_0) return static_cast<float>(v - 16) * d;
+      else return static_cast<float>(v) * d + dm;
+    } else if constexpr (T == DType::Q2_K) {
+      const int v = (q[l] >> (2 * j)) & 3;
+      return l < 16 ? d * static_cast<float>(v) - dm : d1 * static_cast<float>(v) - dm1;
+    } else if constexpr (T == DType::Q3_K) {
+      const int v = ((q[l] >> (2 * j)) & 3) - ((qh[l] & hbit) ? 0 : 4);
+      return (l < 16 ? d : d1) * static_cast<float>(v);
     } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::IQ4_XS) {
       return d * static_cast<float>(levels[nibble(l)]);
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
@@ -139,6 +206,35 @@ struct RunDecoder {
     }
   }
 };
+
+// Host side: calls f(std::integral_constant<DType, T>{}) with the block type t as a compile-time T (to
+// launch the kernel instantiated for it); false, calling nothing, for a type that is no block type the
+// device decodes. The one list of them in the kernels (gpu/kernels.h block_type_supported is the
+// callers').
+template <class F>
+bool with_block_type(DType t, F&& f) {
+#define TM_BLOCK_TYPE_CASE(T)                     \
+  case DType::T:                                  \
+    f(std::integral_constant<DType, DType::T>{}); \
+    return true;
+  switch (t) {
+    TM_BLOCK_TYPE_CASE(Q8_0)
+    TM_BLOCK_TYPE_CASE(Q4_0)
+    TM_BLOCK_TYPE_CASE(Q4_1)
+    TM_BLOCK_TYPE_CASE(Q5_0)
+    TM_BLOCK_TYPE_CASE(Q5_1)
+    TM_BLOCK_TYPE_CASE(IQ4_NL)
+    TM_BLOCK_TYPE_CASE(MXFP4)
+    TM_BLOCK_TYPE_CASE(Q2_K)
+    TM_BLOCK_TYPE_CASE(Q3_K)
+    TM_BLOCK_TYPE_CASE(Q4_K)
+    TM_BLOCK_TYPE_CASE(Q5_K)
+    TM_BLOCK_TYPE_CASE(Q6_K)
+    TM_BLOCK_TYPE_CASE(IQ4_XS)
+    default: return false;
+  }
+#undef TM_BLOCK_TYPE_CASE
+}
 
 // Run c of a row (32 elements, RunDecoder's runs), each times `scale` (the CPU's get_row, then the
 // scale), into out.

@@ -20,6 +20,7 @@
 #include "kernels/ops.h"
 #include "model/gpu_host_ops.h"
 #include "quant/quant.h"
+#include "weight_types.h"
 
 namespace tmill::gpu {
 namespace {
@@ -62,9 +63,8 @@ TEST(GpuKernels, GemmOverSeveralTokensMatchesTheCpuOracle) {
   const int64_t rows = 37, n = 19;
   for (int64_t cols : {256, 96}) {
     const auto wf = randn(static_cast<size_t>(rows * cols), 1), x = randn(static_cast<size_t>(n * cols), 2);
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
-                    DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
-      if (cols % 256 != 0 && (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS)) continue;
+    for (DType t : device_weight_types()) {
+      if (cols % test_block(t) != 0) continue;
       const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
       std::vector<uint8_t> w(rb * rows);
       for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
@@ -296,9 +296,7 @@ TEST(GpuKernels, GetRowsIsTheCpuGetRow) {
   const int64_t rows = 10;
   const std::vector<int32_t> ids = {3, 0, 9, 3, 7};
   const auto n = static_cast<int64_t>(ids.size());
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
-    ASSERT_TRUE(get_rows_supports(t)) << dtype_name(t);
+  for (DType t : device_weight_types()) {
     const int64_t cols = t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 200 : 512;
     const auto wf = randn(static_cast<size_t>(rows * cols), 41);
     const size_t rb = *dtype_row_bytes(t, static_cast<uint64_t>(cols));
@@ -321,8 +319,8 @@ TEST(GpuKernels, GetRowsIsTheCpuGetRow) {
         ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << dtype_name(t) << " scale " << scale << " " << i;
     }
   }
-  EXPECT_FALSE(get_rows_supports(DType::Q3_K));
-  EXPECT_FALSE(get_rows(DType::Q3_K, nullptr, 0, 256, nullptr, 1, nullptr, 1.0f).ok());
+  EXPECT_FALSE(get_rows_supports(DType::IQ3_S));
+  EXPECT_FALSE(get_rows(DType::IQ3_S, nullptr, 0, 256, nullptr, 1, nullptr, 1.0f).ok());
 }
 
 // The tensor-core product against the CPU oracle, within the rounding of the activations to F16 /
@@ -335,10 +333,10 @@ TEST(GpuKernels, GetRowsIsTheCpuGetRow) {
 TEST(GpuKernels, TensorCoreGemmMatchesTheCpuOracle) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : device_weight_types()) {
+    if (t == DType::F32) continue;  // (not on tensor cores)
     const bool quantized = t != DType::F16 && t != DType::BF16;
-    const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+    const bool k_quant = test_block(t) == 256;
     struct Shape {
       int64_t rows, cols, n;
     };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "convert/dummy.h"
+#include "convert/model_quantizer.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "model/forward.h"
@@ -139,6 +140,29 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
       ASSERT_NE(m, nullptr);
       check_mixed_batches(m, ops(), std::string(shape) + " " + dtype_name(t));
     }
+}
+
+// Files of llama.cpp's other recipes, quantized from a dummy as `tokenmill quantize` does: Q2_K, Q3_K_M
+// (Q3_K beside Q4_K/Q5_K/Q6_K tensors), Q5_K_M, and the legacy Q4_1, Q5_0, Q5_1.
+TEST_P(GpuForwardOn, FilesOfEveryRecipeTheDeviceDecodesMatchTheReference) {
+  const std::string dir = test::temp_dir();
+  DummyOptions o;
+  o.shape = *find_shape("tiny-llama");
+  o.shape.n_embd = 256, o.shape.head_dim = 64, o.shape.n_ff = 512;
+  o.std = 0.08f;
+  ASSERT_TRUE(write_dummy_model(o, dir + "/f32.gguf").ok());
+  for (const char* recipe : {"Q2_K", "Q3_K_M", "Q5_K_M", "Q4_1", "Q5_0", "Q5_1"}) {
+    QuantizeModelOptions q;
+    q.input = dir + "/f32.gguf";
+    q.output = dir + "/" + recipe + ".gguf";
+    q.recipe = *recipe_from_name(recipe);
+    auto rep = quantize_model(q);
+    ASSERT_TRUE(rep.ok()) << recipe << ": " << rep.error();
+    auto m = Model::load(q.output);
+    ASSERT_TRUE(m.ok()) << m.error();
+    EXPECT_EQ((*m)->weights().layers[0].wq.type, q.recipe.default_type) << recipe;
+    check_mixed_batches(*m, ops(), recipe);
+  }
 }
 
 // The mixture-of-experts families: routing on the device (softmax / renormalized top-k / softmax over
@@ -470,10 +494,23 @@ TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
 }
 
 TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
-  // a weight type the CUDA kernels do not read (Q3_K; every type in a build without CUDA)
-  auto q3 = dummy("tiny-llama", DType::Q3_K, 256);
-  ASSERT_NE(q3, nullptr);
-  ASSERT_EQ(q3->weights().layers[0].w_down.type, DType::Q3_K);  // the type under test, not a fallback
+  // a weight type the CUDA kernels do not read (IQ3_S, quantized from a dummy; every type in a build
+  // without CUDA)
+  const std::string dir = test::temp_dir();
+  DummyOptions dop;
+  dop.shape = *find_shape("tiny-llama");
+  dop.shape.n_embd = 256, dop.shape.head_dim = 64, dop.shape.n_ff = 512;
+  ASSERT_TRUE(write_dummy_model(dop, dir + "/f32.gguf").ok());
+  QuantizeModelOptions qo;
+  qo.input = dir + "/f32.gguf";
+  qo.output = dir + "/iq3_s.gguf";
+  qo.recipe = *recipe_from_name("IQ3_S");
+  auto qr = quantize_model(qo);
+  ASSERT_TRUE(qr.ok()) << qr.error();
+  auto q3m = Model::load(qo.output);
+  ASSERT_TRUE(q3m.ok()) << q3m.error();
+  const std::shared_ptr<Model> q3 = *q3m;
+  ASSERT_EQ(q3->weights().layers[0].wq.type, DType::IQ3_S);  // the type under test, not a fallback
   for (gpu::Ops* o : {&gpu::cuda_ops(), &gpu::cuda_emu_ops()}) {  // (the emulator: the CUDA kernels' own list)
     auto st = gpu_forward_supports(*q3, *o);
     ASSERT_FALSE(st.ok()) << o->name();

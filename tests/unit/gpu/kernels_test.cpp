@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "quant/quant.h"
+#include "weight_types.h"
 
 namespace tmill::gpu {
 namespace {
@@ -50,11 +51,12 @@ TEST(GpuKernels, GemvMatchesTheCpuOracleForEveryType) {
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  const auto types = device_weight_types();
+  ASSERT_EQ(types.size(), 16u);  // F32, F16, BF16 and 13 block types
+  for (DType t : types) {
     ASSERT_TRUE(gemv_supports(t));
-    const bool super = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
-    const int64_t bl = super ? 256 : 32;
+    const int64_t bl = test_block(t);
+    const bool super = bl == 256;
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{67, 512}, {5, (super ? 66 : 70) * bl}, {9, 3 * bl}}) {
       std::vector<float> wf(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(cols));
       for (auto& v : wf) v = nd(rng);
