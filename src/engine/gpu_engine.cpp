@@ -26,7 +26,6 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     return Error{fmt::format("--device {}: {}; use --device cpu", config.device, why)};
   };
   if (auto st = ops.available(); !st.ok()) return refuse(st.error());
-  if (!config.loras.empty()) return refuse("LoRA adapters run on the CPU only for now");
   // the cache's type: auto is F16 on a GPU (an F32 model's too); INT8 and Q4 hold 2x and ~3.6x the tokens
   const std::string kv_name = config.kv_cache_dtype == "auto" ? "f16" : config.kv_cache_dtype;
   DType kv_dtype;
@@ -90,6 +89,7 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   plan.device = config.device;
   GpuForwardOptions fo;  // graphs for decode steps of up to max_num_seqs sequences (vLLM caps them at 512)
   const int64_t ctx = plan.max_model_len > 0 ? plan.max_model_len : c.n_ctx_train;
+  fo.max_loras = std::max(config.max_loras, 1) + 1;  // (and one unloaded while its requests finish)
   fo.scratch_tokens = config.max_num_batched_tokens;  // the largest step's activations, allocated up front
   fo.scratch_blocks = (ctx + config.block_size - 1) / config.block_size + 1;  // a whole sequence's table
   if (!config.enforce_eager) {

@@ -21,8 +21,6 @@ uint64_t lora_cache_key(uint64_t lora_id, float scale) {
 }  // namespace
 
 Result<LoraInfo> Engine::Impl::load_lora(const std::string& name_in, const std::string& path) {
-  if (gpu_forward)
-    return Error{fmt::format("LoRA adapters run on the CPU only for now (--device {}); use --device cpu", config.device)};
   std::string name = name_in;
   if (name.empty()) {
     name = std::filesystem::path(path).filename().string();

@@ -60,6 +60,9 @@ class CudaOps final : public Ops {
   Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) override {
     return gpu::add_rows_id(y, b, ids, n_rows, n);
   }
+  Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) override {
+    return gpu::scatter_add(y, u, rows, n_rows, n, scale);
+  }
   Status swiglu_oai(float* g, const float* u, int64_t n) override { return gpu::swiglu_oai(g, u, n); }
   Status rope(const GpuRopeArgs& a) override { return gpu::rope(a); }
   Status kv_store(const GpuKvStoreArgs& a) override { return gpu::kv_store(a); }

@@ -54,6 +54,12 @@ __global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t
   if (i < total) y[i] += b[i % n];
 }
 
+__global__ void scatter_add_kernel(float* y, const float* u, const int32_t* rows, int64_t total, int64_t n,
+                                   float scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) y[static_cast<int64_t>(rows[i / n]) * n + i % n] += scale * u[i];
+}
+
 __global__ void add_rows_id_kernel(float* y, const float* b, const int32_t* ids, int64_t total, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < total) y[i] += b[static_cast<int64_t>(ids[i / n]) * n + i % n];
@@ -226,6 +232,12 @@ Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {
   if (n_rows <= 0 || n <= 0) return {};
   TM_LAUNCH(add_rows_kernel, blocks_for(n_rows * n), kThreads, 0, stream())(y, b, n_rows * n, n);
   return launched("add_rows");
+}
+
+Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) {
+  if (n_rows <= 0 || n <= 0) return {};
+  TM_LAUNCH(scatter_add_kernel, blocks_for(n_rows * n), kThreads, 0, stream())(y, u, rows, n_rows * n, n, scale);
+  return launched("scatter_add");
 }
 
 Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) {

@@ -169,6 +169,9 @@ Status add(float* y, const float* x, int64_t n);
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n);
 // Row p of y += row ids[p] of b (rows of n floats): each (token, expert) pair's expert bias.
 Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n);
+// Row rows[p] of y (rows of n floats) += scale * row p of u, for p < n_rows; the rows distinct (LoRA's
+// deltas back into the rows of their adapter's sequences).
+Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale);
 // gpt-oss's clamped SwiGLU, biases already added: g = min(g, 7); g = g * sigmoid(1.702 g) *
 // (clamp(u, -7, 7) + 1), n floats (model/moe.cpp swiglu_oai_rows).
 Status swiglu_oai(float* g, const float* u, int64_t n);

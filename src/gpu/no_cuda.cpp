@@ -49,6 +49,7 @@ Status softcap(float*, int64_t, float) { return no_cuda(); }
 Status add(float*, const float*, int64_t) { return no_cuda(); }
 Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
 Status add_rows_id(float*, const float*, const int32_t*, int64_t, int64_t) { return no_cuda(); }
+Status scatter_add(float*, const float*, const int32_t*, int64_t, int64_t, float) { return no_cuda(); }
 Status swiglu_oai(float*, const float*, int64_t) { return no_cuda(); }
 Status argmax_rows(const float*, int64_t, int64_t, int32_t*) { return no_cuda(); }
 Status rope(const GpuRopeArgs&) { return no_cuda(); }

@@ -60,6 +60,7 @@ class Ops {
   virtual Status add(float* y, const float* x, int64_t n) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;
   virtual Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) = 0;
+  virtual Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) = 0;
   virtual Status swiglu_oai(float* g, const float* u, int64_t n) = 0;
   virtual Status rope(const GpuRopeArgs& a) = 0;
   virtual Status kv_store(const GpuKvStoreArgs& a) = 0;

@@ -87,7 +87,9 @@ uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, in
 
 GpuForward::GpuForward(std::shared_ptr<const Model> model, gpu::Ops& ops, const KvLayout& kv,
                        const GpuForwardOptions& opts)
-    : model_(std::move(model)), ops_(ops), kv_(kv), opts_(opts) {}
+    : model_(std::move(model)), ops_(ops), kv_(kv), opts_(opts) {
+  lora_ = std::make_unique<GpuLora>(ops_, model_->config().n_layer, opts_.max_loras);
+}
 
 GpuForward::~GpuForward() {
   drop_graphs();
@@ -405,6 +407,8 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, F = c.n_ff, half = c.n_rot / 2;
   if (embd_.p)  // the step's embedding rows (gemma: times sqrt(n_embd), as Forward::run)
     TM_TRY(ops_.get_rows(embd_.type, embd_.p, embd_.row_bytes, E, tok_, N, x_, c.embd_scale));
+  GpuLora& lora = *lora_;  // (inactive without bindings: every call below a no-op)
+  TM_TRY(lora.apply_embedding(x_, E, c.embd_scale));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DevLayer& D = layers_[static_cast<size_t>(l)];
     // attention: norm, Q/K/V, biases, q/k norms, RoPE, K/V into the cache, attention, output
@@ -412,6 +416,9 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     TM_TRY(matmul(D.wq, xb_, N, q_));
     TM_TRY(matmul(D.wk, xb_, N, k_));
     TM_TRY(matmul(D.wv, xb_, N, v_));
+    TM_TRY(lora.apply(l, LoraSlot::Q, xb_, E, q_, QD));
+    TM_TRY(lora.apply(l, LoraSlot::K, xb_, E, k_, KD));
+    TM_TRY(lora.apply(l, LoraSlot::V, xb_, E, v_, KD));
     if (D.bq) {
       TM_TRY(ops_.add_rows(q_, D.bq, N, QD));
       TM_TRY(ops_.add_rows(k_, D.bk, N, KD));
@@ -442,6 +449,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     at.tiles = n_tiles_ > 0 ? tiles_ : nullptr, at.n_tiles = n_tiles_, at.kv_dtype = kv_.dtype;
     TM_TRY(ops_.attention(at));
     TM_TRY(matmul(D.wo, att_, N, xb_));
+    TM_TRY(lora.apply(l, LoraSlot::O, att_, QD, xb_, E));
     if (D.bo) TM_TRY(ops_.add_rows(xb_, D.bo, N, E));  // gpt-oss
     if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
     TM_TRY(ops_.add(x_, xb_, N * E));
@@ -452,9 +460,12 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     } else {
       TM_TRY(matmul(D.gate, xb_, N, hb_));
       TM_TRY(matmul(D.up, xb_, N, hb2_));
+      TM_TRY(lora.apply(l, LoraSlot::Gate, xb_, E, hb_, F));
+      TM_TRY(lora.apply(l, LoraSlot::Up, xb_, E, hb2_, F));
       if (c.arch.ffn_act == FfnActivation::GeluTanh) TM_TRY(ops_.gelu_mul(hb_, hb2_, N * F));
       else TM_TRY(ops_.silu_mul(hb_, hb2_, N * F));
       TM_TRY(matmul(D.down, hb_, N, xb_));
+      TM_TRY(lora.apply(l, LoraSlot::Down, hb_, F, xb_, E));
     }
     if (D.ffn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.ffn_post_norm, xb_, N, E, c.rms_eps));
     TM_TRY(ops_.add(x_, xb_, N * E));
@@ -476,6 +487,7 @@ Status GpuForward::head(const std::vector<int64_t>& rows, bool hidden) {
   }
   if (hidden) return {};
   TM_TRY(matmul(output_, xb_, R, logits_));
+  TM_TRY(lora_->apply_output(xb_, E, logits_, c.n_vocab));
   if (c.final_softcap > 0) TM_TRY(ops_.softcap(logits_, R * c.n_vocab, c.final_softcap));
   return {};
 }
@@ -489,7 +501,8 @@ int64_t GpuForward::graph_bucket(int64_t n, int64_t max_batch) {
 
 bool GpuForward::graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const {
   const auto N = static_cast<int64_t>(batch.tokens.size());
-  if (opts_.graph_max_batch <= 0 || N > opts_.graph_max_batch || max_blocks > opts_.graph_max_blocks || batch.hidden)
+  if (opts_.graph_max_batch <= 0 || N > opts_.graph_max_batch || max_blocks > opts_.graph_max_blocks || batch.hidden ||
+      lora_->active())
     return false;
   for (const SeqSlice& s : batch.seqs)
     if (s.n_tokens != 1) return false;
@@ -548,7 +561,6 @@ Status GpuForward::launch(const ForwardBatch& batch, bool argmax) {
   if (launched_) return Error{"GPU forward: a step is already launched (wait for it first)"};
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   if (N == 0) return Error{"GPU forward: empty batch"};
-  if (!batch.loras.empty()) return Error{"GPU forward: LoRA adapters are not supported on the GPU yet"};
   if (argmax && batch.hidden) return Error{"GPU forward: argmax of hidden states"};
   int64_t max_blocks = 1;
   for (const SeqSlice& s : batch.seqs) {
@@ -558,6 +570,7 @@ Status GpuForward::launch(const ForwardBatch& batch, bool argmax) {
   }
   const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run
   const auto R = static_cast<int64_t>(rows.size());
+  TM_TRY(lora_->begin(batch, rows));  // (every step: a step without bindings leaves it inactive)
   bool queued = false;
   if (graphable(batch, rows, max_blocks)) {
     Status st = run_graph(batch);

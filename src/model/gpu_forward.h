@@ -20,6 +20,7 @@
 #include "core/result.h"
 #include "gpu/ops.h"
 #include "model/batch.h"
+#include "model/gpu_lora.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -44,6 +45,9 @@ struct GpuForwardOptions {
   // reads its type; a tied output shares it), so only the token ids cross each step. true: read on the
   // host and uploaded instead (as for a token_embd type the backend does not read).
   bool host_embeddings = false;
+  // LoRA adapters kept on the device (GpuLora's cache; the engine: --max-loras and one more for the
+  // requests of an adapter unloaded meanwhile).
+  int64_t max_loras = 4;
 };
 
 class GpuForward {
@@ -56,8 +60,8 @@ class GpuForward {
   GpuForward(const GpuForward&) = delete;
   GpuForward& operator=(const GpuForward&) = delete;
 
-  // Forward::run's contract; batches with LoRA adapters are refused (an error, nothing computed).
-  // With `argmax`, greedy sampling on the device: *argmax gets each logits row's first maximum and
+  // Forward::run's contract, LoRA bindings included (their steps run eagerly; adapters uploaded on
+  // first use, model/gpu_lora.h). With `argmax`, greedy sampling on the device: *argmax gets each logits row's first maximum and
   // `logits` stays empty (one id per row crosses to the host instead of n_vocab floats).
   Status run(const ForwardBatch& batch, std::vector<float>& logits, std::vector<int32_t>* argmax = nullptr);
   // run in two halves, so the host can work while the device computes (the engine's async
@@ -86,6 +90,8 @@ class GpuForward {
     int64_t captured = 0, replayed = 0;
   };
   GraphStats graph_stats() const { return graph_stats_; }
+  // Device memory the cached LoRA adapters hold (outside the memory plan's weights and KV cache).
+  uint64_t lora_device_bytes() const { return lora_->device_bytes(); }
 
   const Model& model() const { return *model_; }
   const KvLayout& kv_layout() const { return kv_; }
@@ -142,6 +148,7 @@ class GpuForward {
   gpu::Ops& ops_;
   KvLayout kv_;
   std::vector<Buf> bufs_;  // everything allocated, released by the destructor
+  std::unique_ptr<GpuLora> lora_;  // the step's LoRA deltas and the adapters' device copies
   std::vector<DevLayer> layers_;
   DevMatrix output_;
   DevMatrix embd_;  // token_embd on the device (null p: rows read on the host, stage uploads them)

@@ -132,6 +132,11 @@ class HostOps final : public gpu::Ops {
       for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b + static_cast<int64_t>(ids[r]) * n, n);
     });
   }
+  Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) override {
+    return run([=] {
+      for (int64_t p = 0; p < n_rows; ++p) axpy(y + static_cast<int64_t>(rows[p]) * n, u + p * n, scale, n);
+    });
+  }
   Status swiglu_oai(float* g, const float* u, int64_t n) override {
     return run([=] {
       for (int64_t i = 0; i < n; ++i) {  // model/moe.cpp swiglu_oai_rows with the biases already added

@@ -1,5 +1,6 @@
 #include "model/lora.h"
 
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -45,6 +46,8 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     return Error{fmt::format("{}: {}", path, st.error())};
 
   auto ad = std::shared_ptr<LoraAdapter>(new LoraAdapter());
+  static std::atomic<uint64_t> serials{0};
+  ad->serial_ = ++serials;
   ad->path_ = path;
   ad->name_ = info->name;
   ad->alpha_ = info->alpha;

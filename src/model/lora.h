@@ -49,6 +49,9 @@ class LoraAdapter {
   int64_t max_rank() const { return max_rank_; }
   int64_t n_tensors() const { return n_tensors_; }    // adapted base tensors
   uint64_t bytes() const { return bytes_; }           // float32 values held
+  // Unique in the process (1, 2, ...): an adapter's identity for caches of its values (a GPU's copy),
+  // where an address could be reused by a later adapter.
+  uint64_t serial() const { return serial_; }
 
  private:
   LoraAdapter() = default;
@@ -56,6 +59,7 @@ class LoraAdapter {
   float alpha_ = 0.0f;
   int64_t max_rank_ = 0, n_tensors_ = 0;
   uint64_t bytes_ = 0;
+  uint64_t serial_ = 0;
   std::vector<std::vector<float>> storage_;  // the float32 A and B of every pair (views point in)
   std::vector<std::array<std::unique_ptr<LoraWeight>, kLoraSlots>> layers_;
   std::unique_ptr<LoraWeight> output_, embedding_;

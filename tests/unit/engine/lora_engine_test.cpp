@@ -46,9 +46,12 @@ std::string adapter_path(const std::string& base, const std::string& tag, std::v
   return path;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& model, std::vector<LoraSpec> loras = {}, int32_t max_loras = 8) {
+std::unique_ptr<Engine> make_engine(const std::string& model, std::vector<LoraSpec> loras = {}, int32_t max_loras = 8,
+                                    const std::string& device = "cpu") {
   EngineConfig c;
   c.model_path = model;
+  c.device = device;
+  if (device != "cpu") c.gpu_memory_utilization = 0.25;
   c.threads = 2;
   c.max_num_seqs = 16;
   c.loras = std::move(loras);
@@ -154,6 +157,43 @@ TEST(LoraEngineBatch, MixedBatchGivesEachRequestItsTokensAlone) {
   EXPECT_EQ(again[1].tokens, alone[2].tokens);
   EXPECT_EQ(again[2].tokens, alone[1].tokens);
   EXPECT_EQ(again[0].cached, 32);
+}
+
+// LoRA on the GPU engine path (gpu-oracle; cuda-emu: the CUDA kernels on the emulator): two adapters at
+// two scales and the base model in one batch -- phi3's fused attn_qkv among them -- give the CPU
+// engine's tokens, request by request; an adapter loaded while the engine runs serves at once, and
+// after an unload its requests are refused while the base model serves on.
+void expect_gpu_lora(const std::string& device) {
+  for (const char* shape : {"tiny-llama", "tiny-phi3"}) {
+    SCOPED_TRACE(shape);
+    const std::string base = base_path(shape);
+    const std::vector<LoraSpec> loras = {{"a", adapter_path(base, std::string(shape) + "-gpu-a", {"all"}, 71, 0.3f)}};
+    const std::string b_path =
+        adapter_path(base, std::string(shape) + "-gpu-b", {std::string(shape) == "tiny-phi3" ? "attn_qkv" : "attn_v", "ffn_down"}, 72, 0.3f);
+    const auto shared = prompt_of(40, 7);
+    const std::vector<GenerateRequest> reqs = {greedy(shared, "a"), greedy(shared), greedy(shared, "b"),
+                                               greedy(shared, "a", 0.5f), greedy(prompt_of(9, 3), "b"),
+                                               greedy(prompt_of(13, 4))};
+    auto cpu = make_engine(base, loras);
+    auto gpu = make_engine(base, loras, 8, device);
+    ASSERT_TRUE(cpu->load_lora("b", b_path).ok());
+    auto loaded = gpu->load_lora("b", b_path);  // at run time, on the device's engine
+    ASSERT_TRUE(loaded.ok()) << loaded.error();
+    const auto want = run_all(*cpu, reqs), got = run_all(*gpu, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_NE(want[0].tokens, want[1].tokens);  // the adapters matter
+    EXPECT_NE(want[2].tokens, want[1].tokens);
+    ASSERT_TRUE(gpu->unload_lora("b").ok());
+    EXPECT_FALSE(gpu->submit(greedy(shared, "b"), {}).ok());
+    EXPECT_EQ(run_all(*gpu, {reqs[1]})[0].tokens, want[1].tokens);
+  }
+}
+TEST(LoraEngineGpu, GpuOracleGivesTheCpuEnginesTokens) { expect_gpu_lora("gpu-oracle"); }
+TEST(LoraEngineGpu, CudaEmuGivesTheCpuEnginesTokens) {
+  if (test::skip_emulator_model_runs())
+    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
+                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  expect_gpu_lora("cuda-emu");
 }
 
 // The prefix cache keeps adapters apart: after a base request, the same prompt under an adapter
