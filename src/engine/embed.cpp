@@ -32,7 +32,18 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
     if (!pooling || *pooling == Pooling::None)
       return Error{fmt::format("pooling '{}': one of mean, cls, last, rank", config.pooling)};
   }
-  TM_ASSIGN_OR_RETURN(w->embedder, Embedder::create(file, im.pool.get(), w->batch_tokens, pooling));
+  EmbedderDevice device;  // a decoder embedder's forward on the GPU backend of --device
+  if (Engine::is_gpu_device(config.device)) {
+    device.ops = &gpu_ops_for(config.device);
+    device.memory_utilization = config.gpu_memory_utilization;
+    device.max_seq_tokens = config.max_model_len;
+  }
+  auto created = Embedder::create(file, im.pool.get(), w->batch_tokens, pooling, device);
+  if (!created.ok()) {
+    if (device.ops) return Error{fmt::format("--device {}: {}", config.device, created.error())};
+    return created.error_value();
+  }
+  w->embedder = std::move(created).value();
   const EmbedderInfo& ei = w->embedder->info();
   ModelInfo& info = im.info;
   std::string stem = std::filesystem::path(config.model_path).filename().string();
@@ -57,6 +68,17 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
   im.plan.weight_bytes = w->embedder->weight_bytes();
   im.plan.max_model_len = info.max_model_len;
   im.plan.note = "embedding model: no KV cache";
+  if (device.ops) {
+    im.plan.device = config.device;
+    if (auto gpus = device.ops->devices(); gpus.ok() && !gpus->empty()) {  // (/metrics' GPU gauges)
+      im.plan.device_name = gpus->front().name;
+      im.plan.device_total_bytes = gpus->front().total_bytes;
+      im.plan.device_budget_bytes =
+          static_cast<uint64_t>(static_cast<double>(gpus->front().total_bytes) * config.gpu_memory_utilization);
+    }
+    im.plan.note = "embedding model on " + w->embedder->placement();
+    log_info("{}", im.plan.note);
+  }
   EmbedWorker* raw = w.get();
   w->thread = std::thread([raw] { raw->loop(); });
   im.embed = std::move(w);
@@ -105,7 +127,7 @@ Result<std::vector<std::vector<float>>> Engine::embed(const std::vector<std::vec
   }
   im.embed->cv.notify_one();
   done.wait();
-  if (job.failed) return Error{"the engine stopped"};
+  if (job.failed) return Error{"the engine stopped, or its forward failed (see the log)"};
   return std::move(job.out);
 }
 

@@ -22,7 +22,7 @@ struct EmbedWorker {
     std::vector<std::vector<float>> out;
     size_t next = 0;  // inputs handed to a batch so far
     size_t done = 0;
-    bool failed = false;  // the engine stopped first
+    bool failed = false;  // the engine stopped first, or the forward failed (an output came back empty)
     std::promise<void> finished;
   };
   std::unique_ptr<Embedder> embedder;
@@ -62,6 +62,7 @@ struct EmbedWorker {
       std::lock_guard<std::mutex> lock(mu);
       for (size_t i = 0; i < owners.size(); ++i) {
         auto [j, k] = owners[i];
+        if (out[i].empty()) j->failed = true;
         j->out[k] = std::move(out[i]);
         if (++j->done == j->inputs->size()) {
           queue.erase(std::find(queue.begin(), queue.end(), j));

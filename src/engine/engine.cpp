@@ -80,8 +80,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (!opened.ok()) return opened.error_value();
   auto file = std::make_shared<const GgufFile>(std::move(opened).value());
   if (is_embedding_model(*file) || !config.pooling.empty()) {  // encoders, decoders with a pooling type: engine/embed.cpp
-    if (is_gpu_device(config.device))
-      return Error{fmt::format("--device {}: embedding models run on the CPU only for now; use --device cpu", config.device)};
     auto st = create_embedding_engine(im, file);
     if (!st.ok()) return Error{fmt::format("{}: {}", config.model_path, st.error())};
     return e;

@@ -213,6 +213,8 @@ struct Engine::Impl {
 
 // embed.cpp: an embedding model's engine (no generation): tokenizer, embedder, its thread, info.
 Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile> file);
+// The GPU backend table of a GPU --device (cuda, cuda-emu; gpu-oracle: the host oracle) (gpu_engine.cpp).
+gpu::Ops& gpu_ops_for(const std::string& device);
 void stop_embedding(Engine::Impl& im);
 
 // lora.cpp: sets g.lora and g.cache_key from r.lora / r.lora_scale; error: no such adapter.

@@ -18,10 +18,14 @@
 
 namespace tmill {
 
+gpu::Ops& gpu_ops_for(const std::string& device) {
+  return device == "cuda" ? gpu::cuda_ops() : device == "cuda-emu" ? gpu::cuda_emu_ops() : gpu_host_ops();
+}
+
 Status Engine::Impl::setup_gpu(KvLayout* layout) {
   const ModelConfig& c = model->config();
   const bool device = config.device == "cuda" || config.device == "cuda-emu";  // (else the host oracle)
-  gpu::Ops& ops = config.device == "cuda" ? gpu::cuda_ops() : config.device == "cuda-emu" ? gpu::cuda_emu_ops() : gpu_host_ops();
+  gpu::Ops& ops = gpu_ops_for(config.device);
   auto refuse = [&](const std::string& why) {
     return Error{fmt::format("--device {}: {}; use --device cpu", config.device, why)};
   };

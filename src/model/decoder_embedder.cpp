@@ -15,8 +15,11 @@
 #include "kernels/matmul.h"
 #include "quant/quant.h"
 
+#include "core/strings.h"
+#include "gpu/ops.h"
 #include "model/embedder.h"
 #include "model/forward.h"
+#include "model/gpu_forward.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 
@@ -25,24 +28,58 @@ namespace {
 
 class DecoderEmbedder final : public Embedder {
  public:
-  DecoderEmbedder(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(model), forward_(model, pool) {}
+  // On the CPU (gpu null) or on a GPU backend's forward (model/gpu_forward.h).
+  DecoderEmbedder(std::shared_ptr<const Model> model, ThreadPool* pool, std::unique_ptr<GpuForward> gpu)
+      : model_(model), gpu_(std::move(gpu)) {
+    if (!gpu_) forward_ = std::make_unique<Forward>(model, pool);
+  }
   const EmbedderInfo& info() const override { return info_; }
-  uint64_t weight_bytes() const override { return forward_.weight_bytes(); }
+  uint64_t weight_bytes() const override {
+    return gpu_ ? GpuForward::weight_bytes_of(*model_) : forward_->weight_bytes();
+  }
+  std::string placement() const override { return placement_; }
   void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) override;
 
   EmbedderInfo info_;
   PreparedMatrix head_;            // rank: cls.output, or the yes/no rows copied to F32
   std::vector<float> head_f32_;    // storage of the copied rows
+  std::string placement_ = "CPU";
+
+  static constexpr int64_t kBlock = 16;
 
  private:
-  static constexpr int64_t kBlock = 16;
+  // One forward over seqs (hidden states of the rows pooling needs into hidden_), then their outputs.
+  void run_part(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out);
   std::shared_ptr<const Model> model_;
-  Forward forward_;
+  std::unique_ptr<Forward> forward_;  // the CPU's
   KvStorage kv_;
+  std::unique_ptr<GpuForward> gpu_;   // or a GPU's, with its fixed KV scratch
   std::vector<float> hidden_;
 };
 
+int64_t blocks_of(size_t tokens) { return static_cast<int64_t>((tokens + DecoderEmbedder::kBlock - 1) / DecoderEmbedder::kBlock); }
+
 void DecoderEmbedder::run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) {
+  out.assign(seqs.size(), {});
+  if (!gpu_) return run_part(seqs, out);
+  // the GPU's KV scratch is fixed (sized for max_batch_tokens in whole blocks per sequence, plus some):
+  // sequences go in runs whose blocks fit it
+  const int64_t cap = gpu_->kv_layout().num_blocks;
+  size_t i = 0;
+  while (i < seqs.size()) {
+    size_t j = i;
+    int64_t blocks = 0;
+    while (j < seqs.size() && (j == i || blocks + blocks_of(seqs[j].size()) <= cap)) blocks += blocks_of(seqs[j++].size());
+    const std::vector<std::span<const int32_t>> part(seqs.begin() + static_cast<std::ptrdiff_t>(i),
+                                                     seqs.begin() + static_cast<std::ptrdiff_t>(j));
+    std::vector<std::vector<float>> part_out(part.size());
+    run_part(part, part_out);
+    for (size_t k = 0; k < part.size(); ++k) out[i + k] = std::move(part_out[k]);
+    i = j;
+  }
+}
+
+void DecoderEmbedder::run_part(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd;
   ForwardBatch batch;
@@ -60,7 +97,7 @@ void DecoderEmbedder::run(const std::vector<std::span<const int32_t>>& seqs, std
     batch.tokens.insert(batch.tokens.end(), s.begin(), s.end());
     batch.seqs.push_back(std::move(sl));
   }
-  if (kv_.layout().num_blocks < next_block) {  // grow the scratch (doubling, so it settles)
+  if (!gpu_ && kv_.layout().num_blocks < next_block) {  // grow the scratch (doubling, so it settles)
     KvLayout layout{c.n_layer, c.n_head_kv, c.head_dim, kBlock, std::max<int64_t>(next_block, 2 * kv_.layout().num_blocks),
                     DType::F16};
     auto kv = KvStorage::create(layout);
@@ -69,7 +106,14 @@ void DecoderEmbedder::run(const std::vector<std::span<const int32_t>>& seqs, std
   }
   out.assign(seqs.size(), {});
   if (batch.tokens.empty()) return;
-  forward_.run(batch, kv_, hidden_);
+  if (gpu_) {
+    if (const Status st = gpu_->run(batch, hidden_); !st.ok()) {  // (a device fault: the outputs stay empty)
+      log_error("embedding forward on the GPU failed: {}", st.error());
+      return;
+    }
+  } else {
+    forward_->run(batch, kv_, hidden_);
+  }
   int64_t row = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const int64_t n = batch.seqs[i].logits == SeqSlice::Logits::Last ? 1 : static_cast<int64_t>(seqs[i].size());
@@ -89,6 +133,43 @@ void DecoderEmbedder::run(const std::vector<std::span<const int32_t>>& seqs, std
     out[i].resize(static_cast<size_t>(E));
     pool_rows(info_.pooling, rows, n, E, E, out[i].data());
   }
+}
+
+// The GPU forward of a decoder embedder: weights uploaded, scratch for max_batch_tokens (or the longest
+// sequence) and a KV scratch of those tokens in whole blocks per sequence plus 64 blocks (a batch whose
+// sequences need more runs in parts); F16 KV, no graphs (whole prompts). On a device it must fit
+// memory_utilization of it.
+Result<std::unique_ptr<GpuForward>> gpu_embedding_forward(const std::shared_ptr<const Model>& model, gpu::Ops& ops,
+                                                          const EmbedderDevice& d, int64_t max_batch_tokens,
+                                                          std::string* placement) {
+  TM_TRY(ops.available());
+  TM_TRY(gpu_forward_supports(*model, ops));
+  const ModelConfig& c = model->config();
+  const int64_t longest = d.max_seq_tokens > 0 ? d.max_seq_tokens : c.n_ctx_train;
+  const int64_t tokens = std::max<int64_t>({max_batch_tokens, longest, 1});
+  const int64_t bs = DecoderEmbedder::kBlock;
+  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, bs, tokens / bs + 64, DType::F16};
+  GpuForwardOptions fo;
+  fo.scratch_tokens = tokens;
+  fo.scratch_blocks = (longest + bs - 1) / bs + 1;
+  const uint64_t weights = GpuForward::weight_bytes_of(*model);
+  const uint64_t acts = GpuForward::scratch_bytes_of(c, tokens, fo.scratch_blocks, tokens);
+  const uint64_t kv = lay.total_bytes();
+  *placement = fmt::format("{}: weights {}, activations {}, KV scratch {} ({} tokens)", ops.name(), format_bytes(weights),
+                           format_bytes(acts), format_bytes(kv), lay.num_blocks * bs);
+  if (auto gpus = ops.devices(); gpus.ok() && !gpus->empty()) {
+    const gpu::GpuInfo& g = gpus->front();
+    const auto budget = static_cast<uint64_t>(static_cast<double>(g.total_bytes) * d.memory_utilization);
+    if (weights + acts + kv > budget || weights + acts + kv > g.free_bytes)
+      return Error{fmt::format("the embedding model needs {} on {} (weights {}, activations {}, KV scratch {} for {} "
+                               "tokens), more than --gpu-memory-utilization {} of its {} ({}) or its free {}; lower "
+                               "--max-num-batched-tokens or --max-model-len, or raise --gpu-memory-utilization",
+                               format_bytes(weights + acts + kv), g.name, format_bytes(weights), format_bytes(acts),
+                               format_bytes(kv), tokens, d.memory_utilization, format_bytes(g.total_bytes),
+                               format_bytes(budget), format_bytes(g.free_bytes))};
+    *placement = g.name + " " + *placement;
+  }
+  return GpuForward::create(model, ops, lay, fo);
 }
 
 // The id of the token whose text is exactly `text` in tokenizer.ggml.tokens, or -1.
@@ -150,14 +231,20 @@ Status load_rank_head(const GgufFile& f, const Model& model, DecoderEmbedder& e)
 }  // namespace
 
 Result<std::unique_ptr<Embedder>> load_decoder_embedder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                        int64_t max_batch_tokens, std::optional<Pooling> override_pooling) {
-  (void)max_batch_tokens;
+                                                        int64_t max_batch_tokens, std::optional<Pooling> override_pooling,
+                                                        const EmbedderDevice& device) {
   TM_ASSIGN_OR_RETURN(auto declared, read_pooling_type(*file));
   const std::optional<Pooling> pooling = override_pooling ? override_pooling : declared;
   if (!pooling || *pooling == Pooling::None)
     return Error{"not an embedding model: the file declares no pooling type (<arch>.pooling_type)"};
   TM_ASSIGN_OR_RETURN(auto model, Model::from_gguf(file));
-  auto e = std::make_unique<DecoderEmbedder>(model, pool);
+  std::unique_ptr<GpuForward> gpu;
+  std::string placement = "CPU";
+  if (device.ops) {
+    TM_ASSIGN_OR_RETURN(gpu, gpu_embedding_forward(model, *device.ops, device, max_batch_tokens, &placement));
+  }
+  auto e = std::make_unique<DecoderEmbedder>(model, pool, std::move(gpu));
+  e->placement_ = placement;
   const ModelConfig& c = model->config();
   e->info_ = {c.arch.name, *pooling, c.n_embd, c.n_embd, c.n_ctx_train, c.n_vocab, true};
   if (*pooling == Pooling::Rank) {

@@ -10,7 +10,8 @@ namespace tmill {
 Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
                                                     std::optional<Pooling> pooling);
 Result<std::unique_ptr<Embedder>> load_decoder_embedder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                        int64_t max_batch_tokens, std::optional<Pooling> pooling);
+                                                        int64_t max_batch_tokens, std::optional<Pooling> pooling,
+                                                        const EmbedderDevice& device);
 
 const char* pooling_name(Pooling p) {
   switch (p) {
@@ -46,12 +47,19 @@ bool is_embedding_model(const GgufFile& f) {
 }
 
 Result<std::unique_ptr<Embedder>> Embedder::create(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
-                                                   int64_t max_batch_tokens, std::optional<Pooling> pooling) {
+                                                   int64_t max_batch_tokens, std::optional<Pooling> pooling,
+                                                   const EmbedderDevice& device) {
   if (pooling == Pooling::None)
     return Error{"pooling none gives per-token embeddings, which tokenmill does not serve (mean, cls, last or rank)"};
   const std::string arch = file->get_string("general.architecture").value_or("");
-  if (is_encoder_arch(arch)) return load_bert_encoder(std::move(file), pool, pooling);
-  return load_decoder_embedder(std::move(file), pool, max_batch_tokens, pooling);
+  if (is_encoder_arch(arch)) {
+    if (device.ops)
+      return Error{fmt::format("{} encoders run on the CPU only for now (decoder embedders such as Qwen3-Embedding run on "
+                               "the GPU); use --device cpu",
+                               arch)};
+    return load_bert_encoder(std::move(file), pool, pooling);
+  }
+  return load_decoder_embedder(std::move(file), pool, max_batch_tokens, pooling, device);
 }
 
 void pool_rows(Pooling p, const float* rows, int64_t n, int64_t dim, int64_t ld, float* out) {

@@ -30,6 +30,18 @@
 namespace tmill {
 
 class ThreadPool;
+namespace gpu {
+class Ops;
+}
+
+// Where a decoder embedder computes: the CPU (ops null), or a GPU backend (gpu/ops.h), its forward
+// pass on model/gpu_forward.h with weights, activations and the KV scratch of max_batch_tokens in the
+// backend's memory; on a device (ops->devices() lists one) these must fit memory_utilization of it.
+struct EmbedderDevice {
+  gpu::Ops* ops = nullptr;
+  double memory_utilization = 0.9;
+  int64_t max_seq_tokens = 0;  // the longest sequence it gets (0: the trained context)
+};
 
 // llama.cpp's enum llama_pooling_type (the GGUF values).
 enum class Pooling : int { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
@@ -64,15 +76,20 @@ class Embedder {
   // decoder's KV scratch). pool may be null. pooling: replaces the file's pooling type (llama.cpp's
   // --pooling), and makes a generation model an embedding model (mean, cls, last; rank on qwen3: the
   // yes/no rows of its output matrix, Qwen3-Reranker style); none is refused.
+  // device: a GPU backend for decoder embedders (encoders are refused there).
   static Result<std::unique_ptr<Embedder>> create(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
                                                   int64_t max_batch_tokens,
-                                                  std::optional<Pooling> pooling = std::nullopt);
+                                                  std::optional<Pooling> pooling = std::nullopt,
+                                                  const EmbedderDevice& device = {});
   virtual const EmbedderInfo& info() const = 0;
   // One pooled output (info().out_dim floats, not normalized) per sequence. Every sequence is non-empty
-  // and at most n_ctx_train tokens; together at most max_batch_tokens (callers split). Not thread-safe.
+  // and at most n_ctx_train tokens; together at most max_batch_tokens (callers split), or one sequence
+  // alone. Not thread-safe. Outputs left empty: the forward failed (a GPU's fault, logged).
   virtual void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) = 0;
   // Bytes of weights held (memory reporting).
   virtual uint64_t weight_bytes() const = 0;
+  // How it runs, for the start-up log ("CPU", or the GPU memory it took).
+  virtual std::string placement() const { return "CPU"; }
 };
 
 // Pools the hidden states of one sequence (n rows of `dim` floats, row stride ld) into out.

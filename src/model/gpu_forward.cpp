@@ -566,6 +566,8 @@ Status GpuForward::launch(const ForwardBatch& batch, bool argmax) {
   for (const SeqSlice& s : batch.seqs) {
     if (static_cast<int64_t>(s.block_table.size()) * kv_.block_size < s.pos_begin + s.n_tokens)
       return Error{"GPU forward: a block table is too short for its sequence"};
+    for (const int32_t b : s.block_table)  // (the kernels would write out of the cache)
+      if (b < 0 || b >= kv_.num_blocks) return Error{"GPU forward: a block table names a block outside the KV cache"};
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(s.block_table.size()));
   }
   const std::vector<int64_t> rows = batch.logit_rows();  // as Forward::run

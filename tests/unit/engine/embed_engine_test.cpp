@@ -3,6 +3,7 @@
 // would get alone), refuses generation, and checks inputs naming the one at fault.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "convert/dummy.h"
@@ -14,7 +15,8 @@ using namespace tmill;
 
 namespace {
 
-std::unique_ptr<Engine> engine_for(const std::string& shape, const std::string& pooling, int32_t batch_tokens = 2048) {
+Result<std::unique_ptr<Engine>> try_engine(const std::string& shape, const std::string& pooling, int32_t batch_tokens,
+                                           const std::string& device, int32_t max_model_len = 0) {
   DummyOptions o;
   o.shape = *find_shape(shape);
   o.dtype = DType::F32;
@@ -27,7 +29,15 @@ std::unique_ptr<Engine> engine_for(const std::string& shape, const std::string& 
   c.model_path = path;
   c.threads = 2;
   c.max_num_batched_tokens = batch_tokens;
-  auto e = Engine::create(c);
+  c.device = device;
+  c.max_model_len = max_model_len;
+  if (device != "cpu") c.gpu_memory_utilization = 0.25;
+  return Engine::create(c);
+}
+
+std::unique_ptr<Engine> engine_for(const std::string& shape, const std::string& pooling, int32_t batch_tokens = 2048,
+                                   const std::string& device = "cpu", int32_t max_model_len = 0) {
+  auto e = try_engine(shape, pooling, batch_tokens, device, max_model_len);
   EXPECT_TRUE(e.ok()) << e.error();
   return e.ok() ? std::move(e).value() : nullptr;
 }
@@ -120,6 +130,48 @@ TEST(EmbedEngine, ConcurrentCallersGetTheirOwnResults) {
           EXPECT_NEAR(together[j][k][i], alone[j][k][i], 2e-3) << shape << " job " << j << " input " << k;
     }
   }
+}
+
+// Decoder embedders on the GPU engine path (gpu-oracle; cuda-emu: the CUDA kernels on the emulator):
+// last-token, mean and reranker (rank) pooling give the CPU engine's outputs; a token budget of 200
+// with max_model_len 32 gives a KV scratch of 76 blocks, so 100 two-token inputs in one call run in
+// two forwards, and 30-token inputs three or four to a forward. Encoders are refused there, saying so.
+void expect_gpu_embeddings(const std::string& device) {
+  for (const auto& [shape, pooling] :
+       {std::pair{"tiny-qwen3", "last"}, std::pair{"tiny-llama", "mean"}, std::pair{"tiny-qwen3-reranker", "rank"}}) {
+    SCOPED_TRACE(std::string(shape) + " " + pooling);
+    auto cpu = engine_for(shape, pooling, 200, "cpu", 32);
+    auto gpu = engine_for(shape, pooling, 200, device, 32);
+    ASSERT_TRUE(cpu && gpu);
+    EXPECT_NE(gpu->memory_plan().note.find("embedding model on "), std::string::npos) << gpu->memory_plan().note;
+    for (const int len : {2, 30}) {
+      std::vector<std::vector<int32_t>> in;
+      for (int k = 0; k < (len == 2 ? 100 : 9); ++k) {
+        std::vector<int32_t> seq;
+        for (int t = 0; t < len; ++t) seq.push_back(10 + (t * 7 + k * 13) % 180);
+        in.push_back(seq);
+      }
+      auto want = cpu->embed(in), got = gpu->embed(in);
+      ASSERT_TRUE(want.ok()) << want.error();
+      ASSERT_TRUE(got.ok()) << got.error();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t k = 0; k < want->size(); ++k) {
+        ASSERT_EQ((*got)[k].size(), (*want)[k].size());
+        for (size_t i = 0; i < (*want)[k].size(); ++i)
+          ASSERT_NEAR((*got)[k][i], (*want)[k][i], 2e-3 * (1.0 + std::fabs((*want)[k][i]))) << "len " << len << " input " << k;
+      }
+    }
+  }
+  auto bert = try_engine("tiny-bert", "mean", 200, device);
+  ASSERT_FALSE(bert.ok());
+  EXPECT_NE(bert.error().find("encoders run on the CPU only"), std::string::npos) << bert.error();
+}
+TEST(EmbedEngine, GpuOracleEmbedsAsTheCpu) { expect_gpu_embeddings("gpu-oracle"); }
+TEST(EmbedEngine, CudaEmuEmbedsAsTheCpu) {
+  if (test::skip_emulator_model_runs())
+    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
+                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  expect_gpu_embeddings("cuda-emu");
 }
 
 TEST(EmbedEngine, GenerationModelRefusesEmbed) {

@@ -643,6 +643,13 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
   auto r = (*f)->run(b, lg);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("LoRA"), std::string::npos) << r.error();
+  // a block outside the cache
+  ForwardBatch outside;
+  outside.tokens = {1};
+  outside.seqs = {SeqSlice{0, 1, 0, {4}, SeqSlice::Logits::Last}};
+  auto o = (*f)->run(outside, lg);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().find("outside the KV cache"), std::string::npos) << o.error();
   // a block table too short for the positions asked
   ForwardBatch shortb;
   shortb.tokens = {1, 2};
