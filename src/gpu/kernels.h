@@ -16,14 +16,15 @@
 namespace tmill::gpu::inline TM_GPU_ABI {
 
 // The GGUF block types the device decodes (gpu/quant.cuh RunDecoder, with_block_type): Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (32-element blocks) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
-// (256-element super-blocks) -- llama.cpp's Q2_K .. Q8_0 files, the legacy Q4_1/Q5_x ones, IQ4_XS/NL
-// and gpt-oss's MXFP4.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (32-element blocks) and Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and the
+// lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (256-element super-blocks) --
+// every type llama.cpp's quantize writes for a model's weights, and gpt-oss's MXFP4.
 inline bool block_type_supported(DType t) {
   switch (t) {
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
     case DType::MXFP4: case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::IQ4_XS:
+    case DType::IQ4_XS: case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS:
+    case DType::IQ3_S: case DType::IQ1_S: case DType::IQ1_M:
       return true;
     default:
       return false;

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "quant/iq_grids.h"
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {  // each .cu file gets its own copy (the tables live in its constant memory)
@@ -48,6 +49,31 @@ __device__ __forceinline__ float iq4xs_scale(const uint8_t* blk, int j) {
   return f16_at(blk) * static_cast<float>(ls - 32);
 }
 
+// The i-quants' lattice grids and sign table (quant/iq_grids.h: llama.cpp's values) in device memory:
+// copies made at compile time (a host constexpr array cannot be indexed at run time in device code).
+template <class T, int N>
+struct IqTable {
+  T v[N];
+};
+template <class T, int N>
+constexpr IqTable<T, N> iq_table(const T (&a)[N]) {
+  IqTable<T, N> t{};
+  for (int i = 0; i < N; ++i) t.v[i] = a[i];
+  return t;
+}
+__device__ const IqTable<uint8_t, 128> kIqSignsDev = iq_table(tmill::kIqSigns);
+__device__ const IqTable<uint64_t, 256> kIq2xxsDev = iq_table(tmill::kIq2xxsGrid);
+__device__ const IqTable<uint64_t, 512> kIq2xsDev = iq_table(tmill::kIq2xsGrid);
+__device__ const IqTable<uint64_t, 1024> kIq2sDev = iq_table(tmill::kIq2sGrid);
+__device__ const IqTable<uint32_t, 256> kIq3xxsDev = iq_table(tmill::kIq3xxsGrid);
+__device__ const IqTable<uint32_t, 512> kIq3sDev = iq_table(tmill::kIq3sGrid);
+__device__ const IqTable<uint64_t, 2048> kIq1sDev = iq_table(tmill::kIq1sGrid);
+
+__device__ __forceinline__ uint32_t le32_at(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
 // Q3_K's signed 6-bit scale j (0..15) from its 12 packed bytes (quant/blocks.h q3k_scale).
 __device__ __forceinline__ int q3k_scale_dev(int j, const uint8_t* s) {
   const int lo = (s[j % 8] >> (4 * (j / 8))) & 0xF;
@@ -72,10 +98,20 @@ constexpr int kBlockBytes = T == DType::Q8_0 ? 34
                             : T == DType::Q4_K ? 144
                             : T == DType::Q5_K ? 176
                             : T == DType::IQ4_XS ? 136
+                            : T == DType::IQ2_XXS ? 66
+                            : T == DType::IQ2_XS ? 74
+                            : T == DType::IQ2_S ? 82
+                            : T == DType::IQ3_XXS ? 98
+                            : T == DType::IQ3_S ? 110
+                            : T == DType::IQ1_S ? 50
+                            : T == DType::IQ1_M ? 56
                             : 210;
 template <DType T>
+constexpr bool kIqLattice = T == DType::IQ2_XXS || T == DType::IQ2_XS || T == DType::IQ2_S || T == DType::IQ3_XXS ||
+                            T == DType::IQ3_S || T == DType::IQ1_S || T == DType::IQ1_M;
+template <DType T>
 constexpr int kBlockElems = T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K ||
-                                    T == DType::Q6_K || T == DType::IQ4_XS
+                                    T == DType::Q6_K || T == DType::IQ4_XS || kIqLattice<T>
                                 ? 256
                                 : 32;
 
@@ -97,10 +133,51 @@ struct RunDecoder {
   int j;                   // Q4_K/Q5_K: the sub-block (odd: high nibbles; Q5_K's bit of qh); Q6_K: the quarter;
                            // Q2_K/Q3_K: the 2-bit field (shift 2 j) of the 32 bytes
   int hbit;                // Q3_K: the run's bit of hmask
+  uint32_t aux;            // IQ2_XXS / IQ3_XXS: the run's scale-and-signs word; IQ1_S: its high bits
+  const uint8_t* sg;       // IQ3_S: the run's four sign bytes
 
   __device__ __forceinline__ RunDecoder(const uint8_t* row, int64_t c)
-      : qh(nullptr), levels(nullptr), sc(nullptr), dm(0.0f), d1(0.0f), dm1(0.0f), qh32(0), j(0), hbit(0) {
-    if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1) {
+      : qh(nullptr), levels(nullptr), sc(nullptr), dm(0.0f), d1(0.0f), dm1(0.0f), qh32(0), j(0), hbit(0), aux(0),
+        sg(nullptr) {
+    if constexpr (kIqLattice<T>) {
+      // the i-quants (quant/iq_decode.h, quant/dequantize_iq.cpp): run j = c % 8 of a super-block, its two
+      // 16-element scales into d and d1 with the CPU's expressions, the bytes operator() reads into q / qh
+      const uint8_t* blk = row + (c / 8) * kBlockBytes<T>;
+      j = static_cast<int>(c % 8);
+      if constexpr (T == DType::IQ1_M) {
+        uint16_t dbits = 0;
+        for (int k = 0; k < 4; ++k) dbits = static_cast<uint16_t>(dbits | ((blk[48 + 2 * k + 1] >> 4) << (4 * k)));
+        const float dd = __half2float(__ushort_as_half(dbits));
+        const int s = blk[48 + 2 * (j / 2)] | (blk[48 + 2 * (j / 2) + 1] << 8);
+        d = dd * static_cast<float>(2 * ((s >> (6 * (j % 2))) & 7) + 1);
+        d1 = dd * static_cast<float>(2 * ((s >> (6 * (j % 2) + 3)) & 7) + 1);
+        q = blk + 4 * j;
+        qh = blk + 32 + 2 * j;
+      } else {
+        const float dd = f16_at(blk);
+        if constexpr (T == DType::IQ2_XXS || T == DType::IQ3_XXS) {
+          aux = le32_at(T == DType::IQ2_XXS ? blk + 6 + 8 * j : blk + 2 + 64 + 4 * j);
+          const float f = T == DType::IQ2_XXS ? 0.25f : 0.5f;
+          d = d1 = dd * (0.5f + static_cast<float>(aux >> 28)) * f;
+          q = blk + 2 + 8 * j;  // IQ2_XXS: 4 grid index bytes (then aux); IQ3_XXS: 8
+        } else if constexpr (T == DType::IQ2_XS || T == DType::IQ2_S) {
+          const uint8_t s = blk[T == DType::IQ2_XS ? 66 + j : 74 + j];
+          d = dd * (0.5f + static_cast<float>(s & 15)) * 0.25f;
+          d1 = dd * (0.5f + static_cast<float>(s >> 4)) * 0.25f;
+          q = T == DType::IQ2_XS ? blk + 2 + 8 * j : blk + 2 + 4 * j;
+          qh = T == DType::IQ2_S ? blk + 66 + j : nullptr;
+        } else if constexpr (T == DType::IQ3_S) {  // d | qs[64] | qh[8] | signs[32] | scales[4]
+          d = d1 = dd * static_cast<float>(2 * ((blk[106 + j / 2] >> (4 * (j % 2))) & 15) + 1);
+          q = blk + 2 + 8 * j;
+          qh = blk + 66 + j;
+          sg = blk + 74 + 4 * j;
+        } else {  // IQ1_S: d | qs[32] | qh[8] u16
+          aux = static_cast<uint32_t>(blk[34 + 2 * j] | (blk[34 + 2 * j + 1] << 8));
+          d = d1 = dd * static_cast<float>(2 * ((aux >> 12) & 7) + 1);
+          q = blk + 2 + 4 * j;
+        }
+      }
+    } else if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1) {
       // d | (m) | (qh[4]) | qs[16]; qh is not 4-byte aligned: read bytewise
       const uint8_t* blk = row + c * kBlockBytes<T>;
       d = f16_at(blk);
@@ -190,6 +267,45 @@ struct RunDecoder {
     } else if constexpr (T == DType::Q3_K) {
       const int v = ((q[l] >> (2 * j)) & 3) - ((qh[l] & hbit) ? 0 : 4);
       return (l < 16 ? d : d1) * static_cast<float>(v);
+    } else if constexpr (kIqLattice<T>) {
+      const int g = l / 8, e = l % 8;  // the 8-element group and the element in it
+      const float db = l < 16 ? d : d1;
+      if constexpr (T == DType::IQ1_S || T == DType::IQ1_M) {  // ggml: dl * (grid + delta), delta = +-1/8
+        int hi, neg;
+        if constexpr (T == DType::IQ1_S) {
+          hi = static_cast<int>((aux >> (3 * g)) & 7);
+          neg = static_cast<int>(aux >> 15);
+        } else {
+          const int nib = (qh[g / 2] >> (4 * (g % 2))) & 15;
+          hi = nib & 7;
+          neg = nib >> 3;
+        }
+        const uint64_t grid = kIq1sDev.v[q[g] | (hi << 8)];
+        const auto lvl = static_cast<int8_t>(static_cast<uint8_t>(grid >> (8 * e)));
+        return db * (static_cast<float>(lvl) + (neg ? -0.125f : 0.125f));
+      } else {
+        uint32_t mag;
+        uint8_t signs;
+        if constexpr (T == DType::IQ2_XXS) {
+          mag = static_cast<uint32_t>(kIq2xxsDev.v[q[g]] >> (8 * e)) & 255;
+          signs = kIqSignsDev.v[(aux >> (7 * g)) & 127];
+        } else if constexpr (T == DType::IQ2_XS) {
+          const int v = q[2 * g] | (q[2 * g + 1] << 8);
+          mag = static_cast<uint32_t>(kIq2xsDev.v[v & 511] >> (8 * e)) & 255;
+          signs = kIqSignsDev.v[v >> 9];
+        } else if constexpr (T == DType::IQ2_S) {
+          mag = static_cast<uint32_t>(kIq2sDev.v[q[g] | (((qh[0] >> (2 * g)) & 3) << 8)] >> (8 * e)) & 255;
+          signs = q[32 + g];
+        } else if constexpr (T == DType::IQ3_XXS) {
+          mag = (kIq3xxsDev.v[q[l / 4]] >> (8 * (l % 4))) & 255;
+          signs = kIqSignsDev.v[(aux >> (7 * g)) & 127];
+        } else {  // IQ3_S
+          mag = (kIq3sDev.v[q[l / 4] | (((qh[0] >> (l / 4)) & 1) << 8)] >> (8 * (l % 4))) & 255;
+          signs = sg[g];
+        }
+        const float v = db * static_cast<float>(mag);
+        return ((signs >> e) & 1) ? -v : v;
+      }
     } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4 || T == DType::IQ4_XS) {
       return d * static_cast<float>(levels[nibble(l)]);
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
@@ -231,6 +347,13 @@ bool with_block_type(DType t, F&& f) {
     TM_BLOCK_TYPE_CASE(Q5_K)
     TM_BLOCK_TYPE_CASE(Q6_K)
     TM_BLOCK_TYPE_CASE(IQ4_XS)
+    TM_BLOCK_TYPE_CASE(IQ2_XXS)
+    TM_BLOCK_TYPE_CASE(IQ2_XS)
+    TM_BLOCK_TYPE_CASE(IQ2_S)
+    TM_BLOCK_TYPE_CASE(IQ3_XXS)
+    TM_BLOCK_TYPE_CASE(IQ3_S)
+    TM_BLOCK_TYPE_CASE(IQ1_S)
+    TM_BLOCK_TYPE_CASE(IQ1_M)
     default: return false;
   }
 #undef TM_BLOCK_TYPE_CASE

@@ -145,7 +145,9 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
 }
 
 // Files of llama.cpp's other recipes, quantized from a dummy as `tokenmill quantize` does: Q2_K, Q3_K_M
-// (Q3_K beside Q4_K/Q5_K/Q6_K tensors), Q5_K_M, and the legacy Q4_1, Q5_0, Q5_1.
+// (Q3_K beside Q4_K/Q5_K/Q6_K tensors), Q5_K_M, the legacy Q4_1, Q5_0, Q5_1, and the i-quant that
+// quantizes without an importance matrix, every matrix of that type (IQ3_S; the others need one; the kernel tests
+// cover all seven).
 TEST_P(GpuForwardOn, FilesOfEveryRecipeTheDeviceDecodesMatchTheReference) {
   const std::string dir = test::temp_dir();
   DummyOptions o;
@@ -153,11 +155,12 @@ TEST_P(GpuForwardOn, FilesOfEveryRecipeTheDeviceDecodesMatchTheReference) {
   o.shape.n_embd = 256, o.shape.head_dim = 64, o.shape.n_ff = 512;
   o.std = 0.08f;
   ASSERT_TRUE(write_dummy_model(o, dir + "/f32.gguf").ok());
-  for (const char* recipe : {"Q2_K", "Q3_K_M", "Q5_K_M", "Q4_1", "Q5_0", "Q5_1"}) {
+  for (const char* recipe : {"Q2_K", "Q3_K_M", "Q5_K_M", "Q4_1", "Q5_0", "Q5_1", "IQ3_S"}) {
     QuantizeModelOptions q;
     q.input = dir + "/f32.gguf";
     q.output = dir + "/" + recipe + ".gguf";
     q.recipe = *recipe_from_name(recipe);
+    q.plan.pure = recipe[0] == 'I';  // (the i-quant recipes' mixes want an importance matrix; pure: every matrix the type)
     auto rep = quantize_model(q);
     ASSERT_TRUE(rep.ok()) << recipe << ": " << rep.error();
     auto m = Model::load(q.output);
@@ -593,28 +596,28 @@ TEST_P(GpuForwardOn, Stories260KGreedyEqualsTheReference) {
 }
 
 TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
-  // a weight type the CUDA kernels do not read (IQ3_S, quantized from a dummy; every type in a build
-  // without CUDA)
+  // a head the attention kernels do not take (more than 256 dimensions)
   const std::string dir = test::temp_dir();
   DummyOptions dop;
   dop.shape = *find_shape("tiny-llama");
-  dop.shape.n_embd = 256, dop.shape.head_dim = 64, dop.shape.n_ff = 512;
-  ASSERT_TRUE(write_dummy_model(dop, dir + "/f32.gguf").ok());
-  QuantizeModelOptions qo;
-  qo.input = dir + "/f32.gguf";
-  qo.output = dir + "/iq3_s.gguf";
-  qo.recipe = *recipe_from_name("IQ3_S");
-  auto qr = quantize_model(qo);
-  ASSERT_TRUE(qr.ok()) << qr.error();
-  auto q3m = Model::load(qo.output);
-  ASSERT_TRUE(q3m.ok()) << q3m.error();
-  const std::shared_ptr<Model> q3 = *q3m;
-  ASSERT_EQ(q3->weights().layers[0].wq.type, DType::IQ3_S);  // the type under test, not a fallback
-  for (gpu::Ops* o : {&gpu::cuda_ops(), &gpu::cuda_emu_ops()}) {  // (the emulator: the CUDA kernels' own list)
-    auto st = gpu_forward_supports(*q3, *o);
+  dop.shape.head_dim = 320;
+  ASSERT_TRUE(write_dummy_model(dop, dir + "/wide.gguf").ok());
+  auto wide = Model::load(dir + "/wide.gguf");
+  ASSERT_TRUE(wide.ok()) << wide.error();
+  for (gpu::Ops* o : {&gpu::cuda_emu_ops(), &gpu_host_ops()}) {
+    auto st = gpu_forward_supports(**wide, *o);
     ASSERT_FALSE(st.ok()) << o->name();
+    EXPECT_NE(st.error().find("head_dim 320"), std::string::npos) << st.error();
+    EXPECT_NE(st.error().find((*wide)->config().arch.name), std::string::npos) << st.error();
+  }
+  // without CUDA every weight type is refused by the CUDA backend (the emulator's list is every type
+  // llama.cpp's quantize writes: the kernel tests cover them all)
+  if (!gpu::built_with_cuda()) {
+    auto plain = dummy("tiny-llama", DType::F32);
+    ASSERT_NE(plain, nullptr);
+    auto st = gpu_forward_supports(*plain, gpu::cuda_ops());
+    ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
-    EXPECT_NE(st.error().find(q3->config().arch.name), std::string::npos) << st.error();
   }
   for (const char* shape : {"tiny-olmoe", "tiny-gpt-oss"}) {
     auto moe = dummy(shape, DType::F32);
