@@ -135,16 +135,17 @@ int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim) {
   return h * head_dim + (w % 2) * half + w / 2;
 }
 
-std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w) {
+std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8) {
   auto ends = [](const std::string& s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   bool qweight = false, g_idx = false;
   for (const std::string& name : w.names()) {
     const SafetensorsTensor& t = *w.find(name)->tensor;
-    if (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2)
-      return fmt::format("FP8 (tensor '{}' is {})", name, st_dtype_name(t.dtype));
-    if (ends(name, ".weight_scale") || ends(name, ".weight_scale_inv") || ends(name, ".input_scale"))
+    if (!fp8 && (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2))
+      return fmt::format("FP8 (tensor '{}' is {}, and config.json has no FP8 quantization_config)", name,
+                         st_dtype_name(t.dtype));
+    if (!fp8 && (ends(name, ".weight_scale") || ends(name, ".weight_scale_inv") || ends(name, ".input_scale")))
       return fmt::format("FP8 (tensor '{}')", name);
     if (ends(name, ".absmax") || ends(name, ".quant_map") || ends(name, ".SCB") || name.find(".quant_state.") != std::string::npos)
       return fmt::format("bitsandbytes (tensor '{}')", name);
@@ -160,7 +161,7 @@ Result<HfModel> HfModel::open(const std::string& hf_dir) {
   m.dir = hf_dir;
   TM_ASSIGN_OR_RETURN(m.config, load_hf_config(hf_dir));
   TM_ASSIGN_OR_RETURN(m.weights, SafetensorsModel::open(hf_dir));
-  if (auto format = hf_quantized_weights(m.weights))
+  if (auto format = hf_quantized_weights(m.weights, m.config.fp8))
     return Error{fmt::format("{}: the weights are quantized: {}; tokenmill does not load such weights. Use the "
                              "model's original (unquantized) weights, quantized at load with --quantization (q8_0, "
                              "q4_k_m, ...) or with `tokenmill quantize`, or a GGUF file",

@@ -83,15 +83,51 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// One GGUF tensor converted from one HF tensor: rows of `cols` elements, optionally row-permuted.
+// An FP8 matrix's scale (rows x cols weights): one value, one per row ([rows] or [rows, 1]), or one per
+// block of block[0] x block[1] ([ceil(rows / b0), ceil(cols / b1)]); value(r, c) multiplies element (r, c).
+struct Fp8Scale {
+  std::vector<float> v;
+  int64_t per_row = 0, b0 = 0, b1 = 0, bcols = 0;  // per_row: 1; blocks: b0, b1 and blocks per row
+  float at(int64_t r, int64_t c) const {
+    if (v.size() == 1) return v[0];
+    if (per_row) return v[static_cast<size_t>(r)];
+    return v[static_cast<size_t>((r / b0) * bcols + c / b1)];
+  }
+};
+Result<Fp8Scale> read_fp8_scale(const SafetensorsModel::Ref& s, int64_t rows, int64_t cols, const int64_t (&block)[2]) {
+  const SafetensorsTensor& t = *s.tensor;
+  Fp8Scale f;
+  f.v.resize(static_cast<size_t>(t.n_elements));
+  TM_TRY(s.file->read_f32(t, f.v.data()));
+  const int64_t br = (rows + block[0] - 1) / block[0], bc = (cols + block[1] - 1) / block[1];
+  if (t.n_elements == 1) return f;
+  if (t.n_elements == rows && (t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[1] == 1))) {
+    f.per_row = 1;
+    return f;
+  }
+  if (t.shape == std::vector<int64_t>{br, bc}) {
+    f.b0 = block[0], f.b1 = block[1], f.bcols = bc;
+    return f;
+  }
+  return Error{fmt::format("{}: tensor '{}': an FP8 scale of shape {} fits neither the tensor, its {} rows nor its "
+                           "{} x {} blocks of {} x {}",
+                           s.file->path(), t.name, shape_str(t.shape), rows, br, bc, block[0], block[1])};
+}
+
+// One GGUF tensor converted from one HF tensor: rows of `cols` elements, optionally row-permuted; an FP8
+// source (scale non-null) dequantized with its scale.
 Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute_head_dim, uint8_t* dst,
-                    size_t nbytes) {
+                    size_t nbytes, const SafetensorsModel::Ref* scale = nullptr, const int64_t (&block)[2] = {128, 128}) {
   const SafetensorsTensor& t = *src.tensor;
   const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
   const int64_t cols = rows ? t.n_elements / rows : 0;
   const size_t out_esz = out == DType::F32 ? 4 : 2;
   if (nbytes != static_cast<size_t>(t.n_elements) * out_esz) return Error{"internal: tensor size mismatch"};
   const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits (exact, NaN payloads kept)
+  std::optional<Fp8Scale> fs;
+  if (scale) {
+    TM_ASSIGN_OR_RETURN(fs, read_fp8_scale(*scale, rows, cols, block));
+  }
   std::vector<float> tmp(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t sr = permute_head_dim ? llama_qk_permuted_source_row(r, permute_head_dim) : r;
@@ -101,6 +137,8 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
       continue;
     }
     TM_TRY(src.file->read_f32(t, static_cast<uint64_t>(sr * cols), static_cast<uint64_t>(cols), tmp.data()));
+    if (fs)
+      for (int64_t k = 0; k < cols; ++k) tmp[static_cast<size_t>(k)] *= fs->at(sr, k);
     for (int64_t k = 0; k < cols; ++k) {
       if (out == DType::F32) {
         std::memcpy(d + k * 4, &tmp[k], 4);
@@ -115,7 +153,12 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
 
 std::vector<int64_t> reversed(const std::vector<int64_t>& v) { return std::vector<int64_t>(v.rbegin(), v.rend()); }
 
-Status check_dtype(const SafetensorsModel::Ref& ref, const std::string& where) {
+Status check_dtype(const SafetensorsModel::Ref& ref, const std::string& where, bool fp8_ok = false) {
+  if (fp8_ok && st_dtype_is_fp8(ref.tensor->dtype)) return {};
+  if (st_dtype_is_fp8(ref.tensor->dtype))
+    return Error{fmt::format("{}: FP8 is read for the 2-D matrices of an FP8 checkpoint (with their scales), not for "
+                             "fused expert tensors or biases",
+                             where)};
   if (!st_dtype_is_float(ref.tensor->dtype))
     return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
                              st_dtype_name(ref.tensor->dtype))};
@@ -148,6 +191,10 @@ Result<HfTensorPlan> HfTensorPlan::make(const HfModel& m) {
 Status HfTensorPlan::add(const std::string& hf) {
   const auto ref = *m_->weights.find(hf);
   const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+  if (m_->config.fp8) {  // FP8 scales: read with their matrices; activation and KV scales: not used
+    for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".k_scale", ".v_scale", ".kv_scale"})
+      if (hf.ends_with(s)) return {};
+  }
   if (auto f = hf_fused_expert_tensor(hf)) return add_fused(*f, ref, hf, where);
   if (auto part = hf_expert_tensor(hf)) return add_expert(*part, ref, where);
   return add_plain(hf, ref, where);
@@ -265,16 +312,32 @@ Status HfTensorPlan::add_expert(const std::pair<std::string, int64_t>& part, con
     return Error{fmt::format("{}: expert {} is out of range (config.json: {} experts)", where, part.second,
                              e->second[0])};
   TM_TRY(check_shape(ref, std::vector<int64_t>(e->second.begin() + 1, e->second.end()), where));
-  TM_TRY(check_dtype(ref, where));
-  weight_dtypes_.insert(ref.tensor->dtype);
+  TM_TRY(check_dtype(ref, where, m_->config.fp8));
+  TM_ASSIGN_OR_RETURN(auto scale, fp8_scale(ref.tensor->name, ref, where));
+  weight_dtypes_.insert(scale.empty() ? ref.tensor->dtype : StDType::BF16);
   auto [it, fresh] = stacked_.try_emplace(part.first, items_.size());
   if (fresh)
     items_.push_back({part.first, std::vector<SafetensorsModel::Ref>(static_cast<size_t>(e->second[0])),
                       reversed(e->second), true, false, 0});
-  SafetensorsModel::Ref& slot = items_[it->second].srcs[static_cast<size_t>(part.second)];
+  Item& item = items_[it->second];
+  SafetensorsModel::Ref& slot = item.srcs[static_cast<size_t>(part.second)];
   if (slot.tensor) return Error{fmt::format("{}: expert {} of '{}' given twice", where, part.second, part.first)};
   slot = ref;
+  if (!scale.empty()) {  // (every expert of an FP8 checkpoint has one; finish() checks)
+    item.scales.resize(item.srcs.size());
+    item.scales[static_cast<size_t>(part.second)] = scale.front();
+  }
   return {};
+}
+
+// An FP8 matrix's scale tensor (`<name>_scale`, or `<name>_scale_inv` per block); none for other dtypes.
+Result<std::vector<SafetensorsModel::Ref>> HfTensorPlan::fp8_scale(const std::string& hf, const SafetensorsModel::Ref& ref,
+                                                                  const std::string& where) const {
+  if (!st_dtype_is_fp8(ref.tensor->dtype)) return std::vector<SafetensorsModel::Ref>{};
+  if (ref.tensor->shape.size() != 2) return Error{fmt::format("{}: an FP8 tensor that is no matrix", where)};
+  for (const char* suffix : {"_scale", "_scale_inv"})
+    if (auto s = m_->weights.find(hf + suffix)) return std::vector<SafetensorsModel::Ref>{*s};
+  return Error{fmt::format("{}: FP8 weights without their scale ('{}_scale' or '{}_scale_inv')", where, hf, hf)};
 }
 
 Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where) {
@@ -293,15 +356,17 @@ Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Re
                              "tie_word_embeddings={})",
                              where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
   TM_TRY(check_shape(ref, e->second, where));
-  TM_TRY(check_dtype(ref, where));
+  TM_TRY(check_dtype(ref, where, m_->config.fp8));
+  TM_ASSIGN_OR_RETURN(auto scales, fp8_scale(hf, ref, where));
   expected_.erase(e);
   const bool matrix = ref.tensor->shape.size() == 2;
   const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;  // ffn_gate_inp, ffn_gate_inp_shexp
-  if (matrix && !keep_f32) weight_dtypes_.insert(ref.tensor->dtype);
+  if (matrix && !keep_f32) weight_dtypes_.insert(scales.empty() ? ref.tensor->dtype : StDType::BF16);  // FP8: BF16 out
   int64_t perm = 0;
   if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
     perm = c.head_dim;
   items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, perm});
+  items_.back().scales = std::move(scales);
   return {};
 }
 
@@ -311,6 +376,9 @@ Status HfTensorPlan::finish() {
     for (size_t x = 0; x < srcs.size(); ++x)
       if (!srcs[x].tensor)
         return Error{fmt::format("{}: '{}' lacks expert {} ({} experts in config.json)", m_->dir, name, x, srcs.size())};
+    for (size_t x = 0; x < items_[index].scales.size(); ++x)
+      if (!items_[index].scales[x].tensor)
+        return Error{fmt::format("{}: expert {} of '{}' is not FP8 like the others", m_->dir, x, name)};
     expected_.erase(name);
   }
   if (!expected_.empty())
@@ -341,10 +409,13 @@ Status HfTensorPlan::write(GgufWriter& w, DType wtype) const {
       continue;
     }
     const auto srcs = it.srcs;
+    const auto scales = it.scales;
     const int64_t perm = it.permute_head_dim;
-    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, out, perm](uint8_t* dst, size_t n) -> Status {
+    const int64_t block[2] = {m_->config.fp8_block[0], m_->config.fp8_block[1]};
+    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, scales, out, perm, block](uint8_t* dst, size_t n) -> Status {
       const size_t part = n / srcs.size();  // experts: one matrix after the other
-      for (size_t x = 0; x < srcs.size(); ++x) TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part));
+      for (size_t x = 0; x < srcs.size(); ++x)
+        TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part, scales.empty() ? nullptr : &scales[x], block));
       return {};
     }));
   }

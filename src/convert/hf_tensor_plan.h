@@ -46,6 +46,7 @@ class HfTensorPlan {
     int64_t permute_head_dim = 0;
     std::optional<DType> fixed = std::nullopt;  // MXFP4 experts: kept in their type
     std::function<Status(uint8_t*, size_t, DType)> produce = nullptr;
+    std::vector<SafetensorsModel::Ref> scales = {};  // FP8 sources: each one's scale tensor (else empty)
   };
 
   explicit HfTensorPlan(const HfModel& m);
@@ -54,6 +55,8 @@ class HfTensorPlan {
                    const std::string& where);
   Status add_mxfp4(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
                    const std::string& where);
+  Result<std::vector<SafetensorsModel::Ref>> fp8_scale(const std::string& hf, const SafetensorsModel::Ref& ref,
+                                                       const std::string& where) const;
   Status add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
                     const std::string& where);
   Status add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where);

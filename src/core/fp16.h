@@ -50,6 +50,16 @@ static inline uint16_t fp32_to_fp16(float f) {
 
 static inline float bf16_to_fp32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
+// FP8 as Hugging Face FP8 checkpoints store it (torch.float8_e4m3fn, float8_e5m2): E4M3 "fn" (exponent
+// bias 7, subnormals, no infinities, S.1111.111 the NaN) and E5M2 (FP16's upper byte). Exact.
+static inline float fp8_e4m3_to_fp32(uint8_t b) {
+  const uint32_t s = static_cast<uint32_t>(b >> 7) << 31, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15 && m == 7) return f32_from_bits(s | 0x7fc00000u);
+  if (e == 0) return f32_from_bits(s | f32_bits(static_cast<float>(m) * 0.001953125f));  // m / 8 * 2^-6
+  return f32_from_bits(s | ((e + 120u) << 23) | (m << 20));
+}
+static inline float fp8_e5m2_to_fp32(uint8_t b) { return fp16_to_fp32(static_cast<uint16_t>(b << 8)); }
+
 static inline uint16_t fp32_to_bf16(float f) {
   const uint32_t x = f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 64u);  // quiet nan

@@ -262,6 +262,32 @@ Status refuse_quantized(const Reader& r, const json& q, const std::string& hf_ar
     c->mxfp4 = true;
     return {};
   }
+  // FP8 weights with their scales: dequantized at conversion (hf_tensor_plan.cpp)
+  auto block_of = [&](const json& b) {
+    if (b.is_array() && b.size() == 2 && b[0].is_number_integer() && b[1].is_number_integer() && b[0].get<int64_t>() > 0 &&
+        b[1].get<int64_t>() > 0) {
+      c->fp8_block[0] = b[0].get<int64_t>();
+      c->fp8_block[1] = b[1].get<int64_t>();
+    }
+  };
+  if (lower == "fp8") {
+    c->fp8 = true;
+    if (q.contains("weight_block_size")) block_of(q["weight_block_size"]);
+    return {};
+  }
+  if (lower == "compressed_tensors" && q.contains("config_groups") && q["config_groups"].is_object() &&
+      !q["config_groups"].empty()) {
+    bool float8 = true;
+    for (const auto& [name, g] : q["config_groups"].items()) {
+      const json w = g.is_object() && g.contains("weights") ? g["weights"] : json();
+      float8 = float8 && w.is_object() && w.value("type", "") == "float" && w.value("num_bits", 0) == 8;
+      if (float8 && w.contains("block_structure")) block_of(w["block_structure"]);
+    }
+    if (float8) {
+      c->fp8 = true;
+      return {};
+    }
+  }
   const std::string format = hf_quant_format_name(lower);
   return r.err(fmt::format("the weights are quantized with {} (quantization_config.quant_method \"{}\"); tokenmill "
                            "does not load {} weights. Use the model's original (unquantized) weights, quantized at "

@@ -74,6 +74,12 @@ struct HfConfig {
   // gpt-oss: config.json's quantization_config says the experts are MXFP4 (quant_method "mxfp4"); the
   // tensors decide what is converted (MXFP4 *_blocks / *_scales, or dequantized gate_up_proj / down_proj).
   bool mxfp4 = false;
+  // FP8 checkpoints (quantization_config quant_method "fp8", or "compressed-tensors" with 8-bit float
+  // weights): each FP8 matrix comes with its scale (`<name>_scale`: per tensor or per row;
+  // `<name>_scale_inv`: per fp8_block[0] x fp8_block[1] block), and is converted dequantized (BF16 by
+  // default), as llama.cpp's converter does.
+  bool fp8 = false;
+  int64_t fp8_block[2] = {128, 128};
 
   int64_t expert_rows() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
   bool gptoss() const { return gguf_arch == "gpt-oss"; }

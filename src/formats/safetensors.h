@@ -27,6 +27,7 @@ const char* st_dtype_name(StDType t);  // as spelled in the header ("BF16")
 size_t st_dtype_size(StDType t);       // bytes per element
 // F32, F16 and BF16: the dtypes model weights may be converted from.
 inline bool st_dtype_is_float(StDType t) { return t == StDType::F32 || t == StDType::F16 || t == StDType::BF16; }
+inline bool st_dtype_is_fp8(StDType t) { return t == StDType::F8_E4M3 || t == StDType::F8_E5M2; }
 
 struct SafetensorsTensor {
   std::string name;

@@ -222,14 +222,26 @@ TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
                         Case{R"({"quant_method": "gptq", "bits": 4, "desc_act": false})", "GPTQ"},
                         Case{R"({"quant_method": "bitsandbytes", "load_in_4bit": true})", "bitsandbytes"},
                         Case{R"({"load_in_8bit": true})", "bitsandbytes"},
-                        Case{R"({"quant_method": "fp8", "activation_scheme": "dynamic"})", "FP8"},
                         Case{R"({"quant_method": "compressed-tensors"})", "compressed-tensors"},
+                        Case{R"({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights":
+                               {"type": "int", "num_bits": 4}}}})", "compressed-tensors"},
                         Case{R"({"quant_method": "hqq"})", "'hqq'"}}) {
     SCOPED_TRACE(c.qc);
     const std::string err = error_of("{" + base + R"(, "quantization_config": )" + c.qc + "}");
     EXPECT_ERROR_HAS(err, std::string("the weights are quantized with ") + c.format);
     EXPECT_ERROR_HAS(err, "--quantization");
   }
+  // FP8 checkpoints are read (dequantized at conversion: tests/unit/convert/hf_fp8_test.cpp): quant_method
+  // fp8 with its blocks, compressed-tensors with 8-bit float weights
+  auto fp8 = parse_hf_config("{" + base + R"(, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 64]}})");
+  ASSERT_TRUE(fp8.ok()) << fp8.error();
+  EXPECT_TRUE(fp8->fp8);
+  EXPECT_EQ(fp8->fp8_block[0], 128);
+  EXPECT_EQ(fp8->fp8_block[1], 64);
+  auto ct = parse_hf_config("{" + base + R"(, "quantization_config": {"quant_method": "compressed-tensors",
+      "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 8, "strategy": "channel"}}}}})");
+  ASSERT_TRUE(ct.ok()) << ct.error();
+  EXPECT_TRUE(ct->fp8);
   // A quantization_config without a method is not a quantized checkpoint.
   auto ok = parse_hf_config("{" + base + R"(, "quantization_config": {"foo": 1}})");
   EXPECT_TRUE(ok.ok()) << ok.error();
