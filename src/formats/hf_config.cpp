@@ -278,9 +278,11 @@ Status refuse_quantized(const Reader& r, const json& q, const std::string& hf_ar
   if (lower == "compressed_tensors" && q.contains("config_groups") && q["config_groups"].is_object() &&
       !q["config_groups"].empty()) {
     bool float8 = true;
-    for (const auto& [name, g] : q["config_groups"].items()) {
+    for (const auto& [name, g] : q["config_groups"].items()) {  // (any JSON: types checked, nothing thrown)
       const json w = g.is_object() && g.contains("weights") ? g["weights"] : json();
-      float8 = float8 && w.is_object() && w.value("type", "") == "float" && w.value("num_bits", 0) == 8;
+      const bool is_float = w.is_object() && w.contains("type") && w["type"].is_string() && w["type"] == "float";
+      const bool eight = w.is_object() && w.contains("num_bits") && w["num_bits"].is_number_integer() && w["num_bits"] == 8;
+      float8 = float8 && is_float && eight;
       if (float8 && w.contains("block_structure")) block_of(w["block_structure"]);
     }
     if (float8) {

@@ -225,6 +225,8 @@ TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
                         Case{R"({"quant_method": "compressed-tensors"})", "compressed-tensors"},
                         Case{R"({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights":
                                {"type": "int", "num_bits": 4}}}})", "compressed-tensors"},
+                        Case{R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights":
+                               {"type": 5, "num_bits": "8"}}, "h": 3}})", "compressed-tensors"},
                         Case{R"({"quant_method": "hqq"})", "'hqq'"}}) {
     SCOPED_TRACE(c.qc);
     const std::string err = error_of("{" + base + R"(, "quantization_config": )" + c.qc + "}");
@@ -242,6 +244,9 @@ TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
       "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 8, "strategy": "channel"}}}}})");
   ASSERT_TRUE(ct.ok()) << ct.error();
   EXPECT_TRUE(ct->fp8);
+  auto odd = parse_hf_config("{" + base + R"(, "quantization_config": {"quant_method": "fp8", "weight_block_size": "x"}})");
+  ASSERT_TRUE(odd.ok()) << odd.error();  // (a block size that is no pair of positive integers: 128 x 128)
+  EXPECT_EQ(odd->fp8_block[0], 128);
   // A quantization_config without a method is not a quantized checkpoint.
   auto ok = parse_hf_config("{" + base + R"(, "quantization_config": {"foo": 1}})");
   EXPECT_TRUE(ok.ok()) << ok.error();
