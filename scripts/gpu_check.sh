@@ -17,8 +17,9 @@
 #    Q8_0) and the Qwen2.5-0.5B shape written to $GPU_CHECK_DIR (default /tmp/tm-gpu), one stream and
 #    64 / 256 streams through `bench engine --device cuda`, each line naming the GPU, with the share of
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
-#    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs, and the
-#    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step; before those,
+#    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs, the
+#    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step, and the largest
+#    batch over an INT8 KV cache (--kv-cache-dtype int8); before those,
 #    with the third binary, the kernels one at a time (bench_gpu_kernels: the GEMV's bandwidth per
 #    type, the tensor-core GEMM's and the attentions' rates), seconds in all.
 # Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
@@ -111,5 +112,11 @@ for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16
     --repetitions 1 --max-num-batched-tokens "$PROMPT" --max-model-len $((PROMPT + 16)) --json 2>/dev/null || true)
   p=$(echo "$p" | sed -n -e 's/.*"prompt_tokens_per_s":\([0-9.eE+-]*\).*/\1/p' | tail -1)
   echo "gpu_check: $GPU $shape $dtype prefill of one $PROMPT-token prompt: ${p:-no figure} prompt tok/s"
+  # the largest batch again over an INT8 KV cache (half the bytes the attention reads per token)
+  last=${BATCHES##* }
+  if [ "$last" != 1 ] && [ "$dtype" = Q8_0 ]; then  # (one model: device time is scarce)
+    q=$(field "$(bench "$f" "$last" --kv-cache-dtype int8)" "$last")
+    echo "gpu_check: $GPU $shape $dtype $last streams x 128 generated, --kv-cache-dtype int8: ${q:-no figure} tok/s"
+  fi
 done
 exit $fail
