@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace tmill {
 
@@ -82,21 +83,17 @@ Result<const GpuLora::DevAdapter*> GpuLora::device_copy(const LoraAdapter& a) {
 }
 
 Status GpuLora::ensure(int64_t ids, int64_t floats) {
-  if (ids > cap_ids_) {
-    ops_.release(ids_);
-    ids_ = nullptr;
-    TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(static_cast<size_t>(ids) * 4));
-    ids_ = static_cast<int32_t*>(p);
-    cap_ids_ = ids;
-  }
-  if (floats > cap_floats_) {
-    ops_.release(scratch_);
-    scratch_ = nullptr;
-    TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(static_cast<size_t>(floats) * 4));
-    scratch_ = static_cast<float*>(p);
-    cap_floats_ = floats;
-  }
-  return {};
+  auto grow = [&](auto*& buf, int64_t& cap, int64_t need) -> Status {  // (4-byte elements)
+    if (need <= cap) return {};
+    ops_.release(buf);
+    buf = nullptr;
+    TM_ASSIGN_OR_RETURN(void* p, ops_.alloc(static_cast<size_t>(need) * 4));
+    buf = static_cast<std::remove_reference_t<decltype(buf)>>(p);
+    cap = need;
+    return {};
+  };
+  TM_TRY(grow(ids_, cap_ids_, ids));
+  return grow(scratch_, cap_floats_, floats);
 }
 
 Status GpuLora::begin(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {

@@ -41,5 +41,10 @@ constexpr bool sanitized_build() {
 // The CUDA emulator's whole-model runs skip here: the sanitized build, unless TM_TEST_EMU_UNDER_ASAN is
 // set (then they run, in minutes).
 inline bool skip_emulator_model_runs() { return sanitized_build() && !std::getenv("TM_TEST_EMU_UNDER_ASAN"); }
+// The first line of a test that runs whole engines on the CUDA emulator: skips it there, saying why.
+#define TM_SKIP_EMULATOR_ENGINE_RUNS()                                                                    \
+  if (::tmill::test::skip_emulator_model_runs())                                                          \
+  GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; " \
+                  "TM_TEST_EMU_UNDER_ASAN=1 runs them here)"
 
 }  // namespace tmill::test

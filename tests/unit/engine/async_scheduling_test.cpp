@@ -179,9 +179,7 @@ void expect_async_scheduling_changes_no_output(const std::string& device) {
 TEST(AsyncScheduling, ChangesNoOutputOnTheGpuEnginePath) { expect_async_scheduling_changes_no_output("gpu-oracle"); }
 
 TEST(AsyncScheduling, ChangesNoOutputOnTheCudaKernels) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_async_scheduling_changes_no_output("cuda-emu");
 }
 

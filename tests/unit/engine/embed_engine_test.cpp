@@ -168,9 +168,7 @@ void expect_gpu_embeddings(const std::string& device) {
 }
 TEST(EmbedEngine, GpuOracleEmbedsAsTheCpu) { expect_gpu_embeddings("gpu-oracle"); }
 TEST(EmbedEngine, CudaEmuEmbedsAsTheCpu) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_gpu_embeddings("cuda-emu");
 }
 

@@ -337,9 +337,7 @@ void expect_gpu_engine_path_greedy_and_batch_free(const std::string& device) {
 }
 TEST(Engine, GpuEnginePathGivesTheGreedyTextAndIgnoresBatching) { expect_gpu_engine_path_greedy_and_batch_free("gpu-oracle"); }
 TEST(Engine, CudaEmuEnginePathGivesTheGreedyTextAndIgnoresBatching) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_gpu_engine_path_greedy_and_batch_free("cuda-emu");
 }
 
@@ -372,9 +370,7 @@ void expect_device_argmax_equals_the_sampler(const std::string& device) {
 }
 TEST(Engine, GpuEnginePathDeviceArgmaxEqualsTheSampler) { expect_device_argmax_equals_the_sampler("gpu-oracle"); }
 TEST(Engine, CudaEmuEnginePathDeviceArgmaxEqualsTheSampler) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_device_argmax_equals_the_sampler("cuda-emu");
 }
 
@@ -432,9 +428,7 @@ void expect_gpu_quantized_kv_caches(const std::string& device) {
 }
 TEST(Engine, GpuEnginePathRunsQuantizedKvCaches) { expect_gpu_quantized_kv_caches("gpu-oracle"); }
 TEST(Engine, CudaEmuEnginePathRunsQuantizedKvCaches) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_gpu_quantized_kv_caches("cuda-emu");
 }
 

@@ -190,9 +190,7 @@ void expect_gpu_lora(const std::string& device) {
 }
 TEST(LoraEngineGpu, GpuOracleGivesTheCpuEnginesTokens) { expect_gpu_lora("gpu-oracle"); }
 TEST(LoraEngineGpu, CudaEmuGivesTheCpuEnginesTokens) {
-  if (test::skip_emulator_model_runs())
-    GTEST_SKIP() << "the CUDA emulator's engine runs: the release build runs them (minutes under ASan; "
-                    "TM_TEST_EMU_UNDER_ASAN=1 runs them here)";
+  TM_SKIP_EMULATOR_ENGINE_RUNS();
   expect_gpu_lora("cuda-emu");
 }
 
