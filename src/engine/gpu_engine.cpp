@@ -37,7 +37,8 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   else if (kv_name == "int8") kv_dtype = DType::I8;
   else if (kv_name == "q4_0") kv_dtype = DType::Q4_0;
   else
-    return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0)", config.kv_cache_dtype));
+    return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0){}", config.kv_cache_dtype,
+                              fp8_kv_hint(config.kv_cache_dtype)));
   if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
   if (kv_dtype == DType::Q4_0 && (config.block_size % 2 != 0 || c.head_dim % 2 != 0))
     return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};

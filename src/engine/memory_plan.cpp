@@ -28,6 +28,12 @@ Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
   return parse_size(s);
 }
 
+std::string fp8_kv_hint(const std::string& dtype) {
+  return dtype.starts_with("fp8") ? "; vLLM's fp8 cache is not built: int8 stores one byte per element too, with a "
+                                    "per-token scale instead of fp8's 3-bit mantissa"
+                                  : "";
+}
+
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint64_t weight_bytes, KvLayout* layout) {
   const ModelConfig& c = model.config();
   KvLayout lay;
@@ -43,7 +49,9 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   else if (dt == "bf16") lay.dtype = DType::BF16;
   else if (dt == "int8") lay.dtype = DType::I8;
   else if (dt == "q4_0") lay.dtype = DType::Q4_0;
-  else return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8, q4_0)", cfg.kv_cache_dtype)};
+  else
+    return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8, q4_0){}", cfg.kv_cache_dtype,
+                             fp8_kv_hint(cfg.kv_cache_dtype))};
   if (lay.dtype == DType::Q4_0 && (lay.block_size % 2 != 0 || lay.head_dim % 2 != 0))
     return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
 

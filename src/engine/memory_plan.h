@@ -23,6 +23,9 @@ uint64_t available_memory_bytes();
 //    lowered (with a note) to what the cache holds.
 // weight_bytes: what the prepared weights occupy (Forward::weight_bytes), reported in the plan. Call
 // it after preparing them, so that "available memory" no longer includes what they took.
+// A sentence for a refused --kv-cache-dtype that is one of vLLM's fp8 spellings (fp8, fp8_e4m3, fp8_e5m2,
+// ...): what to use instead; "" for other names.
+std::string fp8_kv_hint(const std::string& dtype);
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& config, uint64_t weight_bytes,
                                KvLayout* layout);
 

@@ -442,6 +442,10 @@ TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().find("--kv-cache-dtype bf16 is not supported on a GPU (auto, f16, int8, q4_0)"), std::string::npos)
       << e.error();
+  c.kv_cache_dtype = "fp8";
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("vLLM's fp8 cache is not built"), std::string::npos) << e.error();
   EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
 }
 

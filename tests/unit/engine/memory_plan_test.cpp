@@ -51,4 +51,8 @@ TEST(MemoryPlan, SizesTheCacheAndTheContext) {
   cfg.block_size = 16;
   cfg.kv_cache_dtype = "fp4";
   EXPECT_FALSE(plan_memory(**m, cfg, 123456, &lay).ok());
+  cfg.kv_cache_dtype = "fp8_e4m3";  // vLLM's spelling: refused, pointing at int8
+  auto fp8 = plan_memory(**m, cfg, 123456, &lay);
+  ASSERT_FALSE(fp8.ok());
+  EXPECT_NE(fp8.error().find("int8 stores one byte per element too"), std::string::npos) << fp8.error();
 }
