@@ -169,8 +169,8 @@ __global__ void attn_prefill_tiles(GpuAttnArgs a) {
   const int64_t begin = a.window > 0 && first_ctx > a.window ? first_ctx - a.window : 0;
   for (int64_t p0 = begin; p0 < end; p0 += 32) {
     __syncthreads();  // the previous chunk is read by every warp
-    stage_k_chunk(a, table, h, p0, end, hd, &ks[0][0], 32);
-    stage_v_chunk(a, table, h, p0, end, hd, &vs[0][0], kMaxHeadDim);
+    stage_chunk<kKeys>(a, table, h, p0, end, hd, &ks[0][0], 32);
+    stage_chunk<kValues>(a, table, h, p0, end, hd, &vs[0][0], kMaxHeadDim);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kPairsPerWarp; ++i) {

@@ -21,55 +21,35 @@ __device__ __forceinline__ float sink_norm(float m, float l, float sink) {
 }
 
 // A prefill tile's 32 positions [p0, p0 + 32) of KV head h (table: its sequence's blocks) into shared
-// memory as F16, every thread of the CTA taking its share: K as [dimension][position] (k[d * ldk + j]:
-// consecutive threads read consecutive positions of the cache's [dimension][position] tiles), V as
-// [position][dimension] (v[j * ldv + d]: consecutive dimensions). INT8 and Q4 elements dequantized
-// (gpu/kv_tile.cuh), then rounded to F16. Zeros past `end` and for dimensions head_dim .. dims - 1 (a
-// tensor-core kernel's padding). The callers' barriers come before and after.
-template <DType T>
-__device__ __forceinline__ void stage_k_chunk_of(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
-                                                 int64_t end, int64_t dims, __half* k, int64_t ldk) {
+// memory as F16, every thread of the CTA taking its share: keys (kKeys) as [dimension][position]
+// (out[d * ld + j]: consecutive threads read consecutive positions of the cache's [dimension][position]
+// tiles), values as [position][dimension] (out[j * ld + d]: consecutive dimensions). INT8 and Q4
+// elements dequantized (gpu/kv_tile.cuh), then rounded to F16. Zeros past `end` and for dimensions
+// head_dim .. dims - 1 (a tensor-core kernel's padding). The callers' barriers come before and after.
+inline constexpr bool kKeys = true, kValues = false;
+template <bool Keys, DType T>
+__device__ __forceinline__ void stage_chunk_of(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                               int64_t end, int64_t dims, __half* out, int64_t ld) {
   const int64_t hd = a.head_dim, bs = a.block_size;
   const size_t tile_bytes = KvTile<T>::bytes(hd, bs);
+  const uint8_t* tiles = Keys ? a.k_tiles : a.v_tiles;
   for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
-    const int64_t j = e % 32, d = e / 32, p = p0 + j;
-    float kv = 0.0f;
+    const int64_t j = Keys ? e % 32 : e / dims, d = Keys ? e / 32 : e % dims, p = p0 + j;
+    float x = 0.0f;
     if (p < end && d < hd) {
-      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-      kv = KvTile<T>::k(a.k_tiles + tl * tile_bytes, hd, bs, d, p % bs);
+      const uint8_t* tile = tiles + (static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h) * tile_bytes;
+      x = Keys ? KvTile<T>::k(tile, hd, bs, d, p % bs) : KvTile<T>::v(tile, hd, bs, p % bs, d);
     }
-    k[d * ldk + j] = __float2half_rn(kv);
+    out[Keys ? d * ld + j : j * ld + d] = __float2half_rn(x);
   }
 }
-template <DType T>
-__device__ __forceinline__ void stage_v_chunk_of(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
-                                                 int64_t end, int64_t dims, __half* v, int64_t ldv) {
-  const int64_t hd = a.head_dim, bs = a.block_size;
-  const size_t tile_bytes = KvTile<T>::bytes(hd, bs);
-  for (int64_t e = threadIdx.x; e < 32 * dims; e += blockDim.x) {
-    const int64_t j = e / dims, d = e % dims, p = p0 + j;
-    float vv = 0.0f;
-    if (p < end && d < hd) {
-      const int64_t tl = static_cast<int64_t>(table[p / bs]) * a.n_head_kv + h;
-      vv = KvTile<T>::v(a.v_tiles + tl * tile_bytes, hd, bs, p % bs, d);
-    }
-    v[j * ldv + d] = __float2half_rn(vv);
-  }
-}
-__device__ __forceinline__ void stage_k_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
-                                              int64_t end, int64_t dims, __half* k, int64_t ldk) {
+template <bool Keys>
+__device__ __forceinline__ void stage_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
+                                            int64_t end, int64_t dims, __half* out, int64_t ld) {
   switch (a.kv_dtype) {  // the same for the whole launch
-    case DType::I8: stage_k_chunk_of<DType::I8>(a, table, h, p0, end, dims, k, ldk); break;
-    case DType::Q4_0: stage_k_chunk_of<DType::Q4_0>(a, table, h, p0, end, dims, k, ldk); break;
-    default: stage_k_chunk_of<DType::F16>(a, table, h, p0, end, dims, k, ldk); break;
-  }
-}
-__device__ __forceinline__ void stage_v_chunk(const GpuAttnArgs& a, const int32_t* table, int64_t h, int64_t p0,
-                                              int64_t end, int64_t dims, __half* v, int64_t ldv) {
-  switch (a.kv_dtype) {
-    case DType::I8: stage_v_chunk_of<DType::I8>(a, table, h, p0, end, dims, v, ldv); break;
-    case DType::Q4_0: stage_v_chunk_of<DType::Q4_0>(a, table, h, p0, end, dims, v, ldv); break;
-    default: stage_v_chunk_of<DType::F16>(a, table, h, p0, end, dims, v, ldv); break;
+    case DType::I8: stage_chunk_of<Keys, DType::I8>(a, table, h, p0, end, dims, out, ld); break;
+    case DType::Q4_0: stage_chunk_of<Keys, DType::Q4_0>(a, table, h, p0, end, dims, out, ld); break;
+    default: stage_chunk_of<Keys, DType::F16>(a, table, h, p0, end, dims, out, ld); break;
   }
 }
 

@@ -24,7 +24,7 @@ namespace tmill::gpu::inline TM_GPU_ABI {
 namespace {
 
 constexpr int kRows = 64;  // query rows per CTA: 4 warps x 16
-constexpr int kChunk = 32;  // positions per step (stage_k_chunk's)
+constexpr int kChunk = 32;  // positions per step (stage_chunk's)
 
 template <int HD>
 struct alignas(32) PrefillSmem {
@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(128) attn_prefill_tc(GpuAttnArgs a) {
   float* s = sm.s[warp];
   auto stage = [&](int64_t p0, bool with_v) {
     __syncthreads();  // every warp is done with the previous step's K and V
-    stage_k_chunk(a, table, h, p0, end, HD, sm.k, Smem::kLdK);
-    if (with_v) stage_v_chunk(a, table, h, p0, end, HD, sm.v, Smem::kLdV);
+    stage_chunk<kKeys>(a, table, h, p0, end, HD, sm.k, Smem::kLdK);
+    if (with_v) stage_chunk<kValues>(a, table, h, p0, end, HD, sm.v, Smem::kLdV);
     __syncthreads();
   };
   // S = Q K^T for the warp's 16 rows and the step's 32 positions, into s (ld kChunk), then this lane's

@@ -276,7 +276,7 @@ Status kv_store(const GpuKvStoreArgs& a) {
   if (a.kv_dtype == DType::I8) {
     TM_LAUNCH(kv_store_quant_kernel<DType::I8>, blocks_for(a.n_tokens * a.n_head_kv), kThreads, 0, stream())(a);
   } else if (a.kv_dtype == DType::Q4_0) {
-    const int64_t groups = a.head_dim % 32 == 0 ? a.head_dim / 32 : 1;  // kv_q4_group's
+    const int64_t groups = a.head_dim / kv_q4_group_dev(a.head_dim);
     TM_LAUNCH(kv_store_quant_kernel<DType::Q4_0>, blocks_for(a.n_tokens * a.n_head_kv * groups), kThreads, 0,
               stream())(a);
   } else {

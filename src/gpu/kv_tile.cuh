@@ -17,8 +17,8 @@
 
 namespace tmill::gpu::inline TM_GPU_ABI {
 
-// kernels/attention_abi.h kv_q4_group (a host function; this is the device's copy).
-__device__ __forceinline__ int64_t kv_q4_group_dev(int64_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+// kernels/attention_abi.h kv_q4_group (a host-only constexpr; this copy serves device and launch code).
+__host__ __device__ __forceinline__ int64_t kv_q4_group_dev(int64_t head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
 template <DType T>
 struct KvTile;
