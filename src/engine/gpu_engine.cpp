@@ -32,16 +32,13 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   if (auto st = ops.available(); !st.ok()) return refuse(st.error());
   // the cache's type: auto is F16 on a GPU (an F32 model's too); INT8 and Q4 hold 2x and ~3.6x the tokens
   const std::string kv_name = config.kv_cache_dtype == "auto" ? "f16" : config.kv_cache_dtype;
-  DType kv_dtype;
-  if (kv_name == "f16") kv_dtype = DType::F16;
-  else if (kv_name == "int8") kv_dtype = DType::I8;
-  else if (kv_name == "q4_0") kv_dtype = DType::Q4_0;
-  else
+  const std::optional<DType> named = kv_cache_dtype_named(kv_name);
+  if (!named || !gpu::kv_cache_supports(*named))  // (f32 and bf16: no gain on a GPU)
     return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0){}", config.kv_cache_dtype,
                               fp8_kv_hint(config.kv_cache_dtype)));
   if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
-  if (kv_dtype == DType::Q4_0 && (config.block_size % 2 != 0 || c.head_dim % 2 != 0))
-    return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
+  const DType kv_dtype = *named;
+  TM_TRY(check_kv_cache_shape(kv_dtype, config.block_size, c.head_dim));
   if (auto st = gpu_forward_supports(*model, ops, kv_dtype); !st.ok()) return refuse(st.error());
   const uint64_t weights = GpuForward::weight_bytes_of(*model);
   KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, kv_dtype};
