@@ -56,6 +56,7 @@ Result<const GpuLora::DevAdapter*> GpuLora::device_copy(const LoraAdapter& a) {
     auto u = upload(*w, d);
     if (!u.ok()) return u.error_value();
     *out = *u;
+    d.widest = std::max(d.widest, u->cols + u->rank + u->rows);
     return {};
   };
   Status st;
@@ -140,13 +141,7 @@ Status GpuLora::begin(const ForwardBatch& batch, const std::vector<int64_t>& log
       return d.error_value();
     }
     groups_[i].dev = *d;
-    int64_t widest = 0;  // cols + rank + rows of the adapter's widest product
-    auto widen = [&](const DevWeight& w) { widest = std::max(widest, w.cols + w.rank + w.rows); };
-    for (const auto& slots : (*d)->layers)
-      for (const DevWeight& w : slots) widen(w);
-    widen((*d)->output);
-    widen((*d)->embedding);
-    floats = std::max(floats, std::max(groups_[i].n_rows, groups_[i].n_out) * widest);
+    floats = std::max(floats, std::max(groups_[i].n_rows, groups_[i].n_out) * (*d)->widest);
   }
   TM_TRY(ensure(static_cast<int64_t>(h_ids.size()), floats));
   TM_TRY(ops_.upload(ids_, h_ids.data(), h_ids.size() * 4));

@@ -54,6 +54,7 @@ class GpuLora {
   };
   struct DevAdapter {
     uint64_t serial = 0, last_used = 0, bytes = 0;
+    int64_t widest = 0;  // cols + rank + rows of its widest product: the scratch a row of it takes
     std::vector<std::array<DevWeight, kLoraSlots>> layers;
     DevWeight output, embedding;
     std::vector<void*> allocs;
