@@ -19,7 +19,7 @@
 #    the HBM roofline (H200: 4.8 TB/s; GPU_CHECK_BW overrides) for one-stream decode, and one-stream
 #    decode again with --enforce-eager (no CUDA graphs) to show what launch overhead costs, the
 #    prefill of one long prompt (GPU_CHECK_PROMPT tokens, default 4096) in one step, and the largest
-#    batch over an INT8 KV cache (--kv-cache-dtype int8); before those,
+#    batch over an INT8 and an FP8 KV cache (--kv-cache-dtype int8, fp8); before those,
 #    with the third binary, the kernels one at a time (bench_gpu_kernels: the GEMV's bandwidth per
 #    type, the tensor-core GEMM's and the attentions' rates), seconds in all.
 # Environment: GPU_CHECK_SKIP_BENCH=1 stops after step 2's greedy check; a dry run of the whole script on a
@@ -112,11 +112,13 @@ for spec in ${GPU_CHECK_SPECS:-llama-3-8b:BF16 llama-3-8b:Q8_0 qwen2.5-0.5b:BF16
     --repetitions 1 --max-num-batched-tokens "$PROMPT" --max-model-len $((PROMPT + 16)) --json 2>/dev/null || true)
   p=$(echo "$p" | sed -n -e 's/.*"prompt_tokens_per_s":\([0-9.eE+-]*\).*/\1/p' | tail -1)
   echo "gpu_check: $GPU $shape $dtype prefill of one $PROMPT-token prompt: ${p:-no figure} prompt tok/s"
-  # the largest batch again over an INT8 KV cache (half the bytes the attention reads per token)
+  # the largest batch again over an INT8 and an FP8 KV cache (half the bytes the attention reads per token)
   last=${BATCHES##* }
   if [ "$last" != 1 ] && [ "$dtype" = Q8_0 ]; then  # (one model: device time is scarce)
-    q=$(field "$(bench "$f" "$last" --kv-cache-dtype int8)" "$last")
-    echo "gpu_check: $GPU $shape $dtype $last streams x 128 generated, --kv-cache-dtype int8: ${q:-no figure} tok/s"
+    for kvt in int8 fp8; do
+      q=$(field "$(bench "$f" "$last" --kv-cache-dtype "$kvt")" "$last")
+      echo "gpu_check: $GPU $shape $dtype $last streams x 128 generated, --kv-cache-dtype $kvt: ${q:-no figure} tok/s"
+    done
   fi
 done
 exit $fail

@@ -41,7 +41,7 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_flag("--no-async-scheduling", o.no_async_scheduling,
                "GPU devices: process each step's outputs between steps instead");
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache size: bytes (2GiB, 512MiB) or a share of available memory (30%); default: automatic");
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 (per-token scales: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto (f32 for f32 models, else f16), f32, f16, bf16, int8 or fp8 / fp8_e4m3 / fp8_e5m2 (a byte per value and a scale per token: ~1.9x the tokens of f16), or q4_0 (4-bit, f16 scale per 32 dims: ~3.6x)")->capture_default_str();
   app.add_option("--block-size", o.block_size, "tokens per KV block")->capture_default_str();
   app.add_option("--max-num-seqs", o.max_num_seqs, "sequences per step")->capture_default_str();
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "token budget per step")->capture_default_str();

@@ -100,7 +100,7 @@ void run_batch(benchmark::State& st, DType t, int64_t hd, int64_t group, int64_t
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (DType t : {DType::F16, DType::BF16, DType::I8, DType::F32})
+  for (DType t : {DType::F16, DType::BF16, DType::I8, DType::F8_E4M3, DType::F32})
     for (const auto& shape : {std::pair<int64_t, int64_t>{64, 7}, {128, 4}, {64, 1}, {128, 1}})
       for (int64_t n : {128, 512, 4096}) {
         const int64_t hd = shape.first, g = shape.second;  // (clang 14 cannot capture structured bindings)
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
                                  "/g:" + std::to_string(g) + "/ctx:" + std::to_string(n);
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run(st, t, hd, g, n); });
       }
-  for (DType t : {DType::F16, DType::I8})
+  for (DType t : {DType::F16, DType::I8, DType::F8_E4M3})
     benchmark::RegisterBenchmark((std::string("BM_AttentionDecodeStep/") + dtype_name(t) + "/hd:64/g:7/ctx:192/seqs:32/layers:24").c_str(),
                                  [=](benchmark::State& st) { run_batch(st, t, 64, 7, 192, 32, 24); })
         ->Unit(benchmark::kMillisecond);

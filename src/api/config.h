@@ -67,7 +67,7 @@ struct EngineConfig {
   // it minus the weights; weights, or weights plus an explicit KV size, above it are a load error.
   uint64_t memory_limit_bytes = 0;
   int64_t kv_cache_tokens = 0;          // > 0: a cache of this many tokens (whole blocks), not bytes
-  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8, q4_0
+  std::string kv_cache_dtype = "auto";  // auto (f32 for f32 models, else f16), f32, f16, bf16, int8, q4_0, fp8 (= fp8_e4m3), fp8_e5m2
   int32_t block_size = defaults::kBlockSize;
   int32_t max_num_seqs = defaults::kMaxNumSeqs;
   int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;

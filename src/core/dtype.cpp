@@ -26,6 +26,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::TQ2_0, "TQ2_0", 256, 66, true},  {DType::MXFP4, "MXFP4", 32, 17, true},
 };
 constexpr uint32_t kMaxId = 40;
+constexpr DTypeInfo kKvOnly[] = {{DType::F8_E4M3, "F8_E4M3", 1, 1, false}, {DType::F8_E5M2, "F8_E5M2", 1, 1, false}};
 
 const std::array<const DTypeInfo*, kMaxId>& table() {
   static const auto t = [] {
@@ -40,6 +41,8 @@ const std::array<const DTypeInfo*, kMaxId>& table() {
 const DTypeInfo* dtype_info(uint32_t id) { return id < kMaxId ? table()[id] : nullptr; }
 
 const DTypeInfo& dtype_info(DType t) {
+  for (const auto& k : kKvOnly)
+    if (k.type == t) return k;
   const DTypeInfo* i = dtype_info(static_cast<uint32_t>(t));
   TM_ASSERT(i != nullptr, "unknown dtype");
   return *i;

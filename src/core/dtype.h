@@ -14,6 +14,9 @@ enum class DType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  // tokenmill's own, past ggml's ids: KV cache element types only (--kv-cache-dtype fp8_e4m3 / fp8_e5m2),
+  // never a tensor of a file -- dtype_info(uint32_t) and dtype_from_name do not know them.
+  F8_E4M3 = 200, F8_E5M2 = 201,
 };
 
 struct DTypeInfo {
@@ -24,7 +27,7 @@ struct DTypeInfo {
   bool quantized;
 };
 
-// nullptr for ids that are not (or no longer) ggml types.
+// nullptr for ids that are not (or no longer) ggml types (F8_E4M3 and F8_E5M2 included).
 const DTypeInfo* dtype_info(uint32_t id);
 const DTypeInfo& dtype_info(DType t);
 inline const char* dtype_name(DType t) { return dtype_info(t).name; }

@@ -30,12 +30,12 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
     return Error{fmt::format("--device {}: {}; use --device cpu", config.device, why)};
   };
   if (auto st = ops.available(); !st.ok()) return refuse(st.error());
-  // the cache's type: auto is F16 on a GPU (an F32 model's too); INT8 and Q4 hold 2x and ~3.6x the tokens
+  // the cache's type: auto is F16 on a GPU (an F32 model's too); INT8 and FP8 hold ~2x the tokens, Q4 ~3.6x
   const std::string kv_name = config.kv_cache_dtype == "auto" ? "f16" : config.kv_cache_dtype;
   const std::optional<DType> named = kv_cache_dtype_named(kv_name);
   if (!named || !gpu::kv_cache_supports(*named))  // (f32 and bf16: no gain on a GPU)
-    return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0){}", config.kv_cache_dtype,
-                              fp8_kv_hint(config.kv_cache_dtype)));
+    return refuse(fmt::format("--kv-cache-dtype {} is not supported on a GPU (auto, f16, int8, q4_0, fp8, fp8_e4m3, "
+                              "fp8_e5m2)", config.kv_cache_dtype));
   if (config.block_size < 1 || config.block_size > 1024) return Error{"block size must be in [1, 1024]"};
   const DType kv_dtype = *named;
   TM_TRY(check_kv_cache_shape(kv_dtype, config.block_size, c.head_dim));

@@ -28,27 +28,6 @@ Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
   return parse_size(s);
 }
 
-std::optional<DType> kv_cache_dtype_named(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  if (name == "bf16") return DType::BF16;
-  if (name == "int8") return DType::I8;
-  if (name == "q4_0") return DType::Q4_0;
-  return std::nullopt;
-}
-
-Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim) {
-  if (t == DType::Q4_0 && (block_size % 2 != 0 || head_dim % 2 != 0))
-    return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
-  return {};
-}
-
-std::string fp8_kv_hint(const std::string& dtype) {
-  return dtype.starts_with("fp8") ? "; vLLM's fp8 cache is not built: int8 stores one byte per element too, with a "
-                                    "per-token scale instead of fp8's 3-bit mantissa"
-                                  : "";
-}
-
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint64_t weight_bytes, KvLayout* layout) {
   const ModelConfig& c = model.config();
   KvLayout lay;
@@ -61,8 +40,7 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   if (dt == "auto") dt = model.main_weight_type() == DType::F32 ? "f32" : "f16";
   const std::optional<DType> named = kv_cache_dtype_named(dt);
   if (!named)
-    return Error{fmt::format("unsupported --kv-cache-dtype '{}' (auto, f32, f16, bf16, int8, q4_0){}", cfg.kv_cache_dtype,
-                             fp8_kv_hint(cfg.kv_cache_dtype))};
+    return Error{fmt::format("unsupported --kv-cache-dtype '{}' ({})", cfg.kv_cache_dtype, kKvCacheDtypeNames)};
   lay.dtype = *named;
   TM_TRY(check_kv_cache_shape(lay.dtype, lay.block_size, lay.head_dim));
 

@@ -25,14 +25,6 @@ uint64_t available_memory_bytes();
 //    lowered (with a note) to what the cache holds.
 // weight_bytes: what the prepared weights occupy (Forward::weight_bytes), reported in the plan. Call
 // it after preparing them, so that "available memory" no longer includes what they took.
-// The KV cache element type a --kv-cache-dtype name gives (f32, f16, bf16, int8, q4_0; "auto" is the
-// caller's to resolve); nullopt for other names.
-std::optional<DType> kv_cache_dtype_named(const std::string& name);
-// The layout's own constraint: q4_0 packs two positions (K) or two dimensions (V) per byte.
-Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim);
-// A sentence for a refused --kv-cache-dtype that is one of vLLM's fp8 spellings (fp8, fp8_e4m3, fp8_e5m2,
-// ...): what to use instead; "" for other names.
-std::string fp8_kv_hint(const std::string& dtype);
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& config, uint64_t weight_bytes,
                                KvLayout* layout);
 

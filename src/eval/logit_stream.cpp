@@ -8,27 +8,13 @@ namespace tmill::eval {
 
 Result<DType> parse_kv_dtype(const std::string& name, const Model& model) {
   if (name == "auto") return model.main_weight_type() == DType::F32 ? DType::F32 : DType::F16;
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  if (name == "bf16") return DType::BF16;
-  if (name == "int8") return DType::I8;
-  if (name == "q4_0") {
-    if (model.config().head_dim % 2 != 0) return Error{"KV cache dtype q4_0 needs an even head size"};
-    return DType::Q4_0;
-  }
-  return Error{fmt::format("unsupported KV cache dtype '{}' (auto, f32, f16, bf16, int8, q4_0)", name)};
+  const std::optional<DType> t = kv_cache_dtype_named(name);
+  if (!t) return Error{fmt::format("unsupported KV cache dtype '{}' ({})", name, kKvCacheDtypeNames)};
+  if (*t == DType::Q4_0 && model.config().head_dim % 2 != 0) return Error{"KV cache dtype q4_0 needs an even head size"};
+  return *t;
 }
 
-const char* kv_dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I8: return "int8";
-    case DType::Q4_0: return "q4_0";
-    default: return "?";
-  }
-}
+const char* kv_dtype_name(DType t) { return kv_cache_dtype_label(t); }
 
 Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<const Model> model,
                                                          const LogitStreamOptions& opt, ThreadPool* pool) {

@@ -23,15 +23,15 @@
 
 namespace tmill::eval {
 
-// "auto" (f32 for F32 models, else f16), "f32", "f16", "bf16", "int8", "q4_0" -> KV element type.
+// "auto" (f32 for F32 models, else f16) or a --kv-cache-dtype name (model/kv_storage.h) -> KV element type.
 Result<DType> parse_kv_dtype(const std::string& name, const Model& model);
-// "f32", "f16", "bf16", "int8", "q4_0".
+// "f32", "f16", "bf16", "int8", "q4_0", "fp8_e4m3", "fp8_e5m2".
 const char* kv_dtype_name(DType t);
 
 struct LogitStreamOptions {
   int64_t max_ctx = 512;           // longest sequence (positions) one reset() .. feed() run may reach
   int64_t batch = 64;              // tokens per Forward call (bounds the logits buffer: batch x n_vocab floats)
-  DType kv_dtype = DType::F16;     // F32, F16, BF16 or I8
+  DType kv_dtype = DType::F16;     // any type kv_type_supported takes
   int64_t block_size = 16;
 };
 

@@ -266,6 +266,8 @@ Status paged_attention_decode(const GpuAttnArgs& a) {
   const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(splits));
   switch (a.kv_dtype) {
     case DType::I8: TM_LAUNCH(attn_decode<DType::I8>, grid, 32 * kWarps, 0, stream())(a, splits); break;
+    case DType::F8_E4M3: TM_LAUNCH(attn_decode<DType::F8_E4M3>, grid, 32 * kWarps, 0, stream())(a, splits); break;
+    case DType::F8_E5M2: TM_LAUNCH(attn_decode<DType::F8_E5M2>, grid, 32 * kWarps, 0, stream())(a, splits); break;
     case DType::Q4_0: TM_LAUNCH(attn_decode<DType::Q4_0>, grid, 32 * kWarps, 0, stream())(a, splits); break;
     default: TM_LAUNCH(attn_decode<DType::F16>, grid, 32 * kWarps, 0, stream())(a, splits); break;
   }

@@ -23,7 +23,7 @@ __device__ __forceinline__ float sink_norm(float m, float l, float sink) {
 // A prefill tile's 32 positions [p0, p0 + 32) of KV head h (table: its sequence's blocks) into shared
 // memory as F16, every thread of the CTA taking its share: keys (kKeys) as [dimension][position]
 // (out[d * ld + j]: consecutive threads read consecutive positions of the cache's [dimension][position]
-// tiles), values as [position][dimension] (out[j * ld + d]: consecutive dimensions). INT8 and Q4
+// tiles), values as [position][dimension] (out[j * ld + d]: consecutive dimensions). INT8, FP8 and Q4
 // elements dequantized (gpu/kv_tile.cuh), then rounded to F16. Zeros past `end` and for dimensions
 // head_dim .. dims - 1 (a tensor-core kernel's padding). The callers' barriers come before and after.
 inline constexpr bool kKeys = true, kValues = false;
@@ -48,6 +48,8 @@ __device__ __forceinline__ void stage_chunk(const GpuAttnArgs& a, const int32_t*
                                             int64_t end, int64_t dims, __half* out, int64_t ld) {
   switch (a.kv_dtype) {  // the same for the whole launch
     case DType::I8: stage_chunk_of<Keys, DType::I8>(a, table, h, p0, end, dims, out, ld); break;
+    case DType::F8_E4M3: stage_chunk_of<Keys, DType::F8_E4M3>(a, table, h, p0, end, dims, out, ld); break;
+    case DType::F8_E5M2: stage_chunk_of<Keys, DType::F8_E5M2>(a, table, h, p0, end, dims, out, ld); break;
     case DType::Q4_0: stage_chunk_of<Keys, DType::Q4_0>(a, table, h, p0, end, dims, out, ld); break;
     default: stage_chunk_of<Keys, DType::F16>(a, table, h, p0, end, dims, out, ld); break;
   }

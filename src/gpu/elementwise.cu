@@ -127,14 +127,24 @@ __global__ void kv_store_kernel(GpuKvStoreArgs a) {
   reinterpret_cast<__half*>(a.v_tiles)[tile + slot * a.head_dim + d] = __float2half_rn(a.v[i]);
 }
 
-// INT8: scale = max |x| / 127 per (token, head), codes rint(x / scale) -- paged_kv_store's operations
-// in its order (no fused multiply-adds), so the bytes are the CPU's.
-__device__ float i8_scale(const float* x, int64_t n, float* inv) {
+// INT8 and FP8: scale = max |x| / the largest code (127, 448, 57344) per (token, head), codes rint(x *
+// (1 / scale)) or the nearest FP8 code (core/fp8.h) -- paged_kv_store's operations in its order (no
+// fused multiply-adds), so the bytes are the CPU's.
+template <DType T>
+__device__ float token_scale(const float* x, int64_t n, float* inv) {
+  constexpr float top = T == DType::F8_E4M3 ? kFp8E4M3Max : T == DType::F8_E5M2 ? kFp8E5M2Max : 127.0f;
   float m = 0.0f;
   for (int64_t d = 0; d < n; ++d) m = fmaxf(m, fabsf(x[d]));
-  const float s = __fdiv_rn(m, 127.0f);
+  const float s = __fdiv_rn(m, top);
   *inv = s > 0.0f ? __fdiv_rn(1.0f, s) : 0.0f;
   return s;
+}
+template <DType T>
+__device__ uint8_t token_code(float x, float inv) {
+  const float y = __fmul_rn(x, inv);
+  if constexpr (T == DType::F8_E4M3) return fp32_to_fp8_e4m3(y);
+  if constexpr (T == DType::F8_E5M2) return fp32_to_fp8_e5m2(y);
+  return static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(y)));
 }
 // Q4 (kernels/attention.cpp quantize_q4_group): d = (the element of largest magnitude, the first of
 // ties) / -8, codes min(15, int(x / d + 8.5)).
@@ -163,11 +173,13 @@ __device__ void put_nibble(uint8_t* p, int64_t which, unsigned q) {
   atomicOr(word, q << shift);
 }
 
-// One thread per (token, KV head, scale group): INT8's group is the head, Q4's kv_q4_group dimensions.
+// One thread per (token, KV head, scale group): INT8's and FP8's group is the head, Q4's kv_q4_group
+// dimensions.
 template <DType T>
 __global__ void kv_store_quant_kernel(GpuKvStoreArgs a) {
+  constexpr bool kTokenScaled = T != DType::Q4_0;
   const int64_t hd = a.head_dim, bs = a.block_size;
-  const int64_t gs = T == DType::I8 ? hd : kv_q4_group_dev(hd), ng = hd / gs;
+  const int64_t gs = kTokenScaled ? hd : kv_q4_group_dev(hd), ng = hd / gs;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.n_tokens * a.n_head_kv * ng) return;
   const int64_t t = i / (a.n_head_kv * ng), h = i / ng % a.n_head_kv, g = i % ng;
@@ -178,12 +190,12 @@ __global__ void kv_store_quant_kernel(GpuKvStoreArgs a) {
   uint8_t* vt = a.v_tiles + off;
   const float* kx = a.k + (t * a.n_head_kv + h) * hd + g * gs;
   const float* vx = a.v + (t * a.n_head_kv + h) * hd + g * gs;
-  if constexpr (T == DType::I8) {
+  if constexpr (kTokenScaled) {
     float ki, vi;
-    const float ks = i8_scale(kx, hd, &ki), vs = i8_scale(vx, hd, &vi);
+    const float ks = token_scale<T>(kx, hd, &ki), vs = token_scale<T>(vx, hd, &vi);
     for (int64_t d = 0; d < hd; ++d) {
-      kt[d * bs + slot] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(__fmul_rn(kx[d], ki))));
-      vt[slot * hd + d] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(__fmul_rn(vx[d], vi))));
+      kt[d * bs + slot] = token_code<T>(kx[d], ki);
+      vt[slot * hd + d] = token_code<T>(vx[d], vi);
     }
     memcpy(kt + hd * bs + slot * 4, &ks, 4);
     memcpy(vt + hd * bs + slot * 4, &vs, 4);
@@ -275,6 +287,10 @@ Status kv_store(const GpuKvStoreArgs& a) {
   if (a.n_tokens <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0) return {};
   if (a.kv_dtype == DType::I8) {
     TM_LAUNCH(kv_store_quant_kernel<DType::I8>, blocks_for(a.n_tokens * a.n_head_kv), kThreads, 0, stream())(a);
+  } else if (a.kv_dtype == DType::F8_E4M3) {
+    TM_LAUNCH(kv_store_quant_kernel<DType::F8_E4M3>, blocks_for(a.n_tokens * a.n_head_kv), kThreads, 0, stream())(a);
+  } else if (a.kv_dtype == DType::F8_E5M2) {
+    TM_LAUNCH(kv_store_quant_kernel<DType::F8_E5M2>, blocks_for(a.n_tokens * a.n_head_kv), kThreads, 0, stream())(a);
   } else if (a.kv_dtype == DType::Q4_0) {
     const int64_t groups = a.head_dim / kv_q4_group_dev(a.head_dim);
     TM_LAUNCH(kv_store_quant_kernel<DType::Q4_0>, blocks_for(a.n_tokens * a.n_head_kv * groups), kThreads, 0,

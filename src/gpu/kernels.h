@@ -92,10 +92,16 @@ Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const
 // y = x / rms(x) * weight, row by row (n_rows rows of n floats).
 Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps);
 // The KV cache's element types the kernels read and write (a.kv_dtype): F16, I8 (int8 with an f32
-// scale per position: --kv-cache-dtype int8) and Q4_0 (4-bit codes with an f16 scale per position and
+// scale per position: --kv-cache-dtype int8), F8_E4M3 and F8_E5M2 (FP8 codes in INT8's layout:
+// --kv-cache-dtype fp8, fp8_e4m3, fp8_e5m2) and Q4_0 (4-bit codes with an f16 scale per position and
 // group of 32 dimensions: --kv-cache-dtype q4_0; block_size and head_dim even) -- the CPU's layouts
 // (gpu/kv_tile.cuh), so a cache written by either reads the same on both.
-inline bool kv_cache_supports(DType t) { return t == DType::F16 || t == DType::I8 || t == DType::Q4_0; }
+inline constexpr DType kKvCacheTypes[] = {DType::F16, DType::I8, DType::F8_E4M3, DType::F8_E5M2, DType::Q4_0};
+inline bool kv_cache_supports(DType t) {
+  for (DType k : kKvCacheTypes)
+    if (k == t) return true;
+  return false;
+}
 // Decode attention over a paged KV cache in the CPU cache's tile layout (kernels/attention_abi.h:
 // tile = block * n_head_kv + kv head, tile_bytes apart; K [head_dim][block_size] transposed, V
 // [block_size][head_dim]), so the scheduler's block tables serve both. For each of n_tokens query

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "kernels/ops.h"
 #include "core/log.h"
 #include "kernels/attention_abi.h"
@@ -19,6 +20,8 @@ int kv_type_code(DType t) {
     case DType::F16: return kern::kKvF16;
     case DType::BF16: return kern::kKvBF16;
     case DType::Q4_0: return kern::kKvQ4;
+    case DType::F8_E4M3: return kern::kKvF8E4M3;
+    case DType::F8_E5M2: return kern::kKvF8E5M2;
     default: return kern::kKvI8;
   }
 }
@@ -75,7 +78,8 @@ void prefetch_kv_block(const AttnArgs& a, int64_t b) {
 }  // namespace kern
 
 bool kv_type_supported(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8 || t == DType::Q4_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8 || t == DType::Q4_0 ||
+         t == DType::F8_E4M3 || t == DType::F8_E5M2;
 }
 
 size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
@@ -86,7 +90,7 @@ size_t kv_tile_bytes(DType t, int64_t head_dim, int64_t block_size) {
     case DType::BF16: return n * 2;
     case DType::Q4_0:  // nibbles + an f16 scale per token and group of dimensions
       return n / 2 + static_cast<size_t>(block_size * (head_dim / kern::kv_q4_group(head_dim))) * 2;
-    default: return n + static_cast<size_t>(block_size) * 4;  // int8 + f32 scale per token
+    default: return n + static_cast<size_t>(block_size) * 4;  // int8 or fp8 + f32 scale per token
   }
 }
 
@@ -161,6 +165,43 @@ void store_q4(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, co
   }
 }
 
+// A one-byte code per element and an f32 scale per token: max |x| maps to the largest code (int8:
+// 127, codes rint(x / scale); fp8: 448 or 57344, codes core/fp8.h's nearest). The GPU's kv_store
+// (gpu/elementwise.cu) repeats these operations in this order.
+float token_max_code(DType t) {
+  return t == DType::F8_E4M3 ? kFp8E4M3Max : t == DType::F8_E5M2 ? kFp8E5M2Max : 127.0f;
+}
+
+uint8_t token_code(DType t, float x) {
+  if (t == DType::F8_E4M3) return fp32_to_fp8_e4m3(x);
+  if (t == DType::F8_E5M2) return fp32_to_fp8_e5m2(x);
+  return static_cast<uint8_t>(static_cast<int8_t>(std::lrintf(x)));
+}
+
+float token_value(DType t, uint8_t code) {
+  if (t == DType::F8_E4M3) return fp8_e4m3_to_fp32(code);
+  if (t == DType::F8_E5M2) return fp8_e5m2_to_fp32(code);
+  return static_cast<float>(static_cast<int8_t>(code));
+}
+
+void store_token_scaled(DType t, uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, const float* kh,
+                        const float* vh) {
+  float km = 0, vm = 0;
+  for (int64_t d = 0; d < hd; ++d) {
+    km = std::fmax(km, std::fabs(kh[d]));
+    vm = std::fmax(vm, std::fabs(vh[d]));
+  }
+  const float top = token_max_code(t);
+  const float ks = km / top, vs = vm / top;
+  const float ki = ks > 0 ? 1.0f / ks : 0.0f, vi = vs > 0 ? 1.0f / vs : 0.0f;
+  for (int64_t d = 0; d < hd; ++d) {
+    kt[d * bs + slot] = token_code(t, kh[d] * ki);
+    vt[slot * hd + d] = token_code(t, vh[d] * vi);
+  }
+  std::memcpy(kt + hd * bs + slot * 4, &ks, 4);
+  std::memcpy(vt + hd * bs + slot * 4, &vs, 4);
+}
+
 }  // namespace
 
 void paged_kv_prefetch_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos) {
@@ -214,25 +255,9 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
       case DType::Q4_0:
         store_q4(kt, vt, bs, hd, slot, kh, vh);
         break;
-      default: {
-        // int8 with a per-token scale: max |x| maps to 127
-        float km = 0, vm = 0;
-        for (int64_t d = 0; d < hd; ++d) {
-          km = std::fmax(km, std::fabs(kh[d]));
-          vm = std::fmax(vm, std::fabs(vh[d]));
-        }
-        const float ks = km / 127.0f, vs = vm / 127.0f;
-        const float ki = ks > 0 ? 1.0f / ks : 0.0f, vi = vs > 0 ? 1.0f / vs : 0.0f;
-        auto* kq = reinterpret_cast<int8_t*>(kt);
-        auto* vq = reinterpret_cast<int8_t*>(vt);
-        for (int64_t d = 0; d < hd; ++d) {
-          kq[d * bs + slot] = static_cast<int8_t>(std::lrintf(kh[d] * ki));
-          vq[slot * hd + d] = static_cast<int8_t>(std::lrintf(vh[d] * vi));
-        }
-        std::memcpy(kt + hd * bs + slot * 4, &ks, 4);
-        std::memcpy(vt + hd * bs + slot * 4, &vs, 4);
+      default:
+        store_token_scaled(kv.dtype, kt, vt, bs, hd, slot, kh, vh);
         break;
-      }
     }
   }
 }
@@ -274,8 +299,8 @@ void paged_kv_load(const PagedKvView& kv, const int32_t* block_table, int64_t po
         float ks, vs;
         std::memcpy(&ks, kt + hd * bs + slot * 4, 4);
         std::memcpy(&vs, vt + hd * bs + slot * 4, 4);
-        k[d] = ks * reinterpret_cast<const int8_t*>(kt)[d * bs + slot];
-        v[d] = vs * reinterpret_cast<const int8_t*>(vt)[slot * hd + d];
+        k[d] = ks * token_value(kv.dtype, kt[d * bs + slot]);
+        v[d] = vs * token_value(kv.dtype, vt[slot * hd + d]);
         break;
       }
     }

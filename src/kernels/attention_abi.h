@@ -8,7 +8,8 @@
 //   V: [block_size][head_dim]  token-major, so one token's row is contiguous
 // element types: F32, F16, BF16, or INT8 with one f32 scale per token appended to the tile
 // (K: int8[head_dim][block_size] then f32 scale[block_size]; V: int8[block_size][head_dim] then
-// f32 scale[block_size]); value = scale[token] * q; or Q4 (q4_0-like: 4-bit codes q in 0..15, value
+// f32 scale[block_size]); value = scale[token] * q; or FP8 (E4M3 or E5M2 codes, core/fp8.h) in
+// INT8's layout, value = scale[token] * fp8(code); or Q4 (q4_0-like: 4-bit codes q in 0..15, value
 // = scale * (q - 8), one f16 scale per token and group of kv_q4_group(head_dim) dimensions):
 //   K: nibbles [head_dim][block_size / 2] (token 2i in the low nibble, 2i+1 in the high one) then
 //      f16 scale[n_groups][block_size];
@@ -21,8 +22,11 @@
 
 namespace tmill::kern {
 
-enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3, kKvQ4 = 4 };
-inline constexpr int kKvTypes = 5;
+enum KvType : int { kKvF32 = 0, kKvF16 = 1, kKvBF16 = 2, kKvI8 = 3, kKvQ4 = 4, kKvF8E4M3 = 5, kKvF8E5M2 = 6 };
+inline constexpr int kKvTypes = 7;
+
+// The types with a one-byte code and an f32 scale per token (INT8's tile layout).
+static constexpr bool kv_token_scaled(int t) { return t == kKvI8 || t == kKvF8E4M3 || t == kKvF8E5M2; }
 
 // The index of (block, kv head)'s tile in the K and V pools (tile_bytes apart). `static`: internal
 // linkage, so no ISA file's copy (compiled with AVX flags) can stand in for another's (see above).

@@ -136,13 +136,14 @@ void attn(const AttnArgs& a) {
       kQk<L>[gn - 1](kt, a.q + g0 * hd, hd, s0 + g0, s1 + g0);
     }
     __m256 ks0 = _mm256_set1_ps(a.scale), ks1 = ks0, vs0 = _mm256_set1_ps(1.0f), vs1 = vs0;
-    if constexpr (T == kKvI8) {
+    if constexpr (kv_token_scaled(T)) {
       const float* kscale = reinterpret_cast<const float*>(kt + hd * bs);
       const float* vscale = reinterpret_cast<const float*>(vt + hd * bs);
-      ks0 = _mm256_mul_ps(ks0, _mm256_loadu_ps(kscale));
-      ks1 = _mm256_mul_ps(ks1, _mm256_loadu_ps(kscale + 8));
-      vs0 = _mm256_loadu_ps(vscale);
-      vs1 = _mm256_loadu_ps(vscale + 8);
+      const __m256 unit = _mm256_set1_ps(kv_code_unit<T>());
+      ks0 = _mm256_mul_ps(ks0, _mm256_mul_ps(unit, _mm256_loadu_ps(kscale)));
+      ks1 = _mm256_mul_ps(ks1, _mm256_mul_ps(unit, _mm256_loadu_ps(kscale + 8)));
+      vs0 = _mm256_mul_ps(unit, _mm256_loadu_ps(vscale));
+      vs1 = _mm256_mul_ps(unit, _mm256_loadu_ps(vscale + 8));
     }
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
     // Online softmax with a lazy reference (as the AVX-512 kernel): m[g] moves, and acc / lsum are
@@ -168,7 +169,7 @@ void attn(const AttnArgs& a) {
       __m256 p0 = _mm256_and_ps(valid_lo, exp256(_mm256_sub_ps(a0, mv)));
       __m256 p1 = _mm256_and_ps(valid_hi, exp256(_mm256_sub_ps(a1, mv)));
       _mm256_store_ps(lsum[g], _mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_load_ps(lsum[g])));
-      if constexpr (T == kKvI8) {
+      if constexpr (kv_token_scaled(T)) {
         p0 = _mm256_mul_ps(p0, vs0);
         p1 = _mm256_mul_ps(p1, vs1);
       }
@@ -201,7 +202,8 @@ bool covers(const AttnArgs& a) {
 
 void add_attention_avx2(KernelTable& t) {
   t.attention_covers = covers;
-  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4, kKvF8E4M3, kKvF8E5M2>(
+      [&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -173,9 +173,10 @@ void attn(const AttnArgs& a) {
         kQk<L>[gn - 1](kt, a.q + (h0 + g0) * hd, hd, s + g0, pf);
       }
       __m512 kscale = _mm512_set1_ps(a.scale), vscale = _mm512_set1_ps(1.0f);
-      if constexpr (T == kKvI8) {
-        kscale = _mm512_mul_ps(kscale, _mm512_loadu_ps(reinterpret_cast<const float*>(kt + hd * bs)));
-        vscale = _mm512_loadu_ps(reinterpret_cast<const float*>(vt + hd * bs));
+      if constexpr (kv_token_scaled(T)) {
+        const __m512 unit = _mm512_set1_ps(kv_code_unit<T>());
+        kscale = _mm512_mul_ps(kscale, _mm512_mul_ps(unit, _mm512_loadu_ps(reinterpret_cast<const float*>(kt + hd * bs))));
+        vscale = _mm512_mul_ps(unit, _mm512_loadu_ps(reinterpret_cast<const float*>(vt + hd * bs)));
       }
       // Online softmax with a lazy reference: p = exp(s - m[h]) where m[h] is a past maximum, moved
       // (and acc, lsum rescaled) only when a score exceeds it by more than kSlack, so p <= e^kSlack.
@@ -197,7 +198,7 @@ void attn(const AttnArgs& a) {
         }
         __m512 pg = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(sg, _mm512_set1_ps(m[h]))));
         _mm512_store_ps(lsum[h], _mm512_add_ps(pg, _mm512_load_ps(lsum[h])));
-        if constexpr (T == kKvI8) pg = _mm512_mul_ps(pg, vscale);
+        if constexpr (kv_token_scaled(T)) pg = _mm512_mul_ps(pg, vscale);
         _mm512_store_ps(p[h], pg);
       }
       // acc += p V: each V row chunk is loaded (and converted) once for a block of query heads, whose
@@ -234,7 +235,8 @@ bool covers(const AttnArgs& a) {
 
 void add_attention_avx512(KernelTable& t) {
   t.attention_covers = covers;
-  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4>([&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
+  for_each_kind<kKvF32, kKvF16, kKvBF16, kKvI8, kKvQ4, kKvF8E4M3, kKvF8E5M2>(
+      [&](auto k) { t.attention[k.value] = attn<decltype(k)::value>; });
 }
 
 }  // namespace tmill::kern

@@ -9,7 +9,7 @@
 namespace tmill::kern {
 namespace {
 
-// Element i of a K or V tile (K: i = d * bs + t, V: i = t * hd + d); int8 tiles scale by token t,
+// Element i of a K or V tile (K: i = d * bs + t, V: i = t * hd + d); int8 and fp8 tiles scale by token t,
 // Q4 tiles by token t and the group of dimension d.
 float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int64_t hd, bool is_v) {
   switch (type) {
@@ -36,9 +36,11 @@ float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int6
       std::memcpy(&h, tile + hd * bs / 2 + (is_v ? t * ng + d / gs : (d / gs) * bs + t) * 2, 2);
       return fp16_to_fp32(h) * static_cast<float>(q - 8);
     }
-    default: {
+    default: {  // a byte code and a per-token scale
       float s;
       std::memcpy(&s, tile + hd * bs + t * 4, 4);
+      if (type == kKvF8E4M3) return s * fp8_e4m3_to_fp32(tile[i]);
+      if (type == kKvF8E5M2) return s * fp8_e5m2_to_fp32(tile[i]);
       return s * static_cast<float>(reinterpret_cast<const int8_t*>(tile)[i]);
     }
   }

@@ -165,10 +165,31 @@ static inline __m256 load_f16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Bytes per element of a FloatType / KvType (the same numbers for F32, F16, BF16; I8 is a KvType).
+// Bytes per element of a FloatType / KvType (the same numbers for F32, F16, BF16; I8 and FP8 are KvTypes).
 template <int Type>
 static constexpr int64_t elem_bytes() {
-  return Type == kKvF32 ? 4 : Type == kKvI8 ? 1 : 2;
+  return Type == kKvF32 ? 4 : kv_token_scaled(Type) ? 1 : 2;
+}
+
+// What the loads below return for a one-byte KV code, times this, is its value: E4M3 codes widen
+// through FP16 at 1/256 of their value (core/fp8.h), so the kernels fold 256 into the token's scale.
+template <int Type>
+static constexpr float kv_code_unit() {
+  return Type == kKvF8E4M3 ? 256.0f : 1.0f;
+}
+
+// FP8 codes as core/fp8.h's FP16 patterns (E4M3: value / 256), from the codes sign-extended to 16-bit
+// lanes (cvtepi8_epi16): E4M3's (code << 7) puts the sign's copies at bits 14 and 15, and bit 14 --
+// the exponent's top bit, 0 for every E4M3 value -- is cleared; E5M2's (code << 8) is its pattern.
+template <int Type>
+static inline __m128i fp8_f16_bits(__m128i w) {
+  if constexpr (Type == kKvF8E5M2) return _mm_slli_epi16(w, 8);
+  return _mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16(static_cast<short>(0xbfff)));
+}
+template <int Type>
+static inline __m256i fp8_f16_bits(__m256i w) {
+  if constexpr (Type == kKvF8E5M2) return _mm256_slli_epi16(w, 8);
+  return _mm256_and_si256(_mm256_slli_epi16(w, 7), _mm256_set1_epi16(static_cast<short>(0xbfff)));
 }
 
 // 8 consecutive elements of type Type (FloatType or KvType) at p, as floats.
@@ -179,6 +200,8 @@ static inline __m256 load8(const uint8_t* p) {
   if constexpr (Type == kKvBF16)
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  if constexpr (Type == kKvF8E4M3 || Type == kKvF8E5M2)
+    return _mm256_cvtph_ps(fp8_f16_bits<Type>(_mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 

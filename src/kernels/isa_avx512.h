@@ -97,6 +97,8 @@ static inline __m512 load16(const uint8_t* p) {
   if constexpr (Type == kKvBF16)
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  if constexpr (Type == kKvF8E4M3 || Type == kKvF8E5M2)
+    return _mm512_cvtph_ps(fp8_f16_bits<Type>(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
@@ -107,6 +109,8 @@ static inline __m512 load16(const uint8_t* p, __mmask16 m) {
   if constexpr (Type == kKvF16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
   if constexpr (Type == kKvBF16)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  if constexpr (Type == kKvF8E4M3 || Type == kKvF8E5M2)
+    return _mm512_cvtph_ps(fp8_f16_bits<Type>(_mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(m, p))));
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
 }
 

@@ -22,7 +22,8 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return Error{fmt::format("the {} backend does not run {} models yet: {}", ops.name(), c.arch.name, what)};
   };
   if (!gpu::kv_cache_supports(kv_dtype))
-    return no(fmt::format("KV cache type {} (F16, I8 or Q4_0: --kv-cache-dtype f16, int8 or q4_0)", dtype_name(kv_dtype)));
+    return no(fmt::format("KV cache type {} (F16, I8, F8_E4M3, F8_E5M2 or Q4_0: --kv-cache-dtype f16, int8, fp8_e4m3, "
+                          "fp8_e5m2 or q4_0)", dtype_name(kv_dtype)));
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));

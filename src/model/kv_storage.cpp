@@ -20,6 +20,36 @@ constexpr size_t kHuge = size_t{2} << 20;
 constexpr size_t kHugeFrom = size_t{64} << 20;
 }  // namespace
 
+std::optional<DType> kv_cache_dtype_named(std::string_view name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  if (name == "int8") return DType::I8;
+  if (name == "q4_0") return DType::Q4_0;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::F8_E4M3;
+  if (name == "fp8_e5m2") return DType::F8_E5M2;
+  return std::nullopt;
+}
+
+const char* kv_cache_dtype_label(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I8: return "int8";
+    case DType::Q4_0: return "q4_0";
+    case DType::F8_E4M3: return "fp8_e4m3";
+    case DType::F8_E5M2: return "fp8_e5m2";
+    default: return "?";
+  }
+}
+
+Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim) {
+  if (t == DType::Q4_0 && (block_size % 2 != 0 || head_dim % 2 != 0))
+    return Error{"--kv-cache-dtype q4_0 needs an even block size and head size"};
+  return {};
+}
+
 size_t KvStorage::map_bytes() const { return (layout_.total_bytes() + kHuge - 1) / kHuge * kHuge + kHuge; }
 
 Result<KvStorage> KvStorage::create(const KvLayout& layout) {

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/result.h"
@@ -15,13 +17,23 @@
 
 namespace tmill {
 
+// --kv-cache-dtype's names, as vLLM and llama.cpp users write them: f32, f16, bf16, int8, q4_0, and
+// vLLM's fp8 (E4M3, its meaning on CUDA), fp8_e4m3, fp8_e5m2 -- here with a scale per token and head
+// (int8's layout), not vLLM's one per tensor. "auto" is the caller's to resolve; nullopt: no such name.
+inline constexpr std::string_view kKvCacheDtypeNames = "auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3, fp8_e5m2";
+std::optional<DType> kv_cache_dtype_named(std::string_view name);
+// The name a KV element type goes by ("int8", "fp8_e4m3"); "?" for other types.
+const char* kv_cache_dtype_label(DType t);
+// The layout's own constraint: q4_0 packs two positions (K) or two dimensions (V) per byte.
+Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim);
+
 struct KvLayout {
   int64_t n_layer = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
-  DType dtype = DType::F16;  // F32, F16, BF16 or I8 (int8 with a per-token scale)
+  DType dtype = DType::F16;  // F32, F16, BF16, I8 / F8_E4M3 / F8_E5M2 (a per-token scale) or Q4_0
 
   // Bytes of one block of one layer, keys only.
   size_t block_bytes_per_layer() const {

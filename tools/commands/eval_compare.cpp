@@ -180,7 +180,7 @@ TM_COMMAND("eval compare", "KL divergence, top-1 agreement and perplexity of a m
              app.add_option("--text", o->text, "UTF-8 text file (with --reference)");
              app.add_option("--reference-kv-cache-dtype", o->ref_kv, "the reference's KV cache: auto, f32, f16, bf16, int8, q4_0")
                  ->capture_default_str();
-             app.add_option("--kv-cache-dtype", o->kv, "the model's KV cache: auto, f32, f16, bf16, int8, q4_0")
+             app.add_option("--kv-cache-dtype", o->kv, "the model's KV cache: auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3, fp8_e5m2")
                  ->capture_default_str();
              cli::add_eval_stream_options(app, o->s);
              o->ctx_opt = app.get_option("--ctx");

@@ -83,7 +83,7 @@ TM_COMMAND("eval tasks", "run your own task file (exact/contains/regex/json_fiel
              app.add_option("--min-accuracy", o->min_accuracy, "exit with status 3 if a model scores below this percent");
              app.add_option("--threads", o->engine.threads, "compute threads (default: all cores)");
              app.add_option("--kv-cache-memory", o->engine.kv_cache_memory, "KV cache size, e.g. 2GiB (default: automatic)");
-             app.add_option("--kv-cache-dtype", o->engine.kv_cache_dtype, "auto, f32, f16, bf16, int8 or q4_0")
+             app.add_option("--kv-cache-dtype", o->engine.kv_cache_dtype, "auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3 or fp8_e5m2")
                  ->capture_default_str();
              app.add_option("--max-num-seqs", o->engine.max_num_seqs, "sequences per step")->capture_default_str();
              app.add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens, "token budget per step")

@@ -51,8 +51,17 @@ TEST(MemoryPlan, SizesTheCacheAndTheContext) {
   cfg.block_size = 16;
   cfg.kv_cache_dtype = "fp4";
   EXPECT_FALSE(plan_memory(**m, cfg, 123456, &lay).ok());
-  cfg.kv_cache_dtype = "fp8_e4m3";  // vLLM's spelling: refused, pointing at int8
-  auto fp8 = plan_memory(**m, cfg, 123456, &lay);
-  ASSERT_FALSE(fp8.ok());
-  EXPECT_NE(fp8.error().find("int8 stores one byte per element too"), std::string::npos) << fp8.error();
+  auto fp4 = plan_memory(**m, cfg, 123456, &lay);
+  ASSERT_FALSE(fp4.ok());
+  EXPECT_NE(fp4.error().find("unsupported --kv-cache-dtype 'fp4' (auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3, fp8_e5m2)"),
+            std::string::npos) << fp4.error();
+  // vLLM's fp8 spellings: a byte per value and a 4-byte scale per token, as int8 (fp8 is E4M3)
+  for (const char* name : {"fp8", "fp8_e4m3", "fp8_e5m2"}) {
+    cfg.kv_cache_dtype = name;
+    auto fp8 = plan_memory(**m, cfg, 123456, &lay);
+    ASSERT_TRUE(fp8.ok()) << name << ": " << fp8.error();
+    EXPECT_EQ(fp8->num_blocks, i8->num_blocks) << name;
+    EXPECT_EQ(fp8->kv_dtype, name);
+    EXPECT_EQ(lay.dtype, std::string(name) == "fp8_e5m2" ? DType::F8_E5M2 : DType::F8_E4M3) << name;
+  }
 }

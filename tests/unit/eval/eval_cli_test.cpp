@@ -52,7 +52,7 @@ TEST(EvalCli, PerplexityErrors) {
   EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
   r = test::run_command(bin() + " eval perplexity --text /nonexistent.txt");
   EXPECT_EQ(r.exit_code, 1);
-  r = test::run_command(bin() + " eval perplexity --text " + story() + " --kv-cache-dtype fp8");
+  r = test::run_command(bin() + " eval perplexity --text " + story() + " --kv-cache-dtype fp4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("unsupported KV cache dtype"), std::string::npos);
 }
@@ -74,6 +74,12 @@ TEST(EvalCli, CompareJsonKeysSelfAndKvTypes) {
   EXPECT_GT(kv["kld"]["mean"].get<double>(), 0.0);
   EXPECT_LT(kv["kld"]["mean"].get<double>(), 0.01);
   EXPECT_EQ(kv["tokens"], self["tokens"]);
+  // vLLM's fp8 is E4M3, and the output says so
+  json fp8 = run_json("eval compare --reference " + m + " --model " + m + " --text " + story() +
+                      " --ctx 128 --threads 2 --kv-cache-dtype fp8");
+  EXPECT_EQ(fp8["kv_cache_dtype"], "fp8_e4m3");
+  EXPECT_GT(fp8["kld"]["mean"].get<double>(), kv["kld"]["mean"].get<double>());  // stories260K: 0.0103 vs 0.00186
+  EXPECT_LT(fp8["kld"]["mean"].get<double>(), 0.05);
   // perplexity of the reference equals `eval perplexity`
   json p = run_json("eval perplexity --text " + story() + " --ctx 128 --threads 2");
   EXPECT_NEAR(self["ppl_reference"].get<double>(), p["ppl"].get<double>(), 1e-9);

@@ -119,14 +119,15 @@ TEST(GpuKernels, RopeIsBitwiseTheCpuRotation) {
     }
 }
 
-// F16, INT8 (a scale per position) and Q4 (4-bit codes, scales per 32 dimensions at head_dim 64, one
-// per head at 80): the same bytes as the CPU's store, into caches holding the same random bytes before
+// Every cache type the device claims -- F16, INT8 and FP8 (a scale per position; FP8's codes from
+// core/fp8.h on both sides) and Q4 (4-bit codes, scales per 32 dimensions at head_dim 64, one per head
+// at 80): the same bytes as the CPU's store, into caches holding the same random bytes before
 // (a Q4 K byte holds two positions' nibbles -- 14 and 15 come in one launch, 16 shares its byte with
 // what was there -- and neither store may touch the other's).
 TEST(GpuKernels, KvStoreWritesTheCpuTilesByteForByte) {
   std::string why;
   if (skip_without_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
+  for (DType kv : kKvCacheTypes)
     for (int64_t hd : {64, 80}) {
       const int64_t n_tok = 5, nkv = 2, bs = 16, blocks = 6, max_blocks = 3;
       const size_t tb = kv_tile_bytes(kv, hd, bs);
@@ -163,7 +164,8 @@ TEST(GpuKernels, KvStoreWritesTheCpuTilesByteForByte) {
   EXPECT_FALSE(kv_store(bad).ok());
   bad.kv_dtype = DType::Q4_0, bad.block_size = 15;
   EXPECT_FALSE(kv_store(bad).ok());
-  EXPECT_TRUE(kv_cache_supports(DType::I8) && kv_cache_supports(DType::Q4_0) && !kv_cache_supports(DType::F32));
+  EXPECT_TRUE(kv_cache_supports(DType::I8) && kv_cache_supports(DType::Q4_0) && kv_cache_supports(DType::F8_E4M3) &&
+              kv_cache_supports(DType::F8_E5M2) && !kv_cache_supports(DType::F32));
 }
 
 // GeGLU and soft-capping (gemma) against the CPU's row ops (kernels/ops.h), within float rounding.

@@ -202,7 +202,7 @@ std::vector<ForwardBatch> quantized_kv_steps() {
   return steps;
 }
 
-// --kv-cache-dtype int8 and q4_0 on the GPU: the same steps on the CPU forward over a cache of the same
+// --kv-cache-dtype int8, fp8 and q4_0 on the GPU: the same steps on the CPU forward over a cache of the same
 // type give the same logits (within 2 % of each row's spread, the argmax where it is clear), and on the
 // whole much closer than the CPU over an F16 cache -- the device really stores and reads the quantized
 // tiles (the kernels' own tests: the stored bytes equal the CPU's, attention over them its reference).
@@ -223,7 +223,7 @@ TEST_P(GpuForwardOn, QuantizedKvCachesMatchTheCpuForwardOverTheSameCache) {
       return out;
     };
     const auto cpu_f16 = on_cpu(DType::F16);
-    for (DType kv : {DType::I8, DType::Q4_0}) {
+    for (DType kv : {DType::I8, DType::F8_E4M3, DType::Q4_0}) {
       const std::string what = std::string(shape) + " head " + std::to_string(c.head_dim) + " " + dtype_name(kv);
       const auto want = on_cpu(kv);
       auto f = GpuForward::create(m, ops(), layout_for(*m, 8, kv));

@@ -231,12 +231,13 @@ void run_attention(AttnFixture& f, std::vector<float>* got) {
 
 // Decode attention on the GPU against the CPU's reference kernel: one query token per sequence (37 and
 // 100 positions), GQA groups of 4, head_dim 64, 80 (not a multiple of 32: one Q4 scale for the whole
-// head), 128 and 256 (the kernel's largest), every mask variant, F16, INT8 and Q4 caches (read in FP32
-// with their scales, as the reference does); one pass and split-K.
+// head), 128 and 256 (the kernel's largest), every mask variant, every cache type the device claims
+// (F16, INT8, FP8 E4M3 and E5M2, Q4: read in FP32 with their scales, as the reference does); one pass
+// and split-K.
 TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
+  for (DType kv : kKvCacheTypes)
   for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {  // 256: gemma's, each lane 8 dimensions of V
     const int64_t n_head = 8;
@@ -266,8 +267,8 @@ TEST(GpuKernels, PagedAttentionDecodeMatchesTheCpuReference) {
 // last 13 and 75 positions of two sequences (38 and 100 positions cached) as prompt chunks, GQA groups
 // of 1, 4, 7 and 8, head_dim 64, 80, 128 and 256, every mask variant. head_dim <= 128 runs on tensor
 // cores (tiles of 64 / G tokens: 64 and 11 tokens for G = 1, 9 for G = 7 with a padding row), within
-// the rounding of Q and the softmax weights to F16; 256 on the scalar tiles (8, 8, 4 tokens). INT8 and
-// Q4 caches (their elements dequantized and rounded to F16 as they are staged) with groups of 4 and 7,
+// the rounding of Q and the softmax weights to F16; 256 on the scalar tiles (8, 8, 4 tokens). INT8, FP8
+// and Q4 caches (their elements dequantized and rounded to F16 as they are staged) with groups of 4 and 7,
 // head_dim 64, 80 and 256, no mask and a window with sinks.
 TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
   std::string why;
@@ -276,7 +277,7 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
     int64_t n_head, n_head_kv;
   };
   double worst_tc = 0.0, worst_quant = 0.0;
-  for (DType kv : {DType::F16, DType::I8, DType::Q4_0})
+  for (DType kv : kKvCacheTypes)
   for (const Heads hs : {Heads{2, 2}, Heads{8, 2}, Heads{14, 2}, Heads{16, 2}})
   for (const AttnVariant var : kAttnVariants)
   for (int64_t hd : {64, 80, 128, 256}) {

@@ -2,11 +2,15 @@
 // against a plain softmax(QK^T)V on the dequantized cache, and KV store/load round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/fp16.h"
+#include "core/fp8.h"
 #include "kernels/attention.h"
 
 using namespace tmill;
@@ -76,7 +80,7 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   std::mt19937 rng(7);
   const Shape shapes[] = {{64, 7, 2, 16}, {128, 4, 2, 16}, {16, 1, 1, 16}, {64, 2, 3, 16}, {32, 3, 2, 8},
                          {8, 2, 4, 16}, {40, 3, 1, 16}, {24, 5, 2, 16}, {256, 16, 1, 16}};
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
         Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
@@ -115,7 +119,7 @@ TEST(Attention, SeveralKvHeadsInOneCallAreEachHeadAlone) {
   };
   const Case cases[] = {{128, 1, 16, 0, 16}, {128, 1, 16, 4, 8}, {64, 2, 8, 1, 5}, {64, 7, 2, 0, 2},
                         {40, 3, 4, 1, 3},    {64, 4, 8, 0, 8},   {16, 1, 20, 2, 18}};
-  for (DType t : {DType::F16, DType::F32, DType::BF16, DType::I8, DType::Q4_0}) {
+  for (DType t : {DType::F16, DType::F32, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Case& k : cases) {
       for (int64_t n_ctx : {1, 17, 100}) {
         Cache c = make_cache(t, k.n_head_kv, k.hd, 16, n_ctx, rng);
@@ -158,7 +162,7 @@ TEST(Attention, SeveralKvHeadsInOneCallAreEachHeadAlone) {
 TEST(Attention, SlidingWindowAndSoftcapMatchTheOracleOnEveryIsa) {
   std::mt19937 rng(11);
   const Shape shapes[] = {{64, 4, 2, 16}, {32, 3, 2, 8}, {40, 2, 1, 16}, {256, 8, 1, 16}};
-  for (DType t : {DType::F32, DType::F16, DType::I8}) {
+  for (DType t : {DType::F32, DType::F16, DType::I8, DType::F8_E4M3}) {
     for (const Shape& sh : shapes) {
       const int64_t n_ctx = 75;
       Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
@@ -240,7 +244,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
 TEST(Attention, StoreLoadRoundTrip) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 2.0f);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     Cache c = make_cache(t, 2, 64, 16, 0, rng);
     c.k.assign(kv_tile_bytes(t, 64, 16) * 2 * 8, 0);
     c.v.assign(c.k.size(), 0);
@@ -278,6 +282,15 @@ TEST(Attention, StoreLoadRoundTrip) {
             ASSERT_LE(std::abs(v2[i] - vv), (vclamp ? vg / 8 : vg / 16) * 1.01f) << "q4 v " << i;
             continue;
           }
+          if (t == DType::F8_E4M3 || t == DType::F8_E5M2) {
+            // half a step of the code nearest x / scale (scale = max / the largest code): 2^-4 (E4M3)
+            // or 2^-3 (E5M2) of the value, or half the smallest subnormal step (2^-10, 2^-17) times scale
+            const bool e4 = t == DType::F8_E4M3;
+            const float rel = e4 ? 1.0f / 16 : 1.0f / 8, sub = e4 ? 1.0f / 1024 / 448 : 1.0f / 131072 / 57344;
+            ASSERT_LE(std::abs(k2[i] - kv), std::max(std::abs(kv) * rel, kmax * sub) * 1.001f) << dtype_name(t) << " k " << i;
+            ASSERT_LE(std::abs(v2[i] - vv), std::max(std::abs(vv) * rel, vmax * sub) * 1.001f) << dtype_name(t) << " v " << i;
+            continue;
+          }
           ASSERT_LE(std::abs(k2[i] - kv), ktol) << dtype_name(t);
           ASSERT_LE(std::abs(v2[i] - vv), vtol) << dtype_name(t);
         }
@@ -290,6 +303,66 @@ TEST(Attention, Int8HoldsAboutTwiceTheTokensOfF16) {
   const double ratio = double(kv_tile_bytes(DType::F16, 64, 16)) / kv_tile_bytes(DType::I8, 64, 16);
   EXPECT_GT(ratio, 1.85);
   EXPECT_EQ(kv_tile_bytes(DType::F16, 128, 16), 128u * 16 * 2);
+}
+
+// --kv-cache-dtype fp8_e4m3 / fp8_e5m2: INT8's tile (a byte per value, an f32 scale per token), the
+// value of largest magnitude mapped to the format's largest code, each value to core/fp8.h's nearest
+// code of x / scale.
+TEST(Attention, Fp8StoresScaledNearestCodesInInt8sLayout) {
+  EXPECT_EQ(kv_tile_bytes(DType::F8_E4M3, 64, 16), kv_tile_bytes(DType::I8, 64, 16));
+  EXPECT_EQ(kv_tile_bytes(DType::F8_E5M2, 128, 16), 128u * 16 + 16 * 4);
+  EXPECT_TRUE(kv_type_supported(DType::F8_E4M3) && kv_type_supported(DType::F8_E5M2));
+  const float x[8] = {-4.0f, 1.0f, 0.5f, 0.0f, -1.0f, 2.0f, 3.9f, -0.003f};
+  for (DType t : {DType::F8_E4M3, DType::F8_E5M2}) {
+    std::vector<uint8_t> k(kv_tile_bytes(t, 8, 16)), v(k.size());
+    PagedKvView view{k.data(), v.data(), t, 1, 16, 8};
+    const int32_t table[] = {0};
+    paged_kv_store(view, table, 3, x, x);
+    const float top = t == DType::F8_E4M3 ? 448.0f : 57344.0f, s = 4.0f / top, inv = 1.0f / s;
+    float ks, vs;
+    std::memcpy(&ks, k.data() + 8 * 16 + 3 * 4, 4);
+    std::memcpy(&vs, v.data() + 8 * 16 + 3 * 4, 4);
+    EXPECT_EQ(ks, s);
+    EXPECT_EQ(vs, s);
+    std::vector<float> k2(8), v2(8);
+    paged_kv_load(view, table, 3, 0, k2.data(), v2.data());
+    for (int d = 0; d < 8; ++d) {
+      const uint8_t code = t == DType::F8_E4M3 ? fp32_to_fp8_e4m3(x[d] * inv) : fp32_to_fp8_e5m2(x[d] * inv);
+      EXPECT_EQ(k[d * 16 + 3], code) << d;  // K: [d][t]
+      EXPECT_EQ(v[3 * 8 + d], code) << d;   // V: [t][d]
+      const float want = s * (t == DType::F8_E4M3 ? fp8_e4m3_to_fp32(code) : fp8_e5m2_to_fp32(code));
+      EXPECT_EQ(k2[d], want) << d;
+      EXPECT_EQ(v2[d], want) << d;
+    }
+    EXPECT_EQ(k[0 * 16 + 3], t == DType::F8_E4M3 ? 0xfe : 0xfb);  // -4 -> -448 / -57344: the largest code
+  }
+  // by hand: 1.0 * 448 / 4 = 112 = 1.75 * 2^6 -> E4M3 exponent 6 + 7 = 13, mantissa 6: 0x6e
+  EXPECT_EQ(fp32_to_fp8_e4m3(1.0f * (1.0f / (4.0f / 448.0f))), 0x6e);
+}
+
+// Why fp8 rather than int8 at the same bytes: a head whose token holds an outlier channel (as trained
+// keys do) keeps its small values' relative precision in fp8, where int8's step (max / 127) swallows
+// them.
+TEST(Attention, Fp8KeepsSmallValuesBesideAnOutlierBetterThanInt8) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(64);
+  for (auto& e : x) e = nd(rng);
+  x[17] = 60.0f;  // the outlier channel
+  double err[2] = {0, 0};
+  int i = 0;
+  for (DType t : {DType::I8, DType::F8_E4M3}) {
+    std::vector<uint8_t> k(kv_tile_bytes(t, 64, 16)), v(k.size());
+    PagedKvView view{k.data(), v.data(), t, 1, 16, 64};
+    const int32_t table[] = {0};
+    paged_kv_store(view, table, 0, x.data(), x.data());
+    std::vector<float> k2(64), v2(64);
+    paged_kv_load(view, table, 0, 0, k2.data(), v2.data());
+    for (int d = 0; d < 64; ++d)
+      if (d != 17) err[i] += (k2[d] - x[d]) * (k2[d] - x[d]);
+    ++i;
+  }
+  EXPECT_LT(err[1], err[0] / 2) << "int8 " << err[0] << " fp8 " << err[1];
 }
 
 TEST(Attention, Q4HoldsAboutThreeAndAHalfTimesTheTokensOfF16) {

@@ -101,7 +101,7 @@ TEST_P(FamilyTest, ReferenceMatchesFloat64) {
 // Runs `prompt` through the batched forward in chunks of `chunk` tokens with a paged cache whose
 // blocks are handed out in a scrambled order, and checks every position's logits against the reference.
 TEST_P(FamilyTest, BatchedForwardMatchesReference) {
-  for (DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+  for (DType kv_type : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::F8_E4M3}) {
     auto m = tiny_model(GetParam());
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -136,10 +136,13 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
             num = std::max<double>(num, std::abs(got[v] - exp[v]));
             den = std::max<double>(den, std::abs(exp[v]));
           }
-          // the cache rounds K/V: f16 to 11 bits, bf16 to 8 bits, int8 to max/254 per token and head;
-          // the rounding of every layer adds up (tiny-gemma3 has 7 layers, the others 2-3)
+          // the cache rounds K/V: f16 to 11 bits, bf16 to 8 bits, int8 to max/254 per token and head,
+          // fp8 (E4M3) to 4 bits; the rounding of every layer adds up (tiny-gemma3 has 7 layers, the others 2-3)
           const double depth = std::max(1.0, static_cast<double>(c.n_layer) / 3.0);
-          const double tol = kv_type == DType::F32 ? 1e-4 : (kv_type == DType::F16 ? 5e-3 : 3e-2) * depth;
+          const double tol = kv_type == DType::F32 ? 1e-4
+                             : kv_type == DType::F16 ? 5e-3 * depth
+                             : kv_type == DType::F8_E4M3 ? 8e-2 * depth
+                                                          : 3e-2 * depth;
           ASSERT_LT(num / den, tol) << GetParam() << " kv " << dtype_name(kv_type) << " chunk " << chunk << " pos "
                                     << begin + i;
         }
