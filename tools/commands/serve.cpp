@@ -38,6 +38,7 @@ struct VllmCli {
   bool enable_prefix_caching = false, no_enable_prefix_caching = false;
   bool enable_chunked_prefill = false, no_enable_chunked_prefill = false;
   bool disable_log_requests = false, enable_log_requests = false;
+  bool calculate_kv_scales = false;  // fp8 KV scales: always computed here, per token and head
   double gpu_memory_utilization = 0;  // 0: not given
   std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
 };
@@ -233,6 +234,13 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.enable_log_requests && v.disable_log_requests)
     return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
   if (v.enable_log_requests) o.server.log_requests = true;
+  if (v.calculate_kv_scales) {
+    if (!o.engine.kv_cache_dtype.starts_with("fp8"))
+      return Error{"--calculate-kv-scales: it sets the scales of an fp8 KV cache; add --kv-cache-dtype fp8 (here "
+                   "every token's scales are computed as it is stored, with or without this flag)"};
+    tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
+                    "token is stored (always, in tokenmill)");
+  }
   if (!v.log_level.empty() && !v.uvicorn_log_level.empty() && v.log_level != v.uvicorn_log_level)
     return Error{"--log-level and --uvicorn-log-level contradict each other"};
   if (const std::string& lv = v.log_level.empty() ? v.uvicorn_log_level : v.log_level; !lv.empty()) {
@@ -532,6 +540,8 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_flag("--no-enable-chunked-prefill", v.no_enable_chunked_prefill, "vLLM: refused (always on)");
              app.add_flag("--disable-log-requests", v.disable_log_requests, "vLLM: no access log (the default)");
              app.add_flag("--enable-log-requests", v.enable_log_requests, "vLLM: = --log-requests");
+             app.add_flag("--calculate-kv-scales", v.calculate_kv_scales,
+                          "vLLM: with --kv-cache-dtype fp8 (scales per token and KV head, always computed)");
              app.add_option("--log-level", v.log_level,
                             "log lines shown: trace/debug, info (default), warning, error/critical");
              app.add_option("--uvicorn-log-level", v.uvicorn_log_level, "vLLM: = --log-level");
