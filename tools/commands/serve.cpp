@@ -234,12 +234,13 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.enable_log_requests && v.disable_log_requests)
     return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
   if (v.enable_log_requests) o.server.log_requests = true;
-  if (v.calculate_kv_scales) {
-    if (!o.engine.kv_cache_dtype.starts_with("fp8"))
-      return Error{"--calculate-kv-scales: it sets the scales of an fp8 KV cache; add --kv-cache-dtype fp8 (here "
-                   "every token's scales are computed as it is stored, with or without this flag)"};
-    tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
-                    "token is stored (always, in tokenmill)");
+  if (v.calculate_kv_scales) {  // (vLLM's flag only matters to an fp8 cache)
+    if (o.engine.kv_cache_dtype.starts_with("fp8"))
+      tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
+                      "token is stored (always, in tokenmill)");
+    else
+      tmill::log_warn("--calculate-kv-scales has no effect: the KV cache is not fp8 (--kv-cache-dtype {})",
+                      o.engine.kv_cache_dtype);
   }
   if (!v.log_level.empty() && !v.uvicorn_log_level.empty() && v.log_level != v.uvicorn_log_level)
     return Error{"--log-level and --uvicorn-log-level contradict each other"};

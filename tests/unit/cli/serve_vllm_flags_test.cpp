@@ -25,9 +25,7 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
                         Case{"--gpu-memory-utilization 1.2", "must be in (0, 1]"},
                         Case{"--gpu-memory-utilization 0.0000001", "leaves nothing for the KV cache"},
                         Case{"--uvicorn-log-level loud", "expected one of trace, debug, info, warning, error, critical"},
-                        Case{"--log-level warning --uvicorn-log-level error", "contradict"},
-                        Case{"--calculate-kv-scales", "add --kv-cache-dtype fp8"},
-                        Case{"--calculate-kv-scales --kv-cache-dtype int8", "add --kv-cache-dtype fp8"}}) {
+                        Case{"--log-level warning --uvicorn-log-level error", "contradict"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -41,11 +39,15 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
   auto two = test::run_command(bin() + " serve --port 0 a.gguf --model b.gguf");
   EXPECT_EQ(two.exit_code, 1) << two.err;
   EXPECT_NE(two.err.find("model a: cannot read a.gguf"), std::string::npos) << two.err;
-  // --calculate-kv-scales with an fp8 cache: accepted (the scales are computed anyway); the model then loads
+  // --calculate-kv-scales: accepted (an fp8 cache's scales are computed anyway; another cache has none, which
+  // a warning says); the model then loads
   auto scales = test::run_command(bin() + " serve --port 0 --calculate-kv-scales --kv-cache-dtype fp8 --model none.gguf");
   EXPECT_EQ(scales.exit_code, 1) << scales.err;
   EXPECT_NE(scales.err.find("computed per token and KV head"), std::string::npos) << scales.err;
   EXPECT_NE(scales.err.find("cannot open 'none.gguf'"), std::string::npos) << scales.err;
+  scales = test::run_command(bin() + " serve --port 0 --calculate-kv-scales --model none.gguf");
+  EXPECT_EQ(scales.exit_code, 1) << scales.err;
+  EXPECT_NE(scales.err.find("--calculate-kv-scales has no effect: the KV cache is not fp8"), std::string::npos) << scales.err;
   // Unknown flags stay errors.
   auto unknown = test::run_command(bin() + " serve --port 0 --swap-space 4");
   EXPECT_EQ(unknown.exit_code, 109) << unknown.err;  // CLI11's "arguments were not expected"
