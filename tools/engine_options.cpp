@@ -92,6 +92,8 @@ void add_lora_options(CLI::App& app, EngineCli& o) {
   app.add_option("--lora-scaled", o.lora_scaled, "LoRA adapter FILE with a SCALE (llama.cpp's spelling; repeatable)")
       ->type_name("FILE SCALE");
   app.add_option("--max-loras", o.max_loras, "LoRA adapters loaded at once")->capture_default_str();
+  app.add_option("--max-lora-rank", o.max_lora_rank, "vLLM: adapters of a larger rank are refused at load (0: any)")
+      ->capture_default_str();
 }
 
 Result<std::vector<CliLora>> lora_flags(const EngineCli& o) {
@@ -182,6 +184,9 @@ Result<EngineConfig> engine_config(const EngineCli& o) {
   c.debug_step_delay_s = o.debug_step_delay_ms / 1000.0;
   if (o.max_loras < 1) return Error{"--max-loras must be at least 1"};
   c.max_loras = o.max_loras;
+  if (o.max_lora_rank < 0) return Error{"--max-lora-rank must not be negative"};
+  c.max_lora_rank = o.max_lora_rank;
+  c.seed = o.seed;
   TM_ASSIGN_OR_RETURN(auto loras, lora_flags(o));
   if (static_cast<int32_t>(loras.size()) > c.max_loras)
     return Error{fmt::format("{} LoRA adapters given, more than --max-loras {}", loras.size(), c.max_loras)};

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,8 @@ struct EngineCli {
   std::vector<std::string> lora;
   std::vector<std::pair<std::string, std::string>> lora_scaled;
   int32_t max_loras = EngineConfig{}.max_loras;
+  int32_t max_lora_rank = 0;           // --max-lora-rank (vLLM's): 0 = any
+  std::optional<uint64_t> seed;        // not a flag here: serve's vLLM --seed (EngineConfig::seed)
   std::string speculative_config;  // --speculative-config JSON (vLLM's keys); empty: off
   std::string speculative_model;     // --speculative-model / --model-draft FILE: a draft model (draft_model)
   int32_t num_speculative_tokens = 0;  // --num-speculative-tokens / --draft-max N: k (0: the config's, else 4)

@@ -39,13 +39,15 @@ int main(int argc, char** argv) {
     CLI::App* sub = parent->add_subcommand(leaf, def.help);
     runs.emplace_back(sub, def.setup(*sub));
   }
-  // vLLM's two-letter short options (-tp N, -pp N), which CLI11 cannot declare.
+  // vLLM's two-letter short options (-tp N, -pp N, -dp N), which CLI11 cannot declare.
   std::vector<std::string> spelled(argv, argv + argc);
   for (auto& a : spelled) {
     if (a == "-tp") a = "--tensor-parallel-size";
     else if (a == "-pp") a = "--pipeline-parallel-size";
+    else if (a == "-dp") a = "--data-parallel-size";
     else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
     else if (a.rfind("-pp=", 0) == 0) a = "--pipeline-parallel-size=" + a.substr(4);
+    else if (a.rfind("-dp=", 0) == 0) a = "--data-parallel-size=" + a.substr(4);
   }
   // serve's flags are also environment variables (TOKENMILL_PORT=8001, env_options.h), and
   // TOKENMILL_CONFIG names its --config file when the command line gives none.

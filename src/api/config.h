@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ struct EngineConfig {
   // once; every loaded adapter can be used by any request of any batch.
   std::vector<LoraSpec> loras;
   int32_t max_loras = defaults::kMaxLoras;
+  // vLLM's --max-lora-rank: adapters of a larger rank are refused at load; 0: any rank.
+  int32_t max_lora_rank = 0;
+  // vLLM's --seed: requests without a "seed" draw theirs from one generator seeded with it, so the same
+  // requests in the same order sample the same text on every run; unset: each from the OS.
+  std::optional<uint64_t> seed;
   SpeculativeConfig speculative;        // speculative decoding; method "" = off
   // Embedding models (llama.cpp's --pooling): "" keeps the file's <arch>.pooling_type; mean, cls, last
   // or rank replace it and make any model an embedding model (it then does not generate). rank on a

@@ -133,6 +133,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                                                    static_cast<int32_t>(layout.block_size), im.pool.get()));
     im.stats.spec_accepted_per_pos.assign(static_cast<size_t>(config.speculative.num_speculative_tokens), 0);
   }
+  if (config.seed) im.request_seeds.reseed(*config.seed);
   for (const LoraSpec& l : config.loras) {
     auto loaded = im.load_lora(l.name, l.path);
     if (!loaded.ok()) return Error{fmt::format("LoRA adapter {}: {}", l.path, loaded.error())};

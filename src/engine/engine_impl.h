@@ -130,6 +130,7 @@ struct Engine::Impl {
   uint64_t next_lora_id = 1;
 
   // engine thread only
+  Rng request_seeds;  // EngineConfig::seed's generator: the seeds of requests without one
   std::unordered_map<uint64_t, std::unique_ptr<Group>> groups;
   int64_t live_lora_groups = 0;  // groups with an adapter: zero means no batch needs LoRA work
   std::unordered_map<RequestId, Choice*> choices;

@@ -37,6 +37,9 @@ Result<LoraInfo> Engine::Impl::load_lora(const std::string& name_in, const std::
   // Read outside the lock: a large file does not hold up submissions.
   auto adapter = LoraAdapter::load(path, *model);
   if (!adapter.ok()) return adapter.error_value();
+  if (config.max_lora_rank > 0 && (*adapter)->max_rank() > config.max_lora_rank)
+    return Error{fmt::format("LoRA adapter '{}' has rank {}, above --max-lora-rank {}", name, (*adapter)->max_rank(),
+                             config.max_lora_rank)};
   if (auto e = taken()) return *e;  // another thread may have loaded meanwhile
   LoadedLora l;
   l.adapter = *adapter;

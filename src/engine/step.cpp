@@ -120,7 +120,7 @@ void Engine::Impl::drain_inbox() {
   for (auto& gp : incoming) {
     Group& g = *gp;
     const GenerateRequest& r = g.req;
-    const uint64_t base_seed = r.sampling.seed ? *r.sampling.seed : random_seed();
+    const uint64_t base_seed = r.sampling.seed ? *r.sampling.seed : config.seed ? request_seeds.next() : random_seed();
     for (int32_t i = 0; i < r.n; ++i) {
       auto c = std::make_unique<Choice>();
       c->group = &g;

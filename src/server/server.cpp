@@ -179,6 +179,7 @@ Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engin
   ctx.n_vocab = engine.model_info().n_vocab;  // valid for both the model and the tokenizer
   ctx.max_tokens_default = opts_.max_tokens_default;
   ctx.max_n = opts_.max_n;
+  ctx.max_logprobs = opts_.max_logprobs;
   ctx.queue_timeout_s = opts_.request_timeout_s;
   ctx.max_request_time_s = opts_.max_request_time_s;
   ctx.priority_scheduling = engine.config().policy == SchedulingPolicy::Priority;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -39,6 +40,16 @@ struct VllmCli {
   bool enable_chunked_prefill = false, no_enable_chunked_prefill = false;
   bool disable_log_requests = false, enable_log_requests = false;
   bool calculate_kv_scales = false;  // fp8 KV scales: always computed here, per token and head
+  // accepted, nothing to do here (docs/server.md says why for each)
+  bool trust_remote_code = false, enable_auto_tool_choice = false, disable_log_stats = false, enable_lora = false;
+  bool disable_custom_all_reduce = false, disable_uvicorn_access_log = false, disable_fastapi_docs = false;
+  bool enable_request_id_headers = false;
+  int64_t max_log_len = 0, max_seq_len_to_capture = 0;
+  std::string distributed_executor_backend, download_dir, guided_decoding_backend;
+  // mapped or checked
+  int data_parallel = 1;
+  double cpu_offload_gb = 0;
+  std::string seed, kv_cache_memory_bytes, load_format, tokenizer, tokenizer_mode;
   double gpu_memory_utilization = 0;  // 0: not given
   std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
 };
@@ -234,6 +245,48 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
   if (v.enable_log_requests && v.disable_log_requests)
     return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
   if (v.enable_log_requests) o.server.log_requests = true;
+  if (v.data_parallel != 1)
+    return Error{fmt::format("--data-parallel-size {}: data parallelism is not supported; tokenmill runs one engine "
+                             "per model (run several servers behind a load balancer), use 1",
+                             v.data_parallel)};
+  if (v.cpu_offload_gb != 0)
+    return Error{fmt::format("--cpu-offload-gb {}: weights are not offloaded; on --device cuda the model must fit the "
+                             "GPU (--quantization q4_k_m shrinks it), and on the CPU it already lives there",
+                             v.cpu_offload_gb)};
+  if (!v.load_format.empty()) {
+    const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
+    const bool gguf = path.ends_with(".gguf");
+    if (v.load_format != "auto" && v.load_format != "gguf" && v.load_format != "safetensors")
+      return Error{"--load-format " + v.load_format + ": tokenmill loads GGUF files and safetensors folders (auto, "
+                   "gguf, safetensors)"};
+    if ((v.load_format == "gguf" && !gguf) || (v.load_format == "safetensors" && gguf))
+      return Error{"--load-format " + v.load_format + ": the model " + path + " is " +
+                   (gguf ? "a GGUF file" : "not a GGUF file")};
+  }
+  if (!v.tokenizer.empty()) {
+    namespace fs = std::filesystem;
+    const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
+    std::error_code ec;
+    const fs::path model_dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+    if (v.tokenizer != path && !fs::equivalent(v.tokenizer, path, ec) &&
+        !fs::equivalent(v.tokenizer, model_dir.empty() ? "." : model_dir, ec))
+      return Error{"--tokenizer " + v.tokenizer + ": the tokenizer comes from the model itself (a GGUF file's "
+                   "tokenizer.* keys, a folder's tokenizer.json); give the model's own path or leave it out"};
+  }
+  if (!v.tokenizer_mode.empty() && v.tokenizer_mode != "auto" && v.tokenizer_mode != "hf")
+    return Error{"--tokenizer-mode " + v.tokenizer_mode + ": tokenmill has one tokenizer (auto, hf)"};
+  if (!v.kv_cache_memory_bytes.empty()) {
+    if (!o.engine.kv_cache_memory.empty() && o.engine.kv_cache_memory != v.kv_cache_memory_bytes)
+      return Error{"--kv-cache-memory-bytes and --kv-cache-memory contradict each other"};
+    o.engine.kv_cache_memory = v.kv_cache_memory_bytes;
+  }
+  if (!v.seed.empty()) {
+    uint64_t seed = 0;
+    const auto [end, ec] = std::from_chars(v.seed.data(), v.seed.data() + v.seed.size(), seed);
+    if (ec != std::errc{} || end != v.seed.data() + v.seed.size())
+      return Error{"--seed " + v.seed + ": expected a non-negative integer"};
+    o.engine.seed = seed;
+  }
   if (v.calculate_kv_scales) {  // (vLLM's flag only matters to an fp8 cache)
     if (o.engine.kv_cache_dtype.starts_with("fp8"))
       tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
@@ -541,6 +594,37 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_flag("--no-enable-chunked-prefill", v.no_enable_chunked_prefill, "vLLM: refused (always on)");
              app.add_flag("--disable-log-requests", v.disable_log_requests, "vLLM: no access log (the default)");
              app.add_flag("--enable-log-requests", v.enable_log_requests, "vLLM: = --log-requests");
+             app.add_flag("--trust-remote-code", v.trust_remote_code,
+                          "vLLM: accepted (no model code runs: GGUF and safetensors are data)");
+             app.add_flag("--enable-auto-tool-choice", v.enable_auto_tool_choice,
+                          "vLLM: accepted (tool_choice \"auto\" is always served)");
+             app.add_flag("--disable-log-stats", v.disable_log_stats, "vLLM: accepted (no periodic stats lines; /metrics)");
+             app.add_option("--max-log-len", v.max_log_len, "vLLM: accepted (prompts are never logged)");
+             app.add_flag("--enable-lora", v.enable_lora, "vLLM: accepted (adapters load with --lora-modules or at run time)");
+             app.add_flag("--disable-custom-all-reduce", v.disable_custom_all_reduce, "vLLM: accepted (one device)");
+             app.add_option("--distributed-executor-backend", v.distributed_executor_backend,
+                            "vLLM: accepted (one process, one device)");
+             app.add_option("--download-dir", v.download_dir, "vLLM: accepted (nothing is downloaded: a local model)");
+             app.add_option("--max-seq-len-to-capture", v.max_seq_len_to_capture,
+                            "vLLM: accepted (CUDA graphs cover decode steps at every context length)");
+             app.add_flag("--disable-uvicorn-access-log", v.disable_uvicorn_access_log,
+                          "vLLM: accepted (no access log unless --log-requests)");
+             app.add_flag("--disable-fastapi-docs", v.disable_fastapi_docs, "vLLM: accepted (no /docs pages; --no-ui)");
+             app.add_flag("--enable-request-id-headers", v.enable_request_id_headers,
+                          "vLLM: accepted (X-Request-Id is always returned)");
+             app.add_option("--guided-decoding-backend", v.guided_decoding_backend,
+                            "vLLM: accepted (tokenmill's own grammar engine serves structured output)");
+             app.add_option("--data-parallel-size", v.data_parallel, "vLLM (-dp): 1 (one engine per model)");
+             app.add_option("--cpu-offload-gb", v.cpu_offload_gb, "vLLM: 0 (weights are not offloaded)");
+             app.add_option("--load-format", v.load_format, "vLLM: auto, gguf or safetensors (as the model is)");
+             app.add_option("--tokenizer", v.tokenizer, "vLLM: the model's own path (its tokenizer is used)");
+             app.add_option("--tokenizer-mode", v.tokenizer_mode, "vLLM: auto or hf");
+             app.add_option("--kv-cache-memory-bytes", v.kv_cache_memory_bytes, "vLLM: = --kv-cache-memory");
+             app.add_option("--seed", v.seed,
+                            "vLLM: requests without a seed draw theirs from a generator seeded with this "
+                            "(reproducible runs); default: each from the OS");
+             app.add_option("--max-logprobs", s.max_logprobs, "largest logprobs / top_logprobs a request may ask for")
+                 ->capture_default_str();
              app.add_flag("--calculate-kv-scales", v.calculate_kv_scales,
                           "vLLM: with --kv-cache-dtype fp8 (scales per token and KV head, always computed)");
              app.add_option("--log-level", v.log_level,

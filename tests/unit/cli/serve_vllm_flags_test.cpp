@@ -25,7 +25,16 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
                         Case{"--gpu-memory-utilization 1.2", "must be in (0, 1]"},
                         Case{"--gpu-memory-utilization 0.0000001", "leaves nothing for the KV cache"},
                         Case{"--uvicorn-log-level loud", "expected one of trace, debug, info, warning, error, critical"},
-                        Case{"--log-level warning --uvicorn-log-level error", "contradict"}}) {
+                        Case{"--log-level warning --uvicorn-log-level error", "contradict"},
+                        Case{"-dp 2", "data parallelism is not supported"},
+                        Case{"--data-parallel-size=3", "data parallelism is not supported"},
+                        Case{"--cpu-offload-gb 4", "weights are not offloaded"},
+                        Case{"--load-format pt", "tokenmill loads GGUF files and safetensors folders"},
+                        Case{"--load-format safetensors", "is a GGUF file"},  // (the default model)
+                        Case{"--tokenizer /elsewhere/tokenizer.json", "the tokenizer comes from the model itself"},
+                        Case{"--tokenizer-mode mistral", "tokenmill has one tokenizer"},
+                        Case{"--seed -1", "expected a non-negative integer"},
+                        Case{"--kv-cache-memory-bytes 1GiB --kv-cache-memory 2GiB", "contradict"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -48,6 +57,17 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
   scales = test::run_command(bin() + " serve --port 0 --calculate-kv-scales --model none.gguf");
   EXPECT_EQ(scales.exit_code, 1) << scales.err;
   EXPECT_NE(scales.err.find("--calculate-kv-scales has no effect: the KV cache is not fp8"), std::string::npos) << scales.err;
+  // vLLM's flags that mean nothing here (or what tokenmill always does) are accepted: the server goes on to
+  // load the model
+  auto accepted = test::run_command(
+      bin() + " serve --port 0 --model none.gguf --trust-remote-code --enable-auto-tool-choice --disable-log-stats "
+              "--max-log-len 100 --enable-lora --max-lora-rank 64 --disable-custom-all-reduce "
+              "--distributed-executor-backend mp --download-dir /tmp --max-seq-len-to-capture 8192 "
+              "--disable-uvicorn-access-log --disable-fastapi-docs --enable-request-id-headers "
+              "--guided-decoding-backend xgrammar -dp 1 --cpu-offload-gb 0 --load-format gguf --tokenizer none.gguf "
+              "--tokenizer-mode auto --kv-cache-memory-bytes 1GiB --seed 7 --max-logprobs 5");
+  EXPECT_EQ(accepted.exit_code, 1) << accepted.err;
+  EXPECT_NE(accepted.err.find("cannot open 'none.gguf'"), std::string::npos) << accepted.err;
   // Unknown flags stay errors.
   auto unknown = test::run_command(bin() + " serve --port 0 --swap-space 4");
   EXPECT_EQ(unknown.exit_code, 109) << unknown.err;  // CLI11's "arguments were not expected"

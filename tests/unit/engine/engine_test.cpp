@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "convert/dummy.h"
 #include "engine/engine.h"
@@ -445,6 +446,39 @@ TEST(Engine, GpuEnginePathRefusesWhatItDoesNotRun) {
             std::string::npos)
       << e.error();
   EXPECT_NE(e.error().find("use --device cpu"), std::string::npos) << e.error();
+}
+
+// vLLM's --seed (EngineConfig::seed): requests without a seed draw theirs from one generator seeded with
+// it, so the same requests in the same order sample the same tokens on every run -- while two requests
+// of a run still differ, another seed changes them, and a request's own seed wins.
+TEST(Engine, SeedMakesUnseededSamplingReproducible) {
+  auto sampled = [](std::vector<int32_t> prompt, std::optional<uint64_t> seed = std::nullopt) {
+    GenerateRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = 24;
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    return r;
+  };
+  const std::vector<GenerateRequest> reqs = {sampled({1}), sampled({1}), sampled({1, 403}), sampled({1}, 3)};
+  auto run = [&](std::optional<uint64_t> seed) {
+    EngineConfig c;
+    c.model_path = stories_path();
+    c.threads = 2;
+    c.seed = seed;
+    auto e = Engine::create(c);
+    EXPECT_TRUE(e.ok()) << e.error();
+    return run_all(**e, reqs);
+  };
+  const auto a = run(7), b = run(7), other = run(8), unseeded = run(std::nullopt);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(a[i].tokens.size(), 24u) << i;
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+  }
+  EXPECT_NE(a[0].tokens, a[1].tokens);  // one generator, a seed each
+  EXPECT_TRUE(a[0].tokens != other[0].tokens || a[1].tokens != other[1].tokens || a[2].tokens != other[2].tokens);
+  EXPECT_EQ(a[3].tokens, other[3].tokens);  // the request's "seed": 3 wherever it runs
+  EXPECT_EQ(a[3].tokens, unseeded[3].tokens);
 }
 
 TEST(Engine, RejectsInvalidRequests) {

@@ -291,3 +291,30 @@ TEST(LoraEngineApi, LoadAndUnloadWhileTheEngineRuns) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(got, want);
 }
+
+// vLLM's --max-lora-rank: an adapter of a larger rank is refused at load, at create and at run time,
+// naming both; one within it loads.
+TEST(LoraEngine, MaxLoraRankRefusesLargerAdapters) {
+  const std::string base = base_path("tiny-llama");
+  const std::string a = adapter_path(base, "rank8", {"attn_q"}, 5);  // rank 8
+  EngineConfig c;
+  c.model_path = base;
+  c.threads = 2;
+  c.max_lora_rank = 4;
+  c.loras = {{"a", a}};
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("LoRA adapter 'a' has rank 8, above --max-lora-rank 4"), std::string::npos) << e.error();
+  c.loras.clear();
+  e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.error();
+  auto late = (*e)->load_lora("b", a);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.error().find("rank 8, above --max-lora-rank 4"), std::string::npos) << late.error();
+  EXPECT_TRUE((*e)->loras().empty());
+  c.max_lora_rank = 8;
+  c.loras = {{"a", a}};
+  e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ((*e)->loras().at(0).rank, 8);
+}

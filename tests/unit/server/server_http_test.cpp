@@ -155,6 +155,26 @@ TEST(ServerHttp, RoutingErrorsAndBodyLimits) {
   srv->shutdown(5);
 }
 
+// --max-logprobs (vLLM's): a request asking for more alternatives per token is a 400 naming the limit.
+TEST(ServerHttp, MaxLogprobsBoundsARequest) {
+  ServerOptions o;
+  o.max_logprobs = 2;
+  auto srv = make_server(o);
+  ASSERT_TRUE(srv->attach_engine(stories_engine(), 0).ok());
+  httplib::Client cli("127.0.0.1", srv->port());
+  auto over = cli.Post("/v1/completions", R"({"prompt":"Once","max_tokens":2,"temperature":0,"logprobs":3})",
+                       "application/json");
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 400) << over->body;
+  EXPECT_EQ(body_json(over)["error"]["param"], "logprobs") << over->body;
+  auto ok = cli.Post("/v1/completions", R"({"prompt":"Once","max_tokens":2,"temperature":0,"logprobs":2})",
+                     "application/json");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(body_json(ok)["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u) << ok->body;
+  srv->shutdown(5);
+}
+
 TEST(ServerHttp, ApiKeys) {
   ServerOptions o;
   o.api_keys = {"sekrit"};
