@@ -219,11 +219,14 @@ tmill::Status configure_models(ServeCli& o) {
 }
 
 
-// Maps the vLLM flags onto tokenmill's; an error names the flag and why.
-tmill::Status apply_vllm_flags(ServeCli& o) {
+// Maps the vLLM flags onto tokenmill's; an error names the flag and why. With several models (called
+// after the memory split) the flags about the one model (MODEL, --load-format, --tokenizer) are
+// configure_models' business and --gpu-memory-utilization is refused there; the rest apply to every
+// model alike.
+tmill::Status apply_vllm_flags(ServeCli& o, bool several) {
   using tmill::Error;
   VllmCli& v = o.vllm;
-  if (!v.model.empty()) {
+  if (!several && !v.model.empty()) {
     if (!o.engine.model.empty() && o.engine.model != v.model)
       return Error{"the model is given twice: '" + v.model + "' and --model '" + o.engine.model + "'"};
     o.engine.model = v.model;
@@ -253,7 +256,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
     return Error{fmt::format("--cpu-offload-gb {}: weights are not offloaded; on --device cuda the model must fit the "
                              "GPU (--quantization q4_k_m shrinks it), and on the CPU it already lives there",
                              v.cpu_offload_gb)};
-  if (!v.load_format.empty()) {
+  if (!several && !v.load_format.empty()) {
     const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
     const bool gguf = path.ends_with(".gguf");
     if (v.load_format != "auto" && v.load_format != "gguf" && v.load_format != "safetensors")
@@ -263,7 +266,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
       return Error{"--load-format " + v.load_format + ": the model " + path + " is " +
                    (gguf ? "a GGUF file" : "not a GGUF file")};
   }
-  if (!v.tokenizer.empty()) {
+  if (!several && !v.tokenizer.empty()) {
     namespace fs = std::filesystem;
     const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
     std::error_code ec;
@@ -306,7 +309,7 @@ tmill::Status apply_vllm_flags(ServeCli& o) {
     else
       return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
   }
-  if (v.gpu_memory_utilization != 0) {
+  if (!several && v.gpu_memory_utilization != 0) {
     TM_TRY(tmill::cli::check_gpu_memory_utilization(v.gpu_memory_utilization));
     if (tmill::Engine::is_gpu_device(o.engine.device)) {
       o.engine.gpu_memory_utilization = v.gpu_memory_utilization;  // the GPU's memory plan (engine/gpu_engine.cpp)
@@ -348,7 +351,7 @@ int run(ServeCli& o) {
   }
   const bool several = several_models(o);
   if (!several && !o.model_entries.empty()) o.engine.model = o.model_entries[0];
-  if (auto st = several ? Status{} : apply_vllm_flags(o); !st.ok()) {
+  if (auto st = several ? Status{} : apply_vllm_flags(o, false); !st.ok()) {
     log_error("{}", st.error());
     return 2;
   }
@@ -416,7 +419,7 @@ int run(ServeCli& o) {
   // arrive during its prefill start at the next step instead of waiting for all of it.
   if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
   if (several) {
-    if (auto st = apply_vllm_flags(o); !st.ok()) {  // the vLLM flags that are not about the model
+    if (auto st = apply_vllm_flags(o, true); !st.ok()) {  // the vLLM flags that are not about the model
       log_error("{}", st.error());
       return 2;
     }
