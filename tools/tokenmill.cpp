@@ -39,16 +39,24 @@ int main(int argc, char** argv) {
     CLI::App* sub = parent->add_subcommand(leaf, def.help);
     runs.emplace_back(sub, def.setup(*sub));
   }
-  // vLLM's two-letter short options (-tp N, -pp N, -dp N), which CLI11 cannot declare.
+  // vLLM's and llama-server's short options of several letters (-tp N, -ngl N, ...), which CLI11
+  // cannot declare: spelled out (also as -tp=N).
+  static const std::pair<const char*, const char*> kShort[] = {
+      {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}, {"-dp", "--data-parallel-size"},
+      {"-ngl", "--n-gpu-layers"},        {"-np", "--parallel"},               {"-ctk", "--cache-type-k"},
+      {"-ctv", "--cache-type-v"},        {"-fa", "--flash-attn"},             {"-cb", "--cont-batching"},
+      {"-nocb", "--no-cont-batching"},   {"-ub", "--ubatch-size"},            {"-md", "--model-draft"},
+      {"-ot", "--override-tensor"},      {"-sm", "--split-mode"},             {"-nkvo", "--no-kv-offload"},
+      {"-ncmoe", "--n-cpu-moe"}};
   std::vector<std::string> spelled(argv, argv + argc);
-  for (auto& a : spelled) {
-    if (a == "-tp") a = "--tensor-parallel-size";
-    else if (a == "-pp") a = "--pipeline-parallel-size";
-    else if (a == "-dp") a = "--data-parallel-size";
-    else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
-    else if (a.rfind("-pp=", 0) == 0) a = "--pipeline-parallel-size=" + a.substr(4);
-    else if (a.rfind("-dp=", 0) == 0) a = "--data-parallel-size=" + a.substr(4);
-  }
+  for (auto& a : spelled)
+    for (const auto& [from, to] : kShort) {
+      const std::string f = from;
+      if (a == f) a = to;
+      else if (a.rfind(f + "=", 0) == 0) a = std::string(to) + "=" + a.substr(f.size() + 1);
+      else continue;
+      break;
+    }
   // serve's flags are also environment variables (TOKENMILL_PORT=8001, env_options.h), and
   // TOKENMILL_CONFIG names its --config file when the command line gives none.
   const bool serve = spelled.size() > 1 && spelled[1] == "serve";

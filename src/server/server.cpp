@@ -189,6 +189,15 @@ Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engin
   if (!ctx.defaults.empty())
     log_info("model {}: sampling defaults from the model (--generation-config {}): {}", spec.name,
              opts_.generation_config, describe(ctx.defaults));
+  if (const GenerationDefaults& o = opts_.sampling_overrides; !o.empty()) {  // over the model's
+    if (o.temperature) ctx.defaults.temperature = o.temperature;
+    if (o.top_p) ctx.defaults.top_p = o.top_p;
+    if (o.min_p) ctx.defaults.min_p = o.min_p;
+    if (o.repetition_penalty) ctx.defaults.repetition_penalty = o.repetition_penalty;
+    if (o.top_k) ctx.defaults.top_k = o.top_k;
+    if (o.max_tokens) ctx.defaults.max_tokens = o.max_tokens;
+    log_info("model {}: sampling defaults from the command line: {}", spec.name, describe(o));
+  }
 
   // Chat template: the model's chat_template (models file) or --chat-template (a file, else the text
   // itself), else the model's own, else ChatML.

@@ -57,6 +57,9 @@ struct ServerOptions {
   int32_t max_tokens_default = 4096;  // cap when a chat request omits max_tokens (0: no cap)
   int32_t max_n = 16;
   int32_t max_logprobs = 20;          // largest logprobs / top_logprobs (vLLM's --max-logprobs, same default)
+  // Sampling defaults set on the command line (llama-server's --temp, --top-k, ...; vLLM's
+  // --override-generation-config): over --generation-config's, under a request's own fields.
+  GenerationDefaults sampling_overrides;
   std::string chat_template;          // --chat-template: a file, or the template text itself
   std::string reasoning_parser = "auto";  // --reasoning-parser: auto, none, or a vLLM name (deepseek_r1, ...)
   std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template

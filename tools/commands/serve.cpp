@@ -25,6 +25,7 @@
 #include "core/strings.h"
 #include "engine_options.h"
 #include "chat/tool_calls.h"
+#include "serve_llama.h"
 #include "serve_models.h"
 #include "server/models_file.h"
 #include "server/server.h"
@@ -58,6 +59,7 @@ struct ServeCli {
   tmill::cli::EngineCli engine;
   tmill::server::ServerOptions server;
   VllmCli vllm;
+  tmill::cli::LlamaServerCli llama;  // llama-server's command line (serve_llama.h)
   std::string max_body = "8MiB";
   double drain_timeout = 30;
   bool threshold_given = false;
@@ -349,6 +351,10 @@ int run(ServeCli& o) {
     log_error("{}", st.error());
     return 1;
   }
+  if (auto st = cli::apply_llama_server_flags(o.llama, o.engine, o.server, o.served_names); !st.ok()) {
+    log_error("{}", st.error());
+    return 2;
+  }
   const bool several = several_models(o);
   if (!several && !o.model_entries.empty()) o.engine.model = o.model_entries[0];
   if (auto st = several ? Status{} : apply_vllm_flags(o, false); !st.ok()) {
@@ -521,9 +527,12 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_option("--lora-modules", o->lora_modules,
                             "LoRA adapters served as model names (vLLM's flag): NAME=FILE or "
                             "'{\"name\": N, \"path\": FILE, \"base_model_name\": M}' (repeatable)");
+             // llama-server's -t for --threads (other commands' -t is their text)
+             app.remove_option(app.get_option("--threads"));
+             app.add_option("-t,--threads", o->engine.threads, "compute threads (default: all cores)");
              // --model is repeatable here: [NAME=]FILE, one engine per model.
              app.remove_option(app.get_option("--model"));
-             app.add_option("--model", o->model_entries,
+             app.add_option("-m,--model", o->model_entries,
                             "GGUF model file (default: the bundled stories260K); repeat as --model NAME=FILE to "
                             "serve several models, each under its name")
                  ->allow_extra_args(false);  // one file per --model: a following MODEL stays positional
@@ -628,6 +637,7 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "(reproducible runs); default: each from the OS");
              app.add_option("--max-logprobs", s.max_logprobs, "largest logprobs / top_logprobs a request may ask for")
                  ->capture_default_str();
+             tmill::cli::add_llama_server_options(app, o->llama);
              app.add_flag("--calculate-kv-scales", v.calculate_kv_scales,
                           "vLLM: with --kv-cache-dtype fp8 (scales per token and KV head, always computed)");
              app.add_option("--log-level", v.log_level,

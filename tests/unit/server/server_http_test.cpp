@@ -4,6 +4,8 @@
 
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include <httplib.h>
 
@@ -172,6 +174,32 @@ TEST(ServerHttp, MaxLogprobsBoundsARequest) {
   ASSERT_TRUE(ok);
   ASSERT_EQ(ok->status, 200) << ok->body;
   EXPECT_EQ(body_json(ok)["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u) << ok->body;
+  srv->shutdown(5);
+}
+
+// Sampling defaults from the command line (llama-server's --temp, ...): a request that omits a field
+// gets them; its own fields win.
+TEST(ServerHttp, CommandLineSamplingDefaultsApplyToRequestsThatOmitThem) {
+  ServerOptions o;
+  o.sampling_overrides.temperature = 0.0f;
+  o.sampling_overrides.max_tokens = 3;
+  auto srv = make_server(o);
+  ASSERT_TRUE(srv->attach_engine(stories_engine(), 0).ok());
+  httplib::Client cli("127.0.0.1", srv->port());
+  std::vector<std::string> texts;
+  for (const char* body : {R"({"prompt":"Once upon a time"})", R"({"prompt":"Once upon a time"})",
+                           R"({"prompt":"Once upon a time","temperature":0,"max_tokens":3})"}) {
+    auto r = cli.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(body_json(r)["usage"]["completion_tokens"], 3) << body;
+    texts.push_back(body_json(r)["choices"][0]["text"]);
+  }
+  EXPECT_EQ(texts[0], texts[2]);  // greedy, as asked explicitly
+  EXPECT_EQ(texts[1], texts[2]);
+  auto own = cli.Post("/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5})", "application/json");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(body_json(own)["usage"]["completion_tokens"], 5);
   srv->shutdown(5);
 }
 
