@@ -9,13 +9,8 @@
 
 namespace tmill::server {
 
-namespace {
-
-// Overlays the vLLM keys of a generation_config.json onto d.
-Status read_json(const std::string& path, GenerationDefaults& d) {
-  auto text = read_file(path);
-  if (!text.ok()) return Error{fmt::format("{}: {}", path, text.error())};
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
+Status overlay_generation_json(const std::string& text, const std::string& path, GenerationDefaults& d) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Error{fmt::format("{}: not a JSON object", path)};
   auto number = [&](const char* key, std::optional<float>& out) -> Status {
     auto it = j.find(key);
@@ -38,6 +33,15 @@ Status read_json(const std::string& path, GenerationDefaults& d) {
   TM_TRY(integer("top_k", d.top_k));
   TM_TRY(integer("max_new_tokens", d.max_tokens));
   return Status{};
+}
+
+namespace {
+
+// Overlays the vLLM keys of a generation_config.json file onto d.
+Status read_json(const std::string& path, GenerationDefaults& d) {
+  auto text = read_file(path);
+  if (!text.ok()) return Error{fmt::format("{}: {}", path, text.error())};
+  return overlay_generation_json(*text, path, d);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ namespace tmill::server {
 
 Result<GenerationDefaults> load_generation_defaults(const std::string& mode, const std::string& model_path,
                                                     const ModelInfo& info);
+// Overlays the vLLM keys of a generation_config.json text onto d (what: the text's name in errors);
+// also vLLM's --override-generation-config JSON.
+Status overlay_generation_json(const std::string& text, const std::string& what, GenerationDefaults& d);
 // "temperature 0.6, top_p 0.95" (for the start-up log); "" when empty.
 std::string describe(const GenerationDefaults& d);
 

@@ -26,6 +26,7 @@
 #include "engine_options.h"
 #include "chat/tool_calls.h"
 #include "serve_llama.h"
+#include "server/generation_config.h"
 #include "serve_models.h"
 #include "server/models_file.h"
 #include "server/server.h"
@@ -50,7 +51,7 @@ struct VllmCli {
   // mapped or checked
   int data_parallel = 1;
   double cpu_offload_gb = 0;
-  std::string seed, kv_cache_memory_bytes, load_format, tokenizer, tokenizer_mode;
+  std::string seed, kv_cache_memory_bytes, load_format, tokenizer, tokenizer_mode, override_generation_config;
   double gpu_memory_utilization = 0;  // 0: not given
   std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
 };
@@ -292,6 +293,9 @@ tmill::Status apply_vllm_flags(ServeCli& o, bool several) {
       return Error{"--seed " + v.seed + ": expected a non-negative integer"};
     o.engine.seed = seed;
   }
+  if (!v.override_generation_config.empty())  // over llama-server's --temp & co. when both are given
+    TM_TRY(tmill::server::overlay_generation_json(v.override_generation_config, "--override-generation-config",
+                                                  o.server.sampling_overrides));
   if (v.calculate_kv_scales) {  // (vLLM's flag only matters to an fp8 cache)
     if (o.engine.kv_cache_dtype.starts_with("fp8"))
       tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
@@ -637,6 +641,9 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "(reproducible runs); default: each from the OS");
              app.add_option("--max-logprobs", s.max_logprobs, "largest logprobs / top_logprobs a request may ask for")
                  ->capture_default_str();
+             app.add_option("--override-generation-config", v.override_generation_config,
+                            "vLLM: JSON of sampling defaults (temperature, top_p, top_k, min_p, repetition_penalty, "
+                            "max_new_tokens) over --generation-config's");
              tmill::cli::add_llama_server_options(app, o->llama);
              app.add_flag("--calculate-kv-scales", v.calculate_kv_scales,
                           "vLLM: with --kv-cache-dtype fp8 (scales per token and KV head, always computed)");

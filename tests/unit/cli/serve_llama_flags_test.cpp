@@ -47,7 +47,7 @@ TEST(ServeLlamaFlags, ALlamaServerCommandLineServes) {
   auto r = test::run_command(
       bin() + " serve --port 0 -m " + test::source_path("models/stories260K/stories260K.gguf") +
       " -c 256 -np 2 -ctk q8_0 -ctv q8_0 -fa on -cb --jinja --metrics --alias storyteller -t 1 -ngl 99 -ub 512 -b 256"
-      " --temp 0.5 --top-k 20 -n 64 --mlock --no-mmap 2>" + log +
+      " --temp 0.5 --top-k 20 -n 64 --mlock --no-mmap --override-generation-config '{\"max_new_tokens\": 32}' 2>" + log +
       " & p=$!; for i in $(seq 400); do grep -q 'ready:' " + log +
       " && break; kill -0 $p 2>/dev/null || break; sleep 0.05; done; kill -TERM $p 2>/dev/null;"
       " wait $p; s=$?; cat " + log + " >&2; exit $s");
@@ -55,6 +55,7 @@ TEST(ServeLlamaFlags, ALlamaServerCommandLineServes) {
   EXPECT_TRUE(has(r.err, "ready: serving storyteller (max_model_len 256)")) << r.err;  // --alias, -c
   EXPECT_TRUE(has(r.err, "int8), max_model_len 256")) << r.err;                       // -ctk/-ctv q8_0
   EXPECT_TRUE(has(r.err, "for 2 sequences of 256 tokens")) << r.err;                  // -np 2
-  EXPECT_TRUE(has(r.err, "sampling defaults from the command line: temperature 0.5, top_k 20")) << r.err;
+  // (and vLLM's --override-generation-config beside them)
+  EXPECT_TRUE(has(r.err, "sampling defaults from the command line: temperature 0.5, top_k 20, max_tokens 32")) << r.err;
   EXPECT_TRUE(has(r.err, "--n-gpu-layers 99: layers are not offloaded one by one")) << r.err;
 }

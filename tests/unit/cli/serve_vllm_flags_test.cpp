@@ -34,7 +34,9 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
                         Case{"--tokenizer /elsewhere/tokenizer.json", "the tokenizer comes from the model itself"},
                         Case{"--tokenizer-mode mistral", "tokenmill has one tokenizer"},
                         Case{"--seed -1", "expected a non-negative integer"},
-                        Case{"--kv-cache-memory-bytes 1GiB --kv-cache-memory 2GiB", "contradict"}}) {
+                        Case{"--kv-cache-memory-bytes 1GiB --kv-cache-memory 2GiB", "contradict"},
+                        Case{"--override-generation-config '{\"temperature\": \"hot\"}'", "'temperature' must be a number"},
+                        Case{"--override-generation-config '[1]'", "not a JSON object"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
