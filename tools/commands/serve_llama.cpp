@@ -40,7 +40,7 @@ void add_llama_server_options(CLI::App& app, LlamaServerCli& l) {
   app.add_option("--override-tensor", l.override_tensor, same);
   app.add_option("--split-mode", l.split_mode, same);
   app.add_flag("--no-kv-offload", l.no_kv_offload, same);
-  app.add_option("--threads-http", l.threads_http, same);
+  app.add_option("--threads-http", l.threads_http, "llama-server: = --http-threads (-1: the default)");
   app.add_option("--temp", l.temp, "llama-server: default temperature of requests that omit it");
   app.add_option("--top-k", l.top_k, "llama-server: default top_k of requests that omit it");
   app.add_option("--top-p", l.top_p, "llama-server: default top_p of requests that omit it");
@@ -114,6 +114,8 @@ Status apply_llama_server_flags(const LlamaServerCli& l, EngineCli& engine, serv
       return Error{"--reasoning-format " + l.reasoning_format + ": expected none, auto or deepseek"};
   }
   if (l.no_webui) server.no_ui = true;
+  if (l.threads_http < -1 || l.threads_http > 65536) return Error{"--threads-http must be in [1, 65536] (or -1: the default)"};
+  if (l.threads_http > 0) server.http.max_threads = l.threads_http;  // requests handled at once, as there
   if (l.reranking) {
     if (!engine.pooling.empty() && engine.pooling != "rank") return Error{"--reranking and --pooling contradict each other"};
     engine.pooling = "rank";

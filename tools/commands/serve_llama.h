@@ -29,7 +29,7 @@ struct LlamaServerCli {
   std::string alias, chat_template_file, reasoning_format;
   bool jinja = false, metrics = false, no_webui = false, embedding = false, reranking = false;
   bool mlock = false, no_mmap = false, verbose = false, cpu_moe = false, no_kv_offload = false;
-  int32_t n_cpu_moe = 0, threads_http = 0;
+  int32_t n_cpu_moe = 0, threads_http = 0;  // --threads-http (0 or -1: the default)
   std::vector<std::string> override_tensor;
   std::string split_mode;
   // sampling defaults (NaN / -1: not given), as llama-server's --temp --top-k --top-p --min-p --repeat-penalty

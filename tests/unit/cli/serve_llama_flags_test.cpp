@@ -31,7 +31,8 @@ TEST(ServeLlamaFlags, RefusedFlagsNameTheReason) {
                         Case{"-np 0", "--parallel must be at least 1"},
                         Case{"-n -5", "--n-predict must be -1"},
                         Case{"--reasoning-format xml", "expected none, auto or deepseek"},
-                        Case{"--reranking --pooling mean", "--reranking and --pooling contradict"}}) {
+                        Case{"--reranking --pooling mean", "--reranking and --pooling contradict"},
+                        Case{"--threads-http -5", "--threads-http must be in [1, 65536]"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
