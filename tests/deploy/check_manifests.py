@@ -74,7 +74,7 @@ def serve_options():
     if not BIN:
         return None
     out = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True).stdout
-    return set(re.findall(r"^\s+(?:-\w, )?--([a-z0-9-]+)", out, re.M)), set(re.findall(r"Env:(TOKENMILL_\w+)", out))
+    return set(re.findall(r"^\s+(?:-\w, ?)?--([a-z0-9-]+)", out, re.M)), set(re.findall(r"Env:(TOKENMILL_\w+)", out))
 
 
 SERVE = serve_options()
