@@ -284,6 +284,7 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
     const int64_t G = hs.n_head / hs.n_head_kv;
     const bool plain = var.window == 0 && var.softcap == 0.0f && !var.sinks, windowed_sinks = var.window > 0 && var.sinks;
     if (kv != DType::F16 && ((G != 4 && G != 7) || hd == 128 || !(plain || windowed_sinks))) continue;
+    if (kv == DType::F8_E5M2) continue;  // E4M3's staging with another code widening (the decode test has both)
     const int64_t cached[2] = {38, 100}, chunk[2] = {13, 75};
     // the batch: each sequence's chunk of query tokens, in tiles of attention_tile_tokens
     std::vector<AttnToken> tokens;
@@ -318,7 +319,7 @@ TEST(GpuKernels, PagedAttentionPrefillTilesMatchTheCpuReference) {
           << " softcap " << var.softcap << " sinks " << var.sinks << " token " << i / static_cast<size_t>(hs.n_head * hd);
     }
   }
-  std::printf("prefill tiles on tensor cores: largest error %.2e; INT8/Q4 caches %.2e (relative to 1 + |want|)\n",
+  std::printf("prefill tiles on tensor cores: largest error %.2e; INT8/FP8/Q4 caches %.2e (relative to 1 + |want|)\n",
               worst_tc, worst_quant);
   EXPECT_TRUE(attention_prefill_on_tensor_cores(32, 8, 128));
   EXPECT_FALSE(attention_prefill_on_tensor_cores(32, 8, 256));
