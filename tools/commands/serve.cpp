@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -26,40 +25,17 @@
 #include "engine_options.h"
 #include "chat/tool_calls.h"
 #include "serve_llama.h"
-#include "server/generation_config.h"
+#include "serve_vllm.h"
 #include "serve_models.h"
 #include "server/models_file.h"
 #include "server/server.h"
 
 namespace {
 
-// vLLM's command line (`vllm serve MODEL --tensor-parallel-size 1 ...`), accepted as is or mapped;
-// what cannot mean the same here is refused with the reason (docs/server.md, "vLLM's flags").
-struct VllmCli {
-  std::string model;  // positional MODEL
-  int tensor_parallel = 1, pipeline_parallel = 1;
-  bool enable_prefix_caching = false, no_enable_prefix_caching = false;
-  bool enable_chunked_prefill = false, no_enable_chunked_prefill = false;
-  bool disable_log_requests = false, enable_log_requests = false;
-  bool calculate_kv_scales = false;  // fp8 KV scales: always computed here, per token and head
-  // accepted, nothing to do here (docs/server.md says why for each)
-  bool trust_remote_code = false, enable_auto_tool_choice = false, disable_log_stats = false, enable_lora = false;
-  bool disable_custom_all_reduce = false, disable_uvicorn_access_log = false, disable_fastapi_docs = false;
-  bool enable_request_id_headers = false;
-  int64_t max_log_len = 0, max_seq_len_to_capture = 0;
-  std::string distributed_executor_backend, download_dir, guided_decoding_backend;
-  // mapped or checked
-  int data_parallel = 1;
-  double cpu_offload_gb = 0;
-  std::string seed, kv_cache_memory_bytes, load_format, tokenizer, tokenizer_mode, override_generation_config;
-  double gpu_memory_utilization = 0;  // 0: not given
-  std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
-};
-
 struct ServeCli {
   tmill::cli::EngineCli engine;
   tmill::server::ServerOptions server;
-  VllmCli vllm;
+  tmill::cli::VllmCli vllm;  // vllm serve's command line (serve_vllm.h)
   tmill::cli::LlamaServerCli llama;  // llama-server's command line (serve_llama.h)
   std::string max_body = "8MiB";
   double drain_timeout = 30;
@@ -222,123 +198,6 @@ tmill::Status configure_models(ServeCli& o) {
 }
 
 
-// Maps the vLLM flags onto tokenmill's; an error names the flag and why. With several models (called
-// after the memory split) the flags about the one model (MODEL, --load-format, --tokenizer) are
-// configure_models' business and --gpu-memory-utilization is refused there; the rest apply to every
-// model alike.
-tmill::Status apply_vllm_flags(ServeCli& o, bool several) {
-  using tmill::Error;
-  VllmCli& v = o.vllm;
-  if (!several && !v.model.empty()) {
-    if (!o.engine.model.empty() && o.engine.model != v.model)
-      return Error{"the model is given twice: '" + v.model + "' and --model '" + o.engine.model + "'"};
-    o.engine.model = v.model;
-  }
-  if (v.tensor_parallel != 1)
-    return Error{fmt::format("--tensor-parallel-size {}: tensor parallelism is not supported; tokenmill runs a model "
-                             "on one device (the CPU; CUDA: one GPU), use 1",
-                             v.tensor_parallel)};
-  if (v.pipeline_parallel != 1)
-    return Error{fmt::format("--pipeline-parallel-size {}: pipeline parallelism is not supported; tokenmill runs a "
-                             "model on one device, use 1",
-                             v.pipeline_parallel)};
-  if (v.enable_prefix_caching && (v.no_enable_prefix_caching || o.engine.no_prefix_caching))
-    return Error{"--enable-prefix-caching and --no-enable-prefix-caching (--no-prefix-caching) contradict each other"};
-  if (v.no_enable_prefix_caching) o.engine.no_prefix_caching = true;
-  if (v.no_enable_chunked_prefill)
-    return Error{"--no-enable-chunked-prefill: chunked prefill is always on in tokenmill; --max-num-batched-tokens "
-                 "bounds a step and --long-prefill-token-threshold one prompt's share of it"};
-  if (v.enable_log_requests && v.disable_log_requests)
-    return Error{"--enable-log-requests and --disable-log-requests contradict each other"};
-  if (v.enable_log_requests) o.server.log_requests = true;
-  if (v.data_parallel != 1)
-    return Error{fmt::format("--data-parallel-size {}: data parallelism is not supported; tokenmill runs one engine "
-                             "per model (run several servers behind a load balancer), use 1",
-                             v.data_parallel)};
-  if (v.cpu_offload_gb != 0)
-    return Error{fmt::format("--cpu-offload-gb {}: weights are not offloaded; on --device cuda the model must fit the "
-                             "GPU (--quantization q4_k_m shrinks it), and on the CPU it already lives there",
-                             v.cpu_offload_gb)};
-  if (!several && !v.load_format.empty()) {
-    const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
-    const bool gguf = path.ends_with(".gguf");
-    if (v.load_format != "auto" && v.load_format != "gguf" && v.load_format != "safetensors")
-      return Error{"--load-format " + v.load_format + ": tokenmill loads GGUF files and safetensors folders (auto, "
-                   "gguf, safetensors)"};
-    if ((v.load_format == "gguf" && !gguf) || (v.load_format == "safetensors" && gguf))
-      return Error{"--load-format " + v.load_format + ": the model " + path + " is " +
-                   (gguf ? "a GGUF file" : "not a GGUF file")};
-  }
-  if (!several && !v.tokenizer.empty()) {
-    namespace fs = std::filesystem;
-    const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
-    std::error_code ec;
-    const fs::path model_dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-    if (v.tokenizer != path && !fs::equivalent(v.tokenizer, path, ec) &&
-        !fs::equivalent(v.tokenizer, model_dir.empty() ? "." : model_dir, ec))
-      return Error{"--tokenizer " + v.tokenizer + ": the tokenizer comes from the model itself (a GGUF file's "
-                   "tokenizer.* keys, a folder's tokenizer.json); give the model's own path or leave it out"};
-  }
-  if (!v.tokenizer_mode.empty() && v.tokenizer_mode != "auto" && v.tokenizer_mode != "hf")
-    return Error{"--tokenizer-mode " + v.tokenizer_mode + ": tokenmill has one tokenizer (auto, hf)"};
-  if (!v.kv_cache_memory_bytes.empty()) {
-    if (!o.engine.kv_cache_memory.empty() && o.engine.kv_cache_memory != v.kv_cache_memory_bytes)
-      return Error{"--kv-cache-memory-bytes and --kv-cache-memory contradict each other"};
-    o.engine.kv_cache_memory = v.kv_cache_memory_bytes;
-  }
-  if (!v.seed.empty()) {
-    uint64_t seed = 0;
-    const auto [end, ec] = std::from_chars(v.seed.data(), v.seed.data() + v.seed.size(), seed);
-    if (ec != std::errc{} || end != v.seed.data() + v.seed.size())
-      return Error{"--seed " + v.seed + ": expected a non-negative integer"};
-    o.engine.seed = seed;
-  }
-  if (!v.override_generation_config.empty())  // over llama-server's --temp & co. when both are given
-    TM_TRY(tmill::server::overlay_generation_json(v.override_generation_config, "--override-generation-config",
-                                                  o.server.sampling_overrides));
-  if (v.calculate_kv_scales) {  // (vLLM's flag only matters to an fp8 cache)
-    if (o.engine.kv_cache_dtype.starts_with("fp8"))
-      tmill::log_info("--calculate-kv-scales: the fp8 KV cache's scales are computed per token and KV head as each "
-                      "token is stored (always, in tokenmill)");
-    else
-      tmill::log_warn("--calculate-kv-scales has no effect: the KV cache is not fp8 (--kv-cache-dtype {})",
-                      o.engine.kv_cache_dtype);
-  }
-  if (!v.log_level.empty() && !v.uvicorn_log_level.empty() && v.log_level != v.uvicorn_log_level)
-    return Error{"--log-level and --uvicorn-log-level contradict each other"};
-  if (const std::string& lv = v.log_level.empty() ? v.uvicorn_log_level : v.log_level; !lv.empty()) {
-    // uvicorn's names (vLLM passes them through): trace and debug, info, warning, error, critical.
-    if (lv == "trace" || lv == "debug") tmill::set_log_level(tmill::LogLevel::Debug);
-    else if (lv == "info") tmill::set_log_level(tmill::LogLevel::Info);
-    else if (lv == "warning" || lv == "warn") tmill::set_log_level(tmill::LogLevel::Warn);
-    else if (lv == "error" || lv == "critical") tmill::set_log_level(tmill::LogLevel::Error);
-    else
-      return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
-  }
-  if (!several && v.gpu_memory_utilization != 0) {
-    TM_TRY(tmill::cli::check_gpu_memory_utilization(v.gpu_memory_utilization));
-    if (tmill::Engine::is_gpu_device(o.engine.device)) {
-      o.engine.gpu_memory_utilization = v.gpu_memory_utilization;  // the GPU's memory plan (engine/gpu_engine.cpp)
-    } else if (o.engine.kv_cache_memory.empty()) {  // --kv-cache-memory, explicit, wins
-      const uint64_t total = tmill::meminfo_bytes("MemTotal");
-      if (total == 0) return Error{"--gpu-memory-utilization: cannot read the memory size (/proc/meminfo)"};
-      const std::string path = o.engine.model.empty() ? tmill::cli::default_model_path() : o.engine.model;
-      // the weights as they will load: a GGUF's size, a folder's weights in the type they get
-      auto sized = tmill::estimate_model_bytes(path, tmill::cli::load_options(o.engine));
-      if (!sized.ok()) return Error{"--gpu-memory-utilization: cannot size the model " + path + ": " + sized.error()};
-      const uint64_t weights = *sized;
-      const double budget = v.gpu_memory_utilization * static_cast<double>(total);
-      if (budget <= static_cast<double>(weights))
-        return Error{fmt::format("--gpu-memory-utilization {}: {:.2f} GiB of {:.2f} GiB leaves nothing for the KV "
-                                 "cache beside {:.2f} GiB of weights",
-                                 v.gpu_memory_utilization, budget / (1 << 30), static_cast<double>(total) / (1 << 30),
-                                 static_cast<double>(weights) / (1 << 30))};
-      o.engine.kv_cache_memory = std::to_string(static_cast<uint64_t>(budget) - weights);
-    }
-  }
-  return {};
-}
-
 int run(ServeCli& o) {
   using namespace tmill;
   // Signals are handled by one thread with sigwait(); every other thread (created below) inherits
@@ -361,7 +220,7 @@ int run(ServeCli& o) {
   }
   const bool several = several_models(o);
   if (!several && !o.model_entries.empty()) o.engine.model = o.model_entries[0];
-  if (auto st = several ? Status{} : apply_vllm_flags(o, false); !st.ok()) {
+  if (auto st = several ? Status{} : cli::apply_vllm_flags(o.vllm, o.engine, o.server, false); !st.ok()) {
     log_error("{}", st.error());
     return 2;
   }
@@ -429,7 +288,7 @@ int run(ServeCli& o) {
   // arrive during its prefill start at the next step instead of waiting for all of it.
   if (!o.threshold_given) o.engine.long_prefill_token_threshold = std::max(1, o.engine.max_num_batched_tokens / 2);
   if (several) {
-    if (auto st = apply_vllm_flags(o, true); !st.ok()) {  // the vLLM flags that are not about the model
+    if (auto st = cli::apply_vllm_flags(o.vllm, o.engine, o.server, true); !st.ok()) {  // the vLLM flags that are not about the model
       log_error("{}", st.error());
       return 2;
     }
@@ -598,64 +457,17 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
              app.add_flag("--log-requests", s.log_requests,
                           "log one line per request: its X-Request-Id, route, status and time (never prompts or keys)");
              app.add_flag("--no-ui", s.no_ui, "no web pages: GET / and /dashboard answer 404 (the API is unchanged)");
-             // vLLM's command line (docs/server.md, "vLLM's flags").
-             auto& v = o->vllm;
-             app.add_option("model", v.model, "the model, as `vllm serve MODEL` takes it (same as --model)");
-             // vLLM's -tp / -pp: two-letter short names, which CLI11 lacks; main() spells them out.
-             app.add_option("--tensor-parallel-size", v.tensor_parallel, "vLLM (-tp): 1 (one device)");
-             app.add_option("--pipeline-parallel-size", v.pipeline_parallel, "vLLM (-pp): 1 (one device)");
-             app.add_flag("--enable-prefix-caching", v.enable_prefix_caching, "vLLM: prefix caching (the default)");
-             app.add_flag("--no-enable-prefix-caching", v.no_enable_prefix_caching, "vLLM: = --no-prefix-caching");
-             app.add_flag("--enable-chunked-prefill", v.enable_chunked_prefill, "vLLM: chunked prefill (always on)");
-             app.add_flag("--no-enable-chunked-prefill", v.no_enable_chunked_prefill, "vLLM: refused (always on)");
-             app.add_flag("--disable-log-requests", v.disable_log_requests, "vLLM: no access log (the default)");
-             app.add_flag("--enable-log-requests", v.enable_log_requests, "vLLM: = --log-requests");
-             app.add_flag("--trust-remote-code", v.trust_remote_code,
-                          "vLLM: accepted (no model code runs: GGUF and safetensors are data)");
-             app.add_flag("--enable-auto-tool-choice", v.enable_auto_tool_choice,
-                          "vLLM: accepted (tool_choice \"auto\" is always served)");
-             app.add_flag("--disable-log-stats", v.disable_log_stats, "vLLM: accepted (no periodic stats lines; /metrics)");
-             app.add_option("--max-log-len", v.max_log_len, "vLLM: accepted (prompts are never logged)");
-             app.add_flag("--enable-lora", v.enable_lora, "vLLM: accepted (adapters load with --lora-modules or at run time)");
-             app.add_flag("--disable-custom-all-reduce", v.disable_custom_all_reduce, "vLLM: accepted (one device)");
-             app.add_option("--distributed-executor-backend", v.distributed_executor_backend,
-                            "vLLM: accepted (one process, one device)");
-             app.add_option("--download-dir", v.download_dir, "vLLM: accepted (nothing is downloaded: a local model)");
-             app.add_option("--max-seq-len-to-capture", v.max_seq_len_to_capture,
-                            "vLLM: accepted (CUDA graphs cover decode steps at every context length)");
-             app.add_flag("--disable-uvicorn-access-log", v.disable_uvicorn_access_log,
-                          "vLLM: accepted (no access log unless --log-requests)");
-             app.add_flag("--disable-fastapi-docs", v.disable_fastapi_docs, "vLLM: accepted (no /docs pages; --no-ui)");
-             app.add_flag("--enable-request-id-headers", v.enable_request_id_headers,
-                          "vLLM: accepted (X-Request-Id is always returned)");
-             app.add_option("--guided-decoding-backend", v.guided_decoding_backend,
-                            "vLLM: accepted (tokenmill's own grammar engine serves structured output)");
-             app.add_option("--data-parallel-size", v.data_parallel, "vLLM (-dp): 1 (one engine per model)");
-             app.add_option("--cpu-offload-gb", v.cpu_offload_gb, "vLLM: 0 (weights are not offloaded)");
-             app.add_option("--load-format", v.load_format, "vLLM: auto, gguf or safetensors (as the model is)");
-             app.add_option("--tokenizer", v.tokenizer, "vLLM: the model's own path (its tokenizer is used)");
-             app.add_option("--tokenizer-mode", v.tokenizer_mode, "vLLM: auto or hf");
-             app.add_option("--kv-cache-memory-bytes", v.kv_cache_memory_bytes, "vLLM: = --kv-cache-memory");
-             app.add_option("--seed", v.seed,
-                            "vLLM: requests without a seed draw theirs from a generator seeded with this "
-                            "(reproducible runs); default: each from the OS");
+             // vLLM's command line (docs/server.md, "vLLM's flags"; serve_vllm.h) and llama-server's (serve_llama.h)
+             tmill::cli::add_vllm_options(app, o->vllm);
+             tmill::cli::add_llama_server_options(app, o->llama);
              app.add_option("--max-logprobs", s.max_logprobs, "largest logprobs / top_logprobs a request may ask for")
                  ->capture_default_str();
-             app.add_option("--override-generation-config", v.override_generation_config,
-                            "vLLM: JSON of sampling defaults (temperature, top_p, top_k, min_p, repetition_penalty, "
-                            "max_new_tokens) over --generation-config's");
-             tmill::cli::add_llama_server_options(app, o->llama);
-             app.add_flag("--calculate-kv-scales", v.calculate_kv_scales,
-                          "vLLM: with --kv-cache-dtype fp8 (scales per token and KV head, always computed)");
-             app.add_option("--log-level", v.log_level,
-                            "log lines shown: trace/debug, info (default), warning, error/critical");
-             app.add_option("--uvicorn-log-level", v.uvicorn_log_level, "vLLM: = --log-level");
              app.add_option("--generation-config", s.generation_config,
                             "sampling defaults for fields a request omits: auto (the model file's general.sampling.* "
                             "keys, and a generation_config.json beside it), vllm (none), or a folder holding "
                             "generation_config.json")
                  ->capture_default_str();
-             app.add_option("--gpu-memory-utilization", v.gpu_memory_utilization,
+             app.add_option("--gpu-memory-utilization", o->vllm.gpu_memory_utilization,
                             "vLLM: share of memory for weights + KV cache (KV = share x memory - weights); "
                             "--kv-cache-memory wins");
              app.add_option("--truncation", s.truncation,
