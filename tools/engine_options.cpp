@@ -28,10 +28,20 @@ void add_engine_options(CLI::App& app, EngineCli& o) {
   app.add_option("--device", o.device,
                  "where the engine computes: cpu, or auto (vLLM's spelling: the CPU for now); cuda: the first NVIDIA "
                  "GPU (a build with -DTM_CUDA=ON; llama/qwen2/qwen3/phi3/gemma2/gemma3, the MoE families and gpt-oss, "
-                 "with an F16 KV cache; others are refused saying what they lack); cuda-emu: the same with the CUDA "
-                 "kernels run by the CPU's emulator of CUDA, any build (tests, slow); gpu-oracle: the GPU engine path "
-                 "on the CPU's reference math (tests, slow)")
-      ->capture_default_str();
+                 "with an f16, int8, fp8 or q4_0 KV cache; others are refused saying what they lack); cuda-emu: the "
+                 "same with the CUDA kernels run by the CPU's emulator of CUDA, any build (tests, slow); gpu-oracle: "
+                 "the GPU engine path on the CPU's reference math (tests, slow). llama-server's names (-dev): none = "
+                 "cpu, CUDA0 = cuda")
+      ->capture_default_str()
+      ->transform(CLI::Validator(
+          [](std::string& d) -> std::string {
+            if (d == "none") d = "cpu";  // llama.cpp's --device none: no GPU
+            else if (d == "CUDA0" || d == "cuda0") d = "cuda";
+            else if (d.size() > 4 && (d.starts_with("CUDA") || d.starts_with("cuda")) && d != "cuda-emu")
+              return "--device " + d + ": one GPU, the first (CUDA0 or cuda)";
+            return "";
+          },
+          "", "llama.cpp device names"));
   app.add_flag("--enforce-eager", o.enforce_eager,
                "GPU devices: run decode steps without CUDA graphs (vLLM's flag; by default each batch size's graph "
                "is captured once and replayed); no effect on the CPU");

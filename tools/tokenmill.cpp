@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       {"-ctv", "--cache-type-v"},        {"-fa", "--flash-attn"},             {"-cb", "--cont-batching"},
       {"-nocb", "--no-cont-batching"},   {"-ub", "--ubatch-size"},            {"-md", "--model-draft"},
       {"-ot", "--override-tensor"},      {"-sm", "--split-mode"},             {"-nkvo", "--no-kv-offload"},
-      {"-ncmoe", "--n-cpu-moe"}};
+      {"-ncmoe", "--n-cpu-moe"},         {"-dev", "--device"}};
   std::vector<std::string> spelled(argv, argv + argc);
   for (auto& a : spelled)
     for (const auto& [from, to] : kShort) {

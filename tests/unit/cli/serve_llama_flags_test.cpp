@@ -38,6 +38,10 @@ TEST(ServeLlamaFlags, RefusedFlagsNameTheReason) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_TRUE(has(r.err, c.phrase)) << r.err;
   }
+  // llama.cpp's device names: none is the CPU, CUDA0 the GPU; another GPU is refused as the flag is read
+  auto dev = test::run_command(bin() + " serve --port 0 -dev CUDA1");
+  EXPECT_NE(dev.exit_code, 0);
+  EXPECT_TRUE(has(dev.err + dev.out, "--device CUDA1: one GPU, the first (CUDA0 or cuda)")) << dev.err << dev.out;
 }
 
 // A llama-server command line as its users write it: the model, context, slots, an 8-bit cache, flash
@@ -48,6 +52,7 @@ TEST(ServeLlamaFlags, ALlamaServerCommandLineServes) {
   auto r = test::run_command(
       bin() + " serve --port 0 -m " + test::source_path("models/stories260K/stories260K.gguf") +
       " -c 256 -np 2 -ctk q8_0 -ctv q8_0 -fa on -cb --jinja --metrics --alias storyteller -t 1 -ngl 99 -ub 512 -b 256"
+      " -dev none"
       " --temp 0.5 --top-k 20 -n 64 --mlock --no-mmap --override-generation-config '{\"max_new_tokens\": 32}' 2>" + log +
       " & p=$!; for i in $(seq 400); do grep -q 'ready:' " + log +
       " && break; kill -0 $p 2>/dev/null || break; sleep 0.05; done; kill -TERM $p 2>/dev/null;"
