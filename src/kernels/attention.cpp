@@ -167,39 +167,39 @@ void store_q4(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, co
 
 // A one-byte code per element and an f32 scale per token: max |x| maps to the largest code (int8:
 // 127, codes rint(x / scale); fp8: 448 or 57344, codes core/fp8.h's nearest). The GPU's kv_store
-// (gpu/elementwise.cu) repeats these operations in this order.
-float token_max_code(DType t) {
-  return t == DType::F8_E4M3 ? kFp8E4M3Max : t == DType::F8_E5M2 ? kFp8E5M2Max : 127.0f;
-}
-
-uint8_t token_code(DType t, float x) {
-  if (t == DType::F8_E4M3) return fp32_to_fp8_e4m3(x);
-  if (t == DType::F8_E5M2) return fp32_to_fp8_e5m2(x);
+// (gpu/elementwise.cu) repeats these operations in this order. A template per type: the store runs
+// for every token of every layer, so the type is not looked at per element.
+template <DType T>
+uint8_t token_code(float x) {
+  if constexpr (T == DType::F8_E4M3) return fp32_to_fp8_e4m3(x);
+  if constexpr (T == DType::F8_E5M2) return fp32_to_fp8_e5m2(x);
   return static_cast<uint8_t>(static_cast<int8_t>(std::lrintf(x)));
 }
 
-float token_value(DType t, uint8_t code) {
-  if (t == DType::F8_E4M3) return fp8_e4m3_to_fp32(code);
-  if (t == DType::F8_E5M2) return fp8_e5m2_to_fp32(code);
-  return static_cast<float>(static_cast<int8_t>(code));
-}
-
-void store_token_scaled(DType t, uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, const float* kh,
+template <DType T>
+void store_token_scaled(uint8_t* kt, uint8_t* vt, int64_t bs, int64_t hd, int64_t slot, const float* kh,
                         const float* vh) {
+  constexpr float top = T == DType::F8_E4M3 ? kFp8E4M3Max : T == DType::F8_E5M2 ? kFp8E5M2Max : 127.0f;
   float km = 0, vm = 0;
   for (int64_t d = 0; d < hd; ++d) {
     km = std::fmax(km, std::fabs(kh[d]));
     vm = std::fmax(vm, std::fabs(vh[d]));
   }
-  const float top = token_max_code(t);
   const float ks = km / top, vs = vm / top;
   const float ki = ks > 0 ? 1.0f / ks : 0.0f, vi = vs > 0 ? 1.0f / vs : 0.0f;
   for (int64_t d = 0; d < hd; ++d) {
-    kt[d * bs + slot] = token_code(t, kh[d] * ki);
-    vt[slot * hd + d] = token_code(t, vh[d] * vi);
+    kt[d * bs + slot] = token_code<T>(kh[d] * ki);
+    vt[slot * hd + d] = token_code<T>(vh[d] * vi);
   }
   std::memcpy(kt + hd * bs + slot * 4, &ks, 4);
   std::memcpy(vt + hd * bs + slot * 4, &vs, 4);
+}
+
+// The value of a one-byte code (paged_kv_load: tests and references, not a hot path).
+float token_value(DType t, uint8_t code) {
+  if (t == DType::F8_E4M3) return fp8_e4m3_to_fp32(code);
+  if (t == DType::F8_E5M2) return fp8_e5m2_to_fp32(code);
+  return static_cast<float>(static_cast<int8_t>(code));
 }
 
 }  // namespace
@@ -255,8 +255,14 @@ void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t p
       case DType::Q4_0:
         store_q4(kt, vt, bs, hd, slot, kh, vh);
         break;
+      case DType::F8_E4M3:
+        store_token_scaled<DType::F8_E4M3>(kt, vt, bs, hd, slot, kh, vh);
+        break;
+      case DType::F8_E5M2:
+        store_token_scaled<DType::F8_E5M2>(kt, vt, bs, hd, slot, kh, vh);
+        break;
       default:
-        store_token_scaled(kv.dtype, kt, vt, bs, hd, slot, kh, vh);
+        store_token_scaled<DType::I8>(kt, vt, bs, hd, slot, kh, vh);
         break;
     }
   }
