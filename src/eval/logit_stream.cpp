@@ -10,8 +10,7 @@ Result<DType> parse_kv_dtype(const std::string& name, const Model& model) {
   if (name == "auto") return model.main_weight_type() == DType::F32 ? DType::F32 : DType::F16;
   const std::optional<DType> t = kv_cache_dtype_named(name);
   if (!t) return Error{fmt::format("unsupported KV cache dtype '{}' ({})", name, kKvCacheDtypeNames)};
-  if (*t == DType::Q4_0 && model.config().head_dim % 2 != 0) return Error{"KV cache dtype q4_0 needs an even head size"};
-  return *t;
+  return *t;  // (its shape rule: LogitStream::create)
 }
 
 const char* kv_dtype_name(DType t) { return kv_cache_dtype_label(t); }
@@ -25,7 +24,7 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward
   if (opt.max_ctx < 1) return Error{"context length must be at least 1"};
   if (opt.batch < 1) return Error{"batch must be at least 1"};
   if (opt.block_size < 1) return Error{"block size must be at least 1"};
-  if (opt.kv_dtype == DType::Q4_0 && opt.block_size % 2 != 0) return Error{"KV cache dtype q4_0 needs an even block size"};
+  TM_TRY(check_kv_cache_shape(opt.kv_dtype, opt.block_size, forward->model().config().head_dim));
   auto s = std::unique_ptr<LogitStream>(new LogitStream());
   s->forward_ = std::move(forward);
   s->forward_->set_context_length(opt.max_ctx);  // LongRoPE's factors follow the stream's context
