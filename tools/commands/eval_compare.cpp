@@ -178,9 +178,9 @@ TM_COMMAND("eval compare", "KL divergence, top-1 agreement and perplexity of a m
                             "writes (its tokens are scored; --ctx must match it)");
              app.add_option("--model", o->model, "GGUF to evaluate (e.g. its quantization)")->required();
              app.add_option("--text", o->text, "UTF-8 text file (with --reference)");
-             app.add_option("--reference-kv-cache-dtype", o->ref_kv, "the reference's KV cache: auto, f32, f16, bf16, int8, q4_0")
+             app.add_option("--reference-kv-cache-dtype", o->ref_kv, "the reference's KV cache: " + std::string(kKvCacheDtypeNames))
                  ->capture_default_str();
-             app.add_option("--kv-cache-dtype", o->kv, "the model's KV cache: auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3, fp8_e5m2")
+             app.add_option("--kv-cache-dtype", o->kv, "the model's KV cache: " + std::string(kKvCacheDtypeNames))
                  ->capture_default_str();
              cli::add_eval_stream_options(app, o->s);
              o->ctx_opt = app.get_option("--ctx");

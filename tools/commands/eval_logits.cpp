@@ -88,7 +88,7 @@ TM_COMMAND("eval logits", "raw next-token logits at every position of a token se
              app.add_option("--tokens", o->tokens, "comma-separated token ids, e.g. 1,403,407");
              app.add_option("--text", o->text, "text to tokenize instead (no BOS unless --add-special)");
              app.add_flag("--add-special", o->add_special, "--text: add BOS/EOS as the model's metadata says");
-             app.add_option("--kv-cache-dtype", o->kv, "auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+             app.add_option("--kv-cache-dtype", o->kv, std::string(kKvCacheDtypeNames))->capture_default_str();
              app.add_option("--top", o->top, "print only the K largest logits per position as [id, logit] pairs");
              app.add_option("--threads", o->threads, "compute threads (default: all cores)");
              app.add_option("--lora", o->lora, "LoRA adapter FILE[:SCALE] (llama.cpp's LoRA GGUF) applied to the sequence");

@@ -64,7 +64,7 @@ TM_COMMAND("eval perplexity", "perplexity of a text file (llama-perplexity metho
              auto o = std::make_shared<PplCli>();
              app.add_option("--model", o->model, "GGUF model (default: the bundled stories260K)");
              app.add_option("--text", o->text, "UTF-8 text file")->required();
-             app.add_option("--kv-cache-dtype", o->kv, "auto, f32, f16, bf16, int8, q4_0, fp8, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+             app.add_option("--kv-cache-dtype", o->kv, std::string(kKvCacheDtypeNames))->capture_default_str();
              cli::add_eval_stream_options(app, o->s);
              app.add_option("--kl-divergence-base", o->kld_base,
                             "also save the scored logits in llama-perplexity's --kl-divergence-base format (the "

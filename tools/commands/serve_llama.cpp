@@ -122,12 +122,8 @@ Status apply_llama_server_flags(const LlamaServerCli& l, EngineCli& engine, serv
   }
   if (l.verbose) set_log_level(LogLevel::Debug);
   GenerationDefaults& d = server.sampling_overrides;
-  auto non_negative = [](double x, const char* flag) -> Status {
-    if (x < 0) return Error{std::string(flag) + " must not be negative"};
-    return {};
-  };
   if (l.temp != -1) {
-    TM_TRY(non_negative(l.temp, "--temp"));
+    if (l.temp < 0) return Error{"--temp must not be negative"};
     d.temperature = static_cast<float>(l.temp);
   }
   if (l.top_p != -1) {
