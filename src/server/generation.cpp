@@ -20,8 +20,8 @@ struct Generation::Channel {
   std::vector<int32_t> unfinished;
 
   void push(size_t prompt, const RequestOutput& o) {
+    const auto now = Clock::now();
     if (metrics) {
-      const auto now = Clock::now();
       if (!o.token_ids.empty() && !first_token_seen[prompt]) {
         first_token_seen[prompt] = 1;
         metrics->on_first_token(std::chrono::duration<double>(now - arrival).count(), o.prompt_tokens);
@@ -31,7 +31,7 @@ struct Generation::Channel {
     }
     {
       std::lock_guard<std::mutex> lock(mu);
-      items.push_back(OutputItem{prompt, o});
+      items.push_back(OutputItem{prompt, o, now});
     }
     cv.notify_one();
   }
@@ -48,7 +48,10 @@ Generation::Generation(Engine& engine, ServerMetrics* metrics, const MappedReque
   for (size_t i = 0; i < choices_.size(); ++i) choices_[i].index = static_cast<int32_t>(i);
   completion_tokens_.assign(choices_.size(), 0);
   cached_tokens_.assign(np, 0);
+  timings_.resize(choices_.size());
 }
+
+Clock::time_point Generation::arrival() const { return chan_->arrival; }
 
 Generation::~Generation() {
   if (!finished()) abort();
@@ -93,6 +96,12 @@ std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
     c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
     completion_tokens_[static_cast<size_t>(choice_index(it))] = o.completion_tokens;
     cached_tokens_[it.prompt] = o.cached_prompt_tokens;
+    ChoiceTiming& t = timings_[static_cast<size_t>(choice_index(it))];
+    if (!t.started && !o.token_ids.empty()) {
+      t.started = true;
+      t.first_token = it.at;
+    }
+    t.last = it.at;
     if (!o.finished) continue;
     c.finish = o.finish_reason;
     c.stop_reason = stop_reason(it);

@@ -27,6 +27,14 @@ class ServerMetrics;
 struct OutputItem {
   size_t prompt = 0;       // index into MappedRequest::prompts
   RequestOutput out;
+  Clock::time_point at{};  // when the engine handed it over
+};
+
+// When a choice's tokens came (llama-server's "timings").
+struct ChoiceTiming {
+  bool started = false;          // first_token is set
+  Clock::time_point first_token{};
+  Clock::time_point last{};      // the latest output (the last one once finished)
 };
 
 class Generation {
@@ -55,6 +63,10 @@ class Generation {
   int32_t choice_index(const OutputItem& it) const { return static_cast<int32_t>(it.prompt) * req_.n + it.out.index; }
   Usage usage() const;
   const std::vector<uint64_t>& ids() const { return ids_; }  // the engine's request ids (after submit)
+  Clock::time_point arrival() const;
+  const ChoiceTiming& timing(int32_t choice) const { return timings_[static_cast<size_t>(choice)]; }
+  int32_t completion_tokens(int32_t choice) const { return completion_tokens_[static_cast<size_t>(choice)]; }
+  int32_t cached_tokens(size_t prompt) const { return cached_tokens_[prompt]; }
   // vLLM's stop_reason for a finished output: the stop string, the stop token id, or null.
   json stop_reason(const OutputItem& it) const;
 
@@ -68,6 +80,7 @@ class Generation {
   std::vector<ChoiceOutput> choices_;
   std::vector<int32_t> completion_tokens_;  // per choice
   std::vector<int32_t> cached_tokens_;      // per prompt
+  std::vector<ChoiceTiming> timings_;       // per choice
   size_t unfinished_ = 0;
   bool got_output_ = false;
   bool aborted_ = false;

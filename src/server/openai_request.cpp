@@ -150,7 +150,9 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
   } else if (kind == ApiKind::Completion) {
     mt = std::min<int64_t>(16, room);  // OpenAI's documented default for /v1/completions
   } else {
-    mt = room;  // chat: the rest of the context (as vLLM), capped by --max-tokens-default
+    // chat (as vLLM) and llama-server's /completion (n_predict -1): the rest of the context, capped
+    // by --max-tokens-default
+    mt = room;
     if (ctx.max_tokens_default > 0) mt = std::min<int64_t>(mt, ctx.max_tokens_default);
     // --context-shift: generation may run past the context, up to --max-tokens-default
     if (ctx.context_shift && ctx.max_tokens_default > 0) mt = ctx.max_tokens_default;
@@ -211,70 +213,92 @@ Result<MappedRequest> guarded(F&& f, ApiError* err) {
 }  // namespace
 
 Result<MappedRequest> map_completion_request(const json& body, const ServerContext& ctx, ApiError* err) {
-  return guarded(
-      [&]() -> MappedRequest {
-        if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
-        MappedRequest m;
-        GenerateRequest base;
-        map_common(body, ctx, ApiKind::Completion, base, m);
-        m.echo = opt_bool(body, "echo").value_or(false);
-        if (auto lp = opt_int(body, "logprobs", 0, ctx.max_logprobs)) {
-          m.logprobs = true;
-          m.top_logprobs = static_cast<int32_t>(*lp);
-          base.sampling.logprobs = m.top_logprobs;
-        }
-        if (m.echo && m.logprobs)
-          throw_bad_request("'echo' with 'logprobs' needs prompt logprobs, which this server does not compute",
-                            "logprobs");
-        if (auto suffix = opt_string(body, "suffix"); suffix && !suffix->empty())
-          throw_bad_request("'suffix' is not supported", "suffix");
-        const auto max_tokens = opt_int(body, "max_tokens", INT32_MIN, INT32_MAX);
-        m.max_tokens_given = max_tokens.has_value();
-        const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
+  return guarded([&] { return map_completions(body, ctx, ApiKind::Completion); }, err);
+}
 
-        const json* pr = field(body, "prompt");
-        if (!pr) throw_bad_request("'prompt' is required", "prompt");
-        const Tokenizer& tok = *ctx.tokenizer;
-        auto text_prompt = [&](const std::string& text) {
-          MappedPrompt p;
-          p.request = base;
-          p.text = text;
-          p.request.prompt = tok.encode(text, add_special, /*parse_special=*/true);
-          if (p.request.prompt.empty() && tok.bos_id() >= 0) p.request.prompt.push_back(tok.bos_id());
-          return p;
-        };
-        auto ids_prompt = [&](const json& arr) {
-          MappedPrompt p;
-          p.request = base;
-          p.request.prompt = token_prompt(arr, ctx);
-          p.text = tok.decode(p.request.prompt);
-          return p;
-        };
-        const char* shape_error =
-            "'prompt' must be a string, an array of strings, an array of token ids or an array of token-id arrays";
-        if (pr->is_string()) {
-          m.prompts.push_back(text_prompt(pr->get<std::string>()));
-        } else if (pr->is_array()) {
-          if (pr->empty()) throw_bad_request("'prompt' must not be empty", "prompt");
-          const json& first = (*pr)[0];
-          if (first.is_number()) {
-            m.prompts.push_back(ids_prompt(*pr));
-          } else {
-            if (static_cast<int64_t>(pr->size()) > ctx.max_prompts)
-              throw_bad_request(fmt::format("'prompt' has more than {} prompts", ctx.max_prompts), "prompt");
-            for (const json& v : *pr) {
-              if (first.is_string() && v.is_string()) m.prompts.push_back(text_prompt(v.get<std::string>()));
-              else if (first.is_array() && v.is_array()) m.prompts.push_back(ids_prompt(v));
-              else throw_bad_request(shape_error, "prompt");
-            }
-          }
+Result<MappedRequest> detail::guard_mapping(const std::function<MappedRequest()>& map, ApiError* err) {
+  return guarded(map, err);
+}
+
+MappedRequest detail::map_completions(const json& body, const ServerContext& ctx, ApiKind kind) {
+  if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
+  MappedRequest m;
+  GenerateRequest base;
+  map_common(body, ctx, kind, base, m);
+  m.echo = opt_bool(body, "echo").value_or(false);
+  if (auto lp = opt_int(body, "logprobs", 0, ctx.max_logprobs)) {
+    m.logprobs = true;
+    m.top_logprobs = static_cast<int32_t>(*lp);
+    base.sampling.logprobs = m.top_logprobs;
+  }
+  if (m.echo && m.logprobs)
+    throw_bad_request("'echo' with 'logprobs' needs prompt logprobs, which this server does not compute",
+                      "logprobs");
+  if (auto suffix = opt_string(body, "suffix"); suffix && !suffix->empty())
+    throw_bad_request("'suffix' is not supported", "suffix");
+  const auto max_tokens = opt_int(body, "max_tokens", INT32_MIN, INT32_MAX);
+  m.max_tokens_given = max_tokens.has_value();
+  const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
+
+  const json* pr = field(body, "prompt");
+  if (!pr) throw_bad_request("'prompt' is required", "prompt");
+  const Tokenizer& tok = *ctx.tokenizer;
+  auto text_prompt = [&](const std::string& text) {
+    MappedPrompt p;
+    p.request = base;
+    p.text = text;
+    p.request.prompt = tok.encode(text, add_special, /*parse_special=*/true);
+    if (p.request.prompt.empty() && tok.bos_id() >= 0) p.request.prompt.push_back(tok.bos_id());
+    return p;
+  };
+  // Token ids, or llama-server's mixed list of ids and strings (each string tokenized in place, with
+  // the special tokens only when it comes first).
+  auto ids_prompt = [&](const json& arr) {
+    MappedPrompt p;
+    p.request = base;
+    const bool mixed = std::any_of(arr.begin(), arr.end(), [](const json& v) { return v.is_string(); });
+    if (!mixed) {
+      p.request.prompt = token_prompt(arr, ctx);
+    } else {
+      for (size_t i = 0; i < arr.size(); ++i) {
+        if (arr[i].is_string()) {
+          const std::vector<int32_t> ids = tok.encode(arr[i].get<std::string>(), add_special && i == 0, true);
+          p.request.prompt.insert(p.request.prompt.end(), ids.begin(), ids.end());
         } else {
-          throw_bad_request(shape_error, "prompt");
+          p.request.prompt.push_back(token_prompt(json::array({arr[i]}), ctx)[0]);
         }
-        for (MappedPrompt& p : m.prompts) finish_prompt(body, ctx, ApiKind::Completion, max_tokens, p);
-        return m;
-      },
-      err);
+      }
+    }
+    p.text = tok.decode(p.request.prompt);
+    return p;
+  };
+  const char* shape_error =
+      "'prompt' must be a string, an array of strings, an array of token ids (strings may be mixed in) or an "
+      "array of those";
+  auto one_prompt = [&](const json& given) -> MappedPrompt {
+    const json* v = &given;
+    if (v->is_object() && v->contains("prompt_string")) {  // llama-server's {"prompt_string", "multimodal_data"}
+      if (v->contains("multimodal_data"))
+        throw_bad_request("'multimodal_data': this server's models take text only", "prompt");
+      v = &(*v)["prompt_string"];
+    }
+    if (v->is_string()) return text_prompt(v->get<std::string>());
+    if (v->is_array()) return ids_prompt(*v);
+    throw_bad_request(shape_error, "prompt");
+  };
+  if (pr->is_array() && pr->empty()) throw_bad_request("'prompt' must not be empty", "prompt");
+  // An array holding a number is one prompt (ids, or ids and strings mixed); any other array is a list
+  // of prompts.
+  const bool list = pr->is_array() && std::none_of(pr->begin(), pr->end(), [](const json& v) { return v.is_number(); });
+  if (!list) {
+    m.prompts.push_back(one_prompt(*pr));
+  } else {
+    if (static_cast<int64_t>(pr->size()) > ctx.max_prompts)
+      throw_bad_request(fmt::format("'prompt' has more than {} prompts", ctx.max_prompts), "prompt");
+    for (const json& v : *pr) m.prompts.push_back(one_prompt(v));
+  }
+  for (MappedPrompt& p : m.prompts) finish_prompt(body, ctx, kind, max_tokens, p);
+  return m;
 }
 
 Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err) {

@@ -65,7 +65,18 @@ struct CompressionReport {
   int32_t summary_completion_tokens = 0;
 };
 
-enum class ApiKind { Chat, Completion };
+// Native: llama-server's own POST /completion (llama_request.h), mapped as a completion whose
+// response has llama-server's shape.
+enum class ApiKind { Chat, Completion, Native };
+
+// llama-server's /completion options that shape its response, not the generation (llama_request.h).
+struct NativeOptions {
+  bool return_tokens = false;      // "tokens": the generated ids in the final result
+  bool timings_per_token = false;  // "timings" on every streamed chunk, not only the last
+  bool prompt_only = false;        // n_predict 0: evaluate the prompt (into the prefix cache), return no text
+  std::vector<std::string> response_fields;  // only these fields ("a/b" unnested to "b"); empty: all
+  json generation_settings;        // the result's "generation_settings"
+};
 
 // One prompt of a request = one engine request (n choices).
 struct MappedPrompt {
@@ -93,6 +104,7 @@ struct MappedRequest {
   std::optional<RequestReasoning> reasoning;  // chat: split <think>…</think> off (reasoning_output.h)
   ToolPlan tools;                     // chat: tools / tool_choice / parallel_tool_calls
   CompressionReport compression;      // chat: history compression (history_compression.h), usage.compression
+  NativeOptions native;               // ApiKind::Native only
 };
 
 Result<MappedRequest> map_chat_request(const json& body, const ServerContext& ctx, ApiError* err = nullptr);
@@ -113,6 +125,11 @@ void finish_prompt(const json& body, const ServerContext& ctx, ApiKind kind, std
 // The output constraint of response_format / structured_outputs / guided_* / json_schema / grammar
 // (structured_request.cpp); Kind::None when none. Two of them at once is a 400.
 OutputConstraint map_structured_output(const json& body);
+// The /v1/completions mapping with `kind`'s defaults (Native: max_tokens absent means the rest of
+// the context, as chat); throws RequestError.
+MappedRequest map_completions(const json& body, const ServerContext& ctx, ApiKind kind);
+// Runs a mapping, turning RequestError (and JSON type errors) into *err and an Error.
+Result<MappedRequest> guard_mapping(const std::function<MappedRequest()>& map, ApiError* err);
 // Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,
 // chat_template, chat_template_kwargs, tools) through chat/messages.h; `messages` replaces the
 // body's own (truncation).

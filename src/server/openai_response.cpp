@@ -66,18 +66,13 @@ size_t utf8_length(const std::string& s) {
   return n;
 }
 
-namespace {
-
 json bytes_json(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
   return b;
 }
 
-// JSON has no -inf: a token the model gives probability 0 reports the lowest float, as vLLM does.
 double finite_logprob(float lp) { return std::isfinite(lp) ? lp : -9999.0; }
-
-}  // namespace
 
 json chat_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<SampleResult>& lps,
                         int32_t top_n) {

@@ -68,6 +68,9 @@ json finish_reason_json(FinishReason r);           // null while unfinished
 // Token text for logprobs (raw piece bytes; invalid UTF-8 becomes U+FFFD when dumped).
 std::string token_string(const Tokenizer& tok, int32_t id);
 size_t utf8_length(const std::string& s);  // code points (text_offset counts them, as Python's len)
+json bytes_json(const std::string& s);      // [byte values]
+// JSON has no -inf: a token the model gives probability 0 reports -9999, as vLLM does.
+double finite_logprob(float lp);
 
 // {"content":[{"token","logprob","bytes","top_logprobs":[...]}]}
 json chat_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::vector<SampleResult>& lps,

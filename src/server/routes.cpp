@@ -58,16 +58,29 @@ const Server::Route* Server::find_route(const std::string& path) {
   constexpr Access kOpen = Access::Open, kKey = Access::Key, kAdmin = Access::Admin;
   static const Route kRoutes[] = {
     {"/v1/chat/completions", false, true, kKey, true, true, &Server::route_chat},
+    {"/chat/completions", false, true, kKey, true, true, &Server::route_chat},  // llama-server's spelling
     {"/v1/completions", false, true, kKey, true, true, &Server::route_completions},
+    // llama-server's own API (routes_llama.cpp).
+    {"/completion", false, true, kKey, true, true, &Server::route_native_completion},
+    {"/completions", false, true, kKey, true, true, &Server::route_native_completion},
+    {"/embedding", false, true, kKey, true, true, &Server::route_native_embeddings},
+    {"/embeddings", false, true, kKey, true, true, &Server::route_native_embeddings},
+    {"/apply-template", false, true, kKey, true, false, &Server::route_apply_template},
+    {"/props", false, false, kKey, true, false, &Server::route_props},
+    {"/slots", false, false, kKey, true, false, &Server::route_slots},
+    {"/slots/", true, true, kKey, true, false, &Server::route_slot_action},
     {"/v1/map_reduce", false, true, kKey, true, true, &Server::route_map_reduce},  // routes_map_reduce.cpp
     {"/v1/embeddings", false, true, kKey, true, true, &Server::route_embeddings},
     {"/v1/rerank", false, true, kKey, true, true, &Server::route_rerank},
     {"/rerank", false, true, kKey, true, true, &Server::route_rerank},
+    {"/reranking", false, true, kKey, true, true, &Server::route_rerank},
+    {"/v1/reranking", false, true, kKey, true, true, &Server::route_rerank},
     {"/v2/rerank", false, true, kKey, true, true, &Server::route_rerank},
     {"/v1/score", false, true, kKey, true, true, &Server::route_score},
     {"/tokenize", false, true, kKey, true, false, &Server::route_tokenize},
     {"/detokenize", false, true, kKey, true, false, &Server::route_detokenize},
     {"/v1/models", false, false, kKey, true, false, &Server::route_models},
+    {"/models", false, false, kKey, true, false, &Server::route_models},  // llama-server's spelling
     {"/v1/models/", true, false, kKey, true, false, &Server::route_model},
     // Admin (llama-server's router paths), behind the API key: {"model": NAME}.
     {"/models/load", false, true, kAdmin, true, false, &Server::route_admin_load},
@@ -78,6 +91,7 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/v1/unload_lora_adapter", false, true, kAdmin, true, false, &Server::route_unload_lora},
     {"/lora-adapters", false, false, kKey, false, false, &Server::route_lora_adapters},  // llama-server's list
     {"/health", false, false, kOpen, true, false, &Server::route_health},
+    {"/v1/health", false, false, kOpen, true, false, &Server::route_health},
     {"/version", false, false, kOpen, false, false, &Server::route_version},
     {"/metrics", false, false, kOpen, false, false, &Server::route_metrics},
     {"/", false, false, kOpen, false, false, &Server::route_ui},           // the chat page (its API calls need the key)
@@ -438,7 +452,8 @@ HttpResponse Server::route_admin_reload(HttpRequest& req) {
   return reply_json(json{{"success", true}, {"model", model_json(t.model->slot)}});
 }
 
-HttpResponse Server::route_health(HttpRequest&) { return HttpResponse{}; }
+// llama-server's body; vLLM's clients look at the status only.
+HttpResponse Server::route_health(HttpRequest&) { return reply_json(json{{"status", "ok"}}); }
 
 HttpResponse Server::route_version(HttpRequest&) { return reply_json(json{{"version", opts_.version}}); }
 

@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "server/generation.h"
+#include "server/llama_response.h"
 #include "server/request_fields.h"
 #include "server/server.h"
 #include "server/tool_response.h"
@@ -82,7 +83,7 @@ struct StreamState {
     gen->abort();
     metrics->on_failure("request_timeout");
     const std::string ev = sse_event(error_json(deadline_error(gen->request().deadline_s)));
-    if (!write(sink, ev) || !write(sink, sse_done())) return false;
+    if (!write(sink, ev) || (!native() && !write(sink, sse_done()))) return false;
     sink.done();
     return true;
   }
@@ -96,6 +97,8 @@ struct StreamState {
   }
 
   bool write(ChunkSink& sink, const std::string& s) { return sink.write(s); }
+  // llama-server's /completion: its own events, no [DONE] (llama_response.h).
+  bool native() const { return gen->request().kind == ApiKind::Native; }
 
   json usage_field(bool* attach) const {
     const MappedRequest& m = gen->request();
@@ -111,6 +114,10 @@ struct StreamState {
       if (error_sent || !gen->error()) return true;
       error_sent = true;
       return write(sink, sse_event(error_json(*gen->error())));
+    }
+    if (native()) {
+      const std::string events = native_stream_events(*gen, it, *tok);
+      return events.empty() || write(sink, events);
     }
     const int32_t ci = gen->choice_index(it);
     json lp = nullptr;
@@ -144,6 +151,7 @@ struct StreamState {
 
   bool start(ChunkSink& sink) {
     started = true;
+    if (native()) return true;
     const MappedRequest& m = gen->request();
     bool attach = false;
     const json usage = usage_field(&attach);
@@ -172,8 +180,10 @@ struct StreamState {
     backlog.clear();
     if (gen->finished()) {
       const MappedRequest& m = gen->request();
-      if (m.include_usage && !write(sink, sse_event(usage_chunk(meta, gen->usage())))) return client_gone();
-      if (!write(sink, sse_done())) return client_gone();
+      if (!native()) {
+        if (m.include_usage && !write(sink, sse_event(usage_chunk(meta, gen->usage())))) return client_gone();
+        if (!write(sink, sse_done())) return client_gone();
+      }
       sink.done();
       return true;
     }
@@ -395,6 +405,7 @@ HttpResponse Server::generate(HttpRequest& req, ApiKind kind, Target& t) {
 
   if (!m.stream) {
     LogprobsSpec lp{m.logprobs, m.top_logprobs};
+    if (kind == ApiKind::Native) return reply_json(native_response(*gen, *ctx.tokenizer));
     if (kind == ApiKind::Chat) {
       std::vector<ChoiceOutput> choices = gen->choices();
       split_reasoning_choices(m, choices);  // first: tool calls are parsed from the answer only

@@ -10,6 +10,7 @@
 #include "core/log.h"
 
 #include "server/generation.h"
+#include "server/llama_request.h"
 #include "server/request_fields.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -26,6 +27,14 @@ std::string text_of(const json& content) {
       if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
         out += (out.empty() ? "" : "\n") + part["text"].get<std::string>();
   return out;
+}
+
+Result<MappedRequest> map_request(ApiKind kind, const json& body, const ServerContext& ctx, ApiError* err) {
+  switch (kind) {
+    case ApiKind::Chat: return map_chat_request(body, ctx, err);
+    case ApiKind::Native: return map_native_completion_request(body, ctx, err);
+    default: return map_completion_request(body, ctx, err);
+  }
 }
 
 // The facts the rules look at that need no model.
@@ -139,8 +148,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
       if (!c) return reply_error(err, err.status == 400 ? "invalid_request" : "compression_failed", t->metrics);
       compression = *c;
     }
-    auto mapped = kind == ApiKind::Chat ? map_chat_request(body, t->lease.model().ctx, &err)
-                                        : map_completion_request(body, t->lease.model().ctx, &err);
+    auto mapped = map_request(kind, body, t->lease.model().ctx, &err);
     if (!mapped.ok())
       return reply_error(err,
                          err.status == 404                           ? "not_found"
@@ -219,8 +227,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     json b = body;
     b["model"] = lease.model().ctx.served_model_name;  // the response names the model that answered
     ApiError err;
-    auto mapped = kind == ApiKind::Chat ? map_chat_request(b, lease.model().ctx, &err)
-                                        : map_completion_request(b, lease.model().ctx, &err);
+    auto mapped = map_request(kind, b, lease.model().ctx, &err);
     if (!mapped.ok()) {
       if (err.code == "context_length_exceeded" && more) {
         fallback("context_length_exceeded");

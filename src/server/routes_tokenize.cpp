@@ -3,7 +3,12 @@
 //            or {"messages": [...], "add_generation_prompt": true, "add_special_tokens": false, ...}
 //            -> {"count": N, "max_model_len": L, "tokens": [...], "token_strs": null | [...]}
 //   /detokenize {"tokens": [...]} -> {"prompt": "text"}
+// and llama-server's (its clients send "content"):
+//   /tokenize   {"content": "text" | [ids and strings], "add_special": false, "parse_special": true,
+//                "with_pieces": false} -> {"tokens": [ids] | [{"id", "piece"}], "count", "max_model_len"}
+//   /detokenize -> "content" too
 #include "chat/messages.h"
+#include "core/strings.h"
 #include "server/openai_response.h"
 #include "server/request_fields.h"
 #include "server/server.h"
@@ -21,6 +26,39 @@ HttpResponse Server::route_tokenize(HttpRequest& req) {
     body["model"] = ctx_.served_model_name;
     const Tokenizer& tok = *ctx_.tokenizer;
     std::vector<int32_t> ids;
+    if (const json* content = field(body, "content"); content && !field(body, "prompt") && !field(body, "messages")) {
+      const bool add_special = opt_bool(body, "add_special").value_or(false);
+      const bool parse_special = opt_bool(body, "parse_special").value_or(true);
+      auto add = [&](const json& v, bool first) {
+        if (v.is_string()) {
+          const auto t = tok.encode(v.get<std::string>(), add_special && first, parse_special);
+          ids.insert(ids.end(), t.begin(), t.end());
+        } else {
+          ids.push_back(static_cast<int32_t>(as_int(v, "content", 0, ctx_.n_vocab - 1)));
+        }
+      };
+      if (content->is_array()) {
+        for (size_t i = 0; i < content->size(); ++i) add((*content)[i], i == 0);
+      } else if (content->is_string()) {
+        add(*content, true);
+      } else {
+        throw_bad_request("'content' must be a string or an array of token ids and strings", "content");
+      }
+      json out;
+      if (opt_bool(body, "with_pieces").value_or(false)) {
+        json pieces = json::array();
+        for (int32_t id : ids) {
+          const std::string piece = tok.token_to_piece(id);
+          pieces.push_back({{"id", id}, {"piece", is_valid_utf8(piece) ? json(piece) : bytes_json(piece)}});
+        }
+        out["tokens"] = std::move(pieces);
+      } else {
+        out["tokens"] = ids;
+      }
+      out["count"] = ids.size();
+      out["max_model_len"] = ctx_.max_model_len;
+      return reply_json(out);
+    }
     if (field(body, "messages")) {
       ApiError err;
       auto rendered = render_chat_prompt(body, ctx_, &err);
@@ -62,7 +100,8 @@ HttpResponse Server::route_detokenize(HttpRequest& req) {
     if (!tokens->is_array()) throw_bad_request("'tokens' must be an array of token ids", "tokens");
     std::vector<int32_t> ids;
     for (const json& v : *tokens) ids.push_back(static_cast<int32_t>(as_int(v, "tokens", 0, ctx_.n_vocab - 1)));
-    return reply_json(json{{"prompt", ctx_.tokenizer->decode(ids)}});
+    const std::string text = ctx_.tokenizer->decode(ids);
+    return reply_json(json{{"prompt", text}, {"content", text}});  // vLLM's name and llama-server's
   } catch (const RequestError& e) {
     return reply_error(e.error, e.error.status == 404   ? "not_found"
                                 : e.error.status == 503 ? "unavailable"

@@ -73,6 +73,7 @@ struct ServerOptions {
   std::string version = "0";
   std::string generation_config = "auto";  // --generation-config: auto, vllm, or a folder (generation_config.h)
   bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
+  bool slots_endpoint = true;         // llama-server's --no-slots: GET /slots answers 501 (routes_llama.cpp)
   // Several models (docs/server.md, "Several models"): empty means one, named served_model_name,
   // from model_path, attached with attach_engine (or loaded by engine_loader).
   std::vector<ModelSpec> models;
@@ -201,6 +202,13 @@ class Server final : public HttpHandler {
   // The routes (routes.cpp, routes_generate.cpp, routes_tokenize.cpp).
   HttpResponse route_chat(HttpRequest& req) { return handle_generate(req, ApiKind::Chat); }
   HttpResponse route_completions(HttpRequest& req) { return handle_generate(req, ApiKind::Completion); }
+  // llama-server's own routes (routes_llama.cpp; /completion through generate()).
+  HttpResponse route_native_completion(HttpRequest& req) { return handle_generate(req, ApiKind::Native); }
+  HttpResponse route_props(HttpRequest& req);
+  HttpResponse route_slots(HttpRequest& req);
+  HttpResponse route_slot_action(HttpRequest& req);
+  HttpResponse route_apply_template(HttpRequest& req);
+  HttpResponse route_native_embeddings(HttpRequest& req);
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);

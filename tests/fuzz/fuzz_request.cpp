@@ -1,6 +1,7 @@
 // fuzz-deps: server
-// libFuzzer target: request body bytes -> parse_body -> map_completion_request / map_chat_request
-// (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
+// libFuzzer target: request body bytes -> parse_body -> map_completion_request / map_chat_request /
+// map_native_completion_request (llama-server's /completion) (the server's whole user-input path
+// before the engine), with the bundled stories260K tokenizer
 // and the ChatML fallback template. Checks: nothing throws or crashes; an error is a 400/404 with a
 // message and serializes; a success is a request the engine would accept (tokens in the vocabulary,
 // prompt + max_tokens within the context, valid sampling ranges). The transport's memory estimate of
@@ -12,6 +13,7 @@
 
 #include "chat/chat_template.h"
 #include "core/log.h"
+#include "server/llama_request.h"
 #include "server/memory_budget.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
@@ -105,5 +107,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_result(map_completion_request(body, c, &err), err, c);
   ApiError err2;
   check_result(map_chat_request(body, c, &err2), err2, c);
+  ApiError err3;
+  auto native = map_native_completion_request(body, c, &err3);
+  check_result(native, err3, c);
+  if (native.ok()) {
+    check(native->kind == ApiKind::Native, "native kind");
+    check(!native->native.generation_settings.dump().empty(), "generation_settings serializes");
+  }
   return 0;
 }

@@ -28,6 +28,11 @@ void add_llama_server_options(CLI::App& app, LlamaServerCli& l) {
                  "llama-server: none (reasoning stays in the content) = --reasoning-parser none; auto, deepseek = auto");
   app.add_flag("--jinja", l.jinja, "llama-server: accepted (chat templates are Jinja always)");
   app.add_flag("--metrics", l.metrics, "llama-server: accepted (/metrics always)");
+  app.add_flag("--slots", l.slots, "llama-server: accepted (GET /slots on by default)");
+  app.add_flag("--no-slots", l.no_slots, "llama-server: GET /slots answers 501");
+  app.add_flag("--props", l.props, "llama-server: accepted with a warning (POST /props changes nothing here)");
+  app.add_option("--slot-save-path", l.slot_save_path,
+                 "llama-server: accepted with a warning (slot save/restore answers 501: one shared paged KV cache)");
   app.add_flag("--no-webui", l.no_webui, "llama-server: = --no-ui");
   app.add_flag("--embedding,--embeddings", l.embedding,
                "llama-server: accepted (an embedding model, or any with --pooling, serves /v1/embeddings)");
@@ -114,6 +119,13 @@ Status apply_llama_server_flags(const LlamaServerCli& l, EngineCli& engine, serv
       return Error{"--reasoning-format " + l.reasoning_format + ": expected none, auto or deepseek"};
   }
   if (l.no_webui) server.no_ui = true;
+  if (l.slots && l.no_slots) return Error{"--slots and --no-slots contradict each other"};
+  if (l.no_slots) server.slots_endpoint = false;
+  if (l.props) log_warn("--props: POST /props is not served (the server's settings change only at start)");
+  if (!l.slot_save_path.empty())
+    log_warn("--slot-save-path {}: POST /slots/ID?action=save|restore answers 501 here (sequences share one paged KV "
+             "cache with automatic prefix caching)",
+             l.slot_save_path);
   if (l.threads_http < -1 || l.threads_http > 65536) return Error{"--threads-http must be in [1, 65536] (or -1: the default)"};
   if (l.threads_http > 0) server.http.max_threads = l.threads_http;  // requests handled at once, as there
   if (l.reranking) {

@@ -28,6 +28,8 @@ struct LlamaServerCli {
   int32_t keep = -2;                   // --keep (-2: not given)
   std::string alias, chat_template_file, reasoning_format;
   bool jinja = false, metrics = false, no_webui = false, embedding = false, reranking = false;
+  bool slots = false, no_slots = false, props = false;  // --slots, --no-slots, --props
+  std::string slot_save_path;                           // --slot-save-path
   bool mlock = false, no_mmap = false, verbose = false, cpu_moe = false, no_kv_offload = false;
   int32_t n_cpu_moe = 0, threads_http = 0;  // --threads-http (0 or -1: the default)
   std::vector<std::string> override_tensor;

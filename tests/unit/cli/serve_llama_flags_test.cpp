@@ -32,7 +32,8 @@ TEST(ServeLlamaFlags, RefusedFlagsNameTheReason) {
                         Case{"-n -5", "--n-predict must be -1"},
                         Case{"--reasoning-format xml", "expected none, auto or deepseek"},
                         Case{"--reranking --pooling mean", "--reranking and --pooling contradict"},
-                        Case{"--threads-http -5", "--threads-http must be in [1, 65536]"}}) {
+                        Case{"--threads-http -5", "--threads-http must be in [1, 65536]"},
+                        Case{"--slots --no-slots", "--slots and --no-slots contradict"}}) {
     SCOPED_TRACE(c.args);
     auto r = test::run_command(bin() + " serve --port 0 " + c.args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -52,7 +53,7 @@ TEST(ServeLlamaFlags, ALlamaServerCommandLineServes) {
   auto r = test::run_command(
       bin() + " serve --port 0 -m " + test::source_path("models/stories260K/stories260K.gguf") +
       " -c 256 -np 2 -ctk q8_0 -ctv q8_0 -fa on -cb --jinja --metrics --alias storyteller -t 1 -ngl 99 -ub 512 -b 256"
-      " -dev none"
+      " -dev none --slots --props --slot-save-path /tmp/slots"
       " --temp 0.5 --top-k 20 -n 64 --mlock --no-mmap --override-generation-config '{\"max_new_tokens\": 32}' 2>" + log +
       " & p=$!; for i in $(seq 400); do grep -q 'ready:' " + log +
       " && break; kill -0 $p 2>/dev/null || break; sleep 0.05; done; kill -TERM $p 2>/dev/null;"
@@ -64,4 +65,6 @@ TEST(ServeLlamaFlags, ALlamaServerCommandLineServes) {
   // (and vLLM's --override-generation-config beside them)
   EXPECT_TRUE(has(r.err, "sampling defaults from the command line: temperature 0.5, top_k 20, max_tokens 32")) << r.err;
   EXPECT_TRUE(has(r.err, "--n-gpu-layers 99: layers are not offloaded one by one")) << r.err;
+  EXPECT_TRUE(has(r.err, "--props: POST /props is not served")) << r.err;
+  EXPECT_TRUE(has(r.err, "--slot-save-path /tmp/slots: POST /slots/ID?action=save|restore answers 501")) << r.err;
 }

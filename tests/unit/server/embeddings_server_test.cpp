@@ -329,3 +329,41 @@ TEST(EmbeddingsServer, Qwen3RerankerTemplateAndScores) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("yes"), std::string::npos) << bad.error();
 }
+
+// llama-server's /embedding and /embeddings: "content" (or "input") in, [{"index", "embedding":
+// [vector]}] out, the same vectors as /v1/embeddings; /reranking is its spelling of /rerank.
+TEST(EmbeddingsServer, LlamaServersEmbeddingRoutes) {
+  auto srv = make_server(embedder());
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json oai = post(cli, "/v1/embeddings", {{"input", json::array({"hello world", "the cat"})}}, &status);
+  ASSERT_EQ(status, 200) << oai.dump();
+  for (const char* path : {"/embedding", "/embeddings"}) {
+    for (const char* key : {"content", "input"}) {
+      const json nat = post(cli, path, {{key, json::array({"hello world", "the cat"})}}, &status);
+      ASSERT_EQ(status, 200) << path << " " << nat.dump();
+      ASSERT_TRUE(nat.is_array()) << nat.dump();
+      ASSERT_EQ(nat.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(nat[i]["index"], i);
+        ASSERT_EQ(nat[i]["embedding"].size(), 1u);  // one pooled vector
+        EXPECT_EQ(nat[i]["embedding"][0], oai["data"][i]["embedding"]) << path;
+      }
+    }
+  }
+  const json bad = post(cli, "/embedding", {{"content", 5}}, &status);
+  EXPECT_EQ(status, 400) << bad.dump();
+  srv->shutdown(5);
+  auto rr = make_server(reranker());
+  ASSERT_TRUE(rr);
+  httplib::Client rcli("127.0.0.1", rr->port());
+  const json a = post(rcli, "/rerank", {{"query", "cats"}, {"documents", {"a cat", "a car"}}}, &status);
+  ASSERT_EQ(status, 200) << a.dump();
+  for (const char* path : {"/reranking", "/v1/reranking"}) {
+    const json b = post(rcli, path, {{"query", "cats"}, {"documents", {"a cat", "a car"}}}, &status);
+    ASSERT_EQ(status, 200) << path;
+    EXPECT_EQ(b["results"], a["results"]) << path;
+  }
+  rr->shutdown(5);
+}

@@ -231,8 +231,11 @@ TEST(CompletionMapping, WrongTypesAndRangesAre400WithTheParam) {
       {R"({"prompt":null})", "prompt"},
       {R"({"prompt":5})", "prompt"},
       {R"({"prompt":[]})", "prompt"},
-      {R"({"prompt":["a",[1]]})", "prompt"},
-      {R"({"prompt":[1,"a"]})", "prompt"},
+      // (["a",[1]] and [1,"a"] are llama-server's list of prompts and mixed prompt: accepted)
+      {R"({"prompt":["a",true]})", "prompt"},
+      {R"({"prompt":[1,null]})", "prompt"},
+      {R"({"prompt":[1,"a",[2]]})", "prompt"},
+      {R"({"prompt":[[1],[]]})", "prompt"},
       {R"({"prompt":[[]]})", "prompt"},
       {R"({"prompt":[-1]})", "prompt"},
       {R"({"prompt":[512]})", "prompt"},

@@ -1,0 +1,295 @@
+// llama-server's native /completion request mapping (llama_request.h) and its result shapes
+// (llama_response.h), against the bundled stories260K tokenizer.
+#include <gtest/gtest.h>
+
+#include "server/llama_request.h"
+#include "server/llama_response.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace tmill;
+using namespace tmill::server;
+
+namespace {
+
+std::shared_ptr<const Tokenizer> stories_tokenizer() {
+  static std::shared_ptr<const Tokenizer> tok = [] {
+    auto t = Tokenizer::load(test::source_path("models/stories260K/stories260K.gguf"));
+    EXPECT_TRUE(t.ok()) << t.error();
+    return std::shared_ptr<const Tokenizer>(*t);
+  }();
+  return tok;
+}
+
+ServerContext context() {
+  ServerContext c;
+  c.served_model_name = "stories";
+  c.tokenizer = stories_tokenizer();
+  c.max_model_len = 64;
+  c.n_vocab = c.tokenizer->n_vocab();
+  c.max_tokens_default = 20;
+  c.max_n = 4;
+  c.max_logprobs = 5;
+  return c;
+}
+
+MappedRequest native_ok(const json& body, const ServerContext& c = context()) {
+  ApiError err;
+  auto r = map_native_completion_request(body, c, &err);
+  EXPECT_TRUE(r.ok()) << body.dump() << ": " << (r.ok() ? "" : r.error());
+  return r.ok() ? std::move(r).value() : MappedRequest{};
+}
+
+ApiError native_err(const json& body, const ServerContext& c = context()) {
+  ApiError err;
+  auto r = map_native_completion_request(body, c, &err);
+  EXPECT_FALSE(r.ok()) << body.dump();
+  return err;
+}
+
+const GenerateRequest& req0(const MappedRequest& m) { return m.prompts.at(0).request; }
+
+}  // namespace
+
+TEST(LlamaRequest, NPredictIsMaxTokensAndMinusOneIsTheRestOfTheContext) {
+  MappedRequest m = native_ok({{"prompt", "Once upon a time"}, {"n_predict", 7}});
+  EXPECT_EQ(m.kind, ApiKind::Native);
+  EXPECT_EQ(req0(m).max_tokens, 7);
+  EXPECT_EQ(m.native.generation_settings["n_predict"], 7);
+  // n_predict wins over its aliases; max_tokens alone works too
+  EXPECT_EQ(req0(native_ok({{"prompt", "Once"}, {"n_predict", 3}, {"max_tokens", 9}})).max_tokens, 3);
+  EXPECT_EQ(req0(native_ok({{"prompt", "Once"}, {"max_tokens", 9}})).max_tokens, 9);
+  // -1 or absent: up to the context's end (64 tokens), capped by --max-tokens-default (20) as chat is
+  for (json np : {json(-1), json(nullptr)}) {
+    json body = {{"prompt", "Once upon a time"}};
+    if (!np.is_null()) body["n_predict"] = np;
+    EXPECT_EQ(req0(native_ok(body)).max_tokens, 20) << body.dump();
+  }
+  ServerContext wide = context();
+  wide.max_tokens_default = 0;
+  const MappedRequest all = native_ok({{"prompt", "Once upon a time"}}, wide);
+  EXPECT_EQ(req0(all).max_tokens, 64 - static_cast<int32_t>(req0(all).prompt.size()));
+  EXPECT_EQ(all.native.generation_settings["n_predict"], -1);
+  // 0: the prompt is evaluated (one token generated and not returned)
+  const MappedRequest warm = native_ok({{"prompt", "Once"}, {"n_predict", 0}});
+  EXPECT_TRUE(warm.native.prompt_only);
+  EXPECT_EQ(req0(warm).max_tokens, 1);
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"n_predict", -2}}).param, "n_predict");
+}
+
+TEST(LlamaRequest, SamplingFieldsAndLlamaServersDefaults) {
+  const MappedRequest d = native_ok({{"prompt", "Once"}});
+  const SamplingParams& s = req0(d).sampling;
+  EXPECT_FLOAT_EQ(s.temperature, kLlamaTemperature);
+  EXPECT_EQ(s.top_k, kLlamaTopK);
+  EXPECT_FLOAT_EQ(s.top_p, kLlamaTopP);
+  EXPECT_FLOAT_EQ(s.min_p, kLlamaMinP);
+  EXPECT_FALSE(s.seed.has_value());
+  // the server's own defaults (--generation-config, --temp) come before llama-server's
+  ServerContext c = context();
+  c.defaults.temperature = 0.3f;
+  c.defaults.top_k = 7;
+  const SamplingParams& cs = req0(native_ok({{"prompt", "Once"}}, c)).sampling;
+  EXPECT_FLOAT_EQ(cs.temperature, 0.3f);
+  EXPECT_EQ(cs.top_k, 7);
+  EXPECT_FLOAT_EQ(cs.top_p, kLlamaTopP);
+  // a request's own fields win; llama-server's names map to the engine's
+  const MappedRequest m = native_ok({{"prompt", "Once"},
+                                     {"temperature", 0},
+                                     {"top_k", 0},
+                                     {"repeat_penalty", 1.3},
+                                     {"presence_penalty", 0.5},
+                                     {"seed", 42},
+                                     {"n_probs", 3},
+                                     {"n_cmpl", 2},
+                                     {"stop", {"\n"}},
+                                     {"ignore_eos", true}});
+  const GenerateRequest& r = req0(m);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_TRUE(m.logprobs);
+  EXPECT_EQ(m.top_logprobs, 3);
+  EXPECT_EQ(m.n, 2);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(r.ignore_eos);
+  const json& g = m.native.generation_settings;
+  EXPECT_FLOAT_EQ(g["repeat_penalty"].get<float>(), 1.3f);
+  EXPECT_EQ(g["n_probs"], 3);
+  EXPECT_EQ(g["seed"], 42);
+  EXPECT_EQ(g["stop"], json({"\n"}));
+  // seed -1 (and 2^32-1, llama.cpp's "default seed") ask for a random one
+  EXPECT_FALSE(req0(native_ok({{"prompt", "Once"}, {"seed", -1}})).sampling.seed.has_value());
+  EXPECT_FALSE(req0(native_ok({{"prompt", "Once"}, {"seed", 4294967295u}})).sampling.seed.has_value());
+  // repeat_last_n 0 turns llama.cpp's three penalties off
+  const MappedRequest off =
+      native_ok({{"prompt", "Once"}, {"repeat_last_n", 0}, {"repeat_penalty", 1.3}, {"frequency_penalty", 0.4}});
+  EXPECT_FALSE(req0(off).sampling.penalties());
+  EXPECT_EQ(off.native.generation_settings["repeat_last_n"], 0);
+  // more alternatives than --max-logprobs
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"n_probs", 6}}).param, "n_probs");
+}
+
+TEST(LlamaRequest, SamplersThisEngineLacksAreRefusedWhenTurnedOn) {
+  const std::vector<std::pair<json, std::string>> on = {
+      {{{"mirostat", 2}}, "mirostat"},
+      {{{"dry_multiplier", 0.8}}, "dry_multiplier"},
+      {{{"dynatemp_range", 0.5}}, "dynatemp_range"},
+      {{{"typical_p", 0.9}}, "typical_p"},
+      {{{"top_n_sigma", 1.5}}, "top_n_sigma"},
+      {{{"adaptive_target", 0.5}}, "adaptive_target"},
+      {{{"n_indent", 4}}, "n_indent"},
+      {{{"t_max_predict_ms", 500}}, "t_max_predict_ms"},
+      {{{"post_sampling_probs", true}}, "post_sampling_probs"},
+      {{{"xtc_probability", 0.5}}, "xtc_probability"},
+      {{{"xtc_probability", 0.5}, {"xtc_threshold", 0.3}}, "xtc_probability"},
+  };
+  for (const auto& [fields, param] : on) {
+    json body = fields;
+    body["prompt"] = "Once";
+    const ApiError e = native_err(body);
+    EXPECT_EQ(e.status, 400) << body.dump();
+    EXPECT_EQ(e.param, param) << body.dump();
+    EXPECT_NE(e.message.find("not supported"), std::string::npos) << e.message;
+  }
+  // their "off" values (what llama.cpp's own web UI sends) are fine, and so are the slot/cache fields
+  native_ok({{"prompt", "Once"}, {"mirostat", 0}, {"dry_multiplier", 0}, {"dynatemp_range", 0}, {"typical_p", 1},
+             {"top_n_sigma", -1}, {"adaptive_target", -1}, {"n_indent", 0}, {"t_max_predict_ms", 0},
+             {"post_sampling_probs", false}, {"xtc_probability", 0.5}, {"xtc_threshold", 0.6}, {"cache_prompt", true},
+             {"id_slot", 3}, {"n_keep", 10}, {"samplers", "edkypmxt"}, {"min_keep", 1}});
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"cache_prompt", "yes"}}).param, "cache_prompt");
+}
+
+TEST(LlamaRequest, PromptShapesMixedIdsAndStringsAndSeveralPrompts) {
+  const Tokenizer& tok = *stories_tokenizer();
+  const std::vector<int32_t> once = tok.encode("Once upon", true, true);  // with BOS
+  const std::vector<int32_t> time = tok.encode(" a time", false, true);
+  ASSERT_GE(once.size(), 2u);
+  // [ids and strings]: one prompt, each string tokenized in place (special tokens only when first)
+  const MappedRequest mixed = native_ok({{"prompt", json::array({1, 300, " a time"})}});
+  ASSERT_EQ(mixed.prompts.size(), 1u);
+  std::vector<int32_t> want = {1, 300};
+  want.insert(want.end(), time.begin(), time.end());
+  EXPECT_EQ(req0(mixed).prompt, want);
+  const MappedRequest lead = native_ok({{"prompt", json::array({"Once upon", 300})}});
+  std::vector<int32_t> want_lead = once;
+  want_lead.push_back(300);
+  EXPECT_EQ(req0(lead).prompt, want_lead);
+  // an array without numbers is a list of prompts, each of any shape
+  const MappedRequest list =
+      native_ok({{"prompt", json::array({"Once upon", json::array({1, 300}), {{"prompt_string", "Once upon"}}})}});
+  ASSERT_EQ(list.prompts.size(), 3u);
+  EXPECT_EQ(list.prompts[0].request.prompt, once);
+  EXPECT_EQ(list.prompts[1].request.prompt, (std::vector<int32_t>{1, 300}));
+  EXPECT_EQ(list.prompts[2].request.prompt, once);
+  // the same shapes on /v1/completions (llama-server takes them there too)
+  ApiError err;
+  auto oai = map_completion_request({{"prompt", json::array({1, 300, " a time"})}, {"max_tokens", 2}}, context(), &err);
+  ASSERT_TRUE(oai.ok()) << oai.error();
+  EXPECT_EQ(oai->prompts.at(0).request.prompt, want);
+  // refused: images, a bad element, an id outside the vocabulary
+  EXPECT_NE(native_err({{"prompt", {{"prompt_string", "x"}, {"multimodal_data", {"AAAA"}}}}}).message.find("text only"),
+            std::string::npos);
+  EXPECT_EQ(native_err({{"prompt", json::array({"Once", true})}}).param, "prompt");
+  EXPECT_EQ(native_err({{"prompt", json::array({1, 100000, "x"})}}).param, "prompt");
+  EXPECT_EQ(native_err({{"prompt", json::array()}}).param, "prompt");
+}
+
+TEST(LlamaRequest, LogitBiasFormsBecomeTokenIds) {
+  const Tokenizer& tok = *stories_tokenizer();
+  const std::vector<int32_t> upon = tok.encode(" upon", false, true);
+  ASSERT_FALSE(upon.empty());
+  auto bias_of = [](const MappedRequest& m) {
+    std::map<int32_t, float> b;
+    for (const auto& [id, v] : req0(m).sampling.logit_bias) b[id] = v;
+    return b;
+  };
+  // [[id, bias]], [["text", false]] (false bans), {"id": bias}, {"text": bias}
+  auto a = bias_of(native_ok({{"prompt", "Once"}, {"logit_bias", {{15, 2.5}, {" upon", false}}}}));
+  EXPECT_FLOAT_EQ(a.at(15), 2.5f);
+  for (int32_t id : upon) EXPECT_FLOAT_EQ(a.at(id), -100.0f);
+  auto o = bias_of(native_ok({{"prompt", "Once"}, {"logit_bias", {{"15", -1.0}, {" upon", 3.0}}}}));
+  EXPECT_FLOAT_EQ(o.at(15), -1.0f);
+  for (int32_t id : upon) EXPECT_FLOAT_EQ(o.at(id), 3.0f);
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"logit_bias", {{15, true}}}}).param, "logit_bias");
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"logit_bias", {{15}}}}).param, "logit_bias");
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"logit_bias", "x"}}).param, "logit_bias");
+}
+
+TEST(LlamaRequest, ResponseOptions) {
+  const MappedRequest m = native_ok({{"prompt", "Once"},
+                                     {"return_tokens", true},
+                                     {"timings_per_token", true},
+                                     {"response_fields", {"content", "generation_settings/n_predict"}}});
+  EXPECT_TRUE(m.native.return_tokens);
+  EXPECT_TRUE(m.native.timings_per_token);
+  EXPECT_EQ(m.native.response_fields, (std::vector<std::string>{"content", "generation_settings/n_predict"}));
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"response_fields", "content"}}).param, "response_fields");
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"response_fields", {1}}}).param, "response_fields");
+}
+
+TEST(LlamaResponse, StopTypesTimingsAndFieldSelection) {
+  EXPECT_STREQ(native_stop_type(FinishReason::Stop, nullptr), "eos");
+  EXPECT_STREQ(native_stop_type(FinishReason::Stop, 2), "eos");  // a stop token id
+  EXPECT_STREQ(native_stop_type(FinishReason::Stop, "\n"), "word");
+  EXPECT_STREQ(native_stop_type(FinishReason::Length, nullptr), "limit");
+  EXPECT_STREQ(native_stop_type(FinishReason::Abort, nullptr), "none");
+
+  NativeTimings t;
+  t.cache_n = 16;
+  t.prompt_n = 4;
+  t.prompt_ms = 8;
+  t.predicted_n = 10;
+  t.predicted_ms = 50;
+  const json j = native_timings_json(t);
+  EXPECT_EQ(j["cache_n"], 16);
+  EXPECT_DOUBLE_EQ(j["prompt_per_token_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["prompt_per_second"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(j["predicted_per_token_ms"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(j["predicted_per_second"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(native_timings_json(NativeTimings{})["predicted_per_second"].get<double>(), 0.0);  // no 0/0
+
+  NativeResult r;
+  r.model = "m";
+  r.content = "a\nb";
+  r.tokens = {5, 6};
+  r.tokens_predicted = 2;
+  r.tokens_evaluated = 3;
+  r.finish = FinishReason::Stop;
+  r.stop_reason = "END";
+  NativeOptions opts;
+  json f = native_final_json(r, opts);
+  EXPECT_EQ(f["stop"], true);
+  EXPECT_EQ(f["has_new_line"], true);
+  EXPECT_EQ(f["stop_type"], "word");
+  EXPECT_EQ(f["stopping_word"], "END");
+  EXPECT_EQ(f["tokens_cached"], 5);
+  EXPECT_EQ(f["tokens"], json::array());  // only with return_tokens
+  EXPECT_FALSE(f.contains("completion_probabilities"));
+  opts.return_tokens = true;
+  opts.response_fields = {"content", "timings/predicted_n", "no/such", "stop_type/x"};
+  f = native_final_json(r, opts);
+  EXPECT_EQ(f, json({{"content", "a\nb"}, {"timings/predicted_n", 0}}));
+  opts.response_fields = {"tokens"};
+  EXPECT_EQ(native_final_json(r, opts), json({{"tokens", {5, 6}}}));
+}
+
+TEST(LlamaResponse, CompletionProbabilities) {
+  const Tokenizer& tok = *stories_tokenizer();
+  SampleResult s;
+  s.token = 300;
+  s.logprob = -0.5f;
+  s.top = {{300, -0.5f}, {301, -1.5f}, {302, -2.5f}};
+  const json p = native_probs_json(tok, {300}, {s}, 2);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0]["id"], 300);
+  EXPECT_EQ(p[0]["token"], tok.token_to_piece(300));
+  EXPECT_FLOAT_EQ(p[0]["logprob"].get<float>(), -0.5f);
+  ASSERT_EQ(p[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(p[0]["top_logprobs"][1]["id"], 301);
+  EXPECT_EQ(p[0]["top_logprobs"][1]["bytes"].size(), tok.token_to_piece(301).size());
+  s.logprob = -INFINITY;  // JSON has no -inf
+  EXPECT_EQ(native_probs_json(tok, {300}, {s}, 0)[0]["logprob"], -9999.0);
+}

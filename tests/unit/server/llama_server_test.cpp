@@ -1,0 +1,284 @@
+// llama-server's own routes over loopback on stories260K (routes_llama.cpp, llama_request.h,
+// llama_response.h): /completion's result and stream against /v1/completions' greedy text, several
+// prompts, n_predict 0, n_probs, /props, /slots, /apply-template, /tokenize "content", the spellings.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <httplib.h>
+
+#include "engine/engine.h"
+#include "server/server.h"
+#include "server_test_engine.h"
+#include "test_support.h"
+
+using namespace tmill;
+using namespace tmill::server;
+
+namespace {
+
+std::unique_ptr<Server> make_server(int max_num_seqs = 8, bool slots = true) {
+  ServerOptions o;
+  o.slots_endpoint = slots;
+  o.http.port = 0;
+  o.model_path = test::stories_model();
+  o.version = "test";
+  auto s = Server::create(o);
+  EXPECT_TRUE(s.ok()) << s.error();
+  if (!s.ok()) return nullptr;
+  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(1, max_num_seqs), 0).ok());
+  return std::move(s).value();
+}
+
+json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
+  auto r = cli.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << path;
+  if (!r) return json();
+  *status = r->status;
+  return json::parse(r->body);
+}
+
+std::string expected_greedy() {
+  std::ifstream f(test::source_path("models/stories260K/expected_greedy_200.txt"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The "data: {...}" events of an SSE body, parsed; *done set when a "data: [DONE]" came.
+std::vector<json> sse_events(const std::string& body, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    if (data == "[DONE]") *done = true;
+    else out.push_back(json::parse(data));
+    at = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(LlamaServer, CompletionIsTheGreedyTextInLlamaServersShape) {
+  auto srv = make_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json r = post(cli, "/completion",
+                      {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 0}, {"return_tokens", true}},
+                      &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const std::string want = expected_greedy();
+  EXPECT_EQ("Once upon a time" + r["content"].get<std::string>(),
+            want.substr(0, 16 + r["content"].get<std::string>().size()));
+  EXPECT_EQ(r["stop"], true);
+  EXPECT_EQ(r["model"], "stories260K");
+  EXPECT_EQ(r["tokens_predicted"], 24);
+  EXPECT_EQ(r["tokens"].size(), 24u);
+  EXPECT_EQ(r["stop_type"], "limit");
+  EXPECT_EQ(r["prompt"], "Once upon a time");
+  EXPECT_EQ(r["id_slot"], -1);
+  const json& t = r["timings"];
+  EXPECT_EQ(t["predicted_n"], 24);
+  EXPECT_EQ(t["prompt_n"].get<int64_t>() + t["cache_n"].get<int64_t>(), r["tokens_evaluated"].get<int64_t>());
+  EXPECT_GT(t["prompt_ms"].get<double>(), 0.0);
+  EXPECT_GT(t["predicted_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(r["generation_settings"]["n_predict"], 24);
+  EXPECT_EQ(r["generation_settings"]["temperature"], 0.0);
+  // the same text as /v1/completions and the /completions spelling
+  const json oai = post(cli, "/v1/completions",
+                        {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(r["content"], oai["choices"][0]["text"]);
+  const json again = post(cli, "/completions", {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 0}},
+                          &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(again["content"], r["content"]);
+  // a stop string
+  const json word = post(cli, "/completion",
+                         {{"prompt", "Once upon a time"}, {"n_predict", 40}, {"temperature", 0}, {"stop", {"Lily"}}},
+                         &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(word["stop_type"], "word");
+  EXPECT_EQ(word["stopping_word"], "Lily");
+  EXPECT_EQ(word["content"], ", there was a little girl named ");
+  // refused sampler: a 400 naming it
+  const json bad = post(cli, "/completion", {{"prompt", "x"}, {"mirostat", 1}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(bad["error"]["param"], "mirostat");
+  srv->shutdown(5);
+}
+
+TEST(LlamaServer, StreamCarriesTheTextThenTheFinalResultWithoutDone) {
+  auto srv = make_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json whole =
+      post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 16}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200);
+  auto r = cli.Post("/completion",
+                    json({{"prompt", "Once upon a time"},
+                          {"n_predict", 16},
+                          {"temperature", 0},
+                          {"stream", true},
+                          {"n_probs", 2},
+                          {"timings_per_token", true}})
+                        .dump(),
+                    "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  bool done = false;
+  const std::vector<json> ev = sse_events(r->body, &done);
+  EXPECT_FALSE(done);  // llama-server's native stream has no [DONE]
+  ASSERT_GE(ev.size(), 2u);
+  std::string text;
+  int64_t tokens = 0;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    EXPECT_EQ(ev[i]["stop"], false);
+    text += ev[i]["content"].get<std::string>();
+    tokens += static_cast<int64_t>(ev[i]["tokens"].size());
+    EXPECT_EQ(ev[i]["tokens_predicted"], tokens);
+    EXPECT_EQ(ev[i]["completion_probabilities"].size(), ev[i]["tokens"].size());
+    EXPECT_EQ(ev[i]["completion_probabilities"][0]["top_logprobs"].size(), 2u);
+    EXPECT_TRUE(ev[i].contains("timings"));
+  }
+  EXPECT_EQ(text, whole["content"]);
+  EXPECT_EQ(tokens, 16);
+  const json& last = ev.back();
+  EXPECT_EQ(last["stop"], true);
+  EXPECT_EQ(last["content"], "");
+  EXPECT_EQ(last["tokens_predicted"], 16);
+  EXPECT_EQ(last["stop_type"], "limit");
+  EXPECT_FALSE(last.contains("completion_probabilities"));  // the chunks carried them
+  srv->shutdown(5);
+}
+
+TEST(LlamaServer, SeveralPromptsNPredictZeroAndProbabilities) {
+  auto srv = make_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json one = post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 6}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200);
+  // several prompts: an array of results by index, the same texts as asked alone
+  const json many = post(cli, "/completion",
+                         {{"prompt", json::array({"Lily went", "Once upon a time"})},
+                          {"n_predict", 6},
+                          {"temperature", 0},
+                          {"response_fields", {"index", "content", "prompt"}}},
+                         &status);
+  ASSERT_EQ(status, 200) << many.dump();
+  ASSERT_TRUE(many.is_array());
+  ASSERT_EQ(many.size(), 2u);
+  EXPECT_EQ(many[1], json({{"index", 1}, {"content", one["content"]}, {"prompt", "Once upon a time"}}));
+  EXPECT_EQ(many[0]["index"], 0);
+  // n_predict 0: the prompt is evaluated, nothing returned
+  const json warm = post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 0}}, &status);
+  ASSERT_EQ(status, 200) << warm.dump();
+  EXPECT_EQ(warm["content"], "");
+  EXPECT_EQ(warm["tokens_predicted"], 0);
+  EXPECT_EQ(warm["stop_type"], "limit");
+  EXPECT_EQ(warm["timings"]["predicted_n"], 0);
+  // n_probs: the chosen token first among its alternatives under greedy
+  const json p = post(cli, "/completion",
+                      {{"prompt", "Once upon a time"}, {"n_predict", 3}, {"temperature", 0}, {"n_probs", 3}}, &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(p["completion_probabilities"].size(), 3u);
+  for (const json& e : p["completion_probabilities"]) {
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_EQ(e["top_logprobs"][0]["id"], e["id"]);
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+  }
+  srv->shutdown(5);
+}
+
+TEST(LlamaServer, PropsSlotsTemplateTokenizeAndSpellings) {
+  auto srv = make_server(/*max_num_seqs=*/4);
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  auto props = cli.Get("/props");
+  ASSERT_TRUE(props);
+  ASSERT_EQ(props->status, 200);
+  const json pj = json::parse(props->body);
+  EXPECT_EQ(pj["total_slots"], 4);
+  EXPECT_EQ(pj["default_generation_settings"]["n_ctx"], 512);
+  EXPECT_NEAR(pj["default_generation_settings"]["params"]["temperature"].get<double>(), 0.8, 1e-6);
+  EXPECT_EQ(pj["default_generation_settings"]["params"]["top_k"], 40);
+  EXPECT_EQ(pj["default_generation_settings"]["params"]["n_predict"], -1);
+  EXPECT_EQ(pj["model_alias"], "stories260K");
+  EXPECT_EQ(pj["build_info"], "tokenmill test");
+  EXPECT_EQ(pj["modalities"]["vision"], false);
+  EXPECT_FALSE(pj["chat_template"].get<std::string>().empty());
+  auto slots = cli.Get("/slots");
+  ASSERT_TRUE(slots);
+  ASSERT_EQ(slots->status, 200);
+  const json sj = json::parse(slots->body);
+  ASSERT_EQ(sj.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(sj[i]["id"], i);
+    EXPECT_EQ(sj[i]["is_processing"], false);  // idle server
+  }
+  const json act = post(cli, "/slots/0?action=save", {{"filename", "x.bin"}}, &status);
+  EXPECT_EQ(status, 501);
+  EXPECT_EQ(act["error"]["type"], "not_supported_error");
+  // /apply-template: the prompt /v1/chat/completions would generate from
+  const json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  const json at = post(cli, "/apply-template", {{"messages", msgs}}, &status);
+  ASSERT_EQ(status, 200) << at.dump();
+  EXPECT_EQ(at["prompt"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");  // the model's ChatML
+  const json tk = post(cli, "/tokenize", {{"prompt", at["prompt"]}, {"add_special_tokens", false}}, &status);
+  ASSERT_EQ(status, 200);
+  const json tm = post(cli, "/tokenize", {{"messages", msgs}}, &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(tm["tokens"].size(), tk["tokens"].size());  // the chat route's ids end with the template's text
+  EXPECT_EQ(json(std::vector<json>(tm["tokens"].end() - static_cast<std::ptrdiff_t>(tk["tokens"].size()), tm["tokens"].end())),
+            tk["tokens"]);
+  const json back = post(cli, "/detokenize", {{"tokens", json::array({1, 403})}}, &status);
+  EXPECT_EQ(back["content"], back["prompt"]);  // llama-server's name beside vLLM's
+  EXPECT_FALSE(back["content"].get<std::string>().empty());
+  // /tokenize with llama-server's "content": no BOS unless add_special; pieces on request
+  const json plain = post(cli, "/tokenize", {{"content", "Once upon"}}, &status);
+  ASSERT_EQ(status, 200) << plain.dump();
+  const json vllm = post(cli, "/tokenize", {{"prompt", "Once upon"}, {"add_special_tokens", false}}, &status);
+  EXPECT_EQ(plain["tokens"], vllm["tokens"]);
+  const json bos = post(cli, "/tokenize", {{"content", "Once upon"}, {"add_special", true}}, &status);
+  EXPECT_EQ(bos["tokens"].size(), plain["tokens"].size() + 1);
+  EXPECT_EQ(bos["tokens"][0], 1);
+  const json pieces = post(cli, "/tokenize", {{"content", json::array({1, "Once upon"})}, {"with_pieces", true}}, &status);
+  ASSERT_EQ(status, 200) << pieces.dump();
+  ASSERT_EQ(pieces["tokens"].size(), plain["tokens"].size() + 1);
+  EXPECT_EQ(pieces["tokens"][0]["id"], 1);
+  EXPECT_EQ(pieces["tokens"][1]["id"], plain["tokens"][0]);
+  EXPECT_EQ(pieces["tokens"][1]["piece"], " Once");
+  // the other spellings llama-server's clients use
+  auto health = cli.Get("/v1/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  auto models = cli.Get("/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "stories260K");
+  const json chat = post(cli, "/chat/completions", {{"messages", msgs}, {"max_tokens", 3}}, &status);
+  EXPECT_EQ(status, 200) << chat.dump();
+  EXPECT_EQ(chat["object"], "chat.completion");
+  srv->shutdown(5);
+}
+
+// --no-slots (llama-server's): GET /slots answers 501 naming the flag.
+TEST(LlamaServer, NoSlotsTurnsTheSlotsRouteOff) {
+  auto srv = make_server(4, /*slots=*/false);
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  auto r = cli.Get("/slots");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 501);
+  EXPECT_NE(r->body.find("--no-slots"), std::string::npos) << r->body;
+  srv->shutdown(5);
+}
