@@ -17,11 +17,13 @@ std::optional<ApiError> Server::check_key(const HttpRequest& req, const Route& r
   id->reset();
   if (r.access == Access::Open || !keys_->enabled()) return std::nullopt;
   const std::string* auth = req.header("Authorization");
-  *id = keys_->find(bearer_token(auth ? std::string_view(*auth) : std::string_view()));
+  const std::string* x_api_key = auth ? nullptr : req.header("x-api-key");  // Anthropic's (and llama-server's) header
+  *id = keys_->find(auth ? bearer_token(*auth) : x_api_key ? std::string_view(*x_api_key) : std::string_view());
   ApiError e;
   if (!*id) {
     e.status = 401;
-    e.message = auth ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.";
+    e.message = auth || x_api_key ? "Incorrect API key provided."
+                                  : "Missing API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').";
     e.type = "invalid_request_error";
     e.code = "invalid_api_key";
     return e;
