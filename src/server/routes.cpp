@@ -61,6 +61,8 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/chat/completions", false, true, kKey, true, true, &Server::route_chat},  // llama-server's spelling
     {"/v1/messages", false, true, kKey, true, true, &Server::route_messages},  // Anthropic's (routes_anthropic.cpp)
     {"/v1/messages/count_tokens", false, true, kKey, true, false, &Server::route_count_tokens},
+    {"/v1/responses", false, true, kKey, true, true, &Server::route_responses},  // OpenAI's Responses API
+    {"/responses", false, true, kKey, true, true, &Server::route_responses},
     {"/v1/completions", false, true, kKey, true, true, &Server::route_completions},
     // llama-server's own API (routes_llama.cpp).
     {"/completion", false, true, kKey, true, true, &Server::route_native_completion},

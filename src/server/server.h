@@ -212,6 +212,7 @@ class Server final : public HttpHandler {
   // Anthropic's Messages API (routes_anthropic.cpp, anthropic.h): the chat route, translated.
   HttpResponse route_messages(HttpRequest& req);
   HttpResponse route_count_tokens(HttpRequest& req);
+  HttpResponse route_responses(HttpRequest& req);  // OpenAI's Responses API (responses.h), the same way
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);

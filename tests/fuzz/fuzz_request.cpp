@@ -1,7 +1,7 @@
 // fuzz-deps: server
 // libFuzzer target: request body bytes -> parse_body -> map_completion_request / map_chat_request /
 // map_native_completion_request (llama-server's /completion), and anthropic_to_chat (Anthropic's
-// /v1/messages) then map_chat_request (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
+// /v1/messages) and responses_to_chat (OpenAI's /v1/responses), each then map_chat_request (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
 // and the ChatML fallback template. Checks: nothing throws or crashes; an error is a 400/404 with a
 // message and serializes; a success is a request the engine would accept (tokens in the vocabulary,
 // prompt + max_tokens within the context, valid sampling ranges). The transport's memory estimate of
@@ -16,6 +16,7 @@
 #include "server/anthropic.h"
 #include "server/llama_request.h"
 #include "server/memory_budget.h"
+#include "server/responses.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
 #include "tokenizer/tokenizer.h"
@@ -115,14 +116,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(native->kind == ApiKind::Native, "native kind");
     check(!native->native.generation_settings.dump().empty(), "generation_settings serializes");
   }
-  json chat;
-  try {
-    chat = anthropic_to_chat(body);
-  } catch (const RequestError& e) {
-    check(e.error.status == 400 && !e.error.message.empty(), "an untranslatable Anthropic body is a 400");
-    return 0;
+  for (json (*translate)(const json&) : {&anthropic_to_chat, &responses_to_chat}) {
+    json chat;
+    try {
+      chat = translate(body);
+    } catch (const RequestError& e) {
+      check(e.error.status == 400 && !e.error.message.empty(), "an untranslatable body is a 400");
+      continue;
+    }
+    ApiError err4;
+    check_result(map_chat_request(chat, c, &err4), err4, c);
   }
-  ApiError err4;
-  check_result(map_chat_request(chat, c, &err4), err4, c);
+  check(!response_settings(body).dump().empty(), "response settings serialize");
   return 0;
 }

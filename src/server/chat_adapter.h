@@ -1,0 +1,23 @@
+// Another API served by the chat route (anthropic.h, responses.h): the chat route's HttpResponse
+// rewritten into that API's -- its JSON result, its error body, or its stream, each chat chunk
+// rewritten as it is written (the chat stream's "data: [DONE]" dropped).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/http.h"
+
+namespace tmill::server {
+
+struct ChatAdapter {
+  std::function<json(const json& chat)> result;                 // a chat.completion -> the API's result
+  std::function<json(int status, const json& error)> error;     // an error body -> the API's
+  std::function<std::string(const json& chunk)> chunk;          // a chat.completion.chunk -> SSE text
+  std::function<std::string(const json& error)> stream_error;   // a stream's {"error": ...} -> SSE text
+};
+
+HttpResponse adapt_chat_response(HttpResponse res, ChatAdapter adapter);
+
+}  // namespace tmill::server

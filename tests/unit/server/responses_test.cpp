@@ -1,0 +1,337 @@
+// OpenAI's Responses API (responses.h): the request translated to a chat body, the chat result and
+// stream translated back; and over loopback on stories260K (routes_anthropic.cpp): text whole and
+// streamed against the chat route, a forced function call, its output round trip, structured output,
+// the refusals.
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+
+#include "engine/engine.h"
+#include "server/responses.h"
+#include "server/server.h"
+#include "server_test_engine.h"
+#include "test_support.h"
+
+using namespace tmill;
+using namespace tmill::server;
+
+namespace {
+
+ApiError translate_err(const json& body) {
+  try {
+    responses_to_chat(body);
+  } catch (const RequestError& e) {
+    return e.error;
+  }
+  ADD_FAILURE() << "accepted: " << body.dump();
+  return {};
+}
+
+std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t at = 0;
+  while ((at = sse.find("event: ", at)) != std::string::npos) {
+    const size_t nl = sse.find('\n', at);
+    const std::string name = sse.substr(at + 7, nl - at - 7);
+    const size_t end = sse.find("\n\n", nl);
+    const json data = json::parse(sse.substr(nl + 7, end - nl - 7));
+    EXPECT_EQ(data["type"], name);
+    out.emplace_back(name, data);
+    at = end;
+  }
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].second["sequence_number"], i);
+  return out;
+}
+
+const json kWeatherTool = {{"type", "function"},
+                           {"name", "get_weather"},
+                           {"description", "The weather in a city"},
+                           {"parameters",
+                            {{"type", "object"},
+                             {"properties", {{"city", {{"enum", {"Paris", "Rome"}}}}}},
+                             {"required", {"city"}},
+                             {"additionalProperties", false}}}};
+
+}  // namespace
+
+TEST(Responses, RequestBecomesAChatBody) {
+  const json body = {
+      {"model", "m"},
+      {"instructions", "Be brief."},
+      {"input",
+       {{{"role", "user"}, {"content", "Weather?"}},
+        {{"type", "reasoning"}, {"id", "rs_1"}, {"summary", {{{"type", "summary_text"}, {"text", "use the tool"}}}}},
+        {{"type", "message"}, {"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", "Checking."}}}}},
+        {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"}, {"arguments", "{\"city\":\"Rome\"}"}},
+        {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "Sunny"}},
+        {{"role", "developer"}, {"content", {{{"type", "input_text"}, {"text", "Answer in French."}}}}}}},
+      {"tools", {kWeatherTool}},
+      {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}},
+      {"parallel_tool_calls", false},
+      {"max_output_tokens", 50},
+      {"temperature", 0.3},
+      {"text", {{"format", {{"type", "json_schema"}, {"name", "w"}, {"schema", {{"type", "object"}}}, {"strict", true}}}}},
+      {"reasoning", {{"effort", "low"}}},
+      {"truncation", "auto"},
+      {"store", true},
+      {"metadata", {{"k", "v"}}},
+  };
+  const json c = responses_to_chat(body);
+  const json& m = c["messages"];
+  ASSERT_EQ(m.size(), 5u) << c.dump(1);
+  EXPECT_EQ(m[0], json({{"role", "system"}, {"content", "Be brief."}}));
+  EXPECT_EQ(m[1], json({{"role", "user"}, {"content", "Weather?"}}));
+  // the reasoning, the message and the call are one assistant turn
+  EXPECT_EQ(m[2]["role"], "assistant");
+  EXPECT_EQ(m[2]["reasoning_content"], "use the tool");
+  EXPECT_EQ(m[2]["content"], json::array({{{"type", "text"}, {"text", "Checking."}}}));
+  EXPECT_EQ(m[2]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Rome\"}");
+  EXPECT_EQ(m[3], json({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "Sunny"}}));
+  EXPECT_EQ(m[4]["role"], "developer");
+  EXPECT_EQ(c["tools"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(c["tools"][0]["function"]["parameters"], kWeatherTool["parameters"]);
+  EXPECT_EQ(c["tool_choice"], json({{"type", "function"}, {"function", {{"name", "get_weather"}}}}));
+  EXPECT_EQ(c["parallel_tool_calls"], false);
+  EXPECT_EQ(c["max_tokens"], 50);
+  EXPECT_EQ(c["response_format"]["type"], "json_schema");
+  EXPECT_EQ(c["response_format"]["json_schema"]["name"], "w");
+  EXPECT_EQ(c["reasoning_effort"], "low");
+  EXPECT_EQ(c["truncation"], "auto");
+  EXPECT_FALSE(c.contains("store"));
+  // a string input is one user message; text.format json_object; a stream asks for usage on every chunk
+  const json s = responses_to_chat({{"input", "Hi"}, {"text", {{"format", {{"type", "json_object"}}}}}, {"stream", true}});
+  EXPECT_EQ(s["messages"], json::array({{{"role", "user"}, {"content", "Hi"}}}));
+  EXPECT_EQ(s["response_format"], json({{"type", "json_object"}}));
+  EXPECT_EQ(s["stream_options"], json({{"include_usage", true}, {"continuous_usage_stats", true}}));
+  // the settings a response echoes
+  const json st = response_settings(body);
+  EXPECT_EQ(st["instructions"], "Be brief.");
+  EXPECT_EQ(st["max_output_tokens"], 50);
+  EXPECT_EQ(st["store"], false);
+  EXPECT_EQ(st["metadata"], json({{"k", "v"}}));
+  EXPECT_EQ(response_settings({{"input", "x"}})["tool_choice"], "auto");
+}
+
+TEST(Responses, UntranslatableRequestsAre400NamingTheField) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json::array(), ""},
+      {json::object(), "input"},
+      {{{"input", 5}}, "input"},
+      {{{"input", "x"}, {"previous_response_id", "resp_1"}}, "previous_response_id"},
+      {{{"input", "x"}, {"conversation", "conv_1"}}, "conversation"},
+      {{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "http://x"}}}}}}}}, "input"},
+      {{{"input", {{{"role", "tool"}, {"content", "x"}}}}}, "input"},
+      {{{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}, "input"},
+      {{{"input", {{{"type", "function_call"}, {"name", "f"}}}}}, "input"},
+      {{{"input", {{{"type", "web_search_call"}}}}}, "input"},
+      {{{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}, "tools"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}}}}}, "tools"},
+      {{{"input", "x"}, {"tool_choice", {{"type", "file_search"}}}}, "tool_choice"},
+      {{{"input", "x"}, {"text", {{"format", {{"type", "xml"}}}}}}, "text"},
+      {{{"input", "x"}, {"instructions", 5}}, "instructions"},
+      {{{"input", "x"}, {"reasoning", "high"}}, "reasoning"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = translate_err(body);
+    EXPECT_EQ(e.status, 400) << body.dump();
+    EXPECT_EQ(e.param, param) << body.dump();
+  }
+}
+
+TEST(Responses, ChatResultBecomesAResponse) {
+  json chat = {
+      {"id", "chatcmpl-abc"},
+      {"created", 1700000000},
+      {"model", "m"},
+      {"choices",
+       {{{"index", 0},
+         {"message",
+          {{"role", "assistant"},
+           {"content", "Sure."},
+           {"reasoning_content", "hmm"},
+           {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                            {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Rome\"}"}}}}}}}},
+         {"finish_reason", "tool_calls"}}}},
+      {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 7}, {"prompt_tokens_details", {{"cached_tokens", 16}}}}}};
+  const json r = chat_to_response(chat, response_settings({{"input", "x"}, {"max_output_tokens", 9}}));
+  EXPECT_EQ(r["id"], "resp_abc");
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["created_at"], 1700000000);
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_EQ(r["incomplete_details"], nullptr);
+  EXPECT_EQ(r["max_output_tokens"], 9);
+  ASSERT_EQ(r["output"].size(), 3u);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "hmm");
+  EXPECT_EQ(r["output"][1]["type"], "message");
+  EXPECT_EQ(r["output"][1]["content"][0], json({{"type", "output_text"}, {"text", "Sure."}, {"annotations", json::array()},
+                                                 {"logprobs", json::array()}}));
+  EXPECT_EQ(r["output"][2]["type"], "function_call");
+  EXPECT_EQ(r["output"][2]["call_id"], "call_1");
+  EXPECT_EQ(r["output"][2]["name"], "get_weather");
+  EXPECT_EQ(r["output"][2]["arguments"], "{\"city\":\"Rome\"}");
+  EXPECT_EQ(r["usage"], json({{"input_tokens", 30}, {"input_tokens_details", {{"cached_tokens", 16}}},
+                              {"output_tokens", 7}, {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                              {"total_tokens", 37}}));
+  chat["choices"][0]["finish_reason"] = "length";
+  const json inc = chat_to_response(chat, response_settings({{"input", "x"}}));
+  EXPECT_EQ(inc["status"], "incomplete");
+  EXPECT_EQ(inc["incomplete_details"]["reason"], "max_output_tokens");
+}
+
+TEST(Responses, StreamTranslatorEventsAndItems) {
+  ResponsesStream s(response_settings({{"input", "x"}}));
+  auto chunk = [](json delta, json finish = nullptr) {
+    return json{{"id", "chatcmpl-x"},
+                {"model", "m"},
+                {"created", 5},
+                {"choices", {{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", finish}}}},
+                {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 3}}}};
+  };
+  std::string sse;
+  sse += s.chunk(chunk({{"role", "assistant"}, {"content", ""}}));
+  sse += s.chunk(chunk({{"reasoning_content", "hm"}}));
+  sse += s.chunk(chunk({{"content", "Hi"}}));
+  sse += s.chunk(chunk({{"content", "!"}}));
+  sse += s.chunk(chunk({{"tool_calls", {{{"index", 0}, {"id", "c1"}, {"function", {{"name", "f"}, {"arguments", "{\"a\""}}}}}}}));
+  sse += s.chunk(chunk({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", ":1}"}}}}}}}));
+  sse += s.chunk(chunk(json::object(), "tool_calls"));
+  EXPECT_TRUE(s.finished());
+  const auto ev = events_of(sse);
+  std::vector<std::string> names;
+  for (const auto& [n, d] : ev) names.push_back(n);
+  const std::vector<std::string> want = {
+      "response.created", "response.in_progress",
+      "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.done",
+      "response.output_item.done",
+      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed"};
+  ASSERT_EQ(names, want) << sse;
+  EXPECT_EQ(ev[0].second["response"]["status"], "in_progress");
+  EXPECT_EQ(ev[0].second["response"]["id"], "resp_x");
+  EXPECT_EQ(ev[10].second["text"], "Hi!");
+  EXPECT_EQ(ev[12].second["output_index"], 1);
+  EXPECT_EQ(ev[13].second["item"]["call_id"], "c1");
+  EXPECT_EQ(ev[16].second["arguments"], "{\"a\":1}");
+  const json& done = ev.back().second["response"];
+  EXPECT_EQ(done["status"], "completed");
+  ASSERT_EQ(done["output"].size(), 3u);
+  EXPECT_EQ(done["output"][2]["arguments"], "{\"a\":1}");
+  EXPECT_EQ(done["usage"]["output_tokens"], 3);
+  // length: response.incomplete
+  ResponsesStream t(response_settings({{"input", "x"}}));
+  const auto inc = events_of(t.chunk(chunk({{"content", "a"}}, "length")));
+  EXPECT_EQ(inc.back().first, "response.incomplete");
+  EXPECT_EQ(inc.back().second["response"]["incomplete_details"]["reason"], "max_output_tokens");
+  // an error event
+  ResponsesStream e(response_settings({{"input", "x"}}));
+  const auto err = events_of(e.error({{"error", {{"message", "late"}, {"code", "request_timeout"}}}}));
+  ASSERT_EQ(err.size(), 1u);
+  EXPECT_EQ(err[0].first, "error");
+  EXPECT_EQ(err[0].second["code"], "request_timeout");
+}
+
+namespace {
+
+std::unique_ptr<Server> make_server() {
+  ServerOptions o;
+  o.http.port = 0;
+  o.model_path = test::stories_model();
+  o.version = "test";
+  auto s = Server::create(o);
+  EXPECT_TRUE(s.ok()) << s.error();
+  if (!s.ok()) return nullptr;
+  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(), 0).ok());
+  return std::move(s).value();
+}
+
+json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
+  auto r = cli.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << path;
+  if (!r) return json();
+  *status = r->status;
+  return json::parse(r->body);
+}
+
+}  // namespace
+
+TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
+  auto srv = make_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json msgs = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Once upon a time"}}};
+  const json chat = post(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200);
+  const json r = post(cli, "/v1/responses",
+                      {{"instructions", "Be brief."}, {"input", "Once upon a time"}, {"max_output_tokens", 12},
+                       {"temperature", 0}},
+                      &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["status"], "incomplete");
+  ASSERT_EQ(r["output"].size(), 1u);
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(r["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+  // streamed: the deltas make the same text, and the last event carries the whole response
+  auto s = cli.Post("/v1/responses",
+                    json({{"instructions", "Be brief."}, {"input", "Once upon a time"}, {"max_output_tokens", 12},
+                          {"temperature", 0}, {"stream", true}})
+                        .dump(),
+                    "application/json");
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->status, 200);
+  EXPECT_EQ(s->body.find("[DONE]"), std::string::npos);
+  const auto ev = events_of(s->body);
+  std::string text;
+  for (const auto& [n, d] : ev)
+    if (n == "response.output_text.delta") text += d["delta"].get<std::string>();
+  EXPECT_EQ(text, r["output"][0]["content"][0]["text"]);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back().first, "response.incomplete");
+  EXPECT_EQ(ev.back().second["response"]["output"][0]["content"][0]["text"], text);
+  // a forced function call, then its output sent back
+  const json call = post(cli, "/v1/responses",
+                         {{"input", "Weather in Paris?"}, {"tools", {kWeatherTool}}, {"tool_choice", "required"},
+                          {"max_output_tokens", 60}, {"temperature", 0}},
+                         &status);
+  ASSERT_EQ(status, 200) << call.dump();
+  json fc;
+  for (const json& item : call["output"])
+    if (item["type"] == "function_call" && fc.is_null()) fc = item;
+  ASSERT_FALSE(fc.is_null()) << call.dump();
+  EXPECT_EQ(fc["name"], "get_weather");
+  const std::string city = json::parse(fc["arguments"].get<std::string>()).value("city", "");
+  EXPECT_TRUE(city == "Paris" || city == "Rome") << fc.dump();
+  const json next = post(cli, "/v1/responses",
+                         {{"input", {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                     fc,
+                                     {{"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "Sunny"}}}},
+                          {"tools", {kWeatherTool}}, {"max_output_tokens", 5}},
+                         &status);
+  EXPECT_EQ(status, 200) << next.dump();
+  EXPECT_GT(next["usage"]["input_tokens"].get<int64_t>(), call["usage"]["input_tokens"].get<int64_t>());
+  // text.format json_schema: the message is JSON of the schema
+  const json js = post(cli, "/v1/responses",
+                       {{"input", "A city?"},
+                        {"text", {{"format", {{"type", "json_schema"}, {"name", "c"},
+                                              {"schema", {{"type", "object"},
+                                                          {"properties", {{"city", {{"enum", {"Paris", "Rome"}}}}}},
+                                                          {"required", {"city"}},
+                                                          {"additionalProperties", false}}}}}}},
+                        {"max_output_tokens", 40}, {"temperature", 0}},
+                       &status);
+  ASSERT_EQ(status, 200) << js.dump();
+  const json parsed = json::parse(js["output"].back()["content"][0]["text"].get<std::string>());
+  EXPECT_TRUE(parsed["city"] == "Paris" || parsed["city"] == "Rome") << parsed.dump();
+  // refusals
+  const json prev = post(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(prev["error"]["param"], "previous_response_id");
+  srv->shutdown(5);
+}
