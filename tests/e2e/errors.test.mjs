@@ -113,10 +113,29 @@ test('the malformed-request corpus: every case is a 4xx JSON error and the serve
   const badJson = ['', '{', '}', '{"prompt":}', '{"prompt":"x",}', "{'prompt':'x'}", '{"prompt":"x"} trailing', 'null',
                    '[]', '"just a string"', '42', 'true', '{"prompt":NaN}', '{"prompt":Infinity}', '{"prompt":"x" /*c*/}',
                    '{"prompt":"a\u0001b"}', '{"prompt":"\\x41"}', '{"prompt":"\\ud800"}', '{"prompt" "x"}', '{,}'];
-  for (const path of ['/v1/completions', '/v1/chat/completions']) badJson.forEach((b, i) => addBody(path, `bad json ${i}`, b));
+  for (const path of ['/v1/completions', '/v1/chat/completions', '/completion', '/v1/responses'])
+    badJson.forEach((b, i) => addBody(path, `bad json ${i}`, b));
+  // Anthropic's route answers in Anthropic's error shape ({"type": "error", "error": {"type", "message"}}).
+  const anthropic = [];
+  badJson.forEach((b, i) => anthropic.push([`bad json ${i}`, b]));
+  for (const b of [{}, { messages: 'x' }, { messages: [{ role: 'system', content: 'x' }] },
+                   { messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] },
+                   { messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'web_search_20250305', name: 'w' }] },
+                   { messages: [{ role: 'user', content: 'x' }], max_tokens: 0 },
+                   { messages: [{ role: 'user', content: 'x' }], model: 'claude-nope' }])
+    anthropic.push([JSON.stringify(b).slice(0, 50), JSON.stringify(b)]);
+  // llama-server's /completion and the Responses API: their own fields, wrong.
+  for (const b of [{}, { prompt: 'x', n_predict: -5 }, { prompt: 'x', mirostat: 2 }, { prompt: 'x', n_probs: 'a' },
+                   { prompt: 'x', logit_bias: [[1]] }, { prompt: [1, null] }, { prompt: 'x', response_fields: 'content' },
+                   { prompt: { prompt_string: 'x', multimodal_data: ['AA'] } }])
+    addBody('/completion', `types ${JSON.stringify(b).slice(0, 40)}`, JSON.stringify(b));
+  for (const b of [{}, { input: 5 }, { input: 'x', previous_response_id: 'resp_1' }, { input: 'x', tools: [{ type: 'web_search' }] },
+                   { input: [{ type: 'item_reference', id: 'm' }] }, { input: 'x', text: { format: { type: 'xml' } } },
+                   { input: 'x', max_output_tokens: 0 }])
+    addBody('/v1/responses', `types ${JSON.stringify(b).slice(0, 40)}`, JSON.stringify(b));
   // Wrong types and missing fields: completions.
-  const comp = [{}, { prompt: null }, { prompt: 5 }, { prompt: {} }, { prompt: [] }, { prompt: [[]] }, { prompt: [1, 'a'] },
-                { prompt: ['a', 1] }, { prompt: [-1] }, { prompt: [1e6] }, { prompt: 'x', max_tokens: '5' },
+  const comp = [{}, { prompt: null }, { prompt: 5 }, { prompt: {} }, { prompt: [] }, { prompt: [[]] }, { prompt: [1, null] },
+                { prompt: ['a', true] }, { prompt: [1, 'a', [2]] }, { prompt: [-1] }, { prompt: [1e6] }, { prompt: 'x', max_tokens: '5' },
                 { prompt: 'x', max_tokens: -1 }, { prompt: 'x', max_tokens: 0 }, { prompt: 'x', max_tokens: 1.5 },
                 { prompt: 'x', max_tokens: 1e300 }, { prompt: 'x', max_tokens: 18446744073709551616 },
                 { prompt: 'x', temperature: [] }, { prompt: 'x', temperature: -0.5 }, { prompt: 'x', top_p: 0 },
@@ -187,6 +206,14 @@ test('the malformed-request corpus: every case is a 4xx JSON error and the serve
       assert.fail(`${c.name}: not a JSON error body: ${JSON.stringify(r.body.slice(0, 200))} (${e.message})`);
     }
     assert.ok(err.message.length > 0, c.name);
+  }
+  for (const [name, body] of anthropic) {
+    const r = parseResponse(await rawRequest(server.port, Buffer.concat([Buffer.from(post('/v1/messages', body)), Buffer.from(body)])));
+    assert.ok(r.status >= 400 && r.status < 500, `/v1/messages ${name}: status ${r.status}`);
+    const j = JSON.parse(r.body);
+    assert.equal(j.type, 'error', `/v1/messages ${name}: ${r.body}`);
+    assert.equal(typeof j.error.type, 'string');
+    assert.ok(j.error.message.length > 0, `/v1/messages ${name}`);
   }
   // Still serving, and nothing counted as a server error.
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
