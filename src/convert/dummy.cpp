@@ -92,7 +92,13 @@ constexpr const char* kPhi3Added[] = {"<|endoftext|>", "<|assistant|>", "<|place
 const std::vector<std::pair<std::string, int32_t>> kRerankTokens = {
     {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"yes", 1}, {"no", 1}};
 
-void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3, bool rerank) {
+// A coder vocabulary's fill-in-the-middle tokens and the keys that name them (DummyOptions::fim).
+const std::vector<std::pair<std::string, std::string>> kFimTokens = {
+    {"<|fim_prefix|>", "tokenizer.ggml.fim_pre_token_id"}, {"<|fim_suffix|>", "tokenizer.ggml.fim_suf_token_id"},
+    {"<|fim_middle|>", "tokenizer.ggml.fim_mid_token_id"}, {"<|fim_pad|>", "tokenizer.ggml.fim_pad_token_id"},
+    {"<|repo_name|>", "tokenizer.ggml.fim_rep_token_id"},  {"<|file_sep|>", "tokenizer.ggml.fim_sep_token_id"}};
+
+void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3, bool rerank, bool fim) {
   // A SentencePiece-style vocabulary: <unk> <s> </s>, 256 byte tokens, then filler pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -128,6 +134,16 @@ void synthetic_vocab(GgufWriter& w, int64_t n_vocab, bool phi3, bool rerank) {
       types[id] = kRerankTokens[static_cast<size_t>(i)].second;
     }
     w.set_bool("tokenizer.ggml.add_bos_token", false);  // as Qwen's vocabulary: the prompt starts with <|im_start|>
+  }
+  const auto n_fim = static_cast<int64_t>(kFimTokens.size());
+  if (fim && n_vocab >= 3 + 256 + n_fim + n_rr) {  // before the reranker's tokens
+    for (int64_t i = 0; i < n_fim; ++i) {
+      const int64_t id = n_vocab - n_rr - n_fim + i;
+      tokens[static_cast<size_t>(id)] = kFimTokens[static_cast<size_t>(i)].first;
+      scores[static_cast<size_t>(id)] = 0;
+      types[static_cast<size_t>(id)] = 3;  // control
+      w.set_u32(kFimTokens[static_cast<size_t>(i)].second, static_cast<uint32_t>(id));
+    }
   }
   w.set_string("tokenizer.ggml.model", "llama");
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(std::move(tokens)));
@@ -281,7 +297,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     for (const auto& [k, v] : vocab->metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
   } else {
-    synthetic_vocab(w, s.n_vocab, s.arch == "phi3", rerank);
+    synthetic_vocab(w, s.n_vocab, s.arch == "phi3", rerank, o.fim);
   }
   // the rows of "yes" and "no" the reranker head copies from the output matrix
   int64_t yes_id = -1, no_id = -1;

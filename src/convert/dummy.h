@@ -65,6 +65,11 @@ struct DummyOptions {
   // nomic-bert, jina-bert-v2; convert/dummy_encoder.cpp): empty is cls (bert) or mean; rank adds bert's
   // classification head (a reranker).
   std::string pooling;
+  // A coder model's fill-in-the-middle tokens in the synthetic vocabulary (Qwen2.5-Coder's names:
+  // <|fim_prefix|> <|fim_suffix|> <|fim_middle|> <|fim_pad|> <|repo_name|> <|file_sep|>, control
+  // tokens before the end, with their tokenizer.ggml.fim_*_token_id keys as convert_hf_to_gguf.py
+  // writes them): what /infill needs.
+  bool fim = false;
 };
 
 // Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "server/llama_request.h"
 #include "server/server_metrics.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,6 +50,7 @@ Generation::Generation(Engine& engine, ServerMetrics* metrics, const MappedReque
   completion_tokens_.assign(choices_.size(), 0);
   cached_tokens_.assign(np, 0);
   timings_.resize(choices_.size());
+  cut_.assign(choices_.size(), 0);
 }
 
 Clock::time_point Generation::arrival() const { return chan_->arrival; }
@@ -87,9 +89,12 @@ std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
     got.assign(std::make_move_iterator(chan_->items.begin()), std::make_move_iterator(chan_->items.end()));
     chan_->items.clear();
   }
+  std::vector<OutputItem> kept;
+  kept.reserve(got.size());
   for (OutputItem& it : got) {
-    const RequestOutput& o = it.out;
+    RequestOutput& o = it.out;
     got_output_ = true;
+    if (cut_[static_cast<size_t>(choice_index(it))]) continue;  // ended by a native stop: the rest is not its
     ChoiceOutput& c = choices_[static_cast<size_t>(choice_index(it))];
     c.text += o.text;
     c.token_ids.insert(c.token_ids.end(), o.token_ids.begin(), o.token_ids.end());
@@ -102,6 +107,8 @@ std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
       t.first_token = it.at;
     }
     t.last = it.at;
+    if (!o.finished && req_.kind == ApiKind::Native) apply_native_stop(it, c, t);
+    kept.push_back(it);
     if (!o.finished) continue;
     c.finish = o.finish_reason;
     c.stop_reason = stop_reason(it);
@@ -124,7 +131,25 @@ std::vector<OutputItem> Generation::wait(std::chrono::milliseconds timeout) {
       abort();  // the other prompts' results are useless now
     }
   }
-  return got;
+  return kept;
+}
+
+void Generation::apply_native_stop(OutputItem& it, ChoiceOutput& c, const ChoiceTiming& t) {
+  const NativeOptions& nat = req_.native;
+  if (nat.n_indent <= 0 && nat.t_max_predict_ms <= 0) return;
+  const double ms = t.started ? std::chrono::duration<double, std::milli>(it.at - t.first_token).count() : -1.0;
+  const auto cut = native_stop(c.text, nat, ms);
+  if (!cut) return;
+  RequestOutput& o = it.out;
+  const size_t before = c.text.size() - o.text.size();  // where this output's text began
+  if (*cut < c.text.size()) {
+    c.text.resize(*cut);
+    o.text.resize(*cut > before ? *cut - before : 0);
+  }
+  o.finished = true;  // the choice ends here, as if at its token limit (llama-server's stop_type "limit")
+  o.finish_reason = FinishReason::Length;
+  cut_[static_cast<size_t>(choice_index(it))] = 1;
+  engine_.abort(ids_[it.prompt]);
 }
 
 Usage Generation::usage() const {

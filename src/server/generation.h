@@ -81,6 +81,9 @@ class Generation {
   std::vector<int32_t> completion_tokens_;  // per choice
   std::vector<int32_t> cached_tokens_;      // per prompt
   std::vector<ChoiceTiming> timings_;       // per choice
+  std::vector<char> cut_;                   // per choice: ended by a native stop (its later outputs dropped)
+  // llama-server's n_indent / t_max_predict_ms (ApiKind::Native): ends the choice at `it` when due.
+  void apply_native_stop(OutputItem& it, ChoiceOutput& c, const ChoiceTiming& t);
   size_t unfinished_ = 0;
   bool got_output_ = false;
   bool aborted_ = false;

@@ -33,9 +33,6 @@ void refuse_unsupported(const json& body) {
   refuse_if(body, "typical_p", "locally typical sampling", [](double x) { return x < 1; }, "1");
   refuse_if(body, "top_n_sigma", "top-n-sigma sampling", [](double x) { return x > 0; }, "-1");
   refuse_if(body, "adaptive_target", "adaptive sampling", [](double x) { return x >= 0; }, "-1");
-  refuse_if(body, "n_indent", "minimum indentation", [](double x) { return x > 0; }, "0");
-  refuse_if(body, "t_max_predict_ms", "a time limit on generation; use 'timeout' (seconds)",
-            [](double x) { return x > 0; }, "0");
   refuse_if(body, "post_sampling_probs", "probabilities after the sampling chain; n_probs gives the model's",
             [](double x) { return x != 0; }, "false");
   // XTC is off at probability 0 or at a threshold above 0.5 (llama.cpp's rule).
@@ -126,10 +123,120 @@ json generation_settings(const MappedRequest& m, int64_t n_predict, const json* 
       {"grammar", grammar && grammar->is_string() ? grammar->get<std::string>() : std::string()},
       {"samplers", json::array({"penalties", "temperature", "min_p", "top_k", "top_p"})},  // this engine's order
       {"timings_per_token", m.native.timings_per_token},
+      {"n_indent", m.native.n_indent},
+      {"t_max_predict_ms", m.native.t_max_predict_ms},
   };
 }
 
 }  // namespace
+
+namespace {
+
+// A string, or ids and strings mixed, tokenized without special tokens (text stays text).
+std::vector<int32_t> infill_tokens(const json& v, const Tokenizer& tok, const char* name) {
+  std::vector<int32_t> out;
+  auto add = [&](const json& e) {
+    if (e.is_string()) {
+      const auto ids = tok.encode(e.get<std::string>(), false, false);
+      out.insert(out.end(), ids.begin(), ids.end());
+    } else if (e.is_number_integer()) {
+      out.push_back(static_cast<int32_t>(as_int(e, name, 0, tok.n_vocab() - 1)));
+    } else {
+      throw_bad_request(fmt::format("'{}' must be a string (or token ids and strings)", name), name);
+    }
+  };
+  if (v.is_array()) for (const json& e : v) add(e);
+  else add(v);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> infill_prompt(const json& body, const Tokenizer& tok, int32_t n_ctx, int64_t n_predict) {
+  std::string missing;
+  if (tok.fim_pre_id() < 0) missing += " prefix token is missing.";
+  if (tok.fim_suf_id() < 0) missing += " suffix token is missing.";
+  if (tok.fim_mid_id() < 0) missing += " middle token is missing.";
+  if (!missing.empty()) {
+    ApiError e;
+    e.status = 501;
+    e.type = "not_supported_error";
+    e.code = "not_supported";
+    e.message = "Infill is not supported by this model:" + missing;
+    throw RequestError{e};
+  }
+  if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
+  const json* pre = field(body, "input_prefix");
+  const json* suf = field(body, "input_suffix");
+  if (!pre) throw_bad_request("'input_prefix' is required", "input_prefix");
+  if (!suf) throw_bad_request("'input_suffix' is required", "input_suffix");
+  std::vector<int32_t> prefix = infill_tokens(*pre, tok, "input_prefix");
+  std::vector<int32_t> suffix = infill_tokens(*suf, tok, "input_suffix");
+  std::vector<int32_t> prompt;
+  if (const json* p = field(body, "prompt")) {
+    if (!p->is_string()) throw_bad_request("'prompt' must be a string", "prompt");
+    prompt = tok.encode(p->get<std::string>(), false, true);
+  }
+  std::vector<int32_t> extra;
+  auto text_ids = [&](const std::string& s) { return tok.encode(s, false, false); };
+  auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& ids) { to.insert(to.end(), ids.begin(), ids.end()); };
+  if (tok.fim_rep_id() >= 0) {
+    extra.push_back(tok.fim_rep_id());
+    append(extra, text_ids("myproject\n"));
+  }
+  if (const json* ex = field(body, "input_extra")) {
+    if (!ex->is_array())
+      throw_bad_request("'input_extra' must be an array of {\"filename\": string, \"text\": string}", "input_extra");
+    for (const json& chunk : *ex) {
+      if (!chunk.is_object() || !chunk.contains("text") || !chunk["text"].is_string())
+        throw_bad_request("each 'input_extra' chunk needs a string 'text'", "input_extra");
+      if (chunk.contains("filename") && !chunk["filename"].is_string())
+        throw_bad_request("an 'input_extra' chunk's 'filename' must be a string", "input_extra");
+      if (tok.fim_sep_id() >= 0) {
+        extra.push_back(tok.fim_sep_id());
+        append(extra, text_ids(chunk.value("filename", "tmp") + "\n"));
+      } else {
+        append(extra, text_ids("\n\n--- snippet ---\n\n"));
+      }
+      append(extra, text_ids(chunk["text"].get<std::string>()));
+    }
+  }
+  if (tok.fim_sep_id() >= 0) {
+    extra.push_back(tok.fim_sep_id());
+    append(extra, text_ids("filename\n"));
+  }
+  const int64_t n_batch = std::max<int64_t>(8, std::min<int64_t>(2048, n_ctx / 2));
+  const int64_t prefix_take = std::min<int64_t>(static_cast<int64_t>(prefix.size()), 3 * (n_batch / 4));
+  const int64_t suffix_take = std::min<int64_t>(static_cast<int64_t>(suffix.size()),
+                                                std::max<int64_t>(0, n_batch / 4 - (2 + static_cast<int64_t>(prompt.size()))));
+  const int64_t extra_take = std::min<int64_t>(std::max<int64_t>(0, n_ctx - n_batch - 2 * std::max<int64_t>(n_predict, 0)),
+                                               static_cast<int64_t>(extra.size()));
+  std::vector<int32_t> out;
+  if (tok.add_bos() && tok.bos_id() >= 0) out.push_back(tok.bos_id());
+  out.insert(out.end(), extra.end() - extra_take, extra.end());
+  out.push_back(tok.fim_pre_id());
+  out.insert(out.end(), prefix.end() - prefix_take, prefix.end());
+  append(out, prompt);
+  out.push_back(tok.fim_suf_id());
+  out.insert(out.end(), suffix.begin(), suffix.begin() + suffix_take);
+  out.push_back(tok.fim_mid_id());
+  return out;
+}
+
+std::optional<size_t> native_stop(const std::string& text, const NativeOptions& o, double ms_since_first_token) {
+  const size_t first_nl = text.find('\n');
+  if (first_nl == std::string::npos) return std::nullopt;
+  if (o.n_indent > 0) {
+    for (size_t nl = first_nl; nl != std::string::npos; nl = text.find('\n', nl + 1)) {
+      size_t pos = nl + 1;
+      int64_t indent = 0;
+      while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos, ++indent;
+      if (pos < text.size() && text[pos] != '\n' && indent < o.n_indent) return pos;  // a line of code starts too far left
+    }
+  }
+  if (o.t_max_predict_ms > 0 && ms_since_first_token >= static_cast<double>(o.t_max_predict_ms)) return text.size();
+  return std::nullopt;
+}
 
 Result<MappedRequest> map_native_completion_request(const json& body, const ServerContext& ctx, ApiError* err) {
   return detail::guard_mapping(
@@ -186,6 +293,9 @@ Result<MappedRequest> map_native_completion_request(const json& body, const Serv
             nat.response_fields.push_back(f.get<std::string>());
           }
         }
+        nat.n_indent = static_cast<int32_t>(opt_int(body, "n_indent", 0, INT32_MAX).value_or(0));
+        nat.t_max_predict_ms = opt_int(body, "t_max_predict_ms", -1, INT64_MAX).value_or(0);
+        (void)opt_int(body, "t_max_prompt_ms", -1, INT64_MAX);  // llama-server does not apply it either
         (void)opt_bool(body, "cache_prompt");  // type-checked; the prefix cache is always on
         (void)opt_int(body, "id_slot", INT32_MIN, INT32_MAX);
         nat.generation_settings = generation_settings(m, n_predict.value_or(-1), field(body, "grammar"), penalties_on);

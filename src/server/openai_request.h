@@ -74,6 +74,10 @@ struct NativeOptions {
   bool return_tokens = false;      // "tokens": the generated ids in the final result
   bool timings_per_token = false;  // "timings" on every streamed chunk, not only the last
   bool prompt_only = false;        // n_predict 0: evaluate the prompt (into the prefix cache), return no text
+  // Stops the server applies to the generated text (native_stop, llama_request.h): a line indented
+  // less than n_indent ends it there; after t_max_predict_ms since the first token, a newline ends it.
+  int32_t n_indent = 0;
+  int64_t t_max_predict_ms = 0;
   std::vector<std::string> response_fields;  // only these fields ("a/b" unnested to "b"); empty: all
   json generation_settings;        // the result's "generation_settings"
 };

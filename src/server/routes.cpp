@@ -67,6 +67,7 @@ const Server::Route* Server::find_route(const std::string& path) {
     // llama-server's own API (routes_llama.cpp).
     {"/completion", false, true, kKey, true, true, &Server::route_native_completion},
     {"/completions", false, true, kKey, true, true, &Server::route_native_completion},
+    {"/infill", false, true, kKey, true, true, &Server::route_infill},
     {"/embedding", false, true, kKey, true, true, &Server::route_native_embeddings},
     {"/embeddings", false, true, kKey, true, true, &Server::route_native_embeddings},
     {"/apply-template", false, true, kKey, true, false, &Server::route_apply_template},

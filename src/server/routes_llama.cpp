@@ -1,6 +1,7 @@
 // llama-server's own routes beside the OpenAI ones, so its clients and scripts work unchanged
 // (docs/server.md, "llama-server's API"):
 //   POST /completion, /completions  llama_request.h / llama_response.h (through generate())
+//   POST /infill                    the model's fill-in-the-middle prompt, then /completion
 //   GET  /props                     the model, its context, the default generation settings
 //   GET  /slots                     one entry per --max-num-seqs sequence; the first N are busy
 //   POST /slots/ID?action=...       501: there are no per-slot caches to save, restore or erase
@@ -102,6 +103,25 @@ HttpResponse Server::route_apply_template(HttpRequest& req) {
   } catch (const RequestError& e) {
     return reply_error(e.error, reason_of(e.error));
   }
+}
+
+// llama-server's /infill: the FIM prompt (llama_request.h) as the prompt of a /completion.
+HttpResponse Server::route_infill(HttpRequest& req) {
+  try {
+    json body = parse_body(req.body);
+    ApiError err;
+    auto lease = lease_model(body, &err);
+    if (!lease.ok()) throw RequestError{err};
+    const ServerContext& ctx = lease->model().ctx;
+    const json* np = body.is_object() ? field(body, "n_predict") : nullptr;
+    const int64_t n_predict = np && np->is_number_integer() ? np->get<int64_t>() : 0;
+    body["prompt"] = infill_prompt(body, *ctx.tokenizer, ctx.max_model_len, n_predict);
+    for (const char* k : {"input_prefix", "input_suffix", "input_extra"}) body.erase(k);
+    req.body = body.dump();
+  } catch (const RequestError& e) {
+    return reply_error(e.error, e.error.status == 501 ? "invalid_request" : reason_of(e.error));
+  }
+  return handle_generate(req, ApiKind::Native);
 }
 
 // llama-server's /embedding: "content" (or "input") in, a list of {"index", "embedding": [vector]} out.

@@ -209,6 +209,7 @@ class Server final : public HttpHandler {
   HttpResponse route_slot_action(HttpRequest& req);
   HttpResponse route_apply_template(HttpRequest& req);
   HttpResponse route_native_embeddings(HttpRequest& req);
+  HttpResponse route_infill(HttpRequest& req);
   // Anthropic's Messages API (routes_anthropic.cpp, anthropic.h): the chat route, translated.
   HttpResponse route_messages(HttpRequest& req);
   HttpResponse route_count_tokens(HttpRequest& req);

@@ -80,6 +80,12 @@ class Tokenizer {
   int32_t pad_id() const { return data_.pad; }
   int32_t unk_id() const { return data_.unk; }
   int32_t sep_id() const { return data_.sep; }
+  // Fill-in-the-middle tokens (GGUF's tokenizer.ggml.fim_*_token_id, else found by their text): -1 when absent.
+  int32_t fim_pre_id() const { return data_.fim_pre; }
+  int32_t fim_suf_id() const { return data_.fim_suf; }
+  int32_t fim_mid_id() const { return data_.fim_mid; }
+  int32_t fim_rep_id() const { return data_.fim_rep; }
+  int32_t fim_sep_id() const { return data_.fim_sep; }
   bool add_bos() const { return data_.add_bos; }
   bool add_eos() const { return data_.add_eos; }
   // True when decoding strips the SentencePiece leading space at the start of a text.

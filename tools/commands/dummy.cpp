@@ -12,7 +12,7 @@ namespace {
 struct DummyCli {
   std::string shape, dtype = "F16", vocab, out, pooling;
   uint64_t seed = 42;
-  bool pure = false, list = false;
+  bool pure = false, list = false, fim = false;
   int threads = 0;
   // explicit dimensions (override or define a shape)
   std::string arch = "llama";
@@ -66,6 +66,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
                  "yarn: --rope-orig-ctx is its original context; gpt-oss default: yarn, factor 32 over 4096), none");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
+  app.add_flag("--fim", o->fim, "a coder model's fill-in-the-middle tokens (<|fim_prefix|>, ... <|file_sep|>) in the "
+               "synthetic vocabulary, for /infill");
   app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
                  "the shape's, else none, a generation model; qwen3 rank: a Qwen3-Reranker with its yes/no head and "
                  "rerank prompt; bert: cls, nomic-bert: mean; rank adds bert's classifier head)");
@@ -158,6 +160,11 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     d.vocab_path = o->vocab;
     d.threads = o->threads;
     d.pooling = o->pooling;
+    if (o->fim && !d.vocab_path.empty()) {
+      log_error("--fim adds tokens to the synthetic vocabulary; with --vocab the vocabulary is the file's");
+      return 2;
+    }
+    d.fim = o->fim;
     auto st = write_dummy_model(d, o->out);
     if (!st.ok()) {
       log_error("dummy: {}", st.error());

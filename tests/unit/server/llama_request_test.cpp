@@ -2,6 +2,9 @@
 // (llama_response.h), against the bundled stories260K tokenizer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "server/llama_request.h"
 #include "server/llama_response.h"
 #include "test_support.h"
@@ -140,8 +143,6 @@ TEST(LlamaRequest, SamplersThisEngineLacksAreRefusedWhenTurnedOn) {
       {{{"typical_p", 0.9}}, "typical_p"},
       {{{"top_n_sigma", 1.5}}, "top_n_sigma"},
       {{{"adaptive_target", 0.5}}, "adaptive_target"},
-      {{{"n_indent", 4}}, "n_indent"},
-      {{{"t_max_predict_ms", 500}}, "t_max_predict_ms"},
       {{{"post_sampling_probs", true}}, "post_sampling_probs"},
       {{{"xtc_probability", 0.5}}, "xtc_probability"},
       {{{"xtc_probability", 0.5}, {"xtc_threshold", 0.3}}, "xtc_probability"},
@@ -156,7 +157,7 @@ TEST(LlamaRequest, SamplersThisEngineLacksAreRefusedWhenTurnedOn) {
   }
   // their "off" values (what llama.cpp's own web UI sends) are fine, and so are the slot/cache fields
   native_ok({{"prompt", "Once"}, {"mirostat", 0}, {"dry_multiplier", 0}, {"dynatemp_range", 0}, {"typical_p", 1},
-             {"top_n_sigma", -1}, {"adaptive_target", -1}, {"n_indent", 0}, {"t_max_predict_ms", 0},
+             {"top_n_sigma", -1}, {"adaptive_target", -1},
              {"post_sampling_probs", false}, {"xtc_probability", 0.5}, {"xtc_threshold", 0.6}, {"cache_prompt", true},
              {"id_slot", 3}, {"n_keep", 10}, {"samplers", "edkypmxt"}, {"min_keep", 1}});
   EXPECT_EQ(native_err({{"prompt", "Once"}, {"cache_prompt", "yes"}}).param, "cache_prompt");
@@ -292,4 +293,125 @@ TEST(LlamaResponse, CompletionProbabilities) {
   EXPECT_EQ(p[0]["top_logprobs"][1]["bytes"].size(), tok.token_to_piece(301).size());
   s.logprob = -INFINITY;  // JSON has no -inf
   EXPECT_EQ(native_probs_json(tok, {300}, {s}, 0)[0]["logprob"], -9999.0);
+}
+
+namespace {
+
+// The real Qwen3 tokenizer (tests/data/tokenizers/hf/qwen3), which has Qwen2.5-Coder's FIM tokens.
+std::shared_ptr<const Tokenizer> qwen3_tokenizer() {
+  static std::shared_ptr<const Tokenizer> tok = [] {
+    const std::string dir = test::temp_dir() + "/qwen3-tokenizer";
+    const std::string src = test::source_path("tests/data/tokenizers/hf/qwen3");
+    auto r = test::run_command("mkdir -p '" + dir + "' && gzip -dc '" + src + "/tokenizer.json.gz' > '" + dir +
+                               "/tokenizer.json' && cp '" + src + "/tokenizer_config.json' '" + dir + "/'");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto t = Tokenizer::from_hf_dir(dir);
+    EXPECT_TRUE(t.ok()) << t.error();
+    return std::shared_ptr<const Tokenizer>(*t);
+  }();
+  return tok;
+}
+
+std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
+  std::vector<int32_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(LlamaInfill, RepoLevelFimPromptOfTheModelsTokens) {
+  const Tokenizer& tok = *qwen3_tokenizer();
+  ASSERT_GE(tok.fim_pre_id(), 0);
+  ASSERT_GE(tok.fim_rep_id(), 0);
+  ASSERT_GE(tok.fim_sep_id(), 0);
+  EXPECT_EQ(tok.token_to_piece(tok.fim_pre_id()), "<|fim_prefix|>");
+  EXPECT_EQ(tok.token_to_piece(tok.fim_rep_id()), "<|repo_name|>");
+  auto ids = [&](const std::string& s) { return tok.encode(s, false, false); };
+  const json body = {{"input_prefix", "def add(a, b):\n    return"},
+                     {"input_suffix", "\n\nprint(add(1, 2))\n"},
+                     {"input_extra", {{{"filename", "util.py"}, {"text", "import math\n"}}, {{"text", "x = 1\n"}}}},
+                     {"prompt", " a"}};
+  const std::vector<int32_t> got = infill_prompt(body, tok, 4096, 64);
+  const std::vector<int32_t> want =
+      cat({{tok.fim_rep_id()}, ids("myproject\n"), {tok.fim_sep_id()}, ids("util.py\n"), ids("import math\n"),
+           {tok.fim_sep_id()}, ids("tmp\n"), ids("x = 1\n"), {tok.fim_sep_id()}, ids("filename\n"), {tok.fim_pre_id()},
+           ids("def add(a, b):\n    return"), tok.encode(" a", false, true), {tok.fim_suf_id()},
+           ids("\n\nprint(add(1, 2))\n"), {tok.fim_mid_id()}});
+  EXPECT_EQ(got, want);
+  // special-token text inside the code stays text
+  const auto guarded = infill_prompt({{"input_prefix", "<|fim_middle|>"}, {"input_suffix", ""}}, tok, 4096, 0);
+  EXPECT_EQ(std::count(guarded.begin(), guarded.end(), tok.fim_mid_id()), 1);
+}
+
+TEST(LlamaInfill, LongInputsKeepThePrefixEndAndTheSuffixStart) {
+  const Tokenizer& tok = *qwen3_tokenizer();
+  std::string prefix, suffix;
+  for (int i = 0; i < 200; ++i) prefix += "p" + std::to_string(i) + " ";
+  for (int i = 0; i < 200; ++i) suffix += "s" + std::to_string(i) + " ";
+  const auto pre = tok.encode(prefix, false, false), suf = tok.encode(suffix, false, false);
+  // a context of 128: a batch of 64, so the prefix's last 48 tokens and the suffix's first 14 (16 - 2)
+  const std::vector<int32_t> got = infill_prompt(
+      {{"input_prefix", prefix}, {"input_suffix", suffix}, {"input_extra", {{{"text", std::string(2000, 'x')}}}}}, tok,
+      128, 16);
+  const auto at_pre = std::find(got.begin(), got.end(), tok.fim_pre_id());
+  const auto at_suf = std::find(got.begin(), got.end(), tok.fim_suf_id());
+  ASSERT_NE(at_pre, got.end());
+  ASSERT_NE(at_suf, got.end());
+  EXPECT_EQ(std::vector<int32_t>(at_pre + 1, at_suf), std::vector<int32_t>(pre.end() - 48, pre.end()));
+  EXPECT_EQ(std::vector<int32_t>(at_suf + 1, got.end() - 1), std::vector<int32_t>(suf.begin(), suf.begin() + 14));
+  EXPECT_EQ(got.back(), tok.fim_mid_id());
+  // the extra files fill 128 - 64 - 2 * 16 = 32 tokens, their end
+  EXPECT_EQ(at_pre - got.begin(), 32);
+  EXPECT_LE(got.size(), 128u);
+}
+
+TEST(LlamaInfill, RefusalsNameTheProblem) {
+  const Tokenizer& qwen = *qwen3_tokenizer();
+  auto err = [&](const json& body, const Tokenizer& tok) {
+    try {
+      infill_prompt(body, tok, 512, 0);
+    } catch (const RequestError& e) {
+      return e.error;
+    }
+    ADD_FAILURE() << "accepted " << body.dump();
+    return ApiError{};
+  };
+  const ApiError none = err({{"input_prefix", "a"}, {"input_suffix", "b"}}, *stories_tokenizer());
+  EXPECT_EQ(none.status, 501);
+  EXPECT_NE(none.message.find("prefix token is missing"), std::string::npos);
+  EXPECT_EQ(err({{"input_suffix", "b"}}, qwen).param, "input_prefix");
+  EXPECT_EQ(err({{"input_prefix", "a"}}, qwen).param, "input_suffix");
+  EXPECT_EQ(err({{"input_prefix", 5.5}, {"input_suffix", "b"}}, qwen).param, "input_prefix");
+  EXPECT_EQ(err({{"input_prefix", "a"}, {"input_suffix", "b"}, {"input_extra", "x"}}, qwen).param, "input_extra");
+  EXPECT_EQ(err({{"input_prefix", "a"}, {"input_suffix", "b"}, {"input_extra", {{{"filename", "f"}}}}}, qwen).param,
+            "input_extra");
+  EXPECT_EQ(err({{"input_prefix", "a"}, {"input_suffix", "b"}, {"prompt", 1}}, qwen).param, "prompt");
+}
+
+TEST(LlamaRequest, NativeStopsIndentAndTime) {
+  NativeOptions o;
+  o.n_indent = 4;
+  // the first line continues the caller's line; later lines must keep the indentation
+  EXPECT_FALSE(native_stop("x = 1", o, 5));
+  EXPECT_FALSE(native_stop("x = 1\n    y = 2\n", o, 5));
+  EXPECT_FALSE(native_stop("x = 1\n    y = 2\n\n    z", o, 5));  // a blank line is not a dedent
+  EXPECT_FALSE(native_stop("x = 1\n  ", o, 5));                    // indentation still coming
+  EXPECT_EQ(native_stop("x = 1\n    y = 2\n  return", o, 5), std::optional<size_t>(18));  // cut before "return"
+  EXPECT_EQ(native_stop("x\nprint()", o, 5), std::optional<size_t>(2));
+  EXPECT_EQ(native_stop("x\n\tt\n", o, 5), std::optional<size_t>(3));  // a tab counts one
+  // the time limit ends a text that holds a newline, once it has passed
+  NativeOptions t;
+  t.t_max_predict_ms = 100;
+  EXPECT_FALSE(native_stop("no newline yet", t, 500));
+  EXPECT_FALSE(native_stop("a\nb", t, 99));
+  EXPECT_FALSE(native_stop("a\nb", t, -1));
+  EXPECT_EQ(native_stop("a\nb", t, 100), std::optional<size_t>(3));
+  EXPECT_FALSE(native_stop("a\nb", NativeOptions{}, 1e9));  // neither set
+  // both fields are mapped (and no longer refused)
+  const MappedRequest m = native_ok({{"prompt", "Once"}, {"n_indent", 4}, {"t_max_predict_ms", 250}, {"t_max_prompt_ms", 500}});
+  EXPECT_EQ(m.native.n_indent, 4);
+  EXPECT_EQ(m.native.t_max_predict_ms, 250);
+  EXPECT_EQ(m.native.generation_settings["n_indent"], 4);
+  EXPECT_EQ(native_err({{"prompt", "Once"}, {"n_indent", -1}}).param, "n_indent");
 }

@@ -3,6 +3,8 @@
 // prompts, n_predict 0, n_probs, /props, /slots, /apply-template, /tokenize "content", the spellings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -281,4 +283,91 @@ TEST(LlamaServer, NoSlotsTurnsTheSlotsRouteOff) {
   EXPECT_EQ(r->status, 501);
   EXPECT_NE(r->body.find("--no-slots"), std::string::npos) << r->body;
   srv->shutdown(5);
+}
+
+// n_indent (a dedented line ends the text) and /infill: 501 without FIM tokens; with them (a dummy
+// coder vocabulary, `tokenmill dummy --fim`), the model's FIM prompt, whole and streamed.
+TEST(LlamaServer, NIndentAndInfill) {
+  auto srv = make_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  // greedy: ", there was ... too high.\nLily's mom said" -- the line after the newline is not indented
+  const json cut = post(cli, "/completion",
+                        {{"prompt", "Once upon a time"}, {"n_predict", 120}, {"temperature", 0}, {"n_indent", 1}}, &status);
+  ASSERT_EQ(status, 200) << cut.dump();
+  const std::string want = expected_greedy();
+  const std::string text = cut["content"];
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n') << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_EQ("Once upon a time" + text, want.substr(0, 16 + text.size()));
+  EXPECT_EQ(cut["stop_type"], "limit");
+  // the same request streamed ends with the final result
+  auto sr = cli.Post("/completion",
+                     json({{"prompt", "Once upon a time"}, {"n_predict", 120}, {"temperature", 0}, {"n_indent", 1},
+                           {"stream", true}})
+                         .dump(),
+                     "application/json");
+  ASSERT_TRUE(sr);
+  bool done = false;
+  const auto ev = sse_events(sr->body, &done);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back()["stop"], true);
+  EXPECT_EQ(ev.back()["stop_type"], "limit");
+  std::string streamed;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) streamed += ev[i]["content"].get<std::string>();
+  EXPECT_EQ(streamed.substr(0, text.size()), text);  // (the token that showed the dedent may have been sent)
+  // no FIM tokens in stories260K's vocabulary
+  const json no = post(cli, "/infill", {{"input_prefix", "def f("}, {"input_suffix", ")"}}, &status);
+  EXPECT_EQ(status, 501) << no.dump();
+  EXPECT_EQ(no["error"]["type"], "not_supported_error");
+  srv->shutdown(5);
+
+  const std::string coder = test::temp_dir() + "/fim-coder.gguf";
+  auto w = test::run_command(test::tokenmill_binary() + " dummy --shape tiny-qwen3 --fim --dtype F32 -o " + coder);
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  ServerOptions o;
+  o.http.port = 0;
+  o.model_path = coder;
+  auto s = Server::create(o);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EngineConfig c;
+  c.model_path = coder;
+  c.threads = 1;
+  ASSERT_TRUE((*s)->attach_engine(test::make_engine(c), 0).ok());
+  httplib::Client fc("127.0.0.1", (*s)->port());
+  const json body = {{"input_prefix", "def f(x):\n    return"},
+                     {"input_suffix", "\n\nprint(f(2))\n"},
+                     {"input_extra", {{{"filename", "util.py"}, {"text", "import os\n"}}}},
+                     {"prompt", " x"},
+                     {"n_predict", 6},
+                     {"temperature", 0},
+                     {"return_tokens", true}};
+  const json r = post(fc, "/infill", body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  const std::string p = r["prompt"];
+  size_t at = 0;
+  for (const char* part : {"<|repo_name|>", "myproject", "<|file_sep|>", "util.py", "import", "<|file_sep|>", "filename",
+                           "<|fim_prefix|>", "def", "return", "x", "<|fim_suffix|>", "print", "<|fim_middle|>"}) {
+    const size_t next = p.find(part, at);
+    ASSERT_NE(next, std::string::npos) << part << " in " << p;
+    at = next + std::strlen(part);
+  }
+  EXPECT_EQ(p.size(), at);  // the prompt ends with <|fim_middle|>
+  EXPECT_LE(r["tokens_predicted"].get<int64_t>(), 6);
+  // streamed: the same tokens
+  json sb = body;
+  sb["stream"] = true;
+  auto st = fc.Post("/infill", sb.dump(), "application/json");
+  ASSERT_TRUE(st);
+  const auto sev = sse_events(st->body, &done);
+  std::vector<int32_t> toks;
+  for (const json& e : sev)
+    if (!e["stop"].get<bool>())
+      for (const json& t : e["tokens"]) toks.push_back(t.get<int32_t>());
+  EXPECT_EQ(json(toks), r["tokens"]);
+  EXPECT_EQ(post(fc, "/infill", {{"input_suffix", "x"}}, &status)["error"]["param"], "input_prefix");
+  EXPECT_EQ(status, 400);
+  (*s)->shutdown(5);
 }
