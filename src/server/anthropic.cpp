@@ -114,18 +114,13 @@ std::string stop_reason_of(const json& choice) {
   return "end_turn";
 }
 
-std::string message_id(const json& chat) {
-  std::string id = chat.value("id", "");
-  const std::string prefix = "chatcmpl-";
-  if (id.compare(0, prefix.size(), prefix) == 0) id = id.substr(prefix.size());
-  return "msg_" + id;
-}
+std::string message_id(const json& chat) { return "msg_" + chat_id_suffix(chat); }
 
-json usage_of(int64_t prompt, int64_t cached, int64_t output) {
-  return json{{"input_tokens", prompt - cached},
+json usage_of(const ChatUsage& u, bool with_output = true) {
+  return json{{"input_tokens", u.prompt - u.cached},
               {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", cached},
-              {"output_tokens", output}};
+              {"cache_read_input_tokens", u.cached},
+              {"output_tokens", with_output ? u.completion : 0}};
 }
 
 std::string event(const char* name, const json& data) {
@@ -212,8 +207,8 @@ json chat_to_anthropic(const json& chat) {
       content.push_back({{"type", "tool_use"}, {"id", tc.value("id", "")}, {"name", tc["function"].value("name", "")},
                          {"input", std::move(input)}});
     }
-  const json& u = chat.at("usage");
-  const int64_t cached = u.contains("prompt_tokens_details") ? u["prompt_tokens_details"].value("cached_tokens", 0) : 0;
+  ChatUsage u;
+  u.update(chat.at("usage"));
   const std::string stop = stop_reason_of(choice);
   return json{{"id", message_id(chat)},
               {"type", "message"},
@@ -222,7 +217,7 @@ json chat_to_anthropic(const json& chat) {
               {"content", std::move(content)},
               {"stop_reason", stop},
               {"stop_sequence", stop == "stop_sequence" ? choice["stop_reason"] : json(nullptr)},
-              {"usage", usage_of(u.value("prompt_tokens", 0), cached, u.value("completion_tokens", 0))}};
+              {"usage", usage_of(u)}};
 }
 
 json anthropic_error(const ApiError& e) {
@@ -265,32 +260,24 @@ std::string AnthropicStream::start(const json& c) {
                                    {"content", json::array()},
                                    {"stop_reason", nullptr},
                                    {"stop_sequence", nullptr},
-                                   {"usage", usage_of(input_tokens_, cached_tokens_, 0)}}}});
+                                   {"usage", usage_of(usage_, /*with_output=*/false)}}}});
 }
 
 std::string AnthropicStream::chunk(const json& c) {
   if (finished_ || !c.is_object()) return "";
-  if (const json* u = field(c, "usage"); u && u->is_object()) {
-    input_tokens_ = u->value("prompt_tokens", input_tokens_);
-    output_tokens_ = u->value("completion_tokens", output_tokens_);
-    if (u->contains("prompt_tokens_details") && (*u)["prompt_tokens_details"].is_object())
-      cached_tokens_ = (*u)["prompt_tokens_details"].value("cached_tokens", cached_tokens_);
-  }
+  if (const json* u = field(c, "usage")) usage_.update(*u);
   std::string out;
   if (!started_) out += start(c);
   if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty()) return out;
   const json& choice = c["choices"][0];
   const json delta = choice.value("delta", json::object());
-  auto text_field = [&](const char* key) -> std::string {
-    return delta.contains(key) && delta[key].is_string() ? delta[key].get<std::string>() : std::string();
-  };
-  if (const std::string r = text_field("reasoning_content"); !r.empty()) {
+  if (const std::string r = string_field(delta, "reasoning_content"); !r.empty()) {
     if (block_ != Block::Thinking) out += open(Block::Thinking, {{"type", "thinking"}, {"thinking", ""}});
     out += event("content_block_delta", {{"type", "content_block_delta"},
                                          {"index", index_},
                                          {"delta", {{"type", "thinking_delta"}, {"thinking", r}}}});
   }
-  if (const std::string t = text_field("content"); !t.empty()) {
+  if (const std::string t = string_field(delta, "content"); !t.empty()) {
     if (block_ != Block::Text) out += open(Block::Text, {{"type", "text"}, {"text", ""}});
     out += event("content_block_delta",
                  {{"type", "content_block_delta"}, {"index", index_}, {"delta", {{"type", "text_delta"}, {"text", t}}}});
@@ -308,8 +295,7 @@ std::string AnthropicStream::chunk(const json& c) {
                                      {"name", fn.value("name", "")},
                                      {"input", json::object()}});
       }
-      const std::string args = fn.contains("arguments") && fn["arguments"].is_string() ? fn["arguments"].get<std::string>() : "";
-      if (!args.empty())
+      if (const std::string args = string_field(fn, "arguments"); !args.empty())
         out += event("content_block_delta", {{"type", "content_block_delta"},
                                              {"index", index_},
                                              {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
@@ -320,7 +306,7 @@ std::string AnthropicStream::chunk(const json& c) {
     out += event("message_delta",
                  {{"type", "message_delta"},
                   {"delta", {{"stop_reason", stop}, {"stop_sequence", stop == "stop_sequence" ? choice["stop_reason"] : json(nullptr)}}},
-                  {"usage", {{"output_tokens", output_tokens_}}}});
+                  {"usage", {{"output_tokens", usage_.completion}}}});
     out += event("message_stop", {{"type", "message_stop"}});
     finished_ = true;
   }

@@ -16,10 +16,10 @@
 //   input_json_delta) / _stop, message_delta (stop_reason, usage), message_stop.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "server/api_error.h"
+#include "server/chat_adapter.h"
 
 namespace tmill::server {
 
@@ -52,9 +52,7 @@ class AnthropicStream {
   int index_ = -1;           // the open (or last) content block's index
   int tool_index_ = -1;      // the chat tool call the open tool_use block carries
   std::string id_, model_;
-  int64_t input_tokens_ = 0, cached_tokens_ = 0, output_tokens_ = 0;
-  std::optional<std::string> stop_reason_;
-  json stop_sequence_ = nullptr;
+  ChatUsage usage_;
 };
 
 }  // namespace tmill::server

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "server/openai_response.h"
+#include "server/request_fields.h"
 
 namespace tmill::server {
 
@@ -58,6 +59,23 @@ HttpResponse adapt_chat_response(HttpResponse res, ChatAdapter adapter) {
     res.body = dump_json(adapter.error(res.status, j));
   }
   return res;
+}
+
+void ChatUsage::update(const json& u) {
+  if (!u.is_object()) return;
+  prompt = u.value("prompt_tokens", prompt);
+  completion = u.value("completion_tokens", completion);
+  if (const json* d = field(u, "prompt_tokens_details"); d && d->is_object()) cached = d->value("cached_tokens", cached);
+}
+
+std::string chat_id_suffix(const json& chat) {
+  std::string id = chat.is_object() ? chat.value("id", "") : "";
+  const std::string prefix = "chatcmpl-";
+  return id.compare(0, prefix.size(), prefix) == 0 ? id.substr(prefix.size()) : id;
+}
+
+std::string string_field(const json& obj, const char* key) {
+  return obj.is_object() && obj.contains(key) && obj[key].is_string() ? obj[key].get<std::string>() : std::string();
 }
 
 }  // namespace tmill::server

@@ -20,4 +20,12 @@ struct ChatAdapter {
 
 HttpResponse adapt_chat_response(HttpResponse res, ChatAdapter adapter);
 
+// Reading chat results and chunks (the adapters' common ground).
+struct ChatUsage {
+  int64_t prompt = 0, cached = 0, completion = 0;
+  void update(const json& usage);  // a chat "usage" object (absent fields keep their values)
+};
+std::string chat_id_suffix(const json& chat);                  // its "id" without "chatcmpl-"
+std::string string_field(const json& obj, const char* key);     // "" when absent or not a string
+
 }  // namespace tmill::server

@@ -154,18 +154,12 @@ json convert_text_format(const json& text) {
   throw_bad_request(fmt::format("text.format type '{}' is not one of text, json_object, json_schema", type), "text");
 }
 
-std::string suffix_id(const json& chat) {
-  std::string id = chat.value("id", "");
-  const std::string prefix = "chatcmpl-";
-  return id.compare(0, prefix.size(), prefix) == 0 ? id.substr(prefix.size()) : id;
-}
-
-json usage_json_of(int64_t input, int64_t cached, int64_t output) {
-  return json{{"input_tokens", input},
-              {"input_tokens_details", {{"cached_tokens", cached}}},
-              {"output_tokens", output},
+json usage_json_of(const ChatUsage& u) {
+  return json{{"input_tokens", u.prompt},
+              {"input_tokens_details", {{"cached_tokens", u.cached}}},
+              {"output_tokens", u.completion},
               {"output_tokens_details", {{"reasoning_tokens", 0}}},
-              {"total_tokens", input + output}};
+              {"total_tokens", u.prompt + u.completion}};
 }
 
 json text_part(const std::string& text) {
@@ -272,7 +266,7 @@ json response_settings(const json& body) {
 json chat_to_response(const json& chat, const json& settings) {
   const json& choice = chat.at("choices").at(0);
   const json& msg = choice.at("message");
-  const std::string id = suffix_id(chat);
+  const std::string id = chat_id_suffix(chat);
   json output = json::array();
   if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string() &&
       !msg["reasoning_content"].get<std::string>().empty())
@@ -284,8 +278,8 @@ json chat_to_response(const json& chat, const json& settings) {
     for (const json& tc : msg["tool_calls"])
       output.push_back(call_item(fmt::format("fc_{}_{}", id, k++), tc, tc["function"].value("arguments", ""), "completed"));
   }
-  const json& u = chat.at("usage");
-  const int64_t cached = u.contains("prompt_tokens_details") ? u["prompt_tokens_details"].value("cached_tokens", 0) : 0;
+  ChatUsage u;
+  u.update(chat.at("usage"));
   const bool incomplete = choice.value("finish_reason", "") == "length";
   json res = json{{"id", "resp_" + id},
                   {"object", "response"},
@@ -294,7 +288,7 @@ json chat_to_response(const json& chat, const json& settings) {
                   {"incomplete_details", incomplete ? json{{"reason", "max_output_tokens"}} : json(nullptr)},
                   {"model", chat.value("model", "")},
                   {"output", std::move(output)},
-                  {"usage", usage_json_of(u.value("prompt_tokens", 0), cached, u.value("completion_tokens", 0))}};
+                  {"usage", usage_json_of(u)}};
   for (auto it = settings.begin(); it != settings.end(); ++it) res[it.key()] = it.value();  // after the result's own
   return res;
 }
@@ -316,7 +310,7 @@ json ResponsesStream::response_object(const char* status) const {
                   {"output", output_},
                   {"usage", std::string(status) == "in_progress"
                                 ? json(nullptr)
-                                : usage_json_of(input_tokens_, cached_tokens_, output_tokens_)}};
+                                : usage_json_of(usage_)}};
   for (auto it = settings_.begin(); it != settings_.end(); ++it) res[it.key()] = it.value();
   return res;
 }
@@ -377,16 +371,11 @@ std::string ResponsesStream::close() {
 
 std::string ResponsesStream::chunk(const json& c) {
   if (finished_ || !c.is_object()) return "";
-  if (const json* u = field(c, "usage"); u && u->is_object()) {
-    input_tokens_ = u->value("prompt_tokens", input_tokens_);
-    output_tokens_ = u->value("completion_tokens", output_tokens_);
-    if (u->contains("prompt_tokens_details") && (*u)["prompt_tokens_details"].is_object())
-      cached_tokens_ = (*u)["prompt_tokens_details"].value("cached_tokens", cached_tokens_);
-  }
+  if (const json* u = field(c, "usage")) usage_.update(*u);
   std::string out;
   if (!started_) {
     started_ = true;
-    id_ = "resp_" + suffix_id(c);
+    id_ = "resp_" + chat_id_suffix(c);
     model_ = c.value("model", "");
     created_ = c.value("created", now_unix());
     out += emit("response.created", {{"response", response_object("in_progress")}});
@@ -395,16 +384,13 @@ std::string ResponsesStream::chunk(const json& c) {
   if (!c.contains("choices") || !c["choices"].is_array() || c["choices"].empty()) return out;
   const json& choice = c["choices"][0];
   const json delta = choice.value("delta", json::object());
-  auto text_field = [&](const char* key) -> std::string {
-    return delta.contains(key) && delta[key].is_string() ? delta[key].get<std::string>() : std::string();
-  };
-  if (const std::string r = text_field("reasoning_content"); !r.empty()) {
+  if (const std::string r = string_field(delta, "reasoning_content"); !r.empty()) {
     if (item_ != Item::Reasoning) out += open(Item::Reasoning);
     text_ += r;
     out += emit("response.reasoning_text.delta",
                 {{"item_id", item_id_}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", r}});
   }
-  if (const std::string t = text_field("content"); !t.empty()) {
+  if (const std::string t = string_field(delta, "content"); !t.empty()) {
     if (item_ != Item::Message) out += open(Item::Message);
     text_ += t;
     out += emit("response.output_text.delta", {{"item_id", item_id_},
@@ -423,9 +409,7 @@ std::string ResponsesStream::chunk(const json& c) {
         continue;  // the rest of a call whose item is closed
       }
       const json fn = tc.value("function", json::object());
-      const std::string args =
-          fn.contains("arguments") && fn["arguments"].is_string() ? fn["arguments"].get<std::string>() : "";
-      if (!args.empty()) {
+      if (const std::string args = string_field(fn, "arguments"); !args.empty()) {
         text_ += args;
         out += emit("response.function_call_arguments.delta",
                     {{"item_id", item_id_}, {"output_index", output_.size()}, {"delta", args}});

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/chat_adapter.h"
 
 namespace tmill::server {
 
@@ -64,7 +65,8 @@ class ResponsesStream {
   std::string id_, model_, item_id_, text_;  // text_: the open item's text or arguments so far
   json call_;                                // the open function_call's item
   json output_ = json::array();              // finished items
-  int64_t created_ = 0, input_tokens_ = 0, cached_tokens_ = 0, output_tokens_ = 0;
+  int64_t created_ = 0;
+  ChatUsage usage_;
   std::string incomplete_;                   // "max_output_tokens" when the chat chunk says length
 };
 

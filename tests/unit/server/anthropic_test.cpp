@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "server/anthropic.h"
 #include "server/server.h"
-#include "server_test_engine.h"
+#include "server_http_client.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -17,30 +17,7 @@ using namespace tmill::server;
 namespace {
 
 ApiError translate_err(const json& body) {
-  try {
-    anthropic_to_chat(body);
-  } catch (const RequestError& e) {
-    return e.error;
-  }
-  ADD_FAILURE() << "accepted: " << body.dump();
-  return {};
-}
-
-// Every "event: NAME\ndata: {...}" of an Anthropic stream, as (name, data).
-std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
-  std::vector<std::pair<std::string, json>> out;
-  size_t at = 0;
-  while ((at = sse.find("event: ", at)) != std::string::npos) {
-    const size_t nl = sse.find('\n', at);
-    const std::string name = sse.substr(at + 7, nl - at - 7);
-    EXPECT_EQ(sse.compare(nl + 1, 6, "data: "), 0);
-    const size_t end = sse.find("\n\n", nl);
-    const json data = json::parse(sse.substr(nl + 7, end - nl - 7));
-    EXPECT_EQ(data["type"], name);
-    out.emplace_back(name, data);
-    at = end;
-  }
-  return out;
+  return test::request_error([&] { anthropic_to_chat(body); }, body.dump());
 }
 
 const json kWeatherTool = {{"name", "get_weather"},
@@ -207,7 +184,7 @@ TEST(Anthropic, StreamTranslatorOpensAndClosesBlocksInOrder) {
   sse += s.chunk(chunk(json::object(), "tool_calls"));
   EXPECT_TRUE(s.finished());
   EXPECT_EQ(s.chunk(chunk({{"content", "late"}})), "");  // nothing after message_stop
-  const auto ev = events_of(sse);
+  const auto ev = test::named_events(sse);
   std::vector<std::string> names;
   for (const auto& [n, d] : ev) names.push_back(n);
   const std::vector<std::string> want = {
@@ -231,7 +208,7 @@ TEST(Anthropic, StreamTranslatorOpensAndClosesBlocksInOrder) {
   EXPECT_EQ(ev[15].second["usage"]["output_tokens"], 3);
   // an error event ends the stream
   AnthropicStream t;
-  const auto err = events_of(t.error({{"error", {{"message", "too slow"}, {"code", "request_timeout"}}}}));
+  const auto err = test::named_events(t.error({{"error", {{"message", "too slow"}, {"code", "request_timeout"}}}}));
   ASSERT_EQ(err.size(), 1u);
   EXPECT_EQ(err[0].second["error"]["message"], "too slow");
   EXPECT_TRUE(t.finished());
@@ -241,24 +218,11 @@ namespace {
 
 std::unique_ptr<Server> make_server(std::vector<std::string> keys = {}) {
   ServerOptions o;
-  o.http.port = 0;
-  o.model_path = test::stories_model();
-  o.version = "test";
   o.api_keys = std::move(keys);
-  auto s = Server::create(o);
-  EXPECT_TRUE(s.ok()) << s.error();
-  if (!s.ok()) return nullptr;
-  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(), 0).ok());
-  return std::move(s).value();
+  return test::stories_server(o);
 }
 
-json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
-  auto r = cli.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(r) << path;
-  if (!r) return json();
-  *status = r->status;
-  return json::parse(r->body);
-}
+using test::post_json;
 
 }  // namespace
 
@@ -268,9 +232,9 @@ TEST(AnthropicServer, TextWholeAndStreamedMatchTheChatRoute) {
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
   const json msgs = {{{"role", "user"}, {"content", "Once upon a time"}}};
-  const json chat = post(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 16}, {"temperature", 0}}, &status);
+  const json chat = post_json(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 16}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200);
-  const json a = post(cli, "/v1/messages",
+  const json a = post_json(cli, "/v1/messages",
                       {{"model", "stories260K"}, {"messages", msgs}, {"max_tokens", 16}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200) << a.dump();
   EXPECT_EQ(a["type"], "message");
@@ -286,7 +250,7 @@ TEST(AnthropicServer, TextWholeAndStreamedMatchTheChatRoute) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
   EXPECT_EQ(r->body.find("[DONE]"), std::string::npos);
-  const auto ev = events_of(r->body);
+  const auto ev = test::named_events(r->body);
   ASSERT_GE(ev.size(), 5u) << r->body;
   EXPECT_EQ(ev.front().first, "message_start");
   EXPECT_EQ(ev.back().first, "message_stop");
@@ -296,15 +260,15 @@ TEST(AnthropicServer, TextWholeAndStreamedMatchTheChatRoute) {
   EXPECT_EQ(text, a["content"][0]["text"]);
   EXPECT_EQ(ev[ev.size() - 2].second["usage"]["output_tokens"], 16);
   // count_tokens: the prompt the chat route would compute
-  const json n = post(cli, "/v1/messages/count_tokens", {{"messages", msgs}}, &status);
+  const json n = post_json(cli, "/v1/messages/count_tokens", {{"messages", msgs}}, &status);
   ASSERT_EQ(status, 200) << n.dump();
   EXPECT_EQ(n["input_tokens"], chat["usage"]["prompt_tokens"]);
   // errors in Anthropic's shape
-  const json bad = post(cli, "/v1/messages", {{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}, &status);
+  const json bad = post_json(cli, "/v1/messages", {{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(bad["type"], "error");
   EXPECT_EQ(bad["error"]["type"], "invalid_request_error");
-  const json other = post(cli, "/v1/messages", {{"model", "claude-x"}, {"messages", msgs}, {"max_tokens", 2}}, &status);
+  const json other = post_json(cli, "/v1/messages", {{"model", "claude-x"}, {"messages", msgs}, {"max_tokens", 2}}, &status);
   EXPECT_EQ(status, 404);
   EXPECT_EQ(other["error"]["type"], "not_found_error");
   srv->shutdown(5);
@@ -316,7 +280,7 @@ TEST(AnthropicServer, ForcedToolUseWholeStreamedAndItsResultRoundTrip) {
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
   const json msgs = {{{"role", "user"}, {"content", "Weather in Paris?"}}};
-  const json a = post(cli, "/v1/messages",
+  const json a = post_json(cli, "/v1/messages",
                       {{"messages", msgs}, {"max_tokens", 60}, {"temperature", 0}, {"tools", {kWeatherTool}},
                        {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}}},
                       &status);
@@ -337,7 +301,7 @@ TEST(AnthropicServer, ForcedToolUseWholeStreamedAndItsResultRoundTrip) {
                         .dump(),
                     "application/json");
   ASSERT_TRUE(r);
-  const auto ev = events_of(r->body);
+  const auto ev = test::named_events(r->body);
   std::string args;
   int tool_blocks = 0;
   for (const auto& [n, d] : ev) {
@@ -355,10 +319,10 @@ TEST(AnthropicServer, ForcedToolUseWholeStreamedAndItsResultRoundTrip) {
                       {{"role", "assistant"}, {"content", {use}}},
                       {{"role", "user"},
                        {"content", {{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "Sunny, 21 C"}}}}}};
-  const json b = post(cli, "/v1/messages", {{"messages", turn2}, {"max_tokens", 5}, {"tools", {kWeatherTool}}}, &status);
+  const json b = post_json(cli, "/v1/messages", {{"messages", turn2}, {"max_tokens", 5}, {"tools", {kWeatherTool}}}, &status);
   ASSERT_EQ(status, 200) << b.dump();
-  const json n1 = post(cli, "/v1/messages/count_tokens", {{"messages", msgs}, {"tools", {kWeatherTool}}}, &status);
-  const json n2 = post(cli, "/v1/messages/count_tokens", {{"messages", turn2}, {"tools", {kWeatherTool}}}, &status);
+  const json n1 = post_json(cli, "/v1/messages/count_tokens", {{"messages", msgs}, {"tools", {kWeatherTool}}}, &status);
+  const json n2 = post_json(cli, "/v1/messages/count_tokens", {{"messages", turn2}, {"tools", {kWeatherTool}}}, &status);
   EXPECT_GT(n2["input_tokens"].get<int64_t>(), n1["input_tokens"].get<int64_t>() + 5);  // the call and result are in it
   srv->shutdown(5);
 }

@@ -12,7 +12,7 @@
 
 #include "engine/engine.h"
 #include "server/server.h"
-#include "server_test_engine.h"
+#include "server_http_client.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -23,22 +23,11 @@ namespace {
 std::unique_ptr<Server> make_server(int max_num_seqs = 8, bool slots = true) {
   ServerOptions o;
   o.slots_endpoint = slots;
-  o.http.port = 0;
-  o.model_path = test::stories_model();
-  o.version = "test";
-  auto s = Server::create(o);
-  EXPECT_TRUE(s.ok()) << s.error();
-  if (!s.ok()) return nullptr;
-  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(1, max_num_seqs), 0).ok());
-  return std::move(s).value();
+  return test::stories_server(o, max_num_seqs);
 }
 
 json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
-  auto r = cli.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(r) << path;
-  if (!r) return json();
-  *status = r->status;
-  return json::parse(r->body);
+  return test::post_json(cli, path, body, status);
 }
 
 std::string expected_greedy() {
@@ -48,20 +37,7 @@ std::string expected_greedy() {
   return ss.str();
 }
 
-// The "data: {...}" events of an SSE body, parsed; *done set when a "data: [DONE]" came.
-std::vector<json> sse_events(const std::string& body, bool* done) {
-  std::vector<json> out;
-  *done = false;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    const std::string data = body.substr(at + 6, end - at - 6);
-    if (data == "[DONE]") *done = true;
-    else out.push_back(json::parse(data));
-    at = end;
-  }
-  return out;
-}
+std::vector<json> sse_events(const std::string& body, bool* done) { return test::data_events(body, done); }
 
 }  // namespace
 

@@ -9,7 +9,7 @@
 #include "engine/engine.h"
 #include "server/responses.h"
 #include "server/server.h"
-#include "server_test_engine.h"
+#include "server_http_client.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -18,27 +18,11 @@ using namespace tmill::server;
 namespace {
 
 ApiError translate_err(const json& body) {
-  try {
-    responses_to_chat(body);
-  } catch (const RequestError& e) {
-    return e.error;
-  }
-  ADD_FAILURE() << "accepted: " << body.dump();
-  return {};
+  return test::request_error([&] { responses_to_chat(body); }, body.dump());
 }
 
 std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
-  std::vector<std::pair<std::string, json>> out;
-  size_t at = 0;
-  while ((at = sse.find("event: ", at)) != std::string::npos) {
-    const size_t nl = sse.find('\n', at);
-    const std::string name = sse.substr(at + 7, nl - at - 7);
-    const size_t end = sse.find("\n\n", nl);
-    const json data = json::parse(sse.substr(nl + 7, end - nl - 7));
-    EXPECT_EQ(data["type"], name);
-    out.emplace_back(name, data);
-    at = end;
-  }
+  auto out = test::named_events(sse);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].second["sequence_number"], i);
   return out;
 }
@@ -238,24 +222,10 @@ TEST(Responses, StreamTranslatorEventsAndItems) {
 
 namespace {
 
-std::unique_ptr<Server> make_server() {
-  ServerOptions o;
-  o.http.port = 0;
-  o.model_path = test::stories_model();
-  o.version = "test";
-  auto s = Server::create(o);
-  EXPECT_TRUE(s.ok()) << s.error();
-  if (!s.ok()) return nullptr;
-  EXPECT_TRUE((*s)->attach_engine(test::stories_engine(), 0).ok());
-  return std::move(s).value();
-}
+std::unique_ptr<Server> make_server() { return test::stories_server(); }
 
 json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
-  auto r = cli.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(r) << path;
-  if (!r) return json();
-  *status = r->status;
-  return json::parse(r->body);
+  return test::post_json(cli, path, body, status);
 }
 
 }  // namespace
