@@ -234,8 +234,16 @@ MappedRequest detail::map_completions(const json& body, const ServerContext& ctx
   if (m.echo && m.logprobs)
     throw_bad_request("'echo' with 'logprobs' needs prompt logprobs, which this server does not compute",
                       "logprobs");
-  if (auto suffix = opt_string(body, "suffix"); suffix && !suffix->empty())
-    throw_bad_request("'suffix' is not supported", "suffix");
+  // suffix (OpenAI's insertion): the model writes what goes between prompt and suffix, through its
+  // fill-in-the-middle tokens: [BOS] [PRE] prompt [SUF] suffix [MID] (the suffix's text stays text).
+  std::vector<int32_t> suffix_ids;
+  if (auto suffix = opt_string(body, "suffix"); suffix && !suffix->empty()) {
+    const Tokenizer& t = *ctx.tokenizer;
+    if (t.fim_pre_id() < 0 || t.fim_suf_id() < 0 || t.fim_mid_id() < 0)
+      throw_bad_request("'suffix' needs a model with fill-in-the-middle tokens, which this model lacks", "suffix");
+    if (m.echo) throw_bad_request("'echo' cannot be combined with 'suffix'", "echo");
+    suffix_ids = t.encode(*suffix, false, false);
+  }
   const auto max_tokens = opt_int(body, "max_tokens", INT32_MIN, INT32_MAX);
   m.max_tokens_given = max_tokens.has_value();
   const bool add_special = opt_bool(body, "add_special_tokens").value_or(true);
@@ -297,6 +305,19 @@ MappedRequest detail::map_completions(const json& body, const ServerContext& ctx
       throw_bad_request(fmt::format("'prompt' has more than {} prompts", ctx.max_prompts), "prompt");
     for (const json& v : *pr) m.prompts.push_back(one_prompt(v));
   }
+  if (!suffix_ids.empty())  // (an empty suffix: a plain completion)
+    for (MappedPrompt& p : m.prompts) {
+      std::vector<int32_t>& ids = p.request.prompt;
+      const bool bos = !ids.empty() && ids.front() == tok.bos_id() && tok.bos_id() >= 0;
+      std::vector<int32_t> fim;
+      if (bos) fim.push_back(tok.bos_id());
+      fim.push_back(tok.fim_pre_id());
+      fim.insert(fim.end(), ids.begin() + (bos ? 1 : 0), ids.end());
+      fim.push_back(tok.fim_suf_id());
+      fim.insert(fim.end(), suffix_ids.begin(), suffix_ids.end());
+      fim.push_back(tok.fim_mid_id());
+      ids = std::move(fim);
+    }
   for (MappedPrompt& p : m.prompts) finish_prompt(body, ctx, kind, max_tokens, p);
   return m;
 }

@@ -415,3 +415,27 @@ TEST(LlamaRequest, NativeStopsIndentAndTime) {
   EXPECT_EQ(m.native.generation_settings["n_indent"], 4);
   EXPECT_EQ(native_err({{"prompt", "Once"}, {"n_indent", -1}}).param, "n_indent");
 }
+
+// /v1/completions' suffix (OpenAI's insertion) through the model's FIM tokens.
+TEST(LlamaInfill, CompletionsSuffixIsAFimPrompt) {
+  ServerContext c = context();
+  c.tokenizer = qwen3_tokenizer();
+  c.n_vocab = c.tokenizer->n_vocab();
+  c.max_model_len = 256;
+  const Tokenizer& tok = *c.tokenizer;
+  ApiError err;
+  auto m = map_completion_request({{"prompt", "def add(a, b):\n    return"}, {"suffix", "\n\nprint(add(1, 2))"},
+                                   {"max_tokens", 8}},
+                                  c, &err);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const std::vector<int32_t> want = cat({{tok.fim_pre_id()}, tok.encode("def add(a, b):\n    return", true, true),
+                                         {tok.fim_suf_id()}, tok.encode("\n\nprint(add(1, 2))", false, false),
+                                         {tok.fim_mid_id()}});
+  EXPECT_EQ(m->prompts.at(0).request.prompt, want);
+  // an empty suffix is a plain completion; echo with a suffix is refused
+  auto plain = map_completion_request({{"prompt", "x = "}, {"suffix", ""}, {"max_tokens", 2}}, c, &err);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->prompts.at(0).request.prompt, tok.encode("x = ", true, true));
+  EXPECT_FALSE(map_completion_request({{"prompt", "x"}, {"suffix", "y"}, {"echo", true}}, c, &err).ok());
+  EXPECT_EQ(err.param, "echo");
+}

@@ -221,7 +221,7 @@ TEST(CompletionMapping, WrongTypesAndRangesAre400WithTheParam) {
       {R"({"prompt":"x","user":5})", "user"},
       {R"({"prompt":"x","priority":3})", "priority"},
       {R"({"prompt":"x","stop_token_ids":[100000]})", "stop_token_ids"},
-      {R"({"prompt":"x","suffix":"tail"})", "suffix"},
+      {R"({"prompt":"x","suffix":"tail"})", "suffix"},  // stories260K has no fill-in-the-middle tokens
       {R"({"prompt":"x","best_of":3})", "best_of"},
       {R"({"prompt":"x","response_format":{"type":"xml"}})", "response_format"},
       {R"({"prompt":"x","echo":true,"logprobs":1})", "logprobs"},
