@@ -92,7 +92,8 @@ TEST(LlamaRequest, SamplingFieldsAndLlamaServersDefaults) {
   ServerContext c = context();
   c.defaults.temperature = 0.3f;
   c.defaults.top_k = 7;
-  const SamplingParams& cs = req0(native_ok({{"prompt", "Once"}}, c)).sampling;
+  const MappedRequest cm = native_ok({{"prompt", "Once"}}, c);
+  const SamplingParams& cs = req0(cm).sampling;
   EXPECT_FLOAT_EQ(cs.temperature, 0.3f);
   EXPECT_EQ(cs.top_k, 7);
   EXPECT_FLOAT_EQ(cs.top_p, kLlamaTopP);
