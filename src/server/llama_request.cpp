@@ -244,8 +244,7 @@ Result<MappedRequest> map_native_completion_request(const json& body, const Serv
         if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
         refuse_unsupported(body);
         json o = body;  // the fields both APIs share (prompt, temperature, top_k, stop, ...) pass as they are
-        for (const char* gone : {"n_predict", "max_completion_tokens", "n_probs", "repeat_penalty", "n_cmpl", "echo",
-                                 "suffix"})
+        for (const char* gone : {"n_predict", "max_completion_tokens", "n_probs", "repeat_penalty", "n_cmpl", "echo"})
           o.erase(gone);
         // n_predict wins over its aliases max_tokens and max_completion_tokens.
         std::optional<int64_t> n_predict = opt_int(body, "n_predict", -1, INT32_MAX);

@@ -63,6 +63,15 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/v1/messages/count_tokens", false, true, kKey, true, false, &Server::route_count_tokens},
     {"/v1/responses", false, true, kKey, true, true, &Server::route_responses},  // OpenAI's Responses API
     {"/responses", false, true, kKey, true, true, &Server::route_responses},
+    // Ollama's API (routes_ollama.cpp).
+    {"/api/chat", false, true, kKey, true, true, &Server::route_ollama_chat},
+    {"/api/generate", false, true, kKey, true, true, &Server::route_ollama_generate},
+    {"/api/embed", false, true, kKey, true, true, &Server::route_ollama_embed},
+    {"/api/embeddings", false, true, kKey, true, true, &Server::route_ollama_embed},
+    {"/api/show", false, true, kKey, true, false, &Server::route_ollama_show},
+    {"/api/tags", false, false, kKey, true, false, &Server::route_ollama_tags},
+    {"/api/ps", false, false, kKey, true, false, &Server::route_ollama_ps},
+    {"/api/version", false, false, kOpen, false, false, &Server::route_ollama_version},
     {"/v1/completions", false, true, kKey, true, true, &Server::route_completions},
     // llama-server's own API (routes_llama.cpp).
     {"/completion", false, true, kKey, true, true, &Server::route_native_completion},

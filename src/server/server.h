@@ -29,6 +29,7 @@
 #include "server/history_compression.h"
 #include "server/http.h"
 #include "server/model_registry.h"
+#include "server/ollama.h"
 #include "server/openai_request.h"
 #include "server/router.h"
 #include "server/server_metrics.h"
@@ -214,6 +215,15 @@ class Server final : public HttpHandler {
   HttpResponse route_messages(HttpRequest& req);
   HttpResponse route_count_tokens(HttpRequest& req);
   HttpResponse route_responses(HttpRequest& req);  // OpenAI's Responses API (responses.h), the same way
+  // Ollama's API (routes_ollama.cpp, ollama.h).
+  HttpResponse handle_ollama(HttpRequest& req, OllamaKind kind);
+  HttpResponse route_ollama_chat(HttpRequest& req) { return handle_ollama(req, OllamaKind::Chat); }
+  HttpResponse route_ollama_generate(HttpRequest& req) { return handle_ollama(req, OllamaKind::Generate); }
+  HttpResponse route_ollama_tags(HttpRequest& req);
+  HttpResponse route_ollama_ps(HttpRequest& req);
+  HttpResponse route_ollama_version(HttpRequest& req);
+  HttpResponse route_ollama_show(HttpRequest& req);
+  HttpResponse route_ollama_embed(HttpRequest& req);
   HttpResponse handle_generate(HttpRequest& req, ApiKind kind);
   HttpResponse generate(HttpRequest& req, ApiKind kind, Target& t);
   HttpResponse route_tokenize(HttpRequest& req);

@@ -1,12 +1,14 @@
 // The other APIs tokenmill serves, through their own official clients where one exists: Anthropic's
 // Messages API with @anthropic-ai/sdk (create, stream, countTokens, a forced tool call and its
-// result), OpenAI's Responses API with the openai client (create, stream, a function call), and
-// llama-server's native /completion (no client library: plain fetch, as its users call it). Each
-// answer is checked against the chat route's greedy text on the same prompt.
+// result), OpenAI's Responses API with the openai client (create, stream, a function call), Ollama's
+// API with the ollama client (chat, generate, list, show, version), and llama-server's native
+// /completion (no client library: plain fetch, as its users call it). Each answer is checked against
+// the chat route's greedy text on the same prompt.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { Ollama } from 'ollama';
 import { startServer } from './lib/server.mjs';
 
 let server;
@@ -221,4 +223,40 @@ test("llama-server's /completion: the chat-free greedy text, streamed without [D
   assert.equal(events.at(-1).stop, true);
   const props = await (await fetch(`${server.url}/props`, { headers })).json();
   assert.equal(props.model_alias, MODEL);
+});
+
+test('ollama client: chat (streamed and not), generate, list, show, version', async () => {
+  const want = await chatText(12);
+  const ollama = new Ollama({ host: server.url, headers: { Authorization: 'Bearer k1' } });
+  const res = await ollama.chat({
+    model: `${MODEL}:latest`,
+    messages: [{ role: 'user', content: prompt }],
+    options: { temperature: 0, num_predict: 12 },
+  });
+  assert.equal(res.message.content, want);
+  assert.equal(res.done, true);
+  assert.equal(res.eval_count, 12);
+  let text = '';
+  let last = null;
+  for await (const part of await ollama.chat({
+    model: MODEL,
+    messages: [{ role: 'user', content: prompt }],
+    options: { temperature: 0, num_predict: 12 },
+    stream: true,
+  })) {
+    text += part.message.content;
+    last = part;
+  }
+  assert.equal(text, want);
+  assert.equal(last.done, true);
+  assert.equal(last.done_reason, 'length');
+  const gen = await ollama.generate({ model: MODEL, prompt, options: { temperature: 0, num_predict: 12 } });
+  assert.equal(gen.response, want);
+  const list = await ollama.list();
+  assert.ok(list.models.some((m) => m.name === MODEL));
+  const show = await ollama.show({ model: MODEL });
+  assert.equal(show.details.family, 'llama');
+  const version = await ollama.version();
+  assert.equal(typeof version.version, 'string');
+  await assert.rejects(ollama.chat({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }), (e) => e.status_code === 404);
 });

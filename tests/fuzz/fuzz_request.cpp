@@ -1,7 +1,8 @@
 // fuzz-deps: server
 // libFuzzer target: request body bytes -> parse_body -> map_completion_request / map_chat_request /
 // map_native_completion_request (llama-server's /completion), and anthropic_to_chat (Anthropic's
-// /v1/messages) and responses_to_chat (OpenAI's /v1/responses), each then map_chat_request (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
+// /v1/messages), responses_to_chat (OpenAI's /v1/responses) and ollama_to_openai (Ollama's /api/chat
+// and /api/generate), each then map_chat_request (or the native mapper) (the server's whole user-input path before the engine), with the bundled stories260K tokenizer
 // and the ChatML fallback template. Checks: nothing throws or crashes; an error is a 400/404 with a
 // message and serializes; a success is a request the engine would accept (tokens in the vocabulary,
 // prompt + max_tokens within the context, valid sampling ranges). The transport's memory estimate of
@@ -16,6 +17,7 @@
 #include "server/anthropic.h"
 #include "server/llama_request.h"
 #include "server/memory_budget.h"
+#include "server/ollama.h"
 #include "server/responses.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
@@ -128,5 +130,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_result(map_chat_request(chat, c, &err4), err4, c);
   }
   check(!response_settings(body).dump().empty(), "response settings serialize");
+  for (OllamaKind kind : {OllamaKind::Chat, OllamaKind::Generate}) {  // Ollama's /api/chat and /api/generate
+    bool completions = false;
+    json oai;
+    try {
+      oai = ollama_to_openai(kind, body, &completions);
+    } catch (const RequestError& e) {
+      check(e.error.status == 400 && !e.error.message.empty(), "an untranslatable Ollama body is a 400");
+      continue;
+    }
+    ApiError err5;
+    check_result(completions ? map_native_completion_request(oai, c, &err5) : map_chat_request(oai, c, &err5), err5, c);
+  }
   return 0;
 }

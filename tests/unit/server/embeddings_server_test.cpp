@@ -367,3 +367,27 @@ TEST(EmbeddingsServer, LlamaServersEmbeddingRoutes) {
   }
   rr->shutdown(5);
 }
+
+// Ollama's /api/embed ({"input"} -> {"embeddings": [...]}) and /api/embeddings ({"prompt"} ->
+// {"embedding": [...]}): the same vectors as /v1/embeddings.
+TEST(EmbeddingsServer, OllamasEmbedRoutes) {
+  auto srv = make_server(embedder());
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json oai = post(cli, "/v1/embeddings", {{"input", json::array({"hello world", "the cat"})}}, &status);
+  ASSERT_EQ(status, 200);
+  const json e = post(cli, "/api/embed", {{"model", "srv-emb-bert:latest"}, {"input", json::array({"hello world", "the cat"})}},
+                      &status);
+  ASSERT_EQ(status, 200) << e.dump();
+  ASSERT_EQ(e["embeddings"].size(), 2u);
+  EXPECT_EQ(e["embeddings"][1], oai["data"][1]["embedding"]);
+  EXPECT_EQ(e["prompt_eval_count"], oai["usage"]["prompt_tokens"]);
+  const json legacy = post(cli, "/api/embeddings", {{"prompt", "hello world"}}, &status);
+  ASSERT_EQ(status, 200) << legacy.dump();
+  EXPECT_EQ(legacy["embedding"], oai["data"][0]["embedding"]);
+  const json bad = post(cli, "/api/embed", {{"input", 5}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_TRUE(bad["error"].is_string());
+  srv->shutdown(5);
+}
