@@ -196,7 +196,7 @@ std::optional<HttpResponse> Server::cors_preflight(const HttpRequest& req) const
   res.status = 204;
   res.set_header("Access-Control-Allow-Methods", join_or(opts_.allowed_methods, "GET, POST, OPTIONS"));
   res.set_header("Access-Control-Allow-Headers",
-                 join_or(opts_.allowed_headers, "Authorization, Content-Type, X-Request-Id"));
+                 join_or(opts_.allowed_headers, "Authorization, Content-Type, X-Request-Id, X-Api-Key"));
   res.set_header("Access-Control-Max-Age", "600");
   return res;
 }

@@ -67,7 +67,7 @@ struct ServerOptions {
   // CORS (vLLM's --allowed-origins / --allowed-methods / --allowed-headers); no origins: off.
   std::vector<std::string> allowed_origins;  // "*" allows any
   std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, OPTIONS
-  std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id
+  std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id, X-Api-Key
   std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   CompressionOptions compression;     // --compress-history ...: summarize a long chat's oldest turns (history_compression.h)
   bool log_requests = false;          // --log-requests: one access line per request (id, route, status, time)
