@@ -314,15 +314,8 @@ std::string AnthropicStream::chunk(const json& c) {
 }
 
 std::string AnthropicStream::error(const json& error_body) {
-  ApiError e;
-  e.status = 500;
-  if (error_body.contains("error") && error_body["error"].is_object()) {
-    e.message = error_body["error"].value("message", "");
-    const std::string code = error_body["error"].value("code", json(nullptr)).is_string()
-                                 ? error_body["error"]["code"].get<std::string>()
-                                 : "";
-    if (code == "request_timeout") e.status = 408;
-  }
+  ApiError e = chat_error(500, error_body);
+  if (e.code == "request_timeout") e.status = 408;
   finished_ = true;
   return event("error", anthropic_error(e));
 }

@@ -27,6 +27,10 @@ std::string error_body(const ApiError& e) {
   return error_json(e).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+const char* request_failure_reason(const ApiError& e) {
+  return e.status == 404 ? "not_found" : e.status == 503 ? "unavailable" : "invalid_request";
+}
+
 ApiError bad_request(std::string message, std::string param, std::string code) {
   ApiError e;
   e.status = 400;

@@ -24,6 +24,10 @@ std::string error_body(const ApiError& e);  // error_json(e).dump()
 
 ApiError bad_request(std::string message, std::string param = {}, std::string code = {});
 
+// The reason a refused request counts under in tokenmill:request_failures_total: "not_found" (404),
+// "unavailable" (503), else "invalid_request".
+const char* request_failure_reason(const ApiError& e);
+
 // Thrown inside request parsing/mapping code only; the public mapping functions catch it and return
 // Result errors, so it never escapes the library API.
 struct RequestError {

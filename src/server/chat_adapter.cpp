@@ -74,6 +74,18 @@ std::string chat_id_suffix(const json& chat) {
   return id.compare(0, prefix.size(), prefix) == 0 ? id.substr(prefix.size()) : id;
 }
 
+ApiError chat_error(int status, const json& error_body) {
+  ApiError e;
+  e.status = status;
+  const json* err = error_body.is_object() ? field(error_body, "error") : nullptr;
+  if (err && err->is_object()) {
+    e.message = string_field(*err, "message");
+    e.code = string_field(*err, "code");
+    e.param = string_field(*err, "param");
+  }
+  return e;
+}
+
 std::string string_field(const json& obj, const char* key) {
   return obj.is_object() && obj.contains(key) && obj[key].is_string() ? obj[key].get<std::string>() : std::string();
 }

@@ -27,5 +27,7 @@ struct ChatUsage {
 };
 std::string chat_id_suffix(const json& chat);                  // its "id" without "chatcmpl-"
 std::string string_field(const json& obj, const char* key);     // "" when absent or not a string
+// An OpenAI error body ({"error": {"message", "code", "param"}}) read back, with `status`.
+ApiError chat_error(int status, const json& error_body);
 
 }  // namespace tmill::server

@@ -134,20 +134,10 @@ namespace {
 
 // A string, or ids and strings mixed, tokenized without special tokens (text stays text).
 std::vector<int32_t> infill_tokens(const json& v, const Tokenizer& tok, const char* name) {
-  std::vector<int32_t> out;
-  auto add = [&](const json& e) {
-    if (e.is_string()) {
-      const auto ids = tok.encode(e.get<std::string>(), false, false);
-      out.insert(out.end(), ids.begin(), ids.end());
-    } else if (e.is_number_integer()) {
-      out.push_back(static_cast<int32_t>(as_int(e, name, 0, tok.n_vocab() - 1)));
-    } else {
-      throw_bad_request(fmt::format("'{}' must be a string (or token ids and strings)", name), name);
-    }
-  };
-  if (v.is_array()) for (const json& e : v) add(e);
-  else add(v);
-  return out;
+  return detail::tokenize_mixed(v, tok, /*add_special=*/false, /*parse_special=*/false, [&](const json& e) {
+    if (!e.is_number_integer()) throw_bad_request(fmt::format("'{}' must be a string (or token ids and strings)", name), name);
+    return static_cast<int32_t>(as_int(e, name, 0, tok.n_vocab() - 1));
+  });
 }
 
 }  // namespace

@@ -246,10 +246,7 @@ std::string OllamaStream::chunk(const json& c, std::chrono::steady_clock::time_p
 
 std::string OllamaStream::error(const json& error_body) {
   finished_ = true;
-  const std::string msg = error_body.contains("error") && error_body["error"].is_object()
-                              ? error_body["error"].value("message", "")
-                              : std::string("error");
-  return dump_json(ollama_error(msg)) + "\n";
+  return dump_json(ollama_error(chat_error(500, error_body).message)) + "\n";
 }
 
 }  // namespace tmill::server

@@ -216,6 +216,25 @@ Result<MappedRequest> map_completion_request(const json& body, const ServerConte
   return guarded([&] { return map_completions(body, ctx, ApiKind::Completion); }, err);
 }
 
+std::vector<int32_t> detail::tokenize_mixed(const json& v, const Tokenizer& tok, bool add_special, bool parse_special,
+                                            const std::function<int32_t(const json&)>& id) {
+  std::vector<int32_t> out;
+  auto add = [&](const json& e, bool first) {
+    if (!e.is_string()) {
+      out.push_back(id(e));
+      return;
+    }
+    const std::vector<int32_t> ids = tok.encode(e.get<std::string>(), add_special && first, parse_special);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  if (!v.is_array()) {
+    add(v, true);
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) add(v[i], i == 0);
+  }
+  return out;
+}
+
 Result<MappedRequest> detail::guard_mapping(const std::function<MappedRequest()>& map, ApiError* err) {
   return guarded(map, err);
 }
@@ -265,18 +284,9 @@ MappedRequest detail::map_completions(const json& body, const ServerContext& ctx
     MappedPrompt p;
     p.request = base;
     const bool mixed = std::any_of(arr.begin(), arr.end(), [](const json& v) { return v.is_string(); });
-    if (!mixed) {
-      p.request.prompt = token_prompt(arr, ctx);
-    } else {
-      for (size_t i = 0; i < arr.size(); ++i) {
-        if (arr[i].is_string()) {
-          const std::vector<int32_t> ids = tok.encode(arr[i].get<std::string>(), add_special && i == 0, true);
-          p.request.prompt.insert(p.request.prompt.end(), ids.begin(), ids.end());
-        } else {
-          p.request.prompt.push_back(token_prompt(json::array({arr[i]}), ctx)[0]);
-        }
-      }
-    }
+    p.request.prompt = !mixed ? token_prompt(arr, ctx)
+                              : tokenize_mixed(arr, tok, add_special, /*parse_special=*/true,
+                                               [&](const json& e) { return token_prompt(json::array({e}), ctx)[0]; });
     p.text = tok.decode(p.request.prompt);
     return p;
   };

@@ -132,6 +132,11 @@ OutputConstraint map_structured_output(const json& body);
 // The /v1/completions mapping with `kind`'s defaults (Native: max_tokens absent means the rest of
 // the context, as chat); throws RequestError.
 MappedRequest map_completions(const json& body, const ServerContext& ctx, ApiKind kind);
+// llama-server's mixed prompt to token ids: a string, an array of strings and token ids, or one id.
+// Each string is tokenized in place (BOS/EOS per add_special only when it is the array's first
+// element); each id goes through `id`, which checks it (throwing RequestError for what it refuses).
+std::vector<int32_t> tokenize_mixed(const json& v, const Tokenizer& tok, bool add_special, bool parse_special,
+                                    const std::function<int32_t(const json&)>& id);
 // Runs a mapping, turning RequestError (and JSON type errors) into *err and an Error.
 Result<MappedRequest> guard_mapping(const std::function<MappedRequest()>& map, ApiError* err);
 // Renders `messages` with the chat template (honours add_generation_prompt, continue_final_message,

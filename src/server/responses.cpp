@@ -427,11 +427,11 @@ std::string ResponsesStream::chunk(const json& c) {
 }
 
 std::string ResponsesStream::error(const json& error_body) {
-  json e = error_body.contains("error") && error_body["error"].is_object() ? error_body["error"] : json::object();
+  const ApiError e = chat_error(500, error_body);
   finished_ = true;
-  return emit("error", {{"code", e.value("code", json(nullptr))},
-                        {"message", e.value("message", "")},
-                        {"param", e.value("param", json(nullptr))}});
+  return emit("error", {{"code", e.code.empty() ? json(nullptr) : json(e.code)},
+                        {"message", e.message},
+                        {"param", e.param.empty() ? json(nullptr) : json(e.param)}});
 }
 
 }  // namespace tmill::server

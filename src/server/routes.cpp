@@ -131,8 +131,9 @@ HttpResponse Server::reply_error(const ApiError& e, const char* reason, ServerMe
   return res;
 }
 
-HttpResponse Server::reply_json(const json& j) {
+HttpResponse Server::reply_json(const json& j, int status) {
   HttpResponse res;
+  res.status = status;
   res.content_type = "application/json";
   res.body = dump_json(j);
   return res;

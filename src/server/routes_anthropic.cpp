@@ -15,38 +15,19 @@
 
 namespace tmill::server {
 
-namespace {
-
-ApiError error_of(int status, const json& body) {
-  ApiError e;
-  e.status = status;
-  if (body.contains("error") && body["error"].is_object()) e.message = body["error"].value("message", "");
-  return e;
-}
-
-HttpResponse json_reply(int status, const json& body) {
-  HttpResponse res;
-  res.status = status;
-  res.content_type = "application/json";
-  res.body = dump_json(body);
-  return res;
-}
-
-}  // namespace
-
 HttpResponse Server::route_messages(HttpRequest& req) {
   json chat;
   try {
     chat = anthropic_to_chat(parse_body(req.body));
   } catch (const RequestError& e) {
     metrics_->on_failure("invalid_request");
-    return json_reply(e.error.status, anthropic_error(e.error));
+    return reply_json(anthropic_error(e.error), e.error.status);
   }
   req.body = chat.dump();
   auto stream = std::make_shared<AnthropicStream>();
   ChatAdapter a;
   a.result = [](const json& c) { return chat_to_anthropic(c); };
-  a.error = [](int status, const json& e) { return anthropic_error(error_of(status, e)); };
+  a.error = [](int status, const json& e) { return anthropic_error(chat_error(status, e)); };
   a.chunk = [stream](const json& c) { return stream->chunk(c); };
   a.stream_error = [stream](const json& e) { return stream->error(e); };
   return adapt_chat_response(handle_generate(req, ApiKind::Chat), std::move(a));
@@ -65,8 +46,8 @@ HttpResponse Server::route_count_tokens(HttpRequest& req) {
     const auto ids = tokenize_chat_prompt(*prompt, *ctx.tokenizer, false);
     return reply_json(json{{"input_tokens", ids.size()}});
   } catch (const RequestError& e) {
-    metrics_->on_failure(e.error.status == 404 ? "not_found" : e.error.status == 503 ? "unavailable" : "invalid_request");
-    return json_reply(e.error.status, anthropic_error(e.error));
+    metrics_->on_failure(request_failure_reason(e.error));
+    return reply_json(anthropic_error(e.error), e.error.status);
   }
 }
 

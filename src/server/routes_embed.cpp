@@ -10,12 +10,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tmill::server {
-namespace {
-const char* reason_of(const ApiError& e) {
-  return e.status == 404 ? "not_found" : e.status == 503 ? "unavailable" : "invalid_request";
-}
-}  // namespace
-
 HttpResponse Server::route_embeddings(HttpRequest& req) { return handle_embed(req, EmbedKind::Embeddings); }
 HttpResponse Server::route_rerank(HttpRequest& req) { return handle_embed(req, EmbedKind::Rerank); }
 HttpResponse Server::route_score(HttpRequest& req) { return handle_embed(req, EmbedKind::Score); }
@@ -62,7 +56,7 @@ HttpResponse Server::handle_embed(HttpRequest& req, EmbedKind kind) {
     const std::vector<double> scores = relevance_scores(*outputs, info.rank_softmax);
     return reply_json(score ? score_response(name, *m, scores) : rerank_response(name, *m, scores));
   } catch (const RequestError& e) {
-    return reply_error(e.error, reason_of(e.error));
+    return reply_error(e.error, request_failure_reason(e.error));
   }
 }
 

@@ -20,17 +20,13 @@
 namespace tmill::server {
 
 namespace {
-const char* reason_of(const ApiError& e) {
-  return e.status == 404 ? "not_found" : e.status == 503 ? "unavailable" : "invalid_request";
-}
-
 std::string piece_or_empty(const Tokenizer& tok, int32_t id) { return id >= 0 ? tok.token_to_piece(id) : std::string(); }
 }  // namespace
 
 HttpResponse Server::route_props(HttpRequest&) {
   ApiError err;
   auto lease = lease_model(json::object(), &err);
-  if (!lease.ok()) return reply_error(err, reason_of(err));
+  if (!lease.ok()) return reply_error(err, request_failure_reason(err));
   const ServerContext& ctx = lease->model().ctx;
   const Engine& engine = *lease->model().engine;
   const Tokenizer& tok = *ctx.tokenizer;
@@ -67,7 +63,7 @@ HttpResponse Server::route_slots(HttpRequest&) {
   }
   ApiError err;
   auto lease = lease_model(json::object(), &err);
-  if (!lease.ok()) return reply_error(err, reason_of(err));
+  if (!lease.ok()) return reply_error(err, request_failure_reason(err));
   const Engine& engine = *lease->model().engine;
   const int32_t total = engine.config().max_num_seqs;
   const int32_t busy = engine.stats().num_running;
@@ -101,7 +97,7 @@ HttpResponse Server::route_apply_template(HttpRequest& req) {
     if (!prompt.ok()) throw RequestError{err};
     return reply_json(json{{"prompt", *prompt}});
   } catch (const RequestError& e) {
-    return reply_error(e.error, reason_of(e.error));
+    return reply_error(e.error, request_failure_reason(e.error));
   }
 }
 
@@ -119,7 +115,7 @@ HttpResponse Server::route_infill(HttpRequest& req) {
     for (const char* k : {"input_prefix", "input_suffix", "input_extra"}) body.erase(k);
     req.body = body.dump();
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 501 ? "invalid_request" : reason_of(e.error));
+    return reply_error(e.error, request_failure_reason(e.error));
   }
   return handle_generate(req, ApiKind::Native);
 }

@@ -69,7 +69,7 @@ HttpResponse Server::route_map_reduce(HttpRequest& req) {
     chat = opt_bool(body, "chat").value_or(map_reduce_default_chat(ctx));
     stream = opt_bool(body, "stream").value_or(false);
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 404 ? "not_found" : e.error.status == 503 ? "unavailable" : "invalid_request");
+    return reply_error(e.error, request_failure_reason(e.error));
   }
   ServerMetrics* metrics = metrics_for(lease.slot());
 

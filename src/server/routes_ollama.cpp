@@ -18,19 +18,6 @@ namespace tmill::server {
 
 namespace {
 
-HttpResponse ollama_reply(int status, const json& body, const char* content_type = "application/json") {
-  HttpResponse res;
-  res.status = status;
-  res.content_type = content_type;
-  res.body = dump_json(body);
-  return res;
-}
-
-std::string message_of(const json& error_body) {
-  return error_body.contains("error") && error_body["error"].is_object() ? error_body["error"].value("message", "")
-                                                                          : std::string("error");
-}
-
 // "494.03M", "7.62B": Ollama's parameter_size.
 std::string parameter_size(int64_t n) {
   if (n >= 1000000000) return fmt::format("{:.2f}B", static_cast<double>(n) / 1e9);
@@ -48,25 +35,25 @@ HttpResponse Server::handle_ollama(HttpRequest& req, OllamaKind kind) {
     oai = ollama_to_openai(kind, body, &completions);
   } catch (const RequestError& e) {
     metrics_->on_failure("invalid_request");
-    return ollama_reply(e.error.status, ollama_error(e.error.message));
+    return reply_json(ollama_error(e.error.message), e.error.status);
   }
   if (ollama_load_only(kind, body)) {  // Ollama's way to load a model: nothing generated
     ApiError err;
     auto lease = lease_model(oai, &err);
-    if (!lease.ok()) return ollama_reply(err.status, ollama_error(err.message));
+    if (!lease.ok()) return reply_json(ollama_error(err.message), err.status);
     json j = {{"model", lease->model().ctx.served_model_name}, {"created_at", ollama_time(std::chrono::system_clock::now())}};
     if (kind == OllamaKind::Chat) j["message"] = {{"role", "assistant"}, {"content", ""}};
     else j["response"] = "";
     j["done"] = true;
     j["done_reason"] = "load";
-    return ollama_reply(200, j);
+    return reply_json(j);
   }
   const bool stream = body.value("stream", true);
   req.body = oai.dump();
   auto tr = std::make_shared<OllamaStream>(kind, stream, body.value("model", ""), arrival);
   ChatAdapter a;
   a.result = [](const json& c) { return c; };  // (the route always streams here)
-  a.error = [](int, const json& e) { return ollama_error(message_of(e)); };
+  a.error = [](int, const json& e) { return ollama_error(chat_error(500, e).message); };
   a.chunk = [tr](const json& c) { return tr->chunk(c, Clock::now()); };
   a.stream_error = [tr](const json& e) { return tr->error(e); };
   HttpResponse res = adapt_chat_response(handle_generate(req, completions ? ApiKind::Native : ApiKind::Chat), std::move(a));
@@ -110,14 +97,14 @@ HttpResponse Server::route_ollama_show(HttpRequest& req) {
   try {
     body = parse_body(req.body);
   } catch (const RequestError& e) {
-    return ollama_reply(e.error.status, ollama_error(e.error.message));
+    return reply_json(ollama_error(e.error.message), e.error.status);
   }
   if (body.is_object() && !body.contains("model") && body.contains("name")) body["model"] = body["name"];  // older clients
   if (body.is_object() && body.contains("model") && body["model"].is_string())
     body["model"] = ollama_model_name(body["model"].get<std::string>());
   ApiError err;
   auto lease = lease_model(body, &err);
-  if (!lease.ok()) return ollama_reply(err.status, ollama_error(err.message));
+  if (!lease.ok()) return reply_json(ollama_error(err.message), err.status);
   const ServerContext& ctx = lease->model().ctx;
   const ModelInfo& info = lease->model().engine->model_info();
   const Tokenizer& tok = *ctx.tokenizer;
@@ -152,7 +139,7 @@ HttpResponse Server::route_ollama_embed(HttpRequest& req) {
   try {
     body = parse_body(req.body);
   } catch (const RequestError& e) {
-    return ollama_reply(e.error.status, ollama_error(e.error.message));
+    return reply_json(ollama_error(e.error.message), e.error.status);
   }
   const bool legacy = req.path == "/api/embeddings";
   if (body.is_object() && legacy) {
@@ -166,7 +153,7 @@ HttpResponse Server::route_ollama_embed(HttpRequest& req) {
   const auto arrival = Clock::now();
   HttpResponse res = handle_embed(req, EmbedKind::Embeddings);
   const json j = json::parse(res.body, nullptr, false);
-  if (res.status != 200) return ollama_reply(res.status, ollama_error(message_of(j)));
+  if (res.status != 200) return reply_json(ollama_error(chat_error(res.status, j).message), res.status);
   json vectors = json::array();
   for (const json& d : j["data"]) vectors.push_back(d["embedding"]);
   if (legacy) return reply_json(json{{"embedding", vectors.empty() ? json::array() : vectors[0]}});

@@ -129,7 +129,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     auto leased = lease_model(body, &err, &resolved);
     if (!leased.ok()) {
       HttpResponse res =
-          reply_error(err, err.status == 404 ? "not_found" : err.status == 503 ? "unavailable" : "invalid_request");
+          reply_error(err, request_failure_reason(err));
       if (err.status == 503) res.set_header("Retry-After", "5");
       return res;
     }

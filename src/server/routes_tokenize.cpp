@@ -29,21 +29,11 @@ HttpResponse Server::route_tokenize(HttpRequest& req) {
     if (const json* content = field(body, "content"); content && !field(body, "prompt") && !field(body, "messages")) {
       const bool add_special = opt_bool(body, "add_special").value_or(false);
       const bool parse_special = opt_bool(body, "parse_special").value_or(true);
-      auto add = [&](const json& v, bool first) {
-        if (v.is_string()) {
-          const auto t = tok.encode(v.get<std::string>(), add_special && first, parse_special);
-          ids.insert(ids.end(), t.begin(), t.end());
-        } else {
-          ids.push_back(static_cast<int32_t>(as_int(v, "content", 0, ctx_.n_vocab - 1)));
-        }
-      };
-      if (content->is_array()) {
-        for (size_t i = 0; i < content->size(); ++i) add((*content)[i], i == 0);
-      } else if (content->is_string()) {
-        add(*content, true);
-      } else {
+      if (!content->is_array() && !content->is_string())
         throw_bad_request("'content' must be a string or an array of token ids and strings", "content");
-      }
+      ids = detail::tokenize_mixed(*content, tok, add_special, parse_special, [&](const json& e) {
+        return static_cast<int32_t>(as_int(e, "content", 0, ctx_.n_vocab - 1));
+      });
       json out;
       if (opt_bool(body, "with_pieces").value_or(false)) {
         json pieces = json::array();
@@ -82,9 +72,7 @@ HttpResponse Server::route_tokenize(HttpRequest& req) {
     }
     return reply_json(out);
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 404   ? "not_found"
-                                : e.error.status == 503 ? "unavailable"
-                                                        : "invalid_request");
+    return reply_error(e.error, request_failure_reason(e.error));
   }
 }
 
@@ -103,9 +91,7 @@ HttpResponse Server::route_detokenize(HttpRequest& req) {
     const std::string text = ctx_.tokenizer->decode(ids);
     return reply_json(json{{"prompt", text}, {"content", text}});  // vLLM's name and llama-server's
   } catch (const RequestError& e) {
-    return reply_error(e.error, e.error.status == 404   ? "not_found"
-                                : e.error.status == 503 ? "unavailable"
-                                                        : "invalid_request");
+    return reply_error(e.error, request_failure_reason(e.error));
   }
 }
 

@@ -158,7 +158,7 @@ class Server final : public HttpHandler {
 
   // Route pieces shared by the routes.
   HttpResponse reply_error(const ApiError& e, const char* failure_reason);
-  static HttpResponse reply_json(const json& j);
+  static HttpResponse reply_json(const json& j, int status = 200);
   std::optional<HttpResponse> check_available();
   json models_json() const;
   json model_json(size_t slot) const;
