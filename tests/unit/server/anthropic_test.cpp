@@ -9,6 +9,7 @@
 #include "server/anthropic.h"
 #include "server/server.h"
 #include "server_http_client.h"
+#include "server_test_data.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -20,13 +21,8 @@ ApiError translate_err(const json& body) {
   return test::request_error([&] { anthropic_to_chat(body); }, body.dump());
 }
 
-const json kWeatherTool = {{"name", "get_weather"},
-                           {"description", "The weather in a city"},
-                           {"input_schema",
-                            {{"type", "object"},
-                             {"properties", {{"city", {{"enum", {"Paris", "Rome"}}}}}},
-                             {"required", {"city"}},
-                             {"additionalProperties", false}}}};
+const json kWeatherTool = {
+    {"name", "get_weather"}, {"description", "The weather in a city"}, {"input_schema", test::weather_schema()}};
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "server/llama_request.h"
 #include "server/llama_response.h"
+#include "server_test_data.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,14 +16,7 @@ using namespace tmill::server;
 
 namespace {
 
-std::shared_ptr<const Tokenizer> stories_tokenizer() {
-  static std::shared_ptr<const Tokenizer> tok = [] {
-    auto t = Tokenizer::load(test::source_path("models/stories260K/stories260K.gguf"));
-    EXPECT_TRUE(t.ok()) << t.error();
-    return std::shared_ptr<const Tokenizer>(*t);
-  }();
-  return tok;
-}
+using test::stories_tokenizer;
 
 ServerContext context() {
   ServerContext c;
@@ -298,20 +292,7 @@ TEST(LlamaResponse, CompletionProbabilities) {
 
 namespace {
 
-// The real Qwen3 tokenizer (tests/data/tokenizers/hf/qwen3), which has Qwen2.5-Coder's FIM tokens.
-std::shared_ptr<const Tokenizer> qwen3_tokenizer() {
-  static std::shared_ptr<const Tokenizer> tok = [] {
-    const std::string dir = test::temp_dir() + "/qwen3-tokenizer";
-    const std::string src = test::source_path("tests/data/tokenizers/hf/qwen3");
-    auto r = test::run_command("mkdir -p '" + dir + "' && gzip -dc '" + src + "/tokenizer.json.gz' > '" + dir +
-                               "/tokenizer.json' && cp '" + src + "/tokenizer_config.json' '" + dir + "/'");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    auto t = Tokenizer::from_hf_dir(dir);
-    EXPECT_TRUE(t.ok()) << t.error();
-    return std::shared_ptr<const Tokenizer>(*t);
-  }();
-  return tok;
-}
+using test::qwen3_tokenizer;
 
 std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
   std::vector<int32_t> out;

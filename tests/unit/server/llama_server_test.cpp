@@ -26,18 +26,12 @@ std::unique_ptr<Server> make_server(int max_num_seqs = 8, bool slots = true) {
   return test::stories_server(o, max_num_seqs);
 }
 
-json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
-  return test::post_json(cli, path, body, status);
-}
-
 std::string expected_greedy() {
   std::ifstream f(test::source_path("models/stories260K/expected_greedy_200.txt"));
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
 }
-
-std::vector<json> sse_events(const std::string& body, bool* done) { return test::data_events(body, done); }
 
 }  // namespace
 
@@ -46,7 +40,7 @@ TEST(LlamaServer, CompletionIsTheGreedyTextInLlamaServersShape) {
   ASSERT_TRUE(srv);
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
-  const json r = post(cli, "/completion",
+  const json r = test::post_json(cli, "/completion",
                       {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 0}, {"return_tokens", true}},
                       &status);
   ASSERT_EQ(status, 200) << r.dump();
@@ -68,16 +62,16 @@ TEST(LlamaServer, CompletionIsTheGreedyTextInLlamaServersShape) {
   EXPECT_EQ(r["generation_settings"]["n_predict"], 24);
   EXPECT_EQ(r["generation_settings"]["temperature"], 0.0);
   // the same text as /v1/completions and the /completions spelling
-  const json oai = post(cli, "/v1/completions",
+  const json oai = test::post_json(cli, "/v1/completions",
                         {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200);
   EXPECT_EQ(r["content"], oai["choices"][0]["text"]);
-  const json again = post(cli, "/completions", {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 0}},
+  const json again = test::post_json(cli, "/completions", {{"prompt", "Once upon a time"}, {"n_predict", 24}, {"temperature", 0}},
                           &status);
   ASSERT_EQ(status, 200);
   EXPECT_EQ(again["content"], r["content"]);
   // a stop string
-  const json word = post(cli, "/completion",
+  const json word = test::post_json(cli, "/completion",
                          {{"prompt", "Once upon a time"}, {"n_predict", 40}, {"temperature", 0}, {"stop", {"Lily"}}},
                          &status);
   ASSERT_EQ(status, 200);
@@ -85,7 +79,7 @@ TEST(LlamaServer, CompletionIsTheGreedyTextInLlamaServersShape) {
   EXPECT_EQ(word["stopping_word"], "Lily");
   EXPECT_EQ(word["content"], ", there was a little girl named ");
   // refused sampler: a 400 naming it
-  const json bad = post(cli, "/completion", {{"prompt", "x"}, {"mirostat", 1}}, &status);
+  const json bad = test::post_json(cli, "/completion", {{"prompt", "x"}, {"mirostat", 1}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(bad["error"]["param"], "mirostat");
   srv->shutdown(5);
@@ -97,7 +91,7 @@ TEST(LlamaServer, StreamCarriesTheTextThenTheFinalResultWithoutDone) {
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
   const json whole =
-      post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 16}, {"temperature", 0}}, &status);
+      test::post_json(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 16}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200);
   auto r = cli.Post("/completion",
                     json({{"prompt", "Once upon a time"},
@@ -112,7 +106,7 @@ TEST(LlamaServer, StreamCarriesTheTextThenTheFinalResultWithoutDone) {
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
   bool done = false;
-  const std::vector<json> ev = sse_events(r->body, &done);
+  const std::vector<json> ev = test::data_events(r->body, &done);
   EXPECT_FALSE(done);  // llama-server's native stream has no [DONE]
   ASSERT_GE(ev.size(), 2u);
   std::string text;
@@ -142,10 +136,10 @@ TEST(LlamaServer, SeveralPromptsNPredictZeroAndProbabilities) {
   ASSERT_TRUE(srv);
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
-  const json one = post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 6}, {"temperature", 0}}, &status);
+  const json one = test::post_json(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 6}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200);
   // several prompts: an array of results by index, the same texts as asked alone
-  const json many = post(cli, "/completion",
+  const json many = test::post_json(cli, "/completion",
                          {{"prompt", json::array({"Lily went", "Once upon a time"})},
                           {"n_predict", 6},
                           {"temperature", 0},
@@ -157,14 +151,14 @@ TEST(LlamaServer, SeveralPromptsNPredictZeroAndProbabilities) {
   EXPECT_EQ(many[1], json({{"index", 1}, {"content", one["content"]}, {"prompt", "Once upon a time"}}));
   EXPECT_EQ(many[0]["index"], 0);
   // n_predict 0: the prompt is evaluated, nothing returned
-  const json warm = post(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 0}}, &status);
+  const json warm = test::post_json(cli, "/completion", {{"prompt", "Once upon a time"}, {"n_predict", 0}}, &status);
   ASSERT_EQ(status, 200) << warm.dump();
   EXPECT_EQ(warm["content"], "");
   EXPECT_EQ(warm["tokens_predicted"], 0);
   EXPECT_EQ(warm["stop_type"], "limit");
   EXPECT_EQ(warm["timings"]["predicted_n"], 0);
   // n_probs: the chosen token first among its alternatives under greedy
-  const json p = post(cli, "/completion",
+  const json p = test::post_json(cli, "/completion",
                       {{"prompt", "Once upon a time"}, {"n_predict", 3}, {"temperature", 0}, {"n_probs", 3}}, &status);
   ASSERT_EQ(status, 200);
   ASSERT_EQ(p["completion_probabilities"].size(), 3u);
@@ -203,33 +197,33 @@ TEST(LlamaServer, PropsSlotsTemplateTokenizeAndSpellings) {
     EXPECT_EQ(sj[i]["id"], i);
     EXPECT_EQ(sj[i]["is_processing"], false);  // idle server
   }
-  const json act = post(cli, "/slots/0?action=save", {{"filename", "x.bin"}}, &status);
+  const json act = test::post_json(cli, "/slots/0?action=save", {{"filename", "x.bin"}}, &status);
   EXPECT_EQ(status, 501);
   EXPECT_EQ(act["error"]["type"], "not_supported_error");
   // /apply-template: the prompt /v1/chat/completions would generate from
   const json msgs = {{{"role", "user"}, {"content", "hi"}}};
-  const json at = post(cli, "/apply-template", {{"messages", msgs}}, &status);
+  const json at = test::post_json(cli, "/apply-template", {{"messages", msgs}}, &status);
   ASSERT_EQ(status, 200) << at.dump();
   EXPECT_EQ(at["prompt"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");  // the model's ChatML
-  const json tk = post(cli, "/tokenize", {{"prompt", at["prompt"]}, {"add_special_tokens", false}}, &status);
+  const json tk = test::post_json(cli, "/tokenize", {{"prompt", at["prompt"]}, {"add_special_tokens", false}}, &status);
   ASSERT_EQ(status, 200);
-  const json tm = post(cli, "/tokenize", {{"messages", msgs}}, &status);
+  const json tm = test::post_json(cli, "/tokenize", {{"messages", msgs}}, &status);
   ASSERT_EQ(status, 200);
   ASSERT_GE(tm["tokens"].size(), tk["tokens"].size());  // the chat route's ids end with the template's text
   EXPECT_EQ(json(std::vector<json>(tm["tokens"].end() - static_cast<std::ptrdiff_t>(tk["tokens"].size()), tm["tokens"].end())),
             tk["tokens"]);
-  const json back = post(cli, "/detokenize", {{"tokens", json::array({1, 403})}}, &status);
+  const json back = test::post_json(cli, "/detokenize", {{"tokens", json::array({1, 403})}}, &status);
   EXPECT_EQ(back["content"], back["prompt"]);  // llama-server's name beside vLLM's
   EXPECT_FALSE(back["content"].get<std::string>().empty());
   // /tokenize with llama-server's "content": no BOS unless add_special; pieces on request
-  const json plain = post(cli, "/tokenize", {{"content", "Once upon"}}, &status);
+  const json plain = test::post_json(cli, "/tokenize", {{"content", "Once upon"}}, &status);
   ASSERT_EQ(status, 200) << plain.dump();
-  const json vllm = post(cli, "/tokenize", {{"prompt", "Once upon"}, {"add_special_tokens", false}}, &status);
+  const json vllm = test::post_json(cli, "/tokenize", {{"prompt", "Once upon"}, {"add_special_tokens", false}}, &status);
   EXPECT_EQ(plain["tokens"], vllm["tokens"]);
-  const json bos = post(cli, "/tokenize", {{"content", "Once upon"}, {"add_special", true}}, &status);
+  const json bos = test::post_json(cli, "/tokenize", {{"content", "Once upon"}, {"add_special", true}}, &status);
   EXPECT_EQ(bos["tokens"].size(), plain["tokens"].size() + 1);
   EXPECT_EQ(bos["tokens"][0], 1);
-  const json pieces = post(cli, "/tokenize", {{"content", json::array({1, "Once upon"})}, {"with_pieces", true}}, &status);
+  const json pieces = test::post_json(cli, "/tokenize", {{"content", json::array({1, "Once upon"})}, {"with_pieces", true}}, &status);
   ASSERT_EQ(status, 200) << pieces.dump();
   ASSERT_EQ(pieces["tokens"].size(), plain["tokens"].size() + 1);
   EXPECT_EQ(pieces["tokens"][0]["id"], 1);
@@ -243,7 +237,7 @@ TEST(LlamaServer, PropsSlotsTemplateTokenizeAndSpellings) {
   auto models = cli.Get("/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "stories260K");
-  const json chat = post(cli, "/chat/completions", {{"messages", msgs}, {"max_tokens", 3}}, &status);
+  const json chat = test::post_json(cli, "/chat/completions", {{"messages", msgs}, {"max_tokens", 3}}, &status);
   EXPECT_EQ(status, 200) << chat.dump();
   EXPECT_EQ(chat["object"], "chat.completion");
   srv->shutdown(5);
@@ -269,7 +263,7 @@ TEST(LlamaServer, NIndentAndInfill) {
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
   // greedy: ", there was ... too high.\nLily's mom said" -- the line after the newline is not indented
-  const json cut = post(cli, "/completion",
+  const json cut = test::post_json(cli, "/completion",
                         {{"prompt", "Once upon a time"}, {"n_predict", 120}, {"temperature", 0}, {"n_indent", 1}}, &status);
   ASSERT_EQ(status, 200) << cut.dump();
   const std::string want = expected_greedy();
@@ -287,7 +281,7 @@ TEST(LlamaServer, NIndentAndInfill) {
                      "application/json");
   ASSERT_TRUE(sr);
   bool done = false;
-  const auto ev = sse_events(sr->body, &done);
+  const auto ev = test::data_events(sr->body, &done);
   ASSERT_FALSE(ev.empty());
   EXPECT_EQ(ev.back()["stop"], true);
   EXPECT_EQ(ev.back()["stop_type"], "limit");
@@ -295,7 +289,7 @@ TEST(LlamaServer, NIndentAndInfill) {
   for (size_t i = 0; i + 1 < ev.size(); ++i) streamed += ev[i]["content"].get<std::string>();
   EXPECT_EQ(streamed.substr(0, text.size()), text);  // (the token that showed the dedent may have been sent)
   // no FIM tokens in stories260K's vocabulary
-  const json no = post(cli, "/infill", {{"input_prefix", "def f("}, {"input_suffix", ")"}}, &status);
+  const json no = test::post_json(cli, "/infill", {{"input_prefix", "def f("}, {"input_suffix", ")"}}, &status);
   EXPECT_EQ(status, 501) << no.dump();
   EXPECT_EQ(no["error"]["type"], "not_supported_error");
   srv->shutdown(5);
@@ -320,7 +314,7 @@ TEST(LlamaServer, NIndentAndInfill) {
                      {"n_predict", 6},
                      {"temperature", 0},
                      {"return_tokens", true}};
-  const json r = post(fc, "/infill", body, &status);
+  const json r = test::post_json(fc, "/infill", body, &status);
   ASSERT_EQ(status, 200) << r.dump();
   const std::string p = r["prompt"];
   size_t at = 0;
@@ -337,13 +331,13 @@ TEST(LlamaServer, NIndentAndInfill) {
   sb["stream"] = true;
   auto st = fc.Post("/infill", sb.dump(), "application/json");
   ASSERT_TRUE(st);
-  const auto sev = sse_events(st->body, &done);
+  const auto sev = test::data_events(st->body, &done);
   std::vector<int32_t> toks;
   for (const json& e : sev)
     if (!e["stop"].get<bool>())
       for (const json& t : e["tokens"]) toks.push_back(t.get<int32_t>());
   EXPECT_EQ(json(toks), r["tokens"]);
-  EXPECT_EQ(post(fc, "/infill", {{"input_suffix", "x"}}, &status)["error"]["param"], "input_prefix");
+  EXPECT_EQ(test::post_json(fc, "/infill", {{"input_suffix", "x"}}, &status)["error"]["param"], "input_prefix");
   EXPECT_EQ(status, 400);
   (*s)->shutdown(5);
 }

@@ -9,6 +9,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/reasoning_output.h"
+#include "server_test_data.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,11 +18,7 @@ using namespace tmill::server;
 
 namespace {
 
-std::shared_ptr<const Tokenizer> stories_tokenizer() {
-  static std::shared_ptr<const Tokenizer> tok =
-      std::shared_ptr<const Tokenizer>(*Tokenizer::load(test::source_path("models/stories260K/stories260K.gguf")));
-  return tok;
-}
+using test::stories_tokenizer;
 
 std::shared_ptr<const ChatTemplate> tmpl(const std::string& src) {
   auto t = ChatTemplate::parse(src);

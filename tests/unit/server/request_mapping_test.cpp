@@ -7,6 +7,7 @@
 #include "chat/chat_template.h"
 #include "server/openai_request.h"
 #include "server/request_fields.h"
+#include "server_test_data.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,14 +16,7 @@ using namespace tmill::server;
 
 namespace {
 
-std::shared_ptr<const Tokenizer> stories_tokenizer() {
-  static std::shared_ptr<const Tokenizer> tok = [] {
-    auto t = Tokenizer::load(test::source_path("models/stories260K/stories260K.gguf"));
-    EXPECT_TRUE(t.ok()) << t.error();
-    return std::shared_ptr<const Tokenizer>(*t);
-  }();
-  return tok;
-}
+using test::stories_tokenizer;
 
 std::shared_ptr<const ChatTemplate> tmpl(const std::string& src) {
   auto t = ChatTemplate::parse(src);

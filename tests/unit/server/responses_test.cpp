@@ -10,6 +10,7 @@
 #include "server/responses.h"
 #include "server/server.h"
 #include "server_http_client.h"
+#include "server_test_data.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -30,11 +31,7 @@ std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
 const json kWeatherTool = {{"type", "function"},
                            {"name", "get_weather"},
                            {"description", "The weather in a city"},
-                           {"parameters",
-                            {{"type", "object"},
-                             {"properties", {{"city", {{"enum", {"Paris", "Rome"}}}}}},
-                             {"required", {"city"}},
-                             {"additionalProperties", false}}}};
+                           {"parameters", test::weather_schema()}};
 
 }  // namespace
 
@@ -220,25 +217,15 @@ TEST(Responses, StreamTranslatorEventsAndItems) {
   EXPECT_EQ(err[0].second["code"], "request_timeout");
 }
 
-namespace {
-
-std::unique_ptr<Server> make_server() { return test::stories_server(); }
-
-json post(httplib::Client& cli, const std::string& path, const json& body, int* status) {
-  return test::post_json(cli, path, body, status);
-}
-
-}  // namespace
-
 TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
-  auto srv = make_server();
+  auto srv = test::stories_server();
   ASSERT_TRUE(srv);
   httplib::Client cli("127.0.0.1", srv->port());
   int status = 0;
   const json msgs = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Once upon a time"}}};
-  const json chat = post(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}}, &status);
+  const json chat = test::post_json(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}}, &status);
   ASSERT_EQ(status, 200);
-  const json r = post(cli, "/v1/responses",
+  const json r = test::post_json(cli, "/v1/responses",
                       {{"instructions", "Be brief."}, {"input", "Once upon a time"}, {"max_output_tokens", 12},
                        {"temperature", 0}},
                       &status);
@@ -266,7 +253,7 @@ TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
   EXPECT_EQ(ev.back().first, "response.incomplete");
   EXPECT_EQ(ev.back().second["response"]["output"][0]["content"][0]["text"], text);
   // a forced function call, then its output sent back
-  const json call = post(cli, "/v1/responses",
+  const json call = test::post_json(cli, "/v1/responses",
                          {{"input", "Weather in Paris?"}, {"tools", {kWeatherTool}}, {"tool_choice", "required"},
                           {"max_output_tokens", 60}, {"temperature", 0}},
                          &status);
@@ -278,7 +265,7 @@ TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
   EXPECT_EQ(fc["name"], "get_weather");
   const std::string city = json::parse(fc["arguments"].get<std::string>()).value("city", "");
   EXPECT_TRUE(city == "Paris" || city == "Rome") << fc.dump();
-  const json next = post(cli, "/v1/responses",
+  const json next = test::post_json(cli, "/v1/responses",
                          {{"input", {{{"role", "user"}, {"content", "Weather in Paris?"}},
                                      fc,
                                      {{"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "Sunny"}}}},
@@ -287,7 +274,7 @@ TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
   EXPECT_EQ(status, 200) << next.dump();
   EXPECT_GT(next["usage"]["input_tokens"].get<int64_t>(), call["usage"]["input_tokens"].get<int64_t>());
   // text.format json_schema: the message is JSON of the schema
-  const json js = post(cli, "/v1/responses",
+  const json js = test::post_json(cli, "/v1/responses",
                        {{"input", "A city?"},
                         {"text", {{"format", {{"type", "json_schema"}, {"name", "c"},
                                               {"schema", {{"type", "object"},
@@ -300,7 +287,7 @@ TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
   const json parsed = json::parse(js["output"].back()["content"][0]["text"].get<std::string>());
   EXPECT_TRUE(parsed["city"] == "Paris" || parsed["city"] == "Rome") << parsed.dump();
   // refusals
-  const json prev = post(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}, &status);
+  const json prev = test::post_json(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(prev["error"]["param"], "previous_response_id");
   srv->shutdown(5);

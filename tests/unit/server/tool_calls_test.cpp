@@ -10,6 +10,7 @@
 #include "server/request_fields.h"
 #include "server/tool_request.h"
 #include "server/tool_response.h"
+#include "server_test_data.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,14 +19,7 @@ using namespace tmill::server;
 
 namespace {
 
-std::shared_ptr<const Tokenizer> stories_tokenizer() {
-  static std::shared_ptr<const Tokenizer> tok = [] {
-    auto t = Tokenizer::load(test::source_path("models/stories260K/stories260K.gguf"));
-    EXPECT_TRUE(t.ok()) << t.error();
-    return std::shared_ptr<const Tokenizer>(*t);
-  }();
-  return tok;
-}
+using test::stories_tokenizer;
 
 ServerContext context() {
   ServerContext c;
