@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "core/log.h"
 #include "convert/hf_metadata.h"
+#include "convert/hf_packed.h"
 #include "convert/hf_tensor_ops.h"
 #include "convert/hf_tensor_plan.h"
 
@@ -135,13 +136,14 @@ int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim) {
   return h * head_dim + (w % 2) * half + w / 2;
 }
 
-std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8) {
+std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8, HfConfig::Packed packed) {
   auto ends = [](const std::string& s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   bool qweight = false, g_idx = false;
   for (const std::string& name : w.names()) {
     const SafetensorsTensor& t = *w.find(name)->tensor;
+    if (packed_part(name, packed)) continue;  // the format config.json names (convert/hf_packed.h)
     if (!fp8 && (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2))
       return fmt::format("FP8 (tensor '{}' is {}, and config.json has no FP8 quantization_config)", name,
                          st_dtype_name(t.dtype));
@@ -161,7 +163,7 @@ Result<HfModel> HfModel::open(const std::string& hf_dir) {
   m.dir = hf_dir;
   TM_ASSIGN_OR_RETURN(m.config, load_hf_config(hf_dir));
   TM_ASSIGN_OR_RETURN(m.weights, SafetensorsModel::open(hf_dir));
-  if (auto format = hf_quantized_weights(m.weights, m.config.fp8))
+  if (auto format = hf_quantized_weights(m.weights, m.config.fp8, m.config.packed))
     return Error{fmt::format("{}: the weights are quantized: {}; tokenmill does not load such weights. Use the "
                              "model's original (unquantized) weights, quantized at load with --quantization (q8_0, "
                              "q4_k_m, ...) or with `tokenmill quantize`, or a GGUF file",

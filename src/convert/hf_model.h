@@ -52,8 +52,10 @@ struct HfModel {
 // *.weight_scale tensors (FP8), *.absmax / *.quant_state.* / *.SCB (bitsandbytes), *.qweight with
 // *.g_idx (GPTQ) or without (AWQ). nullopt for plain weights. HfModel::open refuses such folders
 // (config.json's quantization_config is refused by load_hf_config).
-// fp8: config.json says FP8 (HfConfig::fp8): FP8 tensors and their scales are expected, not refused.
-std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8 = false);
+// fp8: config.json says FP8 (HfConfig::fp8): FP8 tensors and their scales are expected, not refused;
+// packed: config.json names a packed integer format (HfConfig::packed): its tensors are expected.
+std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8 = false,
+                                                HfConfig::Packed packed = HfConfig::Packed::None);
 
 // HF tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
 // Empty string for tensors llama.cpp drops (rotary_emb.inv_freq); an error for unknown names.

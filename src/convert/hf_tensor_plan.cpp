@@ -195,6 +195,10 @@ Status HfTensorPlan::add(const std::string& hf) {
     for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".k_scale", ".v_scale", ".kv_scale"})
       if (hf.ends_with(s)) return {};
   }
+  if (auto part = packed_part(hf, m_->config.packed)) {  // taken with their module's packed weight
+    packed_parts_.try_emplace(part->first, hf);
+    return part->second == PackedPart::Weight ? add_packed(part->first, where) : Status{};
+  }
   if (auto f = hf_fused_expert_tensor(hf)) return add_fused(*f, ref, hf, where);
   if (auto part = hf_expert_tensor(hf)) return add_expert(*part, ref, where);
   return add_plain(hf, ref, where);
@@ -370,12 +374,72 @@ Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Re
   return {};
 }
 
+// GPTQ / AWQ / compressed-tensors: Q4_0 / Q4_1 when the values fit (fixed), else dequantized as the weight type.
+Status HfTensorPlan::add_packed(const std::string& base, const std::string& where) {
+  const HfConfig& c = m_->config;
+  const std::string hf = base + ".weight";
+  const auto expert = hf_expert_tensor(hf);
+  std::string gg;
+  if (expert) {
+    gg = expert->first;
+  } else {
+    TM_ASSIGN_OR_RETURN(gg, hf_tensor_to_gguf_name(hf));
+  }
+  if (fused_.count(gg))
+    return Error{fmt::format("{}: '{}' is given twice (per-expert and fused expert tensors)", where, gg)};
+  auto e = expected_.find(gg);
+  if (e == expected_.end() || e->second.size() != (expert ? 3u : 2u))
+    return Error{fmt::format("{}: packed weights of '{}', which is no matrix of {} with this config.json", where, hf,
+                             c.hf_arch)};
+  const int64_t rows = e->second[e->second.size() - 2], cols = e->second.back();
+  TM_ASSIGN_OR_RETURN(PackedMatrix pm, open_packed(m_->weights, c, base, rows, cols));
+  TM_ASSIGN_OR_RETURN(const std::optional<DType> blocks, packed_block_type(pm));
+  packed_bases_.insert(base);
+  const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;
+  int64_t perm = 0;
+  if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
+    perm = c.head_dim;
+  if (!expert) {
+    expected_.erase(e);
+    items_.push_back({gg, {pm.weight}, {cols, rows}, true, keep_f32, perm, keep_f32 ? std::nullopt : blocks});
+    items_.back().packed.push_back(std::move(pm));
+    return {};
+  }
+  if (expert->second >= e->second[0])
+    return Error{fmt::format("{}: expert {} is out of range (config.json: {} experts)", where, expert->second,
+                             e->second[0])};
+  auto [it, fresh] = stacked_.try_emplace(gg, items_.size());
+  const size_t n = static_cast<size_t>(e->second[0]);
+  if (fresh) items_.push_back({gg, std::vector<SafetensorsModel::Ref>(n), reversed(e->second), true, false, 0});
+  Item& item = items_[it->second];
+  item.packed.resize(n);
+  SafetensorsModel::Ref& slot = item.srcs[static_cast<size_t>(expert->second)];
+  if (slot.tensor) return Error{fmt::format("{}: expert {} of '{}' given twice", where, expert->second, gg)};
+  slot = pm.weight;
+  pm.blocks = blocks;  // (the experts share one type: finish)
+  item.packed[static_cast<size_t>(expert->second)] = std::move(pm);
+  return {};
+}
+
 Status HfTensorPlan::finish() {
+  for (const auto& [base, part] : packed_parts_)
+    if (!packed_bases_.count(base))
+      return Error{fmt::format("{}: '{}' without its packed weight ('{}{}')", m_->dir, part, base,
+                               m_->config.packed == HfConfig::Packed::CompressedTensors ? ".weight_packed" : ".qweight")};
   for (const auto& [name, index] : stacked_) {
-    const auto& srcs = items_[index].srcs;
+    Item& item = items_[index];
+    const auto& srcs = item.srcs;
     for (size_t x = 0; x < srcs.size(); ++x)
       if (!srcs[x].tensor)
         return Error{fmt::format("{}: '{}' lacks expert {} ({} experts in config.json)", m_->dir, name, x, srcs.size())};
+    for (size_t x = 0; x < item.packed.size(); ++x)
+      if (!item.packed[x].weight.tensor)
+        return Error{fmt::format("{}: expert {} of '{}' is not packed like the others", m_->dir, x, name)};
+    if (!item.packed.empty()) {  // Q4_0 / Q4_1 when every expert's values fit that type, else dequantized
+      item.fixed = item.packed.front().blocks;
+      for (const PackedMatrix& pm : item.packed)
+        if (pm.blocks != item.fixed) item.fixed = std::nullopt;
+    }
     for (size_t x = 0; x < items_[index].scales.size(); ++x)
       if (!items_[index].scales[x].tensor)
         return Error{fmt::format("{}: expert {} of '{}' is not FP8 like the others", m_->dir, x, name)};
@@ -385,11 +449,11 @@ Status HfTensorPlan::finish() {
     return Error{fmt::format("{}: missing tensor '{}' ({} missing in all)", m_->dir, expected_.begin()->first,
                              expected_.size())};
   // llama.cpp writes the MXFP4 experts first (GptOssModel.generate_extra_tensors), in its visiting order
-  std::stable_partition(items_.begin(), items_.end(), [](const Item& it) { return it.fixed.has_value(); });
+  std::stable_partition(items_.begin(), items_.end(), [](const Item& it) { return it.fixed == DType::MXFP4; });
   return {};
 }
 
-bool HfTensorPlan::any_mxfp4() const { return !items_.empty() && items_.front().fixed.has_value(); }
+bool HfTensorPlan::any_mxfp4() const { return !items_.empty() && items_.front().fixed == DType::MXFP4; }
 
 Result<DType> HfTensorPlan::weight_type(const std::string& outtype) const {
   if (outtype == "auto") return weight_dtypes_.size() == 1 ? *float_dtype(*weight_dtypes_.begin()) : DType::F32;
@@ -399,9 +463,35 @@ Result<DType> HfTensorPlan::weight_type(const std::string& outtype) const {
   return Error{fmt::format("unknown output type '{}' (use f32, f16, bf16 or auto)", outtype)};
 }
 
+HfTensorPlan::Bytes HfTensorPlan::bytes(DType wtype) const {
+  Bytes b;
+  for (const Item& it : items_) {
+    const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    int64_t rows = 1;
+    for (size_t d = 1; d < it.ne.size(); ++d) rows *= it.ne[d];
+    const uint64_t n = dtype_row_bytes(out, static_cast<uint64_t>(it.ne.front())).value_or(0) * static_cast<uint64_t>(rows);
+    b.total += n;
+    if (it.matrix && !it.keep_f32) {
+      b.matrices += n;
+      b.matrix_elements += static_cast<double>(rows) * static_cast<double>(it.ne.front());
+    }
+  }
+  return b;
+}
+
 Status HfTensorPlan::write(GgufWriter& w, DType wtype) const {
   for (const Item& it : items_) {
     const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    if (!it.packed.empty()) {  // packed integer matrices (experts: one after the other)
+      const auto packed = it.packed;
+      const int64_t perm = it.permute_head_dim;
+      TM_TRY(w.add_tensor(it.name, out, it.ne, [packed, out, perm](uint8_t* dst, size_t n) -> Status {
+        const size_t part = n / packed.size();
+        for (size_t x = 0; x < packed.size(); ++x) TM_TRY(write_packed(packed[x], out, perm, dst + x * part, part));
+        return {};
+      }));
+      continue;
+    }
     if (it.produce) {
       TM_TRY(w.add_tensor(it.name, out, it.ne, [produce = it.produce, out](uint8_t* dst, size_t n) -> Status {
         return produce(dst, n, out);

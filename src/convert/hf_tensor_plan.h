@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "convert/hf_model.h"
+#include "convert/hf_packed.h"
 #include "core/dtype.h"
 #include "core/result.h"
 #include "formats/gguf.h"
@@ -33,6 +34,13 @@ class HfTensorPlan {
   // Adds the planned tensors to w, in llama.cpp's order (the MXFP4 experts first).
   Status write(GgufWriter& w, DType wtype) const;
   size_t size() const { return items_.size(); }
+  // The bytes write() gives the tensors' data with 2-D weights as `wtype`, and of those the weight
+  // matrices' (what --quantization would re-type) with their element count.
+  struct Bytes {
+    uint64_t total = 0, matrices = 0;
+    double matrix_elements = 0;
+  };
+  Bytes bytes(DType wtype) const;
 
  private:
   // One GGUF tensor: one HF tensor, or (experts) one HF matrix per expert stacked along the outermost
@@ -47,6 +55,7 @@ class HfTensorPlan {
     std::optional<DType> fixed = std::nullopt;  // MXFP4 experts: kept in their type
     std::function<Status(uint8_t*, size_t, DType)> produce = nullptr;
     std::vector<SafetensorsModel::Ref> scales = {};  // FP8 sources: each one's scale tensor (else empty)
+    std::vector<PackedMatrix> packed = {};           // GPTQ / AWQ / compressed-tensors sources (else empty)
   };
 
   explicit HfTensorPlan(const HfModel& m);
@@ -60,6 +69,8 @@ class HfTensorPlan {
   Status add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
                     const std::string& where);
   Status add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where);
+  // A packed integer matrix (module `base`), alone or as one expert of a stacked tensor.
+  Status add_packed(const std::string& base, const std::string& where);
   // A GGUF tensor made from a fused expert tensor: once, and not also from per-expert ones.
   Status claim(const std::string& gguf_name, const std::string& where);
   Status finish();
@@ -70,6 +81,8 @@ class HfTensorPlan {
   std::set<std::string> fused_;                             // GGUF names made from fused expert tensors
   std::map<std::string, std::vector<int64_t>> expected_;   // not seen yet: GGUF name -> HF shape
   std::set<StDType> weight_dtypes_;
+  std::map<std::string, std::string> packed_parts_;        // packed tensors' modules -> a part's name (finish checks)
+  std::set<std::string> packed_bases_;                     // modules whose packed weight was planned
 };
 
 }  // namespace tmill

@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "convert/hf_convert.h"
+#include "convert/hf_tensor_plan.h"
 #include "convert/model_quantizer.h"
 #include "convert/quant_recipe.h"
 #include "core/dtype.h"
@@ -32,13 +34,38 @@ Result<std::string> float_type_of(const std::string& dtype) {
                            dtype)};
 }
 
-Result<QuantRecipe> quant_recipe_of(const std::string& q) {
+// vLLM's --quantization names a checkpoint's own format (awq, gptq, compressed-tensors, fp8 and their
+// kernels' spellings): the pre-quantized formats tokenmill converts, and whether an HF config is one.
+std::optional<std::function<bool(const HfConfig&)>> checkpoint_format(const std::string& lower) {
+  using P = HfConfig::Packed;
+  if (lower == "awq" || lower == "awq_marlin") return [](const HfConfig& c) { return c.packed == P::Awq; };
+  if (lower == "gptq" || lower == "gptq_marlin") return [](const HfConfig& c) { return c.packed == P::Gptq; };
+  if (lower == "compressed_tensors")
+    return [](const HfConfig& c) { return c.packed == P::CompressedTensors || c.fp8; };
+  if (lower == "fp8") return [](const HfConfig& c) { return c.fp8; };
+  return std::nullopt;
+}
+
+// --quantization: a `tokenmill quantize` type (the weights quantized at load), or the checkpoint's own
+// format (nullopt: loaded as it is; with `source`, checked to be that folder's format).
+Result<std::optional<QuantRecipe>> quant_recipe_of(const std::string& q, const std::string& source = "") {
+  if (q.empty()) return std::optional<QuantRecipe>{};
   auto r = recipe_from_name(q);
-  if (r.ok()) return r;
+  if (r.ok()) return std::optional<QuantRecipe>{*r};
   std::string lower;
   for (char ch : q) lower += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch == '-' ? '_' : ch);
   const std::string format = hf_quant_format_name(lower);
-  if (format.front() != '\'')  // another tool's format: vLLM's --quantization awq, gptq, fp8, ...
+  if (auto is_it = checkpoint_format(lower)) {
+    if (source.empty()) return std::optional<QuantRecipe>{};
+    std::error_code ec;
+    auto c = fs::is_directory(source, ec) ? load_hf_config(source) : Result<HfConfig>(Error{"not a folder"});
+    if (c.ok() && (*is_it)(*c)) return std::optional<QuantRecipe>{};
+    return Error{fmt::format("--quantization {}: {} is no {} checkpoint (a Hugging Face folder whose config.json's "
+                             "quantization_config says so); tokenmill loads such checkpoints without the flag, and "
+                             "quantizes other weights at load to a GGUF type (q8_0, q4_0, q4_k_m, ...)",
+                             q, source, format)};
+  }
+  if (format.front() != '\'')  // another tool's format: vLLM's --quantization bitsandbytes, modelopt, ...
     return Error{fmt::format("--quantization {}: tokenmill does not load {} weights; it quantizes at load to a GGUF "
                              "type instead (q8_0, q4_0, q4_k_m, q5_k_m, q6_k, ...)",
                              q, format)};
@@ -103,17 +130,14 @@ ModelSourceKind model_source_kind(const std::string& path) {
 
 Status check_model_load_options(const ModelLoadOptions& o) {
   TM_TRY(float_type_of(o.dtype));
-  if (!o.quantization.empty()) TM_TRY(quant_recipe_of(o.quantization));
+  TM_TRY(quant_recipe_of(o.quantization));
   return {};
 }
 
 Result<PreparedModel> prepare_model(const std::string& source, const ModelLoadOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   TM_ASSIGN_OR_RETURN(const std::string ftype, float_type_of(o.dtype));
-  std::optional<QuantRecipe> recipe;
-  if (!o.quantization.empty()) {
-    TM_ASSIGN_OR_RETURN(recipe, quant_recipe_of(o.quantization));
-  }
+  TM_ASSIGN_OR_RETURN(const std::optional<QuantRecipe> recipe, quant_recipe_of(o.quantization, source));
   PreparedModel p;
   p.kind = model_source_kind(source);
   p.path = source;
@@ -160,14 +184,22 @@ Result<PreparedModel> prepare_model(const std::string& source, const ModelLoadOp
 
 Result<uint64_t> estimate_model_bytes(const std::string& source, const ModelLoadOptions& o) {
   TM_ASSIGN_OR_RETURN(const std::string ftype, float_type_of(o.dtype));
-  std::optional<QuantRecipe> recipe;
-  if (!o.quantization.empty()) {
-    TM_ASSIGN_OR_RETURN(recipe, quant_recipe_of(o.quantization));
-  }
+  TM_ASSIGN_OR_RETURN(const std::optional<QuantRecipe> recipe, quant_recipe_of(o.quantization, source));
   // (elements, stored bytes) of every weight matrix, and the bytes of everything else
   double matrices = 0, other = 0;
   std::optional<DType> stored_as;
   const ModelSourceKind kind = model_source_kind(source);
+  const auto config = kind == ModelSourceKind::HfFolder ? load_hf_config(source) : Result<HfConfig>(Error{"a file"});
+  if (config.ok() && config->packed != HfConfig::Packed::None) {
+    // packed integers: as the converter plans them (Q4 blocks or dequantized, read from their groups)
+    TM_ASSIGN_OR_RETURN(const HfModel m, HfModel::open(source));
+    TM_ASSIGN_OR_RETURN(const HfTensorPlan plan, HfTensorPlan::make(m));
+    TM_ASSIGN_OR_RETURN(const DType wtype, plan.weight_type(ftype));
+    const HfTensorPlan::Bytes b = plan.bytes(wtype);
+    if (!recipe) return b.total;
+    return static_cast<uint64_t>(static_cast<double>(b.total - b.matrices) +
+                                 b.matrix_elements * bytes_per_element(recipe->default_type));
+  }
   if (kind == ModelSourceKind::HfFolder) {
     TM_ASSIGN_OR_RETURN(SafetensorsModel w, SafetensorsModel::open(source));
     for (const std::string& name : w.names()) {

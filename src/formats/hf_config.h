@@ -80,6 +80,20 @@ struct HfConfig {
   // default), as llama.cpp's converter does.
   bool fp8 = false;
   int64_t fp8_block[2] = {128, 128};
+  // Integer weights packed into int32 words with a scale (and zero point) per group of input columns:
+  // GPTQ (quant_method "gptq": `.qweight` [in / per-word, out] packed along the input, `.qzeros`,
+  // `.scales` [groups, out], `.g_idx` [in]; checkpoint_format "gptq" stores each zero minus one),
+  // AWQ (quant_method "awq", version "gemm": `.qweight` [in, out / 8] packed along the output in
+  // AutoAWQ's order, `.qzeros`, `.scales`), and compressed-tensors' "pack-quantized" format
+  // (`.weight_packed` [out, in / per-word], `.weight_scale` [out, groups], optional
+  // `.weight_zero_point` [out / per-word, groups] and `.weight_g_idx`; symmetric without zero points:
+  // zero 2^(bits-1)). Converted by convert/hf_packed.h: 4-bit groups of whole 32-column blocks in
+  // order become Q4_0 (zero 8) or Q4_1 blocks with the same values; anything else is dequantized.
+  enum class Packed { None, Gptq, Awq, CompressedTensors };
+  Packed packed = Packed::None;
+  int packed_bits = 0;
+  int64_t packed_group = 0;        // input columns per group; 0: one group per row (per channel)
+  bool gptq_zero_minus_one = true;  // GPTQ checkpoint_format "gptq" (v1); "gptq_v2" stores zeros as they are
 
   int64_t expert_rows() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
   bool gptoss() const { return gguf_arch == "gpt-oss"; }
@@ -89,7 +103,8 @@ struct HfConfig {
 };
 
 // `source` names the file in error messages. A config whose quantization_config names a method
-// (AWQ, GPTQ, bitsandbytes, FP8, ...) is refused with a message naming the format.
+// the converter does not read (bitsandbytes, HQQ, 3-bit GPTQ, ...) is refused with a message naming
+// the format; FP8, MXFP4 (gpt-oss), GPTQ, AWQ and compressed-tensors (float8 or pack-quantized) are read.
 Result<HfConfig> parse_hf_config(std::string_view json_text, const std::string& source = "config.json");
 Result<HfConfig> load_hf_config(const std::string& hf_dir);  // reads HF_DIR/config.json
 

@@ -84,8 +84,9 @@ TEST(ServeVllmFlags, DtypeQuantizationAndMemory) {
   };
   for (const Case& c :
        {Case{"--dtype int4", "--dtype int4: expected auto, float16 (half), bfloat16 or float32 (float)"},
-        Case{"--quantization awq", "--quantization awq: tokenmill does not load AWQ weights"},
-        Case{"--quantization fp8", "tokenmill does not load FP8 weights"},
+        Case{"--quantization bitsandbytes", "--quantization bitsandbytes: tokenmill does not load bitsandbytes weights"},
+        Case{"--quantization awq", "is no AWQ checkpoint"},  // (the model is a GGUF file)
+        Case{"--quantization fp8", "is no FP8 checkpoint"},
         Case{"--quantization q3_x", "unknown quantization type 'q3_x'"},
         Case{"--memory-limit 1000", "memory limit 750 B for the weights and KV cache (--memory-limit less "
                                           "--buffer-memory): the weights alone take"},

@@ -392,7 +392,7 @@ TEST(HfConvertGptOss, Errors) {
                    "layer_types[0] is \"full_attention\", expected \"sliding_attention\"");
   EXPECT_ERROR_HAS(with_config([](json& c) { c.erase("sliding_window"); }), "missing required field \"sliding_window\"");
   EXPECT_ERROR_HAS(with_config([](json& c) { c["tie_word_embeddings"] = true; }), "needs its own output matrix");
-  EXPECT_ERROR_HAS(with_config([](json& c) { c["quantization_config"]["quant_method"] = "awq"; }), "quantized with AWQ");
+  EXPECT_ERROR_HAS(with_config([](json& c) { c["quantization_config"]["quant_method"] = "bitsandbytes"; }), "quantized with bitsandbytes");
   EXPECT_ERROR_HAS(with_config([](json& c) { c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}}; }),
                    "gpt-oss supports yarn rope_scaling only");
   EXPECT_EQ(with_config([](json&) {}), "<converted OK>");

@@ -146,8 +146,14 @@ TEST(ModelSource, BadOptionsAreRefusedNamingWhy) {
   o.dtype = "int4";
   EXPECT_ERROR_HAS(check_model_load_options(o).error(), "--dtype int4: expected auto, float16 (half), bfloat16");
   o = {};
-  o.quantization = "awq";
-  EXPECT_ERROR_HAS(check_model_load_options(o).error(), "--quantization awq: tokenmill does not load AWQ weights");
+  o.quantization = "bitsandbytes";
+  EXPECT_ERROR_HAS(check_model_load_options(o).error(),
+                   "--quantization bitsandbytes: tokenmill does not load bitsandbytes weights");
+  o.quantization = "awq";  // a checkpoint's own format: accepted for an AWQ folder (hf_packed_test.cpp), else refused
+  EXPECT_TRUE(check_model_load_options(o).ok());
+  auto not_awq = prepare_model(converted(), o);
+  ASSERT_FALSE(not_awq.ok());
+  EXPECT_ERROR_HAS(not_awq.error(), "is no AWQ checkpoint");
   o.quantization = "q9_9";
   EXPECT_ERROR_HAS(check_model_load_options(o).error(), "unknown quantization type 'q9_9'");
   o.quantization = "Q4_K_M";
@@ -191,11 +197,11 @@ TEST(ModelSource, QuantizedHfWeightsAreRefusedNamingTheFormat) {
   // config.json's quantization_config: serve refuses the folder at start-up
   const std::string dir = temp_dir();
   json cfg = tiny_llama_config();
-  cfg["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+  cfg["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
   write_text(dir + "/config.json", cfg.dump());
   auto r = run_command(bin() + " serve --port 0 '" + dir + "'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_ERROR_HAS(r.err, "the weights are quantized with AWQ");
+  EXPECT_ERROR_HAS(r.err, "the weights are quantized with bitsandbytes");
 }
 
 // The CLI: generate from the folder = from the converted file; quantized at load = the quantized file.

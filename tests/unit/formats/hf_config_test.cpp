@@ -199,7 +199,7 @@ TEST(HfConfig, GptOss20b) {
   EXPECT_ERROR_HAS(edited("\"sliding_window\": 128", "\"sliding_window\": 0"), "\"sliding_window\" = 0 is out of range");
   EXPECT_ERROR_HAS(edited("\"sliding_attention\", \"full", "\"full_attention\", \"full"),
                    "layer_types[0] is \"full_attention\", expected \"sliding_attention\"");
-  EXPECT_ERROR_HAS(edited("\"quant_method\": \"mxfp4\"", "\"quant_method\": \"awq\""), "quantized with AWQ");
+  EXPECT_ERROR_HAS(edited("\"quant_method\": \"mxfp4\"", "\"quant_method\": \"hqq\""), "quantized with 'hqq'");
   EXPECT_ERROR_HAS(edited("\"GptOssForCausalLM\"", "\"LlamaForCausalLM\""), "quantized with MXFP4");
   // OpenAI's own spelling of the experts per token, when transformers' is absent
   std::string t = text;
@@ -218,9 +218,7 @@ TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
     const char* qc;
     const char* format;
   };
-  for (const Case& c : {Case{R"({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"})", "AWQ"},
-                        Case{R"({"quant_method": "gptq", "bits": 4, "desc_act": false})", "GPTQ"},
-                        Case{R"({"quant_method": "bitsandbytes", "load_in_4bit": true})", "bitsandbytes"},
+  for (const Case& c : {Case{R"({"quant_method": "bitsandbytes", "load_in_4bit": true})", "bitsandbytes"},
                         Case{R"({"load_in_8bit": true})", "bitsandbytes"},
                         Case{R"({"quant_method": "compressed-tensors"})", "compressed-tensors"},
                         Case{R"({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights":
@@ -247,6 +245,53 @@ TEST(HfConfig, QuantizedWeightsAreRefusedNamingTheFormat) {
   auto odd = parse_hf_config("{" + base + R"(, "quantization_config": {"quant_method": "fp8", "weight_block_size": "x"}})");
   ASSERT_TRUE(odd.ok()) << odd.error();  // (a block size that is no pair of positive integers: 128 x 128)
   EXPECT_EQ(odd->fp8_block[0], 128);
+  // GPTQ, AWQ and compressed-tensors' pack-quantized integers are read (tests/unit/convert/hf_packed_test.cpp)
+  using P = HfConfig::Packed;
+  struct Packed {
+    const char* qc;
+    P format;
+    int bits;
+    int64_t group;
+    bool minus_one;
+  };
+  for (const Packed& c :
+       {Packed{R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false})", P::Gptq, 4, 128, true},
+        Packed{R"({"quant_method": "gptq", "bits": 8, "group_size": -1, "checkpoint_format": "gptq_v2"})", P::Gptq, 8, 0, false},
+        Packed{R"({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "GEMM", "zero_point": true})", P::Awq, 4, 128, false},
+        Packed{R"({"quant_method": "awq", "w_bit": 4, "q_group_size": 64})", P::Awq, 4, 64, false},
+        Packed{R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0":
+                 {"targets": ["Linear"], "weights": {"type": "int", "num_bits": 4, "strategy": "group", "group_size": 128,
+                 "symmetric": true}}}, "ignore": ["lm_head"]})", P::CompressedTensors, 4, 128, false},
+        Packed{R"({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"format": "pack-quantized",
+                 "weights": {"num_bits": 8, "strategy": "channel"}}}})", P::CompressedTensors, 8, 0, false}}) {
+    SCOPED_TRACE(c.qc);
+    auto cfg = parse_hf_config("{" + base + R"(, "quantization_config": )" + c.qc + "}");
+    ASSERT_TRUE(cfg.ok()) << cfg.error();
+    EXPECT_EQ(cfg->packed, c.format);
+    EXPECT_EQ(cfg->packed_bits, c.bits);
+    EXPECT_EQ(cfg->packed_group, c.group);
+    EXPECT_EQ(cfg->gptq_zero_minus_one, c.minus_one || c.format != P::Gptq);
+  }
+  // ... and their variants tokenmill does not read are refused naming the field
+  for (const auto& [qc, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"quant_method": "gptq", "bits": 3})", "GPTQ with bits 3"},
+           {R"({"quant_method": "gptq", "group_size": 128})", "quantization_config lacks \"bits\""},
+           {R"({"quant_method": "gptq", "bits": 4, "checkpoint_format": "marlin"})", "GPTQ checkpoint_format \"marlin\""},
+           {R"({"quant_method": "gptq", "bits": 4, "group_size": -5})", "group_size -5"},
+           {R"({"quant_method": "awq", "bits": 4, "version": "gemv"})", "AWQ version \"gemv\""},
+           {R"({"quant_method": "awq", "bits": 8})", "AWQ with bits 8"},
+           {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g":
+              {"weights": {"num_bits": 2, "group_size": 8}}}})", "2-bit packed weights"},
+           {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g":
+              {"weights": {"num_bits": 4, "strategy": "tensor"}}}})", "strategy \"tensor\""},
+           {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g":
+              {"weights": {"num_bits": 4}}}})", "strategy group without a positive group_size"},
+           {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"a":
+              {"weights": {"num_bits": 4, "group_size": 32}}, "b": {"weights": {"num_bits": 4, "group_size": 64}}}})",
+            "config groups of different bits or group sizes"}}) {
+    SCOPED_TRACE(qc);
+    EXPECT_ERROR_HAS(error_of("{" + base + R"(, "quantization_config": )" + qc + "}"), phrase);
+  }
   // A quantization_config without a method is not a quantized checkpoint.
   auto ok = parse_hf_config("{" + base + R"(, "quantization_config": {"foo": 1}})");
   EXPECT_TRUE(ok.ok()) << ok.error();
