@@ -35,6 +35,9 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
     {"mlp.router", "ffn_gate_inp"},  // gpt-oss (weight and bias)
+    // gemma: the FFN's pre-norm, the FFN output's norm (its attention output's: post_attention_layernorm,
+    // renamed by the plan)
+    {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
 };
 
 // One expert's matrix (HF stores each expert apart) -> the 3-D GGUF tensor it is stacked into.
@@ -75,6 +78,15 @@ std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& n) {
   for (const auto& [name, part] : kParts)
     if (rest == name) return HfFusedExpert{layer, part};
   return std::nullopt;
+}
+
+std::optional<std::string> hf_text_tensor_name(const std::string& n) {
+  for (const char* vision : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."})
+    if (n.starts_with(vision)) return std::nullopt;
+  for (const auto& [from, to] : {std::pair{"language_model.model.", "model."}, std::pair{"model.language_model.", "model."},
+                                 std::pair{"language_model.lm_head.", "lm_head."}})
+    if (n.starts_with(from)) return to + n.substr(std::strlen(from));
+  return n;
 }
 
 Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {

@@ -57,6 +57,12 @@ struct HfModel {
 std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8 = false,
                                                 HfConfig::Packed packed = HfConfig::Packed::None);
 
+// The name of a tensor of a multimodal checkpoint's language model as a text model's
+// ("language_model.model.layers.0..." and transformers 4.52's "model.language_model.layers.0..." ->
+// "model.layers.0..."); nullopt for the vision tower and its projector (not converted); any other
+// name as it is.
+std::optional<std::string> hf_text_tensor_name(const std::string& hf_name);
+
 // HF tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
 // Empty string for tensors llama.cpp drops (rotary_emb.inv_freq); an error for unknown names.
 Result<std::string> hf_tensor_to_gguf_name(const std::string& hf_name);

@@ -57,6 +57,10 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
     }
     m[b + "attn_output.weight"] = {H, Q};
     m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
+    if (c.gemma) {  // the attention output's and the FFN output's norms
+      m[b + "post_attention_norm.weight"] = {H};
+      m[b + "post_ffw_norm.weight"] = {H};
+    }
     if (c.n_expert == 0) m[b + "ffn_down.weight"] = {H, F};
     if (c.attention_bias) {
       m[b + "attn_q.bias"] = {Q};
@@ -117,13 +121,14 @@ Result<Fp8Scale> read_fp8_scale(const SafetensorsModel::Ref& s, int64_t rows, in
 // One GGUF tensor converted from one HF tensor: rows of `cols` elements, optionally row-permuted; an FP8
 // source (scale non-null) dequantized with its scale.
 Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute_head_dim, uint8_t* dst,
-                    size_t nbytes, const SafetensorsModel::Ref* scale = nullptr, const int64_t (&block)[2] = {128, 128}) {
+                    size_t nbytes, const SafetensorsModel::Ref* scale = nullptr, const int64_t (&block)[2] = {128, 128},
+                    float shift = 0) {
   const SafetensorsTensor& t = *src.tensor;
   const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
   const int64_t cols = rows ? t.n_elements / rows : 0;
   const size_t out_esz = out == DType::F32 ? 4 : 2;
   if (nbytes != static_cast<size_t>(t.n_elements) * out_esz) return Error{"internal: tensor size mismatch"};
-  const bool raw = float_dtype(t.dtype) == out;  // same type: copy bits (exact, NaN payloads kept)
+  const bool raw = float_dtype(t.dtype) == out && shift == 0;  // same type: copy bits (exact, NaN payloads kept)
   std::optional<Fp8Scale> fs;
   if (scale) {
     TM_ASSIGN_OR_RETURN(fs, read_fp8_scale(*scale, rows, cols, block));
@@ -139,6 +144,8 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
     TM_TRY(src.file->read_f32(t, static_cast<uint64_t>(sr * cols), static_cast<uint64_t>(cols), tmp.data()));
     if (fs)
       for (int64_t k = 0; k < cols; ++k) tmp[static_cast<size_t>(k)] *= fs->at(sr, k);
+    if (shift != 0)
+      for (float& v : tmp) v += shift;
     for (int64_t k = 0; k < cols; ++k) {
       if (out == DType::F32) {
         std::memcpy(d + k * 4, &tmp[k], 4);
@@ -191,17 +198,30 @@ Result<HfTensorPlan> HfTensorPlan::make(const HfModel& m) {
 Status HfTensorPlan::add(const std::string& hf) {
   const auto ref = *m_->weights.find(hf);
   const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+  const bool multimodal = m_->config.hf_arch.ends_with("ForConditionalGeneration");
+  const std::optional<std::string> text = multimodal ? hf_text_tensor_name(hf) : hf;
+  if (!text) {  // a multimodal checkpoint's vision tower: the text model is converted
+    if (skipped_vision_++ == 0) log_info("{}: the vision tower's tensors are skipped (text only)", m_->dir);
+    return {};
+  }
+  if (*text != hf) return add_renamed(hf, *text, ref, where);
   if (m_->config.fp8) {  // FP8 scales: read with their matrices; activation and KV scales: not used
     for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".k_scale", ".v_scale", ".kv_scale"})
       if (hf.ends_with(s)) return {};
   }
+  return add_renamed(hf, hf, ref, where);
+}
+
+// `hf` read, mapped as `name` (the language model's own name in a multimodal checkpoint).
+Status HfTensorPlan::add_renamed(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
+                                 const std::string& where) {
   if (auto part = packed_part(hf, m_->config.packed)) {  // taken with their module's packed weight
     packed_parts_.try_emplace(part->first, hf);
     return part->second == PackedPart::Weight ? add_packed(part->first, where) : Status{};
   }
-  if (auto f = hf_fused_expert_tensor(hf)) return add_fused(*f, ref, hf, where);
-  if (auto part = hf_expert_tensor(hf)) return add_expert(*part, ref, where);
-  return add_plain(hf, ref, where);
+  if (auto f = hf_fused_expert_tensor(name)) return add_fused(*f, ref, hf, where);
+  if (auto part = hf_expert_tensor(name)) return add_expert(*part, ref, where);
+  return add_plain(hf, name, ref, where);
 }
 
 Status HfTensorPlan::claim(const std::string& gg, const std::string& where) {
@@ -344,11 +364,12 @@ Result<std::vector<SafetensorsModel::Ref>> HfTensorPlan::fp8_scale(const std::st
   return Error{fmt::format("{}: FP8 weights without their scale ('{}_scale' or '{}_scale_inv')", where, hf, hf)};
 }
 
-Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where) {
+Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
+                               const std::string& where) {
   const HfConfig& c = m_->config;
-  TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(hf));
+  TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(name));
   if (gg.empty()) return {};
-  if (c.gptoss() && gg.ends_with(".ffn_norm.weight"))  // GptOssModel's map: post_attention_layernorm
+  if ((c.gptoss() || c.gemma) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
     gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
   if (gg == "output.weight" && c.tie_word_embeddings) {
     log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);
@@ -371,13 +392,16 @@ Status HfTensorPlan::add_plain(const std::string& hf, const SafetensorsModel::Re
     perm = c.head_dim;
   items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, perm});
   items_.back().scales = std::move(scales);
+  if (c.gemma && name.ends_with("norm.weight")) items_.back().shift = 1.0f;  // Gemma's RMSNorm scales by 1 + w
   return {};
 }
 
 // GPTQ / AWQ / compressed-tensors: Q4_0 / Q4_1 when the values fit (fixed), else dequantized as the weight type.
 Status HfTensorPlan::add_packed(const std::string& base, const std::string& where) {
   const HfConfig& c = m_->config;
-  const std::string hf = base + ".weight";
+  const std::string hf = m_->config.hf_arch.ends_with("ForConditionalGeneration")
+                             ? hf_text_tensor_name(base + ".weight").value_or(base + ".weight")
+                             : base + ".weight";
   const auto expert = hf_expert_tensor(hf);
   std::string gg;
   if (expert) {
@@ -502,10 +526,11 @@ Status HfTensorPlan::write(GgufWriter& w, DType wtype) const {
     const auto scales = it.scales;
     const int64_t perm = it.permute_head_dim;
     const int64_t block[2] = {m_->config.fp8_block[0], m_->config.fp8_block[1]};
-    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, scales, out, perm, block](uint8_t* dst, size_t n) -> Status {
+    const float shift = it.shift;
+    TM_TRY(w.add_tensor(it.name, out, it.ne, [srcs, scales, out, perm, block, shift](uint8_t* dst, size_t n) -> Status {
       const size_t part = n / srcs.size();  // experts: one matrix after the other
       for (size_t x = 0; x < srcs.size(); ++x)
-        TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part, scales.empty() ? nullptr : &scales[x], block));
+        TM_TRY(convert_rows(srcs[x], out, perm, dst + x * part, part, scales.empty() ? nullptr : &scales[x], block, shift));
       return {};
     }));
   }

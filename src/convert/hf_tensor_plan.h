@@ -56,6 +56,7 @@ class HfTensorPlan {
     std::function<Status(uint8_t*, size_t, DType)> produce = nullptr;
     std::vector<SafetensorsModel::Ref> scales = {};  // FP8 sources: each one's scale tensor (else empty)
     std::vector<PackedMatrix> packed = {};           // GPTQ / AWQ / compressed-tensors sources (else empty)
+    float shift = 0;                                 // added to every value (Gemma's norms: 1)
   };
 
   explicit HfTensorPlan(const HfModel& m);
@@ -68,7 +69,10 @@ class HfTensorPlan {
                                                        const std::string& where) const;
   Status add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
                     const std::string& where);
-  Status add_plain(const std::string& hf, const SafetensorsModel::Ref& ref, const std::string& where);
+  Status add_renamed(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
+                     const std::string& where);
+  Status add_plain(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
+                   const std::string& where);
   // A packed integer matrix (module `base`), alone or as one expert of a stacked tensor.
   Status add_packed(const std::string& base, const std::string& where);
   // A GGUF tensor made from a fused expert tensor: once, and not also from per-expert ones.
@@ -83,6 +87,7 @@ class HfTensorPlan {
   std::set<StDType> weight_dtypes_;
   std::map<std::string, std::string> packed_parts_;        // packed tensors' modules -> a part's name (finish checks)
   std::set<std::string> packed_bases_;                     // modules whose packed weight was planned
+  size_t skipped_vision_ = 0;                               // a multimodal checkpoint's vision tensors
 };
 
 }  // namespace tmill

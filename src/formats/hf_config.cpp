@@ -10,11 +10,14 @@
 
 #include "core/log.h"
 #include "core/mmap.h"
+#include "formats/hf_config_reader.h"
 
 namespace tmill {
 namespace {
 
 using json = nlohmann::json;
+using detail::HfConfigReader;
+using Reader = HfConfigReader;
 
 struct Family {
   const char* hf_arch;
@@ -37,54 +40,12 @@ constexpr Family kFamilies[] = {
     {"OlmoeForCausalLM", "olmoe", 4096, false, true, false, true},
     // q/k/v/o biases whatever attention_bias says (llama.cpp's gpt-oss requires them)
     {"GptOssForCausalLM", "gpt-oss", 131072, true, false, false, true},
+    // NeoX RoPE (no q/k permutation); gemma3 normalizes each q / k head (details: hf_config_gemma.cpp)
+    {"Gemma2ForCausalLM", "gemma2", 8192, false, false, false},
+    {"Gemma3ForCausalLM", "gemma3", 131072, false, true, false},
+    {"Gemma3ForConditionalGeneration", "gemma3", 131072, false, true, false},
 };
 
-class Reader {
- public:
-  Reader(const json& j, const std::string& src) : j_(j), src_(src) {}
-
-  Error err(const std::string& msg) const { return Error{fmt::format("{}: {}", src_, msg)}; }
-
-  // Present, non-null field.
-  const json* get(const char* key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  Result<int64_t> integer(const char* key, std::optional<int64_t> def, int64_t min, int64_t max) const {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      return err(fmt::format("missing required field \"{}\"", key));
-    }
-    if (!v->is_number_integer()) return err(fmt::format("\"{}\" must be an integer, got {}", key, v->dump()));
-    const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                          ? INT64_MAX
-                          : v->get<int64_t>();
-    if (i < min || i > max) return err(fmt::format("\"{}\" = {} is out of range [{}, {}]", key, i, min, max));
-    return i;
-  }
-
-  Result<double> number(const json& obj, const char* key, double def, const std::string& ctx) const {
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return def;
-    if (!it->is_number()) return err(fmt::format("\"{}{}\" must be a number, got {}", ctx, key, it->dump()));
-    const double d = it->get<double>();
-    if (!std::isfinite(d) || d <= 0) return err(fmt::format("\"{}{}\" = {} must be positive", ctx, key, d));
-    return d;
-  }
-
-  Result<bool> boolean(const char* key, bool def) const {
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_boolean()) return err(fmt::format("\"{}\" must be true or false, got {}", key, v->dump()));
-    return v->get<bool>();
-  }
-
- private:
-  const json& j_;
-  const std::string& src_;
-};
 
 Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
   if (!rs.is_object()) return r.err(fmt::format("\"rope_scaling\" must be an object, got {}", rs.dump()));
@@ -249,167 +210,20 @@ Status parse_gptoss(const Reader& r, const json& j, const std::string& source, H
   return {};
 }
 
-// The integer formats packed in int32 words (GPTQ, AWQ, compressed-tensors' pack-quantized): true
-// and `c` filled when quantization_config is one tokenmill converts; an error naming the field for a
-// variant it does not (3-bit GPTQ, AWQ's GEMV layouts, Marlin-repacked checkpoints, ...); false for
-// other methods.
-Result<bool> parse_packed(const Reader& r, const json& q, const std::string& method, HfConfig* c) {
-  auto int_field = [&](std::initializer_list<const char*> keys, std::optional<int64_t> def) -> Result<int64_t> {
-    for (const char* k : keys)
-      if (q.contains(k) && !q[k].is_null()) {
-        if (!q[k].is_number_integer()) return r.err(fmt::format("quantization_config.{} must be an integer, got {}", k, q[k].dump()));
-        return q[k].get<int64_t>();
-      }
-    if (def) return *def;
-    return r.err(fmt::format("quantization_config lacks \"{}\"", *keys.begin()));
-  };
-  auto lower_string = [&](const json& o, const char* k, const std::string& def) {
-    std::string v = o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : def;
-    for (char& ch : v) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-    return v;
-  };
-  auto group_of = [&](int64_t g) -> Result<int64_t> {
-    if (g == -1 || g == 0) return int64_t{0};
-    if (g < 0) return r.err(fmt::format("quantization_config.group_size {} (expected -1 or a positive size)", g));
-    return g;
-  };
-  if (method == "gptq") {
-    TM_ASSIGN_OR_RETURN(const int64_t bits, int_field({"bits"}, std::nullopt));
-    if (bits != 2 && bits != 4 && bits != 8)
-      return r.err(fmt::format("GPTQ with bits {}: tokenmill converts 2-, 4- and 8-bit GPTQ weights", bits));
-    const std::string format = lower_string(q, "checkpoint_format", "gptq");
-    if (format != "gptq" && format != "gptq_v2")
-      return r.err(fmt::format("GPTQ checkpoint_format \"{}\": tokenmill reads the \"gptq\" and \"gptq_v2\" layouts "
-                               "(not weights repacked for one runtime's kernels)", format));
-    TM_ASSIGN_OR_RETURN(const int64_t g, int_field({"group_size"}, int64_t{-1}));
-    TM_ASSIGN_OR_RETURN(c->packed_group, group_of(g));
-    c->packed = HfConfig::Packed::Gptq;
-    c->packed_bits = static_cast<int>(bits);
-    c->gptq_zero_minus_one = format == "gptq";
-    return true;
-  }
-  if (method == "awq") {
-    TM_ASSIGN_OR_RETURN(const int64_t bits, int_field({"bits", "w_bit"}, int64_t{4}));
-    if (bits != 4) return r.err(fmt::format("AWQ with bits {}: tokenmill converts 4-bit AWQ weights", bits));
-    const std::string version = lower_string(q, "version", "gemm");
-    if (version != "gemm")
-      return r.err(fmt::format("AWQ version \"{}\": tokenmill reads AutoAWQ's \"gemm\" layout (the one vLLM loads)",
-                               version));
-    TM_ASSIGN_OR_RETURN(const int64_t g, int_field({"group_size", "q_group_size"}, int64_t{128}));
-    TM_ASSIGN_OR_RETURN(c->packed_group, group_of(g));
-    c->packed = HfConfig::Packed::Awq;
-    c->packed_bits = 4;
-    return true;
-  }
-  if (method != "compressed_tensors") return false;
-  const std::string top_format = lower_string(q, "format", "");
-  const json groups = q.contains("config_groups") ? q["config_groups"] : json();
-  if (!groups.is_object() || groups.empty()) return false;
-  std::optional<std::pair<int64_t, int64_t>> args;  // (bits, group) shared by every group
-  for (const auto& [name, grp] : groups.items()) {
-    const std::string format = grp.is_object() ? lower_string(grp, "format", top_format) : top_format;
-    const json w = grp.is_object() && grp.contains("weights") ? grp["weights"] : json();
-    if (format != "pack-quantized" || !w.is_object()) return false;
-    if (lower_string(w, "type", "int") != "int")
-      return r.err(fmt::format("compressed-tensors group \"{}\": pack-quantized weights of type {} (tokenmill reads int)",
-                               name, w["type"].dump()));
-    const int64_t bits = w.contains("num_bits") && w["num_bits"].is_number_integer() ? w["num_bits"].get<int64_t>() : 0;
-    if (bits != 4 && bits != 8)
-      return r.err(fmt::format("compressed-tensors group \"{}\": {}-bit packed weights (tokenmill reads 4 and 8 bits)",
-                               name, bits));
-    const std::string strategy = lower_string(w, "strategy", "group");
-    int64_t group = 0;
-    if (strategy == "group") {
-      if (!w.contains("group_size") || !w["group_size"].is_number_integer() || w["group_size"].get<int64_t>() <= 0)
-        return r.err(fmt::format("compressed-tensors group \"{}\": strategy group without a positive group_size", name));
-      group = w["group_size"].get<int64_t>();
-    } else if (strategy != "channel") {
-      return r.err(fmt::format("compressed-tensors group \"{}\": strategy \"{}\" (tokenmill reads group and channel)",
-                               name, strategy));
-    }
-    if (args && *args != std::pair{bits, group})
-      return r.err("compressed-tensors with config groups of different bits or group sizes (tokenmill reads one)");
-    args = std::pair{bits, group};
-  }
-  c->packed = HfConfig::Packed::CompressedTensors;
-  c->packed_bits = static_cast<int>(args->first);
-  c->packed_group = args->second;
-  return true;
-}
-
-// Weights quantized by another tool (config.json's quantization_config) cannot be converted: the
-// refusal names the format and what to do instead.
-Status refuse_quantized(const Reader& r, const json& q, const std::string& hf_arch, HfConfig* c) {
-  if (!q.is_object()) return {};
-  std::string method = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "";
-  if (method.empty() && (q.value("load_in_4bit", false) || q.value("load_in_8bit", false))) method = "bitsandbytes";
-  if (method.empty()) return {};
-  std::string lower;
-  for (char ch : method) lower += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch == '-' ? '_' : ch);
-  if (lower == "mxfp4" && hf_arch == "GptOssForCausalLM") {  // OpenAI's own format: kept as GGUF MXFP4
-    c->mxfp4 = true;
-    return {};
-  }
-  // FP8 weights with their scales: dequantized at conversion (hf_tensor_plan.cpp)
-  auto block_of = [&](const json& b) {
-    if (b.is_array() && b.size() == 2 && b[0].is_number_integer() && b[1].is_number_integer() && b[0].get<int64_t>() > 0 &&
-        b[1].get<int64_t>() > 0) {
-      c->fp8_block[0] = b[0].get<int64_t>();
-      c->fp8_block[1] = b[1].get<int64_t>();
-    }
-  };
-  if (lower == "fp8") {
-    c->fp8 = true;
-    if (q.contains("weight_block_size")) block_of(q["weight_block_size"]);
-    return {};
-  }
-  if (lower == "compressed_tensors" && q.contains("config_groups") && q["config_groups"].is_object() &&
-      !q["config_groups"].empty()) {
-    bool float8 = true;
-    for (const auto& [name, g] : q["config_groups"].items()) {  // (any JSON: types checked, nothing thrown)
-      const json w = g.is_object() && g.contains("weights") ? g["weights"] : json();
-      const bool is_float = w.is_object() && w.contains("type") && w["type"].is_string() && w["type"] == "float";
-      const bool eight = w.is_object() && w.contains("num_bits") && w["num_bits"].is_number_integer() && w["num_bits"] == 8;
-      float8 = float8 && is_float && eight;
-      if (float8 && w.contains("block_structure")) block_of(w["block_structure"]);
-    }
-    if (float8) {
-      c->fp8 = true;
-      return {};
-    }
-  }
-  TM_ASSIGN_OR_RETURN(const bool packed, parse_packed(r, q, lower, c));
-  if (packed) return {};
-  const std::string format = hf_quant_format_name(lower);
-  return r.err(fmt::format("the weights are quantized with {} (quantization_config.quant_method \"{}\"); tokenmill "
-                           "does not load {} weights. Use the model's original (unquantized) weights, quantized at "
-                           "load with --quantization (q8_0, q4_k_m, ...) or with `tokenmill quantize`, or a GGUF file",
-                           format, method, format));
-}
-
 }  // namespace
 
-std::string hf_quant_format_name(const std::string& method) {
-  if (method == "awq" || method == "awq_marlin") return "AWQ";
-  if (method == "gptq" || method == "gptq_marlin" || method == "marlin" || method == "gptq_marlin_24") return "GPTQ";
-  if (method == "bitsandbytes") return "bitsandbytes";
-  if (method == "fp8" || method == "fbgemm_fp8" || method == "ptpc_fp8") return "FP8";
-  if (method == "mxfp4") return "MXFP4";
-  if (method == "compressed_tensors") return "compressed-tensors (FP8 / INT8 / INT4)";
-  if (method == "modelopt" || method == "modelopt_fp4") return "ModelOpt (FP8 / FP4)";
-  return "'" + method + "'";
-}
 
 Result<HfConfig> parse_hf_config(std::string_view text, const std::string& source) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
+  detail::prepare_gemma_config(j);
   Reader r(j, source);
   HfConfig c;
   const json* archs = r.get("architectures");
   const std::string arch0 = archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string()
                                 ? (*archs)[0].get<std::string>() : "";
-  if (const json* q = r.get("quantization_config")) TM_TRY(refuse_quantized(r, *q, arch0, &c));
+  if (const json* q = r.get("quantization_config")) TM_TRY(detail::parse_quantization_config(r, *q, arch0, &c));
 
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
     return r.err("missing \"architectures\" (e.g. [\"LlamaForCausalLM\"])");
@@ -473,6 +287,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
 
   c.rope_dims = c.head_dim;
   if (c.gguf_arch == "gpt-oss") TM_TRY(parse_gptoss(r, j, source, &c));
+  if (detail::is_gemma_arch(c.hf_arch)) TM_TRY(detail::parse_gemma(r, j, &c));
   if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));
   else if (c.rope_scaling.type == HfRopeScalingType::LongRope)
     return r.err(fmt::format("longrope rope_scaling is supported for Phi3ForCausalLM only, not {}", c.hf_arch));

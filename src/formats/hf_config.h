@@ -1,6 +1,7 @@
 // Hyper-parameters from a Hugging Face config.json for the decoder-only families we convert:
 // LlamaForCausalLM, MistralForCausalLM and MixtralForCausalLM (GGUF "llama"), Qwen2ForCausalLM ("qwen2"),
-// Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"), and the mixtures of experts
+// Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"), Gemma2ForCausalLM ("gemma2"),
+// Gemma3ForCausalLM and Gemma3ForConditionalGeneration's text model ("gemma3"), the mixtures of experts
 // Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe"),
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
@@ -94,6 +95,18 @@ struct HfConfig {
   int packed_bits = 0;
   int64_t packed_group = 0;        // input columns per group; 0: one group per row (per channel)
   bool gptq_zero_minus_one = true;  // GPTQ checkpoint_format "gptq" (v1); "gptq_v2" stores zeros as they are
+
+  // Gemma 2 / Gemma 3 (Gemma2ForCausalLM, Gemma3ForCausalLM, and the text model of
+  // Gemma3ForConditionalGeneration, its "text_config"): RMSNorm weights are stored as w for a
+  // (1 + w) scale and written with the 1 added, as llama.cpp's converter does; post-attention and
+  // post-FFN norms; soft-capping of attention scores and logits (0: none); sliding_window on the
+  // family's layers (gemma2: even layers; gemma3: five of six), or per layer from layer_types /
+  // sliding_window_pattern (swa_layers, empty: the family's pattern); gemma3's sliding layers rotate
+  // with rope_local_base_freq (rope_theta_swa).
+  bool gemma = false;
+  double attn_softcap = 0, final_softcap = 0;
+  double rope_theta_swa = 0;
+  std::vector<bool> swa_layers;
 
   int64_t expert_rows() const { return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size; }
   bool gptoss() const { return gguf_arch == "gpt-oss"; }

@@ -89,6 +89,11 @@ Status parse_pre(const json& n, Pipeline& p, bool top) {
     }
   } else if (type == "Split") {
     const json& pat = n.at("pattern");
+    // Gemma's: split at " " keeping it with the piece before, after a normalizer that turned every
+    // " " into "▁" -- nothing is left to split at
+    if (p.escape_ws && pat.contains("String") && pat.at("String") == " " && !n.value("invert", false) &&
+        json_str(n, "behavior") == "MergedWithPrevious")
+      return ok_status();
     std::string re;
     if (pat.contains("Regex")) {
       re = pat.at("Regex").get<std::string>();

@@ -336,6 +336,10 @@ TEST(HfPacked, GenerateFromAGptqFolder) {
   ASSERT_TRUE(estimate.ok()) << estimate.error();
   EXPECT_EQ(*estimate, data_bytes);
   EXPECT_EQ(greedy("--model '" + dir + "/x.gguf'"), tokens);
+  // --quantization re-quantizes the Q4_0 matrices like any other weights
+  const json q8 = greedy("--model '" + dir + "' --quantization q8_0");
+  EXPECT_EQ(q8.size(), 8u);
+  EXPECT_EQ(greedy("--model '" + dir + "/x.gguf' --quantization q8_0"), q8);
   auto awq = run_command(bin + " generate --model '" + dir + "' --quantization awq --prompt x --max-tokens 1");
   EXPECT_EQ(awq.exit_code, 1);
   EXPECT_ERROR_HAS(awq.err, "is no AWQ checkpoint");

@@ -108,6 +108,39 @@ TEST(HfTokenizer, MetaspaceByteFallbackBpe) {
   EXPECT_EQ(t.decode(t.encode("hi hi中", true, false), true), "hi hi中");
 }
 
+// Gemma's tokenizer.json: a Replace(" " -> "▁") normalizer, then a Split at " " (MergedWithPrevious)
+// that finds nothing left to split; byte fallback; no prefix "▁" (add_dummy_prefix off).
+TEST(HfTokenizer, GemmaReplaceThenNoOpSplit) {
+  const std::string json = R"({
+    "added_tokens": [{"id":0,"content":"<pad>","special":true},{"id":1,"content":"<eos>","special":true},
+                     {"id":2,"content":"<bos>","special":true},{"id":3,"content":"<unk>","special":true}],
+    "normalizer": {"type":"Replace","pattern":{"String":" "},"content":"▁"},
+    "pre_tokenizer": {"type":"Split","pattern":{"String":" "},"behavior":"MergedWithPrevious","invert":false},
+    "decoder": {"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},
+                {"type":"ByteFallback"},{"type":"Fuse"}]},
+    "model": {"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,
+      "vocab": {"<pad>":0,"<eos>":1,"<bos>":2,"<unk>":3,"<0xE4>":4,"<0xB8>":5,"<0xAD>":6,"▁":7,"h":8,"i":9,
+                "hi":10,"▁hi":11,"▁▁":12},
+      "merges": ["h i", "▁ hi", "▁ ▁"]}})";
+  const std::string cfg = R"({"bos_token":"<bos>","eos_token":"<eos>","add_bos_token":true})";
+  auto v = tok::vocab_from_hf_json(json, cfg);
+  ASSERT_TRUE(v.ok()) << v.error();
+  auto tok = Tokenizer::from_data(std::move(*v));
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.encode("hi", false, false), (std::vector<int32_t>{10}));  // no "▁" put in front
+  EXPECT_EQ(t.encode("hi hi", true, false), (std::vector<int32_t>{2, 10, 11}));
+  EXPECT_EQ(t.encode("hi  hi", false, false), (std::vector<int32_t>{10, 7, 11}));  // the spaces stay in one piece
+  EXPECT_EQ(t.encode("hi中", false, false), (std::vector<int32_t>{10, 4, 5, 6}));
+  EXPECT_EQ(t.decode(t.encode("hi  hi中", true, false), true), "hi  hi中");
+  // the same Split without the normalizer before it would split: still refused
+  nlohmann::json split_only = nlohmann::json::parse(json);
+  split_only["normalizer"] = nullptr;
+  auto bad = tok::vocab_from_hf_json(split_only.dump(), cfg);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("MergedWithPrevious"), std::string::npos) << bad.error();
+}
+
 // The chat template saved apart (gpt-oss ships chat_template.jinja only): read as llama.cpp's
 // SpecialVocab does, tokenizer_config.json's first, then chat_template.jinja, then chat_template.json.
 TEST(HfTokenizer, ChatTemplateFiles) {
