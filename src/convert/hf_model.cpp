@@ -153,12 +153,17 @@ std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool 
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   bool qweight = false, g_idx = false;
-  for (const std::string& name : w.names()) {
+  for (const std::string& name : w.names()) {  // the weights' dtypes first: they tell the format best
     const SafetensorsTensor& t = *w.find(name)->tensor;
-    if (packed_part(name, packed)) continue;  // the format config.json names (convert/hf_packed.h)
-    if (!fp8 && (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2))
+    if (packed_part(name, packed) || fp8) continue;  // the formats config.json names
+    if (t.dtype == StDType::I8 && t.shape.size() == 2)
+      return fmt::format("INT8 (tensor '{}' is I8, and config.json has no int-quantized quantization_config)", name);
+    if (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2)
       return fmt::format("FP8 (tensor '{}' is {}, and config.json has no FP8 quantization_config)", name,
                          st_dtype_name(t.dtype));
+  }
+  for (const std::string& name : w.names()) {
+    if (packed_part(name, packed)) continue;  // the format config.json names (convert/hf_packed.h)
     if (!fp8 && (ends(name, ".weight_scale") || ends(name, ".weight_scale_inv") || ends(name, ".input_scale")))
       return fmt::format("FP8 (tensor '{}')", name);
     if (ends(name, ".absmax") || ends(name, ".quant_map") || ends(name, ".SCB") || name.find(".quant_state.") != std::string::npos)
@@ -175,7 +180,7 @@ Result<HfModel> HfModel::open(const std::string& hf_dir) {
   m.dir = hf_dir;
   TM_ASSIGN_OR_RETURN(m.config, load_hf_config(hf_dir));
   TM_ASSIGN_OR_RETURN(m.weights, SafetensorsModel::open(hf_dir));
-  if (auto format = hf_quantized_weights(m.weights, m.config.fp8, m.config.packed))
+  if (auto format = hf_quantized_weights(m.weights, m.config.scaled(), m.config.packed))
     return Error{fmt::format("{}: the weights are quantized: {}; tokenmill does not load such weights. Use the "
                              "model's original (unquantized) weights, quantized at load with --quantization (q8_0, "
                              "q4_k_m, ...) or with `tokenmill quantize`, or a GGUF file",

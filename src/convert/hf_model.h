@@ -52,7 +52,7 @@ struct HfModel {
 // *.weight_scale tensors (FP8), *.absmax / *.quant_state.* / *.SCB (bitsandbytes), *.qweight with
 // *.g_idx (GPTQ) or without (AWQ). nullopt for plain weights. HfModel::open refuses such folders
 // (config.json's quantization_config is refused by load_hf_config).
-// fp8: config.json says FP8 (HfConfig::fp8): FP8 tensors and their scales are expected, not refused;
+// fp8: config.json says FP8 or INT8 (HfConfig::scaled()): such tensors and their scales are expected;
 // packed: config.json names a packed integer format (HfConfig::packed): its tensors are expected.
 std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool fp8 = false,
                                                 HfConfig::Packed packed = HfConfig::Packed::None);

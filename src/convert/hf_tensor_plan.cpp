@@ -160,12 +160,15 @@ Status convert_rows(const SafetensorsModel::Ref& src, DType out, int64_t permute
 
 std::vector<int64_t> reversed(const std::vector<int64_t>& v) { return std::vector<int64_t>(v.rbegin(), v.rend()); }
 
-Status check_dtype(const SafetensorsModel::Ref& ref, const std::string& where, bool fp8_ok = false) {
-  if (fp8_ok && st_dtype_is_fp8(ref.tensor->dtype)) return {};
-  if (st_dtype_is_fp8(ref.tensor->dtype))
-    return Error{fmt::format("{}: FP8 is read for the 2-D matrices of an FP8 checkpoint (with their scales), not for "
-                             "fused expert tensors or biases",
-                             where)};
+// An FP8 or INT8 matrix: multiplied by its scale at conversion.
+bool scaled_dtype(StDType t) { return st_dtype_is_fp8(t) || t == StDType::I8; }
+
+Status check_dtype(const SafetensorsModel::Ref& ref, const std::string& where, bool scaled_ok = false) {
+  if (scaled_ok && scaled_dtype(ref.tensor->dtype)) return {};
+  if (scaled_dtype(ref.tensor->dtype))
+    return Error{fmt::format("{}: {} is read for the 2-D matrices of an FP8 or INT8 checkpoint (with their scales), not "
+                             "for fused expert tensors or biases",
+                             where, st_dtype_name(ref.tensor->dtype))};
   if (!st_dtype_is_float(ref.tensor->dtype))
     return Error{fmt::format("{}: unsupported dtype {} (only F32, F16 and BF16 weights are supported)", where,
                              st_dtype_name(ref.tensor->dtype))};
@@ -205,8 +208,9 @@ Status HfTensorPlan::add(const std::string& hf) {
     return {};
   }
   if (*text != hf) return add_renamed(hf, *text, ref, where);
-  if (m_->config.fp8) {  // FP8 scales: read with their matrices; activation and KV scales: not used
-    for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".k_scale", ".v_scale", ".kv_scale"})
+  if (m_->config.scaled()) {  // FP8 / INT8 scales: read with their matrices; activation and KV scales: not used
+    for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".input_zero_point", ".k_scale",
+                          ".v_scale", ".kv_scale"})
       if (hf.ends_with(s)) return {};
   }
   return add_renamed(hf, hf, ref, where);
@@ -336,7 +340,7 @@ Status HfTensorPlan::add_expert(const std::pair<std::string, int64_t>& part, con
     return Error{fmt::format("{}: expert {} is out of range (config.json: {} experts)", where, part.second,
                              e->second[0])};
   TM_TRY(check_shape(ref, std::vector<int64_t>(e->second.begin() + 1, e->second.end()), where));
-  TM_TRY(check_dtype(ref, where, m_->config.fp8));
+  TM_TRY(check_dtype(ref, where, m_->config.scaled()));
   TM_ASSIGN_OR_RETURN(auto scale, fp8_scale(ref.tensor->name, ref, where));
   weight_dtypes_.insert(scale.empty() ? ref.tensor->dtype : StDType::BF16);
   auto [it, fresh] = stacked_.try_emplace(part.first, items_.size());
@@ -357,11 +361,13 @@ Status HfTensorPlan::add_expert(const std::pair<std::string, int64_t>& part, con
 // An FP8 matrix's scale tensor (`<name>_scale`, or `<name>_scale_inv` per block); none for other dtypes.
 Result<std::vector<SafetensorsModel::Ref>> HfTensorPlan::fp8_scale(const std::string& hf, const SafetensorsModel::Ref& ref,
                                                                   const std::string& where) const {
-  if (!st_dtype_is_fp8(ref.tensor->dtype)) return std::vector<SafetensorsModel::Ref>{};
-  if (ref.tensor->shape.size() != 2) return Error{fmt::format("{}: an FP8 tensor that is no matrix", where)};
+  if (!scaled_dtype(ref.tensor->dtype)) return std::vector<SafetensorsModel::Ref>{};
+  if (ref.tensor->shape.size() != 2)
+    return Error{fmt::format("{}: an {} tensor that is no matrix", where, st_dtype_name(ref.tensor->dtype))};
   for (const char* suffix : {"_scale", "_scale_inv"})
     if (auto s = m_->weights.find(hf + suffix)) return std::vector<SafetensorsModel::Ref>{*s};
-  return Error{fmt::format("{}: FP8 weights without their scale ('{}_scale' or '{}_scale_inv')", where, hf, hf)};
+  return Error{fmt::format("{}: {} weights without their scale ('{}_scale' or '{}_scale_inv')", where,
+                           st_dtype_name(ref.tensor->dtype), hf, hf)};
 }
 
 Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
@@ -381,7 +387,7 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
                              "tie_word_embeddings={})",
                              where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
   TM_TRY(check_shape(ref, e->second, where));
-  TM_TRY(check_dtype(ref, where, m_->config.fp8));
+  TM_TRY(check_dtype(ref, where, m_->config.scaled()));
   TM_ASSIGN_OR_RETURN(auto scales, fp8_scale(hf, ref, where));
   expected_.erase(e);
   const bool matrix = ref.tensor->shape.size() == 2;
@@ -466,7 +472,7 @@ Status HfTensorPlan::finish() {
     }
     for (size_t x = 0; x < items_[index].scales.size(); ++x)
       if (!items_[index].scales[x].tensor)
-        return Error{fmt::format("{}: expert {} of '{}' is not FP8 like the others", m_->dir, x, name)};
+        return Error{fmt::format("{}: expert {} of '{}' is not FP8 / INT8 like the others", m_->dir, x, name)};
     expected_.erase(name);
   }
   if (!expected_.empty())

@@ -41,7 +41,7 @@ std::optional<std::function<bool(const HfConfig&)>> checkpoint_format(const std:
   if (lower == "awq" || lower == "awq_marlin") return [](const HfConfig& c) { return c.packed == P::Awq; };
   if (lower == "gptq" || lower == "gptq_marlin") return [](const HfConfig& c) { return c.packed == P::Gptq; };
   if (lower == "compressed_tensors")
-    return [](const HfConfig& c) { return c.packed == P::CompressedTensors || c.fp8; };
+    return [](const HfConfig& c) { return c.packed == P::CompressedTensors || c.scaled(); };
   if (lower == "fp8") return [](const HfConfig& c) { return c.fp8; };
   return std::nullopt;
 }
@@ -204,7 +204,8 @@ Result<uint64_t> estimate_model_bytes(const std::string& source, const ModelLoad
     TM_ASSIGN_OR_RETURN(SafetensorsModel w, SafetensorsModel::open(source));
     for (const std::string& name : w.names()) {
       const SafetensorsTensor& t = *w.find(name)->tensor;
-      if (!st_dtype_is_float(t.dtype) && !st_dtype_is_fp8(t.dtype)) {  // gpt-oss's MXFP4 blocks and scales: kept as they are
+      if (!st_dtype_is_float(t.dtype) && !st_dtype_is_fp8(t.dtype) && !(t.dtype == StDType::I8 && t.shape.size() == 2)) {
+        // (gpt-oss's MXFP4 blocks and scales: kept as they are)
         other += static_cast<double>(t.nbytes());
         continue;
       }
@@ -212,7 +213,7 @@ Result<uint64_t> estimate_model_bytes(const std::string& source, const ModelLoad
       if (t.shape.size() >= 2) {
         matrices += n;
         stored_as = stored_as.value_or(t.dtype == StDType::F32 ? DType::F32 : t.dtype == StDType::F16 ? DType::F16 : DType::BF16);
-        // (FP8 matrices are converted dequantized: BF16 unless --dtype says otherwise)
+        // (FP8 and INT8 matrices are converted dequantized: BF16 unless --dtype says otherwise)
       } else {
         other += n * 4;
       }

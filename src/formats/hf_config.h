@@ -81,6 +81,11 @@ struct HfConfig {
   // default), as llama.cpp's converter does.
   bool fp8 = false;
   int64_t fp8_block[2] = {128, 128};
+  // compressed-tensors "int-quantized" (W8A8 / W8A16 releases): I8 matrices, each with its
+  // `<name>_scale` per row or per tensor, symmetric; dequantized like FP8 (activation scales unused).
+  bool int8 = false;
+  // FP8 or INT8 matrices with scales (the converter's "scaled" matrices).
+  bool scaled() const { return fp8 || int8; }
   // Integer weights packed into int32 words with a scale (and zero point) per group of input columns:
   // GPTQ (quant_method "gptq": `.qweight` [in / per-word, out] packed along the input, `.qzeros`,
   // `.scales` [groups, out], `.g_idx` [in]; checkpoint_format "gptq" stores each zero minus one),

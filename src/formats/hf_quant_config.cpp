@@ -136,16 +136,30 @@ Status parse_quantization_config(const Reader& r, const json& q, const std::stri
   }
   if (lower == "compressed_tensors" && q.contains("config_groups") && q["config_groups"].is_object() &&
       !q["config_groups"].empty()) {
-    bool float8 = true;
+    bool float8 = true, int8 = true;
+    const std::string top_format = q.contains("format") && q["format"].is_string() ? q["format"].get<std::string>() : "";
     for (const auto& [name, g] : q["config_groups"].items()) {  // (any JSON: types checked, nothing thrown)
       const json w = g.is_object() && g.contains("weights") ? g["weights"] : json();
       const bool is_float = w.is_object() && w.contains("type") && w["type"].is_string() && w["type"] == "float";
+      const bool is_int = w.is_object() && w.contains("type") && w["type"].is_string() && w["type"] == "int";
       const bool eight = w.is_object() && w.contains("num_bits") && w["num_bits"].is_number_integer() && w["num_bits"] == 8;
       float8 = float8 && is_float && eight;
       if (float8 && w.contains("block_structure")) block_of(w["block_structure"]);
+      // INT8 (W8A8 / W8A16 "int-quantized"): one byte per weight and a scale per row or tensor
+      const std::string format = g.is_object() && g.contains("format") && g["format"].is_string()
+                                     ? g["format"].get<std::string>() : top_format;
+      const std::string strategy = w.is_object() && w.contains("strategy") && w["strategy"].is_string()
+                                       ? w["strategy"].get<std::string>() : "";
+      int8 = int8 && is_int && eight && (format == "int-quantized" || format == "naive-quantized");
+      if (int8 && strategy != "channel" && strategy != "tensor")
+        return r.err(fmt::format("compressed-tensors group \"{}\": int8 weights with strategy \"{}\" (tokenmill reads "
+                                 "channel and tensor scales)", name, strategy));
+      if (int8 && w.contains("symmetric") && w["symmetric"] == false)
+        return r.err(fmt::format("compressed-tensors group \"{}\": asymmetric int8 weights (tokenmill reads symmetric "
+                                 "ones)", name));
     }
-    if (float8) {
-      c->fp8 = true;
+    if (float8 || int8) {  // dequantized at conversion, each matrix times its scale
+      (float8 ? c->fp8 : c->int8) = true;
       return {};
     }
   }

@@ -191,9 +191,9 @@ const SafetensorsTensor* SafetensorsFile::find(std::string_view name) const {
 }
 
 Status SafetensorsFile::read_f32(const SafetensorsTensor& t, uint64_t first, uint64_t count, float* out) const {
-  if (!st_dtype_is_float(t.dtype) && !st_dtype_is_fp8(t.dtype))
-    return Error{fmt::format("{}: tensor '{}': unsupported dtype {} (F32, F16, BF16 and FP8 are read as floats)", path_,
-                             t.name, st_dtype_name(t.dtype))};
+  if (!st_dtype_is_float(t.dtype) && !st_dtype_is_fp8(t.dtype) && t.dtype != StDType::I8)
+    return Error{fmt::format("{}: tensor '{}': unsupported dtype {} (F32, F16, BF16, FP8 and I8 are read as floats)",
+                             path_, t.name, st_dtype_name(t.dtype))};
   if (first > static_cast<uint64_t>(t.n_elements) || count > static_cast<uint64_t>(t.n_elements) - first)
     return Error{fmt::format("{}: tensor '{}': element range [{}, +{}) is out of bounds", path_, t.name, first, count)};
   const uint8_t* p = t.data;
@@ -204,6 +204,9 @@ Status SafetensorsFile::read_f32(const SafetensorsTensor& t, uint64_t first, uin
       break;
     case StDType::F8_E5M2:
       for (uint64_t i = 0; i < count; ++i) out[i] = fp8_e5m2_to_fp32(p[first + i]);
+      break;
+    case StDType::I8:  // (INT8 checkpoints' codes, scaled by the caller)
+      for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[first + i]));
       break;
     case StDType::F16:
       for (uint64_t i = 0; i < count; ++i) {

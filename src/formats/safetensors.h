@@ -54,8 +54,9 @@ class SafetensorsFile {
   const SafetensorsTensor* find(std::string_view name) const;
   uint64_t data_offset() const { return data_offset_; }  // 8 + header length
 
-  // Elements [first, first + count) of a tensor of this file as f32. Only F32/F16/BF16 tensors;
-  // any other dtype is an "unsupported dtype" error naming the file and the tensor.
+  // Elements [first, first + count) of a tensor of this file as f32: F32/F16/BF16, FP8 (E4M3, E5M2)
+  // and I8 (the integer codes) tensors; any other dtype is an "unsupported dtype" error naming the file
+  // and the tensor.
   Status read_f32(const SafetensorsTensor& t, uint64_t first, uint64_t count, float* out) const;
   Status read_f32(const SafetensorsTensor& t, float* out) const {
     return read_f32(t, 0, static_cast<uint64_t>(t.n_elements), out);

@@ -2,7 +2,7 @@
 // libFuzzer target: a Hugging Face folder converted in memory (convert/hf_model.h), its safetensors
 // being the input bytes after the first; the first byte picks config.json among a plain one-layer
 // llama and the quantized checkpoints the converter reads (GPTQ 4- and 8-bit, AWQ, compressed-tensors
-// pack-quantized, FP8 with blocks): the packed integers, their scales, zero points, g_idx and shapes
+// pack-quantized, FP8 with blocks, INT8): the packed integers, their scales, zero points, g_idx and shapes
 // are all attacker-controlled. Checks: no crash or sanitizer report; a refusal names something; a
 // converted file re-parses, with every tensor inside it.
 #include <unistd.h>
@@ -36,6 +36,8 @@ const char* kQuant[] = {
     R"(, "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups":
        {"group_0": {"weights": {"type": "int", "num_bits": 4, "strategy": "group", "group_size": 32}}}})",
     R"(, "quantization_config": {"quant_method": "fp8", "weight_block_size": [16, 16]})",
+    R"(, "quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized", "config_groups":
+       {"group_0": {"weights": {"type": "int", "num_bits": 8, "strategy": "channel", "symmetric": true}}}})",
 };
 
 const std::string& folder() {

@@ -1,5 +1,6 @@
 // FP8 checkpoints (config.json quantization_config: quant_method "fp8" with weight_block_size, or
-// "compressed-tensors" with 8-bit float weights) convert to their dequantized weights: a folder of
+// "compressed-tensors" with 8-bit float weights), and compressed-tensors' INT8 ones (int-quantized,
+// scales per row or tensor), convert to their dequantized weights: a folder of
 // F8_E4M3 matrices with scales per tensor, per row and per block gives, bit for bit, the GGUF of the
 // same model whose F32 weights are those products; its scale tensors are consumed, activation scales
 // skipped; FP8 without its scale, a scale of the wrong shape, or FP8 outside the matrices are refused.
@@ -127,7 +128,7 @@ TEST(HfFp8, MisfitsAreRefusedNamingTheTensor) {
     HfTensors t = fp8;
     t["model.norm.weight"] = HfTensor{{16}, {}, "F8_E4M3", std::vector<uint8_t>(16, 0x38)};
     EXPECT_ERROR_HAS(convert_error(write_hf_folder(fp8_config(ScaleKind::Block, 8, 12), t, "F32", false, "c")),
-                     "an FP8 tensor that is no matrix");
+                     "an F8_E4M3 tensor that is no matrix");
   }
   {  // FP8 tensors without an FP8 quantization_config
     EXPECT_ERROR_HAS(convert_error(write_hf_folder(tiny_llama_config(), fp8, "F32", false, "d")), "FP8");
@@ -150,4 +151,61 @@ TEST(HfFp8, Fp8DecodesAsTorch) {
   EXPECT_EQ(fp8_e5m2_to_fp32(0x3c), 1.0f);
   EXPECT_EQ(fp8_e5m2_to_fp32(0x7b), 57344.0f);
   EXPECT_TRUE(std::isinf(fp8_e5m2_to_fp32(0x7c)));
+}
+
+// compressed-tensors "int-quantized" (W8A8 / W8A16 releases): I8 codes times a scale per row (or one
+// per tensor) -- the GGUF of the same model with those products as F32 weights, bit for bit; their
+// activation scales skipped; asymmetric or grouped int8, and I8 matrices without such a config, refused.
+TEST(HfInt8, CheckpointsConvertToTheirDequantizedWeights) {
+  for (const bool per_row : {true, false}) {
+    SCOPED_TRACE(per_row);
+    std::mt19937 rng(per_row ? 5 : 6);
+    std::uniform_real_distribution<float> sd(0.001f, 0.05f);
+    HfTensors ref = hf_weights(tiny_llama_config());
+    HfTensors q = ref;
+    for (auto& [name, t] : ref) {
+      if (t.shape.size() != 2 || name.find("layers.") == std::string::npos || !name.ends_with("_proj.weight")) continue;
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+      for (auto& c : codes) c = static_cast<uint8_t>(rng());  // -128 .. 127, -128 included
+      std::vector<float> scale(per_row ? static_cast<size_t>(rows) : 1);
+      for (float& x : scale) x = sd(rng);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          t.values[static_cast<size_t>(r * cols + c)] =
+              static_cast<float>(static_cast<int8_t>(codes[static_cast<size_t>(r * cols + c)])) *
+              scale[per_row ? static_cast<size_t>(r) : 0];
+      q[name] = HfTensor{t.shape, {}, "I8", codes};
+      q[name + "_scale"] = HfTensor{per_row ? std::vector<int64_t>{rows, 1} : std::vector<int64_t>{1}, scale};
+      q[name.substr(0, name.size() - 7) + ".input_scale"] = HfTensor{{1}, {0.5f}};
+    }
+    json cfg = tiny_llama_config();
+    cfg["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "int-quantized"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights", {{"type", "int"}, {"num_bits", 8}, {"symmetric", true}, {"strategy", per_row ? "channel" : "tensor"}}},
+            {"input_activations", {{"type", "int"}, {"num_bits", 8}, {"dynamic", true}, {"strategy", "token"}}}}}}}};
+    auto want = convert(write_hf_folder(tiny_llama_config(), ref, "F32", false, "ref"), "f32");
+    auto got = convert(write_hf_folder(cfg, q, "F32", false, "int8"), "f32");
+    ASSERT_EQ(got.tensors().size(), want.tensors().size());
+    for (const auto& t : want.tensors()) {
+      const GgufTensorInfo* u = got.find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      ASSERT_EQ(u->nbytes, t.nbytes) << t.name;
+      EXPECT_EQ(std::memcmp(t.data, u->data, t.nbytes), 0) << t.name;
+    }
+    if (per_row) {  // refusals
+      json asym = cfg;
+      asym["quantization_config"]["config_groups"]["group_0"]["weights"]["symmetric"] = false;
+      EXPECT_ERROR_HAS(convert_error(write_hf_folder(asym, q, "F32", false, "asym")), "asymmetric int8 weights");
+      json grouped = cfg;
+      grouped["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "group";
+      EXPECT_ERROR_HAS(convert_error(write_hf_folder(grouped, q, "F32", false, "grouped")), "strategy \"group\"");
+      EXPECT_ERROR_HAS(convert_error(write_hf_folder(tiny_llama_config(), q, "F32", false, "unsaid")),
+                       "the weights are quantized: INT8");
+    }
+  }
 }

@@ -42,6 +42,7 @@ TEST(Safetensors, ParsesEveryDtypeAndMetadata) {
       {"scalar", "F64", {}, std::vector<uint8_t>(8, 0)},
       {"empty", "F32", {0, 4}, {}},
       {"mask", "BOOL", {3}, {1, 0, 1}},
+      {"codes", "I8", {4}, {0x80, 0xff, 0x00, 0x7f}},
   };
   auto bytes = build_safetensors(ts, {{"format", "pt"}, {"note", "x"}});
   auto f = SafetensorsFile::parse(bytes.data(), bytes.size(), "m.safetensors");
@@ -71,6 +72,9 @@ TEST(Safetensors, ParsesEveryDtypeAndMetadata) {
     EXPECT_EQ(part, (std::vector<float>{3.0f, -0.5f})) << name;
     EXPECT_FALSE(f->read_f32(*f->find(name), 5, 2, part.data()).ok());
   }
+  std::vector<float> codes(4);  // I8: the integer codes (INT8 checkpoints, scaled by the converter)
+  ASSERT_TRUE(f->read_f32(*f->find("codes"), codes.data()).ok());
+  EXPECT_EQ(codes, (std::vector<float>{-128.0f, -1.0f, 0.0f, 127.0f}));
   std::vector<float> out(8);
   for (const char* name : {"ids", "scalar", "mask"}) {
     auto st = f->read_f32(*f->find(name), out.data());
