@@ -19,6 +19,7 @@ namespace tmill::server {
 struct HttpRequest {
   std::string method;  // "GET", "HEAD", "POST", ...
   std::string path;    // decoded, without the query string
+  std::string query;   // the query string after '?', as sent ("" when none)
   std::vector<std::pair<std::string, std::string>> headers;  // as received
   std::string body;    // read in full before HttpHandler::handle (never for before_body)
   // True once the client has closed or reset its connection (a non-blocking check supplied by the
@@ -28,11 +29,15 @@ struct HttpRequest {
   // model call it with the tokens a request used (prompt + completion), once they are known. Null:
   // nobody counts.
   std::function<void(int64_t)> count_tokens;
+  // The name of the API key the request came with, set by the handler's front; "" without keys.
+  std::string api_key_name;
 
   const std::string* header(std::string_view name) const;  // case-insensitive; first match
   bool has_header(std::string_view name) const { return header(name) != nullptr; }
   std::string header_or(std::string_view name, std::string fallback = {}) const;
   bool disconnected() const { return client_gone && client_gone(); }
+  // A query parameter's value (%XX and '+' decoded); "" when absent.
+  std::string query_param(std::string_view name) const;
 };
 
 // Where a streamed response writes its chunks.

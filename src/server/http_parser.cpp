@@ -118,6 +118,7 @@ int parse_request_head(std::string_view head, const HttpLimits& lim, RequestHead
   out.method = method;
   out.target = target;
   out.path = decode_path(target.substr(0, target.find('?')));
+  if (const size_t q = target.find('?'); q != std::string_view::npos) out.query = target.substr(q + 1);
   out.keep_alive = out.minor >= 1;
 
   bool te_seen = false, conn_close = false, conn_keep = false;

@@ -29,6 +29,7 @@ struct HttpLimits {
 struct RequestHead {
   std::string method;
   std::string target;  // as sent
+  std::string query;   // the target after '?', as sent ("" when none)
   std::string path;    // percent-decoded, without the query string
   int minor = 1;       // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;

@@ -118,6 +118,7 @@ void HttpServer::begin_request(const std::shared_ptr<Conn>& c, size_t head_end) 
   HttpRequest h;
   h.method = c->head.method;
   h.path = c->head.path;
+  h.query = c->head.query;
   h.headers = c->head.headers;
   std::weak_ptr<Conn> weak = c;
   h.client_gone = [weak] {
@@ -177,6 +178,7 @@ void HttpServer::dispatch(const std::shared_ptr<Conn>& c) {
   HttpRequest req;
   req.method = c->head.method;
   req.path = c->head.path;
+  req.query = c->head.query;
   req.headers = std::move(c->head.headers);
   req.body = std::move(c->body);
   c->body = std::string();

@@ -106,7 +106,9 @@ void convert_item(const json& item, json& messages) {
       a["reasoning_content"] = a.value("reasoning_content", "") + text;
     }
   } else if (type == "item_reference") {
-    throw_bad_request("'item_reference' items need stored responses, which this server does not keep", "input");
+    throw_bad_request("'item_reference' items are not supported: send the items themselves, or continue a stored "
+                      "response with 'previous_response_id'",
+                      "input");
   } else {
     throw_bad_request(fmt::format("input item type '{}' is not supported", type), "input");
   }
@@ -197,12 +199,16 @@ int64_t now_unix() {
 
 }  // namespace
 
+json input_items_of(const json& body) {
+  const json* input = body.is_object() ? field(body, "input") : nullptr;
+  if (input && input->is_string())
+    return json::array({{{"type", "message"}, {"role", "user"},
+                         {"content", json::array({{{"type", "input_text"}, {"text", *input}}})}}});
+  return input && input->is_array() ? *input : json::array();
+}
+
 json responses_to_chat(const json& body) {
   if (!body.is_object()) throw_bad_request("The request body must be a JSON object");
-  if (const json* prev = field(body, "previous_response_id"); prev && !(prev->is_string() && prev->get<std::string>().empty()))
-    throw_bad_request("'previous_response_id': responses are not stored by this server; send the whole conversation "
-                      "in 'input'",
-                      "previous_response_id");
   if (const json* conv = field(body, "conversation"))
     throw_bad_request("'conversation': conversations are not stored by this server; send them in 'input'",
                       "conversation");
@@ -241,7 +247,7 @@ json responses_to_chat(const json& body) {
   return chat;
 }
 
-json response_settings(const json& body) {
+json response_settings(const json& body, bool stored) {
   auto get = [&](const char* key, json dflt) {
     const json* v = body.is_object() ? field(body, key) : nullptr;
     return v ? *v : dflt;
@@ -258,8 +264,8 @@ json response_settings(const json& body) {
               {"truncation", get("truncation", "disabled")},
               {"metadata", get("metadata", json::object())},
               {"user", get("user", nullptr)},
-              {"previous_response_id", nullptr},
-              {"store", false},  // nothing is kept: previous_response_id is refused
+              {"previous_response_id", get("previous_response_id", nullptr)},
+              {"store", stored},
               {"error", nullptr}};
 }
 
@@ -419,8 +425,8 @@ std::string ResponsesStream::chunk(const json& c) {
     out += close();
     if (choice["finish_reason"] == "length") incomplete_ = "max_output_tokens";
     const bool incomplete = !incomplete_.empty();
-    out += emit(incomplete ? "response.incomplete" : "response.completed",
-                {{"response", response_object(incomplete ? "incomplete" : "completed")}});
+    result_ = response_object(incomplete ? "incomplete" : "completed");
+    out += emit(incomplete ? "response.incomplete" : "response.completed", {{"response", result_}});
     finished_ = true;
   }
   return out;

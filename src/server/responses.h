@@ -29,12 +29,17 @@
 namespace tmill::server {
 
 // The chat body; throws RequestError (400 naming the field) for what cannot be translated: images and
-// files (text models), built-in tools (web_search, file_search, ...), previous_response_id (responses
-// are not stored), malformed items.
+// files (text models), built-in tools (web_search, file_search, ...), conversations and
+// item_reference items, malformed items. previous_response_id is the route's (response_store.h): it
+// puts the stored conversation in front of "input" before calling this.
 json responses_to_chat(const json& body);
 
-// The settings a response object echoes from its request (instructions, max_output_tokens, tools, ...).
-json response_settings(const json& body);
+// The request's "input" as a list of items (a string: one user message item).
+json input_items_of(const json& body);
+
+// The settings a response object echoes from its request (instructions, max_output_tokens, tools,
+// previous_response_id, ...); `stored`: whether the response is kept (the request's "store").
+json response_settings(const json& body, bool stored);
 
 // A chat.completion body -> a response object (`settings` from response_settings).
 json chat_to_response(const json& chat, const json& settings);
@@ -49,6 +54,8 @@ class ResponsesStream {
   std::string chunk(const json& c);
   std::string error(const json& error_body);  // a chat stream's {"error": {...}} event: response.failed
   bool finished() const { return finished_; }
+  // The final response object once the stream completed (or ended incomplete); null otherwise.
+  const json& result() const { return result_; }
 
  private:
   enum class Item { None, Reasoning, Message, FunctionCall };
@@ -68,6 +75,7 @@ class ResponsesStream {
   int64_t created_ = 0;
   ChatUsage usage_;
   std::string incomplete_;                   // "max_output_tokens" when the chat chunk says length
+  json result_;                              // the final response object
 };
 
 }  // namespace tmill::server

@@ -63,6 +63,8 @@ const Server::Route* Server::find_route(const std::string& path) {
     {"/v1/messages/count_tokens", false, true, kKey, true, false, &Server::route_count_tokens},
     {"/v1/responses", false, true, kKey, true, true, &Server::route_responses},  // OpenAI's Responses API
     {"/responses", false, true, kKey, true, true, &Server::route_responses},
+    {"/v1/responses/", true, false, kKey, false, false, &Server::route_stored_response, true},  // GET, DELETE
+    {"/responses/", true, false, kKey, false, false, &Server::route_stored_response, true},
     // Ollama's API (routes_ollama.cpp).
     {"/api/chat", false, true, kKey, true, true, &Server::route_ollama_chat},
     {"/api/generate", false, true, kKey, true, true, &Server::route_ollama_generate},
@@ -195,7 +197,7 @@ std::optional<HttpResponse> Server::cors_preflight(const HttpRequest& req) const
     return res;
   }
   res.status = 204;
-  res.set_header("Access-Control-Allow-Methods", join_or(opts_.allowed_methods, "GET, POST, OPTIONS"));
+  res.set_header("Access-Control-Allow-Methods", join_or(opts_.allowed_methods, "GET, POST, DELETE, OPTIONS"));
   res.set_header("Access-Control-Allow-Headers",
                  join_or(opts_.allowed_headers, "Authorization, Content-Type, X-Request-Id, X-Api-Key"));
   res.set_header("Access-Control-Max-Age", "600");
@@ -211,12 +213,13 @@ std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
     e.status = 404;
     e.message = fmt::format("Not found: {} {}", req.method, req.path);
     e.code = "not_found";
-  } else if (r->post ? req.method != "POST" : (req.method != "GET" && req.method != "HEAD")) {
+  } else if (r->post ? req.method != "POST"
+                     : (req.method != "GET" && req.method != "HEAD" && !(r->del && req.method == "DELETE"))) {
+    const char* allowed = r->post ? "POST" : r->del ? "GET, HEAD, DELETE" : "GET, HEAD";
     e.status = 405;
-    e.message = fmt::format("Method {} is not allowed for {} (allowed: {})", req.method, req.path,
-                            r->post ? "POST" : "GET, HEAD");
+    e.message = fmt::format("Method {} is not allowed for {} (allowed: {})", req.method, req.path, allowed);
     e.code = "method_not_allowed";
-    headers.emplace_back("Allow", r->post ? "POST" : "GET, HEAD");
+    headers.emplace_back("Allow", allowed);
   } else if (r->post && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
     // The transport would read such a body until the connection closes.
     e.status = 411;

@@ -1,7 +1,7 @@
-// Anthropic's Messages API (anthropic.h) and OpenAI's Responses API (responses.h), both served by
-// the chat route: POST /v1/messages and POST /v1/responses translate the body, run
-// handle_generate(Chat), and rewrite its answer (chat_adapter.h); POST /v1/messages/count_tokens
-// counts the prompt the chat template renders.
+// Anthropic's Messages API (anthropic.h), served by the chat route: POST /v1/messages translates
+// the body, runs handle_generate(Chat), and rewrites its answer (chat_adapter.h);
+// POST /v1/messages/count_tokens counts the prompt the chat template renders. (OpenAI's Responses
+// API, served the same way: routes_responses.cpp.)
 #include <memory>
 
 #include "chat/messages.h"
@@ -9,7 +9,6 @@
 #include "server/chat_adapter.h"
 #include "server/openai_response.h"
 #include "server/request_fields.h"
-#include "server/responses.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,25 +48,6 @@ HttpResponse Server::route_count_tokens(HttpRequest& req) {
     metrics_->on_failure(request_failure_reason(e.error));
     return reply_json(anthropic_error(e.error), e.error.status);
   }
-}
-
-HttpResponse Server::route_responses(HttpRequest& req) {
-  json body, chat;
-  try {
-    body = parse_body(req.body);
-    chat = responses_to_chat(body);
-  } catch (const RequestError& e) {
-    return reply_error(e.error, "invalid_request");
-  }
-  req.body = chat.dump();
-  const json settings = response_settings(body);
-  auto stream = std::make_shared<ResponsesStream>(settings);
-  ChatAdapter a;
-  a.result = [settings](const json& c) { return chat_to_response(c, settings); };
-  a.error = [](int, const json& e) { return e; };  // OpenAI's error body already
-  a.chunk = [stream](const json& c) { return stream->chunk(c); };
-  a.stream_error = [stream](const json& e) { return stream->error(e); };
-  return adapt_chat_response(handle_generate(req, ApiKind::Chat), std::move(a));
 }
 
 }  // namespace tmill::server

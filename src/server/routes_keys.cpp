@@ -43,6 +43,7 @@ HttpResponse Server::run_as_key(HttpRequest& req, const Route& r, const KeyIdent
   const std::shared_ptr<KeyLimiter> lim = r.limited ? key.limiter : nullptr;
   Counter* tokens = &reg.counter("tokenmill:api_key_tokens_total",
                                  "Tokens (prompt + completion) of requests per API key (its name).", {{"key", key.name}});
+  req.api_key_name = key.name;
   req.count_tokens = [lim, tokens](int64_t n) {
     tokens->inc(static_cast<double>(n));
     if (lim) lim->charge(n, KeyLimiter::Clock::now());

@@ -111,6 +111,7 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   if (!keys.ok()) return Error{keys.error()};
   auto s = std::unique_ptr<Server>(new Server(std::move(options)));
   s->keys_ = std::move(keys).value();
+  s->responses_ = std::make_unique<ResponseStore>(s->opts_.max_stored_responses, s->opts_.stored_responses_memory);
   if (s->keys_->has_file()) {
     std::string names;
     for (const auto& x : s->keys_->names()) names += (names.empty() ? "" : ", ") + x;
@@ -146,6 +147,13 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
         .set(static_cast<double>(self->models_->loads()));
     r.counter("tokenmill:model_unloads_total", "Models unloaded (idle, to make room, by the admin routes).")
         .set(static_cast<double>(self->models_->unloads()));
+    if (self->responses_) {
+      r.gauge("tokenmill:stored_responses", "Responses API responses kept for previous_response_id (--max-stored-responses).")
+          .set(static_cast<double>(self->responses_->size()));
+      r.gauge("tokenmill:stored_responses_bytes",
+              "The stored responses' JSON bytes (bounded by --stored-responses-memory).")
+          .set(static_cast<double>(self->responses_->bytes()));
+    }
     if (!self->http_) return;
     const MemoryBudget& b = self->http_->memory();
     r.gauge("tokenmill:buffer_memory_bytes",

@@ -31,6 +31,7 @@
 #include "server/model_registry.h"
 #include "server/ollama.h"
 #include "server/openai_request.h"
+#include "server/response_store.h"
 #include "server/router.h"
 #include "server/server_metrics.h"
 
@@ -66,7 +67,7 @@ struct ServerOptions {
   std::string tool_call_parser;       // --tool-call-parser NAME; empty: from the chat template
   // CORS (vLLM's --allowed-origins / --allowed-methods / --allowed-headers); no origins: off.
   std::vector<std::string> allowed_origins;  // "*" allows any
-  std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, OPTIONS
+  std::vector<std::string> allowed_methods;  // empty or "*": GET, POST, DELETE, OPTIONS
   std::vector<std::string> allowed_headers;  // empty or "*": Authorization, Content-Type, X-Request-Id, X-Api-Key
   std::string truncation = "disabled";  // --truncation: auto drops a chat's oldest turns to fit (per request: "truncation")
   CompressionOptions compression;     // --compress-history ...: summarize a long chat's oldest turns (history_compression.h)
@@ -75,6 +76,10 @@ struct ServerOptions {
   std::string generation_config = "auto";  // --generation-config: auto, vllm, or a folder (generation_config.h)
   bool no_ui = false;                 // --no-ui: GET /, /dashboard, /ui/* answer 404 (routes_ui.cpp)
   bool slots_endpoint = true;         // llama-server's --no-slots: GET /slots answers 501 (routes_llama.cpp)
+  // The Responses API's stored responses (response_store.h): --max-stored-responses (0: none kept,
+  // previous_response_id then finds nothing) and --stored-responses-memory (their JSON's bytes).
+  size_t max_stored_responses = 1024;
+  uint64_t stored_responses_memory = uint64_t{256} << 20;
   // Several models (docs/server.md, "Several models"): empty means one, named served_model_name,
   // from model_path, attached with attach_engine (or loaded by engine_loader).
   std::vector<ModelSpec> models;
@@ -146,6 +151,7 @@ class Server final : public HttpHandler {
     bool needs_engine;  // 503 while the model loads or the server drains
     bool limited;       // runs a model: a key's limits apply (concurrency, tokens per minute)
     HttpResponse (Server::*handler)(HttpRequest&);
+    bool del = false;   // GET, HEAD and DELETE (a stored resource)
   };
   static const Route* find_route(const std::string& path);
   // API keys (routes_keys.cpp). check_key: the request's key for a route that needs one (*id null
@@ -214,7 +220,8 @@ class Server final : public HttpHandler {
   // Anthropic's Messages API (routes_anthropic.cpp, anthropic.h): the chat route, translated.
   HttpResponse route_messages(HttpRequest& req);
   HttpResponse route_count_tokens(HttpRequest& req);
-  HttpResponse route_responses(HttpRequest& req);  // OpenAI's Responses API (responses.h), the same way
+  HttpResponse route_responses(HttpRequest& req);  // OpenAI's Responses API (routes_responses.cpp), the same way
+  HttpResponse route_stored_response(HttpRequest& req);  // GET / DELETE /v1/responses/{id}[/input_items]
   // Ollama's API (routes_ollama.cpp, ollama.h).
   HttpResponse handle_ollama(HttpRequest& req, OllamaKind kind);
   HttpResponse route_ollama_chat(HttpRequest& req) { return handle_ollama(req, OllamaKind::Chat); }
@@ -254,6 +261,7 @@ class Server final : public HttpHandler {
 
   ServerOptions opts_;
   std::unique_ptr<KeyStore> keys_;
+  std::unique_ptr<ResponseStore> responses_;  // the Responses API's stored responses
   std::unique_ptr<HttpServer> http_;
   MetricsRegistry metrics_registry_;  // every model's series, one /metrics
   std::vector<std::unique_ptr<ServerMetrics>> model_metrics_;  // per slot (model_name label)

@@ -361,7 +361,7 @@ test('CORS: off by default; --allowed-origins answers preflights and tags respon
       'Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\nConnection: close\r\n\r\n');
     assert.equal(r.status, 204);
     assert.equal(r.headers['access-control-allow-origin'], 'http://c.example');
-    assert.equal(r.headers['access-control-allow-methods'], 'GET, POST, OPTIONS');
+    assert.equal(r.headers['access-control-allow-methods'], 'GET, POST, DELETE, OPTIONS');
     assert.equal(r.headers['access-control-allow-headers'], 'Authorization, Content-Type');
     r = await raw(cors.port, 'OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\n' +
       'Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n');

@@ -192,8 +192,26 @@ test('OpenAI SDK: a function call through the Responses API and its output sent 
     max_output_tokens: 5,
   });
   assert.equal(next.object, 'response');
+  // the call's response is stored: the conversation continues from it
+  const cont = await openai.responses.create({
+    model: MODEL,
+    previous_response_id: r.id,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: 'Sunny' }],
+    tools,
+    max_output_tokens: 5,
+  });
+  assert.equal(cont.previous_response_id, r.id);
+  assert.equal(cont.usage.input_tokens, next.usage.input_tokens, 'the same conversation as sent whole');
+  const { output_text: _, ...stored } = cont;  // (output_text: the SDK's own convenience field on create)
+  const { output_text: __, ...retrieved } = await openai.responses.retrieve(cont.id);
+  assert.deepEqual(retrieved, stored);
+  const items = [];
+  for await (const item of openai.responses.inputItems.list(cont.id, { limit: 1, order: 'asc' })) items.push(item);
+  assert.deepEqual(items.map((i) => i.type ?? 'message'), ['message', ...r.output.map((i) => i.type), 'function_call_output']);
+  await openai.responses.del(cont.id);
+  await assert.rejects(openai.responses.retrieve(cont.id), (e) => e instanceof OpenAI.NotFoundError);
   await assert.rejects(
-    openai.responses.create({ model: MODEL, input: 'x', previous_response_id: r.id }),
+    openai.responses.create({ model: MODEL, input: 'x', previous_response_id: cont.id }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id',
   );
 });

@@ -129,7 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ApiError err4;
     check_result(map_chat_request(chat, c, &err4), err4, c);
   }
-  check(!response_settings(body).dump().empty(), "response settings serialize");
+  check(!response_settings(body, true).dump().empty(), "response settings serialize");
+  check(input_items_of(body).is_array(), "input items are a list");
   for (OllamaKind kind : {OllamaKind::Chat, OllamaKind::Generate}) {  // Ollama's /api/chat and /api/generate
     bool completions = false;
     json oai;

@@ -38,6 +38,7 @@ struct ServeCli {
   tmill::cli::VllmCli vllm;  // vllm serve's command line (serve_vllm.h)
   tmill::cli::LlamaServerCli llama;  // llama-server's command line (serve_llama.h)
   std::string max_body = "8MiB";
+  std::string stored_responses_memory = "256MiB";
   double drain_timeout = 30;
   bool threshold_given = false;
   bool threads_given = false;
@@ -275,6 +276,12 @@ int run(ServeCli& o) {
     return 1;
   }
   o.server.http.payload_max_bytes = *body;
+  auto stored = parse_size(o.stored_responses_memory);
+  if (!stored.ok()) {
+    log_error("--stored-responses-memory: {}", stored.error());
+    return 1;
+  }
+  o.server.stored_responses_memory = *stored;
   // The request memory (--buffer-memory) comes out of --memory-limit; the models get the rest.
   if (!o.memory_limit.empty() || !o.buffer_memory.empty()) bound_allocator();
   // (with several models configure_models splits again: the models file may set the limit)
@@ -489,6 +496,13 @@ TM_COMMAND("serve", "OpenAI-compatible HTTP server (chat/completions, completion
                             "how tool calls are read from the output (default: from the chat template): " +
                                 tmill::tool_call_format_names());
              app.add_option("--max-body-size", o->max_body, "largest request body (413 above)")->capture_default_str();
+             app.add_option("--max-stored-responses", s.max_stored_responses,
+                            "Responses API: responses kept for previous_response_id and GET /v1/responses/{id}, the "
+                            "least recently used dropped first (0: none kept)")
+                 ->capture_default_str();
+             app.add_option("--stored-responses-memory", o->stored_responses_memory,
+                            "Responses API: the most memory the stored responses' JSON may take")
+                 ->capture_default_str();
              app.add_option("--buffer-memory", o->buffer_memory,
                             "memory for requests and responses: bytes received, bodies and their parsing, output "
                             "buffers (503 when full; part of --memory-limit); default: an eighth of --memory-limit "

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "engine/engine.h"
+#include "server/response_store.h"
 #include "server/responses.h"
 #include "server/server.h"
 #include "server_http_client.h"
@@ -86,12 +87,16 @@ TEST(Responses, RequestBecomesAChatBody) {
   EXPECT_EQ(s["response_format"], json({{"type", "json_object"}}));
   EXPECT_EQ(s["stream_options"], json({{"include_usage", true}, {"continuous_usage_stats", true}}));
   // the settings a response echoes
-  const json st = response_settings(body);
+  const json st = response_settings(body, true);
   EXPECT_EQ(st["instructions"], "Be brief.");
   EXPECT_EQ(st["max_output_tokens"], 50);
-  EXPECT_EQ(st["store"], false);
+  EXPECT_EQ(st["store"], true);
+  EXPECT_EQ(st["previous_response_id"], nullptr);
+  EXPECT_EQ(response_settings({{"input", "x"}, {"previous_response_id", "resp_1"}}, false)["previous_response_id"],
+            "resp_1");
+  EXPECT_EQ(response_settings(body, false)["store"], false);
   EXPECT_EQ(st["metadata"], json({{"k", "v"}}));
-  EXPECT_EQ(response_settings({{"input", "x"}})["tool_choice"], "auto");
+  EXPECT_EQ(response_settings({{"input", "x"}}, true)["tool_choice"], "auto");
 }
 
 TEST(Responses, UntranslatableRequestsAre400NamingTheField) {
@@ -99,7 +104,6 @@ TEST(Responses, UntranslatableRequestsAre400NamingTheField) {
       {json::array(), ""},
       {json::object(), "input"},
       {{{"input", 5}}, "input"},
-      {{{"input", "x"}, {"previous_response_id", "resp_1"}}, "previous_response_id"},
       {{{"input", "x"}, {"conversation", "conv_1"}}, "conversation"},
       {{{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}, {"image_url", "http://x"}}}}}}}}, "input"},
       {{{"input", {{{"role", "tool"}, {"content", "x"}}}}}, "input"},
@@ -135,7 +139,7 @@ TEST(Responses, ChatResultBecomesAResponse) {
                             {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Rome\"}"}}}}}}}},
          {"finish_reason", "tool_calls"}}}},
       {"usage", {{"prompt_tokens", 30}, {"completion_tokens", 7}, {"prompt_tokens_details", {{"cached_tokens", 16}}}}}};
-  const json r = chat_to_response(chat, response_settings({{"input", "x"}, {"max_output_tokens", 9}}));
+  const json r = chat_to_response(chat, response_settings({{"input", "x"}, {"max_output_tokens", 9}}, false));
   EXPECT_EQ(r["id"], "resp_abc");
   EXPECT_EQ(r["object"], "response");
   EXPECT_EQ(r["created_at"], 1700000000);
@@ -156,13 +160,13 @@ TEST(Responses, ChatResultBecomesAResponse) {
                               {"output_tokens", 7}, {"output_tokens_details", {{"reasoning_tokens", 0}}},
                               {"total_tokens", 37}}));
   chat["choices"][0]["finish_reason"] = "length";
-  const json inc = chat_to_response(chat, response_settings({{"input", "x"}}));
+  const json inc = chat_to_response(chat, response_settings({{"input", "x"}}, false));
   EXPECT_EQ(inc["status"], "incomplete");
   EXPECT_EQ(inc["incomplete_details"]["reason"], "max_output_tokens");
 }
 
 TEST(Responses, StreamTranslatorEventsAndItems) {
-  ResponsesStream s(response_settings({{"input", "x"}}));
+  ResponsesStream s(response_settings({{"input", "x"}}, false));
   auto chunk = [](json delta, json finish = nullptr) {
     return json{{"id", "chatcmpl-x"},
                 {"model", "m"},
@@ -205,12 +209,12 @@ TEST(Responses, StreamTranslatorEventsAndItems) {
   EXPECT_EQ(done["output"][2]["arguments"], "{\"a\":1}");
   EXPECT_EQ(done["usage"]["output_tokens"], 3);
   // length: response.incomplete
-  ResponsesStream t(response_settings({{"input", "x"}}));
+  ResponsesStream t(response_settings({{"input", "x"}}, false));
   const auto inc = events_of(t.chunk(chunk({{"content", "a"}}, "length")));
   EXPECT_EQ(inc.back().first, "response.incomplete");
   EXPECT_EQ(inc.back().second["response"]["incomplete_details"]["reason"], "max_output_tokens");
   // an error event
-  ResponsesStream e(response_settings({{"input", "x"}}));
+  ResponsesStream e(response_settings({{"input", "x"}}, false));
   const auto err = events_of(e.error({{"error", {{"message", "late"}, {"code", "request_timeout"}}}}));
   ASSERT_EQ(err.size(), 1u);
   EXPECT_EQ(err[0].first, "error");
@@ -286,9 +290,175 @@ TEST(ResponsesServer, TextFunctionCallsAndStructuredOutput) {
   ASSERT_EQ(status, 200) << js.dump();
   const json parsed = json::parse(js["output"].back()["content"][0]["text"].get<std::string>());
   EXPECT_TRUE(parsed["city"] == "Paris" || parsed["city"] == "Rome") << parsed.dump();
-  // refusals
+  // a previous response this server never stored
   const json prev = test::post_json(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(prev["error"]["param"], "previous_response_id");
+  EXPECT_EQ(prev["error"]["code"], "previous_response_not_found");
   srv->shutdown(5);
+}
+
+// Stored responses: previous_response_id continues one (the same greedy answer as the chat route given
+// the whole conversation), streamed ones are kept too, GET returns it, input_items lists what it
+// answered (newest first, paged), DELETE drops it; store false, or a server keeping none, keeps nothing.
+TEST(ResponsesServer, StoredResponsesContinueConversations) {
+  auto srv = test::stories_server();
+  ASSERT_TRUE(srv);
+  httplib::Client cli("127.0.0.1", srv->port());
+  int status = 0;
+  const json first = test::post_json(cli, "/v1/responses",
+                                     {{"instructions", "Be brief."}, {"input", "Once upon a time"},
+                                      {"max_output_tokens", 8}, {"temperature", 0}},
+                                     &status);
+  ASSERT_EQ(status, 200) << first.dump();
+  EXPECT_EQ(first["store"], true);
+  const std::string said = first["output"][0]["content"][0]["text"];
+  const json second = test::post_json(cli, "/v1/responses",
+                                      {{"previous_response_id", first["id"]}, {"input", "There was a cat"},
+                                       {"max_output_tokens", 8}, {"temperature", 0}},
+                                      &status);
+  ASSERT_EQ(status, 200) << second.dump();
+  EXPECT_EQ(second["previous_response_id"], first["id"]);
+  // instructions are not carried over (as OpenAI's): the conversation's turns are
+  const json chat = test::post_json(cli, "/v1/chat/completions",
+                                    {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}},
+                                                   {{"role", "assistant"}, {"content", said}},
+                                                   {{"role", "user"}, {"content", "There was a cat"}}}},
+                                     {"max_tokens", 8}, {"temperature", 0}},
+                                    &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(second["output"][0]["content"][0]["text"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(second["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+  // a streamed continuation is stored as well, and continues the chain
+  auto s = cli.Post("/v1/responses",
+                    json({{"previous_response_id", second["id"]}, {"input", "The end"}, {"max_output_tokens", 4},
+                          {"temperature", 0}, {"stream", true}})
+                        .dump(),
+                    "application/json");
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->status, 200);
+  const auto ev = events_of(s->body);
+  ASSERT_FALSE(ev.empty());
+  const json third = ev.back().second["response"];
+  auto got = cli.Get("/v1/responses/" + third["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  EXPECT_EQ(json::parse(got->body), third);
+  // its input items: the whole conversation it answered, newest first, with ids; paged
+  auto items = cli.Get("/v1/responses/" + third["id"].get<std::string>() + "/input_items");
+  ASSERT_TRUE(items);
+  ASSERT_EQ(items->status, 200) << items->body;
+  const json list = json::parse(items->body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 5u) << list.dump();  // user, assistant, user, assistant, user
+  EXPECT_EQ(list["data"][0]["content"][0]["text"], "The end");
+  EXPECT_EQ(list["data"][4]["content"][0]["text"], "Once upon a time");
+  EXPECT_EQ(list["has_more"], false);
+  for (const json& item : list["data"]) EXPECT_TRUE(item.contains("id")) << item.dump();
+  auto page = cli.Get("/v1/responses/" + third["id"].get<std::string>() + "/input_items?limit=2&order=asc&after=" +
+                      list["data"][4]["id"].get<std::string>());
+  ASSERT_TRUE(page);
+  const json p2 = json::parse(page->body);
+  ASSERT_EQ(p2["data"].size(), 2u) << p2.dump();
+  EXPECT_EQ(p2["data"][0]["id"], list["data"][3]["id"]);
+  EXPECT_EQ(p2["has_more"], true);
+  EXPECT_EQ(cli.Get("/v1/responses/" + third["id"].get<std::string>() + "/input_items?limit=0")->status, 400);
+  // DELETE drops it: GET and previous_response_id find nothing after
+  auto del = cli.Delete("/v1/responses/" + second["id"].get<std::string>());
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+  EXPECT_EQ(json::parse(del->body), json({{"id", second["id"]}, {"object", "response"}, {"deleted", true}}));
+  EXPECT_EQ(cli.Get("/v1/responses/" + second["id"].get<std::string>())->status, 404);
+  EXPECT_EQ(cli.Delete("/v1/responses/" + second["id"].get<std::string>())->status, 404);
+  test::post_json(cli, "/v1/responses", {{"previous_response_id", second["id"]}, {"input", "x"}}, &status);
+  EXPECT_EQ(status, 400);
+  // store false: not kept
+  const json unstored = test::post_json(cli, "/v1/responses", {{"input", "x"}, {"store", false}, {"max_output_tokens", 2}}, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(unstored["store"], false);
+  EXPECT_EQ(cli.Get("/v1/responses/" + unstored["id"].get<std::string>())->status, 404);
+  test::post_json(cli, "/v1/responses", {{"input", "x"}, {"store", "yes"}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(cli.Post("/v1/responses/" + first["id"].get<std::string>(), "{}", "application/json")->status, 405);
+  auto m = cli.Get("/metrics");  // first and third are kept (second deleted, the unstored one never kept)
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("\ntokenmill:stored_responses 2\n"), std::string::npos) << m->body.substr(0, 400);
+  srv->shutdown(5);
+  // with API keys, a response is its key's: another key's GET, DELETE and previous_response_id find nothing
+  server::ServerOptions keyed;
+  keyed.api_keys = {"k1", "k2"};
+  auto srvk = test::stories_server(keyed);
+  ASSERT_TRUE(srvk);
+  httplib::Client k1("127.0.0.1", srvk->port()), k2("127.0.0.1", srvk->port());
+  k1.set_bearer_token_auth("k1");
+  k2.set_bearer_token_auth("k2");
+  const json mine = test::post_json(k1, "/v1/responses", {{"input", "x"}, {"max_output_tokens", 2}}, &status);
+  ASSERT_EQ(status, 200) << mine.dump();
+  const std::string path = "/v1/responses/" + mine["id"].get<std::string>();
+  EXPECT_EQ(k2.Get(path)->status, 404);
+  EXPECT_EQ(k2.Delete(path)->status, 404);
+  test::post_json(k2, "/v1/responses", {{"input", "y"}, {"previous_response_id", mine["id"]}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(k1.Get(path)->status, 200);
+  test::post_json(k1, "/v1/responses", {{"input", "y"}, {"previous_response_id", mine["id"]}, {"max_output_tokens", 2}}, &status);
+  EXPECT_EQ(status, 200);
+  srvk->shutdown(5);
+  // a server keeping none says so
+  server::ServerOptions none;
+  none.max_stored_responses = 0;
+  auto srv0 = test::stories_server(none);
+  ASSERT_TRUE(srv0);
+  httplib::Client c0("127.0.0.1", srv0->port());
+  const json r0 = test::post_json(c0, "/v1/responses", {{"input", "x"}, {"max_output_tokens", 2}}, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(r0["store"], false);
+  const json e0 = test::post_json(c0, "/v1/responses", {{"input", "x"}, {"previous_response_id", r0["id"]}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(e0["error"]["message"].get<std::string>().find("--max-stored-responses 0"), std::string::npos) << e0.dump();
+  srv0->shutdown(5);
+}
+
+// The store itself: bounded by count and bytes, least recently used dropped first, ids given to
+// input items, a response past the byte bound not kept.
+TEST(ResponseStore, BoundedLruWithIds) {
+  auto resp = [](const std::string& id, size_t pad = 0) {
+    return json{{"id", id}, {"object", "response"}, {"output", json::array()}, {"pad", std::string(pad, 'x')}};
+  };
+  const json items = json::array({{{"type", "message"}, {"role", "user"}, {"content", "hi"}}});
+  ResponseStore s(2, 1 << 20);
+  s.put(resp("resp_a"), items);
+  s.put(resp("resp_b"), items);
+  ASSERT_TRUE(s.get("resp_a"));  // a is now the most recently used
+  s.put(resp("resp_c"), items);
+  EXPECT_FALSE(s.get("resp_b"));
+  EXPECT_TRUE(s.get("resp_a"));
+  EXPECT_TRUE(s.get("resp_c"));
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_EQ(s.get("resp_c")->input_items[0]["id"], "msg_c_0");
+  const json out = json::array({{{"type", "message"}, {"role", "assistant"}, {"content", "yo"}}});
+  json r = resp("resp_d");
+  r["output"] = out;
+  s.put(r, items);
+  EXPECT_EQ(continued_items(*s.get("resp_d")).size(), 2u);
+  ResponseStore small(10, 400);
+  small.put(resp("resp_x", 100), items);
+  small.put(resp("resp_y", 100), items);
+  small.put(resp("resp_z", 100), items);  // past 400 bytes: the oldest go
+  EXPECT_FALSE(small.get("resp_x"));
+  EXPECT_TRUE(small.get("resp_z"));
+  EXPECT_LE(small.bytes(), 400u);
+  small.put(resp("resp_big", 1000), items);  // alone past the bound: not kept
+  EXPECT_FALSE(small.get("resp_big"));
+  EXPECT_TRUE(small.erase("resp_z"));
+  EXPECT_FALSE(small.erase("resp_z"));
+  ResponseStore owned(4, 1 << 20);  // one API key's response: another key finds nothing under its id
+  owned.put(resp("resp_k"), items, "alice");
+  EXPECT_FALSE(owned.get("resp_k", "bob"));
+  EXPECT_FALSE(owned.get("resp_k"));
+  EXPECT_FALSE(owned.erase("resp_k", "bob"));
+  EXPECT_TRUE(owned.get("resp_k", "alice"));
+  ResponseStore off(0, 1 << 20);
+  off.put(resp("resp_q"), items);
+  EXPECT_FALSE(off.enabled());
+  EXPECT_FALSE(off.get("resp_q"));
 }
