@@ -81,7 +81,8 @@ std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& n) {
 }
 
 std::optional<std::string> hf_text_tensor_name(const std::string& n) {
-  for (const char* vision : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."})
+  for (const char* vision : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.",
+                             "visual.", "model.visual."})
     if (n.starts_with(vision)) return std::nullopt;
   for (const auto& [from, to] : {std::pair{"language_model.model.", "model."}, std::pair{"model.language_model.", "model."},
                                  std::pair{"language_model.lm_head.", "lm_head."}})

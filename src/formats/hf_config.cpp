@@ -44,6 +44,12 @@ constexpr Family kFamilies[] = {
     {"Gemma2ForCausalLM", "gemma2", 8192, false, false, false},
     {"Gemma3ForCausalLM", "gemma3", 131072, false, true, false},
     {"Gemma3ForConditionalGeneration", "gemma3", 131072, false, true, false},
+    // vision-language models, their language model only (text in, text out): Qwen2-VL / Qwen2.5-VL
+    // rotate text positions with M-RoPE, which for text (one position for all three sections) is
+    // plain RoPE
+    {"Qwen2VLForConditionalGeneration", "qwen2", 32768, true, false, false},
+    {"Qwen2_5_VLForConditionalGeneration", "qwen2", 128000, true, false, false},
+    {"Qwen3VLForConditionalGeneration", "qwen3", 262144, false, true, false},
 };
 
 
@@ -60,6 +66,8 @@ Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
   auto& s = c->rope_scaling;
   const std::string ctx = "rope_scaling.";
   if (type.empty() || type == "default") return {};
+  // Qwen2-VL's M-RoPE: three position sections that text tokens fill with one position -- plain RoPE
+  if (type == "mrope") return {};
   auto orig_ctx = [&](int64_t def) -> Result<int64_t> {
     auto it = rs.find("original_max_position_embeddings");
     if (it == rs.end() || it->is_null()) return def;
@@ -217,6 +225,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
+  detail::prepare_multimodal_config(j);
   detail::prepare_gemma_config(j);
   Reader r(j, source);
   HfConfig c;

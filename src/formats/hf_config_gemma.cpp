@@ -26,15 +26,19 @@ bool is_gemma_arch(const std::string& a) {
   return a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration";
 }
 
+void prepare_multimodal_config(json& j) {
+  const std::string arch = arch_of(j);
+  if (!arch.ends_with("ForConditionalGeneration") || !j.contains("text_config") || !j["text_config"].is_object()) return;
+  json text = j["text_config"];  // the language model's fields; the rest stays with the vision tower
+  for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
+    if (j.contains(k) && !text.contains(k)) text[k] = j[k];
+  text["architectures"] = j["architectures"];
+  j = std::move(text);
+}
+
 void prepare_gemma_config(json& j) {
   const std::string arch = arch_of(j);
   if (!is_gemma_arch(arch)) return;
-  if (arch == "Gemma3ForConditionalGeneration" && j.contains("text_config") && j["text_config"].is_object()) {
-    json text = j["text_config"];  // the language model's fields; the rest stays with the vision tower
-    for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
-      if (j.contains(k) && !text.contains(k)) text[k] = j[k];
-    j = std::move(text);
-  }
   const bool g2 = arch == "Gemma2ForCausalLM";
   // transformers' Gemma2Config / Gemma3TextConfig defaults (real configs omit some of them)
   const json defaults = {{"vocab_size", g2 ? 256000 : 262208},

@@ -1,0 +1,96 @@
+// Vision-language checkpoints (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) convert their language model: the
+// folder in each layout transformers writes -- text fields at the top or under text_config, tensors
+// as model.* or model.language_model.*, a vision tower beside them (visual.* / model.visual.*),
+// Qwen2-VL's M-RoPE rope_scaling -- gives the tensors and hyper-parameters of the same weights saved as
+// the plain text model (Qwen2ForCausalLM / Qwen3ForCausalLM): for text, M-RoPE's three position
+// sections hold one position, which is plain RoPE.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "convert/hf_model.h"
+#include "formats/gguf.h"
+#include "hf_folder.h"
+
+using namespace tmill;
+using namespace tmill::test;
+using nlohmann::json;
+
+namespace {
+
+json text_config(const std::string& arch) {
+  json cfg = tiny_llama_config();
+  cfg["architectures"] = {arch};
+  cfg["rope_theta"] = 1000000.0;
+  if (arch == "Qwen3ForCausalLM") cfg["head_dim"] = 4;
+  return cfg;
+}
+
+void expect_same(const GgufFile& got, const GgufFile& want) {
+  ASSERT_EQ(got.tensors().size(), want.tensors().size());
+  for (const GgufTensorInfo& w : want.tensors()) {
+    const GgufTensorInfo* g = got.find_tensor(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(g->data, w.data, w.nbytes), 0) << w.name;
+  }
+  for (const auto& [key, v] : want.metadata()) {
+    if (key == "general.name") continue;
+    ASSERT_NE(got.find(key), nullptr) << key;
+    EXPECT_EQ(got.get_number(key), want.get_number(key)) << key;
+    EXPECT_EQ(got.get_string(key), want.get_string(key)) << key;
+  }
+}
+
+}  // namespace
+
+TEST(HfVisionLanguage, LanguageModelConvertsAsTheTextModel) {
+  struct Case {
+    const char* vl_arch;
+    const char* text_arch;
+    bool nested;           // text fields under text_config (newer transformers)
+    const char* prefix;    // where the language model's tensors are
+    const char* visual;    // the vision tower's prefix
+  };
+  for (const Case& c : {Case{"Qwen2VLForConditionalGeneration", "Qwen2ForCausalLM", false, "model.", "visual."},
+                        Case{"Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM", false, "model.", "visual."},
+                        Case{"Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM", true, "model.language_model.",
+                             "model.visual."},
+                        Case{"Qwen3VLForConditionalGeneration", "Qwen3ForCausalLM", true, "model.language_model.",
+                             "model.visual."}}) {
+    SCOPED_TRACE(std::string(c.vl_arch) + (c.nested ? " nested" : ""));
+    const json text = text_config(c.text_arch);
+    const HfTensors weights = hf_weights(text);
+    auto want = convert(write_hf_folder(text, weights, "F32", false, "text"));
+    json vl;
+    const json mrope = std::string(c.text_arch) == "Qwen3ForCausalLM"
+                           ? json{{"rope_type", "default"}, {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}}
+                           : json{{"type", "mrope"}, {"mrope_section", {1, 1, 0}}};
+    if (c.nested) {
+      json t = text;
+      t.erase("architectures");
+      t["rope_scaling"] = mrope;
+      vl = {{"architectures", {c.vl_arch}}, {"text_config", t}, {"vision_config", {{"depth", 1}}},
+            {"torch_dtype", "float32"}, {"image_token_id", 9}};
+    } else {
+      vl = text;
+      vl["architectures"] = {c.vl_arch};
+      vl["rope_scaling"] = mrope;
+      vl["vision_config"] = {{"depth", 1}};
+    }
+    HfTensors t;
+    for (const auto& [name, v] : weights)
+      t[name.starts_with("model.") ? c.prefix + name.substr(6) : name] = v;  // (lm_head stays)
+    t[std::string(c.visual) + "blocks.0.attn.qkv.weight"] = {{6, 2}, std::vector<float>(12, 0.5f)};
+    t[std::string(c.visual) + "merger.mlp.0.weight"] = {{2, 2}, std::vector<float>(4, 0.25f)};
+    auto got = convert(write_hf_folder(vl, t, "F32", true, "vl"));
+    expect_same(got, want);
+  }
+  // a vision tower without the multimodal architecture is no text model's tensor: refused
+  const json text = text_config("Qwen2ForCausalLM");
+  HfTensors t = hf_weights(text);
+  t["visual.blocks.0.attn.qkv.weight"] = {{6, 2}, std::vector<float>(12, 0.5f)};
+  auto st = convert_hf_to_gguf(write_hf_folder(text, t, "F32", false, "stray"), temp_dir() + "/x.gguf", HfConvertOptions{});
+  ASSERT_FALSE(st.ok());
+  EXPECT_ERROR_HAS(st.error(), "cannot map tensor 'visual.blocks.0.attn.qkv.weight'");
+}
