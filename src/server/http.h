@@ -31,6 +31,7 @@ struct HttpRequest {
   std::function<void(int64_t)> count_tokens;
   // The name of the API key the request came with, set by the handler's front; "" without keys.
   std::string api_key_name;
+  bool api_key_admin = true;  // the key's role is admin (true without keys)
 
   const std::string* header(std::string_view name) const;  // case-insensitive; first match
   bool has_header(std::string_view name) const { return header(name) != nullptr; }

@@ -186,6 +186,18 @@ std::vector<AdapterSpec> ModelRegistry::adapters(size_t slot) const {
   return out;
 }
 
+Status ModelRegistry::set_global_scales(size_t slot, const std::vector<std::pair<size_t, float>>& scales) {
+  std::lock_guard<std::mutex> lock(adapters_mu_);
+  std::vector<AdapterEntry*> mine;
+  for (AdapterEntry& a : adapters_)
+    if (a.slot == slot) mine.push_back(&a);
+  for (const auto& [i, scale] : scales)
+    if (i >= mine.size()) return Error{fmt::format("no adapter with id {} (this model has {})", i, mine.size())};
+  for (AdapterEntry* a : mine) a->spec.global_scale = 0;
+  for (const auto& [i, scale] : scales) mine[i]->spec.global_scale = scale;
+  return {};
+}
+
 std::vector<ModelRegistry::AdapterEntry> ModelRegistry::all_adapters() const {
   std::lock_guard<std::mutex> lock(adapters_mu_);
   return adapters_;

@@ -50,6 +50,10 @@ struct AdapterSpec {
   std::string path;   // llama.cpp's LoRA GGUF
   float scale = 1.0f; // applied to every request that names it (llama.cpp's --lora-scaled)
   std::string base;   // the base model's name or alias (command line; "" = the first model)
+  // llama-server's global scale (POST /lora-adapters): applied to the base model's requests that give
+  // neither an adapter's name nor a "lora" list; 0 (the default, llama-server's
+  // --lora-init-without-apply): none.
+  float global_scale = 0.0f;
 };
 
 // One configured model.
@@ -131,6 +135,9 @@ class ModelRegistry {
   // Removes it from the list: its slot, or nullopt when no adapter has that name.
   std::optional<size_t> remove_adapter(const std::string& name);
   std::vector<AdapterSpec> adapters(size_t slot) const;
+  // Sets the global scales of a model's adapters (index in adapters(slot) -> scale; the others 0).
+  // Errors: an index out of range.
+  Status set_global_scales(size_t slot, const std::vector<std::pair<size_t, float>>& scales);
   struct AdapterEntry {
     size_t slot;
     AdapterSpec spec;

@@ -8,6 +8,12 @@
 namespace tmill::server {
 
 json parse_body(std::string_view body, int max_depth) {
+  json j = parse_json_value(body, max_depth);
+  if (!j.is_object()) throw_bad_request("The request body must be a JSON object");
+  return j;
+}
+
+json parse_json_value(std::string_view body, int max_depth) {
   json j;
   try {
     // The callback sees every nesting level while parsing; refusing deep input here keeps later
@@ -27,7 +33,6 @@ json parse_body(std::string_view body, int max_depth) {
   } catch (const std::exception& e) {
     throw RequestError{bad_request(std::string("Invalid JSON in the request body: ") + e.what())};
   }
-  if (!j.is_object()) throw_bad_request("The request body must be a JSON object");
   return j;
 }
 

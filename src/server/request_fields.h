@@ -14,6 +14,8 @@ namespace tmill::server {
 
 // Parses a request body. Errors (400): not JSON, invalid UTF-8, nesting deeper than max_depth, not an object.
 json parse_body(std::string_view body, int max_depth = 64);
+// The same for a body of any JSON value (llama-server's POST /lora-adapters takes a list).
+json parse_json_value(std::string_view body, int max_depth = 64);
 
 const json* field(const json& obj, const char* key);  // nullptr when absent or null
 

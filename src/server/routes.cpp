@@ -105,7 +105,7 @@ const Server::Route* Server::find_route(const std::string& path) {
     // vLLM's run-time LoRA routes (routes_lora.cpp), behind the API key.
     {"/v1/load_lora_adapter", false, true, kAdmin, true, false, &Server::route_load_lora},
     {"/v1/unload_lora_adapter", false, true, kAdmin, true, false, &Server::route_unload_lora},
-    {"/lora-adapters", false, false, kKey, false, false, &Server::route_lora_adapters},  // llama-server's list
+    {"/lora-adapters", false, false, kKey, false, false, &Server::route_lora_adapters, false, true},  // llama-server's
     {"/health", false, false, kOpen, true, false, &Server::route_health},
     {"/v1/health", false, false, kOpen, true, false, &Server::route_health},
     {"/version", false, false, kOpen, false, false, &Server::route_version},
@@ -214,13 +214,17 @@ std::optional<HttpResponse> Server::before_body(const HttpRequest& req) {
     e.message = fmt::format("Not found: {} {}", req.method, req.path);
     e.code = "not_found";
   } else if (r->post ? req.method != "POST"
-                     : (req.method != "GET" && req.method != "HEAD" && !(r->del && req.method == "DELETE"))) {
-    const char* allowed = r->post ? "POST" : r->del ? "GET, HEAD, DELETE" : "GET, HEAD";
+                     : (req.method != "GET" && req.method != "HEAD" && !(r->del && req.method == "DELETE") &&
+                        !(r->post_too && req.method == "POST"))) {
+    const char* allowed = r->post       ? "POST"
+                          : r->del      ? "GET, HEAD, DELETE"
+                          : r->post_too ? "GET, HEAD, POST"
+                                        : "GET, HEAD";
     e.status = 405;
     e.message = fmt::format("Method {} is not allowed for {} (allowed: {})", req.method, req.path, allowed);
     e.code = "method_not_allowed";
     headers.emplace_back("Allow", allowed);
-  } else if (r->post && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+  } else if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
     // The transport would read such a body until the connection closes.
     e.status = 411;
     e.message = "Length Required: send Content-Length or Transfer-Encoding: chunked";

@@ -287,9 +287,16 @@ Status Server::apply_adapter(const ResolvedModel& resolved, ModelLease& lease, c
                              ApiError* err) {
   ResolvedModel r = resolved;
   try {
-    if (auto l = request_lora(body, models_->adapters(lease.slot()))) {
+    const std::vector<AdapterSpec> adapters = models_->adapters(lease.slot());
+    if (auto l = request_lora(body, adapters)) {
       r.adapter = l->name;
       r.adapter_scale = l->scale;
+    } else if (r.adapter.empty()) {  // the base model: llama-server's global adapter, if one is set
+      for (const AdapterSpec& a : adapters)
+        if (a.global_scale != 0) {
+          r.adapter = a.name;
+          r.adapter_scale = a.global_scale;
+        }
     }
   } catch (const RequestError& e) {
     *err = e.error;

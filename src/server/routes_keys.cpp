@@ -44,6 +44,7 @@ HttpResponse Server::run_as_key(HttpRequest& req, const Route& r, const KeyIdent
   Counter* tokens = &reg.counter("tokenmill:api_key_tokens_total",
                                  "Tokens (prompt + completion) of requests per API key (its name).", {{"key", key.name}});
   req.api_key_name = key.name;
+  req.api_key_admin = key.role == KeyRole::Admin;
   req.count_tokens = [lim, tokens](int64_t n) {
     tokens->inc(static_cast<double>(n));
     if (lim) lim->charge(n, KeyLimiter::Clock::now());

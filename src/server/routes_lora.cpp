@@ -8,6 +8,7 @@
 // with a warning if it does not load then, e.g. past --max-loras).
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -131,13 +132,65 @@ json Server::adapter_json(const ModelRegistry::AdapterEntry& a) const {
   return m;
 }
 
-HttpResponse Server::route_lora_adapters(HttpRequest&) {
+// GET: llama-server's list, per base model. POST [{"id", "scale"[, "model"]}, ...] (llama-server's):
+// the global scales -- the adapter applied to the base model's requests that name none; adapters left
+// out get 0; one adapter per model may be non-zero (the engine applies one per request).
+HttpResponse Server::route_lora_adapters(HttpRequest& req) {
+  if (req.method == "POST") {
+    try {
+      if (!req.api_key_admin) {
+        ApiError e;
+        e.status = 403;
+        e.code = "permission_denied";
+        e.message = "POST /lora-adapters changes every request's adapter: it needs an admin API key";
+        throw RequestError{e};
+      }
+      const json body = parse_json_value(req.body);
+      if (!body.is_array()) throw_bad_request("the body must be a list of {\"id\": N, \"scale\": S}");
+      std::map<size_t, std::vector<std::pair<size_t, float>>> per_model;
+      for (size_t s = 0; s < models_->size(); ++s) per_model[s];  // (every model's scales reset)
+      for (const json& e : body) {
+        if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() || e["id"].get<int64_t>() < 0)
+          throw_bad_request("each entry needs a non-negative integer 'id' (GET /lora-adapters lists them)", "id");
+        double scale = 1.0;
+        if (e.contains("scale")) {
+          if (!e["scale"].is_number() || !std::isfinite(e["scale"].get<double>()) || std::fabs(e["scale"].get<double>()) > 1e4)
+            throw_bad_request("'scale' must be a number in [-1e4, 1e4]", "scale");
+          scale = e["scale"].get<double>();
+        }
+        size_t slot = 0;
+        if (e.contains("model")) {
+          const auto r = e["model"].is_string() ? models_->resolve(e["model"].get<std::string>()) : std::nullopt;
+          if (!r || !r->adapter.empty()) throw_bad_request(fmt::format("'model': no base model {}", e["model"].dump()), "model");
+          slot = r->slot;
+        }
+        if (scale != 0) per_model[slot].emplace_back(static_cast<size_t>(e["id"].get<int64_t>()), static_cast<float>(scale));
+      }
+      for (const auto& [slot, scales] : per_model)
+        if (scales.size() > 1)
+          throw_bad_request(fmt::format("model '{}': one adapter at a non-zero scale (the engine applies one per "
+                                        "request; give the others scale 0)",
+                                        models_->spec(slot).name));
+      for (const auto& [slot, scales] : per_model)  // ids first, then set: nothing changes on an error
+        for (const auto& [i, scale] : scales)
+          if (i >= models_->adapters(slot).size())
+            throw_bad_request(fmt::format("no adapter with id {} (model '{}' has {})", i, models_->spec(slot).name,
+                                          models_->adapters(slot).size()),
+                              "id");
+      for (const auto& [slot, scales] : per_model)  // (an adapter unloaded meanwhile: its id is gone)
+        if (Status st = models_->set_global_scales(slot, scales); !st.ok()) throw_bad_request(st.error(), "id");
+    } catch (const RequestError& e) {
+      return reply_error(e.error, request_failure_reason(e.error));
+    }
+    return reply_json(json{{"success", true}});
+  }
   json out = json::array();
   std::vector<int64_t> next(models_->size(), 0);  // ids count per base model
   for (const ModelRegistry::AdapterEntry& a : models_->all_adapters())
     out.push_back({{"id", next[a.slot]++},
                    {"path", a.spec.path},
                    {"scale", a.spec.scale},
+                   {"global_scale", a.spec.global_scale},
                    {"name", a.spec.name},
                    {"model", models_->spec(a.slot).name}});
   HttpResponse res;

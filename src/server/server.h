@@ -151,7 +151,8 @@ class Server final : public HttpHandler {
     bool needs_engine;  // 503 while the model loads or the server drains
     bool limited;       // runs a model: a key's limits apply (concurrency, tokens per minute)
     HttpResponse (Server::*handler)(HttpRequest&);
-    bool del = false;   // GET, HEAD and DELETE (a stored resource)
+    bool del = false;        // GET, HEAD and DELETE (a stored resource)
+    bool post_too = false;   // GET, HEAD and POST (a setting read and written)
   };
   static const Route* find_route(const std::string& path);
   // API keys (routes_keys.cpp). check_key: the request's key for a route that needs one (*id null

@@ -230,6 +230,29 @@ TEST(LoraServer, RequestLoraListPicksTheAdapterAndItsScale) {
     EXPECT_EQ(status, 400) << bad.dump();
     EXPECT_EQ(e["error"]["param"], "lora") << bad.dump();
   }
+  // llama-server's POST /lora-adapters: a global scale for the base model's requests that name no
+  // adapter (0 by default, llama-server's --lora-init-without-apply); "lora" lists and adapter names win
+  EXPECT_EQ(json::parse(cli.Get("/lora-adapters")->body)[0]["global_scale"], 0.0);
+  auto set = [&](const json& body) { return cli.Post("/lora-adapters", body.dump(), "application/json"); };
+  auto ok = set(json::array({{{"id", 0}, {"scale", 0.5}}, {{"id", 1}, {"scale", 0}}}));
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(json::parse(ok->body), json({{"success", true}}));
+  EXPECT_EQ(json::parse(cli.Get("/lora-adapters")->body)[0]["global_scale"], 0.5);
+  r = complete(cli, "stories260K");
+  EXPECT_EQ(text_of(r), want_half);
+  EXPECT_EQ(r["model"], "stories260K");
+  EXPECT_EQ(text_of(ask("stories260K", json::array())), base);  // a request's own (empty) list wins
+  EXPECT_EQ(text_of(complete(cli, "ad")), full);                 // as does an adapter's name
+  for (const json& bad : {json::array({{{"id", 0}, {"scale", 1}}, {{"id", 1}, {"scale", 1}}}),
+                          json::array({{{"id", 7}}}), json("x"), json::array({{{"id", 0}, {"model", "nope"}}})}) {
+    auto e = set(bad);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400) << bad.dump() << e->body;
+  }
+  EXPECT_EQ(text_of(complete(cli, "stories260K")), want_half);  // (a refused POST changed nothing)
+  ASSERT_EQ(set(json::array())->status, 200);                   // adapters left out: scale 0
+  EXPECT_EQ(text_of(complete(cli, "stories260K")), base);
   srv->shutdown(5);
 }
 
