@@ -31,11 +31,16 @@ int hex_value(char c) {
   return -1;
 }
 
-// %XX decoded; a malformed escape stays as it is ('+' is not a space in a path).
-std::string decode_path(std::string_view p) {
+}  // namespace
+
+std::string percent_decode(std::string_view p, bool plus_is_space) {
   std::string out;
   out.reserve(p.size());
   for (size_t i = 0; i < p.size(); i++) {
+    if (plus_is_space && p[i] == '+') {
+      out.push_back(' ');
+      continue;
+    }
     if (p[i] == '%' && i + 2 < p.size()) {
       const int h = hex_value(p[i + 1]), l = hex_value(p[i + 2]);
       if (h >= 0 && l >= 0) {
@@ -48,6 +53,11 @@ std::string decode_path(std::string_view p) {
   }
   return out;
 }
+
+namespace {
+
+// %XX decoded; a malformed escape stays as it is ('+' is not a space in a path).
+std::string decode_path(std::string_view p) { return percent_decode(p, false); }
 
 // Splits off the next line (LF or CRLF), without its line end.
 std::string_view next_line(std::string_view& s) {
@@ -118,7 +128,8 @@ int parse_request_head(std::string_view head, const HttpLimits& lim, RequestHead
   out.method = method;
   out.target = target;
   out.path = decode_path(target.substr(0, target.find('?')));
-  if (const size_t q = target.find('?'); q != std::string_view::npos) out.query = target.substr(q + 1);
+  const size_t q = target.find('?');
+  out.query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
   out.keep_alive = out.minor >= 1;
 
   bool te_seen = false, conn_close = false, conn_keep = false;

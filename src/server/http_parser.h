@@ -45,6 +45,10 @@ struct RequestHead {
 // (400). `*status` is set only on error.
 size_t find_head_end(std::string_view buf, const HttpLimits& limits, int* status);
 
+// %XX escapes decoded (a malformed one stays as it is); plus_is_space: '+' is a space (a query's
+// form encoding; not in a path).
+std::string percent_decode(std::string_view s, bool plus_is_space);
+
 // Parses a complete head (as delimited by find_head_end). 0 on success, else the status to answer
 // (400 malformed, 414, 431).
 int parse_request_head(std::string_view head, const HttpLimits& limits, RequestHead& out);

@@ -1,5 +1,6 @@
 // The event-driven transport's request parsing (server/http_parser.h): heads found and parsed,
 // limits answered with the right status, chunked bodies decoded across any split.
+#include "server/http.h"
 #include "server/http_parser.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@ TEST(HttpParser, ParsesAHead) {
   EXPECT_EQ(h.method, "GET");
   EXPECT_EQ(h.path, "/v1/a b");
   EXPECT_EQ(h.target, "/v1/a%20b?x=1");
+  EXPECT_EQ(h.query, "x=1");
   ASSERT_EQ(h.headers.size(), 2u);
   EXPECT_EQ(h.headers[1].second, "z");
   EXPECT_TRUE(h.keep_alive);
@@ -118,4 +120,22 @@ TEST(HttpParser, ChunkedErrorsAndCap) {
   EXPECT_TRUE(d.error());
   EXPECT_TRUE(d.too_large());
   EXPECT_LE(out.size(), 10u);
+}
+
+// The query string: kept as sent, its parameters read with form decoding ('+' a space, %XX a byte).
+TEST(HttpParser, QueryParameters) {
+  RequestHead h;
+  ASSERT_EQ(parse("GET /v1/responses/r/input_items?limit=2&order=asc&after=msg%5F1&q=a+b%2Bc&flag&e= HTTP/1.1\r\n\r\n", h), 0);
+  EXPECT_EQ(h.path, "/v1/responses/r/input_items");
+  HttpRequest r;
+  r.query = h.query;
+  EXPECT_EQ(r.query_param("limit"), "2");
+  EXPECT_EQ(r.query_param("after"), "msg_1");
+  EXPECT_EQ(r.query_param("q"), "a b+c");
+  EXPECT_EQ(r.query_param("flag"), "");
+  EXPECT_EQ(r.query_param("e"), "");
+  EXPECT_EQ(r.query_param("missing"), "");
+  EXPECT_EQ(percent_decode("a+b%2", false), "a+b%2");  // a path keeps '+'; a cut escape stays
+  ASSERT_EQ(parse("GET /x HTTP/1.1\r\n\r\n", h), 0);
+  EXPECT_EQ(h.query, "");
 }
