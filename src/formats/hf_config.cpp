@@ -50,6 +50,8 @@ constexpr Family kFamilies[] = {
     {"Qwen2VLForConditionalGeneration", "qwen2", 32768, true, false, false},
     {"Qwen2_5_VLForConditionalGeneration", "qwen2", 128000, true, false, false},
     {"Qwen3VLForConditionalGeneration", "qwen3", 262144, false, true, false},
+    // Mistral Small 3.x's vision-language folder: its text model is a Mistral (GGUF llama)
+    {"Mistral3ForConditionalGeneration", "llama", 131072, false, false, true},
 };
 
 

@@ -33,6 +33,10 @@ void prepare_multimodal_config(json& j) {
   for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
     if (j.contains(k) && !text.contains(k)) text[k] = j[k];
   text["architectures"] = j["architectures"];
+  // Mistral3: Mistral Small 3.x's text model is a "mistral"; Ministral 3's ("ministral3") is not
+  if (arch == "Mistral3ForConditionalGeneration" && text.value("model_type", "mistral") != "mistral")
+    text["architectures"] = json::array({"Mistral3ForConditionalGeneration with a text model of type " +
+                                         text.value("model_type", std::string("?"))});
   j = std::move(text);
 }
 

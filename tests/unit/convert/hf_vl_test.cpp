@@ -1,4 +1,5 @@
-// Vision-language checkpoints (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) convert their language model: the
+// Vision-language checkpoints (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Mistral Small 3.x's Mistral3) convert
+// their language model: the
 // folder in each layout transformers writes -- text fields at the top or under text_config, tensors
 // as model.* or model.language_model.*, a vision tower beside them (visual.* / model.visual.*),
 // Qwen2-VL's M-RoPE rope_scaling -- gives the tensors and hyper-parameters of the same weights saved as
@@ -51,25 +52,33 @@ TEST(HfVisionLanguage, LanguageModelConvertsAsTheTextModel) {
     bool nested;           // text fields under text_config (newer transformers)
     const char* prefix;    // where the language model's tensors are
     const char* visual;    // the vision tower's prefix
+    const char* lm_head = "lm_head.weight";
   };
   for (const Case& c : {Case{"Qwen2VLForConditionalGeneration", "Qwen2ForCausalLM", false, "model.", "visual."},
                         Case{"Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM", false, "model.", "visual."},
                         Case{"Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM", true, "model.language_model.",
                              "model.visual."},
                         Case{"Qwen3VLForConditionalGeneration", "Qwen3ForCausalLM", true, "model.language_model.",
-                             "model.visual."}}) {
+                             "model.visual."},
+                        Case{"Mistral3ForConditionalGeneration", "MistralForCausalLM", true, "language_model.model.",
+                             "vision_tower.", "language_model.lm_head.weight"},
+                        Case{"Mistral3ForConditionalGeneration", "MistralForCausalLM", true, "model.language_model.",
+                             "model.vision_tower."}}) {
     SCOPED_TRACE(std::string(c.vl_arch) + (c.nested ? " nested" : ""));
     const json text = text_config(c.text_arch);
     const HfTensors weights = hf_weights(text);
     auto want = convert(write_hf_folder(text, weights, "F32", false, "text"));
     json vl;
-    const json mrope = std::string(c.text_arch) == "Qwen3ForCausalLM"
-                           ? json{{"rope_type", "default"}, {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}}
-                           : json{{"type", "mrope"}, {"mrope_section", {1, 1, 0}}};
+    const std::string ta = c.text_arch;
+    const json mrope = ta == "Qwen3ForCausalLM"     ? json{{"rope_type", "default"}, {"mrope_section", {1, 1, 0}},
+                                                            {"mrope_interleaved", true}}
+                       : ta == "MistralForCausalLM" ? json(nullptr)
+                                                    : json{{"type", "mrope"}, {"mrope_section", {1, 1, 0}}};
     if (c.nested) {
       json t = text;
       t.erase("architectures");
       t["rope_scaling"] = mrope;
+      if (ta == "MistralForCausalLM") t["model_type"] = "mistral";
       vl = {{"architectures", {c.vl_arch}}, {"text_config", t}, {"vision_config", {{"depth", 1}}},
             {"torch_dtype", "float32"}, {"image_token_id", 9}};
     } else {
@@ -80,12 +89,20 @@ TEST(HfVisionLanguage, LanguageModelConvertsAsTheTextModel) {
     }
     HfTensors t;
     for (const auto& [name, v] : weights)
-      t[name.starts_with("model.") ? c.prefix + name.substr(6) : name] = v;  // (lm_head stays)
+      t[name.starts_with("model.") ? c.prefix + name.substr(6) : name == "lm_head.weight" ? c.lm_head : name] = v;
     t[std::string(c.visual) + "blocks.0.attn.qkv.weight"] = {{6, 2}, std::vector<float>(12, 0.5f)};
     t[std::string(c.visual) + "merger.mlp.0.weight"] = {{2, 2}, std::vector<float>(4, 0.25f)};
     auto got = convert(write_hf_folder(vl, t, "F32", true, "vl"));
     expect_same(got, want);
   }
+  // Ministral 3's text model is no Mistral: refused naming it
+  json ministral = {{"architectures", {"Mistral3ForConditionalGeneration"}},
+                    {"text_config", {{"model_type", "ministral3"}, {"hidden_size", 16}}}};
+  auto bad = convert_hf_to_gguf(write_hf_folder(ministral, hf_weights(text_config("MistralForCausalLM")), "F32", false,
+                                                "ministral"),
+                                temp_dir() + "/m.gguf", HfConvertOptions{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_ERROR_HAS(bad.error(), "Mistral3ForConditionalGeneration with a text model of type ministral3");
   // a vision tower without the multimodal architecture is no text model's tensor: refused
   const json text = text_config("Qwen2ForCausalLM");
   HfTensors t = hf_weights(text);
