@@ -313,6 +313,24 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
 Result<HfConfig> load_hf_config(const std::string& hf_dir) {
   const std::string path = (std::filesystem::path(hf_dir) / "config.json").string();
   TM_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  // Older AutoGPTQ / AutoAWQ folders keep their settings apart (quantize_config.json, quant_config.json),
+  // as vLLM reads them: taken as config.json's quantization_config when it has none
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && !j.contains("quantization_config")) {
+    for (const char* name : {"quantize_config.json", "quant_config.json"}) {
+      const std::string qpath = (std::filesystem::path(hf_dir) / name).string();
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(qpath, ec)) continue;
+      TM_ASSIGN_OR_RETURN(std::string qtext, read_file(qpath));
+      json q = json::parse(qtext, nullptr, /*allow_exceptions=*/false);
+      if (!q.is_object()) return Error{fmt::format("{}: not a JSON object", qpath)};
+      if (!q.contains("quant_method"))  // AutoAWQ writes w_bit / q_group_size; AutoGPTQ bits / group_size
+        q["quant_method"] = q.contains("w_bit") || q.contains("q_group_size") ? "awq" : "gptq";
+      j["quantization_config"] = std::move(q);
+      log_info("{}: quantization settings from {}", hf_dir, name);
+      return parse_hf_config(j.dump(), path);
+    }
+  }
   return parse_hf_config(text, path);
 }
 

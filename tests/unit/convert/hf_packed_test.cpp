@@ -298,6 +298,31 @@ TEST(HfPacked, MisfitsAreRefusedNamingTheTensor) {
                    "the weights are quantized: GPTQ");
 }
 
+// Older AutoGPTQ / AutoAWQ folders keep their settings in quantize_config.json / quant_config.json
+// (config.json has no quantization_config): read from there, as vLLM does.
+TEST(HfPacked, SettingsFromQuantizeConfigJson) {
+  for (const Fmt f : {Fmt::GptqV1, Fmt::Awq}) {
+    SCOPED_TRACE(static_cast<int>(f));
+    const PackSpec p{f, 4, 32, true};
+    HfTensors ref = hf_weights(block_config());
+    const HfTensors packed = make_packed(ref, p, 13);
+    const std::string dir = write_hf_folder(block_config(), packed, "F32", false, "legacy");
+    json q = packed_config(block_config(), p)["quantization_config"];
+    if (f == Fmt::Awq) {  // AutoAWQ's own spelling, without quant_method
+      q = {{"zero_point", true}, {"q_group_size", 32}, {"w_bit", 4}, {"version", "GEMM"}};
+    } else {
+      q.erase("quant_method");
+    }
+    write_text(dir + (f == Fmt::Awq ? "/quant_config.json" : "/quantize_config.json"), q.dump());
+    auto got = convert(dir);
+    EXPECT_EQ(got.find_tensor("blk.0.attn_q.weight")->type, DType::Q4_0);
+    auto want = convert(write_hf_folder(block_config(), ref, "F32", false, "ref"), "f32");
+    const GgufTensorInfo* a = want.find_tensor("blk.1.ffn_down.weight");
+    const GgufTensorInfo* b = got.find_tensor("blk.1.ffn_down.weight");
+    EXPECT_EQ(values_of(*a), values_of(*b));
+  }
+}
+
 // The CLI loads a GPTQ folder as it is (also with vLLM's --quantization gptq), as `convert` writes it.
 TEST(HfPacked, GenerateFromAGptqFolder) {
   const json cfg = {{"architectures", {"Qwen3ForCausalLM"}}, {"hidden_size", 32}, {"intermediate_size", 64},
