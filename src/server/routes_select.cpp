@@ -156,6 +156,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
                                                                  : "invalid_request",
                          t->metrics);
     t->mapped = std::move(mapped).value();
+    t->mapped->include_usage = t->mapped->include_usage || opts_.force_include_usage;
     t->mapped->compression = compression;
     if (Status st = apply_adapter(resolved, t->lease, body, &*t->mapped, &err); !st.ok())
       return reply_error(err, err.status == 400 ? "invalid_request" : "unavailable", t->metrics);
@@ -254,6 +255,7 @@ std::optional<HttpResponse> Server::select_target(json& body, const HttpRequest&
     t->lease = std::move(lease);
     t->metrics = metrics;
     t->mapped = std::move(mapped).value();
+    t->mapped->include_usage = t->mapped->include_usage || opts_.force_include_usage;
     reg.counter("tokenmill:router_requests_total", "Requests a router sent to a model, by the rule that matched.",
                 {{"router", router->name}, {"rule", d.rule}, {"model_name", d.chain[i]}})
         .inc();

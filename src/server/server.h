@@ -78,6 +78,7 @@ struct ServerOptions {
   bool slots_endpoint = true;         // llama-server's --no-slots: GET /slots answers 501 (routes_llama.cpp)
   // The Responses API's stored responses (response_store.h): --max-stored-responses (0: none kept,
   // previous_response_id then finds nothing) and --stored-responses-memory (their JSON's bytes).
+  bool force_include_usage = false;  // vLLM's --enable-force-include-usage: streams end with usage regardless
   size_t max_stored_responses = 1024;
   uint64_t stored_responses_memory = uint64_t{256} << 20;
   // Several models (docs/server.md, "Several models"): empty means one, named served_model_name,

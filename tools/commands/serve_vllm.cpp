@@ -60,7 +60,80 @@ void add_vllm_options(CLI::App& app, VllmCli& v) {
   app.add_option("--log-level", v.log_level,
                  "log lines shown: trace/debug, info (default), warning, error/critical");
   app.add_option("--uvicorn-log-level", v.uvicorn_log_level, "vLLM: = --log-level");
+  // accepted: what each means here is logged at start (docs/server.md, "vLLM's flags")
+  app.add_flag("--enable-prompt-tokens-details", v.enable_prompt_tokens_details,
+               "vLLM: accepted (usage.prompt_tokens_details.cached_tokens is always given)");
+  app.add_flag("--enable-reasoning", v.enable_reasoning, "vLLM: accepted (reasoning is parsed per --reasoning-parser)");
+  app.add_flag("--enable-server-load-tracking", v.enable_server_load_tracking,
+               "vLLM: accepted (the load is in /metrics: running and waiting requests)");
+  app.add_flag("--enable-expert-parallel", v.enable_expert_parallel, "vLLM: accepted (one device)");
+  app.add_flag("--fully-sharded-loras", v.fully_sharded_loras, "vLLM: accepted (one device)");
+  app.add_flag("--enable-log-outputs", v.enable_log_outputs, "vLLM: accepted (outputs are never logged)");
+  app.add_flag("--skip-mm-profiling", v.skip_mm_profiling, "vLLM: accepted (text models)");
+  app.add_flag("--disable-mm-preprocessor-cache", v.disable_mm_preprocessor_cache, "vLLM: accepted (text models)");
+  app.add_flag("--enable-force-include-usage", v.enable_force_include_usage,
+               "vLLM: streams end with a usage chunk without stream_options.include_usage");
+  app.add_flag("--return-tokens-as-token-ids", v.return_tokens_as_token_ids, "vLLM: refused (not supported)");
+  app.add_option("--root-path", v.root_path, "vLLM: accepted (a proxy's path prefix; routes are served at /)");
+  app.add_option("-O,--compilation-config", v.compilation_config, "vLLM: accepted (no torch.compile)");
+  app.add_option("--model-impl", v.model_impl, "vLLM: auto, vllm or transformers (tokenmill's own)");
+  app.add_option("--lora-dtype", v.lora_dtype, "vLLM: accepted (adapters compute in their file's type)");
+  app.add_option("--otlp-traces-endpoint", v.otlp_traces_endpoint, "vLLM: accepted with a warning (no tracing)");
+  app.add_option("--structured-outputs-config", v.structured_outputs_config,
+                 "vLLM: accepted (tokenmill's own grammar engine serves structured output)");
+  app.add_option("--limit-mm-per-prompt", v.limit_mm_per_prompt, "vLLM: accepted (text models: images are refused)");
+  app.add_option("--mm-processor-kwargs", v.mm_processor_kwargs, "vLLM: accepted (text models)");
+  app.add_option("--allowed-local-media-path", v.allowed_local_media_path, "vLLM: accepted (text models)");
+  app.add_option("--mm-encoder-tp-mode", v.mm_encoder_tp_mode, "vLLM: accepted (text models)");
+  app.add_option("--max-num-partial-prefills", v.max_num_partial_prefills,
+                 "vLLM: accepted (prompts are chunked per --long-prefill-token-threshold)");
+  app.add_option("--max-long-partial-prefills", v.max_long_partial_prefills,
+                 "vLLM: accepted (prompts are chunked per --long-prefill-token-threshold)");
+  app.add_option("--tokenizer-pool-size", v.tokenizer_pool_size, "vLLM: accepted (tokenizing runs on the request's thread)");
+  app.add_option("--hf-overrides", v.hf_overrides, "vLLM: {} only (config.json is read as it is)");
+  app.add_option("--config-format", v.config_format, "vLLM: auto or hf");
+  app.add_option("--chat-template-content-format", v.chat_template_content_format,
+                 "vLLM: auto or string (a message's text parts reach the template as one string)");
+  app.add_option("--response-role", v.response_role, "vLLM: assistant");
+  app.add_option("--middleware", v.middleware, "vLLM: refused (no Python middleware)");
+  app.add_option("--logits-processors", v.logits_processors, "vLLM: refused (no Python logits processors)");
+  app.add_option("--long-lora-scaling-factors", v.long_lora_scaling_factors, "vLLM: refused (no long-context LoRA)");
 }
+
+namespace {
+
+// vLLM's flags that change nothing here: each given one is logged with why.
+void log_accepted_vllm_flags(const VllmCli& v) {
+  const std::pair<bool, const char*> flags[] = {
+      {v.enable_prompt_tokens_details, "--enable-prompt-tokens-details: usage.prompt_tokens_details is always given"},
+      {v.enable_reasoning, "--enable-reasoning: reasoning is separated per --reasoning-parser (auto by default)"},
+      {v.enable_server_load_tracking,
+       "--enable-server-load-tracking: the load is in /metrics (vllm:num_requests_running, vllm:num_requests_waiting)"},
+      {v.enable_expert_parallel, "--enable-expert-parallel: one device, every expert on it"},
+      {v.fully_sharded_loras, "--fully-sharded-loras: one device"},
+      {v.enable_log_outputs, "--enable-log-outputs: outputs are never logged (--log-requests logs one line a request)"},
+      {v.skip_mm_profiling || v.disable_mm_preprocessor_cache || !v.mm_processor_kwargs.empty() ||
+           !v.allowed_local_media_path.empty() || !v.mm_encoder_tp_mode.empty() || !v.limit_mm_per_prompt.empty(),
+       "multimodal flags (--limit-mm-per-prompt, --mm-*): the models are served as text models; image, audio and "
+       "video parts are refused per request"},
+      {!v.root_path.empty(), "--root-path: routes are served at /; a proxy in front strips its prefix"},
+      {!v.compilation_config.empty(), "--compilation-config: no torch.compile (kernels are compiled ahead)"},
+      {!v.lora_dtype.empty(), "--lora-dtype: adapters compute in their file's type"},
+      {!v.structured_outputs_config.empty(), "--structured-outputs-config: tokenmill's own grammar engine serves "
+                                             "structured output"},
+      {v.max_num_partial_prefills || v.max_long_partial_prefills,
+       "--max-num-partial-prefills / --max-long-partial-prefills: long prompts are chunked per "
+       "--long-prefill-token-threshold"},
+      {v.tokenizer_pool_size != 0, "--tokenizer-pool-size: tokenizing runs on each request's thread"},
+  };
+  for (const auto& [given, why] : flags)
+    if (given) log_info("vLLM flag accepted: {}", why);
+  if (!v.otlp_traces_endpoint.empty())
+    log_warn("--otlp-traces-endpoint {}: no OpenTelemetry traces are sent (the figures are in /metrics)",
+             v.otlp_traces_endpoint);
+}
+
+}  // namespace
 
 Status apply_vllm_flags(VllmCli& v, EngineCli& engine, server::ServerOptions& server, bool several) {
   if (!several && !v.model.empty()) {
@@ -149,6 +222,27 @@ Status apply_vllm_flags(VllmCli& v, EngineCli& engine, server::ServerOptions& se
     else
       return Error{"--log-level " + lv + ": expected one of trace, debug, info, warning, error, critical"};
   }
+  log_accepted_vllm_flags(v);
+  if (!v.model_impl.empty() && v.model_impl != "auto" && v.model_impl != "vllm" && v.model_impl != "transformers")
+    return Error{"--model-impl " + v.model_impl + ": expected auto, vllm or transformers (tokenmill's own either way)"};
+  if (!v.hf_overrides.empty() && v.hf_overrides != "{}")
+    return Error{"--hf-overrides " + v.hf_overrides + ": config.json is read as it is; edit a copy of the folder's "
+                 "config.json instead"};
+  if (!v.config_format.empty() && v.config_format != "auto" && v.config_format != "hf")
+    return Error{"--config-format " + v.config_format + ": tokenmill reads Hugging Face config.json (auto, hf)"};
+  if (!v.chat_template_content_format.empty() && v.chat_template_content_format != "auto" &&
+      v.chat_template_content_format != "string")
+    return Error{"--chat-template-content-format " + v.chat_template_content_format +
+                 ": a message's text parts reach the chat template as one string (auto, string)"};
+  if (!v.response_role.empty() && v.response_role != "assistant")
+    return Error{"--response-role " + v.response_role + ": responses' messages have the role assistant"};
+  if (v.return_tokens_as_token_ids)
+    return Error{"--return-tokens-as-token-ids: not supported; logprobs carry each token's text and bytes"};
+  if (!v.middleware.empty()) return Error{"--middleware: no Python middleware runs in tokenmill"};
+  if (!v.logits_processors.empty()) return Error{"--logits-processors: no Python logits processors run in tokenmill"};
+  if (!v.long_lora_scaling_factors.empty())
+    return Error{"--long-lora-scaling-factors: long-context LoRA adapters are not supported"};
+  if (v.enable_force_include_usage) server.force_include_usage = true;
   if (!several && v.gpu_memory_utilization != 0) {
     TM_TRY(cli::check_gpu_memory_utilization(v.gpu_memory_utilization));
     if (Engine::is_gpu_device(engine.device)) {

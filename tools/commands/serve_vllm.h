@@ -33,6 +33,16 @@ struct VllmCli {
   std::string seed, kv_cache_memory_bytes, load_format, tokenizer, tokenizer_mode, override_generation_config;
   double gpu_memory_utilization = 0;  // 0: not given
   std::string log_level, uvicorn_log_level;  // --log-level / vLLM's --uvicorn-log-level
+  // more of vLLM's: accepted with what they mean here (a log line each), mapped, or refused
+  bool enable_prompt_tokens_details = false, enable_reasoning = false, enable_server_load_tracking = false;
+  bool enable_expert_parallel = false, fully_sharded_loras = false, enable_log_outputs = false;
+  bool skip_mm_profiling = false, disable_mm_preprocessor_cache = false, enable_force_include_usage = false;
+  bool return_tokens_as_token_ids = false;
+  std::string root_path, compilation_config, model_impl, lora_dtype, otlp_traces_endpoint, structured_outputs_config;
+  std::string limit_mm_per_prompt, mm_processor_kwargs, allowed_local_media_path, mm_encoder_tp_mode;
+  std::string hf_overrides, config_format, chat_template_content_format, response_role;
+  std::string middleware, logits_processors, long_lora_scaling_factors;
+  int64_t max_num_partial_prefills = 0, max_long_partial_prefills = 0, tokenizer_pool_size = 0;
 };
 
 void add_vllm_options(CLI::App& app, VllmCli& v);

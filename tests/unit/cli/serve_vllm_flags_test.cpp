@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_support.h"
 
@@ -70,6 +72,38 @@ TEST(ServeVllmFlags, RefusedFlagsNameTheReason) {
               "--tokenizer-mode auto --kv-cache-memory-bytes 1GiB --seed 7 --max-logprobs 5");
   EXPECT_EQ(accepted.exit_code, 1) << accepted.err;
   EXPECT_NE(accepted.err.find("cannot open 'none.gguf'"), std::string::npos) << accepted.err;
+  // more of them, each logged with what it means here (a vision-language model's card carries the mm ones)
+  auto more = test::run_command(
+      bin() + " serve --port 0 --model none.gguf --enable-prompt-tokens-details --enable-reasoning "
+              "--enable-server-load-tracking --enable-expert-parallel --fully-sharded-loras --enable-log-outputs "
+              "--root-path /api -O '{\"level\": 3}' --model-impl vllm --lora-dtype auto "
+              "--structured-outputs-config '{\"backend\": \"xgrammar\"}' --max-num-partial-prefills 2 "
+              "--max-long-partial-prefills 1 --tokenizer-pool-size 0 --limit-mm-per-prompt '{\"image\": 0}' "
+              "--mm-processor-kwargs '{}' --allowed-local-media-path /tmp --mm-encoder-tp-mode data --skip-mm-profiling "
+              "--disable-mm-preprocessor-cache --otlp-traces-endpoint http://x:4317 --enable-force-include-usage "
+              "--hf-overrides '{}' --config-format hf --chat-template-content-format string --response-role assistant");
+  EXPECT_EQ(more.exit_code, 1) << more.err;
+  EXPECT_NE(more.err.find("cannot open 'none.gguf'"), std::string::npos) << more.err;
+  for (const char* said : {"--enable-prompt-tokens-details: usage.prompt_tokens_details is always given",
+                           "the models are served as text models", "--root-path: routes are served at /",
+                           "--otlp-traces-endpoint http://x:4317: no OpenTelemetry traces are sent"})
+    EXPECT_NE(more.err.find(said), std::string::npos) << said << "\n" << more.err;
+  // ... and the values or flags that cannot mean the same here are refused naming why
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--hf-overrides '{\"rope_theta\": 1}'", "config.json is read as it is"},
+           {"--config-format mistral", "tokenmill reads Hugging Face config.json"},
+           {"--chat-template-content-format openai", "reach the chat template as one string"},
+           {"--response-role bot", "the role assistant"},
+           {"--model-impl sglang", "expected auto, vllm or transformers"},
+           {"--return-tokens-as-token-ids", "--return-tokens-as-token-ids: not supported"},
+           {"--middleware m.f", "no Python middleware"},
+           {"--logits-processors m.P", "no Python logits processors"},
+           {"--long-lora-scaling-factors 4", "long-context LoRA adapters are not supported"}}) {
+    SCOPED_TRACE(args);
+    auto r = test::run_command(bin() + " serve --port 0 --model none.gguf " + args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // (flag errors: exit 2, as above)
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
   // Unknown flags stay errors.
   auto unknown = test::run_command(bin() + " serve --port 0 --swap-space 4");
   EXPECT_EQ(unknown.exit_code, 109) << unknown.err;  // CLI11's "arguments were not expected"

@@ -462,3 +462,25 @@ TEST(ResponseStore, BoundedLruWithIds) {
   EXPECT_FALSE(off.enabled());
   EXPECT_FALSE(off.get("resp_q"));
 }
+
+// vLLM's --enable-force-include-usage: a stream ends with a usage chunk though the request did not ask.
+TEST(ServerHttpUsage, ForceIncludeUsage) {
+  for (const bool force : {false, true}) {
+    server::ServerOptions o;
+    o.force_include_usage = force;
+    auto srv = test::stories_server(o);
+    ASSERT_TRUE(srv);
+    httplib::Client cli("127.0.0.1", srv->port());
+    auto r = cli.Post("/v1/chat/completions",
+                      json({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 3}, {"stream", true}})
+                          .dump(),
+                      "application/json");
+    ASSERT_TRUE(r);
+    bool done = false;
+    const auto ev = test::data_events(r->body, &done);
+    ASSERT_FALSE(ev.empty());
+    EXPECT_TRUE(done);
+    EXPECT_EQ(ev.back().contains("usage") && ev.back()["usage"].is_object(), force) << ev.back().dump();
+    srv->shutdown(5);
+  }
+}
