@@ -1,8 +1,8 @@
 // fuzz-deps: convert
 // libFuzzer target: a Hugging Face folder converted in memory (convert/hf_model.h), its safetensors
 // being the input bytes after the first; the first byte picks config.json among a plain one-layer
-// llama and the quantized checkpoints the converter reads (GPTQ 4- and 8-bit, AWQ, compressed-tensors
-// pack-quantized, FP8 with blocks, INT8): the packed integers, their scales, zero points, g_idx and shapes
+// llama, the quantized checkpoints the converter reads (GPTQ 4- and 8-bit, AWQ, compressed-tensors
+// pack-quantized, FP8 with blocks, INT8) and a Gemma 3: the packed integers, their scales, zero points, g_idx and shapes
 // are all attacker-controlled. Checks: no crash or sanitizer report; a refusal names something; a
 // converted file re-parses, with every tensor inside it.
 #include <unistd.h>
@@ -40,6 +40,11 @@ const char* kQuant[] = {
        {"group_0": {"weights": {"type": "int", "num_bits": 8, "strategy": "channel", "symmetric": true}}}})",
 };
 
+// Config 7: a one-layer Gemma 3 of the same size (norms +1, post norms, q/k norms, its defaults filled).
+const char* kGemma = R"("architectures": ["Gemma3ForCausalLM"], "hidden_size": 32, "intermediate_size": 32,
+  "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 8,
+  "sliding_window": 4, "rope_local_base_freq": 10000, "query_pre_attn_scalar": 16)";
+
 const std::string& folder() {
   static const std::string dir = [] {
     char tmpl[] = "/tmp/fuzz-hf-folder-XXXXXX";
@@ -59,7 +64,10 @@ void write(const std::string& path, const void* data, size_t n) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > (1 << 20)) return 0;
-  const std::string cfg = std::string("{") + kBase + kQuant[(data[0] & 0x7f) % (sizeof(kQuant) / sizeof(kQuant[0]))] + "}";
+  constexpr size_t kConfigs = sizeof(kQuant) / sizeof(kQuant[0]) + 1;
+  const size_t pick = (data[0] & 0x7f) % kConfigs;
+  const std::string cfg = pick == kConfigs - 1 ? std::string("{") + kGemma + "}"
+                                               : std::string("{") + kBase + kQuant[pick] + "}";
   write(folder() + "/config.json", cfg.data(), cfg.size());
   write(folder() + "/model.safetensors", data + 1, size - 1);
   auto m = HfModel::open(folder());
