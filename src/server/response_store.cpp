@@ -37,6 +37,18 @@ bool ResponseStore::erase(const std::string& id, const std::string& owner) {
   return true;
 }
 
+std::optional<json> ResponseStore::find_item(const std::string& item_id, const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, slot] : slots_) {
+    if (slot.owner != owner) continue;
+    for (const json* list : {&slot.entry.input_items, slot.entry.response.contains("output") ? &slot.entry.response["output"] : nullptr})
+      if (list && list->is_array())
+        for (const json& item : *list)
+          if (item.is_object() && item.value("id", "") == item_id) return item;
+  }
+  return std::nullopt;
+}
+
 size_t ResponseStore::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return slots_.size();

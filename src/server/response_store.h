@@ -34,6 +34,8 @@ class ResponseStore {
   void put(json response, json input_items, const std::string& owner = "");
   std::optional<Entry> get(const std::string& id, const std::string& owner = "");  // (marks it recently used)
   bool erase(const std::string& id, const std::string& owner = "");
+  // An item of a stored response (an input item or an output item) by its "id", for item_reference.
+  std::optional<json> find_item(const std::string& item_id, const std::string& owner = "") const;
   size_t size() const;
   uint64_t bytes() const;
 

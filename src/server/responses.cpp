@@ -106,8 +106,8 @@ void convert_item(const json& item, json& messages) {
       a["reasoning_content"] = a.value("reasoning_content", "") + text;
     }
   } else if (type == "item_reference") {
-    throw_bad_request("'item_reference' items are not supported: send the items themselves, or continue a stored "
-                      "response with 'previous_response_id'",
+    throw_bad_request("an 'item_reference' item names a stored item; it is resolved by the server's store, and "
+                      "this one was not",
                       "input");
   } else {
     throw_bad_request(fmt::format("input item type '{}' is not supported", type), "input");

@@ -29,9 +29,10 @@
 namespace tmill::server {
 
 // The chat body; throws RequestError (400 naming the field) for what cannot be translated: images and
-// files (text models), built-in tools (web_search, file_search, ...), conversations and
-// item_reference items, malformed items. previous_response_id is the route's (response_store.h): it
-// puts the stored conversation in front of "input" before calling this.
+// files (text models), built-in tools (web_search, file_search, ...), conversations, malformed
+// items. previous_response_id and item_reference items are the route's (response_store.h): it puts
+// the stored conversation in front of "input", and the stored items in place of their references,
+// before calling this.
 json responses_to_chat(const json& body);
 
 // The request's "input" as a list of items (a string: one user message item).

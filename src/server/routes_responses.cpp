@@ -37,6 +37,16 @@ HttpResponse Server::route_responses(HttpRequest& req) {
     if (const json* s = field(body, "store"); s && !s->is_boolean()) throw_bad_request("'store' must be true or false", "store");
     store = responses_->enabled() && body.value("store", true);
     inputs = input_items_of(body);
+    bool referenced = false;  // item_reference items: the stored item they name, in their place
+    for (json& item : inputs) {
+      if (!item.is_object() || item.value("type", "") != "item_reference") continue;
+      const std::string ref = item.value("id", "");
+      auto found = responses_->find_item(ref, req.api_key_name);
+      if (!found) throw_bad_request(fmt::format("item_reference: no stored item with id '{}'", ref), "input");
+      item = std::move(*found);
+      referenced = true;
+    }
+    if (referenced) body["input"] = inputs;
     if (const json* prev = field(body, "previous_response_id"); prev && !(prev->is_string() && prev->get<std::string>().empty())) {
       if (!prev->is_string()) throw_bad_request("'previous_response_id' must be a string", "previous_response_id");
       auto stored = responses_->get(prev->get<std::string>(), req.api_key_name);

@@ -363,6 +363,24 @@ TEST(ResponsesServer, StoredResponsesContinueConversations) {
   EXPECT_EQ(p2["data"][0]["id"], list["data"][3]["id"]);
   EXPECT_EQ(p2["has_more"], true);
   EXPECT_EQ(cli.Get("/v1/responses/" + third["id"].get<std::string>() + "/input_items?limit=0")->status, 400);
+  // item_reference: a stored item (here first's output message) named by id, in its place
+  const json inlined = test::post_json(cli, "/v1/responses",
+                                       {{"input", {first["output"][0], {{"role", "user"}, {"content", "And then"}}}},
+                                        {"max_output_tokens", 4}, {"temperature", 0}},
+                                       &status);
+  ASSERT_EQ(status, 200) << inlined.dump();
+  const json referenced = test::post_json(
+      cli, "/v1/responses",
+      {{"input", {{{"type", "item_reference"}, {"id", first["output"][0]["id"]}}, {{"role", "user"}, {"content", "And then"}}}},
+       {"max_output_tokens", 4}, {"temperature", 0}},
+      &status);
+  ASSERT_EQ(status, 200) << referenced.dump();
+  EXPECT_EQ(referenced["usage"]["input_tokens"], inlined["usage"]["input_tokens"]);
+  EXPECT_EQ(referenced["output"][0]["content"][0]["text"], inlined["output"][0]["content"][0]["text"]);
+  const json unknown = test::post_json(cli, "/v1/responses", {{"input", {{{"type", "item_reference"}, {"id", "msg_nope"}}}}},
+                                       &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(unknown["error"]["param"], "input");
   // DELETE drops it: GET and previous_response_id find nothing after
   auto del = cli.Delete("/v1/responses/" + second["id"].get<std::string>());
   ASSERT_TRUE(del);
@@ -380,9 +398,9 @@ TEST(ResponsesServer, StoredResponsesContinueConversations) {
   test::post_json(cli, "/v1/responses", {{"input", "x"}, {"store", "yes"}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(cli.Post("/v1/responses/" + first["id"].get<std::string>(), "{}", "application/json")->status, 405);
-  auto m = cli.Get("/metrics");  // first and third are kept (second deleted, the unstored one never kept)
+  auto m = cli.Get("/metrics");  // first, third and the two item_reference ones (second deleted, one unstored)
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("\ntokenmill:stored_responses 2\n"), std::string::npos) << m->body.substr(0, 400);
+  EXPECT_NE(m->body.find("\ntokenmill:stored_responses 4\n"), std::string::npos) << m->body.substr(0, 400);
   srv->shutdown(5);
   // with API keys, a response is its key's: another key's GET, DELETE and previous_response_id find nothing
   server::ServerOptions keyed;
