@@ -155,8 +155,9 @@ std::optional<std::string> hf_quantized_weights(const SafetensorsModel& w, bool 
   };
   bool qweight = false, g_idx = false;
   for (const std::string& name : w.names()) {  // the weights' dtypes first: they tell the format best
+    if (fp8) break;                             // (config.json names FP8 or INT8: such dtypes are expected)
     const SafetensorsTensor& t = *w.find(name)->tensor;
-    if (packed_part(name, packed) || fp8) continue;  // the formats config.json names
+    if (packed_part(name, packed)) continue;  // the format config.json names
     if (t.dtype == StDType::I8 && t.shape.size() == 2)
       return fmt::format("INT8 (tensor '{}' is I8, and config.json has no int-quantized quantization_config)", name);
     if (t.dtype == StDType::F8_E4M3 || t.dtype == StDType::F8_E5M2)

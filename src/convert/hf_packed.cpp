@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "convert/hf_model.h"
+#include "convert/hf_tensor_ops.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 
@@ -15,12 +16,6 @@ using Packed = HfConfig::Packed;
 
 // AutoAWQ packs outputs 0 2 4 6 1 3 5 7 into a word's nibbles 0..7: output j sits in nibble kAwqNibble[j].
 constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 std::string where_of(const SafetensorsModel::Ref& r) { return fmt::format("{}: tensor '{}'", r.file->path(), r.tensor->name); }
 

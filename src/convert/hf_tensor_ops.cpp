@@ -7,6 +7,12 @@
 
 namespace tmill {
 
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
 std::optional<DType> float_dtype(StDType t) {
   switch (t) {
     case StDType::F32: return DType::F32;

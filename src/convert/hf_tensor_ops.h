@@ -7,12 +7,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/result.h"
 #include "formats/safetensors.h"
 
 namespace tmill {
+
+// A shape for messages: "[2, 3]".
+std::string shape_str(const std::vector<int64_t>& shape);
 
 // The GGUF type of a float safetensors dtype (F32, F16, BF16); nullopt for the others.
 std::optional<DType> float_dtype(StDType t);

@@ -81,12 +81,6 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
   return m;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // An FP8 matrix's scale (rows x cols weights): one value, one per row ([rows] or [rows, 1]), or one per
 // block of block[0] x block[1] ([ceil(rows / b0), ceil(cols / b1)]); value(r, c) multiplies element (r, c).
 struct Fp8Scale {
@@ -187,7 +181,16 @@ Error unexpected_expert(const HfConfig& c, const std::string& where) {
                            c.num_hidden_layers, c.n_expert)};
 }
 
+// The routers (ffn_gate_inp, ffn_gate_inp_shexp) stay F32 whatever the output type, as llama.cpp's converter.
+bool is_router(const std::string& gg) { return gg.find(".ffn_gate_inp") != std::string::npos; }
+
 }  // namespace
+
+// llama-family q / k rows are permuted per head (0: not this tensor).
+int64_t HfTensorPlan::qk_permute_head_dim(const std::string& gg) const {
+  const bool qk = gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos;
+  return m_->config.permute_qk && qk ? m_->config.head_dim : 0;
+}
 
 HfTensorPlan::HfTensorPlan(const HfModel& m) : m_(&m), expected_(expected_tensors(m.config)) {}
 
@@ -201,31 +204,26 @@ Result<HfTensorPlan> HfTensorPlan::make(const HfModel& m) {
 Status HfTensorPlan::add(const std::string& hf) {
   const auto ref = *m_->weights.find(hf);
   const std::string where = fmt::format("{}: tensor '{}'", ref.file->path(), hf);
+  // a multimodal checkpoint's language model is mapped under the text model's names; its vision tower skipped
   const bool multimodal = m_->config.hf_arch.ends_with("ForConditionalGeneration");
-  const std::optional<std::string> text = multimodal ? hf_text_tensor_name(hf) : hf;
-  if (!text) {  // a multimodal checkpoint's vision tower: the text model is converted
+  const std::optional<std::string> name = multimodal ? hf_text_tensor_name(hf) : hf;
+  if (!name) {
     if (skipped_vision_++ == 0) log_info("{}: the vision tower's tensors are skipped (text only)", m_->dir);
     return {};
   }
-  if (*text != hf) return add_renamed(hf, *text, ref, where);
   if (m_->config.scaled()) {  // FP8 / INT8 scales: read with their matrices; activation and KV scales: not used
     for (const char* s : {".weight_scale", ".weight_scale_inv", ".input_scale", ".input_zero_point", ".k_scale",
                           ".v_scale", ".kv_scale"})
       if (hf.ends_with(s)) return {};
   }
-  return add_renamed(hf, hf, ref, where);
-}
-
-// `hf` read, mapped as `name` (the language model's own name in a multimodal checkpoint).
-Status HfTensorPlan::add_renamed(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
-                                 const std::string& where) {
   if (auto part = packed_part(hf, m_->config.packed)) {  // taken with their module's packed weight
     packed_parts_.try_emplace(part->first, hf);
-    return part->second == PackedPart::Weight ? add_packed(part->first, where) : Status{};
+    if (part->second != PackedPart::Weight) return {};
+    return add_packed(part->first, packed_part(*name, m_->config.packed)->first, where);
   }
-  if (auto f = hf_fused_expert_tensor(name)) return add_fused(*f, ref, hf, where);
-  if (auto part = hf_expert_tensor(name)) return add_expert(*part, ref, where);
-  return add_plain(hf, name, ref, where);
+  if (auto f = hf_fused_expert_tensor(*name)) return add_fused(*f, ref, hf, where);
+  if (auto part = hf_expert_tensor(*name)) return add_expert(*part, ref, where);
+  return add_plain(hf, *name, ref, where);
 }
 
 Status HfTensorPlan::claim(const std::string& gg, const std::string& where) {
@@ -391,23 +389,18 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
   TM_ASSIGN_OR_RETURN(auto scales, fp8_scale(hf, ref, where));
   expected_.erase(e);
   const bool matrix = ref.tensor->shape.size() == 2;
-  const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;  // ffn_gate_inp, ffn_gate_inp_shexp
+  const bool keep_f32 = is_router(gg);
   if (matrix && !keep_f32) weight_dtypes_.insert(scales.empty() ? ref.tensor->dtype : StDType::BF16);  // FP8: BF16 out
-  int64_t perm = 0;
-  if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
-    perm = c.head_dim;
-  items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, perm});
+  items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, qk_permute_head_dim(gg)});
   items_.back().scales = std::move(scales);
   if (c.gemma && name.ends_with("norm.weight")) items_.back().shift = 1.0f;  // Gemma's RMSNorm scales by 1 + w
   return {};
 }
 
 // GPTQ / AWQ / compressed-tensors: Q4_0 / Q4_1 when the values fit (fixed), else dequantized as the weight type.
-Status HfTensorPlan::add_packed(const std::string& base, const std::string& where) {
+Status HfTensorPlan::add_packed(const std::string& base, const std::string& name_base, const std::string& where) {
   const HfConfig& c = m_->config;
-  const std::string hf = m_->config.hf_arch.ends_with("ForConditionalGeneration")
-                             ? hf_text_tensor_name(base + ".weight").value_or(base + ".weight")
-                             : base + ".weight";
+  const std::string hf = name_base + ".weight";
   const auto expert = hf_expert_tensor(hf);
   std::string gg;
   if (expert) {
@@ -425,13 +418,11 @@ Status HfTensorPlan::add_packed(const std::string& base, const std::string& wher
   TM_ASSIGN_OR_RETURN(PackedMatrix pm, open_packed(m_->weights, c, base, rows, cols));
   TM_ASSIGN_OR_RETURN(const std::optional<DType> blocks, packed_block_type(pm));
   packed_bases_.insert(base);
-  const bool keep_f32 = gg.find(".ffn_gate_inp") != std::string::npos;
-  int64_t perm = 0;
-  if (c.permute_qk && (gg.find(".attn_q.") != std::string::npos || gg.find(".attn_k.") != std::string::npos))
-    perm = c.head_dim;
+  const bool keep_f32 = is_router(gg);
   if (!expert) {
     expected_.erase(e);
-    items_.push_back({gg, {pm.weight}, {cols, rows}, true, keep_f32, perm, keep_f32 ? std::nullopt : blocks});
+    items_.push_back(
+        {gg, {pm.weight}, {cols, rows}, true, keep_f32, qk_permute_head_dim(gg), keep_f32 ? std::nullopt : blocks});
     items_.back().packed.push_back(std::move(pm));
     return {};
   }
@@ -496,7 +487,7 @@ Result<DType> HfTensorPlan::weight_type(const std::string& outtype) const {
 HfTensorPlan::Bytes HfTensorPlan::bytes(DType wtype) const {
   Bytes b;
   for (const Item& it : items_) {
-    const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    const DType out = it.out_type(wtype);
     int64_t rows = 1;
     for (size_t d = 1; d < it.ne.size(); ++d) rows *= it.ne[d];
     const uint64_t n = dtype_row_bytes(out, static_cast<uint64_t>(it.ne.front())).value_or(0) * static_cast<uint64_t>(rows);
@@ -511,7 +502,7 @@ HfTensorPlan::Bytes HfTensorPlan::bytes(DType wtype) const {
 
 Status HfTensorPlan::write(GgufWriter& w, DType wtype) const {
   for (const Item& it : items_) {
-    const DType out = it.fixed ? *it.fixed : it.matrix && !it.keep_f32 ? wtype : DType::F32;
+    const DType out = it.out_type(wtype);
     if (!it.packed.empty()) {  // packed integer matrices (experts: one after the other)
       const auto packed = it.packed;
       const int64_t perm = it.permute_head_dim;

@@ -57,6 +57,8 @@ class HfTensorPlan {
     std::vector<SafetensorsModel::Ref> scales = {};  // FP8 sources: each one's scale tensor (else empty)
     std::vector<PackedMatrix> packed = {};           // GPTQ / AWQ / compressed-tensors sources (else empty)
     float shift = 0;                                 // added to every value (Gemma's norms: 1)
+    // The GGUF type written: the fixed one, the weight type for matrices, else F32.
+    DType out_type(DType wtype) const { return fixed ? *fixed : matrix && !keep_f32 ? wtype : DType::F32; }
   };
 
   explicit HfTensorPlan(const HfModel& m);
@@ -69,12 +71,12 @@ class HfTensorPlan {
                                                        const std::string& where) const;
   Status add_expert(const std::pair<std::string, int64_t>& part, const SafetensorsModel::Ref& ref,
                     const std::string& where);
-  Status add_renamed(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
-                     const std::string& where);
   Status add_plain(const std::string& hf, const std::string& name, const SafetensorsModel::Ref& ref,
                    const std::string& where);
-  // A packed integer matrix (module `base`), alone or as one expert of a stacked tensor.
-  Status add_packed(const std::string& base, const std::string& where);
+  // A packed integer matrix (module `base`, mapped as `name_base`: the text model's name of a
+  // multimodal checkpoint's module), alone or as one expert of a stacked tensor.
+  Status add_packed(const std::string& base, const std::string& name_base, const std::string& where);
+  int64_t qk_permute_head_dim(const std::string& gg) const;
   // A GGUF tensor made from a fused expert tensor: once, and not also from per-expert ones.
   Status claim(const std::string& gguf_name, const std::string& where);
   Status finish();

@@ -54,6 +54,23 @@ constexpr Family kFamilies[] = {
     {"Mistral3ForConditionalGeneration", "llama", 131072, false, false, true},
 };
 
+// A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
+// fields lifted to the top, with the checkpoint's architectures, dtype and quantization.
+void prepare_multimodal_config(json& j) {
+  auto a = j.find("architectures");
+  const std::string arch =
+      a != j.end() && a->is_array() && !a->empty() && (*a)[0].is_string() ? (*a)[0].get<std::string>() : "";
+  if (!arch.ends_with("ForConditionalGeneration") || !j.contains("text_config") || !j["text_config"].is_object()) return;
+  json text = j["text_config"];  // the language model's fields; the rest stays with the vision tower
+  for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
+    if (j.contains(k) && !text.contains(k)) text[k] = j[k];
+  text["architectures"] = j["architectures"];
+  // Mistral3: Mistral Small 3.x's text model is a "mistral"; Ministral 3's ("ministral3") is not
+  if (arch == "Mistral3ForConditionalGeneration" && text.value("model_type", "mistral") != "mistral")
+    text["architectures"] = json::array({"Mistral3ForConditionalGeneration with a text model of type " +
+                                         text.value("model_type", std::string("?"))});
+  j = std::move(text);
+}
 
 Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
   if (!rs.is_object()) return r.err(fmt::format("\"rope_scaling\" must be an object, got {}", rs.dump()));
@@ -227,7 +244,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
-  detail::prepare_multimodal_config(j);
+  prepare_multimodal_config(j);
   detail::prepare_gemma_config(j);
   Reader r(j, source);
   HfConfig c;

@@ -26,20 +26,6 @@ bool is_gemma_arch(const std::string& a) {
   return a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration";
 }
 
-void prepare_multimodal_config(json& j) {
-  const std::string arch = arch_of(j);
-  if (!arch.ends_with("ForConditionalGeneration") || !j.contains("text_config") || !j["text_config"].is_object()) return;
-  json text = j["text_config"];  // the language model's fields; the rest stays with the vision tower
-  for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
-    if (j.contains(k) && !text.contains(k)) text[k] = j[k];
-  text["architectures"] = j["architectures"];
-  // Mistral3: Mistral Small 3.x's text model is a "mistral"; Ministral 3's ("ministral3") is not
-  if (arch == "Mistral3ForConditionalGeneration" && text.value("model_type", "mistral") != "mistral")
-    text["architectures"] = json::array({"Mistral3ForConditionalGeneration with a text model of type " +
-                                         text.value("model_type", std::string("?"))});
-  j = std::move(text);
-}
-
 void prepare_gemma_config(json& j) {
   const std::string arch = arch_of(j);
   if (!is_gemma_arch(arch)) return;

@@ -72,9 +72,7 @@ Status parse_quantization_config(const HfConfigReader& r, const nlohmann::json& 
 // it is read (Gemma3ForConditionalGeneration's text_config lifted, transformers' defaults filled,
 // per-layer-type rope_parameters flattened); parse_gemma reads the Gemma fields into `c`.
 bool is_gemma_arch(const std::string& hf_arch);
-// A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
-// fields lifted to the top, with the checkpoint's architectures, dtype and quantization.
-void prepare_multimodal_config(nlohmann::json& j);
+
 void prepare_gemma_config(nlohmann::json& j);
 Status parse_gemma(const HfConfigReader& r, const nlohmann::json& j, HfConfig* c);
 

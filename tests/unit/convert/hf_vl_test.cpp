@@ -95,6 +95,32 @@ TEST(HfVisionLanguage, LanguageModelConvertsAsTheTextModel) {
     auto got = convert(write_hf_folder(vl, t, "F32", true, "vl"));
     expect_same(got, want);
   }
+  // a multimodal FP8 checkpoint: the language model's scales are read with their matrices as a text
+  // model's are
+  {
+    json text = text_config("Qwen2ForCausalLM");
+    text["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {8, 8}}};
+    HfTensors weights = hf_weights(text_config("Qwen2ForCausalLM"));
+    for (const char* m : {"q_proj", "o_proj"}) {
+      const std::string name = std::string("model.layers.0.self_attn.") + m + ".weight";
+      HfTensor q;
+      q.shape = weights[name].shape;
+      q.raw_dtype = "F8_E4M3";
+      q.raw = std::vector<uint8_t>(static_cast<size_t>(q.shape[0] * q.shape[1]), 0x38);  // 1.0
+      weights[name] = q;
+      weights[name + "_scale"] = HfTensor{{1}, {0.5f}};
+      weights[name.substr(0, name.size() - 7) + ".input_scale"] = HfTensor{{1}, {0.25f}};
+    }
+    auto want = convert(write_hf_folder(text, weights, "F32", false, "fp8-text"));
+    json t = text;
+    t.erase("architectures");
+    const json vl = {{"architectures", {"Qwen2_5_VLForConditionalGeneration"}}, {"text_config", t}};
+    HfTensors renamed;
+    for (const auto& [name, v] : weights)
+      renamed[name.starts_with("model.") ? "model.language_model." + name.substr(6) : name] = v;
+    renamed["model.visual.blocks.0.attn.qkv.weight"] = {{6, 2}, std::vector<float>(12, 0.5f)};
+    expect_same(convert(write_hf_folder(vl, renamed, "F32", false, "fp8-vl")), want);
+  }
   // Ministral 3's text model is no Mistral: refused naming it
   json ministral = {{"architectures", {"Mistral3ForConditionalGeneration"}},
                     {"text_config", {{"model_type", "ministral3"}, {"hidden_size", 16}}}};
