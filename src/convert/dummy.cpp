@@ -184,10 +184,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
   if (n_rot % 2 != 0 || n_rot > s.head_dim) return Error{fmt::format("rope dimensions {} must be even and <= head_dim", n_rot)};
   const bool phi3 = s.arch == "phi3";
-  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
-  if (gemma) s.tied = true;  // llama.cpp's gemma2 reads no output.weight; both families tie it
-  if (s.n_swa > 0 && s.arch != "llama" && !gemma && s.arch != "gpt-oss")
-    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss)", s.arch)};
+  const bool gemma = s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3";
+  if (gemma) s.tied = true;  // llama.cpp's gemma families read no output.weight: they tie it
+  const bool olmo2 = s.arch == "olmo2";  // no pre-norms; post norms; q/k norms over the whole projection
+  const bool post_norms = (gemma && s.arch != "gemma") || olmo2;
+  if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2)
+    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2)",
+                             s.arch)};
+  if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
+    return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
+  if (s.arch == "granite" && !(s.logit_scale > 0)) return Error{"granite needs a logit scale (granite.logit_scale)"};
   if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
     return Error{fmt::format("--rope-scaling {}: linear or yarn", s.rope_scaling)};
   if (!s.rope_scaling.empty() && !(s.rope_factor > 0)) return Error{"--rope-scaling needs --rope-factor > 0"};
@@ -282,6 +288,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
   if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.embd_scale > 0) w.set_f32(a + "embedding_scale", s.embd_scale);
+  if (s.residual_scale > 0) w.set_f32(a + "residual_scale", s.residual_scale);
+  if (s.attn_scale > 0) w.set_f32(a + "attention.scale", s.attn_scale);
+  if (s.logit_scale > 0) w.set_f32(a + "logit_scale", s.logit_scale);
   if (!s.rope_scaling.empty()) {  // as convert_hf_to_gguf.py writes HF's rope_scaling
     w.set_string(a + "rope.scaling.type", s.rope_scaling);
     w.set_f32(a + "rope.scaling.factor", s.rope_factor);
@@ -403,7 +413,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    if (!olmo2) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
     if (phi3) {  // q, k, v rows stacked
       TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
     } else {
@@ -420,12 +430,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
-    if (s.arch == "olmoe") {  // over the whole q / k
+    if (s.arch == "olmoe" || olmo2) {  // over the whole q / k
       TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
     TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
-    if (gemma) {  // norm weights as llama.cpp's converter stores them: Gemma's 1 + w
+    if (post_norms) {  // norm weights as llama.cpp's converter stores them (Gemma's 1 + w)
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
     }
@@ -433,7 +443,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
-    TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
+    if (!olmo2) TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
     if (moe) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie

@@ -37,13 +37,17 @@ struct ModelShape {
   float rope_factor = 0;
   // gemma: attention / final logit soft-capping (0: not written; gemma2's reader then uses 50 / 30)
   float attn_softcap = 0, final_softcap = 0;
+  // granite's four scalars (granite.embedding_scale, residual_scale, attention.scale, logit_scale;
+  // 0: not written; granite requires logit_scale)
+  float embd_scale = 0, residual_scale = 0, attn_scale = 0, logit_scale = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
-// "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker").
+// "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker", "tiny-gemma", "tiny-granite",
+// "tiny-smollm3", "tiny-olmo2", "tiny-olmo3").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -63,7 +63,48 @@ std::vector<ModelShape> gemma_shapes() {
   t3.rope_theta_swa = 10000;
   t3.rope_scaling = "linear";
   t3.rope_factor = 2;
-  return {g2, g31, g34, t2, t3};
+  // Gemma (the first generation): head_dim 256 on both (wider than n_embd / n_head on the 7B)
+  ModelShape g1{"gemma-2b", "gemma", 256000, 2048, 18, 8, 1, 256, 16384, 8192, 10000.0f, 1e-6f, true};
+  ModelShape g7{"gemma-7b", "gemma", 256000, 3072, 28, 16, 16, 256, 24576, 8192, 10000.0f, 1e-6f, true};
+  ModelShape t1{"tiny-gemma", "gemma", 512, 64, 2, 4, 2, 32, 160, 256, 10000.0f, 1e-6f, true};
+  return {g2, g31, g34, t2, t3, g1, g7, t1};
+}
+
+// IBM Granite 3.3 (granite: the llama block with embedding / residual / attention / logit scales from
+// config.json's embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling),
+// SmolLM3 (llama with NoPE on every fourth layer), OLMo 2 and OLMo 3 (olmo2: post-norms only, q/k
+// norms over the whole projection; OLMo 3 slides three layers of four over 4096 positions, YaRN x8
+// over 8192 on the global ones).
+std::vector<ModelShape> more_shapes() {
+  auto granite = [](ModelShape s, float embd, float resid, float attn, float logit) {
+    s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
+    return s;
+  };
+  ModelShape o3{"olmo-3-7b", "olmo2", 100278, 4096, 32, 32, 32, 128, 11008, 65536, 500000.0f, 1e-6f, false};
+  o3.n_swa = 4096;
+  o3.rope_scaling = "yarn";
+  o3.rope_factor = 8;
+  o3.rope_orig_ctx = 8192;
+  // tiny OLMo 3: window 8, layers 0-2 slide and 3 is global, YaRN x2 over 32 positions
+  ModelShape to3{"tiny-olmo3", "olmo2", 512, 64, 4, 4, 2, 16, 160, 256, 500000.0f, 1e-6f, false};
+  to3.n_swa = 8;
+  to3.rope_scaling = "yarn";
+  to3.rope_factor = 2;
+  to3.rope_orig_ctx = 32;
+  return {
+      granite({"granite-3.3-2b", "granite", 49159, 2048, 40, 32, 8, 64, 8192, 131072, 10000000.0f, 1e-5f, true}, 12.0f,
+              0.22f, 0.015625f, 8.0f),
+      granite({"granite-3.3-8b", "granite", 49159, 4096, 40, 32, 8, 128, 12800, 131072, 10000000.0f, 1e-5f, true}, 12.0f,
+              0.22f, 0.0078125f, 16.0f),
+      granite({"tiny-granite", "granite", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 6.0f, 0.5f, 0.1f, 4.0f),
+      {"smollm3-3b", "smollm3", 128256, 2048, 36, 16, 4, 128, 11008, 65536, 5000000.0f, 1e-6f, true},
+      {"tiny-smollm3", "smollm3", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, true},
+      {"olmo-2-1b", "olmo2", 100352, 2048, 16, 16, 16, 128, 8192, 4096, 500000.0f, 1e-6f, false},
+      {"olmo-2-7b", "olmo2", 100352, 4096, 32, 32, 32, 128, 11008, 4096, 500000.0f, 1e-6f, false},
+      o3,
+      {"tiny-olmo2", "olmo2", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-6f, false},
+      to3,
+  };
 }
 
 // Qwen2/2.5.
@@ -174,7 +215,7 @@ std::vector<ModelShape> gptoss_shapes() {
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
   for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes,
-                  &gptoss_shapes})
+                  &gptoss_shapes, &more_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -55,7 +55,8 @@ class CudaOps final : public Ops {
   Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
     return gpu::rmsnorm(x, weight, y, n_rows, n, eps);
   }
-  Status add(float* y, const float* x, int64_t n) override { return gpu::add(y, x, n); }
+  Status add(float* y, const float* x, int64_t n, float scale) override { return gpu::add(y, x, n, scale); }
+  Status scale(float* x, int64_t n, float s) override { return gpu::scale(x, n, s); }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override { return gpu::add_rows(y, b, n_rows, n); }
   Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) override {
     return gpu::add_rows_id(y, b, ids, n_rows, n);

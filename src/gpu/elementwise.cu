@@ -44,9 +44,14 @@ __global__ void get_rows_floats(const uint8_t* w, size_t row_bytes, int64_t cols
   out[i] = to_float(row[i % cols]) * scale;
 }
 
-__global__ void add_kernel(float* y, const float* x, int64_t n) {
+__global__ void add_kernel(float* y, const float* x, int64_t n, float scale) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] += x[i];
+  if (i < n) y[i] += scale == 1.0f ? x[i] : __fmul_rn(scale, x[i]);  // (multiply, then add: the CPU's axpy bits)
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= s;
 }
 
 __global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t n) {
@@ -234,10 +239,16 @@ Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const
   return launched("get_rows");
 }
 
-Status add(float* y, const float* x, int64_t n) {
+Status add(float* y, const float* x, int64_t n, float scale) {
   if (n <= 0) return {};
-  TM_LAUNCH(add_kernel, blocks_for(n), kThreads, 0, stream())(y, x, n);
+  TM_LAUNCH(add_kernel, blocks_for(n), kThreads, 0, stream())(y, x, n, scale);
   return launched("add");
+}
+
+Status scale(float* x, int64_t n, float s) {
+  if (n <= 0) return {};
+  TM_LAUNCH(scale_kernel, blocks_for(n), kThreads, 0, stream())(x, n, s);
+  return launched("scale");
 }
 
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {

@@ -170,8 +170,10 @@ Status softcap(float* x, int64_t n, float cap);
 // out[r] = the index of row r's largest value (the first on ties, NaNs skipped; rows of n floats):
 // greedy sampling on the device, so a step downloads one id per row instead of its logits.
 Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out);
-// y[i] += x[i], n floats.
-Status add(float* y, const float* x, int64_t n);
+// y[i] += scale * x[i], n floats (scale 1: the residual add; granite's residual_scale otherwise).
+Status add(float* y, const float* x, int64_t n, float scale);
+// x[i] *= s, n floats (granite's logits divided by its logit_scale).
+Status scale(float* x, int64_t n, float s);
 // Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n);
 // Row p of y += row ids[p] of b (rows of n floats): each (token, expert) pair's expert bias.

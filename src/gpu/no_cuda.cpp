@@ -46,7 +46,8 @@ Status moe_combine(float*, const float*, const float*, int64_t, int64_t, int64_t
 }
 Status gelu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status softcap(float*, int64_t, float) { return no_cuda(); }
-Status add(float*, const float*, int64_t) { return no_cuda(); }
+Status add(float*, const float*, int64_t, float) { return no_cuda(); }
+Status scale(float*, int64_t, float) { return no_cuda(); }
 Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
 Status add_rows_id(float*, const float*, const int32_t*, int64_t, int64_t) { return no_cuda(); }
 Status scatter_add(float*, const float*, const int32_t*, int64_t, int64_t, float) { return no_cuda(); }

@@ -57,7 +57,8 @@ class Ops {
   virtual Status get_rows(DType type, const void* w, size_t row_bytes, int64_t cols, const int32_t* ids, int64_t n,
                           float* out, float scale) = 0;
   virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
-  virtual Status add(float* y, const float* x, int64_t n) = 0;
+  virtual Status add(float* y, const float* x, int64_t n, float scale) = 0;  // y += scale * x
+  virtual Status scale(float* x, int64_t n, float s) = 0;                    // x *= s
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;
   virtual Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) = 0;
   virtual Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) = 0;

@@ -104,13 +104,18 @@ ArchSpec arch_olmoe();
 ArchSpec arch_gemma2();
 ArchSpec arch_gemma3();
 ArchSpec arch_gptoss();
+ArchSpec arch_gemma();
+ArchSpec arch_granite();
+ArchSpec arch_smollm3();
+ArchSpec arch_olmo2();
 
 namespace {
 void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
-                               arch_gemma2(), arch_gemma3(), arch_gptoss()})
+                               arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
+                               arch_olmo2()})
       registry()[s.name] = s;
   });
 }

@@ -61,6 +61,9 @@ struct ArchSpec {
   bool attn_out_bias = false;
   bool attn_sinks = false;
   std::string ffn_norm_name = "ffn_norm";
+  // olmo2: no RMSNorm before attention and FFN (attn_norm / ffn_norm absent): each block reads the
+  // residual stream as it is, and its output is normed after (post_norms) instead.
+  bool pre_norms = true;
   // The family's own metadata (sliding windows, soft-capping, per-layer RoPE bases, embedding scale:
   // arch_gemma*.cpp, arch_llama.cpp, arch_gptoss.cpp), read after the common keys into ModelConfig's
   // generic fields.
@@ -83,7 +86,7 @@ struct RopeParams {
 // One layer's attention: the positions it sees and its RoPE.
 struct LayerAttention {
   int64_t window = 0;  // a query at p sees keys at (p - window, p]; 0 = every previous position
-  int rope = 0;        // index into ModelConfig::ropes
+  int rope = 0;        // index into ModelConfig::ropes; -1: no RoPE at all (smollm3's NoPE layers)
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -123,6 +126,10 @@ struct ModelConfig {
   float attn_scale = 0.0f;
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
+  // granite: each block's output (attention, FFN) times residual_scale before the residual add, and
+  // the logits divided by logit_scale (llama.cpp's f_residual_scale, f_logit_scale; 1 = none).
+  float residual_scale = 1.0f;
+  float logit_scale = 1.0f;
   // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
   // n_ff_shexp: the shared expert's (qwen2moe).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
@@ -131,6 +138,7 @@ struct ModelConfig {
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
   int64_t gqa_group() const { return n_head / n_head_kv; }
+  bool has_rope(int64_t layer) const { return layer_attn[static_cast<size_t>(layer)].rope >= 0; }
 };
 
 // Reads and validates the hyper-parameters ({arch}.* keys). Errors name the missing/invalid key.

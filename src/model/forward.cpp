@@ -126,16 +126,22 @@ void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_
   else fn(0, n);
 }
 
-void Forward::residual_norm(bool add, const float* norm, int64_t n) {
+void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd;
+  const float rs = c.residual_scale;  // granite: the block's output scaled before the add
   // Row by row, so the norm reads the row the add has just written while it is in L1.
   parallel(n, 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* x = x_.data() + t * E;
       float* xb = xb_.data() + t * E;
-      if (add) add_inplace(x, xb, E);
-      if (norm) rmsnorm_rows(x, E, norm, xb, E, 1, E, c.rms_eps);
+      if (add) {
+        if (rs == 1.0f) add_inplace(x, xb, E);
+        else axpy(x, xb, rs, E);
+      }
+      if (!norm) continue;
+      if (!norm->empty()) rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
+      else std::copy(x, x + E, xb);  // olmo2: no pre-norm, the block reads the stream as it is
     }
   });
 }
@@ -231,7 +237,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const LayerWeights& L = w.layers[l];
     const PreparedLayer& P = layers_[l];
     // attention block (layers after the first got their norm from the previous layer's residual step)
-    if (l == 0) residual_norm(false, L.attn_norm.data(), N);
+    if (l == 0) residual_norm(false, &L.attn_norm, N);
     // a fused attn_qkv (phi3) is one weight to the observer: reported once
     observe(P.wq, xb_.data(), N);
     if (P.wk.source().name != P.wq.source().name) {
@@ -246,7 +252,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
     }
     const PagedKvView view = kv.view(l);
-    const int64_t rope_off = static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half;
+    const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
     // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
     // tokens of one chunk see each other causally)
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
@@ -279,10 +285,12 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
             rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
           }
         }
-        const float* cs = rope_cos_.data() + rope_off + t * half;
-        const float* sn = rope_sin_.data() + rope_off + t * half;
-        rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
-        rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
+        if (rope_off >= 0) {  // (smollm3's NoPE layers rotate nothing)
+          const float* cs = rope_cos_.data() + rope_off + t * half;
+          const float* sn = rope_sin_.data() + rope_off + t * half;
+          rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
+          rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
+        }
         const SeqSlice& s = batch.seqs[seq_of_[t]];
         paged_kv_store(view, s.block_table.data(), pos_[t], k, v);
       }
@@ -295,7 +303,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
     post_norm(L.attn_post_norm, N);
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h)
-    residual_norm(true, L.ffn_norm.data(), N);
+    residual_norm(true, &L.ffn_norm, N);
     if (c.is_moe()) {
       observe(P.moe.router, xb_.data(), N);
       moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
@@ -303,7 +311,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       dense_ffn(l, N, lora);
     }
     post_norm(L.ffn_post_norm, N);
-    residual_norm(true, l + 1 < c.n_layer ? w.layers[l + 1].attn_norm.data() : nullptr, N);
+    residual_norm(true, l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr, N);
   }
 
   // Final norm and classifier, only for the rows that need logits.
@@ -320,6 +328,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
   if (lora) lora_.apply_output(rows, xb_.data(), E, logits.data(), c.n_vocab, pool_);
+  if (c.logit_scale != 1.0f)  // granite: logits / logit_scale (times the reciprocal, as llama.cpp)
+    for (float& v : logits) v *= 1.0f / c.logit_scale;
   if (c.final_softcap > 0) softcap_inplace(logits.data(), R * c.n_vocab, c.final_softcap);
 }
 

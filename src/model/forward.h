@@ -73,9 +73,10 @@ class Forward {
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
-  // x += xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null): one pass over the
-  // residual stream per token range, split across the pool.
-  void residual_norm(bool add, const float* norm, int64_t n);
+  // x += residual_scale * xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null; an
+  // empty norm -- olmo2's absent pre-norms -- copies x): one pass over the residual stream per token
+  // range, split across the pool.
+  void residual_norm(bool add, const std::vector<float>* norm, int64_t n);
   // xb = rmsnorm(xb) with a sub-block's output norm (gemma's post-attention / post-FFN norms); none
   // when the layer has no such weights.
   void post_norm(const std::vector<float>& norm, int64_t n);

@@ -412,8 +412,9 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
   TM_TRY(lora.apply_embedding(x_, E, c.embd_scale));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const DevLayer& D = layers_[static_cast<size_t>(l)];
-    // attention: norm, Q/K/V, biases, q/k norms, RoPE, K/V into the cache, attention, output
-    TM_TRY(ops_.rmsnorm(x_, D.attn_norm, xb_, N, E, c.rms_eps));
+    // attention: norm (olmo2: none, the stream as it is), Q/K/V, biases, q/k norms, RoPE, K/V into
+    // the cache, attention, output
+    TM_TRY(pre_norm(D.attn_norm, N));
     TM_TRY(matmul(D.wq, xb_, N, q_));
     TM_TRY(matmul(D.wk, xb_, N, k_));
     TM_TRY(matmul(D.wv, xb_, N, v_));
@@ -432,10 +433,12 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
       TM_TRY(ops_.rmsnorm(q_, D.q_norm, q_, N * c.n_head, hd, c.rms_eps));
       TM_TRY(ops_.rmsnorm(k_, D.k_norm, k_, N * c.n_head_kv, hd, c.rms_eps));
     }
-    const int64_t rope_off = static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half;
-    const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
-    TM_TRY(ops_.rope({q_, N, c.n_head, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
-    TM_TRY(ops_.rope({k_, N, c.n_head_kv, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
+    if (c.has_rope(l)) {  // (smollm3's NoPE layers rotate nothing)
+      const int64_t rope_off = static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half;
+      const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
+      TM_TRY(ops_.rope({q_, N, c.n_head, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
+      TM_TRY(ops_.rope({k_, N, c.n_head_kv, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
+    }
     gpu::GpuKvStoreArgs st;
     st.k = k_, st.v = v_, st.k_tiles = D.k_tiles, st.v_tiles = D.v_tiles;
     st.n_tokens = N, st.n_head_kv = c.n_head_kv, st.head_dim = hd, st.block_size = kv_.block_size;
@@ -452,10 +455,10 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     TM_TRY(matmul(D.wo, att_, N, xb_));
     TM_TRY(lora.apply(l, LoraSlot::O, att_, QD, xb_, E));
     if (D.bo) TM_TRY(ops_.add_rows(xb_, D.bo, N, E));  // gpt-oss
-    if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma
-    TM_TRY(ops_.add(x_, xb_, N * E));
+    if (D.attn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.attn_post_norm, xb_, N, E, c.rms_eps));  // gemma, olmo2
+    TM_TRY(ops_.add(x_, xb_, N * E, c.residual_scale));  // (granite scales the block's output)
     // feed-forward: norm, gate/up, SwiGLU, down (or the experts)
-    TM_TRY(ops_.rmsnorm(x_, D.ffn_norm, xb_, N, E, c.rms_eps));
+    TM_TRY(pre_norm(D.ffn_norm, N));
     if (c.is_moe()) {
       TM_TRY(moe_ffn(D, N));
     } else {
@@ -469,9 +472,15 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
       TM_TRY(lora.apply(l, LoraSlot::Down, hb_, F, xb_, E));
     }
     if (D.ffn_post_norm) TM_TRY(ops_.rmsnorm(xb_, D.ffn_post_norm, xb_, N, E, c.rms_eps));
-    TM_TRY(ops_.add(x_, xb_, N * E));
+    TM_TRY(ops_.add(x_, xb_, N * E, c.residual_scale));
   }
   return {};
+}
+
+Status GpuForward::pre_norm(const float* norm, int64_t N) {
+  const ModelConfig& c = model_->config();
+  if (norm) return ops_.rmsnorm(x_, norm, xb_, N, c.n_embd, c.rms_eps);
+  return ops_.copy(xb_, x_, static_cast<size_t>(N * c.n_embd) * sizeof(float));  // olmo2: no pre-norm
 }
 
 Status GpuForward::head(const std::vector<int64_t>& rows, bool hidden) {
@@ -489,6 +498,7 @@ Status GpuForward::head(const std::vector<int64_t>& rows, bool hidden) {
   if (hidden) return {};
   TM_TRY(matmul(output_, xb_, R, logits_));
   TM_TRY(lora_->apply_output(xb_, E, logits_, c.n_vocab));
+  if (c.logit_scale != 1.0f) TM_TRY(ops_.scale(logits_, R * c.n_vocab, 1.0f / c.logit_scale));  // granite
   if (c.final_softcap > 0) TM_TRY(ops_.softcap(logits_, R * c.n_vocab, c.final_softcap));
   return {};
 }

@@ -139,6 +139,8 @@ class GpuForward {
   Status stage(const ForwardBatch& batch, int64_t n_padded, int64_t max_blocks);
   Status layers(int64_t n_tokens, int64_t max_blocks, int64_t max_ctx);
   Status head(const std::vector<int64_t>& rows, bool hidden);
+  // xb = RMSNorm(x) with `norm`, or x as it is when the family has no pre-norm (olmo2)
+  Status pre_norm(const float* norm, int64_t n_tokens);
   bool graphable(const ForwardBatch& batch, const std::vector<int64_t>& rows, int64_t max_blocks) const;
   // Queues a decode step as its bucket's graph (captured on first use).
   Status run_graph(const ForwardBatch& batch);

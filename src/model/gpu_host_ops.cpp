@@ -117,9 +117,15 @@ class HostOps final : public gpu::Ops {
       rmsnorm_rows(x, n, weight, y, n, n_rows, n, eps);
     });
   }
-  Status add(float* y, const float* x, int64_t n) override {
+  Status add(float* y, const float* x, int64_t n, float scale) override {
     return run([=] {
-      add_inplace(y, x, n);
+      if (scale == 1.0f) add_inplace(y, x, n);
+      else axpy(y, x, scale, n);
+    });
+  }
+  Status scale(float* x, int64_t n, float s) override {
+    return run([=] {
+      for (int64_t i = 0; i < n; ++i) x[i] *= s;
     });
   }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override {

@@ -186,7 +186,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
-    TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
+    if (c.arch.pre_norms) {  // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty)
+      TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
+    }
     if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
       // q, k, v rows stacked in one tensor, in that order
       TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd));
@@ -220,7 +222,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
-    TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
+    if (c.arch.pre_norms) {
+      TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
+    }
     if (c.is_moe()) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;

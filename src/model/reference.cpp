@@ -174,8 +174,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
-    // attention rmsnorm
-    ref::rmsnorm(xb_.data(), x_.data(), L.attn_norm.data(), c.n_embd, c.rms_eps);
+    // attention rmsnorm (olmo2: none)
+    pre_norm(L.attn_norm);
     // q, k, v projections (+ bias)
     ref::matvec(L.wq, xb_.data(), q_.data(), row_);
     ref::matvec(L.wk, xb_.data(), k_.data(), row_);
@@ -191,7 +191,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // per-head q/k norm (qwen3), then RoPE
     // (olmoe: one norm over the whole q and the whole k)
     const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
-    const RopeParams& rope = c.ropes[static_cast<size_t>(c.layer_attn[l].rope)];
+    const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
+    const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
     if (full) {
       ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
       ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
@@ -199,12 +200,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t h = 0; h < c.n_head; ++h) {
       float* qh = q_.data() + h * hd;
       if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-      ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+      if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
     }
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = k_.data() + h * hd;
       if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-      ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+      if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
     }
     // store k, v at this position
     float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
@@ -218,12 +219,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (!L.bo.empty())  // attn_output.bias (gpt-oss)
       for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
     if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
-    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     // ffn rmsnorm, SwiGLU, residual
-    ref::rmsnorm(xb_.data(), x_.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps);
+    pre_norm(L.ffn_norm);
     if (c.is_moe()) {
       moe_ffn(L);
-      for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += moe_out_[i];
+      for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
       continue;
     }
     ref::matvec(L.w_gate, xb_.data(), hb_.data(), row_);
@@ -235,12 +236,14 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
     if (!L.ffn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
-    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
   }
   // final norm and classifier
   ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
+  if (c.logit_scale != 1.0f)  // granite
+    for (float& v : logits_) v *= 1.0f / c.logit_scale;
   if (c.final_softcap > 0)
     for (float& v : logits_) v = ref::softcap(v, c.final_softcap);
   return logits_;
@@ -250,6 +253,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
 // sliding window, when it has one); query head h reads kv head h / group. Scores q.k * attn_scale,
 // soft-capped when the model says so (gemma2), softmax (with the head's sink logit in the denominator:
 // gpt-oss), weighted sum of values into att_out_.
+void ReferenceForward::pre_norm(const std::vector<float>& norm) {
+  const ModelConfig& c = model_->config();
+  if (norm.empty()) std::copy(x_.begin(), x_.begin() + c.n_embd, xb_.begin());
+  else ref::rmsnorm(xb_.data(), x_.data(), norm.data(), c.n_embd, c.rms_eps);
+}
+
 void ReferenceForward::attention(int64_t l, int64_t pos) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim, kv_dim = c.kv_dim();

@@ -68,3 +68,13 @@ if(TM_NODE)
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
                        LABELS "e2e" TIMEOUT 120 SKIP_RETURN_CODE 77)
 endif()
+# Gemma 1, Granite, SmolLM3 (NoPE layers), OLMo 2 and OLMo 3 (post-norms only, windows) against llama.cpp
+# (tests/llamacpp/families.mjs): tiny dummies of each in F32, F16, Q8_0 and Q4_K_M, logits compared by KL
+# divergence, top-1 agreement and relative rms over 133 positions.
+if(TM_NODE)
+  add_test(NAME e2e_llamacpp_families COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/families.mjs
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR})
+  set_tests_properties(e2e_llamacpp_families PROPERTIES
+                       ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
+                       LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

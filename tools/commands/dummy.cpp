@@ -21,6 +21,7 @@ struct DummyCli {
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   int64_t sliding_window = -1, swa_pattern = 0;
   float std = 0, rope_theta = 0, rope_factor = 0;
+  float embd_scale = 0, residual_scale = 0, attn_scale = 0, logit_scale = 0;  // granite
   std::string rope_scaling;
   bool tied = false;
 };
@@ -36,8 +37,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe, qwen2moe, olmoe, "
-                 "gpt-oss; llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmo2, qwen3moe, qwen2moe, "
+                 "olmoe, gpt-oss; llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
   app.add_option("--n-layer", o->n_layer, "layers");
@@ -66,6 +67,10 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--rope-scaling", o->rope_scaling, "rope.scaling.type: linear or yarn (with --rope-factor; "
                  "yarn: --rope-orig-ctx is its original context; gpt-oss default: yarn, factor 32 over 4096), none");
   app.add_option("--rope-factor", o->rope_factor, "rope.scaling.factor");
+  app.add_option("--embedding-scale", o->embd_scale, "granite: granite.embedding_scale (default Granite 3.3 2B's 12)");
+  app.add_option("--residual-scale", o->residual_scale, "granite: granite.residual_scale (default 0.22)");
+  app.add_option("--attention-scale", o->attn_scale, "granite: granite.attention.scale (default 1/64)");
+  app.add_option("--logit-scale", o->logit_scale, "granite: granite.logit_scale (default 8)");
   app.add_flag("--fim", o->fim, "a coder model's fill-in-the-middle tokens (<|fim_prefix|>, ... <|file_sep|>) in the "
                "synthetic vocabulary, for /infill");
   app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
@@ -130,6 +135,12 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
         s.final_softcap = 30;
       }
       if (s.arch == "gemma3") s.rope_theta_swa = 10000;
+      if (s.arch == "granite") {  // Granite 3.3 2B's scalars (its attention scale is 1/64: its head_dim)
+        s.embd_scale = 12.0f;
+        s.residual_scale = 0.22f;
+        s.attn_scale = 0.015625f;
+        s.logit_scale = 8.0f;
+      }
       if (s.arch == "gpt-oss") {  // gpt-oss-20b's window and YaRN unless given
         s.n_swa = 128;
         s.rope_scaling = "yarn";
@@ -142,6 +153,14 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->rope_theta > 0) s.rope_theta = o->rope_theta;
     if (!o->rope_scaling.empty()) s.rope_scaling = o->rope_scaling == "none" ? "" : o->rope_scaling;
     if (o->rope_factor > 0) s.rope_factor = o->rope_factor;
+    if (o->embd_scale > 0) s.embd_scale = o->embd_scale;
+    if (o->residual_scale > 0) s.residual_scale = o->residual_scale;
+    if (o->attn_scale > 0) s.attn_scale = o->attn_scale;
+    if (o->logit_scale > 0) s.logit_scale = o->logit_scale;
+    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || s.logit_scale > 0) && s.arch != "granite") {
+      log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's");
+      return 2;
+    }
     if (o->head_dim) s.head_dim = o->head_dim;
     else if (o->shape.empty() && s.n_head) s.head_dim = s.n_embd / s.n_head;
     if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_ff <= 0 || s.head_dim <= 0) {

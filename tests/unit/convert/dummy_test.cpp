@@ -227,15 +227,22 @@ TEST(Dummy, StdSetsTheWeightsSpread) {
   }
 }
 
-TEST(Dummy, RealGemmaAndMistralShapesHaveTheirParameterCounts) {
+TEST(Dummy, RealGemmaMistralAndLlamaBlockShapesHaveTheirParameterCounts) {
   auto params = [](const ModelShape& s) {
     const int64_t q = s.n_head * s.head_dim, kv = s.n_head_kv * s.head_dim;
     int64_t per_layer = s.n_embd * q + 2 * s.n_embd * kv + q * s.n_embd + 3 * s.n_embd * s.n_ff + 2 * s.n_embd;
     if (s.arch == "gemma2" || s.arch == "gemma3") per_layer += 2 * s.n_embd;  // post-norms
     if (s.arch == "gemma3") per_layer += 2 * s.head_dim;                      // q/k norms
+    if (s.arch == "olmo2") per_layer += q + kv;  // q/k norms over the projections (post- for pre-norms)
     return s.n_vocab * s.n_embd * (s.tied ? 1 : 2) + s.n_layer * per_layer + s.n_embd;
   };
   EXPECT_NEAR(params(*find_shape("gemma-2-2b")) / 1e9, 2.614, 0.001);
   EXPECT_NEAR(params(*find_shape("gemma-3-1b")) / 1e9, 1.000, 0.001);
   EXPECT_NEAR(params(*find_shape("mistral-7b")) / 1e9, 7.242, 0.001);
+  // the model cards' sizes: Gemma 2B 2.51B, Granite 3.3 2B 2.53B, SmolLM3 3.08B, OLMo 2 1B 1.48B, OLMo 2 7B 7.30B
+  EXPECT_NEAR(params(*find_shape("gemma-2b")) / 1e9, 2.506, 0.001);
+  EXPECT_NEAR(params(*find_shape("granite-3.3-2b")) / 1e9, 2.534, 0.001);
+  EXPECT_NEAR(params(*find_shape("smollm3-3b")) / 1e9, 3.075, 0.001);
+  EXPECT_NEAR(params(*find_shape("olmo-2-1b")) / 1e9, 1.485, 0.001);
+  EXPECT_NEAR(params(*find_shape("olmo-2-7b")) / 1e9, 7.299, 0.001);
 }

@@ -88,7 +88,7 @@ TEST(GpuKernels, AddAndAddRowsAreExact) {
   auto y = randn(static_cast<size_t>(rows * n), 3);
   const auto x = randn(y.size(), 4), b = randn(static_cast<size_t>(n), 5);
   auto dy = put(y), dx = put(x), db = put(b);
-  ASSERT_TRUE(add(static_cast<float*>(dy.get()), static_cast<const float*>(dx.get()), rows * n).ok());
+  ASSERT_TRUE(add(static_cast<float*>(dy.get()), static_cast<const float*>(dx.get()), rows * n, 1.0f).ok());
   ASSERT_TRUE(add_rows(static_cast<float*>(dy.get()), static_cast<const float*>(db.get()), rows, n).ok());
   const auto got = get<float>(dy, y.size());
   for (int64_t r = 0; r < rows; ++r)
@@ -96,6 +96,14 @@ TEST(GpuKernels, AddAndAddRowsAreExact) {
       const size_t k = static_cast<size_t>(r * n + i);
       EXPECT_EQ(got[k], (y[k] + x[k]) + b[static_cast<size_t>(i)]) << k;
     }
+  // granite: y += s * x (the product rounded, then the sum: the CPU's axpy), then x *= s
+  auto dz = put(y);
+  ASSERT_TRUE(add(static_cast<float*>(dz.get()), static_cast<const float*>(dx.get()), rows * n, 0.22f).ok());
+  ASSERT_TRUE(scale(static_cast<float*>(dz.get()), rows * n, 0.125f).ok());
+  const auto got2 = get<float>(dz, y.size());
+  std::vector<float> want = y;
+  axpy(want.data(), x.data(), 0.22f, rows * n);
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got2[k], want[k] * 0.125f) << k;
 }
 
 TEST(GpuKernels, RopeIsBitwiseTheCpuRotation) {

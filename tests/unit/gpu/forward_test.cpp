@@ -136,7 +136,7 @@ void check_mixed_batches(const std::shared_ptr<Model>& m, gpu::Ops& ops, const s
 
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
   for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
-                            "tiny-gemma3"})
+                            "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);

@@ -25,10 +25,12 @@ class F64Forward {
     for (double& e : x) e *= c_.embd_scale;  // gemma: sqrt(n_embd)
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const LayerWeights& L = w.layers[l];
-      const RopeParams& rp = c_.ropes[static_cast<size_t>(c_.layer_attn[static_cast<size_t>(l)].rope)];
+      const bool roped = c_.has_rope(l);  // smollm3: NoPE layers
+      const RopeParams& rp = c_.ropes[roped ? static_cast<size_t>(c_.layer_attn[static_cast<size_t>(l)].rope) : 0];
+      const double rs = c_.residual_scale;  // granite
       const int64_t window = c_.layer_attn[static_cast<size_t>(l)].window;
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
-      auto xb = norm(x, L.attn_norm);
+      auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm);  // olmo2: no pre-norm
       auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
       if (!L.bq.empty())
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
@@ -39,8 +41,8 @@ class F64Forward {
         k = norm(k, L.k_norm);
       }
       const std::vector<float> none;
-      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp);
-      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp);
+      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp, roped);
+      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp, roped);
       kc_[l].push_back(k);
       vc_[l].push_back(v);
       std::vector<double> att(c_.q_dim(), 0.0);
@@ -67,8 +69,8 @@ class F64Forward {
       if (!L.bo.empty())  // attn_output.bias (gpt-oss)
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-      xb = norm(x, L.ffn_norm);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+      xb = L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
       if (c_.is_moe()) {
         // softmax over the router logits, the k largest, (renormalized), weighted sum of experts
         auto p = mv(L.ffn_gate_inp, xb);
@@ -98,22 +100,23 @@ class F64Forward {
           const int64_t e = idx[j];
           const double wt = c_.arch.moe_norm_topk ? p[e] / wsum : p[e];
           auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
-          for (size_t i = 0; i < x.size(); ++i) x[i] += wt * d[i];
+          for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
         }
         if (!L.gate_inp_shexp.empty()) {
           double g = 0;
           for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
           g = 1 / (1 + std::exp(-g));
           auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
-          for (size_t i = 0; i < x.size(); ++i) x[i] += g * d[i];
+          for (size_t i = 0; i < x.size(); ++i) x[i] += rs * g * d[i];
         }
         continue;
       }
       auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
       if (!L.ffn_post_norm.empty()) d = norm(d, L.ffn_post_norm);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+      for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
     }
     auto logits = mv(w.output, norm(x, w.output_norm));
+    for (double& e : logits) e /= c_.logit_scale;  // granite
     if (c_.final_softcap > 0)
       for (double& e : logits) e = c_.final_softcap * std::tanh(e / c_.final_softcap);
     return logits;
@@ -165,7 +168,8 @@ class F64Forward {
     for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * s;
     return o;
   }
-  void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos, const RopeParams& rp) {
+  void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos, const RopeParams& rp,
+                      bool roped = true) {
     const int64_t hd = c_.head_dim;
     double* p = v.data() + h * hd;
     if (!nw.empty()) {
@@ -174,6 +178,7 @@ class F64Forward {
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
     }
+    if (!roped) return;
     // ggml_rope_ext: linear scaling multiplies positions; YaRN blends the scaled and unscaled angle
     // per pair (weight of the unscaled one: 1 below the correction dim of beta_fast, 0 above beta_slow's)
     // and scales cos/sin by 1 + 0.1 ln(factor)

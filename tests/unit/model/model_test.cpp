@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -154,7 +155,87 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3",
                                                               "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe",
                                                               "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
-                                                              "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss"));
+                                                              "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss",
+                                                              "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2",
+                                                              "tiny-olmo3"));
+
+// What distinguishes the llama-block families read from their files: Gemma's embedding scale and
+// tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
+// and whole-projection q/k norms; OLMo 3's sliding layers (three of four) on a plain RoPE of their own
+// while the global layer keeps YaRN. And each matters: the same weights without it give other logits.
+TEST(LlamaBlockFamilies, FilesCarryWhatMakesEachFamily) {
+  {
+    auto m = tiny_model("tiny-gemma");
+    const auto& c = m->config();
+    EXPECT_EQ(c.arch.ffn_act, FfnActivation::GeluTanh);
+    EXPECT_FLOAT_EQ(c.embd_scale, 8.0f);  // sqrt(64)
+    EXPECT_TRUE(c.tied_output);
+    EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));  // head_dim 32, wider than 64 / 4
+  }
+  {
+    auto m = tiny_model("tiny-granite");
+    const auto& c = m->config();
+    EXPECT_FLOAT_EQ(c.embd_scale, 6.0f);
+    EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);
+    EXPECT_FLOAT_EQ(c.attn_scale, 0.1f);
+    EXPECT_FLOAT_EQ(c.logit_scale, 4.0f);
+  }
+  {
+    auto m = tiny_model("tiny-smollm3");
+    const auto& c = m->config();
+    for (int64_t l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.has_rope(l), l != 3) << l;
+  }
+  {
+    auto m = tiny_model("tiny-olmo2");
+    const auto& c = m->config();
+    EXPECT_FALSE(c.arch.pre_norms);
+    for (const auto& L : m->weights().layers) {
+      EXPECT_TRUE(L.attn_norm.empty());
+      EXPECT_TRUE(L.ffn_norm.empty());
+      EXPECT_EQ(L.q_norm.size(), static_cast<size_t>(c.q_dim()));
+      EXPECT_EQ(L.k_norm.size(), static_cast<size_t>(c.kv_dim()));
+      EXPECT_EQ(L.attn_post_norm.size(), static_cast<size_t>(c.n_embd));
+      EXPECT_EQ(L.ffn_post_norm.size(), static_cast<size_t>(c.n_embd));
+    }
+    EXPECT_FALSE(c.tied_output);
+  }
+  {
+    auto m = tiny_model("tiny-olmo3");
+    const auto& c = m->config();
+    ASSERT_EQ(c.ropes.size(), 2u);
+    EXPECT_TRUE(c.ropes[0].yarn);
+    EXPECT_FALSE(c.ropes[1].yarn);
+    EXPECT_EQ(c.ropes[1].freq_scale, 1.0f);
+    EXPECT_EQ(c.ropes[1].attn_factor, 1.0f);
+    EXPECT_EQ(c.ropes[1].theta, c.ropes[0].theta);
+    for (int64_t l = 0; l < 4; ++l) {
+      EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].window, l == 3 ? 0 : 8) << l;
+      EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].rope, l == 3 ? 0 : 1) << l;
+    }
+  }
+}
+
+// Turning each family's feature off (the config the forward reads) changes the logits: the tests above
+// compare the forward with the reference and float64 on paths that are taken.
+TEST(LlamaBlockFamilies, EachFeatureChangesTheLogits) {
+  auto logits_of = [](std::shared_ptr<Model> m, const std::function<void(ModelConfig&)>& edit) {
+    if (edit) edit(const_cast<ModelConfig&>(m->config()));
+    ReferenceForward ref(m, 64);
+    std::vector<float> out;
+    for (int64_t p = 0; p < 12; ++p) out = ref.forward(static_cast<int32_t>((p * 13 + 5) % 512), p);
+    return out;
+  };
+  auto differs = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max<double>(d, std::abs(a[i] - b[i]));
+    return d > 1e-3;
+  };
+  const auto smol = logits_of(tiny_model("tiny-smollm3"), nullptr);
+  EXPECT_TRUE(differs(smol, logits_of(tiny_model("tiny-smollm3"), [](ModelConfig& c) { c.layer_attn[3].rope = 0; })));
+  const auto gran = logits_of(tiny_model("tiny-granite"), nullptr);
+  EXPECT_TRUE(differs(gran, logits_of(tiny_model("tiny-granite"), [](ModelConfig& c) { c.residual_scale = 1; })));
+  EXPECT_TRUE(differs(gran, logits_of(tiny_model("tiny-granite"), [](ModelConfig& c) { c.logit_scale = 1; })));
+}
 
 // phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
 // bytes, and LongRoPE's metadata and factors are read.

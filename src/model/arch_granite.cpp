@@ -1,0 +1,39 @@
+// IBM Granite 3.x dense (GGUF "granite"): the llama block (RoPE on adjacent pairs, SwiGLU, tied or
+// untied output) with four scalars, as llama.cpp's granite graph applies them:
+// granite.embedding_scale multiplies the token embeddings, granite.attention.scale is the q.k scale
+// (else 1/sqrt(head_dim)), granite.residual_scale multiplies each attention and FFN output before
+// its residual add, and the logits are divided by granite.logit_scale (required, as llama.cpp
+// requires it). An attn_output.bias is added when the file has one. FFN biases are refused (no
+// Granite release has them; llama.cpp would add them), and so are experts (granitemoe is another
+// architecture).
+#include <fmt/format.h>
+
+#include "model/config.h"
+
+namespace tmill {
+namespace {
+Status read_granite(const GgufFile& f, ModelConfig& c) {
+  const GgufValue* ls = f.find("granite.logit_scale");
+  if (!ls) return Error{"missing metadata key 'granite.logit_scale'"};
+  TM_ASSIGN_OR_RETURN(c.logit_scale, read_family_float(f, c, "logit_scale", 1.0f));
+  TM_ASSIGN_OR_RETURN(const float embd, read_family_float(f, c, "embedding_scale", 0.0f));
+  TM_ASSIGN_OR_RETURN(const float resid, read_family_float(f, c, "residual_scale", 0.0f));
+  TM_ASSIGN_OR_RETURN(const float attn, read_family_float(f, c, "attention.scale", 0.0f));
+  if (!(c.logit_scale > 0)) return Error{fmt::format("granite.logit_scale {} must be positive", c.logit_scale)};
+  // llama.cpp: 0 (or absent) means "no scaling" for the other three
+  if (embd != 0.0f) c.embd_scale = embd;
+  if (resid != 0.0f) c.residual_scale = resid;
+  if (attn != 0.0f) c.attn_scale = attn;
+  for (const char* t : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+    if (f.find_tensor(fmt::format("blk.0.{}", t)))
+      return Error{fmt::format("granite: FFN biases (blk.0.{}) are not supported", t)};
+  return {};
+}
+}  // namespace
+
+ArchSpec arch_granite() {
+  ArchSpec s{"granite", RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};
+  s.read_family = read_granite;
+  return s;
+}
+}  // namespace tmill

@@ -1,0 +1,80 @@
+// The llama-block families beyond llama / qwen / phi3 / gemma2-3 against llama.cpp (node-llama-cpp's
+// prebuilt CPU library), on tiny random models from `tokenmill dummy` (256-wide rows), over a
+// sequence of 133 positions:
+//   gemma   (Gemma 1): embeddings times sqrt(n_embd), GeGLU, tied output, head_dim 96 wider than
+//           n_embd / n_head;
+//   granite (Granite 3.x): embedding, residual, attention and logit scales (Granite 3.3 2B's values,
+//           and values under which the layers' outputs weigh more than the scaled embeddings);
+//   smollm3: NoPE on every fourth layer (4 layers: layer 3 has no RoPE);
+//   olmo2   (OLMo 2): no pre-norms, post-attention / post-FFN norms, q/k norms over the whole projection;
+//   olmo2 with a sliding window (OLMo 3): layers 0-2 slide over 16 positions with plain RoPE, layer 3
+//           is global with YaRN x2 over 32 positions.
+// F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
+// over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
+// spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
+// weights; both sides round activations differently): KLD < 1e-4, relrms < 0.1, top-1 >= 90 %.
+//
+// Exit 0 pass, 1 fail, 77 skipped (node-llama-cpp not installed or its binary cannot load here).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { checker, llamaLogits, loadLlama, positions, sourceDir, summary, tm, tmLogits } from './common.mjs';
+
+const llama = await loadLlama();
+const { failures, check } = checker();
+const fmt = (x) => x.toExponential(2);
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-llamacpp-families-'));
+try {
+  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
+  const gen = JSON.parse(tm(['generate', '--model', stories, '--prompt', 'Once upon a time', '--max-tokens', '128',
+    '--temperature', '0', '--ignore-eos', '--json']));
+  const seq = [...gen.prompt_tokens, ...gen.tokens];
+  const dims = ['--n-vocab', '512', '--n-embd', '256', '--n-head', '4', '--n-head-kv', '2', '--n-ff', '512',
+    '--n-ctx', '256', '--vocab', stories];
+  const models = {
+    gemma: ['--arch', 'gemma', '--n-layer', '2', '--head-dim', '96'],
+    // Granite 3.3 2B's scalars (embeddings x12 outweigh the layers' x0.22 outputs), and scalars under
+    // which the layers weigh in
+    granite: ['--arch', 'granite', '--n-layer', '2'],
+    'granite (layers weigh in)': ['--arch', 'granite', '--n-layer', '2', '--embedding-scale', '1.5', '--residual-scale',
+      '0.8', '--attention-scale', '0.2', '--logit-scale', '3'],
+    smollm3: ['--arch', 'smollm3', '--n-layer', '4', '--tied'],
+    olmo2: ['--arch', 'olmo2', '--n-layer', '2', '--rope-theta', '500000'],
+    'olmo2 (OLMo 3 windows)': ['--arch', 'olmo2', '--n-layer', '4', '--sliding-window', '16', '--rope-theta', '500000',
+      '--rope-scaling', 'yarn', '--rope-factor', '2', '--rope-orig-ctx', '32'],
+  };
+  const slug = (name) => name.replace(/[^a-z0-9]+/gi, '-');
+  for (const [name, args] of Object.entries(models)) {
+    // F32, weights of sd 0.05: the same computation up to llama.cpp's f16 K/V cache
+    const f32 = path.join(dir, `${slug(name)}-F32.gguf`);
+    tm(['dummy', ...dims, ...args, '--std', '0.05', '--dtype', 'F32', '-o', f32]);
+    {
+      const s = summary(positions(tmLogits(f32, seq), await llamaLogits(llama, f32, seq)));
+      check(s.kld < 1e-4 && s.top1 >= 0.995 && s.relrms < 5e-3,
+        `${name} F32: KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n} (>= 99.5 %), ` +
+        `relrms ${fmt(s.relrms)} (< 5e-3)`);
+    }
+    const src = path.join(dir, `${slug(name)}-F16.gguf`);
+    tm(['dummy', ...dims, ...args, '--dtype', 'F16', '-o', src]);
+    const files = [['F16', src]];
+    for (const type of ['Q8_0', 'Q4_K_M']) {
+      const f = path.join(dir, `${slug(name)}-${type}.gguf`);
+      tm(['quantize', src, f, '--type', type]);
+      files.push([type, f]);
+    }
+    for (const [type, f] of files) {
+      const s = summary(positions(tmLogits(f, seq), await llamaLogits(llama, f, seq)));
+      check(s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
+        `${name} ${type}: KLD ${fmt(s.kld)} (< 1e-4), relrms ${fmt(s.relrms)} (< 0.1), ` +
+        `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}`);
+    }
+  }
+} catch (e) {
+  check(false, `error: ${e.stack ?? e.message}`);
+} finally {
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
+process.exit(failures.length ? 1 : 0);
