@@ -57,12 +57,20 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
   if (c.gemma) {  // as Gemma2Model / Gemma3Model write them (gemma2: both caps, 0 when config.json turns one off)
     if (a == "gemma2" || c.attn_softcap > 0) w.set_f32(a + ".attn_logit_softcapping", static_cast<float>(c.attn_softcap));
     if (a == "gemma2" || c.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap));
+    if (c.rope_theta_swa > 0) w.set_f32(a + ".rope.freq_base_swa", static_cast<float>(c.rope_theta_swa));
+  }
+  if (c.gemma || a == "olmo2") {  // gemma2/gemma3, OLMo 3 (Olmo2Model: always the per-layer pattern)
     if (c.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
     if (!c.swa_layers.empty()) {  // layers sliding other than the family's pattern: one flag per layer
       std::vector<int32_t> flags(c.swa_layers.begin(), c.swa_layers.end());
       w.set(a + ".attention.sliding_window_pattern", GgufValue::i32_array(flags));
     }
-    if (c.rope_theta_swa > 0) w.set_f32(a + ".rope.freq_base_swa", static_cast<float>(c.rope_theta_swa));
+  }
+  if (a == "granite") {  // as GraniteModel writes config.json's multipliers
+    w.set_f32(a + ".attention.scale", static_cast<float>(c.attention_multiplier));
+    w.set_f32(a + ".embedding_scale", static_cast<float>(c.embedding_multiplier));
+    w.set_f32(a + ".residual_scale", static_cast<float>(c.residual_multiplier));
+    w.set_f32(a + ".logit_scale", static_cast<float>(c.logits_scaling));
   }
   const auto& rs = c.rope_scaling;
   if (rs.type == HfRopeScalingType::Linear || rs.type == HfRopeScalingType::Yarn) {

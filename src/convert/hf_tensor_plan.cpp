@@ -22,7 +22,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
   if (!c.tie_word_embeddings) m["output.weight"] = {c.vocab_size, H};
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string b = fmt::format("blk.{}.", i);
-    m[b + "attn_norm.weight"] = {H};
+    if (c.pre_norms) m[b + "attn_norm.weight"] = {H};  // (olmo2: none)
     if (c.fused_qkv_ffn) {  // phi3: q, k, v rows stacked; gate rows then up rows
       m[b + "attn_qkv.weight"] = {Q + 2 * KV, H};
       m[b + "ffn_up.weight"] = {2 * F, H};
@@ -56,8 +56,8 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "ffn_up.weight"] = {F, H};
     }
     m[b + "attn_output.weight"] = {H, Q};
-    m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
-    if (c.gemma) {  // the attention output's and the FFN output's norms
+    if (c.pre_norms) m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
+    if (c.post_norms) {  // the attention output's and the FFN output's norms (gemma2/gemma3, olmo2)
       m[b + "post_attention_norm.weight"] = {H};
       m[b + "post_ffw_norm.weight"] = {H};
     }
@@ -373,7 +373,7 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
   const HfConfig& c = m_->config;
   TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(name));
   if (gg.empty()) return {};
-  if ((c.gptoss() || c.gemma) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
+  if ((c.gptoss() || c.post_norms) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
     gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
   if (gg == "output.weight" && c.tie_word_embeddings) {
     log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);

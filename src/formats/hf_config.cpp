@@ -52,6 +52,13 @@ constexpr Family kFamilies[] = {
     {"Qwen3VLForConditionalGeneration", "qwen3", 262144, false, true, false},
     // Mistral Small 3.x's vision-language folder: its text model is a Mistral (GGUF llama)
     {"Mistral3ForConditionalGeneration", "llama", 131072, false, false, true},
+    // Gemma 1 (NeoX RoPE, GeGLU, tied, norms stored as w for 1 + w); Granite 3.x and SmolLM3 (llama
+    // blocks: q/k permuted); OLMo 2 / 3 (NeoX, q/k norms over the whole projection): hf_config_families.cpp
+    {"GemmaForCausalLM", "gemma", 8192, false, false, false},
+    {"GraniteForCausalLM", "granite", 2048, false, false, true},
+    {"SmolLM3ForCausalLM", "smollm3", 32768, false, false, true},
+    {"Olmo2ForCausalLM", "olmo2", 2048, false, true, false},
+    {"Olmo3ForCausalLM", "olmo2", 2048, false, true, false},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -316,6 +323,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   c.rope_dims = c.head_dim;
   if (c.gguf_arch == "gpt-oss") TM_TRY(parse_gptoss(r, j, source, &c));
   if (detail::is_gemma_arch(c.hf_arch)) TM_TRY(detail::parse_gemma(r, j, &c));
+  TM_TRY(detail::parse_family(r, j, &c));
   if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));
   else if (c.rope_scaling.type == HfRopeScalingType::LongRope)
     return r.err(fmt::format("longrope rope_scaling is supported for Phi3ForCausalLM only, not {}", c.hf_arch));

@@ -3,7 +3,9 @@
 // Qwen3ForCausalLM ("qwen3"), Phi3ForCausalLM ("phi3"), Gemma2ForCausalLM ("gemma2"),
 // Gemma3ForCausalLM and Gemma3ForConditionalGeneration's text model ("gemma3"), the mixtures of experts
 // Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe"),
-// GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4").
+// GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
+// GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
+// Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -110,6 +112,14 @@ struct HfConfig {
   // with rope_local_base_freq (rope_theta_swa).
   bool gemma = false;
   double attn_softcap = 0, final_softcap = 0;
+  // The sandwich norms: post_attention_layernorm (renamed post_attention_norm) and
+  // post_feedforward_layernorm (post_ffw_norm) after each block (gemma2/gemma3, olmo2); olmo2 has no
+  // norm before the blocks (input_layernorm, the FFN's pre-norm: pre_norms false).
+  bool post_norms = false;
+  bool pre_norms = true;
+  // Granite's multipliers (0: not a granite config): granite.embedding_scale, residual_scale,
+  // attention.scale, logit_scale.
+  double embedding_multiplier = 0, residual_multiplier = 0, attention_multiplier = 0, logits_scaling = 0;
   double rope_theta_swa = 0;
   std::vector<bool> swa_layers;
 

@@ -1,4 +1,4 @@
-// Gemma 2 and Gemma 3 in config.json (hf_config_reader.h): transformers' defaults for the fields a
+// Gemma 1, Gemma 2 and Gemma 3 in config.json (hf_config_reader.h): transformers' defaults for the fields a
 // Gemma config may omit, Gemma3ForConditionalGeneration's nested text_config, transformers 5's
 // per-layer-type rope_parameters, and the Gemma fields the GGUF keeps (soft-capping, the sliding
 // window and its layers, the sliding layers' RoPE base), as llama.cpp's Gemma2Model / Gemma3Model.
@@ -23,12 +23,13 @@ std::string arch_of(const json& j) {
 }  // namespace
 
 bool is_gemma_arch(const std::string& a) {
-  return a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration";
+  return a == "GemmaForCausalLM" || a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM" ||
+         a == "Gemma3ForConditionalGeneration";
 }
 
 void prepare_gemma_config(json& j) {
   const std::string arch = arch_of(j);
-  if (!is_gemma_arch(arch)) return;
+  if (!is_gemma_arch(arch) || arch == "GemmaForCausalLM") return;  // (Gemma 1 configs are complete)
   const bool g2 = arch == "Gemma2ForCausalLM";
   // transformers' Gemma2Config / Gemma3TextConfig defaults (real configs omit some of them)
   const json defaults = {{"vocab_size", g2 ? 256000 : 262208},
@@ -66,6 +67,9 @@ Status parse_gemma(const HfConfigReader& r, const json& j, HfConfig* c) {
   c->gemma = true;
   const bool g3 = c->gguf_arch == "gemma3";
   c->tie_word_embeddings = true;  // (GGUF gemma takes the output from token_embd; an lm_head is skipped)
+  // Gemma 1: no sandwich norms, soft-capping or sliding windows (llama.cpp's GemmaModel writes none)
+  if (c->gguf_arch == "gemma") return {};
+  c->post_norms = true;
   auto softcap = [&](const char* key, double* out) -> Status {
     const json* v = r.get(key);
     if (!v) return {};

@@ -76,4 +76,8 @@ bool is_gemma_arch(const std::string& hf_arch);
 void prepare_gemma_config(nlohmann::json& j);
 Status parse_gemma(const HfConfigReader& r, const nlohmann::json& j, HfConfig* c);
 
+// Granite, SmolLM3, OLMo 2 / OLMo 3 (hf_config_families.cpp): their own fields into `c` (nothing for
+// the other families).
+Status parse_family(const HfConfigReader& r, const nlohmann::json& j, HfConfig* c);
+
 }  // namespace tmill::detail

@@ -1,0 +1,101 @@
+// The llama-block families of config.json beyond llama / qwen / phi3 / gemma (hf_config_reader.h), as
+// llama.cpp's converter writes them: GraniteForCausalLM (its four multipliers), SmolLM3ForCausalLM
+// (NoPE layers), Olmo2ForCausalLM / Olmo3ForCausalLM (post-norms only, q/k norms over the whole
+// projection, OLMo 3's sliding layers).
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "formats/hf_config.h"
+#include "formats/hf_config_reader.h"
+
+namespace tmill::detail {
+namespace {
+using json = nlohmann::json;
+
+// Granite: embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling (transformers'
+// GraniteConfig defaults 1.0), written as granite.embedding_scale, residual_scale, attention.scale and
+// logit_scale. llama.cpp's converter ignores a head_dim (GGUF granite has none), so the head is
+// hidden_size / num_attention_heads; FFN biases are refused (GGUF granite here computes none).
+Status parse_granite(const HfConfigReader& r, const json& j, HfConfig* c) {
+  if (c->head_dim_in_config && c->head_dim * c->num_attention_heads != c->hidden_size)
+    return r.err(fmt::format("head_dim {} with {} heads over hidden_size {}: GGUF granite's heads are hidden_size / "
+                             "num_attention_heads (llama.cpp's converter drops head_dim)",
+                             c->head_dim, c->num_attention_heads, c->hidden_size));
+  c->head_dim_in_config = false;
+  TM_ASSIGN_OR_RETURN(const bool mlp_bias, r.boolean("mlp_bias", false));
+  if (mlp_bias) return r.err("\"mlp_bias\": true on Granite: FFN biases are not supported");
+  TM_ASSIGN_OR_RETURN(c->embedding_multiplier, r.number(j, "embedding_multiplier", 1.0, ""));
+  TM_ASSIGN_OR_RETURN(c->residual_multiplier, r.number(j, "residual_multiplier", 1.0, ""));
+  TM_ASSIGN_OR_RETURN(c->attention_multiplier, r.number(j, "attention_multiplier", 1.0, ""));
+  TM_ASSIGN_OR_RETURN(c->logits_scaling, r.number(j, "logits_scaling", 1.0, ""));
+  return {};
+}
+
+// SmolLM3: no_rope_layers (1: the layer rotates) must be llama.cpp's fixed pattern -- NoPE on every
+// fourth layer (3, 7, ...) -- since GGUF smollm3 carries no per-layer flag.
+Status parse_smollm3(const HfConfigReader& r, HfConfig* c) {
+  const int64_t L = c->num_hidden_layers;
+  if (const json* nr = r.get("no_rope_layers")) {
+    if (!nr->is_array() || static_cast<int64_t>(nr->size()) != L)
+      return r.err(fmt::format("\"no_rope_layers\" must list the {} layers", L));
+    for (int64_t i = 0; i < L; ++i) {
+      const json& v = (*nr)[static_cast<size_t>(i)];
+      const bool rope = (i + 1) % 4 != 0;
+      if (!v.is_number_integer() || v.get<int64_t>() != (rope ? 1 : 0))
+        return r.err(fmt::format("no_rope_layers[{}] is {}: GGUF smollm3 (as llama.cpp) has RoPE on every layer but "
+                                 "every fourth (3, 7, ...), and {} here",
+                                 i, v.dump(), rope ? "RoPE" : "none"));
+    }
+  } else {
+    TM_ASSIGN_OR_RETURN(const int64_t every, r.integer("no_rope_layer_interval", 4, 1, 1 << 20));
+    if (every != 4)
+      return r.err(fmt::format("no_rope_layer_interval {}: GGUF smollm3 (as llama.cpp) has NoPE on every fourth layer",
+                               every));
+  }
+  TM_ASSIGN_OR_RETURN(const bool sliding, r.boolean("use_sliding_window", false));
+  if (sliding) return r.err("\"use_sliding_window\": true on SmolLM3: GGUF smollm3 attends to every position");
+  return {};
+}
+
+// OLMo 2 / OLMo 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm after each
+// block, q_norm [hidden_size] and k_norm [kv heads x head] over the whole projection. OLMo 3's
+// sliding_window applies to the layers layer_types says (else all but every fourth), written as a
+// per-layer pattern as llama.cpp's Olmo2Model does.
+Status parse_olmo2(const HfConfigReader& r, HfConfig* c) {
+  c->pre_norms = false;
+  c->post_norms = true;
+  c->qk_norm_full = true;
+  if (c->head_dim * c->num_attention_heads != c->hidden_size)
+    return r.err(fmt::format("head_dim {} x {} heads != hidden_size {}: GGUF olmo2's heads are hidden_size / "
+                             "num_attention_heads", c->head_dim, c->num_attention_heads, c->hidden_size));
+  const json* sw = r.get("sliding_window");
+  if (!sw) return {};
+  TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
+  const int64_t L = c->num_hidden_layers;
+  c->swa_layers.assign(static_cast<size_t>(L), false);
+  if (const json* lt = r.get("layer_types")) {
+    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
+      return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
+    for (int64_t i = 0; i < L; ++i) {
+      const json& t = (*lt)[static_cast<size_t>(i)];
+      if (t != "sliding_attention" && t != "full_attention")
+        return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
+      c->swa_layers[static_cast<size_t>(i)] = t == "sliding_attention";
+    }
+  } else {
+    for (int64_t i = 0; i < L; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % 4 != 0;
+  }
+  return {};
+}
+}  // namespace
+
+Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
+  if (c->gguf_arch == "granite") return parse_granite(r, j, c);
+  if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
+  if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
+  return {};
+}
+
+}  // namespace tmill::detail

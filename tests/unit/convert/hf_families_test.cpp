@@ -1,0 +1,259 @@
+// Gemma 1, Granite, SmolLM3, OLMo 2 and OLMo 3 Hugging Face folders convert as llama.cpp's GemmaModel,
+// GraniteModel, SmolLM3Model and Olmo2Model do: the tiny dummy of each family (tokenmill dummy, F32)
+// written back as an HF folder (HF names, q/k rows of the llama-RoPE families in HF's rotate-half
+// order, Gemma's norms stored as w for 1 + w, config.json with the family's fields) converts to the same
+// tensors byte for byte, the same hyper-parameters and the same logits. Fields the GGUF family cannot
+// express are refused naming them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "convert/dummy.h"
+#include "convert/hf_model.h"
+#include "formats/gguf.h"
+#include "hf_folder.h"
+#include "model/model.h"
+#include "model/reference.h"
+
+using namespace tmill;
+using namespace tmill::test;
+using nlohmann::json;
+
+namespace {
+
+std::vector<float> values_of(const GgufTensorInfo& t) {
+  std::vector<float> v(static_cast<size_t>(t.n_elements));
+  std::memcpy(v.data(), t.data, v.size() * 4);
+  return v;
+}
+
+bool permuted(const std::string& arch) { return arch == "granite" || arch == "smollm3"; }
+
+// GGUF name -> HF name for the family.
+std::string hf_name_of(const std::string& gg) {
+  if (gg == "token_embd.weight") return "model.embed_tokens.weight";
+  if (gg == "output_norm.weight") return "model.norm.weight";
+  if (gg == "output.weight") return "lm_head.weight";
+  static const std::map<std::string, std::string> sub = {
+      {"attn_norm", "input_layernorm"},         {"ffn_norm", "post_attention_layernorm"},
+      {"post_attention_norm", "post_attention_layernorm"}, {"post_ffw_norm", "post_feedforward_layernorm"},
+      {"attn_q", "self_attn.q_proj"},           {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},           {"attn_output", "self_attn.o_proj"},
+      {"attn_q_norm", "self_attn.q_norm"},      {"attn_k_norm", "self_attn.k_norm"},
+      {"ffn_gate", "mlp.gate_proj"},            {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"}};
+  const size_t dot1 = gg.find('.'), dot2 = gg.find('.', dot1 + 1);
+  const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, gg.rfind('.') - dot2 - 1);
+  return "model.layers." + layer + "." + sub.at(kind) + ".weight";
+}
+
+json config_of(const ModelShape& s) {
+  static const std::map<std::string, std::string> hf = {{"gemma", "GemmaForCausalLM"},
+                                                        {"granite", "GraniteForCausalLM"},
+                                                        {"smollm3", "SmolLM3ForCausalLM"},
+                                                        {"olmo2", "Olmo2ForCausalLM"}};
+  json cfg = {{"architectures", {hf.at(s.arch)}},
+              {"hidden_size", s.n_embd},
+              {"intermediate_size", s.n_ff},
+              {"num_hidden_layers", s.n_layer},
+              {"num_attention_heads", s.n_head},
+              {"num_key_value_heads", s.n_head_kv},
+              {"vocab_size", s.n_vocab},
+              {"max_position_embeddings", s.n_ctx},
+              {"rms_norm_eps", static_cast<double>(s.rms_eps)},
+              {"rope_theta", static_cast<double>(s.rope_theta)},
+              {"tie_word_embeddings", s.tied},
+              {"torch_dtype", "float32"}};
+  if (s.arch == "gemma") {
+    cfg["head_dim"] = s.head_dim;
+    cfg["hidden_act"] = "gelu";
+  }
+  if (s.arch == "granite") {
+    cfg["embedding_multiplier"] = s.embd_scale;
+    cfg["residual_multiplier"] = s.residual_scale;
+    cfg["attention_multiplier"] = s.attn_scale;
+    cfg["logits_scaling"] = s.logit_scale;
+  }
+  if (s.arch == "smollm3") {
+    json nr = json::array();
+    for (int64_t i = 0; i < s.n_layer; ++i) nr.push_back((i + 1) % 4 != 0 ? 1 : 0);
+    cfg["no_rope_layers"] = nr;
+    cfg["no_rope_layer_interval"] = 4;
+  }
+  if (s.arch == "olmo2" && s.n_swa > 0) {  // OLMo 3
+    cfg["architectures"] = {"Olmo3ForCausalLM"};
+    cfg["sliding_window"] = s.n_swa;
+    json lt = json::array();
+    for (int64_t i = 0; i < s.n_layer; ++i) lt.push_back((i + 1) % 4 != 0 ? "sliding_attention" : "full_attention");
+    cfg["layer_types"] = lt;
+    cfg["rope_scaling"] = {{"rope_type", s.rope_scaling}, {"factor", s.rope_factor},
+                           {"original_max_position_embeddings", s.rope_orig_ctx}};
+  }
+  return cfg;
+}
+
+// The dummy's tensors under their HF names: Gemma's norms as w (the GGUF holds 1 + w), the llama-RoPE
+// families' q/k rows back in HF's order.
+HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
+  HfTensors t;
+  for (const GgufTensorInfo& gt : g.tensors()) {
+    EXPECT_EQ(gt.type, DType::F32) << gt.name;
+    std::vector<float> v = values_of(gt);
+    if (s.arch == "gemma" && gt.name.find("norm") != std::string::npos)
+      for (float& x : v) x -= 1.0f;  // (exact: the weights lie near 1)
+    const bool qk = gt.name.ends_with("attn_q.weight") || gt.name.ends_with("attn_k.weight");
+    if (permuted(s.arch) && qk) {
+      const int64_t cols = gt.ne[0], rows = gt.ne[1];
+      std::vector<float> hf(v.size());
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(v.begin() + r * cols, cols, hf.begin() + llama_qk_permuted_source_row(r, s.head_dim) * cols);
+      v = std::move(hf);
+    }
+    t[hf_name_of(gt.name)] = {std::vector<int64_t>(gt.ne.rbegin(), gt.ne.rend()), v};
+  }
+  return t;
+}
+
+struct Dummy {
+  ModelShape shape;
+  std::string path;
+};
+
+Dummy write_dummy(const std::string& shape) {
+  DummyOptions o;
+  o.shape = *find_shape(shape);
+  o.dtype = DType::F32;
+  o.std = 0.1f;
+  o.seed = 11;
+  Dummy d{o.shape, temp_dir() + "/" + shape + ".gguf"};
+  auto st = write_dummy_model(o, d.path);
+  EXPECT_TRUE(st.ok()) << st.error();
+  return d;
+}
+
+std::string convert_error(const json& cfg, const HfTensors& t) {
+  auto st = convert_hf_to_gguf(write_hf_folder(cfg, t, "F32", false, "bad"), temp_dir() + "/bad.gguf", HfConvertOptions{});
+  return st.ok() ? "<converted OK>" : st.error();
+}
+
+}  // namespace
+
+class HfFamilyRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
+  const Dummy d = write_dummy(GetParam());
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok()) << g.error();
+  const std::string out = temp_dir() + "/converted.gguf";
+  auto st = convert_hf_to_gguf(write_hf_folder(config_of(d.shape), hf_tensors_of(*g, d.shape), "F32", true, GetParam()),
+                               out, HfConvertOptions{});
+  ASSERT_TRUE(st.ok()) << st.error();
+  auto f = GgufFile::open(out);
+  ASSERT_TRUE(f.ok()) << f.error();
+  // the same tensors, byte for byte
+  EXPECT_EQ(f->tensors().size(), g->tensors().size());
+  for (const GgufTensorInfo& w : g->tensors()) {
+    const GgufTensorInfo* t = f->find_tensor(w.name);
+    ASSERT_NE(t, nullptr) << w.name;
+    EXPECT_EQ(t->type, w.type) << w.name;
+    EXPECT_EQ(t->ne, w.ne) << w.name;
+    ASSERT_EQ(t->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(t->data, w.data, w.nbytes), 0) << w.name;
+  }
+  // every hyper-parameter the dummy writes, the same value (granite's scales, OLMo 3's window and YaRN)
+  const std::string a = d.shape.arch + ".";
+  int n_keys = 0;
+  for (const auto& [key, v] : g->metadata()) {
+    if (key.rfind(a, 0) != 0) continue;
+    ++n_keys;
+    ASSERT_NE(f->find(key), nullptr) << key;
+    EXPECT_EQ(f->get_number(key), g->get_number(key)) << key;
+    EXPECT_EQ(f->get_string(key), g->get_string(key)) << key;
+  }
+  EXPECT_GE(n_keys, 10);
+  // and the same logits, position after position (past OLMo 3's window of 8)
+  auto m1 = Model::load(d.path);
+  ASSERT_TRUE(m1.ok()) << m1.error();
+  auto m2 = Model::load(out);
+  ASSERT_TRUE(m2.ok()) << m2.error();
+  EXPECT_EQ((*m2)->config().layer_attn.size(), (*m1)->config().layer_attn.size());
+  for (size_t l = 0; l < (*m1)->config().layer_attn.size(); ++l) {
+    EXPECT_EQ((*m2)->config().layer_attn[l].window, (*m1)->config().layer_attn[l].window) << l;
+    EXPECT_EQ((*m2)->config().layer_attn[l].rope, (*m1)->config().layer_attn[l].rope) << l;
+  }
+  ReferenceForward r1(*m1, 16), r2(*m2, 16);
+  int32_t tok = 1;
+  for (int pos = 0; pos < 12; ++pos) {
+    const std::vector<float> a1 = r1.forward(tok, pos);
+    const std::vector<float>& a2 = r2.forward(tok, pos);
+    ASSERT_EQ(a1, a2) << "position " << pos;
+    tok = static_cast<int32_t>(std::max_element(a1.begin(), a1.end()) - a1.begin());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
+                         ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) ch = ch == '-' ? '_' : ch;
+                           return n;
+                         });
+
+// What GGUF granite / smollm3 / olmo2 cannot compute is refused naming the field.
+TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
+  const Dummy d = write_dummy("tiny-smollm3");
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok());
+  const HfTensors t = hf_tensors_of(*g, d.shape);
+  json smol = config_of(d.shape);
+  smol["no_rope_layers"] = {1, 0, 1, 1};
+  EXPECT_ERROR_HAS(convert_error(smol, t), "no_rope_layers[1]");
+  smol = config_of(d.shape);
+  smol.erase("no_rope_layers");
+  smol["no_rope_layer_interval"] = 3;
+  EXPECT_ERROR_HAS(convert_error(smol, t), "no_rope_layer_interval 3");
+  smol = config_of(d.shape);
+  smol["use_sliding_window"] = true;
+  EXPECT_ERROR_HAS(convert_error(smol, t), "use_sliding_window");
+
+  const Dummy gd = write_dummy("tiny-granite");
+  auto gg = GgufFile::open(gd.path);
+  ASSERT_TRUE(gg.ok());
+  json gran = config_of(gd.shape);
+  gran["mlp_bias"] = true;
+  EXPECT_ERROR_HAS(convert_error(gran, hf_tensors_of(*gg, gd.shape)), "mlp_bias");
+  gran = config_of(gd.shape);
+  gran["logits_scaling"] = -2;
+  EXPECT_ERROR_HAS(convert_error(gran, hf_tensors_of(*gg, gd.shape)), "logits_scaling");
+
+  const Dummy od = write_dummy("tiny-olmo3");
+  auto og = GgufFile::open(od.path);
+  ASSERT_TRUE(og.ok());
+  json olmo = config_of(od.shape);
+  olmo["layer_types"] = {"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"};
+  EXPECT_ERROR_HAS(convert_error(olmo, hf_tensors_of(*og, od.shape)), "layer_types[1]");
+  // an OLMo 2 folder still holding pre-norms is not an OLMo 2
+  HfTensors extra = hf_tensors_of(*og, od.shape);
+  extra["model.layers.0.input_layernorm.weight"] = {{od.shape.n_embd}, std::vector<float>(od.shape.n_embd, 1.0f)};
+  EXPECT_ERROR_HAS(convert_error(config_of(od.shape), extra), "input_layernorm");
+}
+
+// Granite's multipliers default as transformers' GraniteConfig (1.0) and are written for llama.cpp,
+// which requires granite.logit_scale.
+TEST(HfFamilies, GraniteMultipliersDefaultToOne) {
+  const Dummy d = write_dummy("tiny-granite");
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok());
+  json cfg = config_of(d.shape);
+  for (const char* k : {"embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"}) cfg.erase(k);
+  const std::string out = temp_dir() + "/granite-defaults.gguf";
+  auto st = convert_hf_to_gguf(write_hf_folder(cfg, hf_tensors_of(*g, d.shape), "F32", false, "granite-defaults"), out,
+                               HfConvertOptions{});
+  ASSERT_TRUE(st.ok()) << st.error();
+  auto f = GgufFile::open(out);
+  ASSERT_TRUE(f.ok());
+  for (const char* k : {"granite.embedding_scale", "granite.residual_scale", "granite.attention.scale", "granite.logit_scale"})
+    EXPECT_EQ(f->get_number(k), 1.0) << k;
+}
