@@ -187,10 +187,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool gemma = s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3";
   if (gemma) s.tied = true;  // llama.cpp's gemma families read no output.weight: they tie it
   const bool olmo2 = s.arch == "olmo2";  // no pre-norms; post norms; q/k norms over the whole projection
-  const bool post_norms = (gemma && s.arch != "gemma") || olmo2;
-  if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2)
-    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2)",
-                             s.arch)};
+  const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
+  const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4;
+  if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
+      !exaone4)
+    return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2, "
+                             "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
   if (s.arch == "granite" && !(s.logit_scale > 0)) return Error{"granite needs a logit scale (granite.logit_scale)"};
@@ -413,7 +415,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    if (!olmo2) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
+    if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
     if (phi3) {  // q, k, v rows stacked
       TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
     } else {
@@ -426,7 +428,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3") {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
@@ -443,7 +445,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
-    if (!olmo2) TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
+    if (!olmo2 && !exaone4)
+      TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
     if (moe) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie

@@ -74,7 +74,7 @@ std::vector<ModelShape> gemma_shapes() {
 // config.json's embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling),
 // SmolLM3 (llama with NoPE on every fourth layer), OLMo 2 and OLMo 3 (olmo2: post-norms only, q/k
 // norms over the whole projection; OLMo 3 slides three layers of four over 4096 positions, YaRN x8
-// over 8192 on the global ones).
+// over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense).
 std::vector<ModelShape> more_shapes() {
   auto granite = [](ModelShape s, float embd, float resid, float attn, float logit) {
     s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
@@ -85,6 +85,15 @@ std::vector<ModelShape> more_shapes() {
   o3.rope_scaling = "yarn";
   o3.rope_factor = 8;
   o3.rope_orig_ctx = 8192;
+  // EXAONE 3.5 2.4B and EXAONE 4.0 1.2B: Llama 3 rope scaling (rope_freqs.weight); the 64-layer
+  // EXAONE 4.0 32B alone slides (4096 positions, three layers of four, NoPE on the global ones): its
+  // tiny stand-in has 64 narrow layers and a window of 8
+  ModelShape e35{"exaone-3.5-2.4b", "exaone", 102400, 2560, 30, 32, 8, 80, 7168, 32768, 1000000.0f, 1e-5f, true};
+  e35.rope_llama3_factor = 8, e35.rope_orig_ctx = 8192;
+  ModelShape e4{"exaone-4.0-1.2b", "exaone4", 102400, 2048, 30, 32, 8, 64, 4096, 65536, 1000000.0f, 1e-5f, true};
+  e4.rope_llama3_factor = 16, e4.rope_orig_ctx = 8192;
+  ModelShape to4{"tiny-exaone4-swa", "exaone4", 512, 32, 64, 2, 1, 16, 64, 256, 1000000.0f, 1e-5f, true};
+  to4.n_swa = 8;
   // tiny OLMo 3: window 8, layers 0-2 slide and 3 is global, YaRN x2 over 32 positions
   ModelShape to3{"tiny-olmo3", "olmo2", 512, 64, 4, 4, 2, 16, 160, 256, 500000.0f, 1e-6f, false};
   to3.n_swa = 8;
@@ -104,6 +113,13 @@ std::vector<ModelShape> more_shapes() {
       o3,
       {"tiny-olmo2", "olmo2", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-6f, false},
       to3,
+      e35,
+      {"tiny-exaone", "exaone", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, false},
+      e4,
+      {"tiny-exaone4", "exaone4", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, true},
+      to4,
+      {"ernie-4.5-0.3b", "ernie4_5", 103424, 1024, 18, 16, 2, 64, 3072, 131072, 500000.0f, 1e-5f, true},
+      {"tiny-ernie4_5", "ernie4_5", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true},
   };
 }
 

@@ -59,7 +59,7 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
     if (a == "gemma2" || c.final_softcap > 0) w.set_f32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap));
     if (c.rope_theta_swa > 0) w.set_f32(a + ".rope.freq_base_swa", static_cast<float>(c.rope_theta_swa));
   }
-  if (c.gemma || a == "olmo2") {  // gemma2/gemma3, OLMo 3 (Olmo2Model: always the per-layer pattern)
+  if (c.gemma || a == "olmo2" || a == "exaone4") {  // gemma2/gemma3, OLMo 3, EXAONE 4.0 32B: per-layer patterns
     if (c.sliding_window > 0) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
     if (!c.swa_layers.empty()) {  // layers sliding other than the family's pattern: one flag per layer
       std::vector<int32_t> flags(c.swa_layers.begin(), c.swa_layers.end());

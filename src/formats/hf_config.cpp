@@ -53,12 +53,14 @@ constexpr Family kFamilies[] = {
     // Mistral Small 3.x's vision-language folder: its text model is a Mistral (GGUF llama)
     {"Mistral3ForConditionalGeneration", "llama", 131072, false, false, true},
     // Gemma 1 (NeoX RoPE, GeGLU, tied, norms stored as w for 1 + w); Granite 3.x and SmolLM3 (llama
-    // blocks: q/k permuted); OLMo 2 / 3 (NeoX, q/k norms over the whole projection): hf_config_families.cpp
+    // blocks: q/k permuted); OLMo 2 / 3 (NeoX, q/k norms over the whole projection); EXAONE 4.0 (NeoX,
+    // per-head q/k norms): hf_config_families.cpp
     {"GemmaForCausalLM", "gemma", 8192, false, false, false},
     {"GraniteForCausalLM", "granite", 2048, false, false, true},
     {"SmolLM3ForCausalLM", "smollm3", 32768, false, false, true},
     {"Olmo2ForCausalLM", "olmo2", 2048, false, true, false},
     {"Olmo3ForCausalLM", "olmo2", 2048, false, true, false},
+    {"Exaone4ForCausalLM", "exaone4", 32768, false, true, false},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's

@@ -1,7 +1,8 @@
 // The llama-block families of config.json beyond llama / qwen / phi3 / gemma (hf_config_reader.h), as
 // llama.cpp's converter writes them: GraniteForCausalLM (its four multipliers), SmolLM3ForCausalLM
 // (NoPE layers), Olmo2ForCausalLM / Olmo3ForCausalLM (post-norms only, q/k norms over the whole
-// projection, OLMo 3's sliding layers).
+// projection, OLMo 3's sliding layers), Exaone4ForCausalLM (post-norms only, per-head q/k norms, the
+// 32B's sliding layers).
 #include <string>
 
 #include <fmt/format.h>
@@ -59,6 +60,22 @@ Status parse_smollm3(const HfConfigReader& r, HfConfig* c) {
   return {};
 }
 
+// layer_types: "sliding_attention" / "full_attention" per layer, into swa_layers.
+Status read_layer_types(const HfConfigReader& r, HfConfig* c) {
+  const int64_t L = c->num_hidden_layers;
+  const json* lt = r.get("layer_types");
+  if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
+    return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
+  c->swa_layers.assign(static_cast<size_t>(L), false);
+  for (int64_t i = 0; i < L; ++i) {
+    const json& t = (*lt)[static_cast<size_t>(i)];
+    if (t != "sliding_attention" && t != "full_attention")
+      return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
+    c->swa_layers[static_cast<size_t>(i)] = t == "sliding_attention";
+  }
+  return {};
+}
+
 // OLMo 2 / OLMo 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm after each
 // block, q_norm [hidden_size] and k_norm [kv heads x head] over the whole projection. OLMo 3's
 // sliding_window applies to the layers layer_types says (else all but every fourth), written as a
@@ -70,23 +87,39 @@ Status parse_olmo2(const HfConfigReader& r, HfConfig* c) {
   if (c->head_dim * c->num_attention_heads != c->hidden_size)
     return r.err(fmt::format("head_dim {} x {} heads != hidden_size {}: GGUF olmo2's heads are hidden_size / "
                              "num_attention_heads", c->head_dim, c->num_attention_heads, c->hidden_size));
-  const json* sw = r.get("sliding_window");
-  if (!sw) return {};
+  if (!r.get("sliding_window")) return {};
   TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
+  if (r.get("layer_types")) return read_layer_types(r, c);
+  c->swa_layers.assign(static_cast<size_t>(c->num_hidden_layers), false);
+  for (int64_t i = 0; i < c->num_hidden_layers; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % 4 != 0;
+  return {};
+}
+
+// EXAONE 4.0: OLMo 2's block with per-head q/k norms (q_norm / k_norm [head_dim]); a sliding_window
+// (the 32B's) on the layers layer_types names, else sliding_window_pattern's ("LLLG": L slides,
+// repeated over the layers; or every n-th layer global), written per layer as Exaone4Model does.
+Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
+  c->pre_norms = false;
+  c->post_norms = true;
+  if (!r.get("sliding_window")) return {};
+  TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
+  if (r.get("layer_types")) return read_layer_types(r, c);
+  const json* p = r.get("sliding_window_pattern");
+  if (!p) return {};  // (the converter writes no pattern then: llama.cpp's default, three of four)
   const int64_t L = c->num_hidden_layers;
   c->swa_layers.assign(static_cast<size_t>(L), false);
-  if (const json* lt = r.get("layer_types")) {
-    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
-      return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
+  if (p->is_string() && !p->get<std::string>().empty()) {
+    const std::string s = p->get<std::string>();
     for (int64_t i = 0; i < L; ++i) {
-      const json& t = (*lt)[static_cast<size_t>(i)];
-      if (t != "sliding_attention" && t != "full_attention")
-        return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
-      c->swa_layers[static_cast<size_t>(i)] = t == "sliding_attention";
+      const char ch = s[static_cast<size_t>(i) % s.size()];
+      if (ch != 'L' && ch != 'G')
+        return r.err(fmt::format("\"sliding_window_pattern\" {} must be made of L (sliding) and G (global)", p->dump()));
+      c->swa_layers[static_cast<size_t>(i)] = ch == 'L';
     }
-  } else {
-    for (int64_t i = 0; i < L; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % 4 != 0;
+    return {};
   }
+  TM_ASSIGN_OR_RETURN(const int64_t every, r.integer("sliding_window_pattern", std::nullopt, 1, 1 << 20));
+  for (int64_t i = 0; i < L; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % every != 0;
   return {};
 }
 }  // namespace
@@ -95,6 +128,7 @@ Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "granite") return parse_granite(r, j, c);
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
+  if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);
   return {};
 }
 

@@ -108,6 +108,9 @@ ArchSpec arch_gemma();
 ArchSpec arch_granite();
 ArchSpec arch_smollm3();
 ArchSpec arch_olmo2();
+ArchSpec arch_exaone();
+ArchSpec arch_exaone4();
+ArchSpec arch_ernie4_5();
 
 namespace {
 void register_builtin_archs() {
@@ -115,7 +118,7 @@ void register_builtin_archs() {
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
-                               arch_olmo2()})
+                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5()})
       registry()[s.name] = s;
   });
 }

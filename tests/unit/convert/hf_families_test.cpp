@@ -1,5 +1,5 @@
-// Gemma 1, Granite, SmolLM3, OLMo 2 and OLMo 3 Hugging Face folders convert as llama.cpp's GemmaModel,
-// GraniteModel, SmolLM3Model and Olmo2Model do: the tiny dummy of each family (tokenmill dummy, F32)
+// Gemma 1, Granite, SmolLM3, OLMo 2, OLMo 3 and EXAONE 4.0 Hugging Face folders convert as llama.cpp's
+// GemmaModel, GraniteModel, SmolLM3Model, Olmo2Model and Exaone4Model do: the tiny dummy of each family (tokenmill dummy, F32)
 // written back as an HF folder (HF names, q/k rows of the llama-RoPE families in HF's rotate-half
 // order, Gemma's norms stored as w for 1 + w, config.json with the family's fields) converts to the same
 // tensors byte for byte, the same hyper-parameters and the same logits. Fields the GGUF family cannot
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "convert/dummy.h"
 #include "convert/hf_model.h"
@@ -53,7 +54,8 @@ json config_of(const ModelShape& s) {
   static const std::map<std::string, std::string> hf = {{"gemma", "GemmaForCausalLM"},
                                                         {"granite", "GraniteForCausalLM"},
                                                         {"smollm3", "SmolLM3ForCausalLM"},
-                                                        {"olmo2", "Olmo2ForCausalLM"}};
+                                                        {"olmo2", "Olmo2ForCausalLM"},
+                                                        {"exaone4", "Exaone4ForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -81,6 +83,10 @@ json config_of(const ModelShape& s) {
     for (int64_t i = 0; i < s.n_layer; ++i) nr.push_back((i + 1) % 4 != 0 ? 1 : 0);
     cfg["no_rope_layers"] = nr;
     cfg["no_rope_layer_interval"] = 4;
+  }
+  if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
+    cfg["sliding_window"] = s.n_swa;
+    cfg["sliding_window_pattern"] = "LLLG";
   }
   if (s.arch == "olmo2" && s.n_swa > 0) {  // OLMo 3
     cfg["architectures"] = {"Olmo3ForCausalLM"};
@@ -194,7 +200,8 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
-                         ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3"),
+                         ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
+                                           "tiny-exaone4", "tiny-exaone4-swa"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -238,6 +245,47 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   HfTensors extra = hf_tensors_of(*og, od.shape);
   extra["model.layers.0.input_layernorm.weight"] = {{od.shape.n_embd}, std::vector<float>(od.shape.n_embd, 1.0f)};
   EXPECT_ERROR_HAS(convert_error(config_of(od.shape), extra), "input_layernorm");
+
+  const Dummy ed = write_dummy("tiny-exaone4-swa");
+  auto eg = GgufFile::open(ed.path);
+  ASSERT_TRUE(eg.ok());
+  json ex = config_of(ed.shape);
+  ex["sliding_window_pattern"] = "LLXG";
+  EXPECT_ERROR_HAS(convert_error(ex, hf_tensors_of(*eg, ed.shape)), "sliding_window_pattern");
+}
+
+// EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".
+TEST(HfFamilies, Exaone4PatternSpellingsAgree) {
+  const Dummy d = write_dummy("tiny-exaone4-swa");
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok());
+  const HfTensors t = hf_tensors_of(*g, d.shape);
+  std::vector<std::optional<std::vector<int64_t>>> flags;
+  for (int spelling = 0; spelling < 3; ++spelling) {
+    json cfg = config_of(d.shape);
+    if (spelling == 1) cfg["sliding_window_pattern"] = 4;
+    if (spelling == 2) {
+      cfg.erase("sliding_window_pattern");
+      json lt = json::array();
+      for (int64_t i = 0; i < d.shape.n_layer; ++i) lt.push_back((i + 1) % 4 ? "sliding_attention" : "full_attention");
+      cfg["layer_types"] = lt;
+    }
+    const std::string out = temp_dir() + "/exaone4-" + std::to_string(spelling) + ".gguf";
+    auto st = convert_hf_to_gguf(write_hf_folder(cfg, t, "F32", false, "ex4-" + std::to_string(spelling)), out,
+                                 HfConvertOptions{});
+    ASSERT_TRUE(st.ok()) << st.error();
+    auto f = GgufFile::open(out);
+    ASSERT_TRUE(f.ok());
+    const GgufValue* v = f->find("exaone4.attention.sliding_window_pattern");
+    ASSERT_NE(v, nullptr) << spelling;
+    flags.push_back(v->as_int_array());
+  }
+  ASSERT_TRUE(flags[0].has_value());
+  EXPECT_EQ(flags[0]->size(), 64u);
+  EXPECT_EQ((*flags[0])[3], 0);
+  EXPECT_EQ((*flags[0])[4], 1);
+  EXPECT_EQ(flags[1], flags[0]);
+  EXPECT_EQ(flags[2], flags[0]);
 }
 
 // Granite's multipliers default as transformers' GraniteConfig (1.0) and are written for llama.cpp,

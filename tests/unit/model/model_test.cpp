@@ -157,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
                                                               "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss",
                                                               "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2",
-                                                              "tiny-olmo3"));
+                                                              "tiny-olmo3", "tiny-exaone", "tiny-exaone4",
+                                                              "tiny-exaone4-swa", "tiny-ernie4_5"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -211,6 +212,24 @@ TEST(LlamaBlockFamilies, FilesCarryWhatMakesEachFamily) {
     for (int64_t l = 0; l < 4; ++l) {
       EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].window, l == 3 ? 0 : 8) << l;
       EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].rope, l == 3 ? 0 : 1) << l;
+    }
+  }
+  {
+    // EXAONE 4.0: no pre-norms, per-head q/k norms; its 64-layer form slides three layers of four and
+    // gives the global ones no RoPE; fewer layers, no windows (as llama.cpp decides by the count)
+    auto m = tiny_model("tiny-exaone4-swa");
+    const auto& c = m->config();
+    EXPECT_FALSE(c.arch.pre_norms);
+    EXPECT_EQ(m->weights().layers[0].q_norm.size(), static_cast<size_t>(c.head_dim));
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const bool global = (l + 1) % 4 == 0;
+      EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].window, global ? 0 : 8) << l;
+      EXPECT_EQ(c.has_rope(l), !global) << l;
+    }
+    auto small = tiny_model("tiny-exaone4");
+    for (int64_t l = 0; l < small->config().n_layer; ++l) {
+      EXPECT_EQ(small->config().layer_attn[static_cast<size_t>(l)].window, 0);
+      EXPECT_TRUE(small->config().has_rope(l));
     }
   }
 }
