@@ -188,7 +188,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (gemma) s.tied = true;  // llama.cpp's gemma families read no output.weight: they tie it
   const bool olmo2 = s.arch == "olmo2";  // no pre-norms; post norms; q/k norms over the whole projection
   const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
-  const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4;
+  const bool glm4 = s.arch == "glm4";        // pre- and post-norms, q/k/v biases, fused gate/up
+  const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4 || glm4;
   if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
       !exaone4)
     return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2, "
@@ -423,7 +424,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss) {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
@@ -468,7 +469,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       }
       continue;
     }
-    if (phi3) {  // gate rows, then up rows
+    if (phi3 || glm4) {  // gate rows, then up rows
       TM_TRY(add_matrix(p + "ffn_up.weight", 2 * s.n_ff, s.n_embd, wt, w_spread));
     } else {
       TM_TRY(add_matrix(p + "ffn_gate.weight", s.n_ff, s.n_embd, wt, w_spread));

@@ -47,7 +47,8 @@ struct ModelShape {
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
 // "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker", "tiny-gemma", "tiny-granite",
-// "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5").
+// "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
+// "tiny-glm4").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -74,7 +74,8 @@ std::vector<ModelShape> gemma_shapes() {
 // config.json's embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling),
 // SmolLM3 (llama with NoPE on every fourth layer), OLMo 2 and OLMo 3 (olmo2: post-norms only, q/k
 // norms over the whole projection; OLMo 3 slides three layers of four over 4096 positions, YaRN x8
-// over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense).
+// over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense), GLM-4 (dense: sandwich norms,
+// q/k/v biases, fused gate/up, half-head RoPE).
 std::vector<ModelShape> more_shapes() {
   auto granite = [](ModelShape s, float embd, float resid, float attn, float logit) {
     s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
@@ -92,6 +93,11 @@ std::vector<ModelShape> more_shapes() {
   e35.rope_llama3_factor = 8, e35.rope_orig_ctx = 8192;
   ModelShape e4{"exaone-4.0-1.2b", "exaone4", 102400, 2048, 30, 32, 8, 64, 4096, 65536, 1000000.0f, 1e-5f, true};
   e4.rope_llama3_factor = 16, e4.rope_orig_ctx = 8192;
+  // GLM-4-9B-0414: RoPE over half of each head
+  ModelShape g49{"glm-4-9b", "glm4", 151552, 4096, 40, 32, 2, 128, 13696, 32768, 10000.0f, 1e-5f, false};
+  g49.n_rot = 64;
+  ModelShape tg4{"tiny-glm4", "glm4", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+  tg4.n_rot = 8;
   ModelShape to4{"tiny-exaone4-swa", "exaone4", 512, 32, 64, 2, 1, 16, 64, 256, 1000000.0f, 1e-5f, true};
   to4.n_swa = 8;
   // tiny OLMo 3: window 8, layers 0-2 slide and 3 is global, YaRN x2 over 32 positions
@@ -120,6 +126,8 @@ std::vector<ModelShape> more_shapes() {
       to4,
       {"ernie-4.5-0.3b", "ernie4_5", 103424, 1024, 18, 16, 2, 64, 3072, 131072, 500000.0f, 1e-5f, true},
       {"tiny-ernie4_5", "ernie4_5", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true},
+      g49,
+      tg4,
   };
 }
 

@@ -38,6 +38,8 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     // gemma: the FFN's pre-norm, the FFN output's norm (its attention output's: post_attention_layernorm,
     // renamed by the plan)
     {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+    // glm4: the attention output's and the FFN output's norms
+    {"post_self_attn_layernorm", "post_attention_norm"}, {"post_mlp_layernorm", "post_ffw_norm"},
 };
 
 // One expert's matrix (HF stores each expert apart) -> the 3-D GGUF tensor it is stacked into.

@@ -52,8 +52,12 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "attn_q.weight"] = {Q, H};
       m[b + "attn_k.weight"] = {KV, H};
       m[b + "attn_v.weight"] = {KV, H};
-      m[b + "ffn_gate.weight"] = {F, H};
-      m[b + "ffn_up.weight"] = {F, H};
+      if (c.fused_ffn) {  // glm4: gate rows then up rows
+        m[b + "ffn_up.weight"] = {2 * F, H};
+      } else {
+        m[b + "ffn_gate.weight"] = {F, H};
+        m[b + "ffn_up.weight"] = {F, H};
+      }
     }
     m[b + "attn_output.weight"] = {H, Q};
     if (c.pre_norms) m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
@@ -66,7 +70,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "attn_q.bias"] = {Q};
       m[b + "attn_k.bias"] = {KV};
       m[b + "attn_v.bias"] = {KV};
-      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe") m[b + "attn_output.bias"] = {H};
+      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe" && c.gguf_arch != "glm4") m[b + "attn_output.bias"] = {H};
     }
     if (c.mlp_bias) {
       m[b + "ffn_gate.bias"] = {F};
@@ -373,7 +377,7 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
   const HfConfig& c = m_->config;
   TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(name));
   if (gg.empty()) return {};
-  if ((c.gptoss() || c.post_norms) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
+  if ((c.gptoss() || c.post_attention_is_output_norm()) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
     gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
   if (gg == "output.weight" && c.tie_word_embeddings) {
     log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);

@@ -61,6 +61,8 @@ constexpr Family kFamilies[] = {
     {"Olmo2ForCausalLM", "olmo2", 2048, false, true, false},
     {"Olmo3ForCausalLM", "olmo2", 2048, false, true, false},
     {"Exaone4ForCausalLM", "exaone4", 32768, false, true, false},
+    // GLM-4-0414: q/k/v biases as attention_bias says (transformers' default true), no o_proj bias
+    {"Glm4ForCausalLM", "glm4", 131072, false, false, false},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -302,7 +304,8 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
 
   TM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number(j, "rms_norm_eps", 1e-6, ""));
   TM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
-  TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", false));
+  // (Glm4Config's default is true: q/k/v biases)
+  TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", c.gguf_arch == "glm4"));
   c.attention_bias = fam->qkv_bias || (attn_bias && std::string(fam->gguf_arch) != "qwen2");
   if (c.gguf_arch == "llama" && !fam->moe) {
     TM_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));

@@ -5,7 +5,7 @@
 // Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe"),
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
-// Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4").
+// Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -62,6 +62,7 @@ struct HfConfig {
   // RoPE rotates rope_dims = partial_rotary_factor * head_dim dimensions; the context before
   // LongRoPE's extension (original_max_position_embeddings) is written for every phi3 model.
   bool fused_qkv_ffn = false;
+  bool fused_ffn = false;  // glm4: gate/up fused (gate_up_proj, kept fused), q/k/v apart
   int64_t rope_dims = 0;               // 0 before parsing; then head_dim unless partial
   int64_t original_context = 0;        // phi3
   int64_t sliding_window = 0;          // phi3 (0 when none), gpt-oss (required): written as llama.cpp's converter does
@@ -117,6 +118,9 @@ struct HfConfig {
   // norm before the blocks (input_layernorm, the FFN's pre-norm: pre_norms false).
   bool post_norms = false;
   bool pre_norms = true;
+  // post_attention_layernorm is the attention output's norm (gemma2/3, olmo2, exaone4), not the FFN's
+  // pre-norm (llama's name; glm4 calls its attention output's norm post_self_attn_layernorm).
+  bool post_attention_is_output_norm() const { return post_norms && gguf_arch != "glm4"; }
   // Granite's multipliers (0: not a granite config): granite.embedding_scale, residual_scale,
   // attention.scale, logit_scale.
   double embedding_multiplier = 0, residual_multiplier = 0, attention_multiplier = 0, logits_scaling = 0;

@@ -2,7 +2,7 @@
 // llama.cpp's converter writes them: GraniteForCausalLM (its four multipliers), SmolLM3ForCausalLM
 // (NoPE layers), Olmo2ForCausalLM / Olmo3ForCausalLM (post-norms only, q/k norms over the whole
 // projection, OLMo 3's sliding layers), Exaone4ForCausalLM (post-norms only, per-head q/k norms, the
-// 32B's sliding layers).
+// 32B's sliding layers), Glm4ForCausalLM (sandwich norms, fused gate/up, half-head RoPE).
 #include <string>
 
 #include <fmt/format.h>
@@ -122,6 +122,28 @@ Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
   for (int64_t i = 0; i < L; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % every != 0;
   return {};
 }
+// GLM-4-0414: sandwich norms (input_layernorm, post_self_attn_layernorm, post_attention_layernorm as
+// the FFN's pre-norm, post_mlp_layernorm), gate_up_proj kept fused (gate rows first), RoPE on adjacent
+// pairs (GLM's interleaved rotary: no q/k permutation) over partial_rotary_factor (default 0.5) of
+// each head, as Glm4Model writes rope.dimension_count. GLM-4V's mrope_section is refused.
+Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
+  c->post_norms = true;
+  c->fused_ffn = true;
+  const json* rp = r.get("rope_parameters");
+  const json& src = r.get("partial_rotary_factor") || !rp || !rp->is_object() ? j : *rp;
+  TM_ASSIGN_OR_RETURN(const double pct, r.number(src, "partial_rotary_factor", 0.5, ""));
+  if (!(pct <= 1)) return r.err(fmt::format("\"partial_rotary_factor\" {} must be in (0, 1]", pct));
+  c->rope_dims = static_cast<int64_t>(static_cast<double>(c->head_dim) * pct);
+  if (c->rope_dims < 2 || c->rope_dims % 2 != 0)
+    return r.err(fmt::format("partial_rotary_factor {} gives {} rotary dimensions (must be even, 2 .. head_dim)", pct,
+                             c->rope_dims));
+  for (const json* o : {&j, rp})
+    if (o && o->is_object() && (o->contains("mrope_section") ||
+                                (o->contains("rope_scaling") && (*o)["rope_scaling"].is_object() &&
+                                 (*o)["rope_scaling"].contains("mrope_section"))))
+      return r.err("mrope_section: GLM-4V's M-RoPE is not supported (text GLM-4 only)");
+  return {};
+}
 }  // namespace
 
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
@@ -129,6 +151,7 @@ Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
   if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);
+  if (c->gguf_arch == "glm4") return parse_glm4(r, j, c);
   return {};
 }
 

@@ -111,6 +111,7 @@ ArchSpec arch_olmo2();
 ArchSpec arch_exaone();
 ArchSpec arch_exaone4();
 ArchSpec arch_ernie4_5();
+ArchSpec arch_glm4();
 
 namespace {
 void register_builtin_archs() {
@@ -118,7 +119,7 @@ void register_builtin_archs() {
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
-                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5()})
+                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4()})
       registry()[s.name] = s;
   });
 }
@@ -176,6 +177,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   constexpr int64_t kMaxDim = 1 << 20;
   TM_ASSIGN_OR_RETURN(c.n_embd, req_int(f, a + "embedding_length", 1, kMaxDim));
   TM_ASSIGN_OR_RETURN(c.n_layer, req_int(f, a + "block_count", 1, 4096));
+  // llama.cpp's NextN / MTP blocks (GLM, EXAONE): the last nextn_predict_layers blocks are a draft
+  // head, not layers of the model; their tensors are left unread
+  TM_ASSIGN_OR_RETURN(const int64_t nextn, opt_int(f, a + "nextn_predict_layers", 0, 0, c.n_layer - 1));
+  c.n_layer -= nextn;
   TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
   TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, a + "attention.head_count_kv", c.n_head, 1, 4096));
   TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));

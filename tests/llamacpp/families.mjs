@@ -12,7 +12,8 @@
 //   exaone  (EXAONE 3.5): the llama block with NeoX RoPE;
 //   exaone4 (EXAONE 4.0): no pre-norms, post-norms, per-head q/k norms; with 64 layers sliding windows
 //           on three layers of four and NoPE on the global ones;
-//   ernie4_5 (ERNIE 4.5 dense): the llama block.
+//   ernie4_5 (ERNIE 4.5 dense): the llama block;
+//   glm4    (GLM-4-0414): sandwich norms, q/k/v biases, gate/up fused, RoPE over half of each head.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -55,6 +56,7 @@ try {
     // on the global layers
     'exaone4 (64 layers, windows)': ['--arch', 'exaone4', '--n-layer', '64', '--sliding-window', '16'],
     ernie4_5: ['--arch', 'ernie4_5', '--n-layer', '2', '--rope-theta', '500000'],
+    glm4: ['--arch', 'glm4', '--n-layer', '2'],
   };
   // 64 narrow layers for the windowed EXAONE 4.0
   const narrow = ['--n-vocab', '512', '--n-embd', '64', '--n-head', '2', '--n-head-kv', '1', '--n-ff', '128',

@@ -1,5 +1,5 @@
-// Gemma 1, Granite, SmolLM3, OLMo 2, OLMo 3 and EXAONE 4.0 Hugging Face folders convert as llama.cpp's
-// GemmaModel, GraniteModel, SmolLM3Model, Olmo2Model and Exaone4Model do: the tiny dummy of each family (tokenmill dummy, F32)
+// Gemma 1, Granite, SmolLM3, OLMo 2, OLMo 3, EXAONE 4.0 and GLM-4 Hugging Face folders convert as
+// llama.cpp's GemmaModel, GraniteModel, SmolLM3Model, Olmo2Model, Exaone4Model and Glm4Model do: the tiny dummy of each family (tokenmill dummy, F32)
 // written back as an HF folder (HF names, q/k rows of the llama-RoPE families in HF's rotate-half
 // order, Gemma's norms stored as w for 1 + w, config.json with the family's fields) converts to the same
 // tensors byte for byte, the same hyper-parameters and the same logits. Fields the GGUF family cannot
@@ -33,7 +33,7 @@ std::vector<float> values_of(const GgufTensorInfo& t) {
 bool permuted(const std::string& arch) { return arch == "granite" || arch == "smollm3"; }
 
 // GGUF name -> HF name for the family.
-std::string hf_name_of(const std::string& gg) {
+std::string hf_name_of(const std::string& gg, const std::string& arch) {
   if (gg == "token_embd.weight") return "model.embed_tokens.weight";
   if (gg == "output_norm.weight") return "model.norm.weight";
   if (gg == "output.weight") return "lm_head.weight";
@@ -45,9 +45,14 @@ std::string hf_name_of(const std::string& gg) {
       {"attn_q_norm", "self_attn.q_norm"},      {"attn_k_norm", "self_attn.k_norm"},
       {"ffn_gate", "mlp.gate_proj"},            {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"}};
-  const size_t dot1 = gg.find('.'), dot2 = gg.find('.', dot1 + 1);
-  const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, gg.rfind('.') - dot2 - 1);
-  return "model.layers." + layer + "." + sub.at(kind) + ".weight";
+  // glm4: its own names for the sandwich norms, gate/up fused
+  static const std::map<std::string, std::string> glm4 = {{"post_attention_norm", "post_self_attn_layernorm"},
+                                                          {"post_ffw_norm", "post_mlp_layernorm"},
+                                                          {"ffn_up", "mlp.gate_up_proj"}};
+  const size_t dot1 = gg.find('.'), dot2 = gg.find('.', dot1 + 1), last = gg.rfind('.');
+  const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, last - dot2 - 1);
+  const std::string& hf = arch == "glm4" && glm4.count(kind) ? glm4.at(kind) : sub.at(kind);
+  return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
 
 json config_of(const ModelShape& s) {
@@ -55,7 +60,8 @@ json config_of(const ModelShape& s) {
                                                         {"granite", "GraniteForCausalLM"},
                                                         {"smollm3", "SmolLM3ForCausalLM"},
                                                         {"olmo2", "Olmo2ForCausalLM"},
-                                                        {"exaone4", "Exaone4ForCausalLM"}};
+                                                        {"exaone4", "Exaone4ForCausalLM"},
+                                                        {"glm4", "Glm4ForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -83,6 +89,10 @@ json config_of(const ModelShape& s) {
     for (int64_t i = 0; i < s.n_layer; ++i) nr.push_back((i + 1) % 4 != 0 ? 1 : 0);
     cfg["no_rope_layers"] = nr;
     cfg["no_rope_layer_interval"] = 4;
+  }
+  if (s.arch == "glm4") {
+    cfg["partial_rotary_factor"] = static_cast<double>(s.n_rot) / static_cast<double>(s.head_dim);
+    cfg["attention_bias"] = true;
   }
   if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
     cfg["sliding_window"] = s.n_swa;
@@ -117,7 +127,7 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
         std::copy_n(v.begin() + r * cols, cols, hf.begin() + llama_qk_permuted_source_row(r, s.head_dim) * cols);
       v = std::move(hf);
     }
-    t[hf_name_of(gt.name)] = {std::vector<int64_t>(gt.ne.rbegin(), gt.ne.rend()), v};
+    t[hf_name_of(gt.name, s.arch)] = {std::vector<int64_t>(gt.ne.rbegin(), gt.ne.rend()), v};
   }
   return t;
 }
@@ -201,7 +211,7 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
-                                           "tiny-exaone4", "tiny-exaone4-swa"),
+                                           "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -252,6 +262,16 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   json ex = config_of(ed.shape);
   ex["sliding_window_pattern"] = "LLXG";
   EXPECT_ERROR_HAS(convert_error(ex, hf_tensors_of(*eg, ed.shape)), "sliding_window_pattern");
+
+  const Dummy gd4 = write_dummy("tiny-glm4");
+  auto g4 = GgufFile::open(gd4.path);
+  ASSERT_TRUE(g4.ok());
+  json glm = config_of(gd4.shape);
+  glm["partial_rotary_factor"] = 0.1;  // 1.6 of 16 dimensions: 1 (odd)
+  EXPECT_ERROR_HAS(convert_error(glm, hf_tensors_of(*g4, gd4.shape)), "partial_rotary_factor");
+  glm = config_of(gd4.shape);
+  glm["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {8, 12, 12}}};
+  EXPECT_ERROR_HAS(convert_error(glm, hf_tensors_of(*g4, gd4.shape)), "mrope_section");
 }
 
 // EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".

@@ -137,7 +137,7 @@ void check_mixed_batches(const std::shared_ptr<Model>& m, gpu::Ops& ops, const s
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
   for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
                             "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
-                            "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5"})
+                            "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       // the 64-layer EXAONE 4.0 on the host oracle only: on the emulator it doubles the test's time, and
       // its parts (windows, NoPE layers, no pre-norms) run there in tiny-olmo3, tiny-smollm3, tiny-exaone4

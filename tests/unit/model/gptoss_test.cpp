@@ -14,9 +14,11 @@
 #include "model/moe.h"
 #include "model/reference.h"
 #include "model/rope.h"
+#include "gguf_edit.h"
 #include "test_support.h"
 
 using namespace tmill;
+using tmill::test::load_edited;
 
 namespace {
 
@@ -29,24 +31,6 @@ std::string write_tiny(const std::string& name, DType dtype = DType::F32) {
   auto st = write_dummy_model(o, path);
   EXPECT_TRUE(st.ok()) << st.error();
   return path;
-}
-
-// A copy of `src` with metadata edited and tensors left out when `drop` says so.
-Result<std::shared_ptr<Model>> load_edited(const std::string& src, const std::function<void(GgufWriter&)>& edit_kv,
-                                           const std::function<bool(const std::string&)>& drop = nullptr) {
-  auto f = GgufFile::open(src);
-  EXPECT_TRUE(f.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, v);
-  edit_kv(w);
-  for (const auto& t : f->tensors())
-    if (!drop || !drop(t.name)) {
-      EXPECT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
-    }
-  static int n = 0;
-  const std::string out = src + ".edited" + std::to_string(n++) + ".gguf";
-  EXPECT_TRUE(w.write(out).ok());
-  return Model::load(out);
 }
 
 std::vector<std::vector<float>> reference_logits(std::shared_ptr<const Model> m, int n) {

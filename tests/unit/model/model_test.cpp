@@ -15,6 +15,7 @@
 #include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "f64_forward.h"
+#include "gguf_edit.h"
 #include "formats/gguf.h"
 #include "convert/dummy.h"
 #include "model/forward.h"
@@ -158,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss",
                                                               "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2",
                                                               "tiny-olmo3", "tiny-exaone", "tiny-exaone4",
-                                                              "tiny-exaone4-swa", "tiny-ernie4_5"));
+                                                              "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -232,6 +233,32 @@ TEST(LlamaBlockFamilies, FilesCarryWhatMakesEachFamily) {
       EXPECT_TRUE(small->config().has_rope(l));
     }
   }
+}
+
+// llama.cpp's NextN (MTP) blocks, counted by <arch>.nextn_predict_layers at the end of block_count, are
+// a draft head, not layers: a file with one is the model without it. GLM-4V's M-RoPE is refused.
+TEST(LlamaBlockFamilies, NextNBlocksAreLeftOutAndGlm4MropeRefused) {
+  DummyOptions o;
+  o.shape = *find_shape("tiny-glm4");
+  o.shape.n_layer = 3;
+  o.seed = 7;
+  const std::string src = test::temp_dir() + "/glm4-3.gguf";
+  ASSERT_TRUE(write_dummy_model(o, src).ok());
+  auto with_nextn = test::load_edited(src, [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 1); });
+  ASSERT_TRUE(with_nextn.ok()) << with_nextn.error();
+  auto two = test::load_edited(src, [](GgufWriter& w) { w.set_u32("glm4.block_count", 2); },
+                               [](const std::string& t) { return t.rfind("blk.2.", 0) == 0; });
+  ASSERT_TRUE(two.ok()) << two.error();
+  EXPECT_EQ((*with_nextn)->config().n_layer, 2);
+  ReferenceForward a(*with_nextn, 16), b(*two, 16);
+  for (int64_t p = 0; p < 6; ++p) ASSERT_EQ(a.forward(static_cast<int32_t>(p * 7 + 1), p), b.forward(static_cast<int32_t>(p * 7 + 1), p));
+  auto all = test::load_edited(src, [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 3); });
+  EXPECT_FALSE(all.ok());
+  auto mrope = test::load_edited(src, [](GgufWriter& w) {
+    w.set("glm4.rope.dimension_sections", GgufValue::i32_array({8, 12, 12, 0}));
+  });
+  ASSERT_FALSE(mrope.ok());
+  EXPECT_NE(mrope.error().find("dimension_sections"), std::string::npos) << mrope.error();
 }
 
 // Turning each family's feature off (the config the forward reads) changes the logits: the tests above

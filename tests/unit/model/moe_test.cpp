@@ -19,9 +19,11 @@
 #include "model/moe.h"
 #include "model/reference.h"
 #include "quant/quant.h"
+#include "gguf_edit.h"
 #include "test_support.h"
 
 using namespace tmill;
+using tmill::test::load_edited;
 
 namespace {
 
@@ -40,24 +42,6 @@ std::shared_ptr<Model> load_shape(const std::string& shape_name, DType dtype = D
   auto m = Model::load(write_shape(*find_shape(shape_name), dtype, shape_name + "-moe"));
   EXPECT_TRUE(m.ok()) << m.error();
   return *m;
-}
-
-// A copy of `src` with metadata edited by `edit_kv` and tensors left out when `drop` says so.
-Result<std::shared_ptr<Model>> load_edited(const std::string& src, const std::function<void(GgufWriter&)>& edit_kv,
-                                           const std::function<bool(const std::string&)>& drop) {
-  auto f = GgufFile::open(src);
-  EXPECT_TRUE(f.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, v);
-  edit_kv(w);
-  for (const auto& t : f->tensors()) {
-    if (!drop(t.name)) {
-      EXPECT_TRUE(w.add_tensor(t.name, t.type, t.ne, t.data).ok());
-    }
-  }
-  const std::string out = src + ".edited.gguf";
-  EXPECT_TRUE(w.write(out).ok());
-  return Model::load(out);
 }
 
 }  // namespace
