@@ -94,3 +94,43 @@ export function summary(pos, from = 0, to = pos.length) {
     n: s.length,
   };
 }
+
+// The token sequence the dummy-family checks run over: stories260K's prompt and its greedy 128
+// tokens (133 positions), as ids of its 512-token vocabulary.
+export function storiesSequence() {
+  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
+  const gen = JSON.parse(tm(['generate', '--model', stories, '--prompt', 'Once upon a time', '--max-tokens', '128',
+    '--temperature', '0', '--ignore-eos', '--json']));
+  return { stories, seq: [...gen.prompt_tokens, ...gen.tokens] };
+}
+
+// One dummy model family against llama.cpp over `seq`: `tokenmill dummy <args>` in F32 with weights
+// of sd 0.05 (logits not flat: KLD < 1e-4, top-1 >= 99.5 %, relrms < 5e-3), then in F16 and each of
+// `types` from `tokenmill quantize` (default weights; both sides round activations differently:
+// KLD < 1e-4, relrms < 0.1, top-1 >= 90 %). Files go to `dir`.
+export async function checkDummyFamily(llama, check, dir, name, args, seq, types = []) {
+  const fmt = (x) => x.toExponential(2);
+  const slug = name.replace(/[^a-z0-9]+/gi, '-');
+  const f32 = path.join(dir, `${slug}-F32.gguf`);
+  tm(['dummy', ...args, '--std', '0.05', '--dtype', 'F32', '-o', f32]);
+  {
+    const s = summary(positions(tmLogits(f32, seq), await llamaLogits(llama, f32, seq)));
+    check(s.kld < 1e-4 && s.top1 >= 0.995 && s.relrms < 5e-3,
+      `${name} F32: KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n} (>= 99.5 %), ` +
+      `relrms ${fmt(s.relrms)} (< 5e-3)`);
+  }
+  const src = path.join(dir, `${slug}-F16.gguf`);
+  tm(['dummy', ...args, '--dtype', 'F16', '-o', src]);
+  const files = [['F16', src]];
+  for (const type of types) {
+    const f = path.join(dir, `${slug}-${type}.gguf`);
+    tm(['quantize', src, f, '--type', type]);
+    files.push([type, f]);
+  }
+  for (const [type, f] of files) {
+    const s = summary(positions(tmLogits(f, seq), await llamaLogits(llama, f, seq)));
+    check(s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
+      `${name} ${type}: KLD ${fmt(s.kld)} (< 1e-4), relrms ${fmt(s.relrms)} (< 0.1), ` +
+      `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}`);
+  }
+}

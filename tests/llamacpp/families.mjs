@@ -25,19 +25,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { checker, llamaLogits, loadLlama, positions, sourceDir, summary, tm, tmLogits } from './common.mjs';
+import { checkDummyFamily, checker, loadLlama, storiesSequence } from './common.mjs';
 
 const llama = await loadLlama();
 const { failures, check } = checker();
-const fmt = (x) => x.toExponential(2);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-llamacpp-families-'));
 try {
-  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
-  const gen = JSON.parse(tm(['generate', '--model', stories, '--prompt', 'Once upon a time', '--max-tokens', '128',
-    '--temperature', '0', '--ignore-eos', '--json']));
-  const seq = [...gen.prompt_tokens, ...gen.tokens];
+  const { stories, seq } = storiesSequence();
   const dims = ['--n-vocab', '512', '--n-embd', '256', '--n-head', '4', '--n-head-kv', '2', '--n-ff', '512',
+    '--n-ctx', '256', '--vocab', stories];
+  // 64 narrow layers for the windowed EXAONE 4.0
+  const narrow = ['--n-vocab', '512', '--n-embd', '64', '--n-head', '2', '--n-head-kv', '1', '--n-ff', '128',
     '--n-ctx', '256', '--vocab', stories];
   const models = {
     gemma: ['--arch', 'gemma', '--n-layer', '2', '--head-dim', '96'],
@@ -58,37 +57,11 @@ try {
     ernie4_5: ['--arch', 'ernie4_5', '--n-layer', '2', '--rope-theta', '500000'],
     glm4: ['--arch', 'glm4', '--n-layer', '2'],
   };
-  // 64 narrow layers for the windowed EXAONE 4.0
-  const narrow = ['--n-vocab', '512', '--n-embd', '64', '--n-head', '2', '--n-head-kv', '1', '--n-ff', '128',
-    '--n-ctx', '256', '--vocab', stories];
-  const slug = (name) => name.replace(/[^a-z0-9]+/gi, '-');
   for (const [name, rest] of Object.entries(models)) {
-    const args = [...(name.includes('64 layers') ? narrow : dims), ...rest];
-    // F32, weights of sd 0.05: the same computation up to llama.cpp's f16 K/V cache
-    const f32 = path.join(dir, `${slug(name)}-F32.gguf`);
-    tm(['dummy', ...args, '--std', '0.05', '--dtype', 'F32', '-o', f32]);
-    {
-      const s = summary(positions(tmLogits(f32, seq), await llamaLogits(llama, f32, seq)));
-      check(s.kld < 1e-4 && s.top1 >= 0.995 && s.relrms < 5e-3,
-        `${name} F32: KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n} (>= 99.5 %), ` +
-        `relrms ${fmt(s.relrms)} (< 5e-3)`);
-    }
-    const src = path.join(dir, `${slug(name)}-F16.gguf`);
-    tm(['dummy', ...args, '--dtype', 'F16', '-o', src]);
-    const files = [['F16', src]];
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
     // quantized files come near the relrms bound, and those types' paths are the other models')
-    for (const type of name.includes('64 layers') ? [] : ['Q8_0', 'Q4_K_M']) {
-      const f = path.join(dir, `${slug(name)}-${type}.gguf`);
-      tm(['quantize', src, f, '--type', type]);
-      files.push([type, f]);
-    }
-    for (const [type, f] of files) {
-      const s = summary(positions(tmLogits(f, seq), await llamaLogits(llama, f, seq)));
-      check(s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
-        `${name} ${type}: KLD ${fmt(s.kld)} (< 1e-4), relrms ${fmt(s.relrms)} (< 0.1), ` +
-        `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}`);
-    }
+    const deep = name.includes('64 layers');
+    await checkDummyFamily(llama, check, dir, name, [...(deep ? narrow : dims), ...rest], seq, deep ? [] : ['Q8_0', 'Q4_K_M']);
   }
 } catch (e) {
   check(false, `error: ${e.stack ?? e.message}`);

@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { checker, llamaLogits, loadLlama, positions, sourceDir, summary, tm, tmLogits } from './common.mjs';
+import { checkDummyFamily, checker, llamaLogits, loadLlama, positions, storiesSequence, summary, tm, tmLogits } from './common.mjs';
 
 const llama = await loadLlama();
 const { failures, check } = checker();
@@ -26,10 +26,7 @@ const fmt = (x) => x.toExponential(2);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tm-llamacpp-swa-'));
 try {
-  const stories = path.join(sourceDir, 'models/stories260K/stories260K.gguf');
-  const gen = JSON.parse(tm(['generate', '--model', stories, '--prompt', 'Once upon a time', '--max-tokens', '128',
-    '--temperature', '0', '--ignore-eos', '--json']));
-  const seq = [...gen.prompt_tokens, ...gen.tokens];
+  const { stories, seq } = storiesSequence();
   const dims = ['--n-vocab', '512', '--n-embd', '256', '--n-head', '4', '--n-head-kv', '2', '--n-ff', '512',
     '--n-ctx', '256', '--vocab', stories];
   const window = 16;
@@ -41,36 +38,8 @@ try {
     'llama YaRN': ['--arch', 'llama', '--n-layer', '2', '--rope-scaling', 'yarn', '--rope-factor', '4', '--rope-orig-ctx', '32'],
     'qwen2 YaRN': ['--arch', 'qwen2', '--n-layer', '2', '--rope-scaling', 'yarn', '--rope-factor', '4', '--rope-orig-ctx', '32'],
   };
-  const slug = (name) => name.replace(/[^a-z0-9]+/gi, '-');
-  for (const [name, args] of Object.entries(models)) {
-    // F32, weights of sd 0.05: the same computation up to llama.cpp's f16 K/V cache
-    const f32 = path.join(dir, `${slug(name)}-F32.gguf`);
-    tm(['dummy', ...dims, ...args, '--std', '0.05', '--dtype', 'F32', '-o', f32]);
-    {
-      const s = summary(positions(tmLogits(f32, seq), await llamaLogits(llama, f32, seq)));
-      check(s.kld < 1e-4 && s.top1 >= 0.995 && s.relrms < 5e-3,
-        `${name} F32: KLD ${fmt(s.kld)} (< 1e-4), top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n} (>= 99.5 %), ` +
-        `relrms ${fmt(s.relrms)} (< 5e-3)`);
-    }
-    // F16 and quantized files (default weights): both sides round activations differently (llama.cpp
-    // f16 / Q8 blocks, tokenmill bf16 / int8 blocks), so the bounds are interop.mjs's
-    const src = path.join(dir, `${slug(name)}-F16.gguf`);
-    tm(['dummy', ...dims, ...args, '--dtype', 'F16', '-o', src]);
-    const files = [['F16', src]];
-    if (name.startsWith('gemma')) {
-      for (const type of ['Q8_0', 'Q4_K_M']) {
-        const f = path.join(dir, `${slug(name)}-${type}.gguf`);
-        tm(['quantize', src, f, '--type', type]);
-        files.push([type, f]);
-      }
-    }
-    for (const [type, f] of files) {
-      const s = summary(positions(tmLogits(f, seq), await llamaLogits(llama, f, seq)));
-      check(s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
-        `${name} ${type}: KLD ${fmt(s.kld)} (< 1e-4), relrms ${fmt(s.relrms)} (< 0.1), ` +
-        `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}`);
-    }
-  }
+  for (const [name, args] of Object.entries(models))
+    await checkDummyFamily(llama, check, dir, name, [...dims, ...args], seq, name.startsWith('gemma') ? ['Q8_0', 'Q4_K_M'] : []);
   // Mistral's window on llama: the same up to the window, llama.cpp attends to everything past it
   {
     const f = path.join(dir, 'llama-swa-F32.gguf');

@@ -15,6 +15,7 @@
 #include "convert/hf_model.h"
 #include "formats/gguf.h"
 #include "hf_folder.h"
+#include "round_trip.h"
 #include "model/model.h"
 #include "model/reference.h"
 
@@ -23,12 +24,6 @@ using namespace tmill::test;
 using nlohmann::json;
 
 namespace {
-
-std::vector<float> values_of(const GgufTensorInfo& t) {
-  std::vector<float> v(static_cast<size_t>(t.n_elements));
-  std::memcpy(v.data(), t.data, v.size() * 4);
-  return v;
-}
 
 bool permuted(const std::string& arch) { return arch == "granite" || arch == "smollm3"; }
 
@@ -116,7 +111,7 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
   HfTensors t;
   for (const GgufTensorInfo& gt : g.tensors()) {
     EXPECT_EQ(gt.type, DType::F32) << gt.name;
-    std::vector<float> v = values_of(gt);
+    std::vector<float> v = f32_values_of(gt);
     if (s.arch == "gemma" && gt.name.find("norm") != std::string::npos)
       for (float& x : v) x -= 1.0f;  // (exact: the weights lie near 1)
     const bool qk = gt.name.ends_with("attn_q.weight") || gt.name.ends_with("attn_k.weight");
@@ -132,81 +127,31 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
   return t;
 }
 
-struct Dummy {
-  ModelShape shape;
-  std::string path;
-};
-
-Dummy write_dummy(const std::string& shape) {
-  DummyOptions o;
-  o.shape = *find_shape(shape);
-  o.dtype = DType::F32;
-  o.std = 0.1f;
-  o.seed = 11;
-  Dummy d{o.shape, temp_dir() + "/" + shape + ".gguf"};
-  auto st = write_dummy_model(o, d.path);
-  EXPECT_TRUE(st.ok()) << st.error();
-  return d;
-}
-
-std::string convert_error(const json& cfg, const HfTensors& t) {
-  auto st = convert_hf_to_gguf(write_hf_folder(cfg, t, "F32", false, "bad"), temp_dir() + "/bad.gguf", HfConvertOptions{});
-  return st.ok() ? "<converted OK>" : st.error();
-}
-
 }  // namespace
 
 class HfFamilyRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
-  const Dummy d = write_dummy(GetParam());
+  const DummyFile d = write_f32_dummy(GetParam(), 11);
   auto g = GgufFile::open(d.path);
   ASSERT_TRUE(g.ok()) << g.error();
-  const std::string out = temp_dir() + "/converted.gguf";
-  auto st = convert_hf_to_gguf(write_hf_folder(config_of(d.shape), hf_tensors_of(*g, d.shape), "F32", true, GetParam()),
-                               out, HfConvertOptions{});
-  ASSERT_TRUE(st.ok()) << st.error();
-  auto f = GgufFile::open(out);
-  ASSERT_TRUE(f.ok()) << f.error();
-  // the same tensors, byte for byte
-  EXPECT_EQ(f->tensors().size(), g->tensors().size());
-  for (const GgufTensorInfo& w : g->tensors()) {
-    const GgufTensorInfo* t = f->find_tensor(w.name);
-    ASSERT_NE(t, nullptr) << w.name;
-    EXPECT_EQ(t->type, w.type) << w.name;
-    EXPECT_EQ(t->ne, w.ne) << w.name;
-    ASSERT_EQ(t->nbytes, w.nbytes) << w.name;
-    EXPECT_EQ(std::memcmp(t->data, w.data, w.nbytes), 0) << w.name;
-  }
-  // every hyper-parameter the dummy writes, the same value (granite's scales, OLMo 3's window and YaRN)
-  const std::string a = d.shape.arch + ".";
-  int n_keys = 0;
-  for (const auto& [key, v] : g->metadata()) {
-    if (key.rfind(a, 0) != 0) continue;
-    ++n_keys;
-    ASSERT_NE(f->find(key), nullptr) << key;
-    EXPECT_EQ(f->get_number(key), g->get_number(key)) << key;
-    EXPECT_EQ(f->get_string(key), g->get_string(key)) << key;
-  }
-  EXPECT_GE(n_keys, 10);
-  // and the same logits, position after position (past OLMo 3's window of 8)
+  std::string out;
+  const GgufFile f =
+      convert_ok(write_hf_folder(config_of(d.shape), hf_tensors_of(*g, d.shape), "F32", true, GetParam()), &out);
+  expect_same_tensors(f, *g);
+  // every hyper-parameter the dummy writes, the same value (granite's scales, OLMo 3's window and YaRN),
+  // the same layers' windows and RoPE, and the same logits (past OLMo 3's window of 8)
+  EXPECT_GE(expect_same_arch_keys(f, *g, d.shape.arch), 10);
   auto m1 = Model::load(d.path);
   ASSERT_TRUE(m1.ok()) << m1.error();
   auto m2 = Model::load(out);
   ASSERT_TRUE(m2.ok()) << m2.error();
-  EXPECT_EQ((*m2)->config().layer_attn.size(), (*m1)->config().layer_attn.size());
+  ASSERT_EQ((*m2)->config().layer_attn.size(), (*m1)->config().layer_attn.size());
   for (size_t l = 0; l < (*m1)->config().layer_attn.size(); ++l) {
     EXPECT_EQ((*m2)->config().layer_attn[l].window, (*m1)->config().layer_attn[l].window) << l;
     EXPECT_EQ((*m2)->config().layer_attn[l].rope, (*m1)->config().layer_attn[l].rope) << l;
   }
-  ReferenceForward r1(*m1, 16), r2(*m2, 16);
-  int32_t tok = 1;
-  for (int pos = 0; pos < 12; ++pos) {
-    const std::vector<float> a1 = r1.forward(tok, pos);
-    const std::vector<float>& a2 = r2.forward(tok, pos);
-    ASSERT_EQ(a1, a2) << "position " << pos;
-    tok = static_cast<int32_t>(std::max_element(a1.begin(), a1.end()) - a1.begin());
-  }
+  expect_same_logits(d.path, out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
@@ -220,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
 
 // What GGUF granite / smollm3 / olmo2 cannot compute is refused naming the field.
 TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
-  const Dummy d = write_dummy("tiny-smollm3");
+  const DummyFile d = write_f32_dummy("tiny-smollm3", 11);
   auto g = GgufFile::open(d.path);
   ASSERT_TRUE(g.ok());
   const HfTensors t = hf_tensors_of(*g, d.shape);
@@ -235,7 +180,7 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   smol["use_sliding_window"] = true;
   EXPECT_ERROR_HAS(convert_error(smol, t), "use_sliding_window");
 
-  const Dummy gd = write_dummy("tiny-granite");
+  const DummyFile gd = write_f32_dummy("tiny-granite", 11);
   auto gg = GgufFile::open(gd.path);
   ASSERT_TRUE(gg.ok());
   json gran = config_of(gd.shape);
@@ -245,7 +190,7 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   gran["logits_scaling"] = -2;
   EXPECT_ERROR_HAS(convert_error(gran, hf_tensors_of(*gg, gd.shape)), "logits_scaling");
 
-  const Dummy od = write_dummy("tiny-olmo3");
+  const DummyFile od = write_f32_dummy("tiny-olmo3", 11);
   auto og = GgufFile::open(od.path);
   ASSERT_TRUE(og.ok());
   json olmo = config_of(od.shape);
@@ -256,14 +201,14 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   extra["model.layers.0.input_layernorm.weight"] = {{od.shape.n_embd}, std::vector<float>(od.shape.n_embd, 1.0f)};
   EXPECT_ERROR_HAS(convert_error(config_of(od.shape), extra), "input_layernorm");
 
-  const Dummy ed = write_dummy("tiny-exaone4-swa");
+  const DummyFile ed = write_f32_dummy("tiny-exaone4-swa", 11);
   auto eg = GgufFile::open(ed.path);
   ASSERT_TRUE(eg.ok());
   json ex = config_of(ed.shape);
   ex["sliding_window_pattern"] = "LLXG";
   EXPECT_ERROR_HAS(convert_error(ex, hf_tensors_of(*eg, ed.shape)), "sliding_window_pattern");
 
-  const Dummy gd4 = write_dummy("tiny-glm4");
+  const DummyFile gd4 = write_f32_dummy("tiny-glm4", 11);
   auto g4 = GgufFile::open(gd4.path);
   ASSERT_TRUE(g4.ok());
   json glm = config_of(gd4.shape);
@@ -276,7 +221,7 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
 
 // EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".
 TEST(HfFamilies, Exaone4PatternSpellingsAgree) {
-  const Dummy d = write_dummy("tiny-exaone4-swa");
+  const DummyFile d = write_f32_dummy("tiny-exaone4-swa", 11);
   auto g = GgufFile::open(d.path);
   ASSERT_TRUE(g.ok());
   const HfTensors t = hf_tensors_of(*g, d.shape);
@@ -311,7 +256,7 @@ TEST(HfFamilies, Exaone4PatternSpellingsAgree) {
 // Granite's multipliers default as transformers' GraniteConfig (1.0) and are written for llama.cpp,
 // which requires granite.logit_scale.
 TEST(HfFamilies, GraniteMultipliersDefaultToOne) {
-  const Dummy d = write_dummy("tiny-granite");
+  const DummyFile d = write_f32_dummy("tiny-granite", 11);
   auto g = GgufFile::open(d.path);
   ASSERT_TRUE(g.ok());
   json cfg = config_of(d.shape);
