@@ -196,7 +196,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
-  if (s.arch == "granite" && !(s.logit_scale > 0)) return Error{"granite needs a logit scale (granite.logit_scale)"};
+  const bool granite = s.arch == "granite" || s.arch == "granitemoe";
+  if (granite && !(s.logit_scale > 0)) return Error{fmt::format("{} needs a logit scale ({}.logit_scale)", s.arch, s.arch)};
   if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
     return Error{fmt::format("--rope-scaling {}: linear or yarn", s.rope_scaling)};
   if (!s.rope_scaling.empty() && !(s.rope_factor > 0)) return Error{"--rope-scaling needs --rope-factor > 0"};
@@ -207,14 +208,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
   const bool gptoss = s.arch == "gpt-oss";
-  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss;
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss || s.arch == "granitemoe";
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss;  // else experts have n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const int64_t n_ff_shexp = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, llama)", s.arch)};
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, llama)",
+                               s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
       return Error{fmt::format("--n-expert-used {} must be in [1, --n-expert {}]", s.n_expert_used, s.n_expert)};

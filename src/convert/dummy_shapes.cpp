@@ -188,13 +188,18 @@ std::vector<ModelShape> phi3_shapes() {
 }
 
 // Mixtures of experts: OLMoE-1B-7B (olmoe), Qwen3-30B-A3B (qwen3moe), Qwen1.5-MoE-A2.7B (qwen2moe),
-// Mixtral 8x7B (llama with experts), and tiny ones of each (8 experts, 2 per token, 256-wide rows).
+// Mixtral 8x7B (llama with experts), Granite 3.1 3B-A800M (granitemoe, with granite's scalars), and
+// tiny ones of each (8 experts, 2 per token, 256-wide rows).
 std::vector<ModelShape> moe_shapes() {
   auto moe = [](ModelShape s, int64_t n_expert, int64_t used, int64_t ff_exp, int64_t ff_shexp) {
     s.n_expert = n_expert;
     s.n_expert_used = used;
     s.n_ff_exp = ff_exp;
     s.n_ff_shexp = ff_shexp;
+    return s;
+  };
+  auto granite_moe = [](ModelShape s, float embd, float resid, float attn, float logit) {
+    s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
     return s;
   };
   return {
@@ -208,6 +213,10 @@ std::vector<ModelShape> moe_shapes() {
       moe({"tiny-qwen3moe", "qwen3moe", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true}, 8, 2, 32, 0),
       moe({"tiny-qwen2moe", "qwen2moe", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 96),
       moe({"tiny-mixtral", "llama", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, false}, 8, 2, 0, 0),
+      granite_moe(moe({"granite-3.1-3b-a800m", "granitemoe", 49155, 1536, 32, 24, 8, 64, 512, 131072, 10000000.0f, 1e-6f,
+                       true}, 40, 8, 0, 0), 12.0f, 0.22f, 0.015625f, 6.0f),
+      granite_moe(moe({"tiny-granitemoe", "granitemoe", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-6f, true}, 8, 2, 0, 0),
+                  6.0f, 0.5f, 0.1f, 4.0f),
   };
 }
 

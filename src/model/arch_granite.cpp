@@ -4,8 +4,12 @@
 // (else 1/sqrt(head_dim)), granite.residual_scale multiplies each attention and FFN output before
 // its residual add, and the logits are divided by granite.logit_scale (required, as llama.cpp
 // requires it). An attn_output.bias is added when the file has one. FFN biases are refused (no
-// Granite release has them; llama.cpp would add them), and so are experts (granitemoe is another
-// architecture).
+// Granite release has them; llama.cpp would add them).
+// Granite 3.x MoE (GGUF "granitemoe": granite-3.1-1b-a400m, 3b-a800m): the same block and scalars
+// with experts in place of the FFN -- softmax over the router logits, the top expert_used_count
+// renormalized, experts of feed_forward_length rows (llama.cpp's granite graph). The shared expert of
+// granitemoeshared (ungated, expert_shared_feed_forward_length) and expert weight scales other than 1
+// are refused.
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -13,20 +17,22 @@
 namespace tmill {
 namespace {
 Status read_granite(const GgufFile& f, ModelConfig& c) {
-  const GgufValue* ls = f.find("granite.logit_scale");
-  if (!ls) return Error{"missing metadata key 'granite.logit_scale'"};
+  const std::string a = c.arch.name + ".";
+  if (!f.find(a + "logit_scale")) return Error{fmt::format("missing metadata key '{}logit_scale'", a)};
   TM_ASSIGN_OR_RETURN(c.logit_scale, read_family_float(f, c, "logit_scale", 1.0f));
   TM_ASSIGN_OR_RETURN(const float embd, read_family_float(f, c, "embedding_scale", 0.0f));
   TM_ASSIGN_OR_RETURN(const float resid, read_family_float(f, c, "residual_scale", 0.0f));
   TM_ASSIGN_OR_RETURN(const float attn, read_family_float(f, c, "attention.scale", 0.0f));
-  if (!(c.logit_scale > 0)) return Error{fmt::format("granite.logit_scale {} must be positive", c.logit_scale)};
+  if (!(c.logit_scale > 0)) return Error{fmt::format("{}logit_scale {} must be positive", a, c.logit_scale)};
+  if (auto ws = f.get_number(a + "expert_weights_scale"); ws && *ws != 0 && *ws != 1)
+    return Error{fmt::format("{}expert_weights_scale {}: scaled expert weights are not supported", a, *ws)};
   // llama.cpp: 0 (or absent) means "no scaling" for the other three
   if (embd != 0.0f) c.embd_scale = embd;
   if (resid != 0.0f) c.residual_scale = resid;
   if (attn != 0.0f) c.attn_scale = attn;
   for (const char* t : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
     if (f.find_tensor(fmt::format("blk.0.{}", t)))
-      return Error{fmt::format("granite: FFN biases (blk.0.{}) are not supported", t)};
+      return Error{fmt::format("{}: FFN biases (blk.0.{}) are not supported", c.arch.name, t)};
   return {};
 }
 }  // namespace
@@ -34,6 +40,14 @@ Status read_granite(const GgufFile& f, ModelConfig& c) {
 ArchSpec arch_granite() {
   ArchSpec s{"granite", RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};
   s.read_family = read_granite;
+  return s;
+}
+
+ArchSpec arch_granitemoe() {
+  ArchSpec s = arch_granite();
+  s.name = "granitemoe";
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_norm_topk = true;
   return s;
 }
 }  // namespace tmill

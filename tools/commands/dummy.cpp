@@ -37,7 +37,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmo2, exaone, exaone4, ernie4_5, glm4, qwen3moe, qwen2moe, "
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmo2, exaone, exaone4, ernie4_5, glm4, granitemoe, qwen3moe, qwen2moe, "
                  "olmoe, gpt-oss; llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
@@ -136,7 +136,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
       }
       if (s.arch == "gemma3") s.rope_theta_swa = 10000;
       if (s.arch == "glm4" && !s.n_rot && s.n_head) s.n_rot = (o->head_dim ? o->head_dim : s.n_embd / s.n_head) / 2;
-      if (s.arch == "granite") {  // Granite 3.3 2B's scalars (its attention scale is 1/64: its head_dim)
+      if (s.arch == "granite" || s.arch == "granitemoe") {  // Granite 3.3 2B's scalars (its attention scale is 1/64: its head_dim)
         s.embd_scale = 12.0f;
         s.residual_scale = 0.22f;
         s.attn_scale = 0.015625f;
@@ -158,7 +158,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->residual_scale > 0) s.residual_scale = o->residual_scale;
     if (o->attn_scale > 0) s.attn_scale = o->attn_scale;
     if (o->logit_scale > 0) s.logit_scale = o->logit_scale;
-    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || s.logit_scale > 0) && s.arch != "granite") {
+    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || s.logit_scale > 0) && s.arch != "granite" &&
+        s.arch != "granitemoe") {
       log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's");
       return 2;
     }

@@ -179,7 +179,7 @@ TEST_P(GpuForwardOn, FilesOfEveryRecipeTheDeviceDecodesMatchTheReference) {
 // norms over the whole projection, and gpt-oss (attention sinks, output and expert biases, the
 // clamped SwiGLU, alternating windows, YaRN, MXFP4 experts).
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryMoeFamily) {
-  for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss"})
+  for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss", "tiny-granitemoe"})
     for (DType t : {DType::F32, DType::Q8_0, DType::Q4_0, DType::MXFP4}) {
       if ((t == DType::MXFP4) != (std::string(shape) == "tiny-gpt-oss") && t != DType::F32) continue;
       auto m = dummy(shape, t);
