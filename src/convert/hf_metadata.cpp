@@ -66,7 +66,7 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
       w.set(a + ".attention.sliding_window_pattern", GgufValue::i32_array(flags));
     }
   }
-  if (a == "granite") {  // as GraniteModel writes config.json's multipliers
+  if (a == "granite" || a == "granitemoe") {  // as GraniteModel / GraniteMoeModel write config.json's multipliers
     w.set_f32(a + ".attention.scale", static_cast<float>(c.attention_multiplier));
     w.set_f32(a + ".embedding_scale", static_cast<float>(c.embedding_multiplier));
     w.set_f32(a + ".residual_scale", static_cast<float>(c.residual_multiplier));

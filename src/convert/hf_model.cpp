@@ -35,6 +35,7 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
     {"mlp.router", "ffn_gate_inp"},  // gpt-oss (weight and bias)
+    {"block_sparse_moe.router.layer", "ffn_gate_inp"},  // granitemoe
     // gemma: the FFN's pre-norm, the FFN output's norm (its attention output's: post_attention_layernorm,
     // renamed by the plan)
     {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
@@ -60,6 +61,10 @@ std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& n) {
   if (q == p || q - p > 6 || (n[p] == '0' && q - p > 1) || q >= n.size() || n[q] != '.') return std::nullopt;
   const int64_t layer = std::stoll(n.substr(p, q - p));
   std::string rest = n.substr(q + 1);
+  // granitemoe: gate and up of every expert in input_linear [E, 2F, H] (gate rows first), down in
+  // output_linear [E, H, F]: transformers 5's fused layout under other names
+  if (rest == "block_sparse_moe.input_linear.weight") return HfFusedExpert{layer, HfFusedExpertPart::GateUp};
+  if (rest == "block_sparse_moe.output_linear.weight") return HfFusedExpert{layer, HfFusedExpertPart::Down};
   bool found = false;
   for (const std::string mod : {"mlp.experts.", "block_sparse_moe.experts."}) {
     if (rest.compare(0, mod.size(), mod) == 0) {

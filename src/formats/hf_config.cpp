@@ -63,6 +63,9 @@ constexpr Family kFamilies[] = {
     {"Exaone4ForCausalLM", "exaone4", 32768, false, true, false},
     // GLM-4-0414: q/k/v biases as attention_bias says (transformers' default true), no o_proj bias
     {"Glm4ForCausalLM", "glm4", 131072, false, false, false},
+    // Granite 3.x MoE: granite's multipliers; experts fused as block_sparse_moe.input_linear (gate rows
+    // first) and output_linear, the router block_sparse_moe.router.layer
+    {"GraniteMoeForCausalLM", "granitemoe", 2048, false, false, true, true},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -217,7 +220,8 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
   }
   if (c->gguf_arch == "gpt-oss") return {};  // top-k by logit, softmax over those: fixed by the architecture
   // llama.cpp renormalizes the top-k weights for qwen3moe and Mixtral, never for qwen2moe and olmoe.
-  const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama";
+  // (granitemoe: softmax over the top-k logits, the same as renormalizing)
+  const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama" || c->gguf_arch == "granitemoe";
   if (const json* v = r.get("norm_topk_prob"); v && v->is_boolean() && v->get<bool>() != renorm)
     log_warn("{}: norm_topk_prob {} is not what GGUF {} computes (llama.cpp {} the chosen experts' weights)", source,
              v->get<bool>(), c->gguf_arch, renorm ? "always renormalizes" : "never renormalizes");

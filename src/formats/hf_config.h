@@ -5,7 +5,8 @@
 // Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM ("qwen3moe"), OlmoeForCausalLM ("olmoe"),
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
-// Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4").
+// Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
+// GraniteMoeForCausalLM ("granitemoe").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 

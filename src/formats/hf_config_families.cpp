@@ -147,7 +147,7 @@ Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
 }  // namespace
 
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
-  if (c->gguf_arch == "granite") return parse_granite(r, j, c);
+  if (c->gguf_arch == "granite" || c->gguf_arch == "granitemoe") return parse_granite(r, j, c);
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
   if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);

@@ -25,7 +25,7 @@ using nlohmann::json;
 
 namespace {
 
-bool permuted(const std::string& arch) { return arch == "granite" || arch == "smollm3"; }
+bool permuted(const std::string& arch) { return arch == "granite" || arch == "granitemoe" || arch == "smollm3"; }
 
 // GGUF name -> HF name for the family.
 std::string hf_name_of(const std::string& gg, const std::string& arch) {
@@ -44,9 +44,14 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
   static const std::map<std::string, std::string> glm4 = {{"post_attention_norm", "post_self_attn_layernorm"},
                                                           {"post_ffw_norm", "post_mlp_layernorm"},
                                                           {"ffn_up", "mlp.gate_up_proj"}};
+  // granitemoe: the router (the experts are merged by hf_tensors_of)
+  static const std::map<std::string, std::string> granitemoe = {{"ffn_gate_inp", "block_sparse_moe.router.layer"},
+                                                                {"ffn_down_exps", "block_sparse_moe.output_linear"}};
   const size_t dot1 = gg.find('.'), dot2 = gg.find('.', dot1 + 1), last = gg.rfind('.');
   const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, last - dot2 - 1);
-  const std::string& hf = arch == "glm4" && glm4.count(kind) ? glm4.at(kind) : sub.at(kind);
+  const std::string& hf = arch == "glm4" && glm4.count(kind)                 ? glm4.at(kind)
+                          : arch == "granitemoe" && granitemoe.count(kind) ? granitemoe.at(kind)
+                                                                           : sub.at(kind);
   return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
 
@@ -56,7 +61,8 @@ json config_of(const ModelShape& s) {
                                                         {"smollm3", "SmolLM3ForCausalLM"},
                                                         {"olmo2", "Olmo2ForCausalLM"},
                                                         {"exaone4", "Exaone4ForCausalLM"},
-                                                        {"glm4", "Glm4ForCausalLM"}};
+                                                        {"glm4", "Glm4ForCausalLM"},
+                                                        {"granitemoe", "GraniteMoeForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -73,7 +79,11 @@ json config_of(const ModelShape& s) {
     cfg["head_dim"] = s.head_dim;
     cfg["hidden_act"] = "gelu";
   }
-  if (s.arch == "granite") {
+  if (s.n_expert > 0) {
+    cfg["num_local_experts"] = s.n_expert;
+    cfg["num_experts_per_tok"] = s.n_expert_used;
+  }
+  if (s.arch == "granite" || s.arch == "granitemoe") {
     cfg["embedding_multiplier"] = s.embd_scale;
     cfg["residual_multiplier"] = s.residual_scale;
     cfg["attention_multiplier"] = s.attn_scale;
@@ -106,12 +116,27 @@ json config_of(const ModelShape& s) {
 }
 
 // The dummy's tensors under their HF names: Gemma's norms as w (the GGUF holds 1 + w), the llama-RoPE
-// families' q/k rows back in HF's order.
+// families' q/k rows back in HF's order, granitemoe's gate and up experts stacked into input_linear.
 HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
   HfTensors t;
   for (const GgufTensorInfo& gt : g.tensors()) {
     EXPECT_EQ(gt.type, DType::F32) << gt.name;
     std::vector<float> v = f32_values_of(gt);
+    if (gt.name.ends_with("ffn_gate_exps.weight")) {  // [E, F, H] gate, then up: [E, 2F, H]
+      const GgufTensorInfo* up = g.find_tensor(gt.name.substr(0, gt.name.size() - 20) + "ffn_up_exps.weight");
+      EXPECT_NE(up, nullptr);
+      const std::vector<float> u = f32_values_of(*up);
+      const int64_t H = gt.ne[0], F = gt.ne[1], E = gt.ne[2];
+      std::vector<float> io(static_cast<size_t>(E * 2 * F * H));
+      for (int64_t e = 0; e < E; ++e) {
+        std::copy_n(v.begin() + e * F * H, F * H, io.begin() + e * 2 * F * H);
+        std::copy_n(u.begin() + e * F * H, F * H, io.begin() + e * 2 * F * H + F * H);
+      }
+      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
+      t["model.layers." + layer + ".block_sparse_moe.input_linear.weight"] = {{E, 2 * F, H}, io};
+      continue;
+    }
+    if (gt.name.ends_with("ffn_up_exps.weight")) continue;
     if (s.arch == "gemma" && gt.name.find("norm") != std::string::npos)
       for (float& x : v) x -= 1.0f;  // (exact: the weights lie near 1)
     const bool qk = gt.name.ends_with("attn_q.weight") || gt.name.ends_with("attn_k.weight");
@@ -156,7 +181,7 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
-                                           "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4"),
+                                           "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
