@@ -297,11 +297,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (s.residual_scale > 0) w.set_f32(a + "residual_scale", s.residual_scale);
   if (s.attn_scale > 0) w.set_f32(a + "attention.scale", s.attn_scale);
   if (s.logit_scale > 0) w.set_f32(a + "logit_scale", s.logit_scale);
+  if (s.attn_temp_scale > 0) w.set_f32(a + "attention.temperature_scale", s.attn_temp_scale);
   if (!s.rope_scaling.empty()) {  // as convert_hf_to_gguf.py writes HF's rope_scaling
     w.set_string(a + "rope.scaling.type", s.rope_scaling);
     w.set_f32(a + "rope.scaling.factor", s.rope_factor);
     if (s.rope_scaling == "yarn" && s.rope_orig_ctx > 0)
       w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
+    if (s.yarn_beta_fast > 0) w.set_f32(a + "rope.scaling.yarn_beta_fast", s.yarn_beta_fast);
+    if (s.yarn_beta_slow > 0) w.set_f32(a + "rope.scaling.yarn_beta_slow", s.yarn_beta_slow);
+    if (s.yarn_log_mul > 0) w.set_f32(a + "rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
   }
   const LongRope lr = longrope ? longrope_factors(s, n_rot) : LongRope{};
   if (longrope) {  // as convert_hf_to_gguf.py writes a 128k Phi-3

@@ -40,6 +40,9 @@ struct ModelShape {
   // granite's four scalars (granite.embedding_scale, residual_scale, attention.scale, logit_scale;
   // 0: not written; granite requires logit_scale)
   float embd_scale = 0, residual_scale = 0, attn_scale = 0, logit_scale = 0;
+  // mistral3: YaRN's betas and log multiplier (rope.scaling.yarn_*), the attention temperature scale
+  // (attention.temperature_scale); 0: not written.
+  float yarn_beta_fast = 0, yarn_beta_slow = 0, yarn_log_mul = 0, attn_temp_scale = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -48,7 +51,7 @@ struct ModelShape {
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
 // "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker", "tiny-gemma", "tiny-granite",
 // "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
-// "tiny-glm4").
+// "tiny-glm4", "tiny-granitemoe", "tiny-mistral3").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -98,6 +98,12 @@ std::vector<ModelShape> more_shapes() {
   g49.n_rot = 64;
   ModelShape tg4{"tiny-glm4", "glm4", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
   tg4.n_rot = 8;
+  // tiny Mistral 3: YaRN x4 over 64 positions with its own betas (4 and 2: both move YaRN's ramp from
+  // the defaults' for 32 rotated dimensions) and log multiplier, and the attention temperature (0.1)
+  // past every 64 positions
+  ModelShape tm3{"tiny-mistral3", "mistral3", 512, 64, 2, 4, 2, 32, 160, 256, 10000.0f, 1e-5f, false};
+  tm3.rope_scaling = "yarn", tm3.rope_factor = 4, tm3.rope_orig_ctx = 64;
+  tm3.yarn_beta_fast = 4, tm3.yarn_beta_slow = 2, tm3.yarn_log_mul = 1, tm3.attn_temp_scale = 0.1f;
   ModelShape to4{"tiny-exaone4-swa", "exaone4", 512, 32, 64, 2, 1, 16, 64, 256, 1000000.0f, 1e-5f, true};
   to4.n_swa = 8;
   // tiny OLMo 3: window 8, layers 0-2 slide and 3 is global, YaRN x2 over 32 positions
@@ -128,6 +134,7 @@ std::vector<ModelShape> more_shapes() {
       {"tiny-ernie4_5", "ernie4_5", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true},
       g49,
       tg4,
+      tm3,
   };
 }
 

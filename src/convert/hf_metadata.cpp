@@ -66,6 +66,11 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
       w.set(a + ".attention.sliding_window_pattern", GgufValue::i32_array(flags));
     }
   }
+  if (a == "mistral3") {  // as Mistral3Model writes rope_parameters' Ministral fields
+    if (c.yarn_log_mul != 0) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", static_cast<float>(c.yarn_log_mul));
+    if (c.attn_temperature_scale != 0)
+      w.set_f32(a + ".attention.temperature_scale", static_cast<float>(c.attn_temperature_scale));
+  }
   if (a == "granite" || a == "granitemoe") {  // as GraniteModel / GraniteMoeModel write config.json's multipliers
     w.set_f32(a + ".attention.scale", static_cast<float>(c.attention_multiplier));
     w.set_f32(a + ".embedding_scale", static_cast<float>(c.embedding_multiplier));

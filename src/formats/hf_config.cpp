@@ -66,6 +66,8 @@ constexpr Family kFamilies[] = {
     // Granite 3.x MoE: granite's multipliers; experts fused as block_sparse_moe.input_linear (gate rows
     // first) and output_linear, the router block_sparse_moe.router.layer
     {"GraniteMoeForCausalLM", "granitemoe", 2048, false, false, true, true},
+    // Ministral 3 (also the text model of Mistral3ForConditionalGeneration with model_type ministral3)
+    {"Ministral3ForCausalLM", "mistral3", 262144, false, false, true},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -79,10 +81,11 @@ void prepare_multimodal_config(json& j) {
   for (const char* k : {"architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"})
     if (j.contains(k) && !text.contains(k)) text[k] = j[k];
   text["architectures"] = j["architectures"];
-  // Mistral3: Mistral Small 3.x's text model is a "mistral"; Ministral 3's ("ministral3") is not
-  if (arch == "Mistral3ForConditionalGeneration" && text.value("model_type", "mistral") != "mistral")
-    text["architectures"] = json::array({"Mistral3ForConditionalGeneration with a text model of type " +
-                                         text.value("model_type", std::string("?"))});
+  // Mistral3: Mistral Small 3.x's text model is a "mistral" (GGUF llama); Ministral 3's a "ministral3"
+  // (GGUF mistral3: YaRN and the attention temperature); others are refused naming their type
+  const std::string type = text.value("model_type", std::string("mistral"));
+  if (arch == "Mistral3ForConditionalGeneration" && type != "mistral" && type != "ministral3")
+    text["architectures"] = json::array({"Mistral3ForConditionalGeneration with a text model of type " + type});
   j = std::move(text);
 }
 
@@ -280,6 +283,8 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
     return r.err(fmt::format("unsupported architecture '{}' (supported: {})", c.hf_arch, known));
   }
   c.gguf_arch = fam->gguf_arch;
+  if (c.hf_arch == "Mistral3ForConditionalGeneration" && j.value("model_type", std::string()) == "ministral3")
+    c.gguf_arch = "mistral3";  // Ministral 3's text model
   c.qk_norm = fam->qk_norm;
   c.permute_qk = fam->permute_qk;
 

@@ -6,7 +6,7 @@
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
 // Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
-// GraniteMoeForCausalLM ("granitemoe").
+// GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -125,6 +125,9 @@ struct HfConfig {
   // Granite's multipliers (0: not a granite config): granite.embedding_scale, residual_scale,
   // attention.scale, logit_scale.
   double embedding_multiplier = 0, residual_multiplier = 0, attention_multiplier = 0, logits_scaling = 0;
+  // Ministral 3 (mistral3): rope_parameters' mscale_all_dim and llama_4_scaling_beta, written as
+  // rope.scaling.yarn_log_multiplier and attention.temperature_scale (as Mistral3Model does).
+  double yarn_log_mul = 0, attn_temperature_scale = 0;
   double rope_theta_swa = 0;
   std::vector<bool> swa_layers;
 

@@ -3,6 +3,7 @@
 // (NoPE layers), Olmo2ForCausalLM / Olmo3ForCausalLM (post-norms only, q/k norms over the whole
 // projection, OLMo 3's sliding layers), Exaone4ForCausalLM (post-norms only, per-head q/k norms, the
 // 32B's sliding layers), Glm4ForCausalLM (sandwich norms, fused gate/up, half-head RoPE).
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -144,6 +145,30 @@ Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
       return r.err("mrope_section: GLM-4V's M-RoPE is not supported (text GLM-4 only)");
   return {};
 }
+// Ministral 3: YaRN is required (as llama.cpp's converter asserts); its mscale_all_dim and
+// llama_4_scaling_beta (in rope_parameters, or rope_scaling / the top level) are kept for the GGUF.
+Status parse_ministral3(const HfConfigReader& r, const json& j, HfConfig* c) {
+  if (c->rope_scaling.type != HfRopeScalingType::Yarn)
+    return r.err("Ministral 3 needs a yarn rope_parameters (rope_type \"yarn\"), as GGUF mistral3 computes it");
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    const json* o = r.get(key);
+    if (!o || !o->is_object()) continue;
+    if (o->contains("mscale_all_dim")) {
+      const json& v = (*o)["mscale_all_dim"];
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return r.err(fmt::format("\"{}.mscale_all_dim\" must be a number, got {}", key, v.dump()));
+      c->yarn_log_mul = v.get<double>();
+    }
+    if (o->contains("llama_4_scaling_beta")) {
+      const json& v = (*o)["llama_4_scaling_beta"];
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return r.err(fmt::format("\"{}.llama_4_scaling_beta\" must be a number, got {}", key, v.dump()));
+      c->attn_temperature_scale = v.get<double>();
+    }
+  }
+  (void)j;
+  return {};
+}
 }  // namespace
 
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
@@ -152,6 +177,7 @@ Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
   if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);
   if (c->gguf_arch == "glm4") return parse_glm4(r, j, c);
+  if (c->gguf_arch == "mistral3") return parse_ministral3(r, j, c);
   return {};
 }
 

@@ -113,6 +113,7 @@ ArchSpec arch_exaone4();
 ArchSpec arch_ernie4_5();
 ArchSpec arch_glm4();
 ArchSpec arch_granitemoe();
+ArchSpec arch_mistral3();
 
 namespace {
 void register_builtin_archs() {
@@ -120,7 +121,7 @@ void register_builtin_archs() {
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
-                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe()})
+                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3()})
       registry()[s.name] = s;
   });
 }

@@ -2,6 +2,7 @@
 // architecture file (arch_*.cpp) registers.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -130,6 +131,15 @@ struct ModelConfig {
   // the logits divided by logit_scale (llama.cpp's f_residual_scale, f_logit_scale; 1 = none).
   float residual_scale = 1.0f;
   float logit_scale = 1.0f;
+  // mistral3 (Llama 4's attention temperature): queries at position p times
+  // 1 + attn_temp_scale * ln(floor(p / attn_temp_floor) + 1); 0 = none.
+  float attn_temp_scale = 0.0f;
+  int64_t attn_temp_floor = 0;
+  float attn_temperature(int64_t pos) const {
+    return attn_temp_scale == 0.0f ? 1.0f
+                                   : std::log(std::floor(static_cast<float>(pos) / static_cast<float>(attn_temp_floor)) + 1.0f) *
+                                             attn_temp_scale + 1.0f;
+  }
   // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
   // n_ff_shexp: the shared expert's (qwen2moe).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;

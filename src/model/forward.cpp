@@ -291,6 +291,10 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
           rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
           rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
         }
+        if (c.attn_temp_scale != 0.0f) {  // mistral3: the query's attention temperature at its position
+          const float tq = c.attn_temperature(pos_[t]);
+          for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
+        }
         const SeqSlice& s = batch.seqs[seq_of_[t]];
         paged_kv_store(view, s.block_table.data(), pos_[t], k, v);
       }

@@ -201,6 +201,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       float* qh = q_.data() + h * hd;
       if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
       if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+      if (c.attn_temp_scale != 0.0f)  // mistral3's attention temperature
+        for (int64_t i = 0; i < hd; ++i) qh[i] *= c.attn_temperature(pos);
     }
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = k_.data() + h * hd;

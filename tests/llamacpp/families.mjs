@@ -14,7 +14,9 @@
 //           on three layers of four and NoPE on the global ones;
 //   ernie4_5 (ERNIE 4.5 dense): the llama block;
 //   glm4    (GLM-4-0414): sandwich norms, q/k/v biases, gate/up fused, RoPE over half of each head;
-//   granitemoe (Granite 3.x MoE): granite's scalars around 8 experts, 2 per token, renormalized.
+//   granitemoe (Granite 3.x MoE): granite's scalars around 8 experts, 2 per token, renormalized;
+//   mistral3 (Ministral 3): YaRN with the file's betas and log multiplier, Llama 4's attention
+//           temperature past the original context.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -59,6 +61,9 @@ try {
     glm4: ['--arch', 'glm4', '--n-layer', '2'],
     granitemoe: ['--arch', 'granitemoe', '--n-layer', '2', '--n-expert', '8', '--n-expert-used', '2',
       '--embedding-scale', '1.5', '--residual-scale', '0.8', '--attention-scale', '0.2', '--logit-scale', '3'],
+    // YaRN x4 over 64 positions with betas 4 / 2 and log multiplier 1, attention temperature 0.1
+    // past every 64 positions (tiny-mistral3's values)
+    mistral3: ['--shape', 'tiny-mistral3', '--n-layer', '2'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

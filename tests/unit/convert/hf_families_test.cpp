@@ -25,7 +25,9 @@ using nlohmann::json;
 
 namespace {
 
-bool permuted(const std::string& arch) { return arch == "granite" || arch == "granitemoe" || arch == "smollm3"; }
+bool permuted(const std::string& arch) {
+  return arch == "granite" || arch == "granitemoe" || arch == "smollm3" || arch == "mistral3";
+}
 
 // GGUF name -> HF name for the family.
 std::string hf_name_of(const std::string& gg, const std::string& arch) {
@@ -62,7 +64,8 @@ json config_of(const ModelShape& s) {
                                                         {"olmo2", "Olmo2ForCausalLM"},
                                                         {"exaone4", "Exaone4ForCausalLM"},
                                                         {"glm4", "Glm4ForCausalLM"},
-                                                        {"granitemoe", "GraniteMoeForCausalLM"}};
+                                                        {"granitemoe", "GraniteMoeForCausalLM"},
+                                                        {"mistral3", "Ministral3ForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -94,6 +97,14 @@ json config_of(const ModelShape& s) {
     for (int64_t i = 0; i < s.n_layer; ++i) nr.push_back((i + 1) % 4 != 0 ? 1 : 0);
     cfg["no_rope_layers"] = nr;
     cfg["no_rope_layer_interval"] = 4;
+  }
+  if (s.arch == "mistral3") {  // transformers 5's rope_parameters, as Ministral 3 ships them
+    cfg["head_dim"] = s.head_dim;
+    cfg.erase("rope_theta");
+    cfg["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", s.rope_theta}, {"factor", s.rope_factor},
+                              {"original_max_position_embeddings", s.rope_orig_ctx}, {"beta_fast", s.yarn_beta_fast},
+                              {"beta_slow", s.yarn_beta_slow}, {"mscale_all_dim", s.yarn_log_mul},
+                              {"llama_4_scaling_beta", s.attn_temp_scale}};
   }
   if (s.arch == "glm4") {
     cfg["partial_rotary_factor"] = static_cast<double>(s.n_rot) / static_cast<double>(s.head_dim);
@@ -181,7 +192,8 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
-                                           "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe"),
+                                           "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe",
+                                           "tiny-mistral3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -276,6 +288,35 @@ TEST(HfFamilies, Exaone4PatternSpellingsAgree) {
   EXPECT_EQ((*flags[0])[4], 1);
   EXPECT_EQ(flags[1], flags[0]);
   EXPECT_EQ(flags[2], flags[0]);
+}
+
+// Ministral 3 as Mistral3ForConditionalGeneration ships it: the text model under text_config
+// (model_type ministral3) and model.language_model.*, a vision tower beside it -- the same file as
+// Ministral3ForCausalLM's; without YaRN it is refused.
+TEST(HfFamilies, Ministral3InsideMistral3ForConditionalGeneration) {
+  const DummyFile d = write_f32_dummy("tiny-mistral3", 11);
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok());
+  json text = config_of(d.shape);
+  text.erase("architectures");
+  text["model_type"] = "ministral3";
+  const json cfg = {{"architectures", {"Mistral3ForConditionalGeneration"}},
+                    {"text_config", text},
+                    {"vision_config", {{"hidden_size", 16}, {"model_type", "pixtral"}}},
+                    {"torch_dtype", "float32"}};
+  HfTensors t;
+  for (auto& [name, v] : hf_tensors_of(*g, d.shape))
+    t[name.starts_with("model.") ? "model.language_model." + name.substr(6) : name] = v;
+  t["model.vision_tower.transformer.layers.0.attention.q_proj.weight"] = {{4, 4}, std::vector<float>(16, 0.5f)};
+  std::string out;
+  const GgufFile f = convert_ok(write_hf_folder(cfg, t, "F32", false, "ministral3-vl"), &out);
+  expect_same_tensors(f, *g);
+  EXPECT_GE(expect_same_arch_keys(f, *g, "mistral3"), 10);
+  EXPECT_EQ(f.get_number("mistral3.attention.temperature_scale"), g->get_number("mistral3.attention.temperature_scale"));
+  expect_same_logits(d.path, out);
+  json plain = config_of(d.shape);
+  plain["rope_parameters"]["rope_type"] = "default";
+  EXPECT_ERROR_HAS(convert_error(plain, hf_tensors_of(*g, d.shape)), "Ministral 3 needs a yarn");
 }
 
 // Granite's multipliers default as transformers' GraniteConfig (1.0) and are written for llama.cpp,

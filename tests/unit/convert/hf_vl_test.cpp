@@ -121,14 +121,15 @@ TEST(HfVisionLanguage, LanguageModelConvertsAsTheTextModel) {
     renamed["model.visual.blocks.0.attn.qkv.weight"] = {{6, 2}, std::vector<float>(12, 0.5f)};
     expect_same(convert(write_hf_folder(vl, renamed, "F32", false, "fp8-vl")), want);
   }
-  // Ministral 3's text model is no Mistral: refused naming it
+  // a text model of another type (Mistral 4's, an MoE) is refused naming it (Ministral 3's converts:
+  // hf_families_test.cpp)
   json ministral = {{"architectures", {"Mistral3ForConditionalGeneration"}},
-                    {"text_config", {{"model_type", "ministral3"}, {"hidden_size", 16}}}};
+                    {"text_config", {{"model_type", "mistral4"}, {"hidden_size", 16}}}};
   auto bad = convert_hf_to_gguf(write_hf_folder(ministral, hf_weights(text_config("MistralForCausalLM")), "F32", false,
                                                 "ministral"),
                                 temp_dir() + "/m.gguf", HfConvertOptions{});
   ASSERT_FALSE(bad.ok());
-  EXPECT_ERROR_HAS(bad.error(), "Mistral3ForConditionalGeneration with a text model of type ministral3");
+  EXPECT_ERROR_HAS(bad.error(), "Mistral3ForConditionalGeneration with a text model of type mistral4");
   // a vision tower without the multimodal architecture is no text model's tensor: refused
   const json text = text_config("Qwen2ForCausalLM");
   HfTensors t = hf_weights(text);

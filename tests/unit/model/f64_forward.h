@@ -42,6 +42,9 @@ class F64Forward {
       }
       const std::vector<float> none;
       for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp, roped);
+      if (c_.attn_temp_scale != 0)  // mistral3: 1 + s ln(floor(pos / n_orig) + 1)
+        for (double& e : q)
+          e *= 1 + c_.attn_temp_scale * std::log(std::floor(static_cast<double>(pos) / c_.attn_temp_floor) + 1);
       for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp, roped);
       kc_[l].push_back(k);
       vc_[l].push_back(v);

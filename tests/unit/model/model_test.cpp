@@ -27,13 +27,15 @@ using namespace tmill;
 
 namespace {
 
-std::shared_ptr<Model> tiny_model(const std::string& shape_name, DType dtype = DType::F32, bool llama3_rope = false) {
+std::shared_ptr<Model> tiny_model(const std::string& shape_name, DType dtype = DType::F32, bool llama3_rope = false,
+                                  float std = 0) {
   auto shape = find_shape(shape_name);
   EXPECT_TRUE(shape.has_value());
   DummyOptions o;
   o.shape = *shape;
   o.dtype = dtype;
   o.seed = 7;
+  o.std = std;
   if (llama3_rope) {
     o.shape.rope_llama3_factor = 8;
     o.shape.rope_orig_ctx = 64;
@@ -160,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2",
                                                               "tiny-olmo3", "tiny-exaone", "tiny-exaone4",
                                                               "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
-                                                              "tiny-granitemoe"));
+                                                              "tiny-granitemoe", "tiny-mistral3"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -265,23 +267,37 @@ TEST(LlamaBlockFamilies, NextNBlocksAreLeftOutAndGlm4MropeRefused) {
 // Turning each family's feature off (the config the forward reads) changes the logits: the tests above
 // compare the forward with the reference and float64 on paths that are taken.
 TEST(LlamaBlockFamilies, EachFeatureChangesTheLogits) {
-  auto logits_of = [](std::shared_ptr<Model> m, const std::function<void(ModelConfig&)>& edit) {
+  auto logits_of = [](std::shared_ptr<Model> m, const std::function<void(ModelConfig&)>& edit, int64_t n = 12) {
     if (edit) edit(const_cast<ModelConfig&>(m->config()));
-    ReferenceForward ref(m, 64);
+    ReferenceForward ref(m, 128);
     std::vector<float> out;
-    for (int64_t p = 0; p < 12; ++p) out = ref.forward(static_cast<int32_t>((p * 13 + 5) % 512), p);
+    for (int64_t p = 0; p < n; ++p) out = ref.forward(static_cast<int32_t>((p * 13 + 5) % 512), p);
     return out;
   };
-  auto differs = [](const std::vector<float>& a, const std::vector<float>& b) {
-    double d = 0;
-    for (size_t i = 0; i < a.size(); ++i) d = std::max<double>(d, std::abs(a[i] - b[i]));
-    return d > 1e-3;
+  auto differs = [](const std::vector<float>& a, const std::vector<float>& b) {  // by 0.1 % of the logits' range
+    double d = 0, m = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      d = std::max<double>(d, std::abs(a[i] - b[i]));
+      m = std::max<double>(m, std::abs(a[i]));
+    }
+    return d > 1e-3 * m;
   };
   const auto smol = logits_of(tiny_model("tiny-smollm3"), nullptr);
   EXPECT_TRUE(differs(smol, logits_of(tiny_model("tiny-smollm3"), [](ModelConfig& c) { c.layer_attn[3].rope = 0; })));
   const auto gran = logits_of(tiny_model("tiny-granite"), nullptr);
   EXPECT_TRUE(differs(gran, logits_of(tiny_model("tiny-granite"), [](ModelConfig& c) { c.residual_scale = 1; })));
   EXPECT_TRUE(differs(gran, logits_of(tiny_model("tiny-granite"), [](ModelConfig& c) { c.logit_scale = 1; })));
+  // mistral3 past its original context of 64 (weights of sd 0.3: attention that is not uniform): the
+  // attention temperature, each of the file's YaRN betas; within it the temperature is 1
+  auto mistral3 = [] { return tiny_model("tiny-mistral3", DType::F32, false, 0.3f); };
+  const auto mis = logits_of(mistral3(), nullptr, 70);
+  EXPECT_EQ(mistral3()->config().ropes[0].beta_fast, 4.0f);
+  EXPECT_EQ(mistral3()->config().ropes[0].beta_slow, 2.0f);
+  EXPECT_TRUE(differs(mis, logits_of(mistral3(), [](ModelConfig& c) { c.attn_temp_scale = 0; }, 70)));
+  EXPECT_TRUE(differs(mis, logits_of(mistral3(), [](ModelConfig& c) { c.ropes[0].beta_fast = 32; }, 70)));
+  EXPECT_TRUE(differs(mis, logits_of(mistral3(), [](ModelConfig& c) { c.ropes[0].beta_slow = 1; }, 70)));
+  EXPECT_FALSE(differs(logits_of(mistral3(), nullptr, 40),
+                       logits_of(mistral3(), [](ModelConfig& c) { c.attn_temp_scale = 0; }, 40)));
 }
 
 // phi3: the fused attn_qkv / ffn_up tensors load as row views (q, k, v; gate then up) of the file's
