@@ -57,6 +57,10 @@ class CudaOps final : public Ops {
   }
   Status add(float* y, const float* x, int64_t n, float scale) override { return gpu::add(y, x, n, scale); }
   Status scale(float* x, int64_t n, float s) override { return gpu::scale(x, n, s); }
+  Status attn_temperature(float* q, const int32_t* pos, int64_t n_tokens, int64_t width, float scale,
+                          int64_t floor_len) override {
+    return gpu::attn_temperature(q, pos, n_tokens, width, scale, floor_len);
+  }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override { return gpu::add_rows(y, b, n_rows, n); }
   Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) override {
     return gpu::add_rows_id(y, b, ids, n_rows, n);

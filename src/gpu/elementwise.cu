@@ -54,6 +54,14 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
   if (i < n) x[i] *= s;
 }
 
+__global__ void attn_temperature_kernel(float* q, const int32_t* pos, int64_t total, int64_t width, float scale,
+                                        float floor_len) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const float p = static_cast<float>(pos[i / width]);
+  q[i] *= logf(floorf(p / floor_len) + 1.0f) * scale + 1.0f;
+}
+
 __global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < total) y[i] += b[i % n];
@@ -249,6 +257,14 @@ Status scale(float* x, int64_t n, float s) {
   if (n <= 0) return {};
   TM_LAUNCH(scale_kernel, blocks_for(n), kThreads, 0, stream())(x, n, s);
   return launched("scale");
+}
+
+Status attn_temperature(float* q, const int32_t* pos, int64_t n_tokens, int64_t width, float scale, int64_t floor_len) {
+  if (n_tokens <= 0 || width <= 0) return {};
+  if (floor_len <= 0) return Error{"CUDA attn_temperature: the floor length must be positive"};
+  TM_LAUNCH(attn_temperature_kernel, blocks_for(n_tokens * width), kThreads, 0, stream())(
+      q, pos, n_tokens * width, width, scale, static_cast<float>(floor_len));
+  return launched("attn_temperature");
 }
 
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) {

@@ -174,6 +174,9 @@ Status argmax_rows(const float* x, int64_t n_rows, int64_t n, int32_t* out);
 Status add(float* y, const float* x, int64_t n, float scale);
 // x[i] *= s, n floats (granite's logits divided by its logit_scale).
 Status scale(float* x, int64_t n, float s);
+// Row t of q (n_tokens rows of `width` floats) *= 1 + scale * ln(floor(pos[t] / floor_len) + 1): mistral3's
+// (Llama 4's) attention temperature, the queries' factor at their positions.
+Status attn_temperature(float* q, const int32_t* pos, int64_t n_tokens, int64_t width, float scale, int64_t floor_len);
 // Row r of y (n_rows rows of n floats) += b (n floats): a bias on every token.
 Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n);
 // Row p of y += row ids[p] of b (rows of n floats): each (token, expert) pair's expert bias.

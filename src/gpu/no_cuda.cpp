@@ -48,6 +48,7 @@ Status gelu_mul(float*, const float*, int64_t) { return no_cuda(); }
 Status softcap(float*, int64_t, float) { return no_cuda(); }
 Status add(float*, const float*, int64_t, float) { return no_cuda(); }
 Status scale(float*, int64_t, float) { return no_cuda(); }
+Status attn_temperature(float*, const int32_t*, int64_t, int64_t, float, int64_t) { return no_cuda(); }
 Status add_rows(float*, const float*, int64_t, int64_t) { return no_cuda(); }
 Status add_rows_id(float*, const float*, const int32_t*, int64_t, int64_t) { return no_cuda(); }
 Status scatter_add(float*, const float*, const int32_t*, int64_t, int64_t, float) { return no_cuda(); }

@@ -59,6 +59,9 @@ class Ops {
   virtual Status rmsnorm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   virtual Status add(float* y, const float* x, int64_t n, float scale) = 0;  // y += scale * x
   virtual Status scale(float* x, int64_t n, float s) = 0;                    // x *= s
+  // row t of q *= 1 + scale ln(floor(pos[t] / floor_len) + 1) (mistral3's attention temperature)
+  virtual Status attn_temperature(float* q, const int32_t* pos, int64_t n_tokens, int64_t width, float scale,
+                                  int64_t floor_len) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) = 0;
   virtual Status add_rows_id(float* y, const float* b, const int32_t* ids, int64_t n_rows, int64_t n) = 0;
   virtual Status scatter_add(float* y, const float* u, const int32_t* rows, int64_t n_rows, int64_t n, float scale) = 0;

@@ -27,7 +27,6 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
-  if (c.attn_temp_scale != 0.0f) return no("attention temperature scaling (attention.temperature_scale)");
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));
   auto type_ok = [&](const Matrix& m) -> Status {
     if (!ops.supports(m.type)) return no(fmt::format("weight type {} ({})", dtype_name(m.type), m.name));
@@ -440,6 +439,8 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
       TM_TRY(ops_.rope({q_, N, c.n_head, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
       TM_TRY(ops_.rope({k_, N, c.n_head_kv, hd, c.n_rot, cos_ + rope_off, sin_ + rope_off, neox}));
     }
+    if (c.attn_temp_scale != 0.0f)  // mistral3: the queries' attention temperature at their positions
+      TM_TRY(ops_.attn_temperature(q_, pos_, N, QD, c.attn_temp_scale, c.attn_temp_floor));
     gpu::GpuKvStoreArgs st;
     st.k = k_, st.v = v_, st.k_tiles = D.k_tiles, st.v_tiles = D.v_tiles;
     st.n_tokens = N, st.n_head_kv = c.n_head_kv, st.head_dim = hd, st.block_size = kv_.block_size;

@@ -128,6 +128,16 @@ class HostOps final : public gpu::Ops {
       for (int64_t i = 0; i < n; ++i) x[i] *= s;
     });
   }
+  Status attn_temperature(float* q, const int32_t* pos, int64_t n_tokens, int64_t width, float scale,
+                          int64_t floor_len) override {
+    return run([=] {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const float f =
+            std::log(std::floor(static_cast<float>(pos[t]) / static_cast<float>(floor_len)) + 1.0f) * scale + 1.0f;
+        for (int64_t i = 0; i < width; ++i) q[t * width + i] *= f;
+      }
+    });
+  }
   Status add_rows(float* y, const float* b, int64_t n_rows, int64_t n) override {
     return run([=] {
       for (int64_t r = 0; r < n_rows; ++r) add_inplace(y + r * n, b, n);

@@ -104,6 +104,19 @@ TEST(GpuKernels, AddAndAddRowsAreExact) {
   std::vector<float> want = y;
   axpy(want.data(), x.data(), 0.22f, rows * n);
   for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got2[k], want[k] * 0.125f) << k;
+  // mistral3's attention temperature: row t times 1 + 0.1 ln(floor(pos[t] / 64) + 1)
+  const std::vector<int32_t> pos = {0, 63, 64, 200};
+  std::vector<float> q = randn(4 * 8, 7);
+  auto dq = put(q);
+  auto dpos = put(pos);
+  ASSERT_TRUE(attn_temperature(static_cast<float*>(dq.get()), static_cast<const int32_t*>(dpos.get()), 4, 8, 0.1f, 64).ok());
+  const auto gotq = get<float>(dq, q.size());
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 8; ++i) {
+      const float f = std::log(std::floor(static_cast<float>(pos[t]) / 64.0f) + 1.0f) * 0.1f + 1.0f;
+      EXPECT_NEAR(gotq[t * 8 + i], q[t * 8 + i] * f, 1e-6f * (1 + std::fabs(q[t * 8 + i]))) << t << " " << i;
+      if (t < 2) EXPECT_EQ(gotq[t * 8 + i], q[t * 8 + i]);  // within the first 64 positions: 1 exactly
+    }
 }
 
 TEST(GpuKernels, RopeIsBitwiseTheCpuRotation) {

@@ -137,7 +137,8 @@ void check_mixed_batches(const std::shared_ptr<Model>& m, gpu::Ops& ops, const s
 TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
   for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
                             "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
-                            "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4"})
+                            "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
+                            "tiny-mistral3"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       // the 64-layer EXAONE 4.0 on the host oracle only: on the emulator it doubles the test's time, and
       // its parts (windows, NoPE layers, no pre-norms) run there in tiny-olmo3, tiny-smollm3, tiny-exaone4
@@ -146,6 +147,20 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
       ASSERT_NE(m, nullptr);
       check_mixed_batches(m, ops(), std::string(shape) + " " + dtype_name(t));
     }
+}
+
+// mistral3's attention temperature where it is not 1: its floor (the YaRN original context, 64 in
+// tiny-mistral3) brought down to 2 and its scale up to 20, so the mixed batches' positions (up to 9) get
+// factors 1 .. 1 + 20 ln 5 -- large enough that leaving it out fails the comparison (checked).
+TEST_P(GpuForwardOn, Mistral3AttentionTemperaturePastItsFloor) {
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    auto m = dummy("tiny-mistral3", t);
+    ASSERT_NE(m, nullptr);
+    ModelConfig& c = const_cast<ModelConfig&>(m->config());
+    c.attn_temp_floor = 2;
+    c.attn_temp_scale = 20.0f;
+    check_mixed_batches(m, ops(), std::string("mistral3 (floor 2, scale 20) ") + dtype_name(t));
+  }
 }
 
 // Files of llama.cpp's other recipes, quantized from a dummy as `tokenmill quantize` does: Q2_K, Q3_K_M
@@ -623,12 +638,6 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().find("weight type"), std::string::npos) << st.error();
   }
-  // mistral3's attention temperature (a per-position query scale) is not built on the device yet
-  auto mistral3 = dummy("tiny-mistral3", DType::F32);
-  ASSERT_NE(mistral3, nullptr);
-  auto m3 = gpu_forward_supports(*mistral3, gpu_host_ops());
-  ASSERT_FALSE(m3.ok());
-  EXPECT_NE(m3.error().find("attention temperature"), std::string::npos) << m3.error();
   for (const char* shape : {"tiny-olmoe", "tiny-gpt-oss"}) {
     auto moe = dummy(shape, DType::F32);
     ASSERT_NE(moe, nullptr);
