@@ -5,6 +5,12 @@
 namespace tmill {
 namespace {
 
+// Granite's four scalars (embedding, residual, attention, logit scales) on a shape.
+ModelShape granite(ModelShape s, float embd, float resid, float attn, float logit) {
+  s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
+  return s;
+}
+
 // Llama family: Llama 2/3, TinyLlama.
 std::vector<ModelShape> llama_shapes() {
   ModelShape l32{"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true};
@@ -77,10 +83,6 @@ std::vector<ModelShape> gemma_shapes() {
 // over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense), GLM-4 (dense: sandwich norms,
 // q/k/v biases, fused gate/up, half-head RoPE).
 std::vector<ModelShape> more_shapes() {
-  auto granite = [](ModelShape s, float embd, float resid, float attn, float logit) {
-    s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
-    return s;
-  };
   ModelShape o3{"olmo-3-7b", "olmo2", 100278, 4096, 32, 32, 32, 128, 11008, 65536, 500000.0f, 1e-6f, false};
   o3.n_swa = 4096;
   o3.rope_scaling = "yarn";
@@ -205,10 +207,6 @@ std::vector<ModelShape> moe_shapes() {
     s.n_ff_shexp = ff_shexp;
     return s;
   };
-  auto granite_moe = [](ModelShape s, float embd, float resid, float attn, float logit) {
-    s.embd_scale = embd, s.residual_scale = resid, s.attn_scale = attn, s.logit_scale = logit;
-    return s;
-  };
   return {
       moe({"olmoe-1b-7b", "olmoe", 50304, 2048, 16, 16, 16, 128, 1024, 4096, 10000.0f, 1e-5f, false}, 64, 8, 0, 0),
       moe({"qwen3-30b-a3b", "qwen3moe", 151936, 2048, 48, 32, 4, 128, 6144, 40960, 1000000.0f, 1e-6f, false}, 128, 8,
@@ -220,9 +218,9 @@ std::vector<ModelShape> moe_shapes() {
       moe({"tiny-qwen3moe", "qwen3moe", 512, 64, 2, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true}, 8, 2, 32, 0),
       moe({"tiny-qwen2moe", "qwen2moe", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 96),
       moe({"tiny-mixtral", "llama", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, false}, 8, 2, 0, 0),
-      granite_moe(moe({"granite-3.1-3b-a800m", "granitemoe", 49155, 1536, 32, 24, 8, 64, 512, 131072, 10000000.0f, 1e-6f,
+      granite(moe({"granite-3.1-3b-a800m", "granitemoe", 49155, 1536, 32, 24, 8, 64, 512, 131072, 10000000.0f, 1e-6f,
                        true}, 40, 8, 0, 0), 12.0f, 0.22f, 0.015625f, 6.0f),
-      granite_moe(moe({"tiny-granitemoe", "granitemoe", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-6f, true}, 8, 2, 0, 0),
+      granite(moe({"tiny-granitemoe", "granitemoe", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-6f, true}, 8, 2, 0, 0),
                   6.0f, 0.5f, 0.1f, 4.0f),
   };
 }

@@ -162,18 +162,15 @@ Status parse_rope_scaling(const Reader& r, const json& rs, HfConfig* c) {
 
 // phi3: fused tensors, partial rotary, the original context and LongRoPE's factor lengths (as
 // llama.cpp's Phi3MiniModel: rope dims = int(partial_rotary_factor * hidden) / heads).
-Status parse_phi3(const Reader& r, const json& j, const json* rp, HfConfig* c) {
+Status parse_phi3(const Reader& r, const json& j, HfConfig* c) {
   c->fused_qkv_ffn = true;
   if (c->q_dim() != c->hidden_size)
     return r.err(fmt::format("phi3 needs num_attention_heads * head_dim == hidden_size ({} != {})", c->q_dim(),
                              c->hidden_size));
-  const json& rpj = rp ? *rp : j;
-  TM_ASSIGN_OR_RETURN(double pct, r.number(r.get("partial_rotary_factor") ? j : rpj, "partial_rotary_factor", 1.0, ""));
-  if (!(pct > 0 && pct <= 1)) return r.err(fmt::format("\"partial_rotary_factor\" {} must be in (0, 1]", pct));
-  c->rope_dims = static_cast<int64_t>(pct * static_cast<double>(c->hidden_size)) / c->num_attention_heads;
-  if (c->rope_dims < 2 || c->rope_dims % 2 != 0 || c->rope_dims > c->head_dim)
-    return r.err(fmt::format("partial_rotary_factor {} gives {} rotary dimensions (must be even, 2 .. head_dim)", pct,
-                             c->rope_dims));
+  const int64_t hidden = c->hidden_size, heads = c->num_attention_heads;
+  TM_ASSIGN_OR_RETURN(c->rope_dims, detail::partial_rotary_dims(r, j, 1.0, c->head_dim, [=](double pct) {
+                        return static_cast<int64_t>(pct * static_cast<double>(hidden)) / heads;
+                      }));
   auto& s = c->rope_scaling;
   if (s.type != HfRopeScalingType::None && s.type != HfRopeScalingType::LongRope)
     return r.err("phi3 supports longrope rope_scaling only");
@@ -338,7 +335,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   if (c.gguf_arch == "gpt-oss") TM_TRY(parse_gptoss(r, j, source, &c));
   if (detail::is_gemma_arch(c.hf_arch)) TM_TRY(detail::parse_gemma(r, j, &c));
   TM_TRY(detail::parse_family(r, j, &c));
-  if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, rp, &c));
+  if (c.gguf_arch == "phi3") TM_TRY(parse_phi3(r, j, &c));
   else if (c.rope_scaling.type == HfRopeScalingType::LongRope)
     return r.err(fmt::format("longrope rope_scaling is supported for Phi3ForCausalLM only, not {}", c.hf_arch));
 

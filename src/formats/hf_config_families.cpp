@@ -61,22 +61,6 @@ Status parse_smollm3(const HfConfigReader& r, HfConfig* c) {
   return {};
 }
 
-// layer_types: "sliding_attention" / "full_attention" per layer, into swa_layers.
-Status read_layer_types(const HfConfigReader& r, HfConfig* c) {
-  const int64_t L = c->num_hidden_layers;
-  const json* lt = r.get("layer_types");
-  if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
-    return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
-  c->swa_layers.assign(static_cast<size_t>(L), false);
-  for (int64_t i = 0; i < L; ++i) {
-    const json& t = (*lt)[static_cast<size_t>(i)];
-    if (t != "sliding_attention" && t != "full_attention")
-      return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
-    c->swa_layers[static_cast<size_t>(i)] = t == "sliding_attention";
-  }
-  return {};
-}
-
 // OLMo 2 / OLMo 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm after each
 // block, q_norm [hidden_size] and k_norm [kv heads x head] over the whole projection. OLMo 3's
 // sliding_window applies to the layers layer_types says (else all but every fourth), written as a
@@ -90,9 +74,11 @@ Status parse_olmo2(const HfConfigReader& r, HfConfig* c) {
                              "num_attention_heads", c->head_dim, c->num_attention_heads, c->hidden_size));
   if (!r.get("sliding_window")) return {};
   TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
-  if (r.get("layer_types")) return read_layer_types(r, c);
-  c->swa_layers.assign(static_cast<size_t>(c->num_hidden_layers), false);
-  for (int64_t i = 0; i < c->num_hidden_layers; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % 4 != 0;
+  if (r.get("layer_types")) {
+    TM_ASSIGN_OR_RETURN(c->swa_layers, read_layer_types(r, c->num_hidden_layers));
+  } else {
+    c->swa_layers = sliding_but_every_nth(c->num_hidden_layers, 4);
+  }
   return {};
 }
 
@@ -104,13 +90,16 @@ Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
   c->post_norms = true;
   if (!r.get("sliding_window")) return {};
   TM_ASSIGN_OR_RETURN(c->sliding_window, r.integer("sliding_window", std::nullopt, 1, int64_t{1} << 32));
-  if (r.get("layer_types")) return read_layer_types(r, c);
+  if (r.get("layer_types")) {
+    TM_ASSIGN_OR_RETURN(c->swa_layers, read_layer_types(r, c->num_hidden_layers));
+    return {};
+  }
   const json* p = r.get("sliding_window_pattern");
   if (!p) return {};  // (the converter writes no pattern then: llama.cpp's default, three of four)
   const int64_t L = c->num_hidden_layers;
-  c->swa_layers.assign(static_cast<size_t>(L), false);
   if (p->is_string() && !p->get<std::string>().empty()) {
     const std::string s = p->get<std::string>();
+    c->swa_layers.assign(static_cast<size_t>(L), false);
     for (int64_t i = 0; i < L; ++i) {
       const char ch = s[static_cast<size_t>(i) % s.size()];
       if (ch != 'L' && ch != 'G')
@@ -120,9 +109,10 @@ Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
     return {};
   }
   TM_ASSIGN_OR_RETURN(const int64_t every, r.integer("sliding_window_pattern", std::nullopt, 1, 1 << 20));
-  for (int64_t i = 0; i < L; ++i) c->swa_layers[static_cast<size_t>(i)] = (i + 1) % every != 0;
+  c->swa_layers = sliding_but_every_nth(L, every);
   return {};
 }
+
 // GLM-4-0414: sandwich norms (input_layernorm, post_self_attn_layernorm, post_attention_layernorm as
 // the FFN's pre-norm, post_mlp_layernorm), gate_up_proj kept fused (gate rows first), RoPE on adjacent
 // pairs (GLM's interleaved rotary: no q/k permutation) over partial_rotary_factor (default 0.5) of
@@ -130,14 +120,11 @@ Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
 Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
   c->post_norms = true;
   c->fused_ffn = true;
+  const int64_t hd = c->head_dim;
+  TM_ASSIGN_OR_RETURN(c->rope_dims, partial_rotary_dims(r, j, 0.5, hd, [hd](double pct) {
+                        return static_cast<int64_t>(static_cast<double>(hd) * pct);
+                      }));
   const json* rp = r.get("rope_parameters");
-  const json& src = r.get("partial_rotary_factor") || !rp || !rp->is_object() ? j : *rp;
-  TM_ASSIGN_OR_RETURN(const double pct, r.number(src, "partial_rotary_factor", 0.5, ""));
-  if (!(pct <= 1)) return r.err(fmt::format("\"partial_rotary_factor\" {} must be in (0, 1]", pct));
-  c->rope_dims = static_cast<int64_t>(static_cast<double>(c->head_dim) * pct);
-  if (c->rope_dims < 2 || c->rope_dims % 2 != 0)
-    return r.err(fmt::format("partial_rotary_factor {} gives {} rotary dimensions (must be even, 2 .. head_dim)", pct,
-                             c->rope_dims));
   for (const json* o : {&j, rp})
     if (o && o->is_object() && (o->contains("mrope_section") ||
                                 (o->contains("rope_scaling") && (*o)["rope_scaling"].is_object() &&
@@ -145,28 +132,24 @@ Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
       return r.err("mrope_section: GLM-4V's M-RoPE is not supported (text GLM-4 only)");
   return {};
 }
+
 // Ministral 3: YaRN is required (as llama.cpp's converter asserts); its mscale_all_dim and
 // llama_4_scaling_beta (in rope_parameters, or rope_scaling / the top level) are kept for the GGUF.
-Status parse_ministral3(const HfConfigReader& r, const json& j, HfConfig* c) {
+Status parse_ministral3(const HfConfigReader& r, HfConfig* c) {
   if (c->rope_scaling.type != HfRopeScalingType::Yarn)
     return r.err("Ministral 3 needs a yarn rope_parameters (rope_type \"yarn\"), as GGUF mistral3 computes it");
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     const json* o = r.get(key);
     if (!o || !o->is_object()) continue;
-    if (o->contains("mscale_all_dim")) {
-      const json& v = (*o)["mscale_all_dim"];
+    for (auto [field, out] : {std::pair{"mscale_all_dim", &c->yarn_log_mul},
+                              std::pair{"llama_4_scaling_beta", &c->attn_temperature_scale}}) {
+      if (!o->contains(field)) continue;
+      const json& v = (*o)[field];
       if (!v.is_number() || !std::isfinite(v.get<double>()))
-        return r.err(fmt::format("\"{}.mscale_all_dim\" must be a number, got {}", key, v.dump()));
-      c->yarn_log_mul = v.get<double>();
-    }
-    if (o->contains("llama_4_scaling_beta")) {
-      const json& v = (*o)["llama_4_scaling_beta"];
-      if (!v.is_number() || !std::isfinite(v.get<double>()))
-        return r.err(fmt::format("\"{}.llama_4_scaling_beta\" must be a number, got {}", key, v.dump()));
-      c->attn_temperature_scale = v.get<double>();
+        return r.err(fmt::format("\"{}.{}\" must be a number, got {}", key, field, v.dump()));
+      *out = v.get<double>();
     }
   }
-  (void)j;
   return {};
 }
 }  // namespace
@@ -177,8 +160,41 @@ Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
   if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);
   if (c->gguf_arch == "glm4") return parse_glm4(r, j, c);
-  if (c->gguf_arch == "mistral3") return parse_ministral3(r, j, c);
+  if (c->gguf_arch == "mistral3") return parse_ministral3(r, c);
   return {};
+}
+
+Result<std::vector<bool>> read_layer_types(const HfConfigReader& r, int64_t n_layer) {
+  const json* lt = r.get("layer_types");
+  if (!lt || !lt->is_array() || static_cast<int64_t>(lt->size()) != n_layer)
+    return r.err(fmt::format("\"layer_types\" must list the {} layers", n_layer));
+  std::vector<bool> slides(static_cast<size_t>(n_layer));
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const json& t = (*lt)[static_cast<size_t>(i)];
+    if (t != "sliding_attention" && t != "full_attention")
+      return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
+    slides[static_cast<size_t>(i)] = t == "sliding_attention";
+  }
+  return slides;
+}
+
+std::vector<bool> sliding_but_every_nth(int64_t n_layer, int64_t n) {
+  std::vector<bool> slides(static_cast<size_t>(n_layer));
+  for (int64_t i = 0; i < n_layer; ++i) slides[static_cast<size_t>(i)] = (i + 1) % n != 0;
+  return slides;
+}
+
+Result<int64_t> partial_rotary_dims(const HfConfigReader& r, const json& j, double def, int64_t head_dim,
+                                    const std::function<int64_t(double)>& dims_of) {
+  const json* rp = r.get("rope_parameters");
+  const json& src = r.get("partial_rotary_factor") || !rp || !rp->is_object() ? j : *rp;
+  TM_ASSIGN_OR_RETURN(const double pct, r.number(src, "partial_rotary_factor", def, ""));
+  if (!(pct > 0 && pct <= 1)) return r.err(fmt::format("\"partial_rotary_factor\" {} must be in (0, 1]", pct));
+  const int64_t dims = dims_of(pct);
+  if (dims < 2 || dims % 2 != 0 || dims > head_dim)
+    return r.err(fmt::format("partial_rotary_factor {} gives {} rotary dimensions (must be even, 2 .. head_dim)", pct,
+                             dims));
+  return dims;
 }
 
 }  // namespace tmill::detail

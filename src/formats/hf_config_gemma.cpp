@@ -89,20 +89,13 @@ Status parse_gemma(const HfConfigReader& r, const json& j, HfConfig* c) {
   // which layers slide: layer_types, else sliding_window_pattern (gemma3), else the family's pattern
   const int64_t L = c->num_hidden_layers;
   const int64_t family_pattern = g3 ? 6 : 2;
-  std::vector<bool> slides(static_cast<size_t>(L));
-  if (const json* lt = r.get("layer_types")) {
-    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
-      return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
-    for (int64_t i = 0; i < L; ++i) {
-      const json& t = (*lt)[static_cast<size_t>(i)];
-      if (t != "sliding_attention" && t != "full_attention")
-        return r.err(fmt::format("layer_types[{}] is {}, expected \"sliding_attention\" or \"full_attention\"", i, t.dump()));
-      slides[static_cast<size_t>(i)] = t == "sliding_attention";
-    }
+  std::vector<bool> slides;
+  if (r.get("layer_types")) {
+    TM_ASSIGN_OR_RETURN(slides, read_layer_types(r, L));
   } else {
     // every p-th layer global (Gemma 2: p = 2, its even layers slide; Gemma 3: p = 6)
     TM_ASSIGN_OR_RETURN(const int64_t p, r.integer("sliding_window_pattern", family_pattern, 1, 1 << 20));
-    for (int64_t i = 0; i < L; ++i) slides[static_cast<size_t>(i)] = (i + 1) % p != 0;
+    slides = sliding_but_every_nth(L, p);
   }
   bool any = false, family = true;
   for (int64_t i = 0; i < L; ++i) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +76,16 @@ bool is_gemma_arch(const std::string& hf_arch);
 
 void prepare_gemma_config(nlohmann::json& j);
 Status parse_gemma(const HfConfigReader& r, const nlohmann::json& j, HfConfig* c);
+
+// Which layers slide (hf_config_families.cpp): config.json's layer_types ("sliding_attention" /
+// "full_attention", one per layer; present), or every layer but every n-th.
+Result<std::vector<bool>> read_layer_types(const HfConfigReader& r, int64_t n_layer);
+std::vector<bool> sliding_but_every_nth(int64_t n_layer, int64_t n);
+
+// partial_rotary_factor (at the top, else in transformers 5's rope_parameters; `def` when absent) and
+// the rotary dimensions `dims_of(factor)` the family's converter makes of it, checked: even, 2 .. head_dim.
+Result<int64_t> partial_rotary_dims(const HfConfigReader& r, const nlohmann::json& j, double def, int64_t head_dim,
+                                    const std::function<int64_t(double)>& dims_of);
 
 // Granite, SmolLM3, OLMo 2 / OLMo 3 (hf_config_families.cpp): their own fields into `c` (nothing for
 // the other families).

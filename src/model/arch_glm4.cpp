@@ -10,7 +10,7 @@
 
 namespace tmill {
 namespace {
-Status read_glm4(const GgufFile& f, ModelConfig& c) {
+Status read_glm4(const GgufFile& f, ModelConfig&) {
   if (const GgufValue* s = f.find("glm4.rope.dimension_sections")) {
     auto v = s->as_int_array();
     bool any = false;
@@ -18,7 +18,6 @@ Status read_glm4(const GgufFile& f, ModelConfig& c) {
       for (int64_t x : *v) any = any || x != 0;
     if (any || !v) return Error{"glm4.rope.dimension_sections: GLM-4V's M-RoPE is not supported (text GLM-4 only)"};
   }
-  (void)c;
   return {};
 }
 }  // namespace

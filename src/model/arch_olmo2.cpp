@@ -16,9 +16,7 @@ Status read_olmo2(const GgufFile& f, ModelConfig& c) {
   RopeParams plain;
   plain.theta = c.rope_theta;
   plain.n_ctx_orig = c.ropes[0].n_ctx_orig;
-  c.ropes.push_back(plain);
-  for (auto& la : c.layer_attn)
-    if (la.window > 0) la.rope = static_cast<int>(c.ropes.size()) - 1;
+  set_sliding_rope(c, plain);
   return {};
 }
 }  // namespace

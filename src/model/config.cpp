@@ -153,7 +153,11 @@ void set_sliding_rope(ModelConfig& c, float theta, float freq_scale) {
   RopeParams r = c.ropes[0];
   r.theta = theta;
   r.freq_scale = freq_scale;
-  if (r.theta == c.ropes[0].theta && r.freq_scale == c.ropes[0].freq_scale) return;
+  set_sliding_rope(c, r);
+}
+
+void set_sliding_rope(ModelConfig& c, const RopeParams& r) {
+  if (r == c.ropes[0]) return;
   c.ropes.push_back(r);
   const int idx = static_cast<int>(c.ropes.size()) - 1;
   for (auto& la : c.layer_attn)

@@ -82,6 +82,7 @@ struct RopeParams {
   float beta_fast = 32.0f, beta_slow = 1.0f;
   int64_t n_ctx_orig = 0;
   float attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos/sin
+  bool operator==(const RopeParams&) const = default;
 };
 
 // One layer's attention: the positions it sees and its RoPE.
@@ -136,9 +137,10 @@ struct ModelConfig {
   float attn_temp_scale = 0.0f;
   int64_t attn_temp_floor = 0;
   float attn_temperature(int64_t pos) const {
-    return attn_temp_scale == 0.0f ? 1.0f
-                                   : std::log(std::floor(static_cast<float>(pos) / static_cast<float>(attn_temp_floor)) + 1.0f) *
-                                             attn_temp_scale + 1.0f;
+    return attn_temp_scale == 0.0f ? 1.0f : attn_temperature_factor(pos, attn_temp_scale, attn_temp_floor);
+  }
+  static float attn_temperature_factor(int64_t pos, float scale, int64_t floor_len) {
+    return std::log(std::floor(static_cast<float>(pos) / static_cast<float>(floor_len)) + 1.0f) * scale + 1.0f;
   }
   // Mixture of experts (0 experts: a dense FFN). n_ff_exp: rows of each expert's gate/up;
   // n_ff_shexp: the shared expert's (qwen2moe).
@@ -160,9 +162,11 @@ Result<ModelConfig> read_model_config(const GgufFile& file);
 // `pattern`th layer dense (layer il slides when il % pattern < pattern - 1; pattern 0: all slide).
 // Returns whether a window was set.
 Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def, int64_t pattern);
-// Gives the sliding-window layers their own RoPE (ModelConfig::ropes[1], the global one's YaRN and
-// attention factor with base `theta` and `freq_scale`) when it differs from the global one.
+// Gives the sliding-window layers their own RoPE `r` (ModelConfig::ropes[1]) when it differs from the
+// global one; the first form: the global one's YaRN and attention factor with base `theta` and
+// `freq_scale` (gemma2/gemma3; olmo2 gives plain RoPE).
 void set_sliding_rope(ModelConfig& c, float theta, float freq_scale);
+void set_sliding_rope(ModelConfig& c, const RopeParams& r);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 

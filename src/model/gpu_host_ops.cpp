@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "model/config.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/moe.h"
@@ -132,8 +133,7 @@ class HostOps final : public gpu::Ops {
                           int64_t floor_len) override {
     return run([=] {
       for (int64_t t = 0; t < n_tokens; ++t) {
-        const float f =
-            std::log(std::floor(static_cast<float>(pos[t]) / static_cast<float>(floor_len)) + 1.0f) * scale + 1.0f;
+        const float f = ModelConfig::attn_temperature_factor(pos[t], scale, floor_len);
         for (int64_t i = 0; i < width; ++i) q[t * width + i] *= f;
       }
     });

@@ -193,6 +193,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
     const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
     const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
+    const float temperature = c.attn_temperature(pos);  // mistral3 (1 for the others)
     if (full) {
       ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
       ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
@@ -201,8 +202,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       float* qh = q_.data() + h * hd;
       if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
       if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-      if (c.attn_temp_scale != 0.0f)  // mistral3's attention temperature
-        for (int64_t i = 0; i < hd; ++i) qh[i] *= c.attn_temperature(pos);
+      if (temperature != 1.0f)
+        for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
     }
     for (int64_t h = 0; h < c.n_head_kv; ++h) {
       float* kh = k_.data() + h * hd;
@@ -251,16 +252,16 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   return logits_;
 }
 
-// Multi-head attention of q_ over layer l's cached positions up to pos (those within the layer's
-// sliding window, when it has one); query head h reads kv head h / group. Scores q.k * attn_scale,
-// soft-capped when the model says so (gemma2), softmax (with the head's sink logit in the denominator:
-// gpt-oss), weighted sum of values into att_out_.
 void ReferenceForward::pre_norm(const std::vector<float>& norm) {
   const ModelConfig& c = model_->config();
   if (norm.empty()) std::copy(x_.begin(), x_.begin() + c.n_embd, xb_.begin());
   else ref::rmsnorm(xb_.data(), x_.data(), norm.data(), c.n_embd, c.rms_eps);
 }
 
+// Multi-head attention of q_ over layer l's cached positions up to pos (those within the layer's
+// sliding window, when it has one); query head h reads kv head h / group. Scores q.k * attn_scale,
+// soft-capped when the model says so (gemma2), softmax (with the head's sink logit in the denominator:
+// gpt-oss), weighted sum of values into att_out_.
 void ReferenceForward::attention(int64_t l, int64_t pos) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim, kv_dim = c.kv_dim();

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "hf_folder.h"
+#include "round_trip.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/reference.h"
@@ -196,22 +197,6 @@ GgufFile open_gguf(const std::string& path) {
   return std::move(f).value();
 }
 
-// Every tensor of `want` in `got` with the same type, shape and bytes (from `alt` for those it has
-// and `use_alt` says).
-void expect_tensors(const GgufFile& got, const GgufFile& want, const GgufFile* alt = nullptr,
-                    const std::function<bool(const std::string&)>& use_alt = nullptr) {
-  EXPECT_EQ(got.tensors().size(), want.tensors().size());
-  for (const GgufTensorInfo& w0 : want.tensors()) {
-    const GgufTensorInfo& w = alt && use_alt(w0.name) ? *alt->find_tensor(w0.name) : w0;
-    const GgufTensorInfo* t = got.find_tensor(w.name);
-    ASSERT_NE(t, nullptr) << w.name;
-    EXPECT_EQ(t->type, w.type) << w.name;
-    EXPECT_EQ(t->ne, w.ne) << w.name;
-    ASSERT_EQ(t->nbytes, w.nbytes) << w.name;
-    EXPECT_EQ(std::memcmp(t->data, w.data, w.nbytes), 0) << w.name;
-  }
-}
-
 // The dummy's hyper-parameters (as llama.cpp reads them), the same in the converted file.
 void expect_same_keys(const GgufFile& got, const GgufFile& want) {
   int n = 0;
@@ -245,7 +230,7 @@ TEST(HfConvertGptOss, DequantizedCheckpointRoundTrip) {
   const GgufFile f = open_gguf(out);
   EXPECT_EQ(f.get_string("general.architecture"), "gpt-oss");
   EXPECT_EQ(f.get_int("general.file_type"), 0);
-  expect_tensors(f, g);
+  expect_same_tensors(f, g);
   expect_same_keys(f, g);
   // rope_scaling's beta_fast / beta_slow, as llama.cpp's converter copies them
   EXPECT_EQ(f.get_number("gpt-oss.rope.scaling.yarn_beta_fast"), 32.0);
@@ -293,7 +278,7 @@ TEST(HfConvertGptOss, Mxfp4CheckpointRoundTrip) {
   const GgufFile f = open_gguf(out);
   EXPECT_EQ(f.get_int("general.file_type"), 38);  // MOSTLY_MXFP4_MOE, as llama.cpp's converter says
   // the expert matrices: the MXFP4 dummy's blocks, bit for bit; everything else the F32 dummy's
-  expect_tensors(f, g, &mx, [](const std::string& n) { return n.find("_exps.weight") != std::string::npos; });
+  expect_same_tensors(f, g, &mx, [](const std::string& n) { return n.find("_exps.weight") != std::string::npos; });
   expect_same_keys(f, g);
   // llama.cpp writes the repacked MXFP4 tensors first
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(f.tensors()[i].type, DType::MXFP4) << f.tensors()[i].name;

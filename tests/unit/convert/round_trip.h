@@ -1,10 +1,12 @@
 // The convert tests' round trip: a tiny `tokenmill dummy` model (F32) written back as a Hugging Face
 // folder must convert to the same model -- the same tensors byte for byte, the same hyper-parameters,
-// the same logits. Helpers shared by the family tests (hf_gemma_test.cpp, hf_families_test.cpp).
+// the same logits. Helpers shared by the family tests (hf_gemma_test.cpp, hf_families_test.cpp,
+// hf_gptoss_test.cpp).
 #pragma once
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,9 +62,13 @@ inline std::string convert_error(const nlohmann::json& cfg, const HfTensors& t) 
   return st.ok() ? "<converted OK>" : st.error();
 }
 
-inline void expect_same_tensors(const GgufFile& got, const GgufFile& want) {
+// Every tensor of `want` in `got` with the same type, shape and bytes (from `alt` for those it has and
+// `use_alt` says: gpt-oss's MXFP4 experts).
+inline void expect_same_tensors(const GgufFile& got, const GgufFile& want, const GgufFile* alt = nullptr,
+                                const std::function<bool(const std::string&)>& use_alt = nullptr) {
   EXPECT_EQ(got.tensors().size(), want.tensors().size());
-  for (const GgufTensorInfo& w : want.tensors()) {
+  for (const GgufTensorInfo& w0 : want.tensors()) {
+    const GgufTensorInfo& w = alt && use_alt(w0.name) ? *alt->find_tensor(w0.name) : w0;
     const GgufTensorInfo* g = got.find_tensor(w.name);
     ASSERT_NE(g, nullptr) << w.name;
     EXPECT_EQ(g->type, w.type) << w.name;
