@@ -189,6 +189,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool olmo2 = s.arch == "olmo2";  // no pre-norms; post norms; q/k norms over the whole projection
   const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
   const bool glm4 = s.arch == "glm4";        // pre- and post-norms, q/k/v biases, fused gate/up
+  const bool glm4moe = s.arch == "glm4moe";  // q/k/v biases, sigmoid routing with a selection bias, shared expert
   const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4 || glm4;
   if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
       !exaone4)
@@ -208,14 +209,19 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
   const bool gptoss = s.arch == "gpt-oss";
-  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss || s.arch == "granitemoe";
+  const bool moe_arch =
+      s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss || s.arch == "granitemoe" || glm4moe;
   const bool moe = moe_arch || s.n_expert > 0;
-  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss;  // else experts have n_ff rows
+  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe;  // else n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
-  const int64_t n_ff_shexp = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  const int64_t n_shared = glm4moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
+  const int64_t n_ff_shexp = glm4moe ? n_shared * n_ff_exp : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  if (!glm4moe && (s.n_expert_shared > 0 || s.n_dense_lead > 0 || s.expert_weights_scale > 0 || s.qk_norm))
+    return Error{"shared expert counts, leading dense layers, expert weight scales and q/k norms are glm4moe's here"};
+  if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, llama)",
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
@@ -285,6 +291,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+    if (glm4moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 (sigmoid gating, renormalized)
+      w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
+      w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+      w.set_u32(a + "expert_gating_func", 2);
+      w.set_bool(a + "expert_weights_norm", true);
+      if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
+    }
   }
   if (s.n_swa > 0) {
     w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
@@ -430,12 +443,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4) {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4) {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
@@ -453,8 +466,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
     if (!olmo2 && !exaone4)
-      TM_TRY(add_vector(p + (gptoss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
-    if (moe) {
+      TM_TRY(add_vector(p + (gptoss || glm4moe ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
+    if (moe && l >= s.n_dense_lead) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie
       TM_TRY(add_matrix(p + "ffn_gate_inp.weight", s.n_expert, s.n_embd, DType::F32, 4 * w_spread));
@@ -467,8 +480,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_matrix(p + "ffn_up_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
         TM_TRY(add_matrix(p + "ffn_down_exps.bias", s.n_expert, s.n_embd, DType::F32, 0.05f));
       }
-      if (s.arch == "qwen2moe") {
-        TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
+      if (glm4moe)  // the selection bias: of the order of the sigmoid scores' spread, so it changes choices
+        TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
+      if (s.arch == "qwen2moe" || glm4moe) {
+        if (!glm4moe) TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));

@@ -26,6 +26,12 @@ struct ModelShape {
   // experts per token, each expert's FFN rows (0 = n_ff; olmoe and llama need n_ff), the shared
   // expert's rows (qwen2moe; 0 = n_ff).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  // glm4moe: shared experts (expert_shared_count; one SwiGLU of count x n_ff_exp rows; 0: the family's
+  // default, 1), dense layers before the expert layers (leading_dense_block_count), the chosen experts'
+  // weight scale (expert_weights_scale; 0: not written), per-head q/k norms (GLM-4.5; Air has none).
+  int64_t n_expert_shared = 0, n_dense_lead = 0;
+  float expert_weights_scale = 0;
+  bool qk_norm = false;
   // Sliding-window attention: the window (attention.sliding_window; gemma2/gemma3, gpt-oss (its even
   // layers), and llama as Mistral 7B v0.1 writes it), every swa_pattern-th layer global (0: the family's default, gemma2 2,
   // gemma3 6; llama: all layers slide), the sliding layers' RoPE base (rope.freq_base_swa; 0: none).
@@ -51,7 +57,7 @@ struct ModelShape {
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
 // "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker", "tiny-gemma", "tiny-granite",
 // "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
-// "tiny-glm4", "tiny-granitemoe", "tiny-mistral3").
+// "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -200,6 +200,17 @@ std::vector<ModelShape> phi3_shapes() {
 // Mixtral 8x7B (llama with experts), Granite 3.1 3B-A800M (granitemoe, with granite's scalars), and
 // tiny ones of each (8 experts, 2 per token, 256-wide rows).
 std::vector<ModelShape> moe_shapes() {
+  // GLM-4.5-Air and GLM-4.5 (glm4moe, config.json; their NextN block left out): RoPE over half of
+  // each head, one shared expert, the first 1 / 3 layers dense, sigmoid routing, the chosen weights times 1 / 2.5,
+  // q/k norms in GLM-4.5 only. tiny-glm4moe: the first of 3 layers dense, scale 2.5, q/k norms.
+  auto glm = [](ModelShape s, int64_t dense_lead, float scale, bool qk_norm) {
+    s.n_rot = s.head_dim / 2;
+    s.n_expert_shared = 1;
+    s.n_dense_lead = dense_lead;
+    s.expert_weights_scale = scale;
+    s.qk_norm = qk_norm;
+    return s;
+  };
   auto moe = [](ModelShape s, int64_t n_expert, int64_t used, int64_t ff_exp, int64_t ff_shexp) {
     s.n_expert = n_expert;
     s.n_expert_used = used;
@@ -222,6 +233,12 @@ std::vector<ModelShape> moe_shapes() {
                        true}, 40, 8, 0, 0), 12.0f, 0.22f, 0.015625f, 6.0f),
       granite(moe({"tiny-granitemoe", "granitemoe", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-6f, true}, 8, 2, 0, 0),
                   6.0f, 0.5f, 0.1f, 4.0f),
+      glm(moe({"glm-4.5-air", "glm4moe", 151552, 4096, 46, 96, 8, 128, 10944, 131072, 1000000.0f, 1e-5f, false}, 128, 8,
+              1408, 0), 1, 1.0f, false),
+      glm(moe({"glm-4.5", "glm4moe", 151552, 5120, 92, 96, 8, 128, 12288, 131072, 1000000.0f, 1e-5f, false}, 160, 8,
+              1536, 0), 3, 2.5f, true),
+      glm(moe({"tiny-glm4moe", "glm4moe", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 8, 2, 32, 0), 1,
+          2.5f, true),
   };
 }
 

@@ -4,19 +4,59 @@
 // pairs over half of each head (rope.dimension_count), and gate/up fused into ffn_up (gate rows
 // first), as llama.cpp's glm4 graph. GLM-4V's M-RoPE (rope.dimension_sections) is refused: its text
 // positions are not checked here.
+// GLM-4.5 / GLM-4.6 / GLM-4.5-Air (GGUF "glm4moe"), as llama.cpp's glm4moe graph: RMSNorm before
+// attention and before the FFN (post_attention_norm is the FFN's pre-norm), q/k/v biases, per-head
+// q/k norms when the file has them (GLM-4.5, not Air), NeoX RoPE over rope.dimension_count of each
+// head (half); the first leading_dense_block_count layers a dense SwiGLU FFN of feed_forward_length
+// rows, the others experts of expert_feed_forward_length rows routed as DeepSeek-V3: gate scores
+// sigmoid(logit) (expert_gating_func 2, the default; 1 is softmax), the experts chosen by score +
+// exp_probs_b.bias, weighted by their scores, renormalized when expert_weights_norm, times
+// expert_weights_scale; plus expert_shared_count ungated shared experts (one SwiGLU of
+// count x expert_feed_forward_length rows) on every token. The NextN block is left out (config.cpp).
+// Grouped routing (expert_group_count > 1) is refused in config.cpp.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "model/config.h"
 
 namespace tmill {
 namespace {
-Status read_glm4(const GgufFile& f, ModelConfig&) {
-  if (const GgufValue* s = f.find("glm4.rope.dimension_sections")) {
+Status read_glm4(const GgufFile& f, ModelConfig& c) {
+  if (const GgufValue* s = f.find(c.arch.name + ".rope.dimension_sections")) {
     auto v = s->as_int_array();
     bool any = false;
     if (v)
       for (int64_t x : *v) any = any || x != 0;
-    if (any || !v) return Error{"glm4.rope.dimension_sections: GLM-4V's M-RoPE is not supported (text GLM-4 only)"};
+    if (any || !v)
+      return Error{fmt::format("{}.rope.dimension_sections: GLM-4V's M-RoPE is not supported (text GLM-4 only)",
+                               c.arch.name)};
+  }
+  return {};
+}
+
+Status read_glm4moe(const GgufFile& f, ModelConfig& c) {
+  TM_TRY(read_glm4(f, c));
+  const std::string a = c.arch.name + ".";
+  const int64_t gating = f.get_int(a + "expert_gating_func").value_or(0);
+  if (gating != 0 && gating != 1 && gating != 2)
+    return Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, gating)};
+  c.moe_sigmoid = gating != 1;  // llama.cpp: absent means sigmoid for GLM-4.5
+  const auto shared = f.get_int(a + "expert_shared_count");
+  if (!shared) return Error{fmt::format("missing metadata key '{}expert_shared_count'", a)};
+  if (*shared < 0 || *shared > 64) return Error{fmt::format("{}expert_shared_count {} is out of range", a, *shared)};
+  c.n_ff_shexp = *shared * c.n_ff_exp;
+  c.n_layer_dense_lead = f.get_int(a + "leading_dense_block_count").value_or(0);
+  if (c.n_layer_dense_lead < 0 || c.n_layer_dense_lead > c.n_layer)
+    return Error{fmt::format("{}leading_dense_block_count {} is out of range [0, {}]", a, c.n_layer_dense_lead, c.n_layer)};
+  TM_ASSIGN_OR_RETURN(const float scale, read_family_float(f, c, "expert_weights_scale", 0.0f));
+  if (!(scale >= 0) || !std::isfinite(scale))
+    return Error{fmt::format("{}expert_weights_scale {} must be finite and not negative", a, scale)};
+  c.moe_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 (absent) is no scaling
+  if (const GgufValue* n = f.find(a + "expert_weights_norm")) {
+    auto b = n->as_bool();
+    if (!b) return Error{fmt::format("{}expert_weights_norm must be a boolean", a)};
+    c.arch.moe_norm_topk = *b;
   }
   return {};
 }
@@ -27,6 +67,18 @@ ArchSpec arch_glm4() {
   s.fused_qkv_ffn = true;  // ffn_up holds gate and up (an attn_qkv, when present, q, k and v)
   s.post_norms = true;
   s.read_family = read_glm4;
+  return s;
+}
+
+ArchSpec arch_glm4moe() {
+  ArchSpec s{"glm4moe", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/false};  // both loaded when present
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_expert_ff_key = true;
+  s.moe_shared_ungated = true;
+  s.moe_gating_key = true;
+  s.moe_selection_bias = true;
+  s.ffn_norm_name = "post_attention_norm";
+  s.read_family = read_glm4moe;
   return s;
 }
 }  // namespace tmill

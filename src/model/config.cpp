@@ -57,7 +57,7 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   if (auto g = f.get_int(a + "expert_group_count"); g && *g > 1)
     return Error{fmt::format("{}expert_group_count {}: grouped expert routing is not supported", a, *g)};
   // llama.cpp: 1 softmax, 2 sigmoid; gpt-oss's gating is fixed by its architecture (the key is ignored)
-  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1 && !c.arch.moe_softmax_topk)
+  if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1 && !c.arch.moe_softmax_topk && !c.arch.moe_gating_key)
     return Error{fmt::format("{}expert_gating_func {}: only softmax gating (1) is supported for '{}'", a, *g, c.arch.name)};
   c.n_ff_exp = c.n_ff;
   if (c.arch.moe_expert_ff_key) {
@@ -114,6 +114,7 @@ ArchSpec arch_ernie4_5();
 ArchSpec arch_glm4();
 ArchSpec arch_granitemoe();
 ArchSpec arch_mistral3();
+ArchSpec arch_glm4moe();
 
 namespace {
 void register_builtin_archs() {
@@ -121,7 +122,8 @@ void register_builtin_archs() {
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
-                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3()})
+                               arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
+                               arch_glm4moe()})
       registry()[s.name] = s;
   });
 }

@@ -46,6 +46,13 @@ struct ArchSpec {
   bool moe_norm_topk = false;      // renormalize the chosen weights to sum 1 (qwen3moe, Mixtral)
   bool moe_expert_ff_key = false;  // expert_feed_forward_length, else n_ff / n_expert_used (qwen2moe/qwen3moe); else n_ff
   bool moe_shared_expert = false;  // qwen2moe: + sigmoid(ffn_gate_inp_shexp . x) * SwiGLU_shexp(x)
+  // glm4moe: + SwiGLU_shexp(x) with no gate, ModelConfig::n_ff_shexp rows (none when that is 0)
+  bool moe_shared_ungated = false;
+  // glm4moe (DeepSeek-V3's routing): the family reads {arch}.expert_gating_func itself (softmax or
+  // sigmoid: ModelConfig::moe_sigmoid), and each MoE layer has exp_probs_b.bias, a per-expert bias
+  // added to the gate scores to choose the experts, not to weight them.
+  bool moe_gating_key = false;
+  bool moe_selection_bias = false;
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
   // (gemma2/gemma3); the loader requires them, the forward applies whatever a layer has.
@@ -146,6 +153,21 @@ struct ModelConfig {
   // n_ff_shexp: the shared expert's (qwen2moe).
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool is_moe() const { return n_expert > 0; }
+  // glm4moe: the first n_layer_dense_lead layers have a dense FFN (n_ff rows), the rest experts; the
+  // gate scores are sigmoid(logit) instead of a softmax; the chosen weights times moe_weights_scale
+  // (llama.cpp's expert_weights_scale, after the renormalization).
+  int64_t n_layer_dense_lead = 0;
+  bool moe_sigmoid = false;
+  float moe_weights_scale = 1.0f;
+  bool layer_is_moe(int64_t layer) const { return n_expert > 0 && layer >= n_layer_dense_lead; }
+  // How a token's experts are chosen and weighted (model/moe.h moe_route_token, ref::moe_route).
+  struct MoeGate {
+    bool norm = false;          // renormalize the chosen weights to sum 1 (ArchSpec::moe_norm_topk)
+    bool softmax_topk = false;  // gpt-oss (ArchSpec::moe_softmax_topk)
+    bool sigmoid = false;       // moe_sigmoid
+    float scale = 1.0f;         // moe_weights_scale
+  };
+  MoeGate moe_gate() const { return {arch.moe_norm_topk, arch.moe_softmax_topk, moe_sigmoid, moe_weights_scale}; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

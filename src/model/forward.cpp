@@ -31,7 +31,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
     jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
-    if (c.is_moe()) P.moe.collect(L, jobs);
+    if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
     else jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
   }
   jobs.emplace_back(&w.output, &output_);
@@ -72,7 +72,6 @@ void Forward::set_context_length(int64_t n_ctx) {
 
 uint64_t Forward::weight_bytes() const {
   const ModelWeights& w = model_->weights();
-  const bool c_is_moe = model_->config().is_moe();
   auto prepared = [](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : p.source().bytes(); };
   auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
   // A tied output read in place is the embedding's own bytes: count them once.
@@ -82,7 +81,7 @@ uint64_t Forward::weight_bytes() const {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
-    if (c_is_moe) b += P.moe.bytes();
+    if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
@@ -308,7 +307,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     post_norm(L.attn_post_norm, N);
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h)
     residual_norm(true, &L.ffn_norm, N);
-    if (c.is_moe()) {
+    if (c.layer_is_moe(l)) {
       observe(P.moe.router, xb_.data(), N);
       moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
     } else {

@@ -116,7 +116,8 @@ class Loader {
   const GgufFile& f_;
 };
 
-// The MoE FFN of one layer (ModelConfig::is_moe): router, experts, qwen2moe's shared expert.
+// The MoE FFN of one layer (ModelConfig::layer_is_moe): router, experts, the shared expert (qwen2moe's
+// gated, glm4moe's ungated), glm4moe's selection bias.
 Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
   const int64_t E = c.n_embd, F = c.n_ff_exp, n = c.n_expert;
   if (f.find_tensor(p + "ffn_gate_up_exps.weight") || f.find_tensor(p + "ffn_gate.0.weight"))
@@ -132,9 +133,14 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
     TM_ASSIGN_OR_RETURN(L.up_exps_b, ld.vec2d(p + "ffn_up_exps.bias", F, n));
     TM_ASSIGN_OR_RETURN(L.down_exps_b, ld.vec2d(p + "ffn_down_exps.bias", E, n));
   }
-  if (c.arch.moe_shared_expert) {
+  if (c.arch.moe_selection_bias) {
+    TM_ASSIGN_OR_RETURN(L.exp_probs_b, ld.vec(p + "exp_probs_b.bias", n));
+  }
+  if (c.arch.moe_shared_expert || (c.arch.moe_shared_ungated && c.n_ff_shexp > 0)) {
     const int64_t S = c.n_ff_shexp;
-    TM_ASSIGN_OR_RETURN(L.gate_inp_shexp, ld.vec(p + "ffn_gate_inp_shexp.weight", E));
+    if (c.arch.moe_shared_expert) {
+      TM_ASSIGN_OR_RETURN(L.gate_inp_shexp, ld.vec(p + "ffn_gate_inp_shexp.weight", E));
+    }
     TM_ASSIGN_OR_RETURN(L.gate_shexp, ld.matrix(p + "ffn_gate_shexp.weight", S, E));
     TM_ASSIGN_OR_RETURN(L.up_shexp, ld.matrix(p + "ffn_up_shexp.weight", S, E));
     TM_ASSIGN_OR_RETURN(L.down_shexp, ld.matrix(p + "ffn_down_shexp.weight", E, S));
@@ -225,7 +231,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     if (c.arch.pre_norms) {
       TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
     }
-    if (c.is_moe()) {
+    if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;
     }

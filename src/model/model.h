@@ -35,10 +35,13 @@ struct LayerWeights {
   Matrix ffn_gate_inp;                         // (n_expert, n_embd) router
   std::vector<Matrix> gate_exps, up_exps;      // n_expert x (n_ff_exp, n_embd)
   std::vector<Matrix> down_exps;               // n_expert x (n_embd, n_ff_exp)
-  // qwen2moe's shared expert and its gate vector (else empty)
+  // The shared expert (qwen2moe, glm4moe) and its gate vector (qwen2moe only), else empty
   Matrix gate_shexp, up_shexp;                 // (n_ff_shexp, n_embd)
   Matrix down_shexp;                           // (n_embd, n_ff_shexp)
   std::vector<float> gate_inp_shexp;           // (n_embd)
+  // glm4moe's selection bias (ArchSpec::moe_selection_bias: exp_probs_b.bias), else empty
+  std::vector<float> exp_probs_b;              // (n_expert)
+  bool has_shared_expert() const { return gate_shexp.valid(); }
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

@@ -24,10 +24,12 @@ void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Mat
     jobs.emplace_back(&L.up_exps[e], &up[e]);
     jobs.emplace_back(&L.down_exps[e], &down[e]);
   }
-  if (!L.gate_inp_shexp.empty()) {
+  if (L.has_shared_expert()) {
     jobs.insert(jobs.end(), {{&L.gate_shexp, &gate_sh}, {&L.up_shexp, &up_sh}, {&L.down_shexp, &down_sh}});
-    gate_inp_shexp = &L.gate_inp_shexp;
+    shared = true;
+    if (!L.gate_inp_shexp.empty()) gate_inp_shexp = &L.gate_inp_shexp;
   }
+  if (!L.exp_probs_b.empty()) selection_bias = L.exp_probs_b.data();
   if (!L.ffn_gate_inp_b.empty()) {
     router_b = L.ffn_gate_inp_b.data();
     gate_b = L.gate_exps_b.data();
@@ -41,30 +43,47 @@ uint64_t PreparedMoe::bytes() const {
   uint64_t b = prepared(router) + prepared(gate_sh) + prepared(up_sh) + prepared(down_sh);
   for (size_t e = 0; e < gate.size(); ++e) b += prepared(gate[e]) + prepared(up[e]) + prepared(down[e]);
   if (gate_inp_shexp) b += gate_inp_shexp->size() * sizeof(float);
+  if (selection_bias) b += gate.size() * sizeof(float);
   return b;
 }
 
 void moe_route_token(const float* logits, int64_t n_expert, int64_t k, bool norm, int32_t* experts, float* weights,
                      float* p, bool softmax_topk) {
-  // the reference's own softmax, so routing matches the oracle bit for bit
+  moe_route_token(logits, n_expert, k, ModelConfig::MoeGate{norm, softmax_topk}, nullptr, experts, weights, p);
+}
+
+void moe_route_token(const float* logits, int64_t n_expert, int64_t k, const ModelConfig::MoeGate& gate,
+                     const float* selection_bias, int32_t* experts, float* weights, float* p) {
+  // the reference's own softmax and sigmoid, so routing matches the oracle bit for bit
   std::copy(logits, logits + n_expert, p);
-  if (!softmax_topk) ref::softmax(p, n_expert);
-  // top-k by repeated selection (k is small: 1..8 of 8..128 experts); taken ones are marked -inf
-  // (probabilities are >= 0; raw logits of softmax_topk are finite)
+  if (gate.sigmoid)
+    for (int64_t e = 0; e < n_expert; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+  else if (!gate.softmax_topk)
+    ref::softmax(p, n_expert);
+  // the choice reads score + selection bias (glm4moe), the weights the score
+  float* choice = p;
+  if (selection_bias) {
+    choice = p + n_expert;
+    for (int64_t e = 0; e < n_expert; ++e) choice[e] = p[e] + selection_bias[e];
+  }
+  // top-k by repeated selection (k is small: 1..8 of 8..256 experts); taken ones are marked -inf
+  // (scores are finite: probabilities, raw logits of softmax_topk, or biased sigmoids)
   constexpr float kTaken = -std::numeric_limits<float>::infinity();
   float wsum = 0.0f;
   for (int64_t j = 0; j < k; ++j) {
     int32_t best = -1;
     for (int64_t e = 0; e < n_expert; ++e)
-      if (p[e] != kTaken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
+      if (choice[e] != kTaken && (best < 0 || choice[e] > choice[best])) best = static_cast<int32_t>(e);
     experts[j] = best;
     weights[j] = p[best];
     wsum += p[best];
-    p[best] = kTaken;
+    choice[best] = kTaken;
   }
-  if (softmax_topk) ref::softmax(weights, k);  // over the chosen logits, in the reference's order
-  if (norm)
-    for (int64_t j = 0; j < k; ++j) weights[j] /= wsum;
+  if (gate.softmax_topk) ref::softmax(weights, k);  // over the chosen logits, in the reference's order
+  if (gate.norm)
+    for (int64_t j = 0; j < k; ++j) weights[j] /= std::max(wsum, 6.103515625e-5f);
+  if (gate.scale != 1.0f)
+    for (int64_t j = 0; j < k; ++j) weights[j] *= gate.scale;
   // ascending expert order: the order each token's outputs are summed in
   for (int64_t a = 1; a < k; ++a)
     for (int64_t b = a; b > 0 && experts[b - 1] > experts[b]; --b) {
@@ -90,7 +109,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   const auto NK = static_cast<size_t>(n * K);
   logits_.resize(static_cast<size_t>(n * X));
   const int n_threads = pool ? pool->size() : 1;
-  probs_.resize(static_cast<size_t>(X * n_threads));  // moe_route_token's scratch, one per thread
+  probs_.resize(static_cast<size_t>(2 * X * n_threads));  // moe_route_token's scratch, one per thread
   expert_.resize(NK);
   weight_.resize(NK);
   slot_.resize(NK);
@@ -102,8 +121,8 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   // run right after its product, on the same thread.
   auto pick = [&](int64_t t, int thread) {
     if (w.router_b) add_inplace(logits_.data() + t * X, w.router_b, X);
-    moe_route_token(logits_.data() + t * X, X, K, c.arch.moe_norm_topk, expert_.data() + t * K, weight_.data() + t * K,
-                    probs_.data() + static_cast<int64_t>(thread) * X, c.arch.moe_softmax_topk);
+    moe_route_token(logits_.data() + t * X, X, K, c.moe_gate(), w.selection_bias, expert_.data() + t * K,
+                    weight_.data() + t * K, probs_.data() + static_cast<int64_t>(thread) * 2 * X);
   };
   auto route = [&](int64_t t0, int64_t t1, int thread) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -147,15 +166,19 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, gather);
   else gather(0, n, 0);
   // 3. shared expert (reads x, so before y is written)
-  const bool shared = w.gate_inp_shexp != nullptr;
+  const bool shared = w.shared;
   if (shared) {
     const int64_t S = c.n_ff_shexp;
     hs_.resize(static_cast<size_t>(n * S));
     us_.resize(static_cast<size_t>(n * S));
     ys_.resize(static_cast<size_t>(n * E));
     gsh_.resize(static_cast<size_t>(n));
-    const float* gv = w.gate_inp_shexp->data();
+    const float* gv = w.gate_inp_shexp ? w.gate_inp_shexp->data() : nullptr;  // glm4moe's has no gate
     for (int64_t t = 0; t < n; ++t) {
+      if (!gv) {
+        gsh_[t] = 1.0f;
+        continue;
+      }
       float g = 0.0f;
       for (int64_t i = 0; i < E; ++i) g += gv[i] * x[t * ld + i];
       gsh_[t] = 1.0f / (1.0f + std::exp(-g));
@@ -202,7 +225,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   } else {
     for (int32_t e : active_) expert(e, pool, 0);
   }
-  // 5. y = sum of the weighted expert outputs (ascending expert), + the gated shared expert
+  // 5. y = sum of the weighted expert outputs (ascending expert), + the (gated) shared expert
   auto combine = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       float* yt = y + t * ld;

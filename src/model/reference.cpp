@@ -69,26 +69,40 @@ float swiglu_oai(float g, float u) {
 
 std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm,
                                                  bool softmax_topk) {
+  return moe_route(logits, n_expert, k, ModelConfig::MoeGate{norm, softmax_topk}, nullptr);
+}
+
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k,
+                                                 const ModelConfig::MoeGate& gate, const float* selection_bias) {
   std::vector<float> p(logits, logits + n_expert);
-  if (!softmax_topk) softmax(p.data(), n_expert);
+  if (gate.sigmoid)
+    for (float& v : p) v = 1.0f / (1.0f + std::exp(-v));
+  else if (!gate.softmax_topk)
+    softmax(p.data(), n_expert);
+  // the experts are chosen by score + selection bias (glm4moe), weighted by the score alone
+  std::vector<float> choice(p);
+  if (selection_bias)
+    for (int64_t e = 0; e < n_expert; ++e) choice[e] += selection_bias[e];
   std::vector<int32_t> idx(static_cast<size_t>(n_expert));
   for (int32_t e = 0; e < n_expert; ++e) idx[e] = e;
-  // highest probability first; equal ones by expert index
-  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+  // highest first; equal ones by expert index
+  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return choice[a] > choice[b]; });
   std::vector<std::pair<int32_t, float>> out;
   float sum = 0.0f;
   for (int64_t i = 0; i < k; ++i) {
     out.emplace_back(idx[i], p[idx[i]]);
     sum += p[idx[i]];
   }
-  if (softmax_topk) {  // the chosen logits, softmaxed among themselves
+  if (gate.softmax_topk) {  // the chosen logits, softmaxed among themselves
     std::vector<float> w;
     for (auto& [e, l] : out) w.push_back(l);
     softmax(w.data(), k);
     for (int64_t i = 0; i < k; ++i) out[static_cast<size_t>(i)].second = w[static_cast<size_t>(i)];
   }
-  if (norm)
-    for (auto& [e, w] : out) w /= sum;
+  if (gate.norm)  // (llama.cpp clamps the sum to F16's smallest normal number)
+    for (auto& [e, w] : out) w /= std::max(sum, 6.103515625e-5f);
+  if (gate.scale != 1.0f)
+    for (auto& [e, w] : out) w *= gate.scale;
   return out;
 }
 
@@ -225,7 +239,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     // ffn rmsnorm, SwiGLU, residual
     pre_norm(L.ffn_norm);
-    if (c.is_moe()) {
+    if (c.layer_is_moe(l)) {
       moe_ffn(L);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
       continue;
@@ -314,7 +328,7 @@ void ReferenceForward::oai_expert(const LayerWeights& L, int32_t e, const float*
 }
 
 // Mixture of experts on the normed input xb_, into moe_out_: the routed experts' outputs times their
-// weights, plus (qwen2moe) the shared expert's times sigmoid of its gate.
+// weights, plus the shared expert's (qwen2moe: times sigmoid of its gate; glm4moe: ungated).
 void ReferenceForward::moe_ffn(const LayerWeights& L) {
   const ModelConfig& c = model_->config();
   const std::vector<float> x(xb_);
@@ -322,16 +336,19 @@ void ReferenceForward::moe_ffn(const LayerWeights& L) {
   if (!L.ffn_gate_inp_b.empty())
     for (int64_t e = 0; e < c.n_expert; ++e) router_[e] += L.ffn_gate_inp_b[e];
   std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
-  for (const auto& [e, weight] :
-       ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.arch.moe_norm_topk, c.arch.moe_softmax_topk)) {
+  const float* bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
+  for (const auto& [e, weight] : ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.moe_gate(), bias)) {
     if (c.arch.moe_swiglu_oai) oai_expert(L, e, x.data());
     else swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], x.data());
     for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += weight * xb_[i];
   }
-  if (!L.gate_inp_shexp.empty()) {
-    float g = 0.0f;
-    for (int64_t i = 0; i < c.n_embd; ++i) g += L.gate_inp_shexp[i] * x[i];
-    g = 1.0f / (1.0f + std::exp(-g));
+  if (L.has_shared_expert()) {  // qwen2moe's gated by sigmoid(gate_inp_shexp . x), glm4moe's not
+    float g = 1.0f;
+    if (!L.gate_inp_shexp.empty()) {
+      g = 0.0f;
+      for (int64_t i = 0; i < c.n_embd; ++i) g += L.gate_inp_shexp[i] * x[i];
+      g = 1.0f / (1.0f + std::exp(-g));
+    }
     swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, x.data());
     for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += g * xb_[i];
   }

@@ -82,6 +82,11 @@ float swiglu_oai(float g, float u);
 // softmax_topk (gpt-oss): the k largest logits, weighted by a softmax over those k logits only.
 std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k, bool norm,
                                                  bool softmax_topk = false);
+// The general form: `gate` as above, or sigmoid scores (glm4moe) chosen by score + selection_bias
+// (may be null) and weighted by score; renormalized when gate.norm (the sum clamped to >= 2^-14, as
+// llama.cpp), then times gate.scale. Returned best first.
+std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_expert, int64_t k,
+                                                 const ModelConfig::MoeGate& gate, const float* selection_bias);
 // Rotates one head's vector (head_dim values; the first n_rot are rotated) for position pos as
 // ggml_rope_ext does with the layer's parameters: theta_extrap = pos theta^(-2i/n_rot) / factor_i,
 // linear scaling pos * freq_scale, YaRN's blend of the two per rotation pair; the rotated values are

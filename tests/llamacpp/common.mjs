@@ -107,8 +107,12 @@ export function storiesSequence() {
 // One dummy model family against llama.cpp over `seq`: `tokenmill dummy <args>` in F32 with weights
 // of sd 0.05 (logits not flat: KLD < 1e-4, top-1 >= 99.5 %, relrms < 5e-3), then in F16 and each of
 // `types` from `tokenmill quantize` (default weights; both sides round activations differently:
-// KLD < 1e-4, relrms < 0.1, top-1 >= 90 %). Files go to `dir`.
-export async function checkDummyFamily(llama, check, dir, name, args, seq, types = []) {
+// KLD < 1e-4, relrms < 0.1, top-1 >= 90 %). Files go to `dir`. Mixtures of experts: routing is
+// discrete, and where a token's last chosen expert and the next one are a near tie, either side's
+// activation rounding can pick the other and that position differs as much as the experts' outputs
+// do (interop.mjs 4e); `routingOutliers` such positions (relrms >= 0.1) may appear in the rounded
+// files, and the bounds apply to the other positions.
+export async function checkDummyFamily(llama, check, dir, name, args, seq, types = [], { routingOutliers = 0 } = {}) {
   const fmt = (x) => x.toExponential(2);
   const slug = name.replace(/[^a-z0-9]+/gi, '-');
   const f32 = path.join(dir, `${slug}-F32.gguf`);
@@ -128,9 +132,12 @@ export async function checkDummyFamily(llama, check, dir, name, args, seq, types
     files.push([type, f]);
   }
   for (const [type, f] of files) {
-    const s = summary(positions(tmLogits(f, seq), await llamaLogits(llama, f, seq)));
-    check(s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
+    const all = positions(tmLogits(f, seq), await llamaLogits(llama, f, seq));
+    const kept = all.filter((x) => x.r < 0.1), out = all.length - kept.length;
+    const s = summary(routingOutliers > 0 ? kept : all);
+    const flips = routingOutliers > 0 ? `, ${out} routing outlier(s) (<= ${routingOutliers}) left out` : '';
+    check(out <= routingOutliers && s.kld < 1e-4 && s.relrms < 0.1 && s.top1 >= 0.9,
       `${name} ${type}: KLD ${fmt(s.kld)} (< 1e-4), relrms ${fmt(s.relrms)} (< 0.1), ` +
-      `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}`);
+      `top-1 ${(100 * s.top1).toFixed(1)} % of ${s.n}${flips}`);
   }
 }

@@ -16,7 +16,10 @@
 //   glm4    (GLM-4-0414): sandwich norms, q/k/v biases, gate/up fused, RoPE over half of each head;
 //   granitemoe (Granite 3.x MoE): granite's scalars around 8 experts, 2 per token, renormalized;
 //   mistral3 (Ministral 3): YaRN with the file's betas and log multiplier, Llama 4's attention
-//           temperature past the original context.
+//           temperature past the original context;
+//   glm4moe (GLM-4.5): layer 0 dense, then 8 experts, 2 per token, routed by sigmoid scores chosen
+//           with a selection bias, renormalized and scaled by 2.5, plus an ungated shared expert;
+//           q/k/v biases, per-head q/k norms, NeoX RoPE over half of each head.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -64,6 +67,7 @@ try {
     // YaRN x4 over 64 positions with betas 4 / 2 and log multiplier 1, attention temperature 0.1
     // past every 64 positions (tiny-mistral3's values)
     mistral3: ['--shape', 'tiny-mistral3', '--n-layer', '2'],
+    glm4moe: ['--shape', 'tiny-glm4moe', '--n-layer', '3'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -71,9 +75,14 @@ try {
     // (granitemoe: no Q4_K_M -- at 4 bits a router near-tie at one position (109 of 133: relrms 0.14,
     // the others <= 0.015, measured 2026-12-06) picks another expert on one side, which the
     // worst-position relrms sees; interop.mjs's MoE files allow for it, 4e)
+    // (glm4moe: two expert layers of sigmoid scores plus a selection bias meet near ties on more
+    // positions -- 1 of 133 on F16, 6 on Q8_0, 4 on Q4_K_M, measured 2026-12-06 on an AMD EPYC, where
+    // the F32 file agrees to KLD 6.5e-8 at every position -- so up to 8 routing outliers (1 in 16) are
+    // left out of the rounded files' bounds, inside interop.mjs's 1 in 8 for MoE files, 4e)
     const deep = name.includes('64 layers');
     const types = deep ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
-    await checkDummyFamily(llama, check, dir, name, [...(deep ? narrow : dims), ...rest], seq, types);
+    await checkDummyFamily(llama, check, dir, name, [...(deep ? narrow : dims), ...rest], seq, types,
+      { routingOutliers: name === 'glm4moe' ? 8 : 0 });
   }
 } catch (e) {
   check(false, `error: ${e.stack ?? e.message}`);

@@ -19,6 +19,8 @@ struct DummyCli {
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_ctx = 0;
   int64_t n_rot = 0, rope_orig_ctx = 0;
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  int64_t n_expert_shared = 0, n_dense_lead = -1;  // glm4moe
+  float expert_weights_scale = 0;
   int64_t sliding_window = -1, swa_pattern = 0;
   float std = 0, rope_theta = 0, rope_factor = 0;
   float embd_scale = 0, residual_scale = 0, attn_scale = 0, logit_scale = 0;  // granite
@@ -37,7 +39,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--threads", o->threads, "threads (default: all cores)");
   app.add_option("-o,--output", o->out, "output GGUF file");
   app.add_flag("--list", o->list, "list known shapes");
-  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmo2, exaone, exaone4, ernie4_5, glm4, granitemoe, qwen3moe, qwen2moe, "
+  app.add_option("--arch", o->arch, "architecture for explicit dimensions (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, granite, smollm3, olmo2, exaone, exaone4, ernie4_5, glm4, granitemoe, glm4moe, qwen3moe, qwen2moe, "
                  "olmoe, gpt-oss; llama with --n-expert is Mixtral-style; encoders: bert, nomic-bert, jina-bert-v2)");
   app.add_option("--n-vocab", o->n_vocab, "vocabulary size");
   app.add_option("--n-embd", o->n_embd, "hidden size");
@@ -55,6 +57,11 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--n-expert-used", o->n_expert_used, "experts each token is routed to (default 2, at most --n-expert)");
   app.add_option("--n-ff-exp", o->n_ff_exp, "each expert's feed-forward size (default --n-ff; qwen3moe/qwen2moe only differ)");
   app.add_option("--n-ff-shexp", o->n_ff_shexp, "qwen2moe: the shared expert's feed-forward size (default --n-ff)");
+  app.add_option("--n-expert-shared", o->n_expert_shared, "glm4moe: shared experts (default 1)");
+  app.add_option("--n-dense-lead", o->n_dense_lead, "glm4moe: dense layers before the expert layers (default: the "
+                 "shape's; explicit dimensions 1)");
+  app.add_option("--expert-weights-scale", o->expert_weights_scale,
+                 "glm4moe: the chosen experts' weight scale (expert_weights_scale; default: the shape's, else none)");
   app.add_flag("--tied", o->tied, "tie output and embedding (explicit dimensions; gemma2/gemma3 always are)");
   app.add_option("--sliding-window", o->sliding_window,
                  "sliding-window attention over N positions (gemma2, gemma3, gpt-oss: their sliding layers; llama: every "
@@ -125,6 +132,9 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->n_expert_used) s.n_expert_used = o->n_expert_used;
     if (o->n_ff_exp) s.n_ff_exp = o->n_ff_exp;
     if (o->n_ff_shexp) s.n_ff_shexp = o->n_ff_shexp;
+    if (o->n_expert_shared) s.n_expert_shared = o->n_expert_shared;
+    if (o->n_dense_lead >= 0) s.n_dense_lead = o->n_dense_lead;
+    if (o->expert_weights_scale) s.expert_weights_scale = o->expert_weights_scale;
     if (s.n_expert > 0 && !s.n_expert_used) s.n_expert_used = std::min<int64_t>(2, s.n_expert);
     if (o->shape.empty()) {
       s.arch = o->arch;
@@ -135,7 +145,9 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
         s.final_softcap = 30;
       }
       if (s.arch == "gemma3") s.rope_theta_swa = 10000;
-      if (s.arch == "glm4" && !s.n_rot && s.n_head) s.n_rot = (o->head_dim ? o->head_dim : s.n_embd / s.n_head) / 2;
+      if ((s.arch == "glm4" || s.arch == "glm4moe") && !s.n_rot && s.n_head)
+        s.n_rot = (o->head_dim ? o->head_dim : s.n_embd / s.n_head) / 2;
+      if (s.arch == "glm4moe" && o->n_dense_lead < 0) s.n_dense_lead = 1;
       if (s.arch == "granite" || s.arch == "granitemoe") {  // Granite 3.3 2B's scalars (its attention scale is 1/64: its head_dim)
         s.embd_scale = 12.0f;
         s.residual_scale = 0.22f;

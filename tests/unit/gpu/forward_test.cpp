@@ -643,6 +643,13 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     ASSERT_NE(moe, nullptr);
     EXPECT_TRUE(gpu_forward_supports(*moe, gpu_host_ops()).ok()) << shape;
   }
+  {  // glm4moe's routing (sigmoid, selection bias, scale) and mixed dense / expert layers: CPU only
+    auto glm = dummy("tiny-glm4moe", DType::F32);
+    ASSERT_NE(glm, nullptr);
+    auto st = gpu_forward_supports(*glm, gpu_host_ops());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().find("glm4moe models yet: sigmoid gating"), std::string::npos) << st.error();
+  }
   auto llama = dummy("tiny-llama", DType::F32);
   ASSERT_NE(llama, nullptr);
   EXPECT_TRUE(gpu_forward_supports(*llama, gpu_host_ops()).ok());

@@ -74,20 +74,26 @@ class F64Forward {
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
       xb = L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
-      if (c_.is_moe()) {
-        // softmax over the router logits, the k largest, (renormalized), weighted sum of experts
+      if (c_.layer_is_moe(l)) {
+        // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
+        // bias: glm4moe), (renormalized, scaled), weighted sum of experts
         auto p = mv(L.ffn_gate_inp, xb);
         if (!L.ffn_gate_inp_b.empty())
           for (size_t e = 0; e < p.size(); ++e) p[e] += L.ffn_gate_inp_b[e];
         const bool oss = c_.arch.moe_softmax_topk;  // gpt-oss: top-k logits, softmax over those
-        if (!oss) {
+        if (c_.moe_sigmoid) {
+          for (auto& e : p) e = 1 / (1 + std::exp(-e));
+        } else if (!oss) {
           double mx = *std::max_element(p.begin(), p.end()), sum = 0;
           for (auto& e : p) sum += (e = std::exp(e - mx));
           for (auto& e : p) e /= sum;
         }
+        std::vector<double> choice(p);
+        if (!L.exp_probs_b.empty())
+          for (size_t e = 0; e < p.size(); ++e) choice[e] += L.exp_probs_b[e];
         std::vector<int64_t> idx(p.size());
         for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
-        std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+        std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
         const int64_t K = c_.n_expert_used;
         if (oss) {
           const double top = p[idx[0]];
@@ -101,14 +107,17 @@ class F64Forward {
         for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
         for (int64_t j = 0; j < K; ++j) {
           const int64_t e = idx[j];
-          const double wt = c_.arch.moe_norm_topk ? p[e] / wsum : p[e];
+          const double wt = (c_.arch.moe_norm_topk ? p[e] / wsum : p[e]) * c_.moe_weights_scale;
           auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
           for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
         }
-        if (!L.gate_inp_shexp.empty()) {
-          double g = 0;
-          for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
-          g = 1 / (1 + std::exp(-g));
+        if (L.has_shared_expert()) {  // qwen2moe: gated by sigmoid(gate_inp_shexp . x); glm4moe: not
+          double g = 1;
+          if (!L.gate_inp_shexp.empty()) {
+            g = 0;
+            for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
+            g = 1 / (1 + std::exp(-g));
+          }
           auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
           for (size_t i = 0; i < x.size(); ++i) x[i] += rs * g * d[i];
         }

@@ -178,7 +178,7 @@ TEST(Moe, DecodeReadsOnlyTheChosenExperts) {
 // runs per token), so batching and prefix-cache hits never change a greedy output. Quantized weights:
 // the kernels are batch-invariant for those (bench/KERNELS.md), not for float weights.
 TEST(Moe, BatchingNeverChangesASequencesLogits) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe"}) {
     auto m = load_shape(shape, DType::Q8_0);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -232,7 +232,7 @@ TEST(Moe, BatchingNeverChangesASequencesLogits) {
 
 // Greedy decoding with the batched forward picks the reference's tokens on every family.
 TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe"}) {
     auto m = load_shape(shape);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -257,6 +257,108 @@ TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
       theirs = static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
     }
   }
+}
+
+// DeepSeek-V3's routing as glm4moe uses it: sigmoid scores, the experts chosen by score + selection
+// bias but weighted by score alone, renormalized, then scaled; the batched routing equals the
+// reference's for every option.
+TEST(Moe, SigmoidRoutingWithSelectionBias) {
+  std::vector<float> logits = {2.0f, 1.9f, 0.0f, -1.0f, 0.5f, -0.3f, 1.0f, -2.0f};
+  std::vector<float> bias = {0.0f, 0.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  const ModelConfig::MoeGate glm{/*norm=*/true, /*softmax_topk=*/false, /*sigmoid=*/true, /*scale=*/2.5f};
+  // score + bias: expert 2 (0.5 + 0.5) beats expert 0 (0.881) and 1 (0.870)
+  auto r = ref::moe_route(logits.data(), 8, 2, glm, bias.data());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].first, 2);
+  EXPECT_EQ(r[1].first, 0);
+  const float sum = sig(0.0f) + sig(2.0f);
+  EXPECT_NEAR(r[0].second, sig(0.0f) / sum * 2.5f, 1e-6f);  // weighted by the score, not score + bias
+  EXPECT_NEAR(r[1].second, sig(2.0f) / sum * 2.5f, 1e-6f);
+  // without the bias, 0 and 1; unnormalized and unscaled weights are the scores
+  auto plain = ref::moe_route(logits.data(), 8, 2, ModelConfig::MoeGate{false, false, true, 1.0f}, nullptr);
+  EXPECT_EQ(plain[0].first, 0);
+  EXPECT_EQ(plain[1].first, 1);
+  EXPECT_FLOAT_EQ(plain[1].second, sig(1.9f));
+  std::vector<float> scratch(16), wt(4);
+  std::vector<int32_t> ex(4);
+  uint32_t state = 7;
+  auto rnd = [&] { return static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f; };
+  for (int trial = 0; trial < 50; ++trial) {
+    for (float& v : logits) v = 4 * rnd();
+    for (float& v : bias) v = 0.4f * rnd();
+    for (bool norm : {false, true})
+      for (float scale : {1.0f, 2.5f})
+        for (int k : {1, 2, 4}) {
+          const ModelConfig::MoeGate g{norm, false, true, scale};
+          const float* b = trial % 2 ? bias.data() : nullptr;
+          moe_route_token(logits.data(), 8, k, g, b, ex.data(), wt.data(), scratch.data());
+          auto want = ref::moe_route(logits.data(), 8, k, g, b);
+          std::sort(want.begin(), want.end());
+          for (int j = 0; j < k; ++j) {
+            ASSERT_EQ(ex[j], want[j].first) << trial << " k " << k;
+            ASSERT_EQ(wt[j], want[j].second) << trial << " k " << k;
+          }
+        }
+  }
+}
+
+// glm4moe files: the leading dense layers, the experts' layers with the selection bias and an
+// ungated shared expert, the routing options read from the file; what it cannot run is refused.
+TEST(Moe, Glm4MoeLayersAndOptions) {
+  const std::string src = write_shape(*find_shape("tiny-glm4moe"), DType::F32, "glm4moe");
+  auto m = Model::load(src);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_TRUE(c.moe_sigmoid);
+  EXPECT_TRUE(c.arch.moe_norm_topk);
+  EXPECT_FLOAT_EQ(c.moe_weights_scale, 2.5f);
+  EXPECT_EQ(c.n_layer_dense_lead, 1);
+  EXPECT_EQ(c.n_ff_exp, 32);
+  EXPECT_EQ(c.n_ff_shexp, 32);  // one shared expert of n_ff_exp rows
+  EXPECT_EQ(c.n_rot, 8);        // half of each head
+  EXPECT_EQ(c.arch.rope_layout, RopeLayout::NeoX);
+  const auto& layers = (*m)->weights().layers;
+  EXPECT_TRUE(layers[0].w_gate.valid());
+  EXPECT_EQ(layers[0].w_gate.rows, 160);
+  EXPECT_TRUE(layers[0].gate_exps.empty());
+  for (size_t l = 1; l < 3; ++l) {
+    EXPECT_FALSE(layers[l].w_gate.valid());
+    EXPECT_EQ(layers[l].gate_exps.size(), 8u);
+    EXPECT_EQ(layers[l].exp_probs_b.size(), 8u);
+    EXPECT_TRUE(layers[l].has_shared_expert());
+    EXPECT_TRUE(layers[l].gate_inp_shexp.empty());
+    EXPECT_EQ(layers[l].bq.size(), static_cast<size_t>(c.q_dim()));
+    EXPECT_EQ(layers[l].q_norm.size(), static_cast<size_t>(c.head_dim));
+  }
+  auto keep = [](const std::string&) { return false; };
+  auto err = [](const Result<std::shared_ptr<Model>>& r) { return r.ok() ? std::string("loaded") : r.error(); };
+  auto softmax = load_edited(src, [](GgufWriter& w) { w.set_u32("glm4moe.expert_gating_func", 1); }, keep);
+  ASSERT_TRUE(softmax.ok()) << softmax.error();
+  EXPECT_FALSE((*softmax)->config().moe_sigmoid);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.set_u32("glm4moe.expert_gating_func", 3); }, keep))
+                .find("glm4moe.expert_gating_func 3"), std::string::npos);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.remove("glm4moe.expert_shared_count"); }, keep))
+                .find("missing metadata key 'glm4moe.expert_shared_count'"), std::string::npos);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.set_u32("glm4moe.leading_dense_block_count", 0); }, keep))
+                .find("missing tensor 'blk.0.ffn_gate_inp.weight'"), std::string::npos);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter&) {}, [](const std::string& n) { return n == "blk.2.exp_probs_b.bias"; }))
+                .find("missing tensor 'blk.2.exp_probs_b.bias'"), std::string::npos);
+  // no shared expert: the count 0 and its tensors gone
+  auto unshared = load_edited(src, [](GgufWriter& w) { w.set_u32("glm4moe.expert_shared_count", 0); },
+                              [](const std::string& n) { return n.find("_shexp") != std::string::npos; });
+  ASSERT_TRUE(unshared.ok()) << unshared.error();
+  EXPECT_FALSE((*unshared)->weights().layers[1].has_shared_expert());
+  // each option changes the logits
+  auto first = [](const std::shared_ptr<Model>& model) {
+    ReferenceForward ref(model, 8);
+    ref.forward(3, 0);
+    return ref.forward(9, 1);
+  };
+  const auto base = first(*m);
+  auto unscaled = load_edited(src, [](GgufWriter& w) { w.set_f32("glm4moe.expert_weights_scale", 1.0f); }, keep);
+  ASSERT_TRUE(unscaled.ok());
+  for (const auto& other : {*softmax, *unshared, *unscaled}) EXPECT_NE(first(other), base);
 }
 
 // What is not supported, or inconsistent, is a load error naming the key or tensor.
