@@ -48,6 +48,13 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
     w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
   if (c.shared_expert_intermediate_size > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
+  if (a == "glm4moe") {  // as Glm4MoeModel writes them (its NextN layers left out: no nextn_predict_layers)
+    w.set_u32(a + ".expert_shared_count", static_cast<uint32_t>(c.n_shared_experts));
+    w.set_u32(a + ".leading_dense_block_count", static_cast<uint32_t>(c.first_dense_layers));
+    w.set_u32(a + ".expert_gating_func", 2);  // sigmoid
+    w.set_f32(a + ".expert_weights_scale", static_cast<float>(c.routed_scaling_factor));
+    w.set_bool(a + ".expert_weights_norm", c.norm_topk_prob);
+  }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
   if (a == "phi3") {  // as Phi3MiniModel writes them

@@ -36,6 +36,9 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
     {"mlp.router", "ffn_gate_inp"},  // gpt-oss (weight and bias)
     {"block_sparse_moe.router.layer", "ffn_gate_inp"},  // granitemoe
+    // glm4moe: the ungated shared experts (one SwiGLU of n_shared_experts x moe_intermediate_size rows)
+    {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
     // gemma: the FFN's pre-norm, the FFN output's norm (its attention output's: post_attention_layernorm,
     // renamed by the plan)
     {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
@@ -54,13 +57,10 @@ constexpr std::pair<const char*, const char*> kExpertNames[] = {
 }  // namespace
 
 std::optional<HfFusedExpert> hf_fused_expert_tensor(const std::string& n) {
-  const std::string prefix = "model.layers.";
-  if (n.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  size_t p = prefix.size(), q = p;
-  while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
-  if (q == p || q - p > 6 || (n[p] == '0' && q - p > 1) || q >= n.size() || n[q] != '.') return std::nullopt;
-  const int64_t layer = std::stoll(n.substr(p, q - p));
-  std::string rest = n.substr(q + 1);
+  const auto l = hf_layer_of(n);
+  if (!l) return std::nullopt;
+  const int64_t layer = *l;
+  std::string rest = n.substr(n.find('.', std::strlen("model.layers.")) + 1);
   // granitemoe: gate and up of every expert in input_linear [E, 2F, H] (gate rows first), down in
   // output_linear [E, H, F]: transformers 5's fused layout under other names
   if (rest == "block_sparse_moe.input_linear.weight") return HfFusedExpert{layer, HfFusedExpertPart::GateUp};
@@ -109,6 +109,8 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
     if (q > p && q - p < 7 && q < n.size() && n[q] == '.' && !(n[p] == '0' && q - p > 1)) {
       const std::string rest = n.substr(q + 1);
       if (rest == "self_attn.sinks") return fmt::format("blk.{}.attn_sinks.weight", n.substr(p, q - p));  // gpt-oss
+      if (rest == "mlp.gate.e_score_correction_bias")  // glm4moe's selection bias
+        return fmt::format("blk.{}.exp_probs_b.bias", n.substr(p, q - p));
       for (const std::string suffix : {".weight", ".bias"}) {
         if (!rest.ends_with(suffix)) continue;
         const std::string mod = rest.substr(0, rest.size() - suffix.size());
@@ -148,6 +150,15 @@ std::optional<std::pair<std::string, int64_t>> hf_expert_tensor(const std::strin
     if (n.compare(p, std::string::npos, std::string(hf) + ".weight") == 0)
       return std::pair{fmt::format("blk.{}.{}.weight", layer, gg), expert};
   return std::nullopt;
+}
+
+std::optional<int64_t> hf_layer_of(const std::string& n) {
+  const std::string prefix = "model.layers.";
+  if (n.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  size_t p = prefix.size(), q = p;
+  while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
+  if (q == p || q - p > 6 || (n[p] == '0' && q - p > 1) || q >= n.size() || n[q] != '.') return std::nullopt;
+  return std::stoll(n.substr(p, q - p));
 }
 
 int64_t llama_qk_permuted_source_row(int64_t out_row, int64_t head_dim) {

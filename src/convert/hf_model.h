@@ -71,6 +71,8 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& hf_name);
 // "model.layers.3.mlp.experts.7.up_proj.weight" -> ("blk.3.ffn_up_exps.weight", 7); Mixtral's
 // "block_sparse_moe.experts.E.w1/w3/w2" are gate/up/down. nullopt for any other name.
 std::optional<std::pair<std::string, int64_t>> hf_expert_tensor(const std::string& hf_name);
+// The layer index of a decoder layer's tensor (model.layers.<L>.…), else none.
+std::optional<int64_t> hf_layer_of(const std::string& hf_name);
 
 // A fused expert tensor of a layer: "model.layers.3.mlp.experts.gate_up_proj" -> (3, GateUp).
 // transformers 5 (Qwen MoE, OLMoE, Mixtral): gate_up_proj / down_proj (also with ".weight"); gpt-oss

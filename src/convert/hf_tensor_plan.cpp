@@ -26,7 +26,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
     if (c.fused_qkv_ffn) {  // phi3: q, k, v rows stacked; gate rows then up rows
       m[b + "attn_qkv.weight"] = {Q + 2 * KV, H};
       m[b + "ffn_up.weight"] = {2 * F, H};
-    } else if (c.n_expert > 0) {  // experts stacked along the outermost axis (HF order: [n_expert, rows, cols])
+    } else if (!c.dense_layer(i)) {  // experts stacked along the outermost axis (HF order: [n_expert, rows, cols])
       const int64_t E = c.n_expert, FE = c.expert_rows();
       m[b + "attn_q.weight"] = {Q, H};
       m[b + "attn_k.weight"] = {KV, H};
@@ -48,6 +48,14 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
         m[b + "ffn_up_shexp.weight"] = {S, H};
         m[b + "ffn_down_shexp.weight"] = {H, S};
       }
+      if (c.gguf_arch == "glm4moe") {  // the selection bias; the ungated shared experts
+        m[b + "exp_probs_b.bias"] = {E};
+        if (const int64_t S = c.n_shared_experts * FE; S > 0) {
+          m[b + "ffn_gate_shexp.weight"] = {S, H};
+          m[b + "ffn_up_shexp.weight"] = {S, H};
+          m[b + "ffn_down_shexp.weight"] = {H, S};
+        }
+      }
     } else {
       m[b + "attn_q.weight"] = {Q, H};
       m[b + "attn_k.weight"] = {KV, H};
@@ -60,17 +68,18 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       }
     }
     m[b + "attn_output.weight"] = {H, Q};
-    if (c.pre_norms) m[b + (c.gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
+    if (c.pre_norms) m[b + (c.ffn_norm_is_post_attention_norm() ? "post_attention_norm.weight" : "ffn_norm.weight")] = {H};
     if (c.post_norms) {  // the attention output's and the FFN output's norms (gemma2/gemma3, olmo2)
       m[b + "post_attention_norm.weight"] = {H};
       m[b + "post_ffw_norm.weight"] = {H};
     }
-    if (c.n_expert == 0) m[b + "ffn_down.weight"] = {H, F};
+    if (c.dense_layer(i)) m[b + "ffn_down.weight"] = {H, F};
     if (c.attention_bias) {
       m[b + "attn_q.bias"] = {Q};
       m[b + "attn_k.bias"] = {KV};
       m[b + "attn_v.bias"] = {KV};
-      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe" && c.gguf_arch != "glm4") m[b + "attn_output.bias"] = {H};
+      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe" && c.gguf_arch != "glm4" && c.gguf_arch != "glm4moe")
+        m[b + "attn_output.bias"] = {H};
     }
     if (c.mlp_bias) {
       m[b + "ffn_gate.bias"] = {F};
@@ -225,6 +234,13 @@ Status HfTensorPlan::add(const std::string& hf) {
     if (part->second != PackedPart::Weight) return {};
     return add_packed(part->first, packed_part(*name, m_->config.packed)->first, where);
   }
+  if (const auto layer = hf_layer_of(*name); layer && *layer >= m_->config.num_hidden_layers && m_->config.nextn_layers > 0 &&
+                                             *layer < m_->config.num_hidden_layers + m_->config.nextn_layers) {
+    if (skipped_nextn_++ == 0)
+      log_info("{}: the NextN (multi-token prediction) layer's tensors are left out (tokenmill does not run MTP heads)",
+               m_->dir);
+    return {};
+  }
   if (auto f = hf_fused_expert_tensor(*name)) return add_fused(*f, ref, hf, where);
   if (auto part = hf_expert_tensor(*name)) return add_expert(*part, ref, where);
   return add_plain(hf, *name, ref, where);
@@ -377,7 +393,8 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
   const HfConfig& c = m_->config;
   TM_ASSIGN_OR_RETURN(std::string gg, hf_tensor_to_gguf_name(name));
   if (gg.empty()) return {};
-  if ((c.gptoss() || c.post_attention_is_output_norm()) && name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
+  if ((c.ffn_norm_is_post_attention_norm() || c.post_attention_is_output_norm()) &&
+      name.ends_with(".post_attention_layernorm.weight"))  // their maps' name
     gg = gg.substr(0, gg.size() - 16) + ".post_attention_norm.weight";
   if (gg == "output.weight" && c.tie_word_embeddings) {
     log_info("{}: skipped (tie_word_embeddings: the output projection is token_embd)", where);

@@ -90,6 +90,7 @@ class HfTensorPlan {
   std::map<std::string, std::string> packed_parts_;        // packed tensors' modules -> a part's name (finish checks)
   std::set<std::string> packed_bases_;                     // modules whose packed weight was planned
   size_t skipped_vision_ = 0;                               // a multimodal checkpoint's vision tensors
+  size_t skipped_nextn_ = 0;                                // glm4moe's NextN layer's tensors
 };
 
 }  // namespace tmill

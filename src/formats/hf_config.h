@@ -6,7 +6,7 @@
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
 // Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
-// GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3").
+// GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3"), Glm4MoeForCausalLM ("glm4moe").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -75,6 +75,14 @@ struct HfConfig {
   int64_t n_expert_used = 0;
   int64_t moe_intermediate_size = 0;     // 0: the experts have intermediate_size rows
   int64_t shared_expert_intermediate_size = 0;  // > 0: qwen2moe's shared expert
+  // glm4moe (GLM-4.5): n_shared_experts ungated shared experts of moe_intermediate_size rows each,
+  // the first first_k_dense_replace layers dense (intermediate_size rows), routed_scaling_factor and
+  // norm_topk_prob for the sigmoid routing; the num_nextn_predict_layers NextN (MTP) layers after
+  // the model's own are left out of the conversion.
+  int64_t n_shared_experts = 0, first_dense_layers = 0, nextn_layers = 0;
+  double routed_scaling_factor = 1.0;
+  bool norm_topk_prob = false;
+  bool dense_layer(int64_t layer) const { return n_expert == 0 || layer < first_dense_layers; }
   bool qk_norm_full = false;
   // gpt-oss: config.json's quantization_config says the experts are MXFP4 (quant_method "mxfp4"); the
   // tensors decide what is converted (MXFP4 *_blocks / *_scales, or dequantized gate_up_proj / down_proj).
@@ -122,6 +130,8 @@ struct HfConfig {
   // post_attention_layernorm is the attention output's norm (gemma2/3, olmo2, exaone4), not the FFN's
   // pre-norm (llama's name; glm4 calls its attention output's norm post_self_attn_layernorm).
   bool post_attention_is_output_norm() const { return post_norms && gguf_arch != "glm4"; }
+  // gpt-oss and glm4moe name the FFN's pre-norm post_attention_norm in GGUF (llama.cpp's maps)
+  bool ffn_norm_is_post_attention_norm() const { return gguf_arch == "gpt-oss" || gguf_arch == "glm4moe"; }
   // Granite's multipliers (0: not a granite config): granite.embedding_scale, residual_scale,
   // attention.scale, logit_scale.
   double embedding_multiplier = 0, residual_multiplier = 0, attention_multiplier = 0, logits_scaling = 0;

@@ -117,9 +117,14 @@ Status parse_exaone4(const HfConfigReader& r, HfConfig* c) {
 // the FFN's pre-norm, post_mlp_layernorm), gate_up_proj kept fused (gate rows first), RoPE on adjacent
 // pairs (GLM's interleaved rotary: no q/k permutation) over partial_rotary_factor (default 0.5) of
 // each head, as Glm4Model writes rope.dimension_count. GLM-4V's mrope_section is refused.
+// GLM-4.5 (glm4moe) shares the partial RoPE and the refusal, with NeoX RoPE and plain pre-norms.
 Status parse_glm4(const HfConfigReader& r, const json& j, HfConfig* c) {
-  c->post_norms = true;
-  c->fused_ffn = true;
+  if (c->gguf_arch == "glm4") {
+    c->post_norms = true;
+    c->fused_ffn = true;
+  } else {  // glm4moe: per-head q/k norms when use_qk_norm (GLM-4.5, not Air)
+    TM_ASSIGN_OR_RETURN(c->qk_norm, r.boolean("use_qk_norm", false));
+  }
   const int64_t hd = c->head_dim;
   TM_ASSIGN_OR_RETURN(c->rope_dims, partial_rotary_dims(r, j, 0.5, hd, [hd](double pct) {
                         return static_cast<int64_t>(static_cast<double>(hd) * pct);
@@ -159,7 +164,7 @@ Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);
   if (c->gguf_arch == "exaone4") return parse_exaone4(r, c);
-  if (c->gguf_arch == "glm4") return parse_glm4(r, j, c);
+  if (c->gguf_arch == "glm4" || c->gguf_arch == "glm4moe") return parse_glm4(r, j, c);
   if (c->gguf_arch == "mistral3") return parse_ministral3(r, c);
   return {};
 }

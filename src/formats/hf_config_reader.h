@@ -22,6 +22,7 @@ class HfConfigReader {
   HfConfigReader(const nlohmann::json& j, const std::string& src) : j_(j), src_(src) {}
 
   Error err(const std::string& msg) const { return Error{fmt::format("{}: {}", src_, msg)}; }
+  const nlohmann::json& root() const { return j_; }
 
   // Present, non-null field.
   const nlohmann::json* get(const char* key) const {

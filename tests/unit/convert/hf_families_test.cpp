@@ -1,5 +1,5 @@
-// Gemma 1, Granite, SmolLM3, OLMo 2, OLMo 3, EXAONE 4.0 and GLM-4 Hugging Face folders convert as
-// llama.cpp's GemmaModel, GraniteModel, SmolLM3Model, Olmo2Model, Exaone4Model and Glm4Model do: the tiny dummy of each family (tokenmill dummy, F32)
+// Gemma 1, Granite, SmolLM3, OLMo 2, OLMo 3, EXAONE 4.0, GLM-4, Granite MoE, Ministral 3 and GLM-4.5
+// Hugging Face folders convert as llama.cpp's converters do: the tiny dummy of each family (tokenmill dummy, F32)
 // written back as an HF folder (HF names, q/k rows of the llama-RoPE families in HF's rotate-half
 // order, Gemma's norms stored as w for 1 + w, config.json with the family's fields) converts to the same
 // tensors byte for byte, the same hyper-parameters and the same logits. Fields the GGUF family cannot
@@ -10,6 +10,8 @@
 #include <cstring>
 #include <map>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "convert/dummy.h"
 #include "convert/hf_model.h"
@@ -46,6 +48,11 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
   static const std::map<std::string, std::string> glm4 = {{"post_attention_norm", "post_self_attn_layernorm"},
                                                           {"post_ffw_norm", "post_mlp_layernorm"},
                                                           {"ffn_up", "mlp.gate_up_proj"}};
+  // glm4moe: the router, the ungated shared experts (the selection bias and the experts: hf_tensors_of)
+  static const std::map<std::string, std::string> glm4moe = {{"ffn_gate_inp", "mlp.gate"},
+                                                             {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+                                                             {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+                                                             {"ffn_down_shexp", "mlp.shared_experts.down_proj"}};
   // granitemoe: the router (the experts are merged by hf_tensors_of)
   static const std::map<std::string, std::string> granitemoe = {{"ffn_gate_inp", "block_sparse_moe.router.layer"},
                                                                 {"ffn_down_exps", "block_sparse_moe.output_linear"}};
@@ -53,6 +60,7 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
   const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, last - dot2 - 1);
   const std::string& hf = arch == "glm4" && glm4.count(kind)                 ? glm4.at(kind)
                           : arch == "granitemoe" && granitemoe.count(kind) ? granitemoe.at(kind)
+                          : arch == "glm4moe" && glm4moe.count(kind)       ? glm4moe.at(kind)
                                                                            : sub.at(kind);
   return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
@@ -65,7 +73,8 @@ json config_of(const ModelShape& s) {
                                                         {"exaone4", "Exaone4ForCausalLM"},
                                                         {"glm4", "Glm4ForCausalLM"},
                                                         {"granitemoe", "GraniteMoeForCausalLM"},
-                                                        {"mistral3", "Ministral3ForCausalLM"}};
+                                                        {"mistral3", "Ministral3ForCausalLM"},
+                                                        {"glm4moe", "Glm4MoeForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -106,9 +115,22 @@ json config_of(const ModelShape& s) {
                               {"beta_slow", s.yarn_beta_slow}, {"mscale_all_dim", s.yarn_log_mul},
                               {"llama_4_scaling_beta", s.attn_temp_scale}};
   }
-  if (s.arch == "glm4") {
+  if (s.arch == "glm4" || s.arch == "glm4moe") {
     cfg["partial_rotary_factor"] = static_cast<double>(s.n_rot) / static_cast<double>(s.head_dim);
     cfg["attention_bias"] = true;
+  }
+  if (s.arch == "glm4moe") {  // GLM-4.5's config.json fields, with its NextN layer (num_nextn_predict_layers)
+    cfg.erase("num_local_experts");
+    cfg["n_routed_experts"] = s.n_expert;
+    cfg["moe_intermediate_size"] = s.n_ff_exp;
+    cfg["n_shared_experts"] = s.n_expert_shared;
+    cfg["first_k_dense_replace"] = s.n_dense_lead;
+    cfg["routed_scaling_factor"] = s.expert_weights_scale;
+    cfg["norm_topk_prob"] = true;
+    cfg["use_qk_norm"] = s.qk_norm;
+    cfg["n_group"] = 1;
+    cfg["topk_group"] = 1;
+    cfg["num_nextn_predict_layers"] = 1;
   }
   if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
     cfg["sliding_window"] = s.n_swa;
@@ -133,6 +155,22 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
   for (const GgufTensorInfo& gt : g.tensors()) {
     EXPECT_EQ(gt.type, DType::F32) << gt.name;
     std::vector<float> v = f32_values_of(gt);
+    if (s.arch == "glm4moe" && gt.name.find("_exps.weight") != std::string::npos) {  // one matrix per expert
+      const int64_t cols = gt.ne[0], rows = gt.ne[1], E = gt.ne[2];
+      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
+      const std::string kind = gt.name.find("gate_exps") != std::string::npos ? "gate_proj"
+                               : gt.name.find("up_exps") != std::string::npos ? "up_proj"
+                                                                               : "down_proj";
+      for (int64_t e = 0; e < E; ++e)
+        t[fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", layer, e, kind)] = {
+            {rows, cols}, std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols)};
+      continue;
+    }
+    if (gt.name.ends_with("exp_probs_b.bias")) {
+      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
+      t["model.layers." + layer + ".mlp.gate.e_score_correction_bias"] = {{gt.ne[0]}, v};
+      continue;
+    }
     if (gt.name.ends_with("ffn_gate_exps.weight")) {  // [E, F, H] gate, then up: [E, 2F, H]
       const GgufTensorInfo* up = g.find_tensor(gt.name.substr(0, gt.name.size() - 20) + "ffn_up_exps.weight");
       EXPECT_NE(up, nullptr);
@@ -159,6 +197,14 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
       v = std::move(hf);
     }
     t[hf_name_of(gt.name, s.arch)] = {std::vector<int64_t>(gt.ne.rbegin(), gt.ne.rend()), v};
+  }
+  if (s.arch == "glm4moe") {  // its NextN layer after the model's own (left out by the converter)
+    const std::string nl = fmt::format("model.layers.{}.", s.n_layer);
+    t[nl + "eh_proj.weight"] = {{s.n_embd, 2 * s.n_embd}, std::vector<float>(static_cast<size_t>(2 * s.n_embd * s.n_embd), 0.5f)};
+    t[nl + "enorm.weight"] = {{s.n_embd}, std::vector<float>(static_cast<size_t>(s.n_embd), 1.0f)};
+    t[nl + "mlp.experts.0.gate_proj.weight"] = {{s.n_ff_exp, s.n_embd},
+                                                std::vector<float>(static_cast<size_t>(s.n_ff_exp * s.n_embd), 0.5f)};
+    t[nl + "mlp.gate.e_score_correction_bias"] = {{s.n_expert}, std::vector<float>(static_cast<size_t>(s.n_expert), 0.0f)};
   }
   return t;
 }
@@ -193,7 +239,7 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                                            "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe",
-                                           "tiny-mistral3"),
+                                           "tiny-mistral3", "tiny-glm4moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -254,6 +300,25 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   glm = config_of(gd4.shape);
   glm["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {8, 12, 12}}};
   EXPECT_ERROR_HAS(convert_error(glm, hf_tensors_of(*g4, gd4.shape)), "mrope_section");
+
+  // GLM-4.5: grouped routing that restricts the choice; a dense-layer count that disagrees with the
+  // tensors; a NextN layer config.json does not announce
+  const DummyFile gm = write_f32_dummy("tiny-glm4moe", 11);
+  auto gmf = GgufFile::open(gm.path);
+  ASSERT_TRUE(gmf.ok());
+  const HfTensors gt = hf_tensors_of(*gmf, gm.shape);
+  json moe = config_of(gm.shape);
+  moe["n_group"] = 4;
+  moe["topk_group"] = 2;
+  EXPECT_ERROR_HAS(convert_error(moe, gt), "n_group 4 with topk_group 2");
+  moe["topk_group"] = 4;  // every group kept: the same choice
+  EXPECT_EQ(convert_error(moe, gt), "<converted OK>");
+  moe = config_of(gm.shape);
+  moe["first_k_dense_replace"] = 0;
+  EXPECT_ERROR_HAS(convert_error(moe, gt), "model.layers.0.mlp.");  // layer 0's dense FFN is unexpected
+  moe = config_of(gm.shape);
+  moe["num_nextn_predict_layers"] = 0;
+  EXPECT_ERROR_HAS(convert_error(moe, gt), "model.layers.3.");
 }
 
 // EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".
