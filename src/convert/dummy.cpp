@@ -190,6 +190,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
   const bool glm4 = s.arch == "glm4";        // pre- and post-norms, q/k/v biases, fused gate/up
   const bool glm4moe = s.arch == "glm4moe";  // q/k/v biases, sigmoid routing with a selection bias, shared expert
+  const bool deepseek2 = s.arch == "deepseek2";  // latent attention (MLA), shared experts, leading dense layers
+  if (deepseek2 && (s.mla_kv_rank <= 0 || s.mla_nope <= 0 || s.mla_v <= 0 || s.n_head_kv != 1 || s.n_rot <= 0 ||
+                    s.head_dim != s.mla_kv_rank + s.n_rot))
+    return Error{"deepseek2 needs the MLA sizes (kv rank, nope and value dimensions), --n-rot, one KV head and "
+                 "head_dim = kv rank + n_rot"};
+  if (!deepseek2 && (s.mla_kv_rank > 0 || s.sigmoid_gating)) return Error{"MLA sizes and sigmoid gating are deepseek2's"};
   const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4 || glm4;
   if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
       !exaone4)
@@ -209,19 +215,22 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
   const bool gptoss = s.arch == "gpt-oss";
-  const bool moe_arch =
-      s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss || s.arch == "granitemoe" || glm4moe;
+  const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
+                        s.arch == "granitemoe" || glm4moe || deepseek2;
   const bool moe = moe_arch || s.n_expert > 0;
-  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe;  // else n_ff rows
+  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2;  // else n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
-  const int64_t n_shared = glm4moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
-  const int64_t n_ff_shexp = glm4moe ? n_shared * n_ff_exp : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
-  if (!glm4moe && (s.n_expert_shared > 0 || s.n_dense_lead > 0 || s.expert_weights_scale > 0 || s.qk_norm))
-    return Error{"shared expert counts, leading dense layers, expert weight scales and q/k norms are glm4moe's here"};
+  const bool ds_moe = glm4moe || deepseek2;  // DeepSeek-style experts: shared count, dense lead, scale
+  const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
+  const int64_t n_ff_shexp = ds_moe ? n_shared * n_ff_exp : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  if (!ds_moe && (s.n_expert_shared > 0 || s.n_dense_lead > 0 || s.expert_weights_scale > 0))
+    return Error{"shared expert counts, leading dense layers and expert weight scales are glm4moe's and deepseek2's here"};
+  if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
+  const bool sigmoid = glm4moe || s.sigmoid_gating;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, llama)",
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
@@ -268,7 +277,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  if (s.head_dim != s.n_embd / s.n_head) {
+  if (deepseek2) {  // MLA as llama.cpp's converter writes it: the latent head's sizes, then the heads'
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.mla_kv_rank));
+    w.set_u32(a + "attention.key_length_mla", static_cast<uint32_t>(s.mla_nope + n_rot));
+    w.set_u32(a + "attention.value_length_mla", static_cast<uint32_t>(s.mla_v));
+    w.set_u32(a + "attention.q_lora_rank", static_cast<uint32_t>(s.mla_q_rank));
+    w.set_u32(a + "attention.kv_lora_rank", static_cast<uint32_t>(s.mla_kv_rank));
+  } else if (s.head_dim != s.n_embd / s.n_head) {
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
   }
@@ -291,12 +307,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
-    if (glm4moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 (sigmoid gating, renormalized)
+    if (ds_moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 and DeepSeek V2 / V3 (V3, GLM: sigmoid, renormalized)
       w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
-      w.set_u32(a + "expert_gating_func", 2);
-      w.set_bool(a + "expert_weights_norm", true);
+      w.set_u32(a + "expert_gating_func", sigmoid ? 2 : 1);
+      w.set_bool(a + "expert_weights_norm", sigmoid);
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
+    }
+    if (s.n_expert_groups > 1) {
+      w.set_u32(a + "expert_group_count", static_cast<uint32_t>(s.n_expert_groups));
+      w.set_u32(a + "expert_group_used_count", static_cast<uint32_t>(s.n_groups_used));
     }
   }
   if (s.n_swa > 0) {
@@ -436,7 +456,20 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    if (phi3) {  // q, k, v rows stacked
+    if (deepseek2) {  // the latent attention's weights (per-head attn_k_b / attn_v_b: 3-D, head-major)
+      const int64_t R = s.mla_kv_rank, qp = s.n_head * (s.mla_nope + n_rot);
+      if (s.mla_q_rank > 0) {
+        TM_TRY(add_matrix(p + "attn_q_a.weight", s.mla_q_rank, s.n_embd, wt, w_spread));
+        TM_TRY(add_vector(p + "attn_q_a_norm.weight", s.mla_q_rank, 1.0f, 0.1f));
+        TM_TRY(add_matrix(p + "attn_q_b.weight", qp, s.mla_q_rank, wt, w_spread));
+      } else {
+        TM_TRY(add_matrix(p + "attn_q.weight", qp, s.n_embd, wt, w_spread));
+      }
+      TM_TRY(add_matrix(p + "attn_kv_a_mqa.weight", R + n_rot, s.n_embd, wt, w_spread));
+      TM_TRY(add_vector(p + "attn_kv_a_norm.weight", R, 1.0f, 0.1f));
+      TM_TRY(add_experts(p + "attn_k_b.weight", s.n_head, R, s.mla_nope, wt, w_spread));
+      TM_TRY(add_experts(p + "attn_v_b.weight", s.n_head, s.mla_v, R, wt, w_spread));
+    } else if (phi3) {  // q, k, v rows stacked
       TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
     } else {
       TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
@@ -456,7 +489,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
-    TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
+    TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, deepseek2 ? s.n_head * s.mla_v : q_dim, wt, w_spread));
     if (post_norms) {  // norm weights as llama.cpp's converter stores them (Gemma's 1 + w)
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
@@ -480,10 +513,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_matrix(p + "ffn_up_exps.bias", s.n_expert, n_ff_exp, DType::F32, 0.05f));
         TM_TRY(add_matrix(p + "ffn_down_exps.bias", s.n_expert, s.n_embd, DType::F32, 0.05f));
       }
-      if (glm4moe)  // the selection bias: of the order of the sigmoid scores' spread, so it changes choices
+      if (sigmoid)  // the selection bias: of the order of the sigmoid scores' spread, so it changes choices
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
-      if (s.arch == "qwen2moe" || glm4moe) {
-        if (!glm4moe) TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
+      if (s.arch == "qwen2moe" || ds_moe) {
+        if (!ds_moe) TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));

@@ -32,6 +32,15 @@ struct ModelShape {
   int64_t n_expert_shared = 0, n_dense_lead = 0;
   float expert_weights_scale = 0;
   bool qk_norm = false;
+  // deepseek2 (MLA): the latent's width (kv_lora_rank), the q projection's low rank (q_lora_rank; 0:
+  // one attn_q, as V2-Lite), each head's dimensions without RoPE (qk_nope_head_dim; n_rot is
+  // qk_rope_head_dim) and its value width (v_head_dim); head_dim must be mla_kv_rank + n_rot, n_head_kv
+  // 1. sigmoid_gating: DeepSeek-V3's sigmoid routing with exp_probs_b and renormalized weights (else
+  // V2's softmax). The sharing, dense-layer and scale fields above apply as for glm4moe.
+  int64_t mla_kv_rank = 0, mla_q_rank = 0, mla_nope = 0, mla_v = 0;
+  bool sigmoid_gating = false;
+  // grouped routing (expert_group_count / expert_group_used_count: DeepSeek-V3's 8 / 4); 0: none
+  int64_t n_expert_groups = 0, n_groups_used = 0;
   // Sliding-window attention: the window (attention.sliding_window; gemma2/gemma3, gpt-oss (its even
   // layers), and llama as Mistral 7B v0.1 writes it), every swa_pattern-th layer global (0: the family's default, gemma2 2,
   // gemma3 6; llama: all layers slide), the sliding layers' RoPE base (rope.freq_base_swa; 0: none).
@@ -57,7 +66,8 @@ struct ModelShape {
 // "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-gemma2", "tiny-gemma3",
 // "tiny-mistral", "tiny-llama-yarn", "tiny-gpt-oss", "tiny-qwen3-reranker", "tiny-gemma", "tiny-granite",
 // "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
-// "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe").
+// "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2",
+// "tiny-deepseek3").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

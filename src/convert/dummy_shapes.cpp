@@ -211,6 +211,33 @@ std::vector<ModelShape> moe_shapes() {
     s.qk_norm = qk_norm;
     return s;
   };
+  // DeepSeek-V2-Lite (deepseek2, config.json): MLA with a 512-wide latent, one attn_q (no q rank), heads
+  // of 128 + 64 RoPE dimensions and 128-wide values, YaRN x40 over 4096 positions (mscale_all_dim
+  // 0.707: log multiplier 0.0707 as the converter writes it), 2 shared experts, layer 0 dense,
+  // softmax routing. tiny-deepseek2: its tiny form; tiny-deepseek3: V3's form -- a low-rank q,
+  // sigmoid routing with a selection bias in 4 groups of 2 experts (the best 2 groups' experts
+  // eligible), renormalized and scaled by 2.5, YaRN x4 over 64 positions. DeepSeek-V3 (and R1): 256
+  // experts in 8 groups (4 eligible), 3 dense layers; Kimi K2: 384 experts, no groups.
+  auto ds = [](ModelShape s, int64_t kv_rank, int64_t q_rank, int64_t nope, int64_t rope, int64_t v, int64_t shared,
+               int64_t dense_lead, bool sigmoid, float scale) {
+    s.mla_kv_rank = kv_rank, s.mla_q_rank = q_rank, s.mla_nope = nope, s.mla_v = v;
+    s.n_rot = rope;
+    s.head_dim = kv_rank + rope;
+    s.n_head_kv = 1;
+    s.n_expert_shared = shared;
+    s.n_dense_lead = dense_lead;
+    s.sigmoid_gating = sigmoid;
+    s.expert_weights_scale = scale;
+    return s;
+  };
+  auto grouped = [](ModelShape s, int64_t groups, int64_t used) {
+    s.n_expert_groups = groups, s.n_groups_used = used;
+    return s;
+  };
+  auto yarn = [](ModelShape s, float factor, int64_t orig, float log_mul) {
+    s.rope_scaling = "yarn", s.rope_factor = factor, s.rope_orig_ctx = orig, s.yarn_log_mul = log_mul;
+    return s;
+  };
   auto moe = [](ModelShape s, int64_t n_expert, int64_t used, int64_t ff_exp, int64_t ff_shexp) {
     s.n_expert = n_expert;
     s.n_expert_used = used;
@@ -239,6 +266,17 @@ std::vector<ModelShape> moe_shapes() {
               1536, 0), 3, 2.5f, true),
       glm(moe({"tiny-glm4moe", "glm4moe", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 8, 2, 32, 0), 1,
           2.5f, true),
+      yarn(ds(moe({"deepseek-v2-lite", "deepseek2", 102400, 2048, 27, 16, 1, 576, 10944, 163840, 10000.0f, 1e-6f, false},
+                  64, 6, 1408, 0), 512, 0, 128, 64, 128, 2, 1, false, 1.0f), 40.0f, 4096, 0.0707f),
+      ds(moe({"tiny-deepseek2", "deepseek2", 512, 64, 3, 4, 1, 48, 160, 256, 10000.0f, 1e-6f, false}, 8, 2, 32, 0), 32,
+         0, 16, 16, 16, 2, 1, false, 1.0f),
+      grouped(yarn(ds(moe({"tiny-deepseek3", "deepseek2", 512, 64, 3, 4, 1, 48, 160, 256, 10000.0f, 1e-6f, false}, 8,
+                          2, 32, 0), 32, 32, 16, 16, 24, 1, 1, true, 2.5f), 4.0f, 64, 0.1f), 4, 2),
+      grouped(yarn(ds(moe({"deepseek-v3", "deepseek2", 129280, 7168, 61, 128, 1, 576, 18432, 163840, 10000.0f, 1e-6f,
+                           false}, 256, 8, 2048, 0), 512, 1536, 128, 64, 128, 1, 3, true, 2.5f), 40.0f, 4096, 0.1f),
+              8, 4),
+      yarn(ds(moe({"kimi-k2", "deepseek2", 163840, 7168, 61, 64, 1, 576, 18432, 131072, 50000.0f, 1e-6f, false}, 384, 8,
+                  2048, 0), 512, 1536, 128, 64, 128, 1, 1, true, 2.827f), 32.0f, 4096, 0.1f),
   };
 }
 

@@ -74,8 +74,8 @@ std::string heads_not_supported(const std::string& method) {
   if (method == "mtp")
     why = "MTP heads reach a GGUF only as llama.cpp's NextN layers (extra blocks blk.N.nextn.*, counted by "
           "<arch>.nextn_predict_layers), which its converter keeps for glm4moe (GLM-4.5/4.6) and deepseek32 "
-          "(DeepSeek-V3.2) and drops for deepseek2 (DeepSeek-V3/R1); tokenmill runs glm4moe without its NextN "
-          "block (it does not run MTP heads yet) and loads neither deepseek architecture, and its families (" +
+          "(DeepSeek-V3.2) and drops for deepseek2 (DeepSeek-V3/R1); tokenmill runs glm4moe (and deepseek2) without "
+          "a NextN block (it does not run MTP heads yet) and does not load deepseek32, and its families (" +
           families + ") have no other MTP heads";
   else if (method == "medusa")
     why = "Medusa heads have no GGUF form (llama.cpp converts none), and tokenmill's families (" + families +

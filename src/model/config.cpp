@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -54,8 +55,19 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
     return {};
   }
   TM_ASSIGN_OR_RETURN(c.n_expert_used, req_int(f, a + "expert_used_count", 1, c.n_expert));
-  if (auto g = f.get_int(a + "expert_group_count"); g && *g > 1)
-    return Error{fmt::format("{}expert_group_count {}: grouped expert routing is not supported", a, *g)};
+  // grouped routing (DeepSeek-V3): as llama.cpp, whatever the family
+  TM_ASSIGN_OR_RETURN(c.moe_groups, opt_int(f, a + "expert_group_count", 1, 0, std::min<int64_t>(c.n_expert - 1, 64)));
+  if (c.moe_groups <= 1) {
+    c.moe_groups = 1;
+  } else {
+    TM_ASSIGN_OR_RETURN(c.moe_groups_used, req_int(f, a + "expert_group_used_count", 1, c.moe_groups - 1));
+    if (c.n_expert % c.moe_groups != 0 || c.n_expert / c.moe_groups < 2)
+      return Error{fmt::format("{}expert_group_count {}: {} experts do not split into groups of two or more", a,
+                               c.moe_groups, c.n_expert)};
+    if (c.n_expert_used > c.moe_groups_used * (c.n_expert / c.moe_groups))
+      return Error{fmt::format("{}expert_used_count {} exceeds the experts of {} groups", a, c.n_expert_used,
+                               c.moe_groups_used)};
+  }
   // llama.cpp: 1 softmax, 2 sigmoid; gpt-oss's gating is fixed by its architecture (the key is ignored)
   if (auto g = f.get_int(a + "expert_gating_func"); g && *g != 1 && !c.arch.moe_softmax_topk && !c.arch.moe_gating_key)
     return Error{fmt::format("{}expert_gating_func {}: only softmax gating (1) is supported for '{}'", a, *g, c.arch.name)};
@@ -115,6 +127,7 @@ ArchSpec arch_glm4();
 ArchSpec arch_granitemoe();
 ArchSpec arch_mistral3();
 ArchSpec arch_glm4moe();
+ArchSpec arch_deepseek2();
 
 namespace {
 void register_builtin_archs() {
@@ -123,7 +136,7 @@ void register_builtin_archs() {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
-                               arch_glm4moe()})
+                               arch_glm4moe(), arch_deepseek2()})
       registry()[s.name] = s;
   });
 }
@@ -198,7 +211,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   const int64_t def_hd = c.n_embd / c.n_head;
   TM_ASSIGN_OR_RETURN(c.head_dim, opt_int(f, a + "attention.key_length", def_hd, 1, 4096));
   TM_ASSIGN_OR_RETURN(int64_t vdim, opt_int(f, a + "attention.value_length", c.head_dim, 1, 4096));
-  if (vdim != c.head_dim) return Error{"attention.value_length != key_length is not supported"};
+  if (vdim != c.head_dim && !c.arch.mla) return Error{"attention.value_length != key_length is not supported"};
   if (c.head_dim % 2 != 0) return Error{fmt::format("head dimension {} must be even", c.head_dim)};
   TM_ASSIGN_OR_RETURN(c.n_rot, opt_int(f, a + "rope.dimension_count", c.head_dim, 2, c.head_dim));
   if (c.n_rot % 2 != 0) return Error{"rope.dimension_count must be even"};

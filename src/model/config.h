@@ -53,6 +53,10 @@ struct ArchSpec {
   // added to the gate scores to choose the experts, not to weight them.
   bool moe_gating_key = false;
   bool moe_selection_bias = false;
+  bool moe_selection_bias_required = true;  // (deepseek2: loaded when present)
+  // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
+  // is the latent's width, not the head's.
+  bool mla = false;
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
   // (gemma2/gemma3); the loader requires them, the forward applies whatever a layer has.
@@ -166,8 +170,24 @@ struct ModelConfig {
     bool softmax_topk = false;  // gpt-oss (ArchSpec::moe_softmax_topk)
     bool sigmoid = false;       // moe_sigmoid
     float scale = 1.0f;         // moe_weights_scale
+    // grouped routing (DeepSeek-V3): the experts in `groups` equal groups, each scored by the sum of
+    // its two best (biased) scores; only the best groups_used groups' experts may be chosen
+    int64_t groups = 1, groups_used = 1;
   };
-  MoeGate moe_gate() const { return {arch.moe_norm_topk, arch.moe_softmax_topk, moe_sigmoid, moe_weights_scale}; }
+  int64_t moe_groups = 1, moe_groups_used = 1;  // expert_group_count, expert_group_used_count
+  MoeGate moe_gate() const {
+    return {arch.moe_norm_topk, arch.moe_softmax_topk, moe_sigmoid, moe_weights_scale, moe_groups, moe_groups_used};
+  }
+  // deepseek2's multi-head latent attention, absorbed (model/mla.h): the cache holds n_head_kv = 1
+  // head of head_dim = mla_kv_rank (the normed latent) + n_rot (RoPE) dimensions per token, V = K;
+  // a query head is [attn_k_b x q_nope (mla_kv_rank) | q_pe (n_rot)], q_nope being mla_nope wide; the
+  // attention's latent output goes through attn_v_b per head (mla_v rows) into attn_output.
+  // mla_q_rank: the q projection's low rank (attn_q_a / attn_q_b), 0: one attn_q (V2-Lite).
+  int64_t mla_kv_rank = 0, mla_q_rank = 0, mla_nope = 0, mla_v = 0;
+  bool is_mla() const { return mla_kv_rank > 0; }
+  // The width of the q projection's output and of attn_output's input.
+  int64_t q_proj_dim() const { return is_mla() ? n_head * (mla_nope + n_rot) : q_dim(); }
+  int64_t attn_out_dim() const { return is_mla() ? n_head * mla_v : q_dim(); }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

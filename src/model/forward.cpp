@@ -30,7 +30,12 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
+    if (c.is_mla()) {
+      jobs.emplace_back(&L.wo, &P.wo);
+      P.mla.collect(L, jobs);
+    } else {
+      jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
+    }
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
     else jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
   }
@@ -82,10 +87,11 @@ uint64_t Forward::weight_bytes() const {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
+    if (model_->config().is_mla()) b += P.mla.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
-                          &L.down_exps_b})
+                          &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm})
       b += floats(*v);
   }
   return b;
@@ -112,6 +118,7 @@ void Forward::ensure_scratch(int64_t n) {
   k_.resize(N * c.kv_dim());
   v_.resize(N * c.kv_dim());
   att_.resize(N * c.q_dim());
+  if (c.is_mla()) ao_.resize(N * c.attn_out_dim());
   hb_.resize(N * c.n_ff);
   hb2_.resize(N * c.n_ff);
   pos_.resize(N);
@@ -237,21 +244,27 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const PreparedLayer& P = layers_[l];
     // attention block (layers after the first got their norm from the previous layer's residual step)
     if (l == 0) residual_norm(false, &L.attn_norm, N);
-    // a fused attn_qkv (phi3) is one weight to the observer: reported once
-    observe(P.wq, xb_.data(), N);
-    if (P.wk.source().name != P.wq.source().name) {
-      observe(P.wk, xb_.data(), N);
-      observe(P.wv, xb_.data(), N);
-    }
-    const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
-    matmul_many(qkv, 3, xb_.data(), E, N, pool_);
-    if (lora) {
-      lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
-      lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
-      lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
-    }
     const PagedKvView view = kv.view(l);
     const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
+    const bool mla = c.is_mla();
+    if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
+      mla_.project(c, L, P.mla, xb_.data(), E, N, rope_off >= 0 ? rope_cos_.data() + rope_off : nullptr,
+                   rope_off >= 0 ? rope_sin_.data() + rope_off : nullptr, q_.data(), k_.data(), pool_);
+    } else {
+      // a fused attn_qkv (phi3) is one weight to the observer: reported once
+      observe(P.wq, xb_.data(), N);
+      if (P.wk.source().name != P.wq.source().name) {
+        observe(P.wk, xb_.data(), N);
+        observe(P.wv, xb_.data(), N);
+      }
+      const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
+      matmul_many(qkv, 3, xb_.data(), E, N, pool_);
+      if (lora) {
+        lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
+        lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
+        lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
+      }
+    }
     // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
     // tokens of one chunk see each other causally)
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
@@ -284,7 +297,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
             rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
           }
         }
-        if (rope_off >= 0) {  // (smollm3's NoPE layers rotate nothing)
+        if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
           const float* cs = rope_cos_.data() + rope_off + t * half;
           const float* sn = rope_sin_.data() + rope_off + t * half;
           rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
@@ -295,13 +308,20 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
           for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
         }
         const SeqSlice& s = batch.seqs[seq_of_[t]];
-        paged_kv_store(view, s.block_table.data(), pos_[t], k, v);
+        paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)
       }
     });
     attention(batch, kv, l);
-    observe(P.wo, att_.data(), N);
-    matmul(P.wo, att_.data(), QD, xb_.data(), E, N, pool_);
-    if (lora) lora_.apply(l, LoraSlot::O, att_.data(), QD, xb_.data(), E, pool_);
+    const float* ao = att_.data();
+    int64_t AO = QD;
+    if (mla) {  // each head's latent output through its attn_v_b
+      AO = c.attn_out_dim();
+      mla_.output(c, P.mla, att_.data(), N, ao_.data(), pool_);
+      ao = ao_.data();
+    }
+    observe(P.wo, ao, N);
+    matmul(P.wo, ao, AO, xb_.data(), E, N, pool_);
+    if (lora) lora_.apply(l, LoraSlot::O, ao, AO, xb_.data(), E, pool_);
     if (!L.bo.empty())  // attn_output.bias (gpt-oss)
       for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
     post_norm(L.attn_post_norm, N);

@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/kv_storage.h"
 #include "model/lora_batch.h"
+#include "model/mla.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "model/rope.h"
@@ -69,7 +70,8 @@ class Forward {
  private:
   struct PreparedLayer {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
-    PreparedMoe moe;                                 // MoE layers (ModelConfig::is_moe)
+    PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
+    PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
   };
   void ensure_scratch(int64_t n_tokens);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
@@ -100,11 +102,12 @@ class Forward {
 
   // scratch, (n_tokens, dim) row-major
   int64_t cap_ = 0;
-  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_;
+  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, n_rot/2)
   MoeFfn moe_;                              // MoE scratch
+  MlaAttention mla_;                        // MLA scratch
 };
 
 }  // namespace tmill

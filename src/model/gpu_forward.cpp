@@ -26,8 +26,9 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
                           "fp8_e5m2 or q4_0)", dtype_name(kv_dtype)));
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
-  if (c.is_moe() && (c.moe_sigmoid || c.moe_weights_scale != 1.0f || c.arch.moe_selection_bias))
-    return no("sigmoid gating, a selection bias or scaled expert weights (DeepSeek-V3's routing)");
+  if (c.is_mla()) return no("multi-head latent attention (deepseek2)");
+  if (c.is_moe() && (c.moe_sigmoid || c.moe_weights_scale != 1.0f || c.arch.moe_selection_bias || c.moe_groups > 1))
+    return no("sigmoid gating, a selection bias, grouped routing or scaled expert weights (DeepSeek-V3's routing)");
   if (c.is_moe() && (c.n_layer_dense_lead > 0 || c.arch.moe_shared_ungated))
     return no("dense layers before the expert layers, or an ungated shared expert");
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));

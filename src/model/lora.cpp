@@ -94,7 +94,10 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
   ad->layers_.resize(mw.layers.size());
   for (size_t l = 0; l < mw.layers.size(); ++l) {
     const LayerWeights& L = mw.layers[l];
-    const Matrix* slots[kLoraSlots] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+    // (deepseek2's latent attention computes q inside its own helper: its q projection is not adapted)
+    static const Matrix kNone;
+    const Matrix* q = base.config().is_mla() ? &kNone : &L.wq;
+    const Matrix* slots[kLoraSlots] = {q, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
     for (int s = 0; s < kLoraSlots; ++s) ad->layers_[l][static_cast<size_t>(s)] = bind(*slots[s]);
   }
   // A tied output reads token_embd.weight, whose pair has the embedding layout: it adapts the lookup only.

@@ -134,7 +134,7 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
     TM_ASSIGN_OR_RETURN(L.down_exps_b, ld.vec2d(p + "ffn_down_exps.bias", E, n));
   }
   if (c.arch.moe_selection_bias) {
-    TM_ASSIGN_OR_RETURN(L.exp_probs_b, ld.vec(p + "exp_probs_b.bias", n));
+    TM_ASSIGN_OR_RETURN(L.exp_probs_b, ld.opt_vec(p + "exp_probs_b.bias", n, c.arch.moe_selection_bias_required));
   }
   if (c.arch.moe_shared_expert || (c.arch.moe_shared_ungated && c.n_ff_shexp > 0)) {
     const int64_t S = c.n_ff_shexp;
@@ -145,6 +145,23 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
     TM_ASSIGN_OR_RETURN(L.up_shexp, ld.matrix(p + "ffn_up_shexp.weight", S, E));
     TM_ASSIGN_OR_RETURN(L.down_shexp, ld.matrix(p + "ffn_down_shexp.weight", E, S));
   }
+  return {};
+}
+
+// deepseek2's latent attention weights (ModelConfig::is_mla).
+Status load_mla_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, R = c.mla_kv_rank;
+  if (c.mla_q_rank > 0) {
+    TM_ASSIGN_OR_RETURN(L.wq_a, ld.matrix(p + "attn_q_a.weight", c.mla_q_rank, E));
+    TM_ASSIGN_OR_RETURN(L.q_a_norm, ld.vec(p + "attn_q_a_norm.weight", c.mla_q_rank));
+    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q_b.weight", c.q_proj_dim(), c.mla_q_rank));
+  } else {
+    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_proj_dim(), E));
+  }
+  TM_ASSIGN_OR_RETURN(L.wkv_a, ld.matrix(p + "attn_kv_a_mqa.weight", R + c.n_rot, E));
+  TM_ASSIGN_OR_RETURN(L.kv_a_norm, ld.vec(p + "attn_kv_a_norm.weight", R));
+  TM_ASSIGN_OR_RETURN(L.wk_b, ld.experts(p + "attn_k_b.weight", c.n_head, R, c.mla_nope));
+  TM_ASSIGN_OR_RETURN(L.wv_b, ld.experts(p + "attn_v_b.weight", c.n_head, c.mla_v, R));
   return {};
 }
 
@@ -195,7 +212,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     if (c.arch.pre_norms) {  // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty)
       TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
     }
-    if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
+    if (c.is_mla()) {
+      TM_TRY(load_mla_layer(ld, c, p, L));
+    } else if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
       // q, k, v rows stacked in one tensor, in that order
       TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd));
       L.wq = Loader::rows_of(qkv, 0, c.q_dim());
@@ -219,7 +238,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
     TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
     TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
-    TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
     TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
     if (c.arch.attn_sinks) {
       TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));

@@ -42,6 +42,13 @@ struct LayerWeights {
   // glm4moe's selection bias (ArchSpec::moe_selection_bias: exp_probs_b.bias), else empty
   std::vector<float> exp_probs_b;              // (n_expert)
   bool has_shared_expert() const { return gate_shexp.valid(); }
+  // deepseek2's latent attention (ModelConfig::is_mla; wq is then attn_q or attn_q_b, wk / wv empty):
+  // attn_q_a and its norm (when mla_q_rank > 0), attn_kv_a_mqa (latent + RoPE rows) and the latent's
+  // norm, and per head one row view of attn_k_b (mla_kv_rank x mla_nope) and of attn_v_b
+  // (mla_v x mla_kv_rank).
+  Matrix wq_a, wkv_a;
+  std::vector<float> q_a_norm, kv_a_norm;
+  std::vector<Matrix> wk_b, wv_b;
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

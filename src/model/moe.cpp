@@ -62,13 +62,34 @@ void moe_route_token(const float* logits, int64_t n_expert, int64_t k, const Mod
     ref::softmax(p, n_expert);
   // the choice reads score + selection bias (glm4moe), the weights the score
   float* choice = p;
-  if (selection_bias) {
+  if (selection_bias || gate.groups > 1) {
     choice = p + n_expert;
-    for (int64_t e = 0; e < n_expert; ++e) choice[e] = p[e] + selection_bias[e];
+    for (int64_t e = 0; e < n_expert; ++e) choice[e] = selection_bias ? p[e] + selection_bias[e] : p[e];
   }
   // top-k by repeated selection (k is small: 1..8 of 8..256 experts); taken ones are marked -inf
   // (scores are finite: probabilities, raw logits of softmax_topk, or biased sigmoids)
   constexpr float kTaken = -std::numeric_limits<float>::infinity();
+  if (gate.groups > 1) {  // grouped routing: the experts outside the best groups are marked taken
+    const int64_t per = n_expert / gate.groups;
+    float score[64];  // (groups <= 64: checked at load)
+    bool kept[64] = {};
+    for (int64_t g = 0; g < gate.groups; ++g) {  // the sum of the group's two best, as the reference
+      float a = kTaken, b = kTaken;
+      for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+        if (choice[e] > a) b = a, a = choice[e];
+        else if (choice[e] > b) b = choice[e];
+      }
+      score[g] = a + b;
+    }
+    for (int64_t i = 0; i < gate.groups_used; ++i) {
+      int64_t best = -1;
+      for (int64_t g = 0; g < gate.groups; ++g)
+        if (!kept[g] && (best < 0 || score[g] > score[best])) best = g;
+      kept[best] = true;
+    }
+    for (int64_t g = 0; g < gate.groups; ++g)
+      if (!kept[g]) std::fill(choice + g * per, choice + (g + 1) * per, kTaken);
+  }
   float wsum = 0.0f;
   for (int64_t j = 0; j < k; ++j) {
     int32_t best = -1;

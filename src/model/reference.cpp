@@ -1,6 +1,8 @@
 #include "model/reference.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <cmath>
 
 #include "core/log.h"
@@ -83,6 +85,21 @@ std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_
   std::vector<float> choice(p);
   if (selection_bias)
     for (int64_t e = 0; e < n_expert; ++e) choice[e] += selection_bias[e];
+  if (gate.groups > 1) {  // only the best groups' experts: a group's score is the sum of its two best
+    const int64_t per = n_expert / gate.groups;
+    std::vector<float> score(static_cast<size_t>(gate.groups));
+    for (int64_t g = 0; g < gate.groups; ++g) {
+      std::vector<float> v(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+      std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+      score[g] = v[0] + v[1];
+    }
+    std::vector<int64_t> order(static_cast<size_t>(gate.groups));
+    for (int64_t g = 0; g < gate.groups; ++g) order[g] = g;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    for (int64_t i = gate.groups_used; i < gate.groups; ++i)
+      std::fill(choice.begin() + order[i] * per, choice.begin() + (order[i] + 1) * per,
+                -std::numeric_limits<float>::infinity());
+  }
   std::vector<int32_t> idx(static_cast<size_t>(n_expert));
   for (int32_t e = 0; e < n_expert; ++e) idx[e] = e;
   // highest first; equal ones by expert index
@@ -146,6 +163,7 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   hb2_.resize(ff);
   router_.resize(c.n_expert);
   moe_out_.resize(c.n_embd);
+  mla_out_.resize(c.attn_out_dim());
   logits_.resize(c.n_vocab);
   key_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
   value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
@@ -190,39 +208,43 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     const LayerWeights& L = w.layers[l];
     // attention rmsnorm (olmo2: none)
     pre_norm(L.attn_norm);
-    // q, k, v projections (+ bias)
-    ref::matvec(L.wq, xb_.data(), q_.data(), row_);
-    ref::matvec(L.wk, xb_.data(), k_.data(), row_);
-    ref::matvec(L.wv, xb_.data(), v_.data(), row_);
-    lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
-    lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
-    lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
-    if (!L.bq.empty()) {
-      for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
-      for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
-      for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
-    }
-    // per-head q/k norm (qwen3), then RoPE
-    // (olmoe: one norm over the whole q and the whole k)
-    const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
     const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
     const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
     const float temperature = c.attn_temperature(pos);  // mistral3 (1 for the others)
-    if (full) {
-      ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
-      ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
-    }
-    for (int64_t h = 0; h < c.n_head; ++h) {
-      float* qh = q_.data() + h * hd;
-      if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-      if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-      if (temperature != 1.0f)
-        for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
-    }
-    for (int64_t h = 0; h < c.n_head_kv; ++h) {
-      float* kh = k_.data() + h * hd;
-      if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-      if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+    if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
+      mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
+    } else {
+      // q, k, v projections (+ bias)
+      ref::matvec(L.wq, xb_.data(), q_.data(), row_);
+      ref::matvec(L.wk, xb_.data(), k_.data(), row_);
+      ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+      lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
+      lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
+      lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
+      if (!L.bq.empty()) {
+        for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
+        for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
+        for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+      }
+      // per-head q/k norm (qwen3), then RoPE
+      // (olmoe: one norm over the whole q and the whole k)
+      const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
+      if (full) {
+        ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
+        ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+      }
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        float* qh = q_.data() + h * hd;
+        if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+        if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+        if (temperature != 1.0f)
+          for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
+      }
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        float* kh = k_.data() + h * hd;
+        if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+        if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+      }
     }
     // store k, v at this position
     float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
@@ -230,9 +252,14 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
     std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
     attention(l, pos);
-    // output projection and residual
-    ref::matvec(L.wo, att_out_.data(), xb_.data(), row_);
-    lora_add(adapted(l, LoraSlot::O), att_out_.data(), xb_.data());
+    // output projection and residual (MLA: each head's latent output through its attn_v_b first)
+    const float* ao = att_out_.data();
+    if (c.is_mla()) {
+      for (int64_t h = 0; h < c.n_head; ++h) ref::matvec(L.wv_b[h], att_out_.data() + h * hd, mla_out_.data() + h * c.mla_v, row_);
+      ao = mla_out_.data();
+    }
+    ref::matvec(L.wo, ao, xb_.data(), row_);
+    lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
     if (!L.bo.empty())  // attn_output.bias (gpt-oss)
       for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
     if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
@@ -264,6 +291,36 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   if (c.final_softcap > 0)
     for (float& v : logits_) v = ref::softcap(v, c.final_softcap);
   return logits_;
+}
+
+// deepseek2's latent attention on xb_ (model/mla.h): k_ = v_ = [rmsnorm(latent) | RoPE(k_pe)], and
+// per head q_ = [attn_k_b_h x q_nope_h | RoPE(q_pe_h)], times the attention temperature.
+void ReferenceForward::mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors,
+                               float temperature) {
+  const ModelConfig& c = model_->config();
+  const int64_t R = c.mla_kv_rank, hd = c.head_dim, qh = c.mla_nope + c.n_rot;
+  std::vector<float> q(static_cast<size_t>(c.q_proj_dim())), kv(static_cast<size_t>(R + c.n_rot));
+  if (L.wq_a.valid()) {
+    std::vector<float> qa(static_cast<size_t>(c.mla_q_rank));
+    ref::matvec(L.wq_a, xb_.data(), qa.data(), row_);
+    ref::rmsnorm(qa.data(), qa.data(), L.q_a_norm.data(), c.mla_q_rank, c.rms_eps);
+    ref::matvec(L.wq, qa.data(), q.data(), row_);
+  } else {
+    ref::matvec(L.wq, xb_.data(), q.data(), row_);
+  }
+  ref::matvec(L.wkv_a, xb_.data(), kv.data(), row_);
+  ref::rmsnorm(k_.data(), kv.data(), L.kv_a_norm.data(), R, c.rms_eps);
+  std::copy(kv.begin() + R, kv.end(), k_.begin() + R);
+  if (rope) ref::rope(k_.data() + R, c.n_rot, pos, *rope, RopeLayout::Adjacent, freq_factors);
+  std::copy(k_.begin(), k_.begin() + hd, v_.begin());
+  for (int64_t h = 0; h < c.n_head; ++h) {
+    float* out = q_.data() + h * hd;
+    ref::matvec(L.wk_b[h], q.data() + h * qh, out, row_);
+    std::copy_n(q.data() + h * qh + c.mla_nope, c.n_rot, out + R);
+    if (rope) ref::rope(out + R, c.n_rot, pos, *rope, RopeLayout::Adjacent, freq_factors);
+    if (temperature != 1.0f)
+      for (int64_t i = 0; i < hd; ++i) out[i] *= temperature;
+  }
 }
 
 void ReferenceForward::pre_norm(const std::vector<float>& norm) {

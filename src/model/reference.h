@@ -31,6 +31,7 @@ class ReferenceForward {
   // xb = rmsnorm(x) with `norm`, or x itself when the family has no pre-norm (olmo2: `norm` empty)
   void pre_norm(const std::vector<float>& norm);
   void moe_ffn(const LayerWeights& L);
+  void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
@@ -52,6 +53,7 @@ class ReferenceForward {
   std::vector<float> hb2_;     // (max FFN rows) up
   std::vector<float> router_;  // (n_expert) router logits
   std::vector<float> moe_out_; // (n_embd) the MoE FFN's output
+  std::vector<float> mla_out_; // (n_head x mla_v) MLA's per-head values (deepseek2)
   std::vector<float> logits_;  // (n_vocab)
   std::vector<float> row_;     // (max(n_embd, n_ff, q_dim)) one dequantized weight row
   // caches

@@ -19,7 +19,13 @@
 //           temperature past the original context;
 //   glm4moe (GLM-4.5): layer 0 dense, then 8 experts, 2 per token, routed by sigmoid scores chosen
 //           with a selection bias, renormalized and scaled by 2.5, plus an ungated shared expert;
-//           q/k/v biases, per-head q/k norms, NeoX RoPE over half of each head.
+//           q/k/v biases, per-head q/k norms, NeoX RoPE over half of each head;
+//   deepseek2 (DeepSeek-V2-Lite's form): multi-head latent attention (a 32-wide latent and 16 RoPE
+//           dimensions cached, heads of 16 + 16 absorbed through attn_k_b, values through attn_v_b),
+//           layer 0 dense, softmax routing, two shared experts;
+//   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
+//           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
+//           renormalized and scaled by 2.5.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -68,6 +74,8 @@ try {
     // past every 64 positions (tiny-mistral3's values)
     mistral3: ['--shape', 'tiny-mistral3', '--n-layer', '2'],
     glm4moe: ['--shape', 'tiny-glm4moe', '--n-layer', '3'],
+    deepseek2: ['--shape', 'tiny-deepseek2'],
+    'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -75,14 +83,17 @@ try {
     // (granitemoe: no Q4_K_M -- at 4 bits a router near-tie at one position (109 of 133: relrms 0.14,
     // the others <= 0.015, measured 2026-12-06) picks another expert on one side, which the
     // worst-position relrms sees; interop.mjs's MoE files allow for it, 4e)
-    // (glm4moe: two expert layers of sigmoid scores plus a selection bias meet near ties on more
-    // positions -- 1 of 133 on F16, 6 on Q8_0, 4 on Q4_K_M, measured 2026-12-06 on an AMD EPYC, where
-    // the F32 file agrees to KLD 6.5e-8 at every position -- so up to 8 routing outliers (1 in 16) are
-    // left out of the rounded files' bounds, inside interop.mjs's 1 in 8 for MoE files, 4e)
+    // (glm4moe, deepseek2: two expert layers of sigmoid scores plus a selection bias meet near ties on
+    // more positions -- glm4moe 1 of 133 on F16, 6 on Q8_0, 4 on Q4_K_M, deepseek2 (V3) 2 and 6,
+    // measured 2026-12-06 on an AMD EPYC, where the F32 files agree to KLD < 1e-7 at every position --
+    // so up to 8 routing outliers (1 in 16) are left out of the rounded files' bounds, inside
+    // interop.mjs's 1 in 8 for MoE files, 4e)
     const deep = name.includes('64 layers');
     const types = deep ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
-    await checkDummyFamily(llama, check, dir, name, [...(deep ? narrow : dims), ...rest], seq, types,
-      { routingOutliers: name === 'glm4moe' ? 8 : 0 });
+    // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head)
+    const base = deep ? narrow : name.startsWith('deepseek2') ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? '1' : v)) : dims;
+    await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
+      { routingOutliers: name === 'glm4moe' || name.startsWith('deepseek2') ? 8 : 0 });
   }
 } catch (e) {
   check(false, `error: ${e.stack ?? e.message}`);

@@ -45,6 +45,17 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                     (long long)c.n_expert_used, c.arch.moe_norm_topk ? "weights renormalized" : "softmax weights",
                     (long long)c.n_ff_exp,
                     c.n_ff_shexp ? fmt::format(", shared expert ffn {}", c.n_ff_shexp).c_str() : "");
+      if (c.is_moe() && (c.moe_sigmoid || c.moe_groups > 1 || c.moe_weights_scale != 1.0f || c.n_layer_dense_lead > 0))
+        std::printf("routing:       %s gating%s, weights x%g, first %lld layer(s) dense\n",
+                    c.moe_sigmoid ? "sigmoid" : "softmax",
+                    c.moe_groups > 1 ? fmt::format(", the best {} of {} expert groups", c.moe_groups_used, c.moe_groups).c_str()
+                                     : "",
+                    c.moe_weights_scale, (long long)c.n_layer_dense_lead);
+      if (c.is_mla())
+        std::printf("attention:     multi-head latent (MLA): cached latent %lld + RoPE %lld per token, q rank %lld, "
+                    "heads of %lld + %lld, values %lld\n",
+                    (long long)c.mla_kv_rank, (long long)c.n_rot, (long long)c.mla_q_rank, (long long)c.mla_nope,
+                    (long long)c.n_rot, (long long)c.mla_v);
       std::printf("context:       %lld trained; rope theta %g, %s layout, n_rot %lld%s; rms eps %g\n",
                   (long long)c.n_ctx_train, c.rope_theta,
                   c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,

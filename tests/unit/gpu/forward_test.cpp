@@ -649,6 +649,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto st = gpu_forward_supports(*glm, gpu_host_ops());
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().find("glm4moe models yet: sigmoid gating"), std::string::npos) << st.error();
+    auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
+    ASSERT_NE(ds, nullptr);
+    st = gpu_forward_supports(*ds, gpu_host_ops());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().find("multi-head latent attention"), std::string::npos) << st.error();
   }
   auto llama = dummy("tiny-llama", DType::F32);
   ASSERT_NE(llama, nullptr);

@@ -31,6 +31,12 @@ class F64Forward {
       const int64_t window = c_.layer_attn[static_cast<size_t>(l)].window;
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
       auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm);  // olmo2: no pre-norm
+      if (c_.is_mla()) {  // deepseek2: K and V decompressed per head from the cached latent
+        auto o = mla_attention(L, l, xb, pos, rp, roped);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        ffn(L, l, x, rs);
+        continue;
+      }
       auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
       if (!L.bq.empty())
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
@@ -73,59 +79,7 @@ class F64Forward {
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
-      xb = L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
-      if (c_.layer_is_moe(l)) {
-        // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
-        // bias: glm4moe), (renormalized, scaled), weighted sum of experts
-        auto p = mv(L.ffn_gate_inp, xb);
-        if (!L.ffn_gate_inp_b.empty())
-          for (size_t e = 0; e < p.size(); ++e) p[e] += L.ffn_gate_inp_b[e];
-        const bool oss = c_.arch.moe_softmax_topk;  // gpt-oss: top-k logits, softmax over those
-        if (c_.moe_sigmoid) {
-          for (auto& e : p) e = 1 / (1 + std::exp(-e));
-        } else if (!oss) {
-          double mx = *std::max_element(p.begin(), p.end()), sum = 0;
-          for (auto& e : p) sum += (e = std::exp(e - mx));
-          for (auto& e : p) e /= sum;
-        }
-        std::vector<double> choice(p);
-        if (!L.exp_probs_b.empty())
-          for (size_t e = 0; e < p.size(); ++e) choice[e] += L.exp_probs_b[e];
-        std::vector<int64_t> idx(p.size());
-        for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
-        std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
-        const int64_t K = c_.n_expert_used;
-        if (oss) {
-          const double top = p[idx[0]];
-          double sum = 0;
-          for (int64_t j = 0; j < K; ++j) sum += std::exp(p[idx[j]] - top);
-          std::vector<double> w(p.size());
-          for (int64_t j = 0; j < K; ++j) w[idx[j]] = std::exp(p[idx[j]] - top) / sum;
-          for (int64_t j = 0; j < K; ++j) p[idx[j]] = w[idx[j]];
-        }
-        double wsum = 0;
-        for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
-        for (int64_t j = 0; j < K; ++j) {
-          const int64_t e = idx[j];
-          const double wt = (c_.arch.moe_norm_topk ? p[e] / wsum : p[e]) * c_.moe_weights_scale;
-          auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
-          for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
-        }
-        if (L.has_shared_expert()) {  // qwen2moe: gated by sigmoid(gate_inp_shexp . x); glm4moe: not
-          double g = 1;
-          if (!L.gate_inp_shexp.empty()) {
-            g = 0;
-            for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
-            g = 1 / (1 + std::exp(-g));
-          }
-          auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
-          for (size_t i = 0; i < x.size(); ++i) x[i] += rs * g * d[i];
-        }
-        continue;
-      }
-      auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
-      if (!L.ffn_post_norm.empty()) d = norm(d, L.ffn_post_norm);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
+      ffn(L, l, x, rs);
     }
     auto logits = mv(w.output, norm(x, w.output_norm));
     for (double& e : logits) e /= c_.logit_scale;  // granite
@@ -135,6 +89,124 @@ class F64Forward {
   }
 
  private:
+  // The FFN block of layer l on the residual stream x (dense, or the experts).
+  void ffn(const LayerWeights& L, int64_t l, std::vector<double>& x, double rs) {
+    const auto xb = L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
+    if (c_.layer_is_moe(l)) {
+      // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
+      // bias: glm4moe), (renormalized, scaled), weighted sum of experts
+      auto p = mv(L.ffn_gate_inp, xb);
+      if (!L.ffn_gate_inp_b.empty())
+        for (size_t e = 0; e < p.size(); ++e) p[e] += L.ffn_gate_inp_b[e];
+      const bool oss = c_.arch.moe_softmax_topk;  // gpt-oss: top-k logits, softmax over those
+      if (c_.moe_sigmoid) {
+        for (auto& e : p) e = 1 / (1 + std::exp(-e));
+      } else if (!oss) {
+        double mx = *std::max_element(p.begin(), p.end()), sum = 0;
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        for (auto& e : p) e /= sum;
+      }
+      std::vector<double> choice(p);
+      if (!L.exp_probs_b.empty())
+        for (size_t e = 0; e < p.size(); ++e) choice[e] += L.exp_probs_b[e];
+      if (c_.moe_groups > 1) {  // DeepSeek-V3: only the groups of the best top-2 sums
+        const int64_t G = c_.moe_groups, per = c_.n_expert / G;
+        std::vector<std::pair<double, int64_t>> gs;
+        for (int64_t g = 0; g < G; ++g) {
+          std::vector<double> v(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+          std::sort(v.rbegin(), v.rend());
+          gs.emplace_back(-(v[0] + v[1]), g);
+        }
+        std::stable_sort(gs.begin(), gs.end(), [](auto& a, auto& b) { return a.first < b.first; });
+        for (int64_t i = c_.moe_groups_used; i < G; ++i)
+          for (int64_t e = gs[i].second * per; e < (gs[i].second + 1) * per; ++e) choice[e] = -1e300;
+      }
+      std::vector<int64_t> idx(p.size());
+      for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
+      const int64_t K = c_.n_expert_used;
+      if (oss) {
+        const double top = p[idx[0]];
+        double sum = 0;
+        for (int64_t j = 0; j < K; ++j) sum += std::exp(p[idx[j]] - top);
+        std::vector<double> w(p.size());
+        for (int64_t j = 0; j < K; ++j) w[idx[j]] = std::exp(p[idx[j]] - top) / sum;
+        for (int64_t j = 0; j < K; ++j) p[idx[j]] = w[idx[j]];
+      }
+      double wsum = 0;
+      for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t e = idx[j];
+        const double wt = (c_.arch.moe_norm_topk ? p[e] / wsum : p[e]) * c_.moe_weights_scale;
+        auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
+      }
+      if (L.has_shared_expert()) {  // qwen2moe: gated by sigmoid(gate_inp_shexp . x); glm4moe: not
+        double g = 1;
+        if (!L.gate_inp_shexp.empty()) {
+          g = 0;
+          for (size_t i = 0; i < xb.size(); ++i) g += L.gate_inp_shexp[i] * xb[i];
+          g = 1 / (1 + std::exp(-g));
+        }
+        auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * g * d[i];
+      }
+      return;
+    }
+    auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
+    if (!L.ffn_post_norm.empty()) d = norm(d, L.ffn_post_norm);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
+  }
+  // deepseek2's latent attention, decompressed: head h's key is [attn_k_b_h^T c | k_pe] and its value
+  // attn_v_b_h c, c the normed latent of each cached position.
+  std::vector<double> mla_attention(const LayerWeights& L, int64_t l, const std::vector<double>& xb, int64_t pos,
+                                    const RopeParams& rp, bool roped) {
+    const int64_t R = c_.mla_kv_rank, nope = c_.mla_nope, nr = c_.n_rot, qh = nope + nr, V = c_.mla_v;
+    auto q = L.wq_a.valid() ? mv(L.wq, norm(mv(L.wq_a, xb), L.q_a_norm)) : mv(L.wq, xb);
+    auto kv = mv(L.wkv_a, xb);
+    std::vector<double> lat(kv.begin(), kv.begin() + R), pe(kv.begin() + R, kv.end());
+    lat = norm(lat, L.kv_a_norm);
+    if (roped) rope(pe.data(), pos, rp);
+    std::vector<double> cached(lat);
+    cached.insert(cached.end(), pe.begin(), pe.end());
+    kc_[l].push_back(cached);
+    const double temp = c_.attn_temp_scale != 0
+                            ? 1 + c_.attn_temp_scale * std::log(std::floor(static_cast<double>(pos) / c_.attn_temp_floor) + 1)
+                            : 1.0;
+    std::vector<double> att(static_cast<size_t>(c_.n_head * V), 0.0);
+    for (int64_t h = 0; h < c_.n_head; ++h) {
+      double* qp = q.data() + h * qh;
+      if (roped) rope(qp + nope, pos, rp);
+      std::vector<std::vector<double>> kb(static_cast<size_t>(R)), vb(static_cast<size_t>(V));
+      for (int64_t r = 0; r < R; ++r) kb[r] = row(L.wk_b[h], r);
+      for (int64_t r = 0; r < V; ++r) vb[r] = row(L.wv_b[h], r);
+      std::vector<double> s(static_cast<size_t>(pos + 1));
+      double mx = -1e300;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const auto& ct = kc_[l][t];
+        double d = 0;
+        for (int64_t j = 0; j < nope; ++j) {
+          double kj = 0;
+          for (int64_t r = 0; r < R; ++r) kj += kb[r][j] * ct[r];
+          d += qp[j] * kj;
+        }
+        for (int64_t j = 0; j < nr; ++j) d += qp[nope + j] * ct[R + j];
+        s[t] = d * temp * static_cast<double>(c_.attn_scale);
+        mx = std::max(mx, s[t]);
+      }
+      double sum = 0;
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t t = 0; t <= pos; ++t) {
+        const auto& ct = kc_[l][t];
+        for (int64_t i = 0; i < V; ++i) {
+          double vi = 0;
+          for (int64_t r = 0; r < R; ++r) vi += vb[i][r] * ct[r];
+          att[h * V + i] += s[t] / sum * vi;
+        }
+      }
+    }
+    return mv(L.wo, att);
+  }
   std::vector<double> swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const std::vector<double>& x) {
     auto g = mv(gate, x), u = mv(up, x);
     const bool gelu = c_.arch.ffn_act == FfnActivation::GeluTanh;
@@ -190,7 +262,10 @@ class F64Forward {
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
     }
-    if (!roped) return;
+    if (roped) rope(p, pos, rp);
+  }
+  // RoPE of the n_rot values at p
+  void rope(double* p, int64_t pos, const RopeParams& rp) {
     // ggml_rope_ext: linear scaling multiplies positions; YaRN blends the scaled and unscaled angle
     // per pair (weight of the unscaled one: 1 below the correction dim of beta_fast, 0 above beta_slow's)
     // and scales cos/sin by 1 + 0.1 ln(factor)

@@ -162,7 +162,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2",
                                                               "tiny-olmo3", "tiny-exaone", "tiny-exaone4",
                                                               "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
-                                                              "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe"));
+                                                              "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe",
+                                                              "tiny-deepseek2", "tiny-deepseek3"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -262,6 +263,70 @@ TEST(LlamaBlockFamilies, NextNBlocksAreLeftOutAndGlm4MropeRefused) {
   });
   ASSERT_FALSE(mrope.ok());
   EXPECT_NE(mrope.error().find("dimension_sections"), std::string::npos) << mrope.error();
+}
+
+// deepseek2 files: MLA's sizes and weights as the file gives them (V2-Lite's single attn_q, V3's
+// low-rank q), YaRN's q.k scale and cancelled gain as llama.cpp computes them, the FFN's options;
+// files from before MLA's split are refused naming what to do.
+TEST(Deepseek2, LatentAttentionFromTheFile) {
+  {
+    auto m = tiny_model("tiny-deepseek2");
+    const auto& c = m->config();
+    EXPECT_TRUE(c.is_mla());
+    EXPECT_EQ(c.n_head_kv, 1);
+    EXPECT_EQ(c.head_dim, 48);  // the cached head: latent 32 + RoPE 16
+    EXPECT_EQ(c.mla_kv_rank, 32);
+    EXPECT_EQ(c.mla_q_rank, 0);
+    EXPECT_EQ(c.mla_nope, 16);
+    EXPECT_EQ(c.mla_v, 16);
+    EXPECT_EQ(c.q_proj_dim(), 4 * 32);
+    EXPECT_EQ(c.attn_out_dim(), 4 * 16);
+    EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / std::sqrt(32.0f));  // 1 / sqrt(nope + rope) without YaRN
+    EXPECT_FALSE(c.moe_sigmoid);
+    EXPECT_FALSE(c.arch.moe_norm_topk);
+    EXPECT_EQ(c.n_ff_shexp, 2 * 32);
+    const LayerWeights& L = m->weights().layers[1];
+    EXPECT_FALSE(L.wq_a.valid());
+    EXPECT_EQ(L.wq.name, "blk.1.attn_q.weight");
+    EXPECT_EQ(L.wk_b.size(), 4u);
+    EXPECT_EQ(L.wk_b[3].rows, 32);
+    EXPECT_EQ(L.wk_b[3].cols, 16);
+    EXPECT_EQ(L.wv_b[3].rows, 16);
+    EXPECT_TRUE(L.exp_probs_b.empty());  // V2's softmax routing has no selection bias
+    EXPECT_FALSE(L.wk.valid());
+  }
+  {
+    auto m = tiny_model("tiny-deepseek3");
+    const auto& c = m->config();
+    EXPECT_EQ(c.mla_q_rank, 32);
+    EXPECT_TRUE(c.moe_sigmoid);
+    EXPECT_TRUE(c.arch.moe_norm_topk);
+    EXPECT_EQ(c.moe_groups, 4);
+    EXPECT_EQ(c.moe_groups_used, 2);
+    // YaRN x4, mscale_all_dim 1 (file: 0.1): q.k scale (1 + 0.1 ln 4)^2 / sqrt(32), RoPE's gain cancelled
+    const float ms = 1.0f + 0.1f * std::log(4.0f);
+    EXPECT_NEAR(c.attn_scale, ms * ms / std::sqrt(32.0f), 1e-6f);
+    EXPECT_NEAR(c.ropes[0].attn_factor * ms, 1.0f, 1e-6f);
+    const LayerWeights& L = m->weights().layers[2];
+    EXPECT_EQ(L.wq_a.name, "blk.2.attn_q_a.weight");
+    EXPECT_EQ(L.wq.name, "blk.2.attn_q_b.weight");
+    EXPECT_EQ(L.q_a_norm.size(), 32u);
+    EXPECT_EQ(L.exp_probs_b.size(), 8u);
+  }
+  DummyOptions o;
+  o.shape = *find_shape("tiny-deepseek2");
+  o.seed = 7;
+  const std::string src = test::temp_dir() + "/ds2-edit.gguf";
+  ASSERT_TRUE(write_dummy_model(o, src).ok());
+  auto old = test::load_edited(src, [](GgufWriter& w) { w.remove("deepseek2.attention.key_length_mla"); });
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.error().find("convert the model again"), std::string::npos) << old.error();
+  auto two_kv = test::load_edited(src, [](GgufWriter& w) { w.set_u32("deepseek2.attention.head_count_kv", 2); });
+  ASSERT_FALSE(two_kv.ok());
+  EXPECT_NE(two_kv.error().find("head_count_kv 2"), std::string::npos) << two_kv.error();
+  auto wide = test::load_edited(src, [](GgufWriter& w) { w.set_u32("deepseek2.attention.key_length", 40); });
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().find("kv_lora_rank + rope"), std::string::npos) << wide.error();
 }
 
 // Turning each family's feature off (the config the forward reads) changes the logits: the tests above

@@ -178,7 +178,7 @@ TEST(Moe, DecodeReadsOnlyTheChosenExperts) {
 // runs per token), so batching and prefix-cache hits never change a greedy output. Quantized weights:
 // the kernels are batch-invariant for those (bench/KERNELS.md), not for float weights.
 TEST(Moe, BatchingNeverChangesASequencesLogits) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3"}) {
     auto m = load_shape(shape, DType::Q8_0);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -232,7 +232,7 @@ TEST(Moe, BatchingNeverChangesASequencesLogits) {
 
 // Greedy decoding with the batched forward picks the reference's tokens on every family.
 TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3"}) {
     auto m = load_shape(shape);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -259,9 +259,9 @@ TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
   }
 }
 
-// DeepSeek-V3's routing as glm4moe uses it: sigmoid scores, the experts chosen by score + selection
-// bias but weighted by score alone, renormalized, then scaled; the batched routing equals the
-// reference's for every option.
+// DeepSeek-V3's routing as glm4moe and deepseek2 use it: sigmoid scores, the experts chosen by score +
+// selection bias (within the best groups, when grouped) but weighted by score alone, renormalized,
+// then scaled; the batched routing equals the reference's for every option.
 TEST(Moe, SigmoidRoutingWithSelectionBias) {
   std::vector<float> logits = {2.0f, 1.9f, 0.0f, -1.0f, 0.5f, -0.3f, 1.0f, -2.0f};
   std::vector<float> bias = {0.0f, 0.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -280,6 +280,14 @@ TEST(Moe, SigmoidRoutingWithSelectionBias) {
   EXPECT_EQ(plain[0].first, 0);
   EXPECT_EQ(plain[1].first, 1);
   EXPECT_FLOAT_EQ(plain[1].second, sig(1.9f));
+  // grouped routing: 4 groups of 2, the best 2 by their two best scores -- expert 0's group
+  // (0.95 + 0.05) loses to {2, 3} (0.73 + 0.73) and {4, 5} (0.62 + 0.62), so 2 and 3 are chosen
+  const std::vector<float> gl = {3.0f, -3.0f, 1.0f, 1.0f, 0.5f, 0.5f, -1.0f, -1.0f};
+  ModelConfig::MoeGate grouped{false, false, true, 1.0f, 4, 2};
+  auto g = ref::moe_route(gl.data(), 8, 2, grouped, nullptr);
+  EXPECT_EQ(g[0].first, 2);
+  EXPECT_EQ(g[1].first, 3);
+  EXPECT_EQ(ref::moe_route(gl.data(), 8, 2, ModelConfig::MoeGate{false, false, true, 1.0f}, nullptr)[0].first, 0);
   std::vector<float> scratch(16), wt(4);
   std::vector<int32_t> ex(4);
   uint32_t state = 7;
@@ -290,7 +298,7 @@ TEST(Moe, SigmoidRoutingWithSelectionBias) {
     for (bool norm : {false, true})
       for (float scale : {1.0f, 2.5f})
         for (int k : {1, 2, 4}) {
-          const ModelConfig::MoeGate g{norm, false, true, scale};
+          const ModelConfig::MoeGate g{norm, false, true, scale, trial % 3 ? 1 : 4, 2};
           const float* b = trial % 2 ? bias.data() : nullptr;
           moe_route_token(logits.data(), 8, k, g, b, ex.data(), wt.data(), scratch.data());
           auto want = ref::moe_route(logits.data(), 8, k, g, b);
@@ -372,8 +380,13 @@ TEST(Moe, LoadErrorsNameTheProblem) {
                 .find("expert_used_count"), std::string::npos);
   EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.set_u32("qwen3moe.expert_gating_func", 2); }, keep))
                 .find("expert_gating_func"), std::string::npos);
+  // grouped routing: the used count is required, and the experts must split into groups of two or more
   EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.set_u32("qwen3moe.expert_group_count", 4); }, keep))
-                .find("expert_group_count"), std::string::npos);
+                .find("missing metadata key 'qwen3moe.expert_group_used_count'"), std::string::npos);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) {
+                  w.set_u32("qwen3moe.expert_group_count", 3);
+                  w.set_u32("qwen3moe.expert_group_used_count", 1);
+                }, keep)).find("expert_group_count 3: 8 experts do not split"), std::string::npos);
   EXPECT_NE(err(load_edited(src, [](GgufWriter&) {}, [](const std::string& n) { return n == "blk.1.ffn_down_exps.weight"; }))
                 .find("missing tensor 'blk.1.ffn_down_exps.weight'"), std::string::npos);
   // a wrong expert size is a shape error of the 3-D tensor
