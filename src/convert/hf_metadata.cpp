@@ -37,7 +37,14 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
     w.set_u32(a + ".expert_count", static_cast<uint32_t>(c.n_expert));
     w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(c.n_expert_used));
   }
-  if (c.head_dim_in_config) {
+  if (c.is_mla()) {  // as DeepseekV2Model writes MLA: the cached latent head, then the heads' sizes
+    w.set_u32(a + ".attention.q_lora_rank", static_cast<uint32_t>(c.mla_q_rank));  // (0: llama.cpp needs no q rank)
+    w.set_u32(a + ".attention.kv_lora_rank", static_cast<uint32_t>(c.mla_kv_rank));
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.mla_kv_rank + c.rope_dims));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.mla_kv_rank));
+    w.set_u32(a + ".attention.key_length_mla", static_cast<uint32_t>(c.mla_nope + c.rope_dims));
+    w.set_u32(a + ".attention.value_length_mla", static_cast<uint32_t>(c.mla_v));
+  } else if (c.head_dim_in_config) {
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
@@ -48,12 +55,14 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
     w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
   if (c.shared_expert_intermediate_size > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));
-  if (a == "glm4moe") {  // as Glm4MoeModel writes them (its NextN layers left out: no nextn_predict_layers)
+  if (a == "glm4moe" || a == "deepseek2") {  // as Glm4MoeModel / DeepseekV2Model write them (NextN layers left out)
     w.set_u32(a + ".expert_shared_count", static_cast<uint32_t>(c.n_shared_experts));
     w.set_u32(a + ".leading_dense_block_count", static_cast<uint32_t>(c.first_dense_layers));
-    w.set_u32(a + ".expert_gating_func", 2);  // sigmoid
+    w.set_u32(a + ".expert_gating_func", c.sigmoid_scoring ? 2 : 1);
     w.set_f32(a + ".expert_weights_scale", static_cast<float>(c.routed_scaling_factor));
     w.set_bool(a + ".expert_weights_norm", c.norm_topk_prob);
+    if (c.n_group > 0) w.set_u32(a + ".expert_group_count", static_cast<uint32_t>(c.n_group));
+    if (c.topk_group > 0) w.set_u32(a + ".expert_group_used_count", static_cast<uint32_t>(c.topk_group));
   }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
@@ -73,6 +82,8 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
       w.set(a + ".attention.sliding_window_pattern", GgufValue::i32_array(flags));
     }
   }
+  if (a == "deepseek2" && c.yarn_log_mul != 0)  // 0.1 x mscale_all_dim, as DeepseekV2Model writes it
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", static_cast<float>(c.yarn_log_mul));
   if (a == "mistral3") {  // as Mistral3Model writes rope_parameters' Ministral fields
     if (c.yarn_log_mul != 0) w.set_f32(a + ".rope.scaling.yarn_log_multiplier", static_cast<float>(c.yarn_log_mul));
     if (c.attn_temperature_scale != 0)

@@ -36,7 +36,11 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
     {"mlp.router", "ffn_gate_inp"},  // gpt-oss (weight and bias)
     {"block_sparse_moe.router.layer", "ffn_gate_inp"},  // granitemoe
-    // glm4moe: the ungated shared experts (one SwiGLU of n_shared_experts x moe_intermediate_size rows)
+    // deepseek2: multi-head latent attention (kv_b_proj is split into attn_k_b / attn_v_b by the plan)
+    {"self_attn.q_a_proj", "attn_q_a"},       {"self_attn.q_a_layernorm", "attn_q_a_norm"},
+    {"self_attn.q_b_proj", "attn_q_b"},       {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+    {"self_attn.kv_a_layernorm", "attn_kv_a_norm"},
+    // glm4moe, deepseek2: the ungated shared experts (one SwiGLU of n_shared_experts x moe_intermediate_size rows)
     {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
     {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
     // gemma: the FFN's pre-norm, the FFN output's norm (its attention output's: post_attention_layernorm,

@@ -48,8 +48,8 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
         m[b + "ffn_up_shexp.weight"] = {S, H};
         m[b + "ffn_down_shexp.weight"] = {H, S};
       }
-      if (c.gguf_arch == "glm4moe") {  // the selection bias; the ungated shared experts
-        m[b + "exp_probs_b.bias"] = {E};
+      if (c.gguf_arch == "glm4moe" || c.gguf_arch == "deepseek2") {  // the selection bias; the ungated shared experts
+        if (c.selection_bias) m[b + "exp_probs_b.bias"] = {E};
         if (const int64_t S = c.n_shared_experts * FE; S > 0) {
           m[b + "ffn_gate_shexp.weight"] = {S, H};
           m[b + "ffn_up_shexp.weight"] = {S, H};
@@ -85,6 +85,22 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "ffn_gate.bias"] = {F};
       m[b + "ffn_up.bias"] = {F};
       m[b + "ffn_down.bias"] = {H};
+    }
+    if (c.is_mla()) {  // deepseek2's latent attention in place of q / k / v (attn_k_b / attn_v_b: from kv_b_proj)
+      const int64_t NH = c.num_attention_heads, R = c.mla_kv_rank, QP = NH * (c.mla_nope + c.rope_dims);
+      for (const char* t : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) m.erase(b + t);
+      if (c.mla_q_rank > 0) {
+        m[b + "attn_q_a.weight"] = {c.mla_q_rank, H};
+        m[b + "attn_q_a_norm.weight"] = {c.mla_q_rank};
+        m[b + "attn_q_b.weight"] = {QP, c.mla_q_rank};
+      } else {
+        m[b + "attn_q.weight"] = {QP, H};
+      }
+      m[b + "attn_kv_a_mqa.weight"] = {R + c.rope_dims, H};
+      m[b + "attn_kv_a_norm.weight"] = {R};
+      m[b + "attn_k_b.weight"] = {NH, R, c.mla_nope};
+      m[b + "attn_v_b.weight"] = {NH, c.mla_v, R};
+      m[b + "attn_output.weight"] = {H, NH * c.mla_v};
     }
     if (c.qk_norm) {  // per head; olmoe: over the whole q / k projection
       m[b + "attn_q_norm.weight"] = {c.qk_norm_full ? Q : c.head_dim};
@@ -241,6 +257,7 @@ Status HfTensorPlan::add(const std::string& hf) {
                m_->dir);
     return {};
   }
+  if (m_->config.is_mla() && name->ends_with(".self_attn.kv_b_proj.weight")) return add_kv_b(*hf_layer_of(*name), ref, hf, where);
   if (auto f = hf_fused_expert_tensor(*name)) return add_fused(*f, ref, hf, where);
   if (auto part = hf_expert_tensor(*name)) return add_expert(*part, ref, where);
   return add_plain(hf, *name, ref, where);
@@ -307,6 +324,52 @@ Status HfTensorPlan::add_fused(const HfFusedExpert& f, const SafetensorsModel::R
     default:
       return {};
   }
+}
+
+// deepseek2: self_attn.kv_b_proj [heads x (nope + v), kv_lora_rank] split per head into attn_k_b (the
+// nope rows, transposed: [heads, kv_lora_rank, nope]) and attn_v_b (the v rows: [heads, v,
+// kv_lora_rank]), as llama.cpp's DeepseekV2Model does; an FP8 / INT8 source is dequantized first.
+Status HfTensorPlan::add_kv_b(int64_t layer, const SafetensorsModel::Ref& ref, const std::string& hf,
+                              const std::string& where) {
+  const HfConfig& c = m_->config;
+  const int64_t NH = c.num_attention_heads, N = c.mla_nope, V = c.mla_v, R = c.mla_kv_rank;
+  if (layer >= c.num_hidden_layers) return unexpected_expert(c, where);
+  TM_TRY(check_shape(ref, {NH * (N + V), R}, where));
+  TM_TRY(check_dtype(ref, where, c.scaled()));
+  TM_ASSIGN_OR_RETURN(auto scales, fp8_scale(hf, ref, where));
+  weight_dtypes_.insert(scales.empty() ? ref.tensor->dtype : StDType::BF16);
+  const std::optional<SafetensorsModel::Ref> scale = scales.empty() ? std::nullopt : std::optional(scales.front());
+  const int64_t block[2] = {c.fp8_block[0], c.fp8_block[1]};
+  for (int part = 0; part < 2; ++part) {
+    const std::string gg = fmt::format("blk.{}.{}", layer, part ? "attn_v_b.weight" : "attn_k_b.weight");
+    TM_TRY(claim(gg, where));
+    std::vector<int64_t> ne = part ? std::vector<int64_t>{R, V, NH} : std::vector<int64_t>{N, R, NH};
+    items_.push_back({gg, {ref}, std::move(ne), true, false, 0, std::nullopt,
+                      [=](uint8_t* dst, size_t n, DType out) -> Status {
+                        std::vector<float> all(static_cast<size_t>(NH * (N + V) * R));
+                        TM_TRY(convert_rows(ref, DType::F32, 0, reinterpret_cast<uint8_t*>(all.data()), all.size() * 4,
+                                            scale ? &*scale : nullptr, {block[0], block[1]}));
+                        const int64_t rows = part ? V : R, cols = part ? R : N;
+                        const size_t esz = out == DType::F32 ? 4 : 2;
+                        if (n != static_cast<size_t>(NH * rows * cols) * esz) return Error{"internal: tensor size mismatch"};
+                        for (int64_t h = 0; h < NH; ++h)
+                          for (int64_t r = 0; r < rows; ++r)
+                            for (int64_t k = 0; k < cols; ++k) {
+                              // k_b_h(r, k) = kv_b(h, k, r); v_b_h(r, k) = kv_b(h, N + r, k)
+                              const float v = part ? all[static_cast<size_t>((h * (N + V) + N + r) * R + k)]
+                                                   : all[static_cast<size_t>((h * (N + V) + k) * R + r)];
+                              uint8_t* d = dst + static_cast<size_t>((h * rows + r) * cols + k) * esz;
+                              if (out == DType::F32) {
+                                std::memcpy(d, &v, 4);
+                              } else {
+                                const uint16_t x = out == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+                                std::memcpy(d, &x, 2);
+                              }
+                            }
+                        return {};
+                      }});
+  }
+  return {};
 }
 
 // gpt-oss's MXFP4 experts: `_blocks` are taken with their `_scales`, repacked bit for bit.

@@ -63,6 +63,7 @@ class HfTensorPlan {
 
   explicit HfTensorPlan(const HfModel& m);
   Status add(const std::string& hf);
+  Status add_kv_b(int64_t layer, const SafetensorsModel::Ref& ref, const std::string& hf, const std::string& where);
   Status add_fused(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,
                    const std::string& where);
   Status add_mxfp4(const HfFusedExpert& f, const SafetensorsModel::Ref& ref, const std::string& hf,

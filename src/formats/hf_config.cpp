@@ -71,6 +71,10 @@ constexpr Family kFamilies[] = {
     // GLM-4.5 / 4.6 / 4.5-Air: q/k/v biases as attention_bias says, q/k norms as use_qk_norm says
     // (hf_config_families.cpp), NeoX RoPE; experts after the first_k_dense_replace dense layers
     {"Glm4MoeForCausalLM", "glm4moe", 131072, false, false, false, true},
+    // DeepSeek-V2 / V2.5 / V3 / R1, Kimi K2: multi-head latent attention and DeepSeek's experts
+    // (hf_config_families.cpp, parse_deepseek_experts below)
+    {"DeepseekV2ForCausalLM", "deepseek2", 2048, false, false, false, true},
+    {"DeepseekV3ForCausalLM", "deepseek2", 4096, false, false, false, true},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -194,35 +198,54 @@ Status parse_phi3(const Reader& r, const json& j, HfConfig* c) {
 // num_experts_per_tok, moe_intermediate_size / shared_expert_intermediate_size for the Qwen MoEs).
 // What the GGUF families cannot express is refused; what llama.cpp fixes per family (renormalizing
 // the chosen experts' weights) is only warned about when config.json says otherwise.
-// GLM-4.5 (Glm4MoeConfig's defaults): ungated shared experts, leading dense layers, DeepSeek-V3's
-// sigmoid routing with its scale and renormalization. Grouped routing that restricts the choice
-// (n_group > 1 with topk_group < n_group) has no GGUF glm4moe form and is refused.
-Status parse_glm4moe_experts(const Reader& r, HfConfig* c) {
+// GLM-4.5 (Glm4MoeConfig's defaults) and DeepSeek V2 / V3 (DeepseekV2Config's, DeepseekV3Config's):
+// ungated shared experts, leading dense layers, the routing's scale and renormalization. GLM-4.5
+// routes by sigmoid with a selection bias and has no GGUF form for narrowing groups (refused);
+// DeepSeek routes as scoring_func and topk_method say, groups written as llama.cpp's converter does.
+Status parse_deepseek_experts(const Reader& r, HfConfig* c) {
+  const bool glm = c->gguf_arch == "glm4moe", v3 = c->hf_arch == "DeepseekV3ForCausalLM";
   TM_ASSIGN_OR_RETURN(c->moe_intermediate_size, r.integer("moe_intermediate_size", std::nullopt, 1, 1 << 24));
-  TM_ASSIGN_OR_RETURN(c->n_shared_experts, r.integer("n_shared_experts", 1, 0, 64));
-  TM_ASSIGN_OR_RETURN(c->first_dense_layers, r.integer("first_k_dense_replace", 1, 0, c->num_hidden_layers));
+  TM_ASSIGN_OR_RETURN(c->n_shared_experts, r.integer("n_shared_experts", glm || v3 ? 1 : 0, 0, 64));
+  TM_ASSIGN_OR_RETURN(c->first_dense_layers, r.integer("first_k_dense_replace", glm ? 1 : 0, 0, c->num_hidden_layers));
   TM_ASSIGN_OR_RETURN(c->nextn_layers, r.integer("num_nextn_predict_layers", 0, 0, 64));
   TM_ASSIGN_OR_RETURN(c->routed_scaling_factor, r.number(r.root(), "routed_scaling_factor", 1.0, ""));
-  TM_ASSIGN_OR_RETURN(c->norm_topk_prob, r.boolean("norm_topk_prob", true));
+  TM_ASSIGN_OR_RETURN(c->norm_topk_prob, r.boolean("norm_topk_prob", glm || v3));
   TM_ASSIGN_OR_RETURN(const int64_t groups, r.integer("n_group", 1, 1, 1 << 16));
   TM_ASSIGN_OR_RETURN(const int64_t top_groups, r.integer("topk_group", 1, 1, 1 << 16));
-  if (groups > 1 && top_groups < groups)
-    return r.err(fmt::format("n_group {} with topk_group {}: grouped expert routing is not supported (GGUF glm4moe "
-                             "chooses among all experts)", groups, top_groups));
+  if (glm) {
+    c->sigmoid_scoring = c->selection_bias = true;
+    if (groups > 1 && top_groups < groups)
+      return r.err(fmt::format("n_group {} with topk_group {}: grouped expert routing is not supported (GGUF glm4moe "
+                               "chooses among all experts)", groups, top_groups));
+    return {};
+  }
+  if (r.get("n_group")) c->n_group = groups;
+  if (r.get("topk_group")) c->topk_group = top_groups;
+  if (const json* f = r.get("scoring_func")) {
+    if (!f->is_string() || (f->get<std::string>() != "softmax" && f->get<std::string>() != "sigmoid"))
+      return r.err(fmt::format("\"scoring_func\" {}: softmax or sigmoid", f->dump()));
+    c->sigmoid_scoring = f->get<std::string>() == "sigmoid";
+  } else {
+    c->sigmoid_scoring = v3;
+  }
+  const json* method = r.get("topk_method");
+  c->selection_bias = method ? method->is_string() && method->get<std::string>() == "noaux_tc" : v3;
+  TM_ASSIGN_OR_RETURN(const int64_t every, r.integer("moe_layer_freq", 1, 1, 1 << 20));
+  if (every != 1) return r.err(fmt::format("moe_layer_freq {}: GGUF deepseek2 has experts in every layer after the dense ones", every));
   return {};
 }
 
 Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
   constexpr int64_t kMaxExperts = 1 << 16;
-  const char* count_key = r.get("num_local_experts") ? "num_local_experts"
-                          : c->gguf_arch == "glm4moe"  ? "n_routed_experts"
-                                                       : "num_experts";
+  const char* count_key = r.get("num_local_experts")                              ? "num_local_experts"
+                          : c->gguf_arch == "glm4moe" || c->gguf_arch == "deepseek2" ? "n_routed_experts"
+                                                                                   : "num_experts";
   TM_ASSIGN_OR_RETURN(c->n_expert, r.integer(count_key, std::nullopt, 2, kMaxExperts));
   // gpt-oss's config.json also spells it experts_per_token
   const char* used_key =
       c->gguf_arch == "gpt-oss" && !r.get("num_experts_per_tok") ? "experts_per_token" : "num_experts_per_tok";
   TM_ASSIGN_OR_RETURN(c->n_expert_used, r.integer(used_key, std::nullopt, 1, c->n_expert));
-  if (c->gguf_arch == "glm4moe") return parse_glm4moe_experts(r, c);
+  if (c->gguf_arch == "glm4moe" || c->gguf_arch == "deepseek2") return parse_deepseek_experts(r, c);
   const bool qwen = c->gguf_arch == "qwen2moe" || c->gguf_arch == "qwen3moe";
   if (qwen) {
     TM_ASSIGN_OR_RETURN(c->moe_intermediate_size, r.integer("moe_intermediate_size", std::nullopt, 1, 1 << 24));

@@ -6,7 +6,8 @@
 // GptOssForCausalLM ("gpt-oss": its experts may come as MXFP4, quantization_config.quant_method "mxfp4"),
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
 // Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
-// GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3"), Glm4MoeForCausalLM ("glm4moe").
+// GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3"), Glm4MoeForCausalLM ("glm4moe"),
+// DeepseekV2ForCausalLM and DeepseekV3ForCausalLM ("deepseek2").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -82,6 +83,15 @@ struct HfConfig {
   int64_t n_shared_experts = 0, first_dense_layers = 0, nextn_layers = 0;
   double routed_scaling_factor = 1.0;
   bool norm_topk_prob = false;
+  // deepseek2 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM) as well: scoring_func sigmoid (else
+  // softmax), topk_method noaux_tc (the selection bias e_score_correction_bias), grouped routing
+  // (n_group, topk_group: written as present), and multi-head latent attention -- kv_lora_rank,
+  // q_lora_rank (0: one q_proj), qk_nope_head_dim, qk_rope_head_dim (rope_dims), v_head_dim;
+  // rope_scaling's mscale_all_dim becomes yarn_log_mul as 0.1 x mscale_all_dim.
+  bool sigmoid_scoring = false, selection_bias = false;
+  int64_t n_group = 0, topk_group = 0;
+  int64_t mla_kv_rank = 0, mla_q_rank = 0, mla_nope = 0, mla_v = 0;
+  bool is_mla() const { return mla_kv_rank > 0; }
   bool dense_layer(int64_t layer) const { return n_expert == 0 || layer < first_dense_layers; }
   bool qk_norm_full = false;
   // gpt-oss: config.json's quantization_config says the experts are MXFP4 (quant_method "mxfp4"); the

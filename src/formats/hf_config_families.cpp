@@ -159,7 +159,33 @@ Status parse_ministral3(const HfConfigReader& r, HfConfig* c) {
 }
 }  // namespace
 
+// DeepSeek V2 / V3: multi-head latent attention's sizes (kv_lora_rank, q_lora_rank -- null for one
+// q_proj --, qk_nope_head_dim, qk_rope_head_dim, v_head_dim), one KV head written (the cached latent),
+// YaRN's mscale_all_dim kept as 0.1 x it (llama.cpp's converter's yarn_log_multiplier); q/k/v biases
+// are refused (DeepSeek has none).
+Status parse_deepseek2(const HfConfigReader& r, HfConfig* c) {
+  TM_ASSIGN_OR_RETURN(c->mla_kv_rank, r.integer("kv_lora_rank", std::nullopt, 1, 1 << 16));
+  TM_ASSIGN_OR_RETURN(c->mla_q_rank, r.integer("q_lora_rank", 0, 0, 1 << 16));
+  TM_ASSIGN_OR_RETURN(c->mla_nope, r.integer("qk_nope_head_dim", std::nullopt, 1, 4096));
+  TM_ASSIGN_OR_RETURN(c->rope_dims, r.integer("qk_rope_head_dim", std::nullopt, 2, 4096));
+  TM_ASSIGN_OR_RETURN(c->mla_v, r.integer("v_head_dim", std::nullopt, 1, 4096));
+  if (c->rope_dims % 2 != 0) return r.err(fmt::format("qk_rope_head_dim {} must be even", c->rope_dims));
+  if (c->attention_bias) return r.err("attention_bias: GGUF deepseek2 has no attention biases");
+  c->num_key_value_heads = 1;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const json* o = r.get(key);
+    if (!o || !o->is_object() || !o->contains("mscale_all_dim")) continue;
+    const json& v = (*o)["mscale_all_dim"];
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      return r.err(fmt::format("\"{}.mscale_all_dim\" must be a number, got {}", key, v.dump()));
+    c->yarn_log_mul = 0.1 * v.get<double>();
+    break;
+  }
+  return {};
+}
+
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
+  if (c->gguf_arch == "deepseek2") return parse_deepseek2(r, c);
   if (c->gguf_arch == "granite" || c->gguf_arch == "granitemoe") return parse_granite(r, j, c);
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);

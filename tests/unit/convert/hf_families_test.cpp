@@ -53,6 +53,11 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
                                                              {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
                                                              {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
                                                              {"ffn_down_shexp", "mlp.shared_experts.down_proj"}};
+  // deepseek2: the latent attention's projections (attn_k_b / attn_v_b: merged into kv_b_proj by hf_tensors_of)
+  static const std::map<std::string, std::string> deepseek2 = {
+      {"attn_q_a", "self_attn.q_a_proj"},           {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+      {"attn_q_b", "self_attn.q_b_proj"},           {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+      {"attn_kv_a_norm", "self_attn.kv_a_layernorm"}};
   // granitemoe: the router (the experts are merged by hf_tensors_of)
   static const std::map<std::string, std::string> granitemoe = {{"ffn_gate_inp", "block_sparse_moe.router.layer"},
                                                                 {"ffn_down_exps", "block_sparse_moe.output_linear"}};
@@ -60,7 +65,8 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
   const std::string layer = gg.substr(dot1 + 1, dot2 - dot1 - 1), kind = gg.substr(dot2 + 1, last - dot2 - 1);
   const std::string& hf = arch == "glm4" && glm4.count(kind)                 ? glm4.at(kind)
                           : arch == "granitemoe" && granitemoe.count(kind) ? granitemoe.at(kind)
-                          : arch == "glm4moe" && glm4moe.count(kind)       ? glm4moe.at(kind)
+                          : (arch == "glm4moe" || arch == "deepseek2") && glm4moe.count(kind) ? glm4moe.at(kind)
+                          : arch == "deepseek2" && deepseek2.count(kind)   ? deepseek2.at(kind)
                                                                            : sub.at(kind);
   return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
@@ -74,7 +80,9 @@ json config_of(const ModelShape& s) {
                                                         {"glm4", "Glm4ForCausalLM"},
                                                         {"granitemoe", "GraniteMoeForCausalLM"},
                                                         {"mistral3", "Ministral3ForCausalLM"},
-                                                        {"glm4moe", "Glm4MoeForCausalLM"}};
+                                                        {"glm4moe", "Glm4MoeForCausalLM"},
+                                                        {"deepseek2", s.mla_q_rank > 0 ? "DeepseekV3ForCausalLM"
+                                                                                       : "DeepseekV2ForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -132,6 +140,32 @@ json config_of(const ModelShape& s) {
     cfg["topk_group"] = 1;
     cfg["num_nextn_predict_layers"] = 1;
   }
+  if (s.arch == "deepseek2") {  // DeepSeek-V2-Lite's / V3's config.json fields
+    cfg.erase("num_local_experts");
+    cfg["num_key_value_heads"] = s.n_head;  // (MLA: the file gets one KV head whatever this says)
+    cfg["n_routed_experts"] = s.n_expert;
+    cfg["moe_intermediate_size"] = s.n_ff_exp;
+    cfg["n_shared_experts"] = s.n_expert_shared;
+    cfg["first_k_dense_replace"] = s.n_dense_lead;
+    cfg["routed_scaling_factor"] = s.expert_weights_scale;
+    cfg["norm_topk_prob"] = s.sigmoid_gating;
+    cfg["scoring_func"] = s.sigmoid_gating ? "sigmoid" : "softmax";
+    cfg["topk_method"] = s.sigmoid_gating ? "noaux_tc" : "greedy";
+    if (s.n_expert_groups > 1) {
+      cfg["n_group"] = s.n_expert_groups;
+      cfg["topk_group"] = s.n_groups_used;
+    }
+    cfg["kv_lora_rank"] = s.mla_kv_rank;
+    cfg["q_lora_rank"] = s.mla_q_rank > 0 ? json(s.mla_q_rank) : json(nullptr);
+    cfg["qk_nope_head_dim"] = s.mla_nope;
+    cfg["qk_rope_head_dim"] = s.n_rot;
+    cfg["v_head_dim"] = s.mla_v;
+    cfg["moe_layer_freq"] = 1;
+    cfg["num_nextn_predict_layers"] = 1;
+    if (!s.rope_scaling.empty())
+      cfg["rope_scaling"] = {{"type", "yarn"}, {"factor", s.rope_factor}, {"original_max_position_embeddings", s.rope_orig_ctx},
+                             {"mscale", s.yarn_log_mul / 0.1}, {"mscale_all_dim", s.yarn_log_mul / 0.1}};
+  }
   if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
     cfg["sliding_window"] = s.n_swa;
     cfg["sliding_window_pattern"] = "LLLG";
@@ -155,7 +189,24 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
   for (const GgufTensorInfo& gt : g.tensors()) {
     EXPECT_EQ(gt.type, DType::F32) << gt.name;
     std::vector<float> v = f32_values_of(gt);
-    if (s.arch == "glm4moe" && gt.name.find("_exps.weight") != std::string::npos) {  // one matrix per expert
+    if (gt.name.ends_with("attn_k_b.weight")) {  // [heads][kv_rank][nope] and v_b [heads][v][kv_rank] -> kv_b_proj
+      const GgufTensorInfo* vb = g.find_tensor(gt.name.substr(0, gt.name.size() - 15) + "attn_v_b.weight");
+      EXPECT_NE(vb, nullptr);
+      const std::vector<float> vv = f32_values_of(*vb);
+      const int64_t N = gt.ne[0], R = gt.ne[1], NH = gt.ne[2], V = vb->ne[1];
+      std::vector<float> kvb(static_cast<size_t>(NH * (N + V) * R));
+      for (int64_t h = 0; h < NH; ++h) {
+        for (int64_t j = 0; j < N; ++j)
+          for (int64_t r = 0; r < R; ++r) kvb[(h * (N + V) + j) * R + r] = v[(h * R + r) * N + j];
+        for (int64_t i = 0; i < V; ++i)
+          for (int64_t r = 0; r < R; ++r) kvb[(h * (N + V) + N + i) * R + r] = vv[(h * V + i) * R + r];
+      }
+      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
+      t["model.layers." + layer + ".self_attn.kv_b_proj.weight"] = {{NH * (N + V), R}, kvb};
+      continue;
+    }
+    if (gt.name.ends_with("attn_v_b.weight")) continue;
+    if ((s.arch == "glm4moe" || s.arch == "deepseek2") && gt.name.find("_exps.weight") != std::string::npos) {  // per expert
       const int64_t cols = gt.ne[0], rows = gt.ne[1], E = gt.ne[2];
       const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
       const std::string kind = gt.name.find("gate_exps") != std::string::npos ? "gate_proj"
@@ -198,7 +249,7 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
     }
     t[hf_name_of(gt.name, s.arch)] = {std::vector<int64_t>(gt.ne.rbegin(), gt.ne.rend()), v};
   }
-  if (s.arch == "glm4moe") {  // its NextN layer after the model's own (left out by the converter)
+  if (s.arch == "glm4moe" || s.arch == "deepseek2") {  // a NextN layer after the model's own (left out by the converter)
     const std::string nl = fmt::format("model.layers.{}.", s.n_layer);
     t[nl + "eh_proj.weight"] = {{s.n_embd, 2 * s.n_embd}, std::vector<float>(static_cast<size_t>(2 * s.n_embd * s.n_embd), 0.5f)};
     t[nl + "enorm.weight"] = {{s.n_embd}, std::vector<float>(static_cast<size_t>(s.n_embd), 1.0f)};
@@ -239,7 +290,7 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                                            "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe",
-                                           "tiny-mistral3", "tiny-glm4moe"),
+                                           "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2", "tiny-deepseek3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -319,6 +370,24 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   moe = config_of(gm.shape);
   moe["num_nextn_predict_layers"] = 0;
   EXPECT_ERROR_HAS(convert_error(moe, gt), "model.layers.3.");
+
+  // DeepSeek: what GGUF deepseek2 cannot express
+  const DummyFile dd = write_f32_dummy("tiny-deepseek3", 11);
+  auto ddf = GgufFile::open(dd.path);
+  ASSERT_TRUE(ddf.ok());
+  const HfTensors dt = hf_tensors_of(*ddf, dd.shape);
+  json ds = config_of(dd.shape);
+  ds["attention_bias"] = true;
+  EXPECT_ERROR_HAS(convert_error(ds, dt), "attention_bias");
+  ds = config_of(dd.shape);
+  ds["moe_layer_freq"] = 2;
+  EXPECT_ERROR_HAS(convert_error(ds, dt), "moe_layer_freq 2");
+  ds = config_of(dd.shape);
+  ds["scoring_func"] = "tanh";
+  EXPECT_ERROR_HAS(convert_error(ds, dt), "scoring_func");
+  ds = config_of(dd.shape);
+  ds["v_head_dim"] = 32;  // kv_b_proj's rows disagree
+  EXPECT_ERROR_HAS(convert_error(ds, dt), "kv_b_proj.weight");
 }
 
 // EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".
