@@ -215,22 +215,28 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool longrope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
   const bool gptoss = s.arch == "gpt-oss";
+  const bool ernie_moe = s.arch == "ernie4_5-moe";  // softmax with an optional selection bias, shared expert rows
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
-                        s.arch == "granitemoe" || glm4moe || deepseek2;
+                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe;
   const bool moe = moe_arch || s.n_expert > 0;
-  const bool expert_ff_key = s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2;  // else n_ff rows
+  const bool expert_ff_key =
+      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe;  // else n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
-  const int64_t n_ff_shexp = ds_moe ? n_shared * n_ff_exp : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
-  if (!ds_moe && (s.n_expert_shared > 0 || s.n_dense_lead > 0 || s.expert_weights_scale > 0))
-    return Error{"shared expert counts, leading dense layers and expert weight scales are glm4moe's and deepseek2's here"};
+  const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
+                             : ernie_moe ? s.n_ff_shexp
+                             : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  if (!ds_moe && (s.n_expert_shared > 0 || s.expert_weights_scale > 0))
+    return Error{"shared expert counts and expert weight scales are glm4moe's and deepseek2's here"};
+  if (!ds_moe && !ernie_moe && s.n_dense_lead > 0)
+    return Error{"leading dense layers are glm4moe's, deepseek2's and ernie4_5-moe's here"};
   if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
   const bool sigmoid = glm4moe || s.sigmoid_gating;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, llama)",
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
@@ -238,7 +244,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe") return Error{"a shared expert is qwen2moe's only"};
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe)
+      return Error{"a shared expert of its own size is qwen2moe's and ernie4_5-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
     if (gptoss && s.tied) return Error{"gpt-oss has an untied output matrix (llama.cpp requires output.weight)"};
@@ -313,6 +320,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       w.set_u32(a + "expert_gating_func", sigmoid ? 2 : 1);
       w.set_bool(a + "expert_weights_norm", sigmoid);
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
+    }
+    if (ernie_moe) {  // as convert_hf_to_gguf.py writes ERNIE 4.5 MoE
+      w.set_u32(a + "interleave_moe_layer_step", 1);
+      w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+      if (n_ff_shexp > 0) w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
     }
     if (s.n_expert_groups > 1) {
       w.set_u32(a + "expert_group_count", static_cast<uint32_t>(s.n_expert_groups));
@@ -515,8 +527,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       }
       if (sigmoid)  // the selection bias: of the order of the sigmoid scores' spread, so it changes choices
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
-      if (s.arch == "qwen2moe" || ds_moe) {
-        if (!ds_moe) TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
+      if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
+        TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
+      if (s.arch == "qwen2moe" || ds_moe || (ernie_moe && n_ff_shexp > 0)) {
+        if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));

@@ -230,6 +230,10 @@ std::vector<ModelShape> moe_shapes() {
     s.expert_weights_scale = scale;
     return s;
   };
+  auto ernie = [](ModelShape s) {
+    s.n_dense_lead = 1;
+    return s;
+  };
   auto grouped = [](ModelShape s, int64_t groups, int64_t used) {
     s.n_expert_groups = groups, s.n_groups_used = used;
     return s;
@@ -266,6 +270,11 @@ std::vector<ModelShape> moe_shapes() {
               1536, 0), 3, 2.5f, true),
       glm(moe({"tiny-glm4moe", "glm4moe", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 8, 2, 32, 0), 1,
           2.5f, true),
+      // ERNIE-4.5-21B-A3B: layer 0 dense, 64 experts of 1536 rows (6 per token), two shared experts' rows
+      ernie(moe({"ernie-4.5-21b-a3b", "ernie4_5-moe", 103424, 2560, 28, 20, 4, 128, 12288, 131072, 500000.0f, 1e-5f,
+                 true}, 64, 6, 1536, 3072)),
+      ernie(moe({"tiny-ernie4_5-moe", "ernie4_5-moe", 512, 64, 3, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true}, 8, 2,
+                 32, 64)),
       yarn(ds(moe({"deepseek-v2-lite", "deepseek2", 102400, 2048, 27, 16, 1, 576, 10944, 163840, 10000.0f, 1e-6f, false},
                   64, 6, 1408, 0), 512, 0, 128, 64, 128, 2, 1, false, 1.0f), 40.0f, 4096, 0.0707f),
       ds(moe({"tiny-deepseek2", "deepseek2", 512, 64, 3, 4, 1, 48, 160, 256, 10000.0f, 1e-6f, false}, 8, 2, 32, 0), 32,

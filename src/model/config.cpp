@@ -78,7 +78,7 @@ Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   if (c.n_ff_exp < 1) return Error{fmt::format("{}expert_feed_forward_length must be positive", a)};
   if (c.arch.moe_shared_expert) {
     TM_ASSIGN_OR_RETURN(c.n_ff_shexp, opt_int(f, a + "expert_shared_feed_forward_length", c.n_ff, 1, 1 << 22));
-  } else if (auto sh = f.get_int(a + "expert_shared_feed_forward_length"); sh && *sh > 0)
+  } else if (auto sh = f.get_int(a + "expert_shared_feed_forward_length"); sh && *sh > 0 && !c.arch.moe_shared_ungated)
     return Error{fmt::format("{}expert_shared_feed_forward_length: shared experts are not supported for '{}'", a, c.arch.name)};
   return {};
 }
@@ -128,6 +128,7 @@ ArchSpec arch_granitemoe();
 ArchSpec arch_mistral3();
 ArchSpec arch_glm4moe();
 ArchSpec arch_deepseek2();
+ArchSpec arch_ernie4_5_moe();
 
 namespace {
 void register_builtin_archs() {
@@ -136,7 +137,7 @@ void register_builtin_archs() {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
-                               arch_glm4moe(), arch_deepseek2()})
+                               arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe()})
       registry()[s.name] = s;
   });
 }

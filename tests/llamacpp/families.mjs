@@ -23,6 +23,8 @@
 //   deepseek2 (DeepSeek-V2-Lite's form): multi-head latent attention (a 32-wide latent and 16 RoPE
 //           dimensions cached, heads of 16 + 16 absorbed through attn_k_b, values through attn_v_b),
 //           layer 0 dense, softmax routing, two shared experts;
+//   ernie4_5-moe (ERNIE 4.5 MoE): layer 0 dense, softmax routing chosen with a selection bias over
+//           the probabilities, renormalized, an ungated shared expert of its own width;
 //   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
 //           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
 //           renormalized and scaled by 2.5.
@@ -74,6 +76,7 @@ try {
     // past every 64 positions (tiny-mistral3's values)
     mistral3: ['--shape', 'tiny-mistral3', '--n-layer', '2'],
     glm4moe: ['--shape', 'tiny-glm4moe', '--n-layer', '3'],
+    'ernie4_5-moe': ['--shape', 'tiny-ernie4_5-moe'],
     deepseek2: ['--shape', 'tiny-deepseek2'],
     'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
   };
@@ -93,7 +96,7 @@ try {
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head)
     const base = deep ? narrow : name.startsWith('deepseek2') ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? '1' : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: name === 'glm4moe' || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: name === 'glm4moe' || name.startsWith('deepseek2') || name === 'ernie4_5-moe' ? 8 : 0 });
   }
 } catch (e) {
   check(false, `error: ${e.stack ?? e.message}`);

@@ -163,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-olmo3", "tiny-exaone", "tiny-exaone4",
                                                               "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
                                                               "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe",
-                                                              "tiny-deepseek2", "tiny-deepseek3"));
+                                                              "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

@@ -178,7 +178,8 @@ TEST(Moe, DecodeReadsOnlyTheChosenExperts) {
 // runs per token), so batching and prefix-cache hits never change a greedy output. Quantized weights:
 // the kernels are batch-invariant for those (bench/KERNELS.md), not for float weights.
 TEST(Moe, BatchingNeverChangesASequencesLogits) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3",
+                            "tiny-ernie4_5-moe"}) {
     auto m = load_shape(shape, DType::Q8_0);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -232,7 +233,8 @@ TEST(Moe, BatchingNeverChangesASequencesLogits) {
 
 // Greedy decoding with the batched forward picks the reference's tokens on every family.
 TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
-  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3"}) {
+  for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3",
+                            "tiny-ernie4_5-moe"}) {
     auto m = load_shape(shape);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -367,6 +369,42 @@ TEST(Moe, Glm4MoeLayersAndOptions) {
   auto unscaled = load_edited(src, [](GgufWriter& w) { w.set_f32("glm4moe.expert_weights_scale", 1.0f); }, keep);
   ASSERT_TRUE(unscaled.ok());
   for (const auto& other : {*softmax, *unshared, *unscaled}) EXPECT_NE(first(other), base);
+}
+
+// ERNIE 4.5 MoE files: softmax routing chosen with the optional selection bias over probabilities,
+// always renormalized, a dense first layer, an ungated shared expert of its own width; the layer
+// step must be 1 (what llama.cpp loads).
+TEST(Moe, Ernie45MoeLayersAndOptions) {
+  const std::string src = write_shape(*find_shape("tiny-ernie4_5-moe"), DType::F32, "ernie-moe");
+  auto m = Model::load(src);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_FALSE(c.moe_sigmoid);
+  EXPECT_TRUE(c.arch.moe_norm_topk);
+  EXPECT_EQ(c.n_layer_dense_lead, 1);
+  EXPECT_EQ(c.n_ff_shexp, 64);
+  const auto& layers = (*m)->weights().layers;
+  EXPECT_TRUE(layers[0].w_gate.valid());
+  EXPECT_EQ(layers[1].exp_probs_b.size(), 8u);
+  EXPECT_TRUE(layers[1].has_shared_expert());
+  EXPECT_TRUE(layers[1].gate_inp_shexp.empty());
+  auto keep = [](const std::string&) { return false; };
+  auto err = [](const Result<std::shared_ptr<Model>>& r) { return r.ok() ? std::string("loaded") : r.error(); };
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.set_u32("ernie4_5-moe.interleave_moe_layer_step", 2); }, keep))
+                .find("interleave_moe_layer_step 2"), std::string::npos);
+  EXPECT_NE(err(load_edited(src, [](GgufWriter& w) { w.remove("ernie4_5-moe.interleave_moe_layer_step"); }, keep))
+                .find("missing metadata key 'ernie4_5-moe.interleave_moe_layer_step'"), std::string::npos);
+  // without the bias (older files) it loads and routes by probability alone: other logits
+  auto unbiased = load_edited(src, [](GgufWriter&) {}, [](const std::string& n) { return n.ends_with("exp_probs_b.bias"); });
+  ASSERT_TRUE(unbiased.ok()) << unbiased.error();
+  EXPECT_TRUE((*unbiased)->weights().layers[1].exp_probs_b.empty());
+  ReferenceForward a(*m, 8), b(*unbiased, 8);
+  std::vector<float> la, lb;
+  for (int64_t p = 0; p < 6; ++p) {
+    la = a.forward(static_cast<int32_t>(p * 37 + 3), p);
+    lb = b.forward(static_cast<int32_t>(p * 37 + 3), p);
+  }
+  EXPECT_NE(la, lb);
 }
 
 // What is not supported, or inconsistent, is a load error naming the key or tensor.
