@@ -216,13 +216,18 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // Mixture of experts: the families that always have experts, or llama with n_expert > 0 (Mixtral)
   const bool gptoss = s.arch == "gpt-oss";
   const bool ernie_moe = s.arch == "ernie4_5-moe";  // softmax with an optional selection bias, shared expert rows
+  const bool minimax = s.arch == "minimax-m2";  // whole-projection q/k norms, sigmoid experts of n_ff rows
+  const bool dots1 = s.arch == "dots1";         // qwen3's attention, DeepSeek-V3's experts
+  if (minimax && s.tied) return Error{"minimax-m2 has an untied output matrix (llama.cpp requires output.weight)"};
+  if (dots1 && (s.n_head_kv != s.n_head || s.tied))
+    return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
-                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe;
+                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
-      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe;  // else n_ff rows
+      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1;  // else n_ff rows
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
-  const bool ds_moe = glm4moe || deepseek2;  // DeepSeek-style experts: shared count, dense lead, scale
+  const bool ds_moe = glm4moe || deepseek2 || dots1;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
   const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
                              : ernie_moe ? s.n_ff_shexp
@@ -232,11 +237,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (!ds_moe && !ernie_moe && s.n_dense_lead > 0)
     return Error{"leading dense layers are glm4moe's, deepseek2's and ernie4_5-moe's here"};
   if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
-  const bool sigmoid = glm4moe || s.sigmoid_gating;
+  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, llama)",
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
@@ -312,7 +317,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
-    if (expert_ff_key) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
+    // (minimax-m2: llama.cpp requires the key, though its experts have feed_forward_length rows)
+    if (expert_ff_key || minimax) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
     if (ds_moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 and DeepSeek V2 / V3 (V3, GLM: sigmoid, renormalized)
       w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
@@ -321,6 +327,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       w.set_bool(a + "expert_weights_norm", sigmoid);
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
     }
+    if (minimax) w.set_u32(a + "expert_gating_func", 2);  // sigmoid, as MiniMax-M2's files
     if (ernie_moe) {  // as convert_hf_to_gguf.py writes ERNIE 4.5 MoE
       w.set_u32(a + "interleave_moe_layer_step", 1);
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
@@ -488,16 +495,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe) {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe || s.arch == "seed_oss") {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm) {
+    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
-    if (s.arch == "olmoe" || olmo2) {  // over the whole q / k
+    if (s.arch == "olmoe" || olmo2 || minimax) {  // over the whole q / k
       TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
@@ -511,7 +518,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
     if (!olmo2 && !exaone4)
-      TM_TRY(add_vector(p + (gptoss || glm4moe ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.1f));
+      TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                        s.n_embd, 1.0f, 0.1f));
     if (moe && l >= s.n_dense_lead) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie

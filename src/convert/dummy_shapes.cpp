@@ -134,6 +134,9 @@ std::vector<ModelShape> more_shapes() {
       to4,
       {"ernie-4.5-0.3b", "ernie4_5", 103424, 1024, 18, 16, 2, 64, 3072, 131072, 500000.0f, 1e-5f, true},
       {"tiny-ernie4_5", "ernie4_5", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true},
+      // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
+      {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
+      {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},
       g49,
       tg4,
       tm3,
@@ -230,6 +233,14 @@ std::vector<ModelShape> moe_shapes() {
     s.expert_weights_scale = scale;
     return s;
   };
+  auto rot = [](ModelShape s, int64_t n_rot) {
+    s.n_rot = n_rot;
+    return s;
+  };
+  auto dots = [](ModelShape s) {
+    s.n_expert_shared = 2, s.n_dense_lead = 1, s.expert_weights_scale = 2.5f;
+    return s;
+  };
   auto ernie = [](ModelShape s) {
     s.n_dense_lead = 1;
     return s;
@@ -270,6 +281,14 @@ std::vector<ModelShape> moe_shapes() {
               1536, 0), 3, 2.5f, true),
       glm(moe({"tiny-glm4moe", "glm4moe", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 8, 2, 32, 0), 1,
           2.5f, true),
+      // MiniMax-M2: 256 experts of 1536 rows, 8 per token, RoPE over 64 of 128 dimensions
+      rot(moe({"minimax-m2", "minimax-m2", 200064, 3072, 62, 48, 8, 128, 1536, 196608, 5000000.0f, 1e-6f, false}, 256,
+              8, 0, 0), 64),
+      rot(moe({"tiny-minimax-m2", "minimax-m2", 512, 64, 2, 4, 2, 16, 32, 256, 10000.0f, 1e-6f, false}, 8, 2, 0, 0), 8),
+      // dots.llm1: layer 0 dense, 128 experts of 1408 rows (6 per token), 2 shared, scale 2.5
+      dots(moe({"dots.llm1", "dots1", 152064, 4096, 62, 32, 32, 128, 10944, 32768, 10000000.0f, 1e-5f, false}, 128, 6,
+               1408, 0)),
+      dots(moe({"tiny-dots1", "dots1", 512, 64, 3, 4, 4, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 0)),
       // ERNIE-4.5-21B-A3B: layer 0 dense, 64 experts of 1536 rows (6 per token), two shared experts' rows
       ernie(moe({"ernie-4.5-21b-a3b", "ernie4_5-moe", 103424, 2560, 28, 20, 4, 128, 12288, 131072, 500000.0f, 1e-5f,
                  true}, 64, 6, 1536, 3072)),

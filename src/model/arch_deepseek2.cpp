@@ -51,18 +51,10 @@ Status read_deepseek2(const GgufFile& f, ModelConfig& c) {
                              c.arch.name, c.head_dim, vlen, c.mla_kv_rank + c.n_rot, c.mla_kv_rank)};
   if (c.n_head_kv != 1)
     return Error{fmt::format("{}attention.head_count_kv {}: MLA caches one latent head (1)", a, c.n_head_kv)};
-  // routing (llama.cpp: absent gating means softmax, as DeepSeek V2 / V2.5 files have none)
-  TM_ASSIGN_OR_RETURN(int64_t gating, get("expert_gating_func", 0, 0, 2));
-  if (gating == 0)  // llama.cpp: GLM-4.7-Flash's files (47 or 48 layers, 154880 tokens) sigmoid, the others softmax
-    gating = (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880 ? 2 : 1;
-  c.moe_sigmoid = gating == 2;
-  TM_ASSIGN_OR_RETURN(const int64_t shared, get("expert_shared_count", -1, 0, 64));
-  c.n_ff_shexp = shared * c.n_ff_exp;
-  TM_ASSIGN_OR_RETURN(c.n_layer_dense_lead, get("leading_dense_block_count", 0, 0, c.n_layer));
-  TM_ASSIGN_OR_RETURN(const float scale, read_family_float(f, c, "expert_weights_scale", 0.0f));
-  if (!(scale >= 0) || !std::isfinite(scale)) return Error{fmt::format("{}expert_weights_scale must not be negative", a)};
-  c.moe_weights_scale = scale == 0.0f ? 1.0f : scale;
-  if (auto n = f.get_bool(a + "expert_weights_norm")) c.arch.moe_norm_topk = *n;
+  // routing (llama.cpp: absent gating means softmax, as DeepSeek V2 / V2.5 files have none -- but
+  // sigmoid for GLM-4.7-Flash's, 47 or 48 layers and 154880 tokens)
+  const bool glm47 = (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880;
+  TM_TRY(read_deepseek_moe(f, c, glm47 ? 2 : 1));
   // Mistral Large 3: queries times 1 + s ln(floor(pos / length) + 1)
   TM_ASSIGN_OR_RETURN(c.attn_temp_scale, read_family_float(f, c, "attention.temperature_scale", 0.0f));
   if (c.attn_temp_scale != 0.0f) {

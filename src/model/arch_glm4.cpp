@@ -14,8 +14,6 @@
 // expert_weights_scale; plus expert_shared_count ungated shared experts (one SwiGLU of
 // count x expert_feed_forward_length rows) on every token. The NextN block is left out (config.cpp).
 // Grouped routing (expert_group_count > 1) is refused in config.cpp.
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -37,28 +35,7 @@ Status read_glm4(const GgufFile& f, ModelConfig& c) {
 
 Status read_glm4moe(const GgufFile& f, ModelConfig& c) {
   TM_TRY(read_glm4(f, c));
-  const std::string a = c.arch.name + ".";
-  const int64_t gating = f.get_int(a + "expert_gating_func").value_or(0);
-  if (gating != 0 && gating != 1 && gating != 2)
-    return Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, gating)};
-  c.moe_sigmoid = gating != 1;  // llama.cpp: absent means sigmoid for GLM-4.5
-  const auto shared = f.get_int(a + "expert_shared_count");
-  if (!shared) return Error{fmt::format("missing metadata key '{}expert_shared_count'", a)};
-  if (*shared < 0 || *shared > 64) return Error{fmt::format("{}expert_shared_count {} is out of range", a, *shared)};
-  c.n_ff_shexp = *shared * c.n_ff_exp;
-  c.n_layer_dense_lead = f.get_int(a + "leading_dense_block_count").value_or(0);
-  if (c.n_layer_dense_lead < 0 || c.n_layer_dense_lead > c.n_layer)
-    return Error{fmt::format("{}leading_dense_block_count {} is out of range [0, {}]", a, c.n_layer_dense_lead, c.n_layer)};
-  TM_ASSIGN_OR_RETURN(const float scale, read_family_float(f, c, "expert_weights_scale", 0.0f));
-  if (!(scale >= 0) || !std::isfinite(scale))
-    return Error{fmt::format("{}expert_weights_scale {} must be finite and not negative", a, scale)};
-  c.moe_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 (absent) is no scaling
-  if (const GgufValue* n = f.find(a + "expert_weights_norm")) {
-    auto b = n->as_bool();
-    if (!b) return Error{fmt::format("{}expert_weights_norm must be a boolean", a)};
-    c.arch.moe_norm_topk = *b;
-  }
-  return {};
+  return read_deepseek_moe(f, c, /*default_gating=*/2);  // llama.cpp: absent means sigmoid for GLM-4.5
 }
 }  // namespace
 

@@ -129,6 +129,9 @@ ArchSpec arch_mistral3();
 ArchSpec arch_glm4moe();
 ArchSpec arch_deepseek2();
 ArchSpec arch_ernie4_5_moe();
+ArchSpec arch_minimax_m2();
+ArchSpec arch_dots1();
+ArchSpec arch_seed_oss();
 
 namespace {
 void register_builtin_archs() {
@@ -137,7 +140,8 @@ void register_builtin_archs() {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
-                               arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe()})
+                               arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
+                               arch_seed_oss()})
       registry()[s.name] = s;
   });
 }
@@ -178,6 +182,28 @@ void set_sliding_rope(ModelConfig& c, const RopeParams& r) {
   const int idx = static_cast<int>(c.ropes.size()) - 1;
   for (auto& la : c.layer_attn)
     if (la.window > 0) la.rope = idx;
+}
+
+Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gating) {
+  const std::string a = c.arch.name + ".";
+  TM_ASSIGN_OR_RETURN(const int64_t gating, opt_int(f, a + "expert_gating_func", default_gating, 0, 1 << 20));
+  if (gating != 1 && gating != 2)
+    return gating == 0 ? Error{fmt::format("missing metadata key '{}expert_gating_func'", a)}
+                       : Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, gating)};
+  c.moe_sigmoid = gating == 2;
+  TM_ASSIGN_OR_RETURN(const int64_t shared, req_int(f, a + "expert_shared_count", 0, 64));
+  c.n_ff_shexp = shared * c.n_ff_exp;
+  TM_ASSIGN_OR_RETURN(c.n_layer_dense_lead, opt_int(f, a + "leading_dense_block_count", 0, 0, c.n_layer));
+  TM_ASSIGN_OR_RETURN(const float scale, opt_float(f, a + "expert_weights_scale", 0.0f));
+  if (!(scale >= 0) || !std::isfinite(scale))
+    return Error{fmt::format("{}expert_weights_scale {} must be finite and not negative", a, scale)};
+  c.moe_weights_scale = scale == 0.0f ? 1.0f : scale;  // llama.cpp: 0 (absent) is no scaling
+  if (const GgufValue* n = f.find(a + "expert_weights_norm")) {
+    auto b = n->as_bool();
+    if (!b) return Error{fmt::format("{}expert_weights_norm must be a boolean", a)};
+    c.arch.moe_norm_topk = *b;
+  }
+  return {};
 }
 
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def) {

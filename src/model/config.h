@@ -209,6 +209,11 @@ Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def,
 // `freq_scale` (gemma2/gemma3; olmo2 gives plain RoPE).
 void set_sliding_rope(ModelConfig& c, float theta, float freq_scale);
 void set_sliding_rope(ModelConfig& c, const RopeParams& r);
+// DeepSeek-style experts as llama.cpp reads them for glm4moe, deepseek2 and dots1:
+// {arch}.expert_gating_func (1 softmax, 2 sigmoid; absent: `default_gating`, 0 meaning required),
+// expert_shared_count (required; ungated shared experts of count x n_ff_exp rows),
+// leading_dense_block_count, expert_weights_scale (0 / absent: none) and expert_weights_norm.
+Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gating);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 

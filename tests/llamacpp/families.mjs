@@ -25,6 +25,11 @@
 //           layer 0 dense, softmax routing, two shared experts;
 //   ernie4_5-moe (ERNIE 4.5 MoE): layer 0 dense, softmax routing chosen with a selection bias over
 //           the probabilities, renormalized, an ungated shared expert of its own width;
+//   minimax-m2 (MiniMax-M2): q/k norms over the whole projections, NeoX RoPE over half of each head,
+//           sigmoid experts of feed_forward_length rows chosen with a selection bias, renormalized;
+//   dots1   (dots.llm1): qwen3's per-head q/k norms with GLM-4.5's / DeepSeek-V3's experts (layer 0
+//           dense, two shared experts, sigmoid with a selection bias, scaled by 2.5);
+//   seed_oss (Seed-OSS): the llama block with NeoX RoPE and q/k/v biases;
 //   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
 //           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
 //           renormalized and scaled by 2.5.
@@ -77,6 +82,11 @@ try {
     mistral3: ['--shape', 'tiny-mistral3', '--n-layer', '2'],
     glm4moe: ['--shape', 'tiny-glm4moe', '--n-layer', '3'],
     'ernie4_5-moe': ['--shape', 'tiny-ernie4_5-moe'],
+    'minimax-m2': ['--shape', 'tiny-minimax-m2'],
+    // (seed 3: seed 42's F32 file has a logit near tie at one position -- a top-2 gap of 1.2e-6 on a
+    // spread of 4.3 -- where either side's rounding picks the other token)
+    dots1: ['--shape', 'tiny-dots1', '--seed', '3'],
+    seed_oss: ['--shape', 'tiny-seed-oss'],
     deepseek2: ['--shape', 'tiny-deepseek2'],
     'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
   };
@@ -93,10 +103,11 @@ try {
     // interop.mjs's 1 in 8 for MoE files, 4e)
     const deep = name.includes('64 layers');
     const types = deep ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
-    // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head)
-    const base = deep ? narrow : name.startsWith('deepseek2') ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? '1' : v)) : dims;
+    // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1 has no GQA)
+    const kv = name.startsWith('deepseek2') ? '1' : name === 'dots1' ? '4' : null;
+    const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: name === 'glm4moe' || name.startsWith('deepseek2') || name === 'ernie4_5-moe' ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
   }
 } catch (e) {
   check(false, `error: ${e.stack ?? e.message}`);

@@ -138,7 +138,7 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
   for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
                             "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                             "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
-                            "tiny-mistral3"})
+                            "tiny-mistral3", "tiny-seed-oss"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       // the 64-layer EXAONE 4.0 on the host oracle only: on the emulator it doubles the test's time, and
       // its parts (windows, NoPE layers, no pre-norms) run there in tiny-olmo3, tiny-smollm3, tiny-exaone4
@@ -649,6 +649,13 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto st = gpu_forward_supports(*glm, gpu_host_ops());
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().find("glm4moe models yet: sigmoid gating"), std::string::npos) << st.error();
+    for (const char* shape : {"tiny-minimax-m2", "tiny-dots1", "tiny-ernie4_5-moe"}) {  // selection biases
+      auto mm = dummy(shape, DType::F32);
+      ASSERT_NE(mm, nullptr);
+      st = gpu_forward_supports(*mm, gpu_host_ops());
+      ASSERT_FALSE(st.ok()) << shape;
+      EXPECT_NE(st.error().find("a selection bias"), std::string::npos) << st.error();
+    }
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     st = gpu_forward_supports(*ds, gpu_host_ops());

@@ -179,7 +179,7 @@ TEST(Moe, DecodeReadsOnlyTheChosenExperts) {
 // the kernels are batch-invariant for those (bench/KERNELS.md), not for float weights.
 TEST(Moe, BatchingNeverChangesASequencesLogits) {
   for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3",
-                            "tiny-ernie4_5-moe"}) {
+                            "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1"}) {
     auto m = load_shape(shape, DType::Q8_0);
     const auto& c = m->config();
     ThreadPool pool(2);
@@ -234,7 +234,7 @@ TEST(Moe, BatchingNeverChangesASequencesLogits) {
 // Greedy decoding with the batched forward picks the reference's tokens on every family.
 TEST(Moe, BatchedGreedyEqualsReferenceGreedy) {
   for (const char* shape : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-olmoe", "tiny-mixtral", "tiny-glm4moe", "tiny-deepseek3",
-                            "tiny-ernie4_5-moe"}) {
+                            "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1"}) {
     auto m = load_shape(shape);
     const auto& c = m->config();
     ThreadPool pool(2);
