@@ -51,7 +51,8 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
   // with MXFP4 experts llama.cpp's converter says MOSTLY_MXFP4_MOE (38) for any float output type
   w.set_u32("general.file_type", any_mxfp4 ? 38 : file_type_of(wtype));
   if (c.gptoss()) w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-  if (c.moe_intermediate_size > 0 || c.gptoss())  // gpt-oss: intermediate_size
+  if (a == "minimax-m2") w.set_u32(a + ".expert_gating_func", c.sigmoid_scoring ? 2 : 1);  // from scoring_func
+  if (c.moe_intermediate_size > 0 || c.gptoss() || a == "minimax-m2")  // gpt-oss, minimax-m2: intermediate_size
     w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(c.expert_rows()));
   if (c.shared_expert_intermediate_size > 0)
     w.set_u32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(c.shared_expert_intermediate_size));

@@ -113,7 +113,7 @@ Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
     if (q > p && q - p < 7 && q < n.size() && n[q] == '.' && !(n[p] == '0' && q - p > 1)) {
       const std::string rest = n.substr(q + 1);
       if (rest == "self_attn.sinks") return fmt::format("blk.{}.attn_sinks.weight", n.substr(p, q - p));  // gpt-oss
-      if (rest == "mlp.gate.e_score_correction_bias")  // glm4moe's selection bias
+      if (rest == "mlp.gate.e_score_correction_bias" || rest == "block_sparse_moe.e_score_correction_bias")  // selection bias
         return fmt::format("blk.{}.exp_probs_b.bias", n.substr(p, q - p));
       for (const std::string suffix : {".weight", ".bias"}) {
         if (!rest.ends_with(suffix)) continue;

@@ -48,6 +48,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
         m[b + "ffn_up_shexp.weight"] = {S, H};
         m[b + "ffn_down_shexp.weight"] = {H, S};
       }
+      if (c.gguf_arch == "minimax-m2") m[b + "exp_probs_b.bias"] = {E};
       if (c.gguf_arch == "glm4moe" || c.gguf_arch == "deepseek2") {  // the selection bias; the ungated shared experts
         if (c.selection_bias) m[b + "exp_probs_b.bias"] = {E};
         if (const int64_t S = c.n_shared_experts * FE; S > 0) {
@@ -78,7 +79,8 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "attn_q.bias"] = {Q};
       m[b + "attn_k.bias"] = {KV};
       m[b + "attn_v.bias"] = {KV};
-      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe" && c.gguf_arch != "glm4" && c.gguf_arch != "glm4moe")
+      if (c.gguf_arch != "qwen2" && c.gguf_arch != "qwen2moe" && c.gguf_arch != "glm4" && c.gguf_arch != "glm4moe" &&
+          c.gguf_arch != "seed_oss")
         m[b + "attn_output.bias"] = {H};
     }
     if (c.mlp_bias) {

@@ -75,6 +75,11 @@ constexpr Family kFamilies[] = {
     // (hf_config_families.cpp, parse_deepseek_experts below)
     {"DeepseekV2ForCausalLM", "deepseek2", 2048, false, false, false, true},
     {"DeepseekV3ForCausalLM", "deepseek2", 4096, false, false, false, true},
+    // MiniMax-M2: q/k norms over the whole projections (use_qk_norm, qk_norm_type per_layer), experts
+    // of intermediate_size rows routed as scoring_func says with e_score_correction_bias
+    {"MiniMaxM2ForCausalLM", "minimax-m2", 196608, false, true, false, true},
+    // Seed-OSS: the llama block with NeoX RoPE, q/k/v biases as attention_bias says (default true)
+    {"SeedOssForCausalLM", "seed_oss", 524288, false, false, false},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -266,9 +271,17 @@ Status parse_moe(const Reader& r, const std::string& source, HfConfig* c) {
                    "hidden_size (llama.cpp's q/k norms are hidden_size wide)");
   }
   if (c->gguf_arch == "gpt-oss") return {};  // top-k by logit, softmax over those: fixed by the architecture
-  // llama.cpp renormalizes the top-k weights for qwen3moe and Mixtral, never for qwen2moe and olmoe.
+  if (c->gguf_arch == "minimax-m2") {  // sigmoid (or softmax) scores chosen with e_score_correction_bias
+    const json* f = r.get("scoring_func");
+    if (!f || !f->is_string() || (f->get<std::string>() != "sigmoid" && f->get<std::string>() != "softmax"))
+      return r.err("MiniMax-M2 needs \"scoring_func\" sigmoid or softmax (GGUF minimax-m2 has no default)");
+    c->sigmoid_scoring = f->get<std::string>() == "sigmoid";
+    c->selection_bias = true;
+  }
+  // llama.cpp renormalizes the top-k weights for qwen3moe, Mixtral and minimax-m2, never for qwen2moe and olmoe.
   // (granitemoe: softmax over the top-k logits, the same as renormalizing)
-  const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama" || c->gguf_arch == "granitemoe";
+  const bool renorm = c->gguf_arch == "qwen3moe" || c->gguf_arch == "llama" || c->gguf_arch == "granitemoe" ||
+                      c->gguf_arch == "minimax-m2";
   if (const json* v = r.get("norm_topk_prob"); v && v->is_boolean() && v->get<bool>() != renorm)
     log_warn("{}: norm_topk_prob {} is not what GGUF {} computes (llama.cpp {} the chosen experts' weights)", source,
              v->get<bool>(), c->gguf_arch, renorm ? "always renormalizes" : "never renormalizes");
@@ -358,7 +371,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   TM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number(j, "rms_norm_eps", 1e-6, ""));
   TM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   // (Glm4Config's default is true: q/k/v biases)
-  TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", c.gguf_arch == "glm4"));
+  TM_ASSIGN_OR_RETURN(bool attn_bias, r.boolean("attention_bias", c.gguf_arch == "glm4" || c.gguf_arch == "seed_oss"));
   c.attention_bias = fam->qkv_bias || (attn_bias && std::string(fam->gguf_arch) != "qwen2");
   if (c.gguf_arch == "llama" && !fam->moe) {
     TM_ASSIGN_OR_RETURN(c.mlp_bias, r.boolean("mlp_bias", false));

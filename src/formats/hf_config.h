@@ -7,7 +7,8 @@
 // GemmaForCausalLM ("gemma"), GraniteForCausalLM ("granite"), SmolLM3ForCausalLM ("smollm3"),
 // Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
 // GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3"), Glm4MoeForCausalLM ("glm4moe"),
-// DeepseekV2ForCausalLM and DeepseekV3ForCausalLM ("deepseek2").
+// DeepseekV2ForCausalLM and DeepseekV3ForCausalLM ("deepseek2"), MiniMaxM2ForCausalLM ("minimax-m2"),
+// SeedOssForCausalLM ("seed_oss").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -141,7 +142,9 @@ struct HfConfig {
   // pre-norm (llama's name; glm4 calls its attention output's norm post_self_attn_layernorm).
   bool post_attention_is_output_norm() const { return post_norms && gguf_arch != "glm4"; }
   // gpt-oss and glm4moe name the FFN's pre-norm post_attention_norm in GGUF (llama.cpp's maps)
-  bool ffn_norm_is_post_attention_norm() const { return gguf_arch == "gpt-oss" || gguf_arch == "glm4moe"; }
+  bool ffn_norm_is_post_attention_norm() const {
+    return gguf_arch == "gpt-oss" || gguf_arch == "glm4moe" || gguf_arch == "seed_oss";
+  }
   // Granite's multipliers (0: not a granite config): granite.embedding_scale, residual_scale,
   // attention.scale, logit_scale.
   double embedding_multiplier = 0, residual_multiplier = 0, attention_multiplier = 0, logits_scaling = 0;

@@ -184,8 +184,30 @@ Status parse_deepseek2(const HfConfigReader& r, HfConfig* c) {
   return {};
 }
 
+// MiniMax-M2: RoPE over rotary_dim of each head; its q/k norms span the whole projections
+// (qk_norm_type per_layer), which GGUF minimax-m2 requires.
+Status parse_minimax_m2(const HfConfigReader& r, HfConfig* c) {
+  TM_ASSIGN_OR_RETURN(c->rope_dims, r.integer("rotary_dim", c->head_dim, 2, c->head_dim));
+  if (c->rope_dims % 2 != 0) return r.err(fmt::format("rotary_dim {} must be even", c->rope_dims));
+  TM_ASSIGN_OR_RETURN(const bool qk_norm, r.boolean("use_qk_norm", true));
+  if (!qk_norm) return r.err("use_qk_norm false: GGUF minimax-m2 has q/k norms");
+  if (const json* t = r.get("qk_norm_type"); t && (!t->is_string() || t->get<std::string>() != "per_layer"))
+    return r.err(fmt::format("qk_norm_type {}: GGUF minimax-m2 normalizes the whole projections (per_layer)", t->dump()));
+  c->qk_norm_full = true;
+  return {};
+}
+
+// Seed-OSS: no attn_output bias in GGUF seed_oss.
+Status parse_seed_oss(const HfConfigReader& r, HfConfig*) {
+  TM_ASSIGN_OR_RETURN(const bool out_bias, r.boolean("attention_out_bias", false));
+  if (out_bias) return r.err("attention_out_bias: GGUF seed_oss has no attention output bias");
+  return {};
+}
+
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
   if (c->gguf_arch == "deepseek2") return parse_deepseek2(r, c);
+  if (c->gguf_arch == "minimax-m2") return parse_minimax_m2(r, c);
+  if (c->gguf_arch == "seed_oss") return parse_seed_oss(r, c);
   if (c->gguf_arch == "granite" || c->gguf_arch == "granitemoe") return parse_granite(r, j, c);
   if (c->gguf_arch == "smollm3") return parse_smollm3(r, c);
   if (c->gguf_arch == "olmo2") return parse_olmo2(r, c);

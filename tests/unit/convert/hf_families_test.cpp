@@ -58,6 +58,8 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
       {"attn_q_a", "self_attn.q_a_proj"},           {"attn_q_a_norm", "self_attn.q_a_layernorm"},
       {"attn_q_b", "self_attn.q_b_proj"},           {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
       {"attn_kv_a_norm", "self_attn.kv_a_layernorm"}};
+  // minimax-m2: its block_sparse_moe names (the experts and the selection bias: hf_tensors_of)
+  static const std::map<std::string, std::string> minimax = {{"ffn_gate_inp", "block_sparse_moe.gate"}};
   // granitemoe: the router (the experts are merged by hf_tensors_of)
   static const std::map<std::string, std::string> granitemoe = {{"ffn_gate_inp", "block_sparse_moe.router.layer"},
                                                                 {"ffn_down_exps", "block_sparse_moe.output_linear"}};
@@ -67,6 +69,7 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
                           : arch == "granitemoe" && granitemoe.count(kind) ? granitemoe.at(kind)
                           : (arch == "glm4moe" || arch == "deepseek2") && glm4moe.count(kind) ? glm4moe.at(kind)
                           : arch == "deepseek2" && deepseek2.count(kind)   ? deepseek2.at(kind)
+                          : arch == "minimax-m2" && minimax.count(kind)    ? minimax.at(kind)
                                                                            : sub.at(kind);
   return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
@@ -82,7 +85,9 @@ json config_of(const ModelShape& s) {
                                                         {"mistral3", "Ministral3ForCausalLM"},
                                                         {"glm4moe", "Glm4MoeForCausalLM"},
                                                         {"deepseek2", s.mla_q_rank > 0 ? "DeepseekV3ForCausalLM"
-                                                                                       : "DeepseekV2ForCausalLM"}};
+                                                                                       : "DeepseekV2ForCausalLM"},
+                                                        {"minimax-m2", "MiniMaxM2ForCausalLM"},
+                                                        {"seed_oss", "SeedOssForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -166,6 +171,18 @@ json config_of(const ModelShape& s) {
       cfg["rope_scaling"] = {{"type", "yarn"}, {"factor", s.rope_factor}, {"original_max_position_embeddings", s.rope_orig_ctx},
                              {"mscale", s.yarn_log_mul / 0.1}, {"mscale_all_dim", s.yarn_log_mul / 0.1}};
   }
+  if (s.arch == "minimax-m2") {  // MiniMax-M2's config.json fields
+    cfg["head_dim"] = s.head_dim;
+    cfg["rotary_dim"] = s.n_rot;
+    cfg["scoring_func"] = "sigmoid";
+    cfg["use_qk_norm"] = true;
+    cfg["qk_norm_type"] = "per_layer";
+  }
+  if (s.arch == "seed_oss") {
+    cfg["head_dim"] = s.head_dim;
+    cfg["attention_bias"] = true;
+    cfg["attention_out_bias"] = false;
+  }
   if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
     cfg["sliding_window"] = s.n_swa;
     cfg["sliding_window_pattern"] = "LLLG";
@@ -217,9 +234,21 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
             {rows, cols}, std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols)};
       continue;
     }
+    if (s.arch == "minimax-m2" && gt.name.find("_exps.weight") != std::string::npos) {  // w1 / w3 / w2 per expert
+      const int64_t cols = gt.ne[0], rows = gt.ne[1], E = gt.ne[2];
+      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
+      const std::string kind = gt.name.find("gate_exps") != std::string::npos ? "w1"
+                               : gt.name.find("up_exps") != std::string::npos ? "w3"
+                                                                               : "w2";
+      for (int64_t e = 0; e < E; ++e)
+        t[fmt::format("model.layers.{}.block_sparse_moe.experts.{}.{}.weight", layer, e, kind)] = {
+            {rows, cols}, std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols)};
+      continue;
+    }
     if (gt.name.ends_with("exp_probs_b.bias")) {
       const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
-      t["model.layers." + layer + ".mlp.gate.e_score_correction_bias"] = {{gt.ne[0]}, v};
+      t["model.layers." + layer + (s.arch == "minimax-m2" ? ".block_sparse_moe" : ".mlp.gate") +
+        ".e_score_correction_bias"] = {{gt.ne[0]}, v};
       continue;
     }
     if (gt.name.ends_with("ffn_gate_exps.weight")) {  // [E, F, H] gate, then up: [E, 2F, H]
@@ -290,7 +319,8 @@ TEST_P(HfFamilyRoundTrip, DummyModelThroughHfFolderIsTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                                            "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe",
-                                           "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2", "tiny-deepseek3"),
+                                           "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2", "tiny-deepseek3",
+                                           "tiny-minimax-m2", "tiny-seed-oss"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -388,6 +418,24 @@ TEST(HfFamilies, FieldsTheFamilyCannotComputeAreRefused) {
   ds = config_of(dd.shape);
   ds["v_head_dim"] = 32;  // kv_b_proj's rows disagree
   EXPECT_ERROR_HAS(convert_error(ds, dt), "kv_b_proj.weight");
+
+  // MiniMax-M2: per-head q/k norms, no scoring function; Seed-OSS: an output bias
+  const DummyFile md = write_f32_dummy("tiny-minimax-m2", 11);
+  auto mdf = GgufFile::open(md.path);
+  ASSERT_TRUE(mdf.ok());
+  const HfTensors mt = hf_tensors_of(*mdf, md.shape);
+  json mm = config_of(md.shape);
+  mm["qk_norm_type"] = "per_head";
+  EXPECT_ERROR_HAS(convert_error(mm, mt), "qk_norm_type");
+  mm = config_of(md.shape);
+  mm.erase("scoring_func");
+  EXPECT_ERROR_HAS(convert_error(mm, mt), "scoring_func");
+  const DummyFile sd = write_f32_dummy("tiny-seed-oss", 11);
+  auto sdf = GgufFile::open(sd.path);
+  ASSERT_TRUE(sdf.ok());
+  json so = config_of(sd.shape);
+  so["attention_out_bias"] = true;
+  EXPECT_ERROR_HAS(convert_error(so, hf_tensors_of(*sdf, sd.shape)), "attention_out_bias");
 }
 
 // EXAONE 4.0's sliding_window_pattern as a count, and layer_types, give the same per-layer flags as "LLLG".
