@@ -16,6 +16,12 @@ struct GpuMoeRouteArgs {
   bool norm = false, softmax_topk = false;
   int32_t* ids = nullptr;
   float* weights = nullptr;
+  // DeepSeek-V3's routing (glm4moe, minimax-m2, dots1, ernie4_5-moe's bias): sigmoid scores, a
+  // per-expert selection bias (device memory, may be null), grouped choice, the weights' scale
+  bool sigmoid = false;
+  const float* bias = nullptr;
+  int64_t groups = 1, groups_used = 1;
+  float scale = 1.0f;
 };
 
 // paged_attention_decode

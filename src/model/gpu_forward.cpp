@@ -27,10 +27,7 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.is_mla()) return no("multi-head latent attention (deepseek2)");
-  if (c.is_moe() && (c.moe_sigmoid || c.moe_weights_scale != 1.0f || c.arch.moe_selection_bias || c.moe_groups > 1))
-    return no("sigmoid gating, a selection bias, grouped routing or scaled expert weights (DeepSeek-V3's routing)");
-  if (c.is_moe() && (c.n_layer_dense_lead > 0 || c.arch.moe_shared_ungated))
-    return no("dense layers before the expert layers, or an ungated shared expert");
+  if (c.is_moe() && c.moe_groups > 64) return no(fmt::format("{} expert groups (at most 64)", c.moe_groups));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));
   auto type_ok = [&](const Matrix& m) -> Status {
@@ -38,16 +35,17 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return {};
   };
   TM_TRY(type_ok(w.output));
-  for (const LayerWeights& L : w.layers) {
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo}) TM_TRY(type_ok(*m));
-    if (!c.is_moe()) {
+    if (!c.layer_is_moe(static_cast<int64_t>(l))) {
       for (const Matrix* m : {&L.w_gate, &L.w_up, &L.w_down}) TM_TRY(type_ok(*m));
       continue;
     }
     TM_TRY(type_ok(L.ffn_gate_inp));
     for (const auto* v : {&L.gate_exps, &L.up_exps, &L.down_exps})
       for (const Matrix& m : *v) TM_TRY(type_ok(m));
-    if (!L.gate_inp_shexp.empty())
+    if (L.has_shared_expert())
       for (const Matrix* m : {&L.gate_shexp, &L.up_shexp, &L.down_shexp}) TM_TRY(type_ok(*m));
   }
   return {};
@@ -66,7 +64,7 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
       for (const Matrix& m : *v) b += m.bytes();
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.gate_inp_shexp, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b,
-                          &L.up_exps_b, &L.down_exps_b})
+                          &L.up_exps_b, &L.down_exps_b, &L.exp_probs_b})
       b += floats(*v);
   }
   return b;
@@ -74,7 +72,8 @@ uint64_t GpuForward::weight_bytes_of(const Model& model) {
 
 uint64_t GpuForward::scratch_bytes_of(const ModelConfig& c, int64_t n_tokens, int64_t max_blocks, int64_t n_rows) {
   const auto N = static_cast<uint64_t>(n_tokens);
-  const int64_t dense_ff = c.is_moe() ? 0 : c.n_ff;  // MoE layers use their own pair buffers below
+  // (MoE layers use their own pair buffers below; dense layers before them the FFN rows)
+  const int64_t dense_ff = c.is_moe() && c.n_layer_dense_lead == 0 ? 0 : c.n_ff;
   uint64_t floats = N * static_cast<uint64_t>(2 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * dense_ff) +
                           static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(std::max<int64_t>(c.n_vocab, c.n_embd)) +
                           2 * c.ropes.size() * N * static_cast<uint64_t>(c.n_rot / 2);
@@ -164,14 +163,19 @@ Result<std::unique_ptr<GpuForward>> GpuForward::create(std::shared_ptr<const Mod
     TM_ASSIGN_OR_RETURN(D.wk, f->upload(L.wk));
     TM_ASSIGN_OR_RETURN(D.wv, f->upload(L.wv));
     TM_ASSIGN_OR_RETURN(D.wo, f->upload(L.wo));
-    if (c.is_moe()) {
+    D.moe = c.layer_is_moe(static_cast<int64_t>(l));
+    if (D.moe) {
       TM_ASSIGN_OR_RETURN(D.router, f->upload(L.ffn_gate_inp));
       TM_ASSIGN_OR_RETURN(D.exps, f->upload_experts(L));
-      if (!L.gate_inp_shexp.empty()) {
+      TM_ASSIGN_OR_RETURN(D.sel_bias, f->upload(L.exp_probs_b));
+      D.shared = L.has_shared_expert();
+      if (D.shared) {
         TM_ASSIGN_OR_RETURN(D.gate_sh, f->upload(L.gate_shexp));
         TM_ASSIGN_OR_RETURN(D.up_sh, f->upload(L.up_shexp));
         TM_ASSIGN_OR_RETURN(D.down_sh, f->upload(L.down_shexp));
-        TM_ASSIGN_OR_RETURN(const float* g, f->upload(L.gate_inp_shexp));  // one row: a product gives its dot
+      }
+      if (!L.gate_inp_shexp.empty()) {  // qwen2moe's gate: one row, a product gives its dot
+        TM_ASSIGN_OR_RETURN(const float* g, f->upload(L.gate_inp_shexp));
         D.gate_inp_sh = DevMatrix{DType::F32, 1, c.n_embd, static_cast<size_t>(c.n_embd) * sizeof(float), g};
       }
     } else {
@@ -255,7 +259,7 @@ Status GpuForward::ensure_scratch(int64_t n, int64_t max_blocks, int64_t rows) {
   TM_TRY(floats(&k_, N * c.kv_dim()));
   TM_TRY(floats(&v_, N * c.kv_dim()));
   TM_TRY(floats(&att_, N * c.q_dim()));
-  if (!c.is_moe()) {  // the dense FFN's gate/up rows (MoE layers have their own pair buffers below)
+  if (!c.is_moe() || c.n_layer_dense_lead > 0) {  // the dense FFN's gate/up rows (MoE layers: pair buffers below)
     TM_TRY(floats(&hb_, N * c.n_ff));
     TM_TRY(floats(&hb2_, N * c.n_ff));
   }
@@ -298,8 +302,12 @@ Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
   };
   TM_TRY(matmul(D.router, xb_, N, router_logits_));
   if (D.router_b) TM_TRY(ops_.add_rows(router_logits_, D.router_b, N, c.n_expert));
-  TM_TRY(ops_.moe_route({router_logits_, N, c.n_expert, K, c.arch.moe_norm_topk, c.arch.moe_softmax_topk, route_ids_,
-                         route_w_}));
+  gpu::GpuMoeRouteArgs ra;
+  ra.logits = router_logits_, ra.n_tokens = N, ra.n_expert = c.n_expert, ra.k = K;
+  ra.norm = c.arch.moe_norm_topk, ra.softmax_topk = c.arch.moe_softmax_topk, ra.ids = route_ids_, ra.weights = route_w_;
+  ra.sigmoid = c.moe_sigmoid, ra.bias = D.sel_bias, ra.groups = c.moe_groups, ra.groups_used = c.moe_groups_used;
+  ra.scale = c.moe_weights_scale;
+  TM_TRY(ops_.moe_route(ra));
   // the pairs grouped by expert, so the products read each chosen expert's rows once from memory
   if (NK <= kMaxSortedPairs) TM_TRY(ops_.moe_sort(route_ids_, NK, c.n_expert, route_order_));
   TM_TRY(matmul_id(D.exps.gate, xb_, K, eg_));
@@ -312,15 +320,15 @@ Status GpuForward::moe_ffn(const DevLayer& D, int64_t N) {
   else TM_TRY(ops_.silu_mul(eg_, eu_, NK * F));
   TM_TRY(matmul_id(D.exps.down, eg_, 1, ey_));
   if (D.down_b) TM_TRY(ops_.add_rows_id(ey_, D.down_b, route_ids_, NK, E));
-  const bool shared = D.gate_inp_sh.p != nullptr;
-  if (shared) {  // qwen2moe: sigmoid(gate . x) * down(silu(gate_sh x) * up_sh x)
-    TM_TRY(matmul(D.gate_inp_sh, xb_, N, sh_gate_));
+  const bool shared = D.shared, gated = D.gate_inp_sh.p != nullptr;
+  if (shared) {  // down(silu(gate_sh x) * up_sh x), times sigmoid(gate . x) for qwen2moe
+    if (gated) TM_TRY(matmul(D.gate_inp_sh, xb_, N, sh_gate_));
     TM_TRY(matmul(D.gate_sh, xb_, N, sh_g_));
     TM_TRY(matmul(D.up_sh, xb_, N, sh_u_));
     TM_TRY(ops_.silu_mul(sh_g_, sh_u_, N * c.n_ff_shexp));
     TM_TRY(matmul(D.down_sh, sh_g_, N, sh_y_));
   }
-  return ops_.moe_combine(xb_, ey_, route_w_, N, K, E, shared ? sh_y_ : nullptr, shared ? sh_gate_ : nullptr);
+  return ops_.moe_combine(xb_, ey_, route_w_, N, K, E, shared ? sh_y_ : nullptr, gated ? sh_gate_ : nullptr);
 }
 
 Status GpuForward::stage(const ForwardBatch& batch, int64_t n_padded, int64_t max_blocks) {
@@ -466,7 +474,7 @@ Status GpuForward::layers(int64_t N, int64_t max_blocks, int64_t max_ctx) {
     TM_TRY(ops_.add(x_, xb_, N * E, c.residual_scale));  // (granite scales the block's output)
     // feed-forward: norm, gate/up, SwiGLU, down (or the experts)
     TM_TRY(pre_norm(D.ffn_norm, N));
-    if (c.is_moe()) {
+    if (D.moe) {
       TM_TRY(moe_ffn(D, N));
     } else {
       TM_TRY(matmul(D.gate, xb_, N, hb_));

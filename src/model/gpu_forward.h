@@ -114,13 +114,16 @@ class GpuForward {
   };
   struct DevLayer {
     DevMatrix wq, wk, wv, wo, gate, up, down;
-    DevMatrix router, gate_sh, up_sh, down_sh, gate_inp_sh;  // MoE: router; qwen2moe's shared expert
+    DevMatrix router, gate_sh, up_sh, down_sh, gate_inp_sh;  // MoE: router; the shared expert
     DevExperts exps;
     const float *attn_norm = nullptr, *ffn_norm = nullptr, *bq = nullptr, *bk = nullptr, *bv = nullptr,
                 *q_norm = nullptr, *k_norm = nullptr, *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
     // gpt-oss: attention output bias, sinks (a logit per query head), router and expert biases
     const float *bo = nullptr, *sinks = nullptr, *router_b = nullptr, *gate_b = nullptr, *up_b = nullptr,
                 *down_b = nullptr;
+    const float* sel_bias = nullptr;  // the experts' selection bias (glm4moe, minimax-m2, dots1, ...)
+    bool moe = false;                 // experts in this layer (ModelConfig::layer_is_moe)
+    bool shared = false;              // a shared expert (gate_inp_sh: its gate, qwen2moe's only)
     uint8_t *k_tiles = nullptr, *v_tiles = nullptr;
   };
 

@@ -89,10 +89,11 @@ class HostOps final : public gpu::Ops {
   }
   Status moe_route(const gpu::GpuMoeRouteArgs& a) override {
     return run([=] {
-      std::vector<float> scratch(static_cast<size_t>(a.n_expert));
+      std::vector<float> scratch(static_cast<size_t>(2 * a.n_expert));
+      const ModelConfig::MoeGate gate{a.norm, a.softmax_topk, a.sigmoid, a.scale, a.groups, a.groups_used};
       for (int64_t t = 0; t < a.n_tokens; ++t)
-        moe_route_token(a.logits + t * a.n_expert, a.n_expert, a.k, a.norm, a.ids + t * a.k, a.weights + t * a.k,
-                        scratch.data(), a.softmax_topk);
+        moe_route_token(a.logits + t * a.n_expert, a.n_expert, a.k, gate, a.bias, a.ids + t * a.k, a.weights + t * a.k,
+                        scratch.data());
     });
   }
   Status moe_combine(float* y, const float* yp, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
@@ -106,8 +107,8 @@ class HostOps final : public gpu::Ops {
           const float* src = yp + (t * k + j) * n;
           for (int64_t i = 0; i < n; ++i) yt[i] += wj * src[i];
         }
-        if (shared) {
-          const float g = 1.0f / (1.0f + std::exp(-shared_gate[t]));
+        if (shared) {  // (no gate: glm4moe's / deepseek's shared experts)
+          const float g = shared_gate ? 1.0f / (1.0f + std::exp(-shared_gate[t])) : 1.0f;
           for (int64_t i = 0; i < n; ++i) yt[i] += g * shared[t * n + i];
         }
       }

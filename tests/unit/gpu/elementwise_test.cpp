@@ -261,9 +261,19 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
   }
   const auto logits = randn(static_cast<size_t>(N * X), 23);
   auto dl = put(logits);
-  for (int mode = 0; mode < 3; ++mode) {
+  // modes: softmax, renormalized, gpt-oss's softmax over the top k; DeepSeek-V3's sigmoid with a
+  // selection bias, renormalized and scaled (glm4moe), the same in 4 groups of 2 with 2 eligible
+  // (deepseek2), softmax with a selection bias (ernie4_5-moe)
+  const auto sel = randn(static_cast<size_t>(X), 31);
+  auto dsel = put(sel);
+  for (int mode = 0; mode < 6; ++mode) {
     GpuMoeRouteArgs a;
-    a.logits = logits.data(), a.n_tokens = N, a.n_expert = X, a.k = K, a.norm = mode == 1, a.softmax_topk = mode == 2;
+    a.logits = logits.data(), a.n_tokens = N, a.n_expert = X, a.k = K, a.norm = mode == 1 || mode >= 3,
+    a.softmax_topk = mode == 2;
+    a.sigmoid = mode == 3 || mode == 4;
+    a.bias = mode >= 3 ? sel.data() : nullptr;
+    a.scale = mode == 3 ? 2.5f : 1.0f;
+    if (mode == 4) a.groups = 4, a.groups_used = 2;
     std::vector<int32_t> want_ids(static_cast<size_t>(N * K));
     std::vector<float> want_w(want_ids.size());
     a.ids = want_ids.data(), a.weights = want_w.data();
@@ -272,6 +282,7 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
     ASSERT_TRUE(di.ok() && dwt.ok());
     a.logits = static_cast<const float*>(dl.get()), a.ids = static_cast<int32_t*>(di->get());
     a.weights = static_cast<float*>(dwt->get());
+    if (a.bias) a.bias = static_cast<const float*>(dsel.get());
     ASSERT_TRUE(moe_route(a).ok());
     EXPECT_EQ(get<int32_t>(*di, want_ids.size()), want_ids) << "mode " << mode;
     const auto got_w = get<float>(*dwt, want_w.size());
@@ -297,15 +308,19 @@ TEST(GpuKernels, MoeKernelsMatchTheHostOracle) {
   const int64_t n = 300;
   const auto yp = randn(static_cast<size_t>(N * K * n), 24), wts = randn(static_cast<size_t>(N * K), 25),
              sh = randn(static_cast<size_t>(N * n), 26), sg = randn(static_cast<size_t>(N), 27);
-  for (bool shared : {false, true}) {
+  for (int mode = 0; mode < 3; ++mode) {  // no shared expert; qwen2moe's gated one; an ungated one (glm4moe)
+    const bool shared = mode > 0, gated = mode == 1;
     std::vector<float> want(static_cast<size_t>(N * n));
-    ASSERT_TRUE(host.moe_combine(want.data(), yp.data(), wts.data(), N, K, n, shared ? sh.data() : nullptr, sg.data()).ok());
+    ASSERT_TRUE(host.moe_combine(want.data(), yp.data(), wts.data(), N, K, n, shared ? sh.data() : nullptr,
+                                 gated ? sg.data() : nullptr)
+                    .ok());
     auto dyp = put(yp), dwts = put(wts), dsh = put(sh), dsg = put(sg);
     auto dy = DeviceBuffer::allocate(want.size() * 4);
     ASSERT_TRUE(dy.ok());
     ASSERT_TRUE(moe_combine(static_cast<float*>(dy->get()), static_cast<const float*>(dyp.get()),
                             static_cast<const float*>(dwts.get()), N, K, n,
-                            shared ? static_cast<const float*>(dsh.get()) : nullptr, static_cast<const float*>(dsg.get()))
+                            shared ? static_cast<const float*>(dsh.get()) : nullptr,
+                            gated ? static_cast<const float*>(dsg.get()) : nullptr)
                     .ok());
     const auto got = get<float>(*dy, want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
