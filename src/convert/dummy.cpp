@@ -198,7 +198,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (!deepseek2 && (s.mla_kv_rank > 0 || s.sigmoid_gating)) return Error{"MLA sizes and sigmoid gating are deepseek2's"};
   const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4 || glm4;
   if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
-      !exaone4)
+      !exaone4 && s.arch != "cohere2")
     return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2, "
                              "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
@@ -218,6 +218,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool ernie_moe = s.arch == "ernie4_5-moe";  // softmax with an optional selection bias, shared expert rows
   const bool minimax = s.arch == "minimax-m2";  // whole-projection q/k norms, sigmoid experts of n_ff rows
   const bool dots1 = s.arch == "dots1";         // qwen3's attention, DeepSeek-V3's experts
+  const bool cohere = s.arch == "command-r" || s.arch == "cohere2";  // LayerNorm, parallel block, tied, logit scale
+  if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
+  if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
+  if (cohere && s.n_head * s.head_dim != s.n_embd)
+    return Error{fmt::format("{} needs n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)", s.arch)};
   if (minimax && s.tied) return Error{"minimax-m2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
@@ -343,12 +348,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
     if (s.rope_theta_swa > 0) w.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   }
+  if (cohere) {  // as convert_hf_to_gguf.py writes Command R: LayerNorm's epsilon, the logit scale
+    w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+    w.set_f32(a + "logit_scale", s.logit_scale > 0 ? s.logit_scale : 0.0625f);
+  }
   if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
   if (s.embd_scale > 0) w.set_f32(a + "embedding_scale", s.embd_scale);
   if (s.residual_scale > 0) w.set_f32(a + "residual_scale", s.residual_scale);
   if (s.attn_scale > 0) w.set_f32(a + "attention.scale", s.attn_scale);
-  if (s.logit_scale > 0) w.set_f32(a + "logit_scale", s.logit_scale);
+  if (s.logit_scale > 0 && !cohere) w.set_f32(a + "logit_scale", s.logit_scale);
   if (s.attn_temp_scale > 0) w.set_f32(a + "attention.temperature_scale", s.attn_temp_scale);
   if (!s.rope_scaling.empty()) {  // as convert_hf_to_gguf.py writes HF's rope_scaling
     w.set_string(a + "rope.scaling.type", s.rope_scaling);
@@ -517,7 +526,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
-    if (!olmo2 && !exaone4)
+    if (!olmo2 && !exaone4 && !cohere)  // (cohere's FFN reads the attention's normed input)
       TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
                         s.n_embd, 1.0f, 0.1f));
     if (moe && l >= s.n_dense_lead) {

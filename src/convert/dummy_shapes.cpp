@@ -82,6 +82,16 @@ std::vector<ModelShape> gemma_shapes() {
 // norms over the whole projection; OLMo 3 slides three layers of four over 4096 positions, YaRN x8
 // over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense), GLM-4 (dense: sandwich norms,
 // q/k/v biases, fused gate/up, half-head RoPE).
+// Cohere's: the logit scale (both), the sliding window (cohere2)
+ModelShape logits(ModelShape s, float scale) {
+  s.logit_scale = scale;
+  return s;
+}
+ModelShape cohere2(ModelShape s, int64_t window, float scale) {
+  s.n_swa = window;
+  return logits(s, scale);
+}
+
 std::vector<ModelShape> more_shapes() {
   ModelShape o3{"olmo-3-7b", "olmo2", 100278, 4096, 32, 32, 32, 128, 11008, 65536, 500000.0f, 1e-6f, false};
   o3.n_swa = 4096;
@@ -134,6 +144,12 @@ std::vector<ModelShape> more_shapes() {
       to4,
       {"ernie-4.5-0.3b", "ernie4_5", 103424, 1024, 18, 16, 2, 64, 3072, 131072, 500000.0f, 1e-5f, true},
       {"tiny-ernie4_5", "ernie4_5", 512, 64, 2, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, true},
+      // Command R 7B (cohere2: windows of 4096 on three layers of four, the fourth global without RoPE),
+      // Aya Expanse 8B (command-r); tiny forms with logit scale 0.25
+      cohere2({"command-r7b", "cohere2", 256000, 4096, 32, 32, 8, 128, 14336, 131072, 50000.0f, 1e-5f, true}, 4096, 0.25f),
+      logits({"aya-expanse-8b", "command-r", 256000, 4096, 32, 32, 8, 128, 14336, 8192, 10000.0f, 1e-5f, true}, 0.125f),
+      logits({"tiny-command-r", "command-r", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true}, 0.25f),
+      cohere2({"tiny-cohere2", "cohere2", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true}, 8, 0.25f),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

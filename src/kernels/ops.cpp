@@ -15,6 +15,21 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64
   for (int64_t r = 0; r < n_rows; ++r) row(x + r * ldx, w, out + r * ldo, n, eps);
 }
 
+void layernorm_rows(const float* x, int64_t ldx, const float* w, const float* b, float* out, int64_t ldo, int64_t n_rows,
+                    int64_t n, float eps) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* o = out + r * ldo;
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += xr[i];
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    double var = 0;
+    for (int64_t i = 0; i < n; ++i) var += double(xr[i] - mean) * double(xr[i] - mean);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) o[i] = (xr[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
+  }
+}
+
 void silu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.silu_mul(gate, up, n); }
 
 void gelu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.gelu_mul(gate, up, n); }

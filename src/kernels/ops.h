@@ -12,6 +12,11 @@ namespace tmill {
 // out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps) for n_rows rows of n (rows may be strided).
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
                   float eps);
+// LayerNorm of n_rows rows of n (ggml_norm, then * w, + b when not null): the mean, and the variance of
+// the differences, summed in double; out may be x. Scalar, not per-ISA: the encoders' norms and the
+// LayerNorm decoders' (cohere) are a small share of a step.
+void layernorm_rows(const float* x, int64_t ldx, const float* w, const float* b, float* out, int64_t ldo, int64_t n_rows,
+                    int64_t n, float eps);
 // gate[i] = silu(gate[i]) * up[i] (vectorized exp on AVX2/AVX-512)
 void silu_mul(float* gate, const float* up, int64_t n);
 // gate[i] = gelu(gate[i]) * up[i], GELU's tanh approximation (GeGLU: gemma); the reference's bits

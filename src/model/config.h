@@ -54,6 +54,11 @@ struct ArchSpec {
   bool moe_gating_key = false;
   bool moe_selection_bias = false;
   bool moe_selection_bias_required = true;  // (deepseek2: loaded when present)
+  // command-r / cohere2: LayerNorm (mean subtracted, weight, no bias; eps attention.layer_norm_epsilon,
+  // kept in ModelConfig::rms_eps) in place of every RMSNorm, and the parallel block: attention and FFN
+  // both read the layer's one normed input, and both outputs are added to the residual stream.
+  bool layer_norm = false;
+  bool parallel_block = false;
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;

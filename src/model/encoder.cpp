@@ -74,15 +74,9 @@ Result<int64_t> req_key(const GgufFile& f, const std::string& key, int64_t lo, i
   return *v;
 }
 
-// ggml_norm then * w + b: mean, variance of (x - mean), 1/sqrt(var + eps).
+// ggml_norm then * w + b (kernels/ops.h)
 void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, float eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  double var = 0;
-  for (int64_t i = 0; i < n; ++i) var += double(x[i] - mean) * double(x[i] - mean);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
+  layernorm_rows(x, n, w, b, out, n, 1, n, eps);
 }
 
 class BertEncoder final : public Embedder {

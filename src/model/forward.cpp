@@ -146,8 +146,9 @@ void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n)
         else axpy(x, xb, rs, E);
       }
       if (!norm) continue;
-      if (!norm->empty()) rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
-      else std::copy(x, x + E, xb);  // olmo2: no pre-norm, the block reads the stream as it is
+      if (norm->empty()) std::copy(x, x + E, xb);  // olmo2: no pre-norm, the block reads the stream as it is
+      else if (c.arch.layer_norm) layernorm_rows(x, E, norm->data(), nullptr, xb, E, 1, E, c.rms_eps);  // cohere
+      else rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
     }
   });
 }
@@ -244,6 +245,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const PreparedLayer& P = layers_[l];
     // attention block (layers after the first got their norm from the previous layer's residual step)
     if (l == 0) residual_norm(false, &L.attn_norm, N);
+    const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
+    if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
     const PagedKvView view = kv.view(l);
     const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
     const bool mla = c.is_mla();
@@ -325,8 +328,14 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     if (!L.bo.empty())  // attn_output.bias (gpt-oss)
       for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
     post_norm(L.attn_post_norm, N);
-    // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h)
-    residual_norm(true, &L.ffn_norm, N);
+    // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the
+    // attention's output and runs the FFN on the layer's normed input
+    if (parallel_block) {
+      residual_norm(true, nullptr, N);
+      std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
+    } else {
+      residual_norm(true, &L.ffn_norm, N);
+    }
     if (c.layer_is_moe(l)) {
       observe(P.moe.router, xb_.data(), N);
       moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
@@ -342,8 +351,10 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   const auto R = static_cast<int64_t>(rows.size());
   logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
   if (R == 0) return;
-  for (int64_t r = 0; r < R; ++r)
-    rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+  for (int64_t r = 0; r < R; ++r) {
+    if (c.arch.layer_norm) layernorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), nullptr, xb_.data() + r * E, E, 1, E, c.rms_eps);
+    else rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+  }
   if (batch.hidden) {  // embeddings: the normed hidden states are the output
     logits.assign(xb_.begin(), xb_.begin() + R * E);
     return;

@@ -27,6 +27,7 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   if (c.is_moe() && (c.n_expert > 256 || c.n_expert_used > 32 || c.n_expert_used > c.n_expert))
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.is_mla()) return no("multi-head latent attention (deepseek2)");
+  if (c.arch.layer_norm || c.arch.parallel_block) return no("LayerNorm and the parallel attention / FFN block (cohere)");
   if (c.is_moe() && c.moe_groups > 64) return no(fmt::format("{} expert groups (at most 64)", c.moe_groups));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));

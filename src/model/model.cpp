@@ -247,7 +247,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
-    if (c.arch.pre_norms) {
+    if (c.arch.pre_norms && !c.arch.parallel_block) {  // (cohere's FFN reads the attention's normed input)
       TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
     }
     if (c.layer_is_moe(l)) {

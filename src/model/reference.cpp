@@ -1,5 +1,7 @@
 #include "model/reference.h"
 
+#include "kernels/ops.h"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -206,8 +208,9 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
-    // attention rmsnorm (olmo2: none)
+    // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
     pre_norm(L.attn_norm);
+    if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
     const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
     const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
     const float temperature = c.attn_temperature(pos);  // mistral3 (1 for the others)
@@ -265,7 +268,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     // ffn rmsnorm, SwiGLU, residual
-    pre_norm(L.ffn_norm);
+    if (c.arch.parallel_block) std::copy(xn_.begin(), xn_.end(), xb_.begin());  // cohere: the layer's normed input
+    else pre_norm(L.ffn_norm);
     if (c.layer_is_moe(l)) {
       moe_ffn(L);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
@@ -283,7 +287,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
   }
   // final norm and classifier
-  ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
+  if (c.arch.layer_norm) layernorm_rows(x_.data(), c.n_embd, w.output_norm.data(), nullptr, x_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
+  else ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
   if (c.logit_scale != 1.0f)  // granite
@@ -326,6 +331,7 @@ void ReferenceForward::mla_qkv(const LayerWeights& L, int64_t pos, const RopePar
 void ReferenceForward::pre_norm(const std::vector<float>& norm) {
   const ModelConfig& c = model_->config();
   if (norm.empty()) std::copy(x_.begin(), x_.begin() + c.n_embd, xb_.begin());
+  else if (c.arch.layer_norm) layernorm_rows(x_.data(), c.n_embd, norm.data(), nullptr, xb_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
   else ref::rmsnorm(xb_.data(), x_.data(), norm.data(), c.n_embd, c.rms_eps);
 }
 

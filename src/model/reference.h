@@ -44,6 +44,7 @@ class ReferenceForward {
   // activations
   std::vector<float> x_;       // (n_embd) residual stream
   std::vector<float> xb_;      // (n_embd) normed input of a sub-block
+  std::vector<float> xn_;      // (n_embd) the parallel block's normed input (cohere)
   std::vector<float> q_;       // (q_dim)
   std::vector<float> k_;       // (kv_dim)
   std::vector<float> v_;       // (kv_dim)

@@ -30,6 +30,9 @@
 //   dots1   (dots.llm1): qwen3's per-head q/k norms with GLM-4.5's / DeepSeek-V3's experts (layer 0
 //           dense, two shared experts, sigmoid with a selection bias, scaled by 2.5);
 //   seed_oss (Seed-OSS): the llama block with NeoX RoPE and q/k/v biases;
+//   command-r (Command R, Aya): LayerNorm, the parallel attention / FFN block, tied output, logits x0.25;
+//   cohere2 (Command R7B, Command A): the same with 16-position windows on three layers of four, the
+//           fourth global without RoPE;
 //   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
 //           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
 //           renormalized and scaled by 2.5.
@@ -87,6 +90,8 @@ try {
     // spread of 4.3 -- where either side's rounding picks the other token)
     dots1: ['--shape', 'tiny-dots1', '--seed', '3'],
     seed_oss: ['--shape', 'tiny-seed-oss'],
+    'command-r': ['--shape', 'tiny-command-r', '--head-dim', '64'],
+    cohere2: ['--shape', 'tiny-cohere2', '--head-dim', '64', '--sliding-window', '16'],
     deepseek2: ['--shape', 'tiny-deepseek2'],
     'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
   };

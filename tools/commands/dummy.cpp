@@ -77,7 +77,8 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
   app.add_option("--embedding-scale", o->embd_scale, "granite: granite.embedding_scale (default Granite 3.3 2B's 12)");
   app.add_option("--residual-scale", o->residual_scale, "granite: granite.residual_scale (default 0.22)");
   app.add_option("--attention-scale", o->attn_scale, "granite: granite.attention.scale (default 1/64)");
-  app.add_option("--logit-scale", o->logit_scale, "granite: granite.logit_scale (default 8)");
+  app.add_option("--logit-scale", o->logit_scale, "granite: granite.logit_scale (default 8); command-r / cohere2: "
+                 "the logits' multiplier (default 0.0625)");
   app.add_flag("--fim", o->fim, "a coder model's fill-in-the-middle tokens (<|fim_prefix|>, ... <|file_sep|>) in the "
                "synthetic vocabulary, for /infill");
   app.add_option("--pooling", o->pooling, "embedding models: <arch>.pooling_type none, mean, cls, last or rank (decoders: "
@@ -170,9 +171,11 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->residual_scale > 0) s.residual_scale = o->residual_scale;
     if (o->attn_scale > 0) s.attn_scale = o->attn_scale;
     if (o->logit_scale > 0) s.logit_scale = o->logit_scale;
-    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || s.logit_scale > 0) && s.arch != "granite" &&
-        s.arch != "granitemoe") {
-      log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's");
+    const bool cohere = s.arch == "command-r" || s.arch == "cohere2";
+    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || (s.logit_scale > 0 && !cohere)) &&
+        s.arch != "granite" && s.arch != "granitemoe") {
+      log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's "
+                "(--logit-scale also command-r's and cohere2's)");
       return 2;
     }
     if (o->head_dim) s.head_dim = o->head_dim;

@@ -652,6 +652,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     EXPECT_TRUE(gpu_forward_supports(*moe, gpu_host_ops()).ok()) << shape;
   }
   {
+    auto cr = dummy("tiny-command-r", DType::F32);  // LayerNorm and the parallel block: CPU only
+    ASSERT_NE(cr, nullptr);
+    auto crs = gpu_forward_supports(*cr, gpu_host_ops());
+    ASSERT_FALSE(crs.ok());
+    EXPECT_NE(crs.error().find("LayerNorm"), std::string::npos) << crs.error();
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());

@@ -79,7 +79,7 @@ class F64Forward {
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
-      ffn(L, l, x, rs);
+      ffn(L, l, x, rs, c_.arch.parallel_block ? &xb : nullptr);  // cohere: the FFN reads the attention's input
     }
     auto logits = mv(w.output, norm(x, w.output_norm));
     for (double& e : logits) e /= c_.logit_scale;  // granite
@@ -90,8 +90,9 @@ class F64Forward {
 
  private:
   // The FFN block of layer l on the residual stream x (dense, or the experts).
-  void ffn(const LayerWeights& L, int64_t l, std::vector<double>& x, double rs) {
-    const auto xb = L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
+  void ffn(const LayerWeights& L, int64_t l, std::vector<double>& x, double rs,
+           const std::vector<double>* parallel_input = nullptr) {
+    const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
     if (c_.layer_is_moe(l)) {
       // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
       // bias: glm4moe), (renormalized, scaled), weighted sum of experts
@@ -245,6 +246,16 @@ class F64Forward {
     return y;
   }
   std::vector<double> norm(const std::vector<double>& x, const std::vector<float>& w) {
+    if (c_.arch.layer_norm) {  // cohere: (x - mean) / sqrt(var + eps) * w
+      double mean = 0, var = 0;
+      for (double e : x) mean += e;
+      mean /= x.size();
+      for (double e : x) var += (e - mean) * (e - mean);
+      const double s = 1.0 / std::sqrt(var / x.size() + c_.rms_eps);
+      std::vector<double> o(x.size());
+      for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * (x[i] - mean) * s;
+      return o;
+    }
     double ss = 0;
     for (double e : x) ss += e * e;
     const double s = 1.0 / std::sqrt(ss / x.size() + c_.rms_eps);

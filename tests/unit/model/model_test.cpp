@@ -169,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
                                                               "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe",
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
-                                                              "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss"));
+                                                              "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
+                                                              "tiny-command-r", "tiny-cohere2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -333,6 +334,46 @@ TEST(Deepseek2, LatentAttentionFromTheFile) {
   auto wide = test::load_edited(src, [](GgufWriter& w) { w.set_u32("deepseek2.attention.key_length", 40); });
   ASSERT_FALSE(wide.ok());
   EXPECT_NE(wide.error().find("kv_lora_rank + rope"), std::string::npos) << wide.error();
+}
+
+// Cohere's files: LayerNorm and the parallel block, the logit multiplier, cohere2's windows on three
+// layers of four with the fourth global and without RoPE; Command R+'s q/k norms and an untied output
+// refused. And each matters: RMSNorm or the sequential block in their place give other logits.
+TEST(Cohere, FilesCarryWhatMakesTheFamily) {
+  auto r = tiny_model("tiny-command-r");
+  const auto& c = r->config();
+  EXPECT_TRUE(c.arch.layer_norm);
+  EXPECT_TRUE(c.arch.parallel_block);
+  EXPECT_FLOAT_EQ(c.logit_scale, 4.0f);  // logits x 0.25
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_TRUE(r->weights().layers[1].ffn_norm.empty());
+  auto two = tiny_model("tiny-cohere2");
+  const auto& c2 = two->config();
+  for (int64_t l = 0; l < c2.n_layer; ++l) {
+    EXPECT_EQ(c2.layer_attn[static_cast<size_t>(l)].window, l % 4 < 3 ? 8 : 0) << l;
+    EXPECT_EQ(c2.has_rope(l), l % 4 < 3) << l;
+  }
+  auto logits_of = [](const std::shared_ptr<Model>& m, const std::function<void(ModelConfig&)>& edit) {
+    auto copy = std::make_shared<Model>(*m);
+    if (edit) edit(const_cast<ModelConfig&>(copy->config()));
+    ReferenceForward ref(copy, 8);
+    std::vector<float> out;
+    for (int64_t p = 0; p < 5; ++p) out = ref.forward(static_cast<int32_t>(p * 31 + 2), p);
+    return out;
+  };
+  const auto base = logits_of(r, nullptr);
+  EXPECT_NE(base, logits_of(r, [](ModelConfig& m) { m.arch.layer_norm = false; }));
+  DummyOptions o;
+  o.shape = *find_shape("tiny-command-r");
+  o.seed = 7;
+  const std::string src = test::temp_dir() + "/command-r-edit.gguf";
+  ASSERT_TRUE(write_dummy_model(o, src).ok());
+  static const std::vector<float> zeros(64, 0.0f);
+  auto qk = test::load_edited(src, [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_tensor("blk.0.attn_q_norm.weight", DType::F32, {16, 4}, zeros.data()).ok());
+  });
+  ASSERT_FALSE(qk.ok());
+  EXPECT_NE(qk.error().find("Command R+"), std::string::npos) << qk.error();
 }
 
 // Turning each family's feature off (the config the forward reads) changes the logits: the tests above
