@@ -219,6 +219,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool minimax = s.arch == "minimax-m2";  // whole-projection q/k norms, sigmoid experts of n_ff rows
   const bool dots1 = s.arch == "dots1";         // qwen3's attention, DeepSeek-V3's experts
   const bool cohere = s.arch == "command-r" || s.arch == "cohere2";  // LayerNorm, parallel block, tied, logit scale
+  const bool llama4 = s.arch == "llama4";  // interleaved experts with a shared one, chunked attention, NoPE layers
+  const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
+  if (!llama4 && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's here"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
   if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
   if (cohere && s.n_head * s.head_dim != s.n_embd)
@@ -227,14 +230,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
-                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1;
+                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
-      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1;  // else n_ff rows
+      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2 || dots1;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
   const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
+                             : llama4    ? n_ff_exp
                              : ernie_moe ? s.n_ff_shexp
                              : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
   if (!ds_moe && (s.n_expert_shared > 0 || s.expert_weights_scale > 0))
@@ -246,7 +250,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
-      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama)",
+      return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama4, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
     if (s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
@@ -333,6 +337,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
     }
     if (minimax) w.set_u32(a + "expert_gating_func", 2);  // sigmoid, as MiniMax-M2's files
+    if (llama4) w.set_u32(a + "interleave_moe_layer_step", static_cast<uint32_t>(moe_step));
     if (ernie_moe) {  // as convert_hf_to_gguf.py writes ERNIE 4.5 MoE
       w.set_u32(a + "interleave_moe_layer_step", 1);
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
@@ -529,7 +534,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!olmo2 && !exaone4 && !cohere)  // (cohere's FFN reads the attention's normed input)
       TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
                         s.n_embd, 1.0f, 0.1f));
-    if (moe && l >= s.n_dense_lead) {
+    if (moe && l >= s.n_dense_lead && (l + 1) % moe_step == 0) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
       // is not a near tie
       TM_TRY(add_matrix(p + "ffn_gate_inp.weight", s.n_expert, s.n_embd, DType::F32, 4 * w_spread));
@@ -546,7 +551,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
       if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
-      if (s.arch == "qwen2moe" || ds_moe || (ernie_moe && n_ff_shexp > 0)) {
+      if (s.arch == "qwen2moe" || ds_moe || llama4 || (ernie_moe && n_ff_shexp > 0)) {
         if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

@@ -41,6 +41,8 @@ struct ModelShape {
   bool sigmoid_gating = false;
   // grouped routing (expert_group_count / expert_group_used_count: DeepSeek-V3's 8 / 4); 0: none
   int64_t n_expert_groups = 0, n_groups_used = 0;
+  // llama4: experts every moe_layer_step-th layer (interleave_moe_layer_step; 0: every layer)
+  int64_t moe_layer_step = 0;
   // Sliding-window attention: the window (attention.sliding_window; gemma2/gemma3, gpt-oss (its even
   // layers), and llama as Mistral 7B v0.1 writes it), every swa_pattern-th layer global (0: the family's default, gemma2 2,
   // gemma3 6; llama: all layers slide), the sliding layers' RoPE base (rope.freq_base_swa; 0: none).
@@ -68,7 +70,7 @@ struct ModelShape {
 // "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
 // "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2",
 // "tiny-deepseek3", "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
-// "tiny-command-r", "tiny-cohere2").
+// "tiny-command-r", "tiny-cohere2", "tiny-llama4").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -249,6 +249,10 @@ std::vector<ModelShape> moe_shapes() {
     s.expert_weights_scale = scale;
     return s;
   };
+  auto l4 = [](ModelShape s, int64_t step) {
+    s.moe_layer_step = step;
+    return s;
+  };
   auto rot = [](ModelShape s, int64_t n_rot) {
     s.n_rot = n_rot;
     return s;
@@ -305,6 +309,11 @@ std::vector<ModelShape> moe_shapes() {
       dots(moe({"dots.llm1", "dots1", 152064, 4096, 62, 32, 32, 128, 10944, 32768, 10000000.0f, 1e-5f, false}, 128, 6,
                1408, 0)),
       dots(moe({"tiny-dots1", "dots1", 512, 64, 3, 4, 4, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 0)),
+      // Llama 4 Scout (17B-16E: experts in every layer, 1 per token, a shared expert, llama3 RoPE
+      // factors x16 over 8192); tiny-llama4: 8 experts on every second layer, 4 layers (layer 3 NoPE)
+      l4(moe({"llama-4-scout", "llama4", 202048, 5120, 48, 40, 8, 128, 16384, 10485760, 500000.0f, 1e-5f, false}, 16, 1,
+             8192, 0), 1),
+      l4(moe({"tiny-llama4", "llama4", 512, 64, 4, 4, 2, 16, 160, 256, 500000.0f, 1e-5f, false}, 8, 1, 32, 0), 2),
       // ERNIE-4.5-21B-A3B: layer 0 dense, 64 experts of 1536 rows (6 per token), two shared experts' rows
       ernie(moe({"ernie-4.5-21b-a3b", "ernie4_5-moe", 103424, 2560, 28, 20, 4, 128, 12288, 131072, 500000.0f, 1e-5f,
                  true}, 64, 6, 1536, 3072)),

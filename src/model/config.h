@@ -105,6 +105,13 @@ struct RopeParams {
 struct LayerAttention {
   int64_t window = 0;  // a query at p sees keys at (p - window, p]; 0 = every previous position
   int rope = 0;        // index into ModelConfig::ropes; -1: no RoPE at all (smollm3's NoPE layers)
+  // llama4's chunked attention: a query at p sees keys at [p - p % chunk, p]; 0 = none
+  int64_t chunk = 0;
+  // The first position a query at `pos` sees.
+  int64_t first(int64_t pos) const {
+    if (window > 0) return pos + 1 > window ? pos + 1 - window : 0;
+    return chunk > 0 ? pos - pos % chunk : 0;
+  }
 };
 
 const ArchSpec* find_arch(const std::string& name);
@@ -155,6 +162,14 @@ struct ModelConfig {
   float attn_temperature(int64_t pos) const {
     return attn_temp_scale == 0.0f ? 1.0f : attn_temperature_factor(pos, attn_temp_scale, attn_temp_floor);
   }
+  // llama4: the temperature on the layers without RoPE only, its positions offset by one
+  bool attn_temp_nope_only = false;
+  float attn_temperature_at(int64_t layer, int64_t pos) const {
+    if (attn_temp_scale == 0.0f || (attn_temp_nope_only && has_rope(layer))) return 1.0f;
+    return attn_temperature_factor(pos + (attn_temp_nope_only ? 1 : 0), attn_temp_scale, attn_temp_floor);
+  }
+  // llama4: q and k RMS-normalized without a weight (an L2 norm) after RoPE, on the RoPE layers
+  bool kq_l2_norm = false;
   static float attn_temperature_factor(int64_t pos, float scale, int64_t floor_len) {
     return std::log(std::floor(static_cast<float>(pos) / static_cast<float>(floor_len)) + 1.0f) * scale + 1.0f;
   }
@@ -168,7 +183,11 @@ struct ModelConfig {
   int64_t n_layer_dense_lead = 0;
   bool moe_sigmoid = false;
   float moe_weights_scale = 1.0f;
-  bool layer_is_moe(int64_t layer) const { return n_expert > 0 && layer >= n_layer_dense_lead; }
+  // llama4: experts every moe_layer_step-th layer (layers l with (l + 1) % step == 0), dense ones between
+  int64_t moe_layer_step = 1;
+  bool layer_is_moe(int64_t layer) const {
+    return n_expert > 0 && layer >= n_layer_dense_lead && (layer + 1) % moe_layer_step == 0;
+  }
   // How a token's experts are chosen and weighted (model/moe.h moe_route_token, ref::moe_route).
   struct MoeGate {
     bool norm = false;          // renormalize the chosen weights to sum 1 (ArchSpec::moe_norm_topk)
@@ -178,10 +197,15 @@ struct ModelConfig {
     // grouped routing (DeepSeek-V3): the experts in `groups` equal groups, each scored by the sum of
     // its two best (biased) scores; only the best groups_used groups' experts may be chosen
     int64_t groups = 1, groups_used = 1;
+    // llama4: the choice by raw logit (the weights still the scores), and each chosen expert's
+    // weight applied to its input instead of its output
+    bool select_by_logit = false, weight_before = false;
   };
   int64_t moe_groups = 1, moe_groups_used = 1;  // expert_group_count, expert_group_used_count
+  bool moe_select_by_logit = false, moe_weight_before = false;
   MoeGate moe_gate() const {
-    return {arch.moe_norm_topk, arch.moe_softmax_topk, moe_sigmoid, moe_weights_scale, moe_groups, moe_groups_used};
+    return {arch.moe_norm_topk, arch.moe_softmax_topk, moe_sigmoid, moe_weights_scale, moe_groups, moe_groups_used,
+            moe_select_by_logit, moe_weight_before};
   }
   // deepseek2's multi-head latent attention, absorbed (model/mla.h): the cache holds n_head_kv = 1
   // head of head_dim = mla_kv_rank (the normed latent) + n_rot (RoPE) dimensions per token, V = K;

@@ -68,6 +68,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (mapping) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
+  if (c.kq_l2_norm) ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
 }
 
 void Forward::set_context_length(int64_t n_ctx) {
@@ -171,7 +172,8 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   const int64_t group = c.gqa_group(), hd = c.head_dim;
   const float scale = c.attn_scale;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
-  const int64_t window = c.layer_attn[static_cast<size_t>(layer)].window;
+  const LayerAttention& la = c.layer_attn[static_cast<size_t>(layer)];  // its window or chunks (llama4)
+  const int64_t window = la.window;
   // Work items: (token, run of kc adjacent KV heads), each attending the run's kc * group query heads
   // over the token's context. Runs read each block's kc tiles as one contiguous stretch of the pool,
   // which DRAM serves faster than scattered tiles when attention is bound by reading the KV (few query
@@ -190,7 +192,7 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       const float* q = q_.data() + t * c.q_dim() + h * group * hd;
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
       const int64_t n_ctx = pos_[t] + 1;
-      const AttnMask mask{window > 0 && n_ctx > window ? n_ctx - window : 0, c.attn_softcap,
+      const AttnMask mask{la.first(pos_[t]), c.attn_softcap,
                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group};
       paged_attention_heads(q, group, h, nh, view, s.block_table.data(), n_ctx, scale, out, mask);
     }
@@ -198,7 +200,7 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
   // (~3 us on a busy 2-core machine) costs about what the second core would save.
   int64_t macs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) macs += (window > 0 ? std::min<int64_t>(pos_[t] + 1, window) : pos_[t] + 1) * c.n_head * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1 - la.first(pos_[t])) * c.n_head * hd;
   if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * runs, 1, body);
   else body(0, n_tokens * runs, 0);
 }
@@ -306,9 +308,14 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
           rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
           rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
         }
-        if (c.attn_temp_scale != 0.0f) {  // mistral3: the query's attention temperature at its position
-          const float tq = c.attn_temperature(pos_[t]);
-          for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
+        if (c.attn_temp_scale != 0.0f) {  // mistral3, llama4: the query's attention temperature at its position
+          const float tq = c.attn_temperature_at(l, pos_[t]);
+          if (tq != 1.0f)
+            for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
+        }
+        if (c.kq_l2_norm && rope_off >= 0) {  // llama4: q and k heads RMS-normalized, no weight
+          rmsnorm_rows(q, hd, ones_.data(), q, hd, c.n_head, hd, c.rms_eps);
+          rmsnorm_rows(k, hd, ones_.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
         }
         const SeqSlice& s = batch.seqs[seq_of_[t]];
         paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)

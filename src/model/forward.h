@@ -104,6 +104,7 @@ class Forward {
   int64_t cap_ = 0;
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
+  std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, n_rot/2)

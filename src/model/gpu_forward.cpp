@@ -28,6 +28,10 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.is_mla()) return no("multi-head latent attention (deepseek2)");
   if (c.arch.layer_norm || c.arch.parallel_block) return no("LayerNorm and the parallel attention / FFN block (cohere)");
+  if (c.moe_weight_before || c.moe_select_by_logit || c.kq_l2_norm || c.attn_temp_nope_only)
+    return no("expert weights on the experts' inputs, weightless q/k norms, chunked attention (llama4)");
+  for (const LayerAttention& la : c.layer_attn)
+    if (la.chunk > 0) return no("chunked attention (llama4)");
   if (c.is_moe() && c.moe_groups > 64) return no(fmt::format("{} expert groups (at most 64)", c.moe_groups));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));

@@ -62,9 +62,10 @@ void moe_route_token(const float* logits, int64_t n_expert, int64_t k, const Mod
     ref::softmax(p, n_expert);
   // the choice reads score + selection bias (glm4moe), the weights the score
   float* choice = p;
-  if (selection_bias || gate.groups > 1) {
+  if (selection_bias || gate.groups > 1 || gate.select_by_logit) {
     choice = p + n_expert;
-    for (int64_t e = 0; e < n_expert; ++e) choice[e] = selection_bias ? p[e] + selection_bias[e] : p[e];
+    const float* src = gate.select_by_logit ? logits : p;  // llama4: the raw logits choose
+    for (int64_t e = 0; e < n_expert; ++e) choice[e] = selection_bias ? src[e] + selection_bias[e] : src[e];
   }
   // top-k by repeated selection (k is small: 1..8 of 8..256 experts); taken ones are marked -inf
   // (scores are finite: probabilities, raw logits of softmax_topk, or biased sigmoids)
@@ -177,11 +178,15 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
     for (int64_t j = 0; j < K; ++j) slot_[t * K + j] = fill[expert_[t * K + j]]++;
   // the copies (n * K rows: 1 MiB per layer for OLMoE's 16-stream step) and the combination below
   // are split over the pool from kSplitTokens tokens on, so the other threads do not wait on them
+  const bool before = c.moe_weight_before;  // llama4: each pair's weight scales its input row instead
   auto gather = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t)
-      for (int64_t j = 0; j < K; ++j)
-        std::memcpy(xg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E, x + t * ld,
-                    static_cast<size_t>(E) * sizeof(float));
+      for (int64_t j = 0; j < K; ++j) {
+        float* row = xg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E;
+        std::memcpy(row, x + t * ld, static_cast<size_t>(E) * sizeof(float));
+        if (before)
+          for (int64_t i = 0; i < E; ++i) row[i] *= weight_[t * K + j];
+      }
   };
   constexpr int64_t kSplitTokens = 8;
   if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, gather);
@@ -252,7 +257,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       float* yt = y + t * ld;
       std::fill(yt, yt + E, 0.0f);
       for (int64_t j = 0; j < K; ++j) {
-        const float wj = weight_[t * K + j];
+        const float wj = before ? 1.0f : weight_[t * K + j];
         axpy(yt, yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E, wj, E);  // multiply, then add
       }
       if (shared) axpy(yt, ys_.data() + t * E, gsh_[t], E);

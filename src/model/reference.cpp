@@ -85,6 +85,7 @@ std::vector<std::pair<int32_t, float>> moe_route(const float* logits, int64_t n_
     softmax(p.data(), n_expert);
   // the experts are chosen by score + selection bias (glm4moe), weighted by the score alone
   std::vector<float> choice(p);
+  if (gate.select_by_logit) choice.assign(logits, logits + n_expert);  // llama4
   if (selection_bias)
     for (int64_t e = 0; e < n_expert; ++e) choice[e] += selection_bias[e];
   if (gate.groups > 1) {  // only the best groups' experts: a group's score is the sum of its two best
@@ -213,7 +214,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
     const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
     const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
-    const float temperature = c.attn_temperature(pos);  // mistral3 (1 for the others)
+    const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
     if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
       mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
     } else {
@@ -247,6 +248,11 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         float* kh = k_.data() + h * hd;
         if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
         if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+      }
+      if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
+        const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
+        for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
+        for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
       }
     }
     // store k, v at this position
@@ -345,8 +351,7 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
   const float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
   const float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
-  const int64_t window = c.layer_attn[static_cast<size_t>(l)].window;
-  const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
+  const int64_t first = c.layer_attn[static_cast<size_t>(l)].first(pos);  // its window or chunk (llama4)
   const int64_t n = pos + 1 - first;
   for (int64_t h = 0; h < c.n_head; ++h) {
     const float* qh = q_.data() + h * hd;
@@ -400,10 +405,13 @@ void ReferenceForward::moe_ffn(const LayerWeights& L) {
     for (int64_t e = 0; e < c.n_expert; ++e) router_[e] += L.ffn_gate_inp_b[e];
   std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
   const float* bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
+  const bool before = c.moe_weight_before;  // llama4: the weight scales the expert's input
+  std::vector<float> xw(x.size());
   for (const auto& [e, weight] : ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.moe_gate(), bias)) {
-    if (c.arch.moe_swiglu_oai) oai_expert(L, e, x.data());
-    else swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], x.data());
-    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += weight * xb_[i];
+    for (size_t i = 0; i < x.size(); ++i) xw[i] = before ? weight * x[i] : x[i];
+    if (c.arch.moe_swiglu_oai) oai_expert(L, e, xw.data());
+    else swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw.data());
+    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += (before ? 1.0f : weight) * xb_[i];
   }
   if (L.has_shared_expert()) {  // qwen2moe's gated by sigmoid(gate_inp_shexp . x), glm4moe's not
     float g = 1.0f;

@@ -657,6 +657,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto crs = gpu_forward_supports(*cr, gpu_host_ops());
     ASSERT_FALSE(crs.ok());
     EXPECT_NE(crs.error().find("LayerNorm"), std::string::npos) << crs.error();
+    auto l4 = dummy("tiny-llama4", DType::F32);  // chunked attention, weights on the experts' inputs: CPU only
+    ASSERT_NE(l4, nullptr);
+    auto l4s = gpu_forward_supports(*l4, gpu_host_ops());
+    ASSERT_FALSE(l4s.ok());
+    EXPECT_NE(l4s.error().find("llama4"), std::string::npos) << l4s.error();
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());

@@ -28,8 +28,10 @@ class F64Forward {
       const bool roped = c_.has_rope(l);  // smollm3: NoPE layers
       const RopeParams& rp = c_.ropes[roped ? static_cast<size_t>(c_.layer_attn[static_cast<size_t>(l)].rope) : 0];
       const double rs = c_.residual_scale;  // granite
-      const int64_t window = c_.layer_attn[static_cast<size_t>(l)].window;
-      const int64_t first = window > 0 ? std::max<int64_t>(0, pos + 1 - window) : 0;
+      const LayerAttention& la = c_.layer_attn[static_cast<size_t>(l)];
+      const int64_t first = la.window > 0 ? std::max<int64_t>(0, pos + 1 - la.window)
+                            : la.chunk > 0 ? pos / la.chunk * la.chunk  // llama4's chunks
+                                           : 0;
       auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm);  // olmo2: no pre-norm
       if (c_.is_mla()) {  // deepseek2: K and V decompressed per head from the cached latent
         auto o = mla_attention(L, l, xb, pos, rp, roped);
@@ -48,10 +50,22 @@ class F64Forward {
       }
       const std::vector<float> none;
       for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp, roped);
-      if (c_.attn_temp_scale != 0)  // mistral3: 1 + s ln(floor(pos / n_orig) + 1)
+      // mistral3: 1 + s ln(floor(pos / n_orig) + 1); llama4: on the NoPE layers, pos + 1
+      if (c_.attn_temp_scale != 0 && !(c_.attn_temp_nope_only && roped))
         for (double& e : q)
-          e *= 1 + c_.attn_temp_scale * std::log(std::floor(static_cast<double>(pos) / c_.attn_temp_floor) + 1);
+          e *= 1 + c_.attn_temp_scale * std::log(std::floor(static_cast<double>(pos + (c_.attn_temp_nope_only ? 1 : 0)) /
+                                                            c_.attn_temp_floor) + 1);
       for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp, roped);
+      if (c_.kq_l2_norm && roped) {  // llama4: q / k heads scaled to unit RMS after RoPE
+        const int64_t hd = c_.head_dim;
+        for (auto* v : {&q, &k})
+          for (size_t h0 = 0; h0 < v->size(); h0 += static_cast<size_t>(hd)) {
+            double ss = 0;
+            for (int64_t i = 0; i < hd; ++i) ss += (*v)[h0 + i] * (*v)[h0 + i];
+            const double sc = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
+            for (int64_t i = 0; i < hd; ++i) (*v)[h0 + i] *= sc;
+          }
+      }
       kc_[l].push_back(k);
       vc_[l].push_back(v);
       std::vector<double> att(c_.q_dim(), 0.0);
@@ -108,6 +122,7 @@ class F64Forward {
         for (auto& e : p) e /= sum;
       }
       std::vector<double> choice(p);
+      if (c_.moe_select_by_logit) choice = mv(L.ffn_gate_inp, xb);  // llama4: the raw logits choose
       if (!L.exp_probs_b.empty())
         for (size_t e = 0; e < p.size(); ++e) choice[e] += L.exp_probs_b[e];
       if (c_.moe_groups > 1) {  // DeepSeek-V3: only the groups of the best top-2 sums
@@ -139,6 +154,13 @@ class F64Forward {
       for (int64_t j = 0; j < K; ++j) {
         const int64_t e = idx[j];
         const double wt = (c_.arch.moe_norm_topk ? p[e] / wsum : p[e]) * c_.moe_weights_scale;
+        if (c_.moe_weight_before) {  // llama4: the weight scales the expert's input
+          std::vector<double> xw(xb);
+          for (double& v : xw) v *= wt;
+          auto d = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw);
+          for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
+          continue;
+        }
         auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
       }

@@ -170,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe",
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
                                                               "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
-                                                              "tiny-command-r", "tiny-cohere2"));
+                                                              "tiny-command-r", "tiny-cohere2", "tiny-llama4"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -374,6 +374,77 @@ TEST(Cohere, FilesCarryWhatMakesTheFamily) {
   });
   ASSERT_FALSE(qk.ok());
   EXPECT_NE(qk.error().find("Command R+"), std::string::npos) << qk.error();
+}
+
+// Llama 4 files: experts every second layer (tiny-llama4), NoPE on every fourth, chunks of 8192 on the
+// others with weightless q/k norms, the NoPE layers' temperature. The chunks and the temperature start
+// at 8192 positions, so here they are brought down to 5 and 3 (the config the forward reads): the
+// batched forward equals the reference and the reference the float64 oracle over 24 positions, and
+// both features change the logits.
+TEST(Llama4, ChunksTemperatureAndInterleavedExperts) {
+  auto m = tiny_model("tiny-llama4");
+  const auto& c = m->config();
+  for (int64_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.layer_is_moe(l), l % 2 == 1) << l;
+    EXPECT_EQ(c.has_rope(l), l != 3) << l;
+    EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].chunk, l != 3 ? 8192 : 0) << l;
+  }
+  EXPECT_TRUE(c.kq_l2_norm);
+  EXPECT_TRUE(c.moe_weight_before);
+  EXPECT_TRUE(c.moe_select_by_logit);
+  EXPECT_TRUE(c.attn_temp_nope_only);
+  EXPECT_FLOAT_EQ(c.attn_temp_scale, 0.1f);
+  EXPECT_EQ(c.attn_temp_floor, 8192);
+  EXPECT_TRUE(m->weights().layers[0].w_gate.valid());
+  EXPECT_TRUE(m->weights().layers[1].has_shared_expert());
+  auto small = std::make_shared<Model>(*m);
+  ModelConfig& sc = const_cast<ModelConfig&>(small->config());
+  for (auto& la : sc.layer_attn)
+    if (la.chunk) la.chunk = 5;
+  sc.attn_temp_floor = 3;
+  sc.attn_temp_scale = 0.5f;
+  const int n = 24;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < n; ++i) prompt.push_back((i * 29 + 5) % 512);
+  ReferenceForward ref(small, 32);
+  test::F64Forward f64(*small, 32);
+  std::vector<std::vector<float>> want;
+  for (int p = 0; p < n; ++p) {
+    want.push_back(ref.forward(prompt[p], p));
+    ASSERT_LT(max_rel_err(want.back(), f64.forward(prompt[p], p)), 1e-4) << "pos " << p;
+  }
+  ThreadPool pool(2);
+  Forward fwd(small, &pool);
+  auto kv = KvStorage::create(KvLayout{sc.n_layer, sc.n_head_kv, sc.head_dim, 4, 16, DType::F32});
+  ASSERT_TRUE(kv.ok());
+  ForwardBatch b;
+  b.tokens = prompt;
+  SeqSlice s;
+  s.n_tokens = n;
+  s.block_table = {3, 1, 4, 0, 2, 5, 7};
+  s.logits = SeqSlice::Logits::All;
+  b.seqs = {s};
+  std::vector<float> lg;
+  fwd.run(b, *kv, lg);
+  for (int p = 0; p < n; ++p) {
+    double num = 0, den = 0;
+    for (int64_t v = 0; v < sc.n_vocab; ++v) {
+      num = std::max<double>(num, std::abs(lg[static_cast<size_t>(p * sc.n_vocab + v)] - want[p][v]));
+      den = std::max<double>(den, std::abs(want[p][v]));
+    }
+    ASSERT_LT(num / den, 1e-4) << "pos " << p;
+  }
+  // each matters past its start: without chunks, without the temperature, other logits
+  auto last = [&](const std::function<void(ModelConfig&)>& edit) {
+    auto copy = std::make_shared<Model>(*small);
+    edit(const_cast<ModelConfig&>(copy->config()));
+    ReferenceForward r(copy, 32);
+    std::vector<float> out;
+    for (int p = 0; p < n; ++p) out = r.forward(prompt[p], p);
+    return out;
+  };
+  EXPECT_NE(want.back(), last([](ModelConfig& x) { for (auto& la : x.layer_attn) la.chunk = 0; }));
+  EXPECT_NE(want.back(), last([](ModelConfig& x) { x.attn_temp_scale = 0; }));
 }
 
 // Turning each family's feature off (the config the forward reads) changes the logits: the tests above
