@@ -223,31 +223,22 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
       continue;
     }
     if (gt.name.ends_with("attn_v_b.weight")) continue;
-    if ((s.arch == "glm4moe" || s.arch == "deepseek2") && gt.name.find("_exps.weight") != std::string::npos) {  // per expert
+    const bool minimax = s.arch == "minimax-m2";
+    if ((s.arch == "glm4moe" || s.arch == "deepseek2" || minimax) && gt.name.find("_exps.weight") != std::string::npos) {
+      // one matrix per expert: mlp.experts.E.{gate,up,down}_proj, or MiniMax's block_sparse_moe.experts.E.w1 / w3 / w2
       const int64_t cols = gt.ne[0], rows = gt.ne[1], E = gt.ne[2];
       const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
-      const std::string kind = gt.name.find("gate_exps") != std::string::npos ? "gate_proj"
-                               : gt.name.find("up_exps") != std::string::npos ? "up_proj"
-                                                                               : "down_proj";
+      const int part = gt.name.find("gate_exps") != std::string::npos ? 0 : gt.name.find("up_exps") != std::string::npos ? 1 : 2;
+      static const char* const kHf[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
       for (int64_t e = 0; e < E; ++e)
-        t[fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", layer, e, kind)] = {
-            {rows, cols}, std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols)};
-      continue;
-    }
-    if (s.arch == "minimax-m2" && gt.name.find("_exps.weight") != std::string::npos) {  // w1 / w3 / w2 per expert
-      const int64_t cols = gt.ne[0], rows = gt.ne[1], E = gt.ne[2];
-      const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
-      const std::string kind = gt.name.find("gate_exps") != std::string::npos ? "w1"
-                               : gt.name.find("up_exps") != std::string::npos ? "w3"
-                                                                               : "w2";
-      for (int64_t e = 0; e < E; ++e)
-        t[fmt::format("model.layers.{}.block_sparse_moe.experts.{}.{}.weight", layer, e, kind)] = {
+        t[fmt::format("model.layers.{}.{}.experts.{}.{}.weight", layer, minimax ? "block_sparse_moe" : "mlp", e,
+                      kHf[minimax][part])] = {
             {rows, cols}, std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols)};
       continue;
     }
     if (gt.name.ends_with("exp_probs_b.bias")) {
       const std::string layer = gt.name.substr(4, gt.name.find('.', 4) - 4);
-      t["model.layers." + layer + (s.arch == "minimax-m2" ? ".block_sparse_moe" : ".mlp.gate") +
+      t["model.layers." + layer + (minimax ? ".block_sparse_moe" : ".mlp.gate") +
         ".e_score_correction_bias"] = {{gt.ne[0]}, v};
       continue;
     }
