@@ -1,6 +1,9 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -98,6 +101,24 @@ class Loader {
     return v;
   }
 
+  // The first tensor of the file the model does not read, other than llama.cpp's NextN blocks (past
+  // n_layer) and a reranker's cls.* head (model/decoder_embedder.cpp reads it); null if none.
+  // llama.cpp refuses such files ("wrong number of tensors"), and so does tokenmill: an extra tensor
+  // (a bias, a norm) means the file computes something the loader would leave out.
+  const GgufTensorInfo* unread(int64_t n_layer) const {
+    for (const GgufTensorInfo& t : f_.tensors()) {
+      if (names_.count(t.name) || t.name.rfind("cls.", 0) == 0) continue;
+      if (t.name.rfind("blk.", 0) == 0) {
+        const size_t dot = t.name.find('.', 4);
+        if (dot != std::string::npos && dot > 4 && std::all_of(t.name.begin() + 4, t.name.begin() + static_cast<long>(dot), ::isdigit) &&
+            std::stoll(t.name.substr(4, dot - 4)) >= n_layer)
+          continue;
+      }
+      return &t;
+    }
+    return nullptr;
+  }
+
   uint64_t bytes = 0;
   int64_t params = 0;
   std::map<DType, uint64_t> bytes_by_type;
@@ -109,11 +130,13 @@ class Loader {
     return s;
   }
   void used(const GgufTensorInfo& t) {
+    names_.insert(t.name);
     bytes += t.nbytes;
     params += t.n_elements;
     if (t.ne.size() >= 2) bytes_by_type[t.type] += t.nbytes;
   }
   const GgufFile& f_;
+  std::set<std::string> names_;
 };
 
 // The MoE FFN of one layer (ModelConfig::layer_is_moe): router, experts, the shared expert (qwen2moe's
@@ -265,6 +288,10 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
   }
+  if (const GgufTensorInfo* t = ld.unread(c.n_layer))
+    return Error{fmt::format("tensor '{}' is not part of a {} model as tokenmill (and llama.cpp) computes it; "
+                             "the file holds {} tensors",
+                             t->name, c.arch.name, file->tensors().size())};
   model->weight_bytes_ = ld.bytes;
   model->n_params_ = ld.params;
   uint64_t best = 0;

@@ -265,6 +265,14 @@ TEST(LlamaBlockFamilies, NextNBlocksAreLeftOutAndGlm4MropeRefused) {
   for (int64_t p = 0; p < 6; ++p) ASSERT_EQ(a.forward(static_cast<int32_t>(p * 7 + 1), p), b.forward(static_cast<int32_t>(p * 7 + 1), p));
   auto all = test::load_edited(src, [](GgufWriter& w) { w.set_u32("glm4.nextn_predict_layers", 3); });
   EXPECT_FALSE(all.ok());
+  // a tensor of a trunk layer that the family does not read is refused, as llama.cpp refuses it
+  static const std::vector<float> bias(64, 0.5f);
+  auto extra = test::load_edited(src, [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_tensor("blk.1.ffn_down.bias", DType::F32, {64}, bias.data()).ok());
+  });
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.error().find("tensor 'blk.1.ffn_down.bias' is not part of a glm4 model"), std::string::npos)
+      << extra.error();
   auto mrope = test::load_edited(src, [](GgufWriter& w) {
     w.set("glm4.rope.dimension_sections", GgufValue::i32_array({8, 12, 12, 0}));
   });
