@@ -70,7 +70,8 @@ struct ModelShape {
 // "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5",
 // "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2",
 // "tiny-deepseek3", "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
-// "tiny-command-r", "tiny-cohere2", "tiny-llama4").
+// "tiny-command-r", "tiny-cohere2", "tiny-llama4",
+// "tiny-starcoder2").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -150,6 +150,9 @@ std::vector<ModelShape> more_shapes() {
       logits({"aya-expanse-8b", "command-r", 256000, 4096, 32, 32, 8, 128, 14336, 8192, 10000.0f, 1e-5f, true}, 0.125f),
       logits({"tiny-command-r", "command-r", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true}, 0.25f),
       cohere2({"tiny-cohere2", "cohere2", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true}, 8, 0.25f),
+      // StarCoder2-7B (LayerNorms with biases, biases everywhere, an ungated GELU FFN) and its tiny form
+      {"starcoder2-7b", "starcoder2", 49152, 4608, 32, 36, 4, 128, 18432, 16384, 1000000.0f, 1e-5f, false},
+      {"tiny-starcoder2", "starcoder2", 512, 64, 2, 4, 2, 16, 160, 256, 100000.0f, 1e-5f, false},
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

@@ -135,6 +135,7 @@ ArchSpec arch_seed_oss();
 ArchSpec arch_command_r();
 ArchSpec arch_cohere2();
 ArchSpec arch_llama4();
+ArchSpec arch_starcoder2();
 
 namespace {
 void register_builtin_archs() {
@@ -144,7 +145,8 @@ void register_builtin_archs() {
                                arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
-                               arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4()})
+                               arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
+                               arch_starcoder2()})
       registry()[s.name] = s;
   });
 }

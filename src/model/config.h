@@ -59,6 +59,11 @@ struct ArchSpec {
   // both read the layer's one normed input, and both outputs are added to the residual stream.
   bool layer_norm = false;
   bool parallel_block = false;
+  // starcoder2: the LayerNorms have biases (attn_norm.bias, ffn_norm.bias, output_norm.bias); the FFN
+  // is ungated -- down(act(up x + up_b)) + down_b -- with those biases (ffn_act: its activation).
+  bool norm_bias = false;
+  bool ffn_ungated = false;
+  bool ffn_bias = false;
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;

@@ -37,7 +37,8 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
     }
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
-    else jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
+    else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
+    else jobs.insert(jobs.end(), {{&L.w_up, &P.up}, {&L.w_down, &P.down}});  // starcoder2's ungated FFN
   }
   jobs.emplace_back(&w.output, &output_);
   std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first->bytes() > b.first->bytes(); });
@@ -133,7 +134,7 @@ void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_
   else fn(0, n);
 }
 
-void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n) {
+void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n, const std::vector<float>* bias) {
   const ModelConfig& c = model_->config();
   const int64_t E = c.n_embd;
   const float rs = c.residual_scale;  // granite: the block's output scaled before the add
@@ -148,7 +149,8 @@ void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n)
       }
       if (!norm) continue;
       if (norm->empty()) std::copy(x, x + E, xb);  // olmo2: no pre-norm, the block reads the stream as it is
-      else if (c.arch.layer_norm) layernorm_rows(x, E, norm->data(), nullptr, xb, E, 1, E, c.rms_eps);  // cohere
+      else if (c.arch.layer_norm)  // cohere, starcoder2 (with a bias)
+        layernorm_rows(x, E, norm->data(), bias && !bias->empty() ? bias->data() : nullptr, xb, E, 1, E, c.rms_eps);
       else rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
     }
   });
@@ -246,7 +248,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const LayerWeights& L = w.layers[l];
     const PreparedLayer& P = layers_[l];
     // attention block (layers after the first got their norm from the previous layer's residual step)
-    if (l == 0) residual_norm(false, &L.attn_norm, N);
+    if (l == 0) residual_norm(false, &L.attn_norm, N, &L.attn_norm_b);
     const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
     if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
     const PagedKvView view = kv.view(l);
@@ -341,7 +343,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       residual_norm(true, nullptr, N);
       std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
     } else {
-      residual_norm(true, &L.ffn_norm, N);
+      residual_norm(true, &L.ffn_norm, N, &L.ffn_norm_b);
     }
     if (c.layer_is_moe(l)) {
       observe(P.moe.router, xb_.data(), N);
@@ -350,7 +352,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       dense_ffn(l, N, lora);
     }
     post_norm(L.ffn_post_norm, N);
-    residual_norm(true, l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr, N);
+    residual_norm(true, l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr, N,
+                  l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm_b : nullptr);
   }
 
   // Final norm and classifier, only for the rows that need logits.
@@ -359,7 +362,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   logits.resize(static_cast<size_t>(R * (batch.hidden ? E : c.n_vocab)));
   if (R == 0) return;
   for (int64_t r = 0; r < R; ++r) {
-    if (c.arch.layer_norm) layernorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), nullptr, xb_.data() + r * E, E, 1, E, c.rms_eps);
+    if (c.arch.layer_norm)
+      layernorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(),
+                     w.output_norm_b.empty() ? nullptr : w.output_norm_b.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
     else rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
   }
   if (batch.hidden) {  // embeddings: the normed hidden states are the output
@@ -378,6 +383,27 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
   const ModelConfig& c = model_->config();
   const PreparedLayer& P = layers_[static_cast<size_t>(l)];
   const int64_t E = c.n_embd, F = c.n_ff;
+  if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down
+    const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+    observe(P.up, xb_.data(), N);
+    matmul(P.up, xb_.data(), E, hb_.data(), F, N, pool_);
+    if (lora) lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb_.data(), F, pool_);
+    if (ones_ff_.size() != static_cast<size_t>(F)) ones_ff_.assign(static_cast<size_t>(F), 1.0f);
+    parallel(N, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* h = hb_.data() + t * F;
+        if (!L.ffn_up_b.empty()) add_inplace(h, L.ffn_up_b.data(), F);
+        if (c.arch.ffn_act == FfnActivation::GeluTanh) gelu_mul(h, ones_ff_.data(), F);
+        else silu_mul(h, ones_ff_.data(), F);
+      }
+    });
+    observe(P.down, hb_.data(), N);
+    matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
+    if (lora) lora_.apply(l, LoraSlot::Down, hb_.data(), F, xb_.data(), E, pool_);
+    if (!L.ffn_down_b.empty())
+      for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.ffn_down_b.data(), E);
+    return;
+  }
   observe(P.gate, xb_.data(), N);
   if (P.up.source().name != P.gate.source().name) observe(P.up, xb_.data(), N);
   const MatmulOutput gate_up[] = {{&P.gate, hb_.data(), F}, {&P.up, hb2_.data(), F}};

@@ -78,7 +78,7 @@ class Forward {
   // x += residual_scale * xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null; an
   // empty norm -- olmo2's absent pre-norms -- copies x): one pass over the residual stream per token
   // range, split across the pool.
-  void residual_norm(bool add, const std::vector<float>* norm, int64_t n);
+  void residual_norm(bool add, const std::vector<float>* norm, int64_t n, const std::vector<float>* bias = nullptr);
   // xb = rmsnorm(xb) with a sub-block's output norm (gemma's post-attention / post-FFN norms); none
   // when the layer has no such weights.
   void post_norm(const std::vector<float>& norm, int64_t n);
@@ -105,6 +105,7 @@ class Forward {
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
   std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)
+  std::vector<float> ones_ff_;  // (n_ff) the ungated FFN's activation through gelu_mul / silu_mul (starcoder2)
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, n_rot/2)

@@ -215,6 +215,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   Loader ld(*file);
   TM_ASSIGN_OR_RETURN(w.token_embd, ld.matrix("token_embd.weight", c.n_vocab, c.n_embd));
   TM_ASSIGN_OR_RETURN(w.output_norm, ld.vec("output_norm.weight", c.n_embd));
+  if (c.arch.norm_bias) {
+    TM_ASSIGN_OR_RETURN(w.output_norm_b, ld.vec("output_norm.bias", c.n_embd));
+  }
   if (c.tied_output) {
     w.output = w.token_embd;
   } else {
@@ -234,6 +237,10 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     const std::string p = fmt::format("blk.{}.", l);
     if (c.arch.pre_norms) {  // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty)
       TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
+    }
+    if (c.arch.norm_bias) {
+      TM_ASSIGN_OR_RETURN(L.attn_norm_b, ld.vec(p + "attn_norm.bias", c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
     }
     if (c.is_mla()) {
       TM_TRY(load_mla_layer(ld, c, p, L));
@@ -275,6 +282,15 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
+      continue;
+    }
+    if (c.arch.ffn_ungated) {  // starcoder2: up, activation, down
+      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+      if (c.arch.ffn_bias) {
+        TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.vec(p + "ffn_up.bias", c.n_ff));
+        TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.vec(p + "ffn_down.bias", c.n_embd));
+      }
       continue;
     }
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {

@@ -13,6 +13,10 @@ namespace tmill {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // (n_embd)
+  // starcoder2 (ArchSpec::norm_bias, ffn_bias): the LayerNorms' biases and the ungated FFN's, else empty
+  std::vector<float> attn_norm_b, ffn_norm_b;  // (n_embd)
+  std::vector<float> ffn_up_b;                  // (n_ff)
+  std::vector<float> ffn_down_b;                // (n_embd)
   // wq/wk/wv and w_gate/w_up may be row views of one fused tensor (attn_qkv, ffn_up: phi3); such a
   // view keeps the fused tensor's name.
   Matrix wq;                     // (n_head*head_dim rows, n_embd cols)
@@ -58,6 +62,7 @@ struct LayerWeights {
 struct ModelWeights {
   Matrix token_embd;               // (n_vocab, n_embd)
   std::vector<float> output_norm;  // (n_embd)
+  std::vector<float> output_norm_b;  // (n_embd) starcoder2's LayerNorm bias, else empty
   Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
   std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
   std::vector<float> rope_factors_short, rope_factors_long;  // (n_rot/2) LongRoPE (phi3), or empty

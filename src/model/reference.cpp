@@ -210,7 +210,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
     // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
-    pre_norm(L.attn_norm);
+    pre_norm(L.attn_norm, L.attn_norm_b);
     if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
     const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
     const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
@@ -275,10 +275,25 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     // ffn rmsnorm, SwiGLU, residual
     if (c.arch.parallel_block) std::copy(xn_.begin(), xn_.end(), xb_.begin());  // cohere: the layer's normed input
-    else pre_norm(L.ffn_norm);
+    else pre_norm(L.ffn_norm, L.ffn_norm_b);
     if (c.layer_is_moe(l)) {
       moe_ffn(L);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
+      continue;
+    }
+    if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down
+      ref::matvec(L.w_up, xb_.data(), hb_.data(), row_);
+      lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb_.data());
+      const bool g = c.arch.ffn_act == FfnActivation::GeluTanh;
+      for (int64_t i = 0; i < c.n_ff; ++i) {
+        const float v = L.ffn_up_b.empty() ? hb_[i] : hb_[i] + L.ffn_up_b[i];
+        hb_[i] = g ? ref::gelu_tanh(v) : ref::silu(v);
+      }
+      ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
+      lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
+      if (!L.ffn_down_b.empty())
+        for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.ffn_down_b[i];
+      for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
       continue;
     }
     ref::matvec(L.w_gate, xb_.data(), hb_.data(), row_);
@@ -293,7 +308,9 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
   }
   // final norm and classifier
-  if (c.arch.layer_norm) layernorm_rows(x_.data(), c.n_embd, w.output_norm.data(), nullptr, x_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
+  if (c.arch.layer_norm)
+    layernorm_rows(x_.data(), c.n_embd, w.output_norm.data(), w.output_norm_b.empty() ? nullptr : w.output_norm_b.data(),
+                   x_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
   else ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
@@ -334,10 +351,12 @@ void ReferenceForward::mla_qkv(const LayerWeights& L, int64_t pos, const RopePar
   }
 }
 
-void ReferenceForward::pre_norm(const std::vector<float>& norm) {
+void ReferenceForward::pre_norm(const std::vector<float>& norm, const std::vector<float>& bias) {
   const ModelConfig& c = model_->config();
   if (norm.empty()) std::copy(x_.begin(), x_.begin() + c.n_embd, xb_.begin());
-  else if (c.arch.layer_norm) layernorm_rows(x_.data(), c.n_embd, norm.data(), nullptr, xb_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
+  else if (c.arch.layer_norm)
+    layernorm_rows(x_.data(), c.n_embd, norm.data(), bias.empty() ? nullptr : bias.data(), xb_.data(), c.n_embd, 1,
+                   c.n_embd, c.rms_eps);
   else ref::rmsnorm(xb_.data(), x_.data(), norm.data(), c.n_embd, c.rms_eps);
 }
 

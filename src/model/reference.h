@@ -29,7 +29,7 @@ class ReferenceForward {
   void swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x);
   void attention(int64_t l, int64_t pos);
   // xb = rmsnorm(x) with `norm`, or x itself when the family has no pre-norm (olmo2: `norm` empty)
-  void pre_norm(const std::vector<float>& norm);
+  void pre_norm(const std::vector<float>& norm, const std::vector<float>& bias = {});
   void moe_ffn(const LayerWeights& L);
   void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);

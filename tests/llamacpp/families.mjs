@@ -30,6 +30,8 @@
 //   dots1   (dots.llm1): qwen3's per-head q/k norms with GLM-4.5's / DeepSeek-V3's experts (layer 0
 //           dense, two shared experts, sigmoid with a selection bias, scaled by 2.5);
 //   seed_oss (Seed-OSS): the llama block with NeoX RoPE and q/k/v biases;
+//   starcoder2 (StarCoder2): LayerNorms with biases, q/k/v and output biases, NeoX RoPE, an ungated
+//           GELU FFN with biases;
 //   command-r (Command R, Aya): LayerNorm, the parallel attention / FFN block, tied output, logits x0.25;
 //   cohere2 (Command R7B, Command A): the same with 16-position windows on three layers of four, the
 //           fourth global without RoPE;
@@ -94,6 +96,7 @@ try {
     // spread of 4.3 -- where either side's rounding picks the other token)
     dots1: ['--shape', 'tiny-dots1', '--seed', '3'],
     seed_oss: ['--shape', 'tiny-seed-oss'],
+    starcoder2: ['--shape', 'tiny-starcoder2', '--head-dim', '64'],
     'command-r': ['--shape', 'tiny-command-r', '--head-dim', '64'],
     // (seed 5: seed 42's F32 file has a logit near tie at one position, a top-2 gap of 2.9e-4)
     llama4: ['--shape', 'tiny-llama4', '--seed', '5'],

@@ -652,6 +652,9 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     EXPECT_TRUE(gpu_forward_supports(*moe, gpu_host_ops()).ok()) << shape;
   }
   {
+    auto sc = dummy("tiny-starcoder2", DType::F32);  // LayerNorm with biases, the ungated FFN: CPU only
+    ASSERT_NE(sc, nullptr);
+    EXPECT_FALSE(gpu_forward_supports(*sc, gpu_host_ops()).ok());
     auto cr = dummy("tiny-command-r", DType::F32);  // LayerNorm and the parallel block: CPU only
     ASSERT_NE(cr, nullptr);
     auto crs = gpu_forward_supports(*cr, gpu_host_ops());

@@ -32,7 +32,7 @@ class F64Forward {
       const int64_t first = la.window > 0 ? std::max<int64_t>(0, pos + 1 - la.window)
                             : la.chunk > 0 ? pos / la.chunk * la.chunk  // llama4's chunks
                                            : 0;
-      auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm);  // olmo2: no pre-norm
+      auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm, L.attn_norm_b);  // olmo2: no pre-norm
       if (c_.is_mla()) {  // deepseek2: K and V decompressed per head from the cached latent
         auto o = mla_attention(L, l, xb, pos, rp, roped);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
@@ -95,7 +95,7 @@ class F64Forward {
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
       ffn(L, l, x, rs, c_.arch.parallel_block ? &xb : nullptr);  // cohere: the FFN reads the attention's input
     }
-    auto logits = mv(w.output, norm(x, w.output_norm));
+    auto logits = mv(w.output, norm(x, w.output_norm, w.output_norm_b));
     for (double& e : logits) e /= c_.logit_scale;  // granite
     if (c_.final_softcap > 0)
       for (double& e : logits) e = c_.final_softcap * std::tanh(e / c_.final_softcap);
@@ -106,7 +106,7 @@ class F64Forward {
   // The FFN block of layer l on the residual stream x (dense, or the experts).
   void ffn(const LayerWeights& L, int64_t l, std::vector<double>& x, double rs,
            const std::vector<double>* parallel_input = nullptr) {
-    const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm);
+    const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm, L.ffn_norm_b);
     if (c_.layer_is_moe(l)) {
       // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
       // bias: glm4moe), (renormalized, scaled), weighted sum of experts
@@ -176,7 +176,19 @@ class F64Forward {
       }
       return;
     }
-    auto d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
+    std::vector<double> d;
+    if (c_.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down
+      auto u = mv(L.w_up, xb);
+      for (size_t i = 0; i < u.size(); ++i) {
+        const double a = L.ffn_up_b.empty() ? u[i] : u[i] + L.ffn_up_b[i];
+        u[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+      }
+      d = mv(L.w_down, u);
+      if (!L.ffn_down_b.empty())
+        for (size_t i = 0; i < d.size(); ++i) d[i] += L.ffn_down_b[i];
+    } else {
+      d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
+    }
     if (!L.ffn_post_norm.empty()) d = norm(d, L.ffn_post_norm);
     for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
   }
@@ -267,15 +279,15 @@ class F64Forward {
     }
     return y;
   }
-  std::vector<double> norm(const std::vector<double>& x, const std::vector<float>& w) {
-    if (c_.arch.layer_norm) {  // cohere: (x - mean) / sqrt(var + eps) * w
+  std::vector<double> norm(const std::vector<double>& x, const std::vector<float>& w, const std::vector<float>& b = {}) {
+    if (c_.arch.layer_norm) {  // cohere, starcoder2: (x - mean) / sqrt(var + eps) * w (+ b)
       double mean = 0, var = 0;
       for (double e : x) mean += e;
       mean /= x.size();
       for (double e : x) var += (e - mean) * (e - mean);
       const double s = 1.0 / std::sqrt(var / x.size() + c_.rms_eps);
       std::vector<double> o(x.size());
-      for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * (x[i] - mean) * s;
+      for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * (x[i] - mean) * s + (b.empty() ? 0.0 : b[i]);
       return o;
     }
     double ss = 0;

@@ -170,7 +170,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe",
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
                                                               "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
-                                                              "tiny-command-r", "tiny-cohere2", "tiny-llama4"));
+                                                              "tiny-command-r", "tiny-cohere2", "tiny-llama4",
+                                                              "tiny-starcoder2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -355,6 +356,17 @@ TEST(Cohere, FilesCarryWhatMakesTheFamily) {
   EXPECT_FLOAT_EQ(c.logit_scale, 4.0f);  // logits x 0.25
   EXPECT_TRUE(c.tied_output);
   EXPECT_TRUE(r->weights().layers[1].ffn_norm.empty());
+  {  // starcoder2: the LayerNorms' biases, the ungated FFN's biases, no gate
+    auto sc = tiny_model("tiny-starcoder2");
+    const LayerWeights& L = sc->weights().layers[1];
+    EXPECT_EQ(L.attn_norm_b.size(), 64u);
+    EXPECT_EQ(L.ffn_norm_b.size(), 64u);
+    EXPECT_EQ(L.ffn_up_b.size(), 160u);
+    EXPECT_EQ(L.ffn_down_b.size(), 64u);
+    EXPECT_EQ(L.bo.size(), 64u);
+    EXPECT_FALSE(L.w_gate.valid());
+    EXPECT_EQ(sc->weights().output_norm_b.size(), 64u);
+  }
   auto two = tiny_model("tiny-cohere2");
   const auto& c2 = two->config();
   for (int64_t l = 0; l < c2.n_layer; ++l) {
