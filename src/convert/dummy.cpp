@@ -220,12 +220,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool dots1 = s.arch == "dots1";         // qwen3's attention, DeepSeek-V3's experts
   const bool cohere = s.arch == "command-r" || s.arch == "cohere2";  // LayerNorm, parallel block, tied, logit scale
   const bool llama4 = s.arch == "llama4";  // interleaved experts with a shared one, chunked attention, NoPE layers
-  const bool starcoder2 = s.arch == "starcoder2";  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
+  const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
   if (!llama4 && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's here"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
   if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
-  if ((cohere || s.arch == "starcoder2") && s.n_head * s.head_dim != s.n_embd)
+  if ((cohere || starcoder2) && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("{} needs n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)", s.arch)};
   if (minimax && s.tied) return Error{"minimax-m2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
@@ -473,6 +475,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
   TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
   if (starcoder2) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
+  if (phi2) TM_TRY(add_vector("output.bias", s.n_vocab, 0.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
   if (rerank) {  // [n_embd, 2]: the output matrix's rows of "yes" and "no", in its type (same bytes)
     const std::string src = s.tied ? "token_embd.weight" : "output.weight";
@@ -492,9 +495,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    if (starcoder2) {  // the LayerNorms' biases
+    if (starcoder2) {  // the LayerNorms' biases (phi2: one norm per layer)
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
-      TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
+      if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }
     if (deepseek2) {  // the latent attention's weights (per-head attn_k_b / attn_v_b: 3-D, head-major)
       const int64_t R = s.mla_kv_rank, qp = s.n_head * (s.mla_nope + n_rot);
@@ -539,7 +542,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
-    if (!olmo2 && !exaone4 && !cohere)  // (cohere's FFN reads the attention's normed input)
+    if (!olmo2 && !exaone4 && !cohere && !phi2)  // (cohere's and phi2's FFN read the attention's normed input)
       TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
                         s.n_embd, 1.0f, 0.1f));
     if (moe && l >= s.n_dense_lead && (l + 1) % moe_step == 0) {

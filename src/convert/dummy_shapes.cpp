@@ -82,6 +82,11 @@ std::vector<ModelShape> gemma_shapes() {
 // norms over the whole projection; OLMo 3 slides three layers of four over 4096 positions, YaRN x8
 // over 8192 on the global ones), EXAONE 3.5 / 4.0, ERNIE 4.5 (dense), GLM-4 (dense: sandwich norms,
 // q/k/v biases, fused gate/up, half-head RoPE).
+ModelShape rope_dims(ModelShape s, int64_t n_rot) {
+  s.n_rot = n_rot;
+  return s;
+}
+
 // Cohere's: the logit scale (both), the sliding window (cohere2)
 ModelShape logits(ModelShape s, float scale) {
   s.logit_scale = scale;
@@ -153,6 +158,9 @@ std::vector<ModelShape> more_shapes() {
       // StarCoder2-7B (LayerNorms with biases, biases everywhere, an ungated GELU FFN) and its tiny form
       {"starcoder2-7b", "starcoder2", 49152, 4608, 32, 36, 4, 128, 18432, 16384, 1000000.0f, 1e-5f, false},
       {"tiny-starcoder2", "starcoder2", 512, 64, 2, 4, 2, 16, 160, 256, 100000.0f, 1e-5f, false},
+      // Phi-2: the parallel block, RoPE over 32 of 80 dimensions, an output bias
+      rope_dims({"phi-2", "phi2", 51200, 2560, 32, 32, 32, 80, 10240, 2048, 10000.0f, 1e-5f, false}, 32),
+      rope_dims({"tiny-phi2", "phi2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 8),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

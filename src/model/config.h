@@ -64,6 +64,7 @@ struct ArchSpec {
   bool norm_bias = false;
   bool ffn_ungated = false;
   bool ffn_bias = false;
+  bool output_bias = false;  // phi2: output.bias added to the logits
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;

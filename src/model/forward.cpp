@@ -374,6 +374,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   observe(output_, xb_.data(), R);
   matmul(output_, xb_.data(), E, logits.data(), c.n_vocab, R, pool_);
   if (lora) lora_.apply_output(rows, xb_.data(), E, logits.data(), c.n_vocab, pool_);
+  if (!w.output_b.empty())  // phi2
+    for (int64_t r = 0; r < R; ++r) add_inplace(logits.data() + r * c.n_vocab, w.output_b.data(), c.n_vocab);
   if (c.logit_scale != 1.0f)  // granite: logits / logit_scale (times the reciprocal, as llama.cpp)
     for (float& v : logits) v *= 1.0f / c.logit_scale;
   if (c.final_softcap > 0) softcap_inplace(logits.data(), R * c.n_vocab, c.final_softcap);

@@ -218,6 +218,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   if (c.arch.norm_bias) {
     TM_ASSIGN_OR_RETURN(w.output_norm_b, ld.vec("output_norm.bias", c.n_embd));
   }
+  if (c.arch.output_bias) {
+    TM_ASSIGN_OR_RETURN(w.output_b, ld.vec("output.bias", c.n_vocab));
+  }
   if (c.tied_output) {
     w.output = w.token_embd;
   } else {
@@ -240,7 +243,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     if (c.arch.norm_bias) {
       TM_ASSIGN_OR_RETURN(L.attn_norm_b, ld.vec(p + "attn_norm.bias", c.n_embd));
-      TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
+      if (!c.arch.parallel_block) {  // (phi2's FFN reads the attention's normed input)
+        TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
+      }
     }
     if (c.is_mla()) {
       TM_TRY(load_mla_layer(ld, c, p, L));

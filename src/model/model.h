@@ -62,7 +62,8 @@ struct LayerWeights {
 struct ModelWeights {
   Matrix token_embd;               // (n_vocab, n_embd)
   std::vector<float> output_norm;  // (n_embd)
-  std::vector<float> output_norm_b;  // (n_embd) starcoder2's LayerNorm bias, else empty
+  std::vector<float> output_norm_b;  // (n_embd) starcoder2's / phi2's LayerNorm bias, else empty
+  std::vector<float> output_b;       // (n_vocab) phi2's output bias, else empty
   Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
   std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
   std::vector<float> rope_factors_short, rope_factors_long;  // (n_rot/2) LongRoPE (phi3), or empty

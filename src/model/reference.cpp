@@ -314,6 +314,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   else ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
+  if (!w.output_b.empty())  // phi2
+    for (int64_t i = 0; i < c.n_vocab; ++i) logits_[i] += w.output_b[i];
   if (c.logit_scale != 1.0f)  // granite
     for (float& v : logits_) v *= 1.0f / c.logit_scale;
   if (c.final_softcap > 0)

@@ -96,6 +96,7 @@ class F64Forward {
       ffn(L, l, x, rs, c_.arch.parallel_block ? &xb : nullptr);  // cohere: the FFN reads the attention's input
     }
     auto logits = mv(w.output, norm(x, w.output_norm, w.output_norm_b));
+    for (size_t i = 0; i < w.output_b.size(); ++i) logits[i] += w.output_b[i];  // phi2
     for (double& e : logits) e /= c_.logit_scale;  // granite
     if (c_.final_softcap > 0)
       for (double& e : logits) e = c_.final_softcap * std::tanh(e / c_.final_softcap);

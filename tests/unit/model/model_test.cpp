@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
                                                               "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
                                                               "tiny-command-r", "tiny-cohere2", "tiny-llama4",
-                                                              "tiny-starcoder2"));
+                                                              "tiny-starcoder2", "tiny-phi2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -366,6 +366,11 @@ TEST(Cohere, FilesCarryWhatMakesTheFamily) {
     EXPECT_EQ(L.bo.size(), 64u);
     EXPECT_FALSE(L.w_gate.valid());
     EXPECT_EQ(sc->weights().output_norm_b.size(), 64u);
+    auto phi = tiny_model("tiny-phi2");  // the same in the parallel block, with an output bias
+    EXPECT_TRUE(phi->config().arch.parallel_block);
+    EXPECT_EQ(phi->weights().output_b.size(), 512u);
+    EXPECT_TRUE(phi->weights().layers[0].ffn_norm.empty());
+    EXPECT_EQ(phi->config().n_rot, 8);
   }
   auto two = tiny_model("tiny-cohere2");
   const auto& c2 = two->config();
