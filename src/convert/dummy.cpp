@@ -221,13 +221,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool cohere = s.arch == "command-r" || s.arch == "cohere2";  // LayerNorm, parallel block, tied, logit scale
   const bool llama4 = s.arch == "llama4";  // interleaved experts with a shared one, chunked attention, NoPE layers
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
+  const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
   if (!llama4 && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's here"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
   if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
-  if ((cohere || starcoder2) && s.n_head * s.head_dim != s.n_embd)
+  if ((cohere || starcoder2 || stablelm) && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("{} needs n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)", s.arch)};
   if (minimax && s.tied) return Error{"minimax-m2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
@@ -356,7 +358,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
     if (s.rope_theta_swa > 0) w.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   }
-  if (starcoder2) w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+  if (starcoder2 || stablelm) w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
   if (cohere) {  // as convert_hf_to_gguf.py writes Command R: LayerNorm's epsilon, the logit scale
     w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
     w.set_f32(a + "logit_scale", s.logit_scale > 0 ? s.logit_scale : 0.0625f);
@@ -474,7 +476,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_f32("rope_factors_short.weight", lr.short_f));
   }
   TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
-  if (starcoder2) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
+  if (starcoder2 || stablelm) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
   if (phi2) TM_TRY(add_vector("output.bias", s.n_vocab, 0.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
   if (rerank) {  // [n_embd, 2]: the output matrix's rows of "yes" and "no", in its type (same bytes)
@@ -495,7 +497,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    if (starcoder2) {  // the LayerNorms' biases (phi2: one norm per layer)
+    if (starcoder2 || stablelm) {  // the LayerNorms' biases (phi2: one norm per layer)
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
       if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }
@@ -519,7 +521,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe || s.arch == "seed_oss" || starcoder2) {
+    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe || s.arch == "seed_oss" || starcoder2 ||
+        stablelm) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));

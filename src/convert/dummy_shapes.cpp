@@ -158,6 +158,9 @@ std::vector<ModelShape> more_shapes() {
       // StarCoder2-7B (LayerNorms with biases, biases everywhere, an ungated GELU FFN) and its tiny form
       {"starcoder2-7b", "starcoder2", 49152, 4608, 32, 36, 4, 128, 18432, 16384, 1000000.0f, 1e-5f, false},
       {"tiny-starcoder2", "starcoder2", 512, 64, 2, 4, 2, 16, 160, 256, 100000.0f, 1e-5f, false},
+      // StableLM 2 1.6B: LayerNorms with biases, q/k/v biases, RoPE over a quarter of each head
+      rope_dims({"stablelm-2-1.6b", "stablelm", 100352, 2048, 24, 32, 32, 64, 5632, 4096, 10000.0f, 1e-5f, false}, 16),
+      rope_dims({"tiny-stablelm", "stablelm", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 4),
       // Phi-2: the parallel block, RoPE over 32 of 80 dimensions, an output bias
       rope_dims({"phi-2", "phi2", 51200, 2560, 32, 32, 32, 80, 10240, 2048, 10000.0f, 1e-5f, false}, 32),
       rope_dims({"tiny-phi2", "phi2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 8),

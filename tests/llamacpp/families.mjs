@@ -32,6 +32,7 @@
 //   seed_oss (Seed-OSS): the llama block with NeoX RoPE and q/k/v biases;
 //   starcoder2 (StarCoder2): LayerNorms with biases, q/k/v and output biases, NeoX RoPE, an ungated
 //           GELU FFN with biases;
+//   stablelm (StableLM 2): LayerNorms with biases, q/k/v biases, SwiGLU, RoPE over a quarter of each head;
 //   phi2    (Phi-2): starcoder2's biases and FFN in the parallel block, RoPE over part of each head,
 //           an output bias;
 //   command-r (Command R, Aya): LayerNorm, the parallel attention / FFN block, tied output, logits x0.25;
@@ -100,6 +101,7 @@ try {
     seed_oss: ['--shape', 'tiny-seed-oss'],
     starcoder2: ['--shape', 'tiny-starcoder2', '--head-dim', '64'],
     phi2: ['--shape', 'tiny-phi2', '--head-dim', '64', '--n-rot', '32'],
+    stablelm: ['--shape', 'tiny-stablelm', '--head-dim', '64', '--n-rot', '16'],
     'command-r': ['--shape', 'tiny-command-r', '--head-dim', '64'],
     // (seed 5: seed 42's F32 file has a logit near tie at one position, a top-2 gap of 2.9e-4)
     llama4: ['--shape', 'tiny-llama4', '--seed', '5'],
@@ -120,8 +122,8 @@ try {
     // interop.mjs's 1 in 8 for MoE files, 4e)
     const deep = name.includes('64 layers');
     const types = deep ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
-    // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2 have no GQA)
-    const kv = name.startsWith('deepseek2') ? '1' : name === 'dots1' || name === 'phi2' ? '4' : null;
+    // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
+    const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
       { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });

@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
                                                               "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
                                                               "tiny-command-r", "tiny-cohere2", "tiny-llama4",
-                                                              "tiny-starcoder2", "tiny-phi2"));
+                                                              "tiny-starcoder2", "tiny-phi2", "tiny-stablelm"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
@@ -371,6 +371,11 @@ TEST(Cohere, FilesCarryWhatMakesTheFamily) {
     EXPECT_EQ(phi->weights().output_b.size(), 512u);
     EXPECT_TRUE(phi->weights().layers[0].ffn_norm.empty());
     EXPECT_EQ(phi->config().n_rot, 8);
+    auto slm = tiny_model("tiny-stablelm");  // StableLM 2: LayerNorms with biases, sequential (ffn_norm present)
+    EXPECT_FALSE(slm->config().arch.parallel_block);
+    EXPECT_EQ(slm->weights().layers[1].ffn_norm_b.size(), 64u);
+    EXPECT_EQ(slm->weights().layers[1].bq.size(), 64u);
+    EXPECT_EQ(slm->config().n_rot, 4);
   }
   auto two = tiny_model("tiny-cohere2");
   const auto& c2 = two->config();
