@@ -14,8 +14,6 @@ namespace tmill {
 namespace {
 Status read_cohere(const GgufFile& f, ModelConfig& c, bool require_scale) {
   const std::string a = c.arch.name + ".";
-  TM_ASSIGN_OR_RETURN(c.rms_eps, read_family_float(f, c, "attention.layer_norm_epsilon", 1e-5f));
-  if (!(c.rms_eps > 0)) return Error{fmt::format("{}attention.layer_norm_epsilon must be positive", a)};
   if (require_scale && !f.find(a + "logit_scale")) return Error{fmt::format("missing metadata key '{}logit_scale'", a)};
   TM_ASSIGN_OR_RETURN(const float scale, read_family_float(f, c, "logit_scale", 0.0f));
   if (!(scale >= 0)) return Error{fmt::format("{}logit_scale {} must not be negative", a, scale)};

@@ -4,16 +4,11 @@
 // of each head (a quarter); SwiGLU; the untied output. A file without ffn_norm (StableLM 2 12B) runs
 // the parallel residual -- the FFN reads the attention's normed input --; the 12B's per-head q/k
 // LayerNorms are refused by name.
-#include <fmt/format.h>
-
 #include "model/config.h"
 
 namespace tmill {
 namespace {
-Status read_stablelm(const GgufFile& f, ModelConfig& c) {
-  TM_ASSIGN_OR_RETURN(c.rms_eps, read_family_float(f, c, "attention.layer_norm_epsilon", 1e-5f));
-  if (!(c.rms_eps > 0)) return Error{fmt::format("{}.attention.layer_norm_epsilon must be positive", c.arch.name)};
-  if (c.tied_output) return Error{"stablelm: missing tensor 'output.weight' (its output is untied)"};
+Status read_stablelm(const GgufFile& f, ModelConfig& c) {  // (LayerNorm's epsilon: config.cpp)
   if (f.find_tensor("blk.0.attn_q_norm.weight"))
     return Error{"stablelm: StableLM 2 12B's per-head q/k LayerNorms (attn_q_norm) are not supported"};
   c.arch.parallel_block = f.find_tensor("blk.0.ffn_norm.weight") == nullptr;  // (the 12B's parallel residual)
@@ -25,6 +20,7 @@ ArchSpec arch_stablelm() {
   ArchSpec s{"stablelm", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/false};  // biases loaded when present
   s.layer_norm = true;
   s.norm_bias = true;
+  s.output_required = true;
   s.read_family = read_stablelm;
   return s;
 }

@@ -3,19 +3,9 @@
 // attention, before the FFN and at the end; q/k/v and output biases; NeoX RoPE; an ungated FFN,
 // down(gelu(up x + up_b)) + down_b (GELU's tanh form); the output tied to token_embd when the file has
 // no output.weight. llama.cpp applies no sliding window to it, and neither does this.
-#include <fmt/format.h>
-
 #include "model/config.h"
 
 namespace tmill {
-namespace {
-Status read_starcoder2(const GgufFile& f, ModelConfig& c) {
-  TM_ASSIGN_OR_RETURN(c.rms_eps, read_family_float(f, c, "attention.layer_norm_epsilon", 1e-5f));
-  if (!(c.rms_eps > 0)) return Error{fmt::format("{}.attention.layer_norm_epsilon must be positive", c.arch.name)};
-  return {};
-}
-}  // namespace
-
 ArchSpec arch_starcoder2() {
   ArchSpec s{"starcoder2", RopeLayout::NeoX, /*qkv_bias=*/true, /*qk_norm=*/false};
   s.layer_norm = true;
@@ -24,7 +14,6 @@ ArchSpec arch_starcoder2() {
   s.ffn_bias = true;
   s.ffn_act = FfnActivation::GeluTanh;
   s.attn_out_bias = true;
-  s.read_family = read_starcoder2;
   return s;
 }
 }  // namespace tmill

@@ -249,7 +249,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.head_dim % 2 != 0) return Error{fmt::format("head dimension {} must be even", c.head_dim)};
   TM_ASSIGN_OR_RETURN(c.n_rot, opt_int(f, a + "rope.dimension_count", c.head_dim, 2, c.head_dim));
   if (c.n_rot % 2 != 0) return Error{"rope.dimension_count must be even"};
-  TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  // (the LayerNorm families -- ArchSpec::layer_norm -- keep attention.layer_norm_epsilon in the same field)
+  TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + (spec->layer_norm ? "attention.layer_norm_epsilon"
+                                                                     : "attention.layer_norm_rms_epsilon"), 1e-5f));
   TM_ASSIGN_OR_RETURN(c.rope_theta, opt_float(f, a + "rope.freq_base", 10000.0f));
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return Error{"rms epsilon and rope.freq_base must be positive"};
   // llama.cpp: the type defaults to linear, and rope.scaling.factor (or the old rope.scale_linear)
@@ -301,6 +303,8 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (auto v = f.get_int(a + "vocab_size"); v && *v != c.n_vocab)
     return Error{fmt::format("{}vocab_size {} disagrees with token_embd.weight rows {}", a, *v, c.n_vocab)};
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  if (c.tied_output && c.arch.output_required)
+    return Error{fmt::format("missing tensor 'output.weight' ({}'s output is untied)", c.arch.name)};
   TM_TRY(read_moe_config(f, a, c));
   if (c.arch.read_family) TM_TRY(c.arch.read_family(f, c));
   return c;

@@ -65,6 +65,7 @@ struct ArchSpec {
   bool ffn_ungated = false;
   bool ffn_bias = false;
   bool output_bias = false;  // phi2: output.bias added to the logits
+  bool output_required = false;  // phi2, stablelm: an untied output.weight (llama.cpp requires it)
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;
@@ -165,9 +166,6 @@ struct ModelConfig {
   // 1 + attn_temp_scale * ln(floor(p / attn_temp_floor) + 1); 0 = none.
   float attn_temp_scale = 0.0f;
   int64_t attn_temp_floor = 0;
-  float attn_temperature(int64_t pos) const {
-    return attn_temp_scale == 0.0f ? 1.0f : attn_temperature_factor(pos, attn_temp_scale, attn_temp_floor);
-  }
   // llama4: the temperature on the layers without RoPE only, its positions offset by one
   bool attn_temp_nope_only = false;
   float attn_temperature_at(int64_t layer, int64_t pos) const {

@@ -70,6 +70,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   if (mapping) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
   if (c.kq_l2_norm) ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
+  if (c.arch.ffn_ungated) ones_ff_.assign(static_cast<size_t>(c.n_ff), 1.0f);
 }
 
 void Forward::set_context_length(int64_t n_ctx) {
@@ -175,7 +176,6 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   const float scale = c.attn_scale;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
   const LayerAttention& la = c.layer_attn[static_cast<size_t>(layer)];  // its window or chunks (llama4)
-  const int64_t window = la.window;
   // Work items: (token, run of kc adjacent KV heads), each attending the run's kc * group query heads
   // over the token's context. Runs read each block's kc tiles as one contiguous stretch of the pool,
   // which DRAM serves faster than scattered tiles when attention is bound by reading the KV (few query
@@ -390,7 +390,6 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
     observe(P.up, xb_.data(), N);
     matmul(P.up, xb_.data(), E, hb_.data(), F, N, pool_);
     if (lora) lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb_.data(), F, pool_);
-    if (ones_ff_.size() != static_cast<size_t>(F)) ones_ff_.assign(static_cast<size_t>(F), 1.0f);
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* h = hb_.data() + t * F;

@@ -404,6 +404,10 @@ TEST(Cohere, FilesCarryWhatMakesTheFamily) {
   });
   ASSERT_FALSE(qk.ok());
   EXPECT_NE(qk.error().find("Command R+"), std::string::npos) << qk.error();
+  // LayerNorm's epsilon is attention.layer_norm_epsilon, not the RMSNorm key
+  auto eps = test::load_edited(src, [](GgufWriter& w) { w.set_f32("command-r.attention.layer_norm_epsilon", 1e-3f); });
+  ASSERT_TRUE(eps.ok()) << eps.error();
+  EXPECT_FLOAT_EQ((*eps)->config().rms_eps, 1e-3f);
 }
 
 // Llama 4 files: experts every second layer (tiny-llama4), NoPE on every fourth, chunks of 8192 on the
