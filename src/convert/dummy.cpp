@@ -223,6 +223,20 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  const bool lfm2 = s.arch == "lfm2";  // short convolution layers between GQA ones with per-head q/k norms
+  std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
+  if (lfm2) {
+    if (s.attn_layers.empty() || s.n_head * s.head_dim != s.n_embd)
+      return Error{"lfm2 needs attention layers and n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)"};
+    conv_layer.assign(conv_layer.size(), true);
+    for (int64_t l : s.attn_layers) {
+      if (l < 0 || l >= s.n_layer) return Error{fmt::format("lfm2: attention layer {} is not one of {} layers", l, s.n_layer)};
+      conv_layer[static_cast<size_t>(l)] = false;
+    }
+  } else if (!s.attn_layers.empty()) {
+    return Error{"attention layers among convolution layers are lfm2's"};
+  }
+  const int64_t conv_l = s.conv_l > 0 ? s.conv_l : 3;
   if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
@@ -302,7 +316,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (lfm2) {  // as convert_hf_to_gguf.py writes LFM2: a KV head count per layer, 0 for a convolution
+    std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
+    for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
+    w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+    w.set_u32(a + "shortconv.l_cache", static_cast<uint32_t>(conv_l));
+  } else {
+    w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  }
   if (deepseek2) {  // MLA as llama.cpp's converter writes it: the latent head's sizes, then the heads'
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.mla_kv_rank));
@@ -475,7 +496,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_f32("rope_factors_long.weight", lr.long_f));
     TM_TRY(add_f32("rope_factors_short.weight", lr.short_f));
   }
-  TM_TRY(add_vector("output_norm.weight", s.n_embd, 1.0f, 0.1f));
+  TM_TRY(add_vector(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", s.n_embd, 1.0f, 0.1f));
   if (starcoder2 || stablelm) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
   if (phi2) TM_TRY(add_vector("output.bias", s.n_vocab, 0.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
@@ -501,7 +522,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
       if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }
-    if (deepseek2) {  // the latent attention's weights (per-head attn_k_b / attn_v_b: 3-D, head-major)
+    if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj
+      TM_TRY(add_matrix(p + "shortconv.in_proj.weight", 3 * s.n_embd, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "shortconv.conv.weight", s.n_embd, conv_l, DType::F32, 0.5f));
+      TM_TRY(add_matrix(p + "shortconv.out_proj.weight", s.n_embd, s.n_embd, wt, w_spread));
+    } else if (deepseek2) {  // the latent attention's weights (per-head attn_k_b / attn_v_b: 3-D, head-major)
       const int64_t R = s.mla_kv_rank, qp = s.n_head * (s.mla_nope + n_rot);
       if (s.mla_q_rank > 0) {
         TM_TRY(add_matrix(p + "attn_q_a.weight", s.mla_q_rank, s.n_embd, wt, w_spread));
@@ -521,13 +546,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     }
-    if (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe || s.arch == "seed_oss" || starcoder2 ||
-        stablelm) {
+    const bool attn = !conv_layer[static_cast<size_t>(l)];
+    if (attn && (s.arch == "qwen2" || s.arch == "qwen2moe" || gptoss || glm4 || glm4moe || s.arch == "seed_oss" ||
+                 starcoder2 || stablelm)) {
       TM_TRY(add_vector(p + "attn_q.bias", q_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1) {
+    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
@@ -535,7 +561,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
-    TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, deepseek2 ? s.n_head * s.mla_v : q_dim, wt, w_spread));
+    if (attn) TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, deepseek2 ? s.n_head * s.mla_v : q_dim, wt, w_spread));
     if (post_norms) {  // norm weights as llama.cpp's converter stores them (Gemma's 1 + w)
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));

@@ -60,6 +60,9 @@ struct ModelShape {
   // mistral3: YaRN's betas and log multiplier (rope.scaling.yarn_*), the attention temperature scale
   // (attention.temperature_scale); 0: not written.
   float yarn_beta_fast = 0, yarn_beta_slow = 0, yarn_log_mul = 0, attn_temp_scale = 0;
+  // lfm2: the layers with attention (the others are short convolutions of conv_l taps; 0: 3)
+  std::vector<int64_t> attn_layers = {};
+  int64_t conv_l = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -71,7 +74,7 @@ struct ModelShape {
 // "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2",
 // "tiny-deepseek3", "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
-// "tiny-starcoder2", "tiny-phi2", "tiny-stablelm").
+// "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

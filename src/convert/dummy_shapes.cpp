@@ -2,6 +2,8 @@
 // config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-gemma3", ...).
 #include "convert/dummy.h"
 
+#include <utility>
+
 namespace tmill {
 namespace {
 
@@ -87,6 +89,12 @@ ModelShape rope_dims(ModelShape s, int64_t n_rot) {
   return s;
 }
 
+// LFM2's attention layers (the rest are short convolutions)
+ModelShape lfm2(ModelShape s, std::vector<int64_t> attn_layers) {
+  s.attn_layers = std::move(attn_layers);
+  return s;
+}
+
 // Cohere's: the logit scale (both), the sliding window (cohere2)
 ModelShape logits(ModelShape s, float scale) {
   s.logit_scale = scale;
@@ -164,6 +172,11 @@ std::vector<ModelShape> more_shapes() {
       // Phi-2: the parallel block, RoPE over 32 of 80 dimensions, an output bias
       rope_dims({"phi-2", "phi2", 51200, 2560, 32, 32, 32, 80, 10240, 2048, 10000.0f, 1e-5f, false}, 32),
       rope_dims({"tiny-phi2", "phi2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 8),
+      // LFM2 1.2B / 350M (HF full_attn_idxs 2, 5, 8, 10, 12, 14; the other ten layers short convolutions
+      // of 3 taps) and a tiny form whose first, middle and last layers are convolutions
+      lfm2({"lfm2-1.2b", "lfm2", 65536, 2048, 16, 32, 8, 64, 8192, 128000, 1000000.0f, 1e-5f, true}, {2, 5, 8, 10, 12, 14}),
+      lfm2({"lfm2-350m", "lfm2", 65536, 1024, 16, 16, 8, 64, 4608, 128000, 1000000.0f, 1e-5f, true}, {2, 5, 8, 10, 12, 14}),
+      lfm2({"tiny-lfm2", "lfm2", 512, 64, 5, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, true}, {1, 3}),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

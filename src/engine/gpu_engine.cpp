@@ -41,7 +41,7 @@ Status Engine::Impl::setup_gpu(KvLayout* layout) {
   TM_TRY(check_kv_cache_shape(kv_dtype, config.block_size, c.head_dim));
   if (auto st = gpu_forward_supports(*model, ops, kv_dtype); !st.ok()) return refuse(st.error());
   const uint64_t weights = GpuForward::weight_bytes_of(*model);
-  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, config.block_size, 0, kv_dtype};
+  KvLayout lay = KvLayout::for_model(c, config.block_size, 0, kv_dtype);
   if (device) {
     auto gpus = ops.devices();
     if (!gpus.ok()) return refuse(gpus.error());

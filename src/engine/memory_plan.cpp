@@ -30,12 +30,10 @@ Result<uint64_t> parse_kv_cache_memory(std::string_view s) {
 
 Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint64_t weight_bytes, KvLayout* layout) {
   const ModelConfig& c = model.config();
-  KvLayout lay;
-  lay.n_layer = c.n_layer;
-  lay.n_head_kv = c.n_head_kv;
-  lay.head_dim = c.head_dim;
   if (cfg.block_size < 1 || cfg.block_size > 1024) return Error{"block size must be in [1, 1024]"};
-  lay.block_size = cfg.block_size;
+  // (speculative tokens are written past the accepted ones: lfm2's convolution state keeps as many more)
+  const int64_t lookahead = cfg.speculative.method.empty() ? 0 : cfg.speculative.num_speculative_tokens;
+  KvLayout lay = KvLayout::for_model(c, cfg.block_size, 0, DType::F16, lookahead);
   std::string dt = cfg.kv_cache_dtype;
   if (dt == "auto") dt = model.main_weight_type() == DType::F32 ? "f32" : "f16";
   const std::optional<DType> named = kv_cache_dtype_named(dt);

@@ -129,12 +129,8 @@ Result<std::unique_ptr<Proposer>> make_draft_model_proposer(const SpeculativeCon
   TM_TRY(same_tokenizer(target_tok, **tok, c.model));
   const ModelConfig& mc = model->config();
   auto forward = std::make_unique<Forward>(model, pool);
-  KvLayout lay;
-  lay.n_layer = mc.n_layer;
-  lay.n_head_kv = mc.n_head_kv;
-  lay.head_dim = mc.head_dim;
-  lay.block_size = block_size;
-  lay.dtype = model->main_weight_type() == DType::F32 ? DType::F32 : DType::F16;
+  KvLayout lay = KvLayout::for_model(mc, block_size, 0, model->main_weight_type() == DType::F32 ? DType::F32 : DType::F16,
+                                     c.num_speculative_tokens);
   // As many tokens as the draft's trained context for 64 sequences, at most 256 MiB.
   const int64_t per_block = static_cast<int64_t>(lay.bytes_per_block());
   const int64_t want = std::max<int64_t>(mc.n_ctx_train, 4096) * 64 / block_size + 1;

@@ -31,13 +31,7 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward
   s->opt_ = opt;
   const ModelConfig& c = s->model().config();
   const int64_t n_blocks = (opt.max_ctx + opt.block_size - 1) / opt.block_size;
-  KvLayout lay;
-  lay.n_layer = c.n_layer;
-  lay.n_head_kv = c.n_head_kv;
-  lay.head_dim = c.head_dim;
-  lay.block_size = opt.block_size;
-  lay.num_blocks = n_blocks;
-  lay.dtype = opt.kv_dtype;
+  const KvLayout lay = KvLayout::for_model(c, opt.block_size, n_blocks, opt.kv_dtype);
   TM_ASSIGN_OR_RETURN(s->kv_, KvStorage::create(lay));
   s->block_table_.resize(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) s->block_table_[static_cast<size_t>(b)] = static_cast<int32_t>(b);

@@ -40,6 +40,45 @@ Result<float> opt_float(const GgufFile& f, const std::string& key, float def) {
   if (!d || v->type == GgufType::BOOL) return Error{fmt::format("metadata key '{}' must be a number", key)};
   return static_cast<float>(*d);
 }
+// attention.head_count_kv: one number, or (lfm2: ArchSpec::shortconv) one per layer, 0 marking a
+// convolution layer; llama.cpp also reads per-layer counts for other families (OpenELM's vary), which
+// tokenmill does not compute. Sets the layers' cache slots (ModelConfig::cache_slot).
+Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string key = a + "attention.head_count_kv";
+  const GgufValue* v = f.find(key);
+  if (v && v->type == GgufType::ARRAY) {
+    auto per_layer = v->as_int_array();
+    if (!per_layer || per_layer->size() < static_cast<size_t>(c.n_layer))
+      return Error{fmt::format("{} must hold a count per layer ({} layers)", key, c.n_layer)};
+    c.n_head_kv = 0;
+    c.conv_layer.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const int64_t n = (*per_layer)[static_cast<size_t>(l)];
+      if (n < 0 || n > 4096) return Error{fmt::format("{}[{}] = {} is out of range", key, l, n)};
+      if (n == 0 && c.arch.shortconv) {
+        c.conv_layer[static_cast<size_t>(l)] = 1;
+        continue;
+      }
+      if (n == 0 || (c.n_head_kv != 0 && n != c.n_head_kv))
+        return Error{fmt::format("{}: per-layer KV head counts ({} at layer {}) are not supported for '{}'", key, n, l,
+                                 c.arch.name)};
+      c.n_head_kv = n;
+    }
+    if (c.n_head_kv == 0) return Error{fmt::format("{}: no layer has attention", key)};
+    if (c.n_conv_layers() == 0) c.conv_layer.clear();
+  } else {
+    if (c.arch.shortconv) return Error{fmt::format("{} must hold a count per layer (0: a convolution layer)", key)};
+    TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, key, c.n_head, 1, 4096));
+  }
+  c.cache_slot.assign(static_cast<size_t>(c.n_layer), 0);
+  int32_t kv = 0, conv = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) c.cache_slot[static_cast<size_t>(l)] = c.is_conv(l) ? conv++ : kv++;
+  if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
+    TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
+  }
+  return {};
+}
+
 // Expert counts and sizes, as llama.cpp reads them for the family (see ArchSpec::moe*).
 Status read_moe_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
   if (c.arch.moe == ArchSpec::Moe::None) {
@@ -138,6 +177,7 @@ ArchSpec arch_llama4();
 ArchSpec arch_starcoder2();
 ArchSpec arch_phi2();
 ArchSpec arch_stablelm();
+ArchSpec arch_lfm2();
 
 namespace {
 void register_builtin_archs() {
@@ -148,7 +188,7 @@ void register_builtin_archs() {
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
-                               arch_starcoder2(), arch_phi2(), arch_stablelm()})
+                               arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2()})
       registry()[s.name] = s;
   });
 }
@@ -237,7 +277,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   TM_ASSIGN_OR_RETURN(const int64_t nextn, opt_int(f, a + "nextn_predict_layers", 0, 0, c.n_layer - 1));
   c.n_layer -= nextn;
   TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
-  TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, a + "attention.head_count_kv", c.n_head, 1, 4096));
+  TM_TRY(read_head_count_kv(f, a, c));
   TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
   TM_ASSIGN_OR_RETURN(c.n_ctx_train, opt_int(f, a + "context_length", 2048, 1, 1ll << 32));
   if (c.n_head % c.n_head_kv != 0)

@@ -69,6 +69,11 @@ struct ArchSpec {
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;
+  // lfm2: the layers whose attention.head_count_kv entry is 0 are gated short convolutions
+  // (ModelConfig::shortconv_l, model/shortconv.h) instead of attention; the final norm is
+  // output_norm_name.
+  bool shortconv = false;
+  std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
   // (gemma2/gemma3); the loader requires them, the forward applies whatever a layer has.
@@ -221,6 +226,22 @@ struct ModelConfig {
   // The width of the q projection's output and of attn_output's input.
   int64_t q_proj_dim() const { return is_mla() ? n_head * (mla_nope + n_rot) : q_dim(); }
   int64_t attn_out_dim() const { return is_mla() ? n_head * mla_v : q_dim(); }
+
+  // lfm2's gated short convolutions (ArchSpec::shortconv): the kernel's length (shortconv.l_cache; a
+  // token's output mixes its own and the shortconv_l - 1 previous tokens' inputs) and, per layer, 1 for
+  // a convolution layer (no attention, no K/V). cache_slot: each layer's index among the layers of its
+  // kind -- its K/V in the paged cache (KvStorage::view) or its convolution state (conv_state).
+  int64_t shortconv_l = 0;
+  std::vector<uint8_t> conv_layer;
+  std::vector<int32_t> cache_slot;
+  bool is_conv(int64_t layer) const { return !conv_layer.empty() && conv_layer[static_cast<size_t>(layer)] != 0; }
+  int64_t n_conv_layers() const {
+    int64_t n = 0;
+    for (uint8_t v : conv_layer) n += v;
+    return n;
+  }
+  int64_t n_kv_layers() const { return n_layer - n_conv_layers(); }
+  int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

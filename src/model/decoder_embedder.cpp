@@ -98,8 +98,8 @@ void DecoderEmbedder::run_part(const std::vector<std::span<const int32_t>>& seqs
     batch.seqs.push_back(std::move(sl));
   }
   if (!gpu_ && kv_.layout().num_blocks < next_block) {  // grow the scratch (doubling, so it settles)
-    KvLayout layout{c.n_layer, c.n_head_kv, c.head_dim, kBlock, std::max<int64_t>(next_block, 2 * kv_.layout().num_blocks),
-                    DType::F16};
+    const KvLayout layout =
+        KvLayout::for_model(c, kBlock, std::max<int64_t>(next_block, 2 * kv_.layout().num_blocks), DType::F16);
     auto kv = KvStorage::create(layout);
     TM_ASSERT(kv.ok(), "cannot allocate the embedding KV scratch");
     kv_ = std::move(kv).value();
@@ -148,7 +148,7 @@ Result<std::unique_ptr<GpuForward>> gpu_embedding_forward(const std::shared_ptr<
   const int64_t longest = d.max_seq_tokens > 0 ? d.max_seq_tokens : c.n_ctx_train;
   const int64_t tokens = std::max<int64_t>({max_batch_tokens, longest, 1});
   const int64_t bs = DecoderEmbedder::kBlock;
-  KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, bs, tokens / bs + 64, DType::F16};
+  KvLayout lay = KvLayout::for_model(c, bs, tokens / bs + 64, DType::F16);
   GpuForwardOptions fo;
   fo.scratch_tokens = tokens;
   fo.scratch_blocks = (longest + bs - 1) / bs + 1;

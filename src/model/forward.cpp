@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
+#include "model/shortconv.h"
 
 namespace tmill {
 
@@ -30,7 +31,9 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    if (c.is_mla()) {
+    if (c.is_conv(static_cast<int64_t>(l))) {
+      jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
+    } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
     } else {
@@ -88,13 +91,14 @@ uint64_t Forward::weight_bytes() const {
                floats(w.rope_factors_short) + floats(w.rope_factors_long);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
-    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += prepared(*m);
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out})
+      b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
     if (model_->config().is_mla()) b += P.mla.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
-                          &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm})
+                          &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel})
       b += floats(*v);
   }
   return b;
@@ -106,7 +110,8 @@ uint64_t Forward::mapped_weight_bytes() const {
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
   uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_));
   for (const PreparedLayer& P : layers_)
-    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down}) b += in_place(*m);
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out})
+      b += in_place(*m);
   return std::min(b, weight_bytes());
 }
 
@@ -120,8 +125,9 @@ void Forward::ensure_scratch(int64_t n) {
   q_.resize(N * c.q_dim());
   k_.resize(N * c.kv_dim());
   v_.resize(N * c.kv_dim());
-  att_.resize(N * c.q_dim());
+  att_.resize(N * std::max(c.q_dim(), c.n_conv_layers() > 0 ? c.n_embd : 0));  // (a convolution's output too)
   if (c.is_mla()) ao_.resize(N * c.attn_out_dim());
+  if (c.n_conv_layers() > 0) bcx_.resize(N * 3 * c.n_embd);
   hb_.resize(N * c.n_ff);
   hb2_.resize(N * c.n_ff);
   pos_.resize(N);
@@ -171,7 +177,7 @@ void Forward::post_norm(const std::vector<float>& norm, int64_t n) {
 // model says so (gemma2).
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
-  const PagedKvView view = kv.view(layer);
+  const PagedKvView view = kv.view(c.slot(layer));
   const int64_t group = c.gqa_group(), hd = c.head_dim;
   const float scale = c.attn_scale;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
@@ -213,8 +219,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   TM_ASSERT(N > 0, "empty batch");
   ensure_scratch(N);
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim;
-  const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
+  const int64_t E = c.n_embd;
 
   for (const SeqSlice& s : batch.seqs) {
     TM_ASSERT(static_cast<int64_t>(s.block_table.size()) * kv.layout().block_size >= s.pos_begin + s.n_tokens,
@@ -247,95 +252,13 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
     const PreparedLayer& P = layers_[l];
-    // attention block (layers after the first got their norm from the previous layer's residual step)
+    // attention or convolution block (layers after the first got their norm from the previous layer's
+    // residual step)
     if (l == 0) residual_norm(false, &L.attn_norm, N, &L.attn_norm_b);
     const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
     if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
-    const PagedKvView view = kv.view(l);
-    const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
-    const bool mla = c.is_mla();
-    if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
-      mla_.project(c, L, P.mla, xb_.data(), E, N, rope_off >= 0 ? rope_cos_.data() + rope_off : nullptr,
-                   rope_off >= 0 ? rope_sin_.data() + rope_off : nullptr, q_.data(), k_.data(), pool_);
-    } else {
-      // a fused attn_qkv (phi3) is one weight to the observer: reported once
-      observe(P.wq, xb_.data(), N);
-      if (P.wk.source().name != P.wq.source().name) {
-        observe(P.wk, xb_.data(), N);
-        observe(P.wv, xb_.data(), N);
-      }
-      const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
-      matmul_many(qkv, 3, xb_.data(), E, N, pool_);
-      if (lora) {
-        lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
-        lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
-        lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
-      }
-    }
-    // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
-    // tokens of one chunk see each other causally)
-    parallel(N, 4, [&](int64_t t0, int64_t t1) {
-      // the K/V stores' lines one token ahead: K's transposed tiles put a token's values in every
-      // line of its 16 heads' tiles (64 KiB for OLMoE), which otherwise miss one by one (the 16-stream
-      // step's stores: 1.6-1.8 -> 0.8 ms). Once per block: a prompt's next tokens in the same block
-      // write lines already fetched.
-      auto prefetch_store = [&](int64_t t) {
-        if (t >= t1) return;
-        const bool same_block = t > t0 && seq_of_[t] == seq_of_[t - 1] && pos_[t] % view.block_size != 0;
-        if (!same_block) paged_kv_prefetch_store(view, batch.seqs[seq_of_[t]].block_table.data(), pos_[t]);
-      };
-      prefetch_store(t0);
-      for (int64_t t = t0; t < t1; ++t) {
-        prefetch_store(t + 1);
-        float* q = q_.data() + t * QD;
-        float* k = k_.data() + t * KD;
-        float* v = v_.data() + t * KD;
-        if (!L.bq.empty()) {
-          add_inplace(q, L.bq.data(), QD);
-          add_inplace(k, L.bk.data(), KD);
-          add_inplace(v, L.bv.data(), KD);
-        }
-        if (!L.q_norm.empty()) {
-          if (c.arch.qk_norm_full) {  // olmoe: one norm over the whole q / k
-            rmsnorm_rows(q, QD, L.q_norm.data(), q, QD, 1, QD, c.rms_eps);
-            rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
-          } else {
-            rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
-            rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
-          }
-        }
-        if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
-          const float* cs = rope_cos_.data() + rope_off + t * half;
-          const float* sn = rope_sin_.data() + rope_off + t * half;
-          rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
-          rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
-        }
-        if (c.attn_temp_scale != 0.0f) {  // mistral3, llama4: the query's attention temperature at its position
-          const float tq = c.attn_temperature_at(l, pos_[t]);
-          if (tq != 1.0f)
-            for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
-        }
-        if (c.kq_l2_norm && rope_off >= 0) {  // llama4: q and k heads RMS-normalized, no weight
-          rmsnorm_rows(q, hd, ones_.data(), q, hd, c.n_head, hd, c.rms_eps);
-          rmsnorm_rows(k, hd, ones_.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
-        }
-        const SeqSlice& s = batch.seqs[seq_of_[t]];
-        paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)
-      }
-    });
-    attention(batch, kv, l);
-    const float* ao = att_.data();
-    int64_t AO = QD;
-    if (mla) {  // each head's latent output through its attn_v_b
-      AO = c.attn_out_dim();
-      mla_.output(c, P.mla, att_.data(), N, ao_.data(), pool_);
-      ao = ao_.data();
-    }
-    observe(P.wo, ao, N);
-    matmul(P.wo, ao, AO, xb_.data(), E, N, pool_);
-    if (lora) lora_.apply(l, LoraSlot::O, ao, AO, xb_.data(), E, pool_);
-    if (!L.bo.empty())  // attn_output.bias (gpt-oss)
-      for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
+    if (c.is_conv(l)) conv_block(batch, kv, l);
+    else attention_block(batch, kv, l, lora);
     post_norm(L.attn_post_norm, N);
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the
     // attention's output and runs the FFN on the layer's normed input
@@ -379,6 +302,113 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   if (c.logit_scale != 1.0f)  // granite: logits / logit_scale (times the reciprocal, as llama.cpp)
     for (float& v : logits) v *= 1.0f / c.logit_scale;
   if (c.final_softcap > 0) softcap_inplace(logits.data(), R * c.n_vocab, c.final_softcap);
+}
+
+void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t l, bool lora) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t N = static_cast<int64_t>(batch.tokens.size());
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, half = c.n_rot / 2;
+  const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
+  const PagedKvView view = kv.view(c.slot(l));
+  const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
+  const bool mla = c.is_mla();
+  if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
+    mla_.project(c, L, P.mla, xb_.data(), E, N, rope_off >= 0 ? rope_cos_.data() + rope_off : nullptr,
+                 rope_off >= 0 ? rope_sin_.data() + rope_off : nullptr, q_.data(), k_.data(), pool_);
+  } else {
+    // a fused attn_qkv (phi3) is one weight to the observer: reported once
+    observe(P.wq, xb_.data(), N);
+    if (P.wk.source().name != P.wq.source().name) {
+      observe(P.wk, xb_.data(), N);
+      observe(P.wv, xb_.data(), N);
+    }
+    const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
+    matmul_many(qkv, 3, xb_.data(), E, N, pool_);
+    if (lora) {
+      lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
+      lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
+      lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
+    }
+  }
+  // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
+  // tokens of one chunk see each other causally)
+  parallel(N, 4, [&](int64_t t0, int64_t t1) {
+    // the K/V stores' lines one token ahead: K's transposed tiles put a token's values in every
+    // line of its 16 heads' tiles (64 KiB for OLMoE), which otherwise miss one by one (the 16-stream
+    // step's stores: 1.6-1.8 -> 0.8 ms). Once per block: a prompt's next tokens in the same block
+    // write lines already fetched.
+    auto prefetch_store = [&](int64_t t) {
+      if (t >= t1) return;
+      const bool same_block = t > t0 && seq_of_[t] == seq_of_[t - 1] && pos_[t] % view.block_size != 0;
+      if (!same_block) paged_kv_prefetch_store(view, batch.seqs[seq_of_[t]].block_table.data(), pos_[t]);
+    };
+    prefetch_store(t0);
+    for (int64_t t = t0; t < t1; ++t) {
+      prefetch_store(t + 1);
+      float* q = q_.data() + t * QD;
+      float* k = k_.data() + t * KD;
+      float* v = v_.data() + t * KD;
+      if (!L.bq.empty()) {
+        add_inplace(q, L.bq.data(), QD);
+        add_inplace(k, L.bk.data(), KD);
+        add_inplace(v, L.bv.data(), KD);
+      }
+      if (!L.q_norm.empty()) {
+        if (c.arch.qk_norm_full) {  // olmoe: one norm over the whole q / k
+          rmsnorm_rows(q, QD, L.q_norm.data(), q, QD, 1, QD, c.rms_eps);
+          rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
+        } else {
+          rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
+          rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+        }
+      }
+      if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
+        const float* cs = rope_cos_.data() + rope_off + t * half;
+        const float* sn = rope_sin_.data() + rope_off + t * half;
+        rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
+        rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
+      }
+      if (c.attn_temp_scale != 0.0f) {  // mistral3, llama4: the query's attention temperature at its position
+        const float tq = c.attn_temperature_at(l, pos_[t]);
+        if (tq != 1.0f)
+          for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
+      }
+      if (c.kq_l2_norm && rope_off >= 0) {  // llama4: q and k heads RMS-normalized, no weight
+        rmsnorm_rows(q, hd, ones_.data(), q, hd, c.n_head, hd, c.rms_eps);
+        rmsnorm_rows(k, hd, ones_.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+      }
+      const SeqSlice& s = batch.seqs[seq_of_[t]];
+      paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)
+    }
+  });
+  attention(batch, kv, l);
+  const float* ao = att_.data();
+  int64_t AO = QD;
+  if (mla) {  // each head's latent output through its attn_v_b
+    AO = c.attn_out_dim();
+    mla_.output(c, P.mla, att_.data(), N, ao_.data(), pool_);
+    ao = ao_.data();
+  }
+  observe(P.wo, ao, N);
+  matmul(P.wo, ao, AO, xb_.data(), E, N, pool_);
+  if (lora) lora_.apply(l, LoraSlot::O, ao, AO, xb_.data(), E, pool_);
+  if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+    for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
+}
+
+void Forward::conv_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd;
+  observe(P.conv_in, xb_.data(), N);
+  matmul(P.conv_in, xb_.data(), E, bcx_.data(), 3 * E, N, pool_);
+  shortconv_mix(c, L.conv_kernel, batch, pos_.data(), seq_of_.data(), kv.layout(), kv.conv_state(c.slot(l)),
+                bcx_.data(), att_.data(), N, pool_);
+  observe(P.conv_out, att_.data(), N);
+  matmul(P.conv_out, att_.data(), E, xb_.data(), E, N, pool_);
 }
 
 void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {

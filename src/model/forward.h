@@ -70,11 +70,17 @@ class Forward {
  private:
   struct PreparedLayer {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
+    PreparedMatrix conv_in, conv_out;                // lfm2's convolution layers (wq..wo then empty)
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
   };
   void ensure_scratch(int64_t n_tokens);
+  // A layer's attention block on xb (N rows, normed) into xb: q/k/v, their K/V into the cache,
+  // attention, the output projection (MLA's too).
+  void attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t l, bool lora);
   void attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer);
+  // A convolution layer's block (lfm2, model/shortconv.h) on xb into xb.
+  void conv_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // x += residual_scale * xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null; an
   // empty norm -- olmo2's absent pre-norms -- copies x): one pass over the residual stream per token
   // range, split across the pool.
@@ -103,6 +109,7 @@ class Forward {
   // scratch, (n_tokens, dim) row-major
   int64_t cap_ = 0;
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
+  std::vector<float> bcx_;  // (n_tokens, 3 n_embd) a convolution layer's in_proj output (lfm2)
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
   std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)
   std::vector<float> ones_ff_;  // (n_ff) the ungated FFN's activation through gelu_mul / silu_mul (starcoder2)

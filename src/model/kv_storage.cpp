@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -50,7 +51,7 @@ Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim) {
   return {};
 }
 
-size_t KvStorage::map_bytes() const { return (layout_.total_bytes() + kHuge - 1) / kHuge * kHuge + kHuge; }
+size_t KvStorage::map_bytes() const { return (layout_.total_bytes() + 64 + kHuge - 1) / kHuge * kHuge + kHuge; }
 
 Result<KvStorage> KvStorage::create(const KvLayout& layout) {
   if (!kv_type_supported(layout.dtype))
@@ -99,6 +100,27 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
     std::memcpy(keys(l) + dst * bb, keys(l) + src * bb, bb);
     std::memcpy(values(l) + dst * bb, values(l) + src * bb, bb);
   }
+  const size_t cf = layout_.conv_floats_per_block();
+  for (int64_t l = 0; l < layout_.n_conv_layers; ++l)
+    std::memcpy(conv_state(l) + dst * cf, conv_state(l) + src * cf, cf * sizeof(float));
+}
+
+KvLayout KvLayout::for_model(const ModelConfig& c, int64_t block_size, int64_t num_blocks, DType dtype,
+                             int64_t lookahead) {
+  KvLayout lay;
+  lay.n_layer = c.n_kv_layers();
+  lay.n_head_kv = c.n_head_kv;
+  lay.head_dim = c.head_dim;
+  lay.block_size = block_size;
+  lay.num_blocks = num_blocks;
+  lay.dtype = dtype;
+  lay.n_conv_layers = c.n_conv_layers();
+  if (lay.n_conv_layers > 0) {
+    lay.conv_width = c.n_embd;
+    // (a ring as long as the block keeps every position of it: no slot is shared)
+    lay.conv_ring = std::min<int64_t>(block_size, c.shortconv_l - 1 + std::max<int64_t>(lookahead, 0));
+  }
+  return lay;
 }
 
 }  // namespace tmill

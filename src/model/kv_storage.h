@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/result.h"
 #include "kernels/attention.h"
+#include "model/config.h"
 
 namespace tmill {
 
@@ -28,19 +29,39 @@ const char* kv_cache_dtype_label(DType t);
 Status check_kv_cache_shape(DType t, int64_t block_size, int64_t head_dim);
 
 struct KvLayout {
-  int64_t n_layer = 0;
+  int64_t n_layer = 0;  // layers with K/V (a model's attention layers: ModelConfig::n_kv_layers)
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   DType dtype = DType::F16;  // F32, F16, BF16, I8 / F8_E4M3 / F8_E5M2 (a per-token scale) or Q4_0
+  // Convolution state (lfm2's short convolutions, model/shortconv.h), in float32 beside the K/V: per
+  // convolution layer and block, the inputs of conv_ring of the block's positions, each conv_width
+  // floats; position p's in slot p % conv_ring of the block holding p. A block thus keeps its last
+  // conv_ring positions' inputs: what the next shortconv_l - 1 positions read, even after a prefix-cache
+  // hit or a preemption, and after speculative tokens beyond them are rejected as long as conv_ring
+  // covers shortconv_l - 1 plus the tokens a step may write past the accepted ones.
+  int64_t n_conv_layers = 0;
+  int64_t conv_width = 0;
+  int64_t conv_ring = 0;
+
+  // The layout of `c`'s cache: K/V for its attention layers, convolution state for the rest.
+  // lookahead: the tokens a step may write beyond those later accepted (speculative decoding's
+  // num_speculative_tokens; 0 without).
+  static KvLayout for_model(const ModelConfig& c, int64_t block_size, int64_t num_blocks, DType dtype,
+                            int64_t lookahead = 0);
 
   // Bytes of one block of one layer, keys only.
   size_t block_bytes_per_layer() const {
     return static_cast<size_t>(n_head_kv) * kv_tile_bytes(dtype, head_dim, block_size);
   }
-  // Bytes one block costs across all layers, keys and values.
-  size_t bytes_per_block() const { return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer(); }
+  // Floats of one block of one convolution layer's state.
+  size_t conv_floats_per_block() const { return static_cast<size_t>(conv_ring * conv_width); }
+  // Bytes one block costs across all layers, keys and values (and convolution state).
+  size_t bytes_per_block() const {
+    return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer() +
+           static_cast<size_t>(n_conv_layers) * conv_floats_per_block() * sizeof(float);
+  }
   size_t total_bytes() const { return bytes_per_block() * static_cast<size_t>(num_blocks); }
 };
 
@@ -60,6 +81,11 @@ class KvStorage {
   }
   uint8_t* keys(int64_t layer) const { return base_ + layer_offset(layer, 0); }
   uint8_t* values(int64_t layer) const { return base_ + layer_offset(layer, 1); }
+  // Convolution layer `slot`'s state (ModelConfig::cache_slot): num_blocks x conv_floats_per_block().
+  float* conv_state(int64_t slot) const {
+    return reinterpret_cast<float*>(base_ + (layer_offset(layout_.n_layer, 0) + 63) / 64 * 64) +
+           static_cast<size_t>(slot) * layout_.conv_floats_per_block() * static_cast<size_t>(layout_.num_blocks);
+  }
   // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
   void copy_block(int32_t src, int32_t dst);
 
@@ -68,7 +94,9 @@ class KvStorage {
     return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * layout_.block_bytes_per_layer() *
            static_cast<size_t>(layout_.num_blocks);
   }
-  size_t map_bytes() const;  // the mapping: the layout's bytes rounded up to 2 MiB, plus 2 MiB to align
+  // the mapping: the layout's bytes (and 64 to align the convolution state) rounded up to 2 MiB, plus
+  // 2 MiB to align
+  size_t map_bytes() const;
   KvLayout layout_;
   void* map_ = nullptr;
   uint8_t* base_ = nullptr;  // 2 MiB aligned inside the mapping

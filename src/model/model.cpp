@@ -188,6 +188,15 @@ Status load_mla_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
   return {};
 }
 
+// lfm2's short convolution (ModelConfig::is_conv): in_proj, the depthwise kernel, out_proj.
+Status load_shortconv_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd;
+  TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "shortconv.in_proj.weight", 3 * E, E));
+  TM_ASSIGN_OR_RETURN(L.conv_kernel, ld.vec2d(p + "shortconv.conv.weight", c.shortconv_l, E));
+  TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "shortconv.out_proj.weight", E, E));
+  return {};
+}
+
 }  // namespace
 
 const float* ModelWeights::rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const {
@@ -214,7 +223,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   ModelWeights& w = model->weights_;
   Loader ld(*file);
   TM_ASSIGN_OR_RETURN(w.token_embd, ld.matrix("token_embd.weight", c.n_vocab, c.n_embd));
-  TM_ASSIGN_OR_RETURN(w.output_norm, ld.vec("output_norm.weight", c.n_embd));
+  TM_ASSIGN_OR_RETURN(w.output_norm, ld.vec(c.arch.output_norm_name + ".weight", c.n_embd));
   if (c.arch.norm_bias) {
     TM_ASSIGN_OR_RETURN(w.output_norm_b, ld.vec("output_norm.bias", c.n_embd));
   }
@@ -247,7 +256,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
         TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
       }
     }
-    if (c.is_mla()) {
+    if (c.is_conv(l)) {
+      TM_TRY(load_shortconv_layer(ld, c, p, L));
+    } else if (c.is_mla()) {
       TM_TRY(load_mla_layer(ld, c, p, L));
     } else if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
       // q, k, v rows stacked in one tensor, in that order
@@ -260,7 +271,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
       TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
     }
-    if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
+    if (c.is_conv(l)) {
+      // (no attention tensors)
+    } else if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
       TM_ASSIGN_OR_RETURN(auto b, ld.vec(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim()));
       L.bq.assign(b.begin(), b.begin() + c.q_dim());
       L.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
@@ -270,13 +283,15 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
       TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
     }
-    const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
-    TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
-    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
-    TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
-    TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
-    if (c.arch.attn_sinks) {
-      TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
+    if (!c.is_conv(l)) {
+      const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
+      TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
+      TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
+      TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
+      TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
+      if (c.arch.attn_sinks) {
+        TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
+      }
     }
     if (c.arch.post_norms) {
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));

@@ -53,6 +53,11 @@ struct LayerWeights {
   Matrix wq_a, wkv_a;
   std::vector<float> q_a_norm, kv_a_norm;
   std::vector<Matrix> wk_b, wv_b;
+  // lfm2's short convolution layers (ModelConfig::is_conv; wq/wk/wv/wo then empty): in_proj (3 x n_embd
+  // rows: the gates b and c, then x), the depthwise kernel (n_embd x shortconv_l, channel-major, the
+  // oldest input's weight first) and out_proj.
+  Matrix conv_in, conv_out;
+  std::vector<float> conv_kernel;
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

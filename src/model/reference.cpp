@@ -159,7 +159,7 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   q_.resize(c.q_dim());
   k_.resize(c.kv_dim());
   v_.resize(c.kv_dim());
-  att_out_.resize(c.q_dim());
+  att_out_.resize(std::max(c.q_dim(), c.n_embd));
   att_.resize(max_seq);
   const int64_t ff = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp});
   hb_.resize(ff);
@@ -168,8 +168,30 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   moe_out_.resize(c.n_embd);
   mla_out_.resize(c.attn_out_dim());
   logits_.resize(c.n_vocab);
+  conv_inputs_.resize(static_cast<size_t>(c.n_conv_layers() * max_seq * c.n_embd));
+  conv_bcx_.resize(static_cast<size_t>(3 * c.n_embd));
   key_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
   value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
+}
+
+// lfm2's short convolution: [b | c | x] = in_proj xb; this position's input b * x joins the
+// layer's history; xb = out_proj (c * sum_j kernel_j * input(pos - (l - 1) + j)), the oldest first,
+// zero before position 0 (llama.cpp's ggml_ssm_conv over the zero-initialized state).
+void ReferenceForward::shortconv(const LayerWeights& L, int64_t slot, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const int64_t E = c.n_embd, K = c.shortconv_l;
+  ref::matvec(L.conv_in, xb_.data(), conv_bcx_.data(), row_);
+  float* hist = conv_inputs_.data() + slot * max_seq_ * E;
+  for (int64_t i = 0; i < E; ++i) hist[pos * E + i] = conv_bcx_[i] * conv_bcx_[2 * E + i];
+  for (int64_t i = 0; i < E; ++i) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t q = pos - (K - 1) + j;
+      if (q >= 0) acc += hist[q * E + i] * L.conv_kernel[i * K + j];
+    }
+    att_out_[i] = conv_bcx_[E + i] * acc;
+  }
+  ref::matvec(L.conv_out, att_out_.data(), xb_.data(), row_);
 }
 
 void ReferenceForward::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
@@ -212,65 +234,69 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
     pre_norm(L.attn_norm, L.attn_norm_b);
     if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
-    const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
-    const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
-    const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
-    if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
-      mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
+    if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
+      shortconv(L, c.slot(l), pos);
     } else {
-      // q, k, v projections (+ bias)
-      ref::matvec(L.wq, xb_.data(), q_.data(), row_);
-      ref::matvec(L.wk, xb_.data(), k_.data(), row_);
-      ref::matvec(L.wv, xb_.data(), v_.data(), row_);
-      lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
-      lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
-      lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
-      if (!L.bq.empty()) {
-        for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
-        for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
-        for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+      const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
+      const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
+      const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
+      if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
+        mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
+      } else {
+        // q, k, v projections (+ bias)
+        ref::matvec(L.wq, xb_.data(), q_.data(), row_);
+        ref::matvec(L.wk, xb_.data(), k_.data(), row_);
+        ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+        lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
+        lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
+        lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
+        if (!L.bq.empty()) {
+          for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
+          for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
+          for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+        }
+        // per-head q/k norm (qwen3), then RoPE
+        // (olmoe: one norm over the whole q and the whole k)
+        const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
+        if (full) {
+          ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
+          ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+        }
+        for (int64_t h = 0; h < c.n_head; ++h) {
+          float* qh = q_.data() + h * hd;
+          if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+          if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+          if (temperature != 1.0f)
+            for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
+        }
+        for (int64_t h = 0; h < c.n_head_kv; ++h) {
+          float* kh = k_.data() + h * hd;
+          if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+          if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+        }
+        if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
+          const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
+          for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
+          for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
+        }
       }
-      // per-head q/k norm (qwen3), then RoPE
-      // (olmoe: one norm over the whole q and the whole k)
-      const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
-      if (full) {
-        ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
-        ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+      // store k, v at this position
+      float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
+      float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+      std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
+      std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
+      attention(l, pos);
+      // output projection and residual (MLA: each head's latent output through its attn_v_b first)
+      const float* ao = att_out_.data();
+      if (c.is_mla()) {
+        for (int64_t h = 0; h < c.n_head; ++h) ref::matvec(L.wv_b[h], att_out_.data() + h * hd, mla_out_.data() + h * c.mla_v, row_);
+        ao = mla_out_.data();
       }
-      for (int64_t h = 0; h < c.n_head; ++h) {
-        float* qh = q_.data() + h * hd;
-        if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-        if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-        if (temperature != 1.0f)
-          for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
-      }
-      for (int64_t h = 0; h < c.n_head_kv; ++h) {
-        float* kh = k_.data() + h * hd;
-        if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-        if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-      }
-      if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
-        const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
-        for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
-        for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
-      }
+      ref::matvec(L.wo, ao, xb_.data(), row_);
+      lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
+      if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+        for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
     }
-    // store k, v at this position
-    float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
-    float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
-    std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
-    std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
-    attention(l, pos);
-    // output projection and residual (MLA: each head's latent output through its attn_v_b first)
-    const float* ao = att_out_.data();
-    if (c.is_mla()) {
-      for (int64_t h = 0; h < c.n_head; ++h) ref::matvec(L.wv_b[h], att_out_.data() + h * hd, mla_out_.data() + h * c.mla_v, row_);
-      ao = mla_out_.data();
-    }
-    ref::matvec(L.wo, ao, xb_.data(), row_);
-    lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
-    if (!L.bo.empty())  // attn_output.bias (gpt-oss)
-      for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
     if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     // ffn rmsnorm, SwiGLU, residual

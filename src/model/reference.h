@@ -33,6 +33,7 @@ class ReferenceForward {
   void moe_ffn(const LayerWeights& L);
   void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
+  void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
   void lora_add(const LoraWeight* w, const float* x, float* y);
@@ -60,6 +61,8 @@ class ReferenceForward {
   // caches
   std::vector<float> key_cache_;    // (n_layer, max_seq, kv_dim)
   std::vector<float> value_cache_;  // (n_layer, max_seq, kv_dim)
+  std::vector<float> conv_inputs_;  // (convolution layers, max_seq, n_embd) each position's b * x (lfm2)
+  std::vector<float> conv_bcx_;     // (3 n_embd) in_proj's output
 };
 
 // Building blocks of the reference, exposed for kernel tests.

@@ -44,7 +44,10 @@
 //           this sequence: model_test's Llama4 test covers them at small sizes);
 //   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
 //           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
-//           renormalized and scaled by 2.5.
+//           renormalized and scaled by 2.5;
+//   lfm2    (LFM2): gated short convolutions of 3 taps on layers 0, 2 and 4 (their state carried
+//           through the sequence), GQA with per-head q/k norms and NeoX RoPE on layers 1 and 3,
+//           the final norm named token_embd_norm, tied output.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -108,6 +111,7 @@ try {
     cohere2: ['--shape', 'tiny-cohere2', '--head-dim', '64', '--sliding-window', '16'],
     deepseek2: ['--shape', 'tiny-deepseek2'],
     'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
+    lfm2: ['--shape', 'tiny-lfm2', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

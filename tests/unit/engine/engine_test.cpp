@@ -8,6 +8,7 @@
 
 #include "convert/dummy.h"
 #include "engine/engine.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -138,7 +139,8 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
   auto loaded = Model::load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.error();
   const ModelConfig& cfg = (*loaded)->config();
-  const uint64_t per_token = 2ull * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4;
+  const int64_t bs = EngineConfig{}.block_size;
+  const uint64_t per_token = KvLayout::for_model(cfg, bs, 0, DType::F32).bytes_per_block() / static_cast<uint64_t>(bs);
   const Variant variants[] = {
       {"batched", 4096, 0, true},
       {"chunk1", 1, 0, true},
@@ -172,7 +174,7 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
 INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
                                                                  "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe",
                                                                  "tiny-olmoe", "tiny-mixtral", "tiny-gemma2",
-                                                                 "tiny-gemma3", "tiny-mistral"));
+                                                                 "tiny-gemma3", "tiny-mistral", "tiny-lfm2"));
 
 TEST(Engine, SeedsReproduceInsideABatch) {
   auto e = make_engine(stories_path());
@@ -406,8 +408,9 @@ void expect_gpu_quantized_kv_caches(const std::string& device) {
     const double ratio = int8 ? 12.0 / 16.0 : 6.0 / 16.0;
     const double per_token = static_cast<double>(q.kv_bytes) / static_cast<double>(q.kv_tokens);
     EXPECT_NEAR(per_token / f16_per_token, ratio, 0.01);
-    if (device != "gpu-oracle")  // (the oracle's CPU plan sizes the cache for max_num_seqs whole contexts)
+    if (device != "gpu-oracle") {  // (the oracle's CPU plan sizes the cache for max_num_seqs whole contexts)
       EXPECT_NEAR(static_cast<double>(q.kv_tokens) / static_cast<double>(f16.kv_tokens), 1.0 / ratio, 0.02 / ratio);
+    }
     EngineConfig c;
     c.model_path = stories_path();
     c.threads = 2;

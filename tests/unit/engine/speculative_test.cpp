@@ -10,6 +10,7 @@
 #include "convert/dummy.h"
 #include "engine/engine.h"
 #include "engine/speculative.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "test_support.h"
@@ -246,7 +247,8 @@ TEST_P(SpecInvariance, GreedyOutputIsTokenIdentical) {
   auto loaded = Model::load(model);
   ASSERT_TRUE(loaded.ok());
   const ModelConfig& cfg = (*loaded)->config();
-  const uint64_t per_token = 2ull * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4;
+  const int64_t bs = EngineConfig{}.block_size;
+  const uint64_t per_token = KvLayout::for_model(cfg, bs, 0, DType::F32, 4).bytes_per_block() / static_cast<uint64_t>(bs);
   struct Variant {
     const char* name;
     int32_t budget;
@@ -291,7 +293,10 @@ INSTANTIATE_TEST_SUITE_P(Proposers, SpecInvariance,
                                            SpecCase{"stories_draft_self", "stories", "draft_self"},
                                            SpecCase{"llama_ngram", "tiny-llama", "ngram"},
                                            SpecCase{"qwen3moe_replay", "tiny-qwen3moe", "replay"},
-                                           SpecCase{"llama_draft_other", "tiny-llama", "draft_other"}),
+                                           SpecCase{"llama_draft_other", "tiny-llama", "draft_other"},
+                                           // lfm2: rejected drafts must not spoil the convolution state
+                                           SpecCase{"lfm2_replay", "tiny-lfm2", "replay"},
+                                           SpecCase{"lfm2_draft_self", "tiny-lfm2", "draft_self"}),
                          [](const auto& info) { return info.param.name; });
 
 // Per-request opt-out, and adaptive k: a proposer that is always wrong is switched off for the

@@ -33,6 +33,23 @@ class F64Forward {
                             : la.chunk > 0 ? pos / la.chunk * la.chunk  // llama4's chunks
                                            : 0;
       auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm, L.attn_norm_b);  // olmo2: no pre-norm
+      if (c_.is_conv(l)) {  // lfm2: out_proj(c * sum_j kernel_j * (b * x)(pos - K + 1 + j)), zero before 0
+        const int64_t E = c_.n_embd, K = c_.shortconv_l;
+        const auto bcx = mv(L.conv_in, xb);
+        std::vector<double> bx(E), y(E);
+        for (int64_t i = 0; i < E; ++i) bx[i] = bcx[i] * bcx[2 * E + i];
+        kc_[l].push_back(bx);  // (the layer's inputs, one per position)
+        for (int64_t i = 0; i < E; ++i) {
+          double acc = 0;
+          for (int64_t j = 0; j < K; ++j)
+            if (pos - K + 1 + j >= 0) acc += kc_[l][pos - K + 1 + j][i] * L.conv_kernel[i * K + j];
+          y[i] = bcx[E + i] * acc;
+        }
+        const auto o = mv(L.conv_out, y);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        ffn(L, l, x, rs);
+        continue;
+      }
       if (c_.is_mla()) {  // deepseek2: K and V decompressed per head from the cached latent
         auto o = mla_attention(L, l, xb, pos, rp, roped);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];

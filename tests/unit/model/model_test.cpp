@@ -78,8 +78,11 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.head_dim, shape.head_dim);
     EXPECT_EQ(c.n_ff, shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
-    EXPECT_EQ(m->weights().layers[0].wq.type, t);
-    const Matrix& wq = m->weights().layers[1].wq;
+    int64_t a0 = 0, a1 = 1;  // attention layers (lfm2's others are convolutions)
+    while (c.is_conv(a0)) ++a0;
+    while (c.is_conv(a1)) ++a1;
+    EXPECT_EQ(m->weights().layers[a0].wq.type, t);
+    const Matrix& wq = m->weights().layers[a1].wq;
     std::vector<float> row(wq.cols);
     dequantize_row(wq.type, wq.row(wq.rows - 1), row.data(), wq.cols);
     for (float v : row) ASSERT_LE(std::abs(v), 0.04f) << dtype_name(t);
@@ -115,7 +118,7 @@ TEST_P(FamilyTest, BatchedForwardMatchesReference) {
     if (c.moe_sigmoid && (kv_type == DType::I8 || kv_type == DType::F8_E4M3)) continue;
     ThreadPool pool(2);
     Forward fwd(m, &pool);
-    KvLayout lay{c.n_layer, c.n_head_kv, c.head_dim, 4, 32, kv_type};
+    const KvLayout lay = KvLayout::for_model(c, 4, 32, kv_type);
     auto kv = KvStorage::create(lay);
     ASSERT_TRUE(kv.ok());
     std::vector<int32_t> prompt;
@@ -171,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-deepseek2", "tiny-deepseek3", "tiny-ernie4_5-moe",
                                                               "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
                                                               "tiny-command-r", "tiny-cohere2", "tiny-llama4",
-                                                              "tiny-starcoder2", "tiny-phi2", "tiny-stablelm"));
+                                                              "tiny-starcoder2", "tiny-phi2", "tiny-stablelm",
+                                                              "tiny-lfm2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
