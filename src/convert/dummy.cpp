@@ -223,7 +223,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
-  const bool lfm2 = s.arch == "lfm2";  // short convolution layers between GQA ones with per-head q/k norms
+  const bool lfm2moe = s.arch == "lfm2moe";  // lfm2 with sigmoid experts after leading dense layers
+  const bool lfm2 = s.arch == "lfm2" || lfm2moe;  // short convolution layers between GQA ones with per-head q/k norms
   std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
   if (lfm2) {
     if (s.attn_layers.empty() || s.n_head * s.head_dim != s.n_embd)
@@ -249,10 +250,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
-                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4;
+                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
-      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4;
+      s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
+      lfm2moe;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2 || dots1;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
@@ -262,10 +264,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
   if (!ds_moe && (s.n_expert_shared > 0 || s.expert_weights_scale > 0))
     return Error{"shared expert counts and expert weight scales are glm4moe's and deepseek2's here"};
-  if (!ds_moe && !ernie_moe && s.n_dense_lead > 0)
-    return Error{"leading dense layers are glm4moe's, deepseek2's and ernie4_5-moe's here"};
+  if (!ds_moe && !ernie_moe && !lfm2moe && s.n_dense_lead > 0)
+    return Error{"leading dense layers are glm4moe's, deepseek2's, ernie4_5-moe's and lfm2moe's here"};
   if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
-  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1;
+  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
@@ -363,6 +365,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
     }
     if (minimax) w.set_u32(a + "expert_gating_func", 2);  // sigmoid, as MiniMax-M2's files
+    if (lfm2moe) {  // as convert_hf_to_gguf.py writes LFM2 MoE: sigmoid, the dense layers' count
+      w.set_u32(a + "expert_gating_func", 2);
+      w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+    }
     if (llama4) w.set_u32(a + "interleave_moe_layer_step", static_cast<uint32_t>(moe_step));
     if (ernie_moe) {  // as convert_hf_to_gguf.py writes ERNIE 4.5 MoE
       w.set_u32(a + "interleave_moe_layer_step", 1);

@@ -95,6 +95,14 @@ ModelShape lfm2(ModelShape s, std::vector<int64_t> attn_layers) {
   return s;
 }
 
+// LFM2 MoE: the attention layers, the experts and the leading dense layers
+ModelShape lfm2moe(ModelShape s, std::vector<int64_t> attn_layers, int64_t n_expert, int64_t used, int64_t ff_exp,
+                   int64_t dense_lead) {
+  s = lfm2(std::move(s), std::move(attn_layers));
+  s.n_expert = n_expert, s.n_expert_used = used, s.n_ff_exp = ff_exp, s.n_dense_lead = dense_lead;
+  return s;
+}
+
 // Cohere's: the logit scale (both), the sliding window (cohere2)
 ModelShape logits(ModelShape s, float scale) {
   s.logit_scale = scale;
@@ -177,6 +185,11 @@ std::vector<ModelShape> more_shapes() {
       lfm2({"lfm2-1.2b", "lfm2", 65536, 2048, 16, 32, 8, 64, 8192, 128000, 1000000.0f, 1e-5f, true}, {2, 5, 8, 10, 12, 14}),
       lfm2({"lfm2-350m", "lfm2", 65536, 1024, 16, 16, 8, 64, 4608, 128000, 1000000.0f, 1e-5f, true}, {2, 5, 8, 10, 12, 14}),
       lfm2({"tiny-lfm2", "lfm2", 512, 64, 5, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, true}, {1, 3}),
+      // LFM2-8B-A1B: 32 experts of 1792 rows, 4 per token, after 2 dense layers (attention on 6 of 24
+      // layers, as its layer_types); a tiny form with 8 experts, 2 per token, after 1 dense layer
+      lfm2moe({"lfm2-8b-a1b", "lfm2moe", 65536, 2048, 24, 32, 8, 64, 7168, 128000, 1000000.0f, 1e-5f, true},
+              {2, 6, 10, 14, 18, 21}, 32, 4, 1792, 2),
+      lfm2moe({"tiny-lfm2moe", "lfm2moe", 512, 64, 5, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, true}, {1, 3}, 8, 2, 96, 1),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

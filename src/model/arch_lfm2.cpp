@@ -3,6 +3,14 @@
 // attention.head_count_kv entry is 0 --, the others GQA attention with per-head q/k RMSNorms and NeoX
 // RoPE; every layer has a SwiGLU FFN; the final norm is named token_embd_norm (llama.cpp's
 // LLM_TENSOR_OUTPUT_NORM_LFM2); the output is tied unless output.weight is present.
+// LFM2 MoE (GGUF "lfm2moe": LFM2-8B-A1B, LFM2-24B-A2B): the same layers, the FFNs after the first
+// leading_dense_block_count experts routed by the file's expert_gating_func (required, as llama.cpp:
+// sigmoid in the released files) chosen with exp_probs_b.bias and always renormalized, never scaled
+// (llama.cpp's lfm2moe reads neither expert_weights_norm nor expert_weights_scale).
+#include <optional>
+
+#include <fmt/format.h>
+
 #include "model/config.h"
 
 namespace tmill {
@@ -14,7 +22,33 @@ Status read_lfm2(const GgufFile& f, ModelConfig& c) {
     return Error{"lfm2: the bidirectional form (LFM2 embedding models) is not supported"};
   return {};
 }
+Status read_lfm2moe(const GgufFile& f, ModelConfig& c) {
+  TM_TRY(read_lfm2(f, c));
+  const std::string a = c.arch.name + ".";
+  const std::optional<int64_t> gating = f.get_int(a + "expert_gating_func");
+  if (!gating) return Error{fmt::format("missing metadata key '{}expert_gating_func'", a)};
+  if (*gating != 1 && *gating != 2)
+    return Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, *gating)};
+  c.moe_sigmoid = *gating == 2;
+  const int64_t lead = f.get_int(a + "leading_dense_block_count").value_or(0);
+  if (lead < 0 || lead > c.n_layer) return Error{fmt::format("{}leading_dense_block_count {} is out of range", a, lead)};
+  c.n_layer_dense_lead = lead;
+  return {};
+}
 }  // namespace
+
+ArchSpec arch_lfm2moe() {
+  ArchSpec s{"lfm2moe", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};
+  s.shortconv = true;
+  s.output_norm_name = "token_embd_norm";
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_expert_ff_key = true;
+  s.moe_norm_topk = true;
+  s.moe_gating_key = true;
+  s.moe_selection_bias = true;
+  s.read_family = read_lfm2moe;
+  return s;
+}
 
 ArchSpec arch_lfm2() {
   ArchSpec s{"lfm2", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};

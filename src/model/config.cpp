@@ -178,6 +178,7 @@ ArchSpec arch_starcoder2();
 ArchSpec arch_phi2();
 ArchSpec arch_stablelm();
 ArchSpec arch_lfm2();
+ArchSpec arch_lfm2moe();
 
 namespace {
 void register_builtin_archs() {
@@ -188,7 +189,7 @@ void register_builtin_archs() {
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
-                               arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2()})
+                               arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe()})
       registry()[s.name] = s;
   });
 }

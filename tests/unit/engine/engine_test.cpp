@@ -174,7 +174,8 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
 INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
                                                                  "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe",
                                                                  "tiny-olmoe", "tiny-mixtral", "tiny-gemma2",
-                                                                 "tiny-gemma3", "tiny-mistral", "tiny-lfm2"));
+                                                                 "tiny-gemma3", "tiny-mistral", "tiny-lfm2",
+                                                                 "tiny-lfm2moe"));
 
 TEST(Engine, SeedsReproduceInsideABatch) {
   auto e = make_engine(stories_path());
