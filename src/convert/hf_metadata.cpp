@@ -29,7 +29,14 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
   w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
   w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
   w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.num_attention_heads));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
+  if (a == "lfm2") {  // as LFM2Model writes it: a count per layer, 0 for a convolution layer
+    std::vector<int32_t> kv(static_cast<size_t>(c.num_hidden_layers));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+      kv[static_cast<size_t>(l)] = c.is_conv(l) ? 0 : static_cast<int32_t>(c.num_key_value_heads);
+    w.set(a + ".attention.head_count_kv", GgufValue::i32_array(kv));
+  } else {
+    w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_key_value_heads));
+  }
   w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
   // OlmoeModel overwrites the epsilon with 1e-5 whatever config.json says
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", a == "olmoe" ? 1e-5f : static_cast<float>(c.rms_norm_eps));
@@ -66,6 +73,7 @@ Status write_hf_metadata(const HfModel& m, const HfConvertOptions& opts, DType w
     if (c.topk_group > 0) w.set_u32(a + ".expert_group_used_count", static_cast<uint32_t>(c.topk_group));
   }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (a == "lfm2") w.set_u32(a + ".shortconv.l_cache", static_cast<uint32_t>(c.conv_l));
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope_dims > 0 ? c.rope_dims : c.head_dim));
   if (a == "phi3") {  // as Phi3MiniModel writes them
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.original_context));

@@ -48,6 +48,13 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
     // glm4: the attention output's and the FFN output's norms
     {"post_self_attn_layernorm", "post_attention_norm"}, {"post_mlp_layernorm", "post_ffw_norm"},
+    // lfm2: its norms, attention and FFN names, the short convolution (conv.conv: squeezed by the plan)
+    {"operator_norm", "attn_norm"},           {"ffn_norm", "ffn_norm"},
+    {"self_attn.out_proj", "attn_output"},    {"self_attn.q_layernorm", "attn_q_norm"},
+    {"self_attn.k_layernorm", "attn_k_norm"}, {"feed_forward.w1", "ffn_gate"},
+    {"feed_forward.w3", "ffn_up"},            {"feed_forward.w2", "ffn_down"},
+    {"conv.in_proj", "shortconv.in_proj"},    {"conv.out_proj", "shortconv.out_proj"},
+    {"conv.conv", "shortconv.conv"},
 };
 
 // One expert's matrix (HF stores each expert apart) -> the 3-D GGUF tensor it is stacked into.
@@ -104,6 +111,7 @@ std::optional<std::string> hf_text_tensor_name(const std::string& n) {
 Result<std::string> hf_tensor_to_gguf_name(const std::string& n) {
   if (n == "model.embed_tokens.weight") return std::string("token_embd.weight");
   if (n == "model.norm.weight") return std::string("output_norm.weight");
+  if (n == "model.embedding_norm.weight") return std::string("token_embd_norm.weight");  // lfm2's final norm
   if (n == "lm_head.weight") return std::string("output.weight");
   if (n.ends_with(".rotary_emb.inv_freq")) return std::string();  // recomputed at run time
   const std::string prefix = "model.layers.";

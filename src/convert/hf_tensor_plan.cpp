@@ -18,7 +18,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
   const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), F = c.intermediate_size;
   std::map<std::string, std::vector<int64_t>> m;
   m["token_embd.weight"] = {c.vocab_size, H};
-  m["output_norm.weight"] = {H};
+  m[c.gguf_arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight"] = {H};
   if (!c.tie_word_embeddings) m["output.weight"] = {c.vocab_size, H};
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string b = fmt::format("blk.{}.", i);
@@ -104,9 +104,15 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const HfConfig& c) 
       m[b + "attn_v_b.weight"] = {NH, c.mla_v, R};
       m[b + "attn_output.weight"] = {H, NH * c.mla_v};
     }
-    if (c.qk_norm) {  // per head; olmoe: over the whole q / k projection
+    if (c.qk_norm && !c.is_conv(i)) {  // per head; olmoe: over the whole q / k projection
       m[b + "attn_q_norm.weight"] = {c.qk_norm_full ? Q : c.head_dim};
       m[b + "attn_k_norm.weight"] = {c.qk_norm_full ? KV : c.head_dim};
+    }
+    if (c.is_conv(i)) {  // lfm2: the short convolution in place of attention (conv.conv: [H, 1, L])
+      for (const char* t : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"}) m.erase(b + t);
+      m[b + "shortconv.in_proj.weight"] = {3 * H, H};
+      m[b + "shortconv.conv.weight"] = {H, 1, c.conv_l};
+      m[b + "shortconv.out_proj.weight"] = {H, H};
     }
   }
   return m;
@@ -466,7 +472,8 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
     return {};
   }
   auto e = expected_.find(gg);
-  if (e == expected_.end() || e->second.size() == 3)
+  const bool conv_kernel = gg.ends_with(".shortconv.conv.weight");  // lfm2's [H, 1, L]: squeezed to [H, L], F32
+  if (e == expected_.end() || (e->second.size() == 3 && !conv_kernel))
     return Error{fmt::format("{}: unexpected for {} with this config.json ({} layers, attention_bias={}, "
                              "tie_word_embeddings={})",
                              where, c.hf_arch, c.num_hidden_layers, c.attention_bias, c.tie_word_embeddings)};
@@ -474,10 +481,12 @@ Status HfTensorPlan::add_plain(const std::string& hf, const std::string& name, c
   TM_TRY(check_dtype(ref, where, m_->config.scaled()));
   TM_ASSIGN_OR_RETURN(auto scales, fp8_scale(hf, ref, where));
   expected_.erase(e);
-  const bool matrix = ref.tensor->shape.size() == 2;
-  const bool keep_f32 = is_router(gg);
+  const bool matrix = ref.tensor->shape.size() == 2 || conv_kernel;
+  const bool keep_f32 = is_router(gg) || conv_kernel;  // (as llama.cpp's converter keeps them)
   if (matrix && !keep_f32) weight_dtypes_.insert(scales.empty() ? ref.tensor->dtype : StDType::BF16);  // FP8: BF16 out
-  items_.push_back({gg, {ref}, reversed(ref.tensor->shape), matrix, keep_f32, qk_permute_head_dim(gg)});
+  std::vector<int64_t> ne = reversed(ref.tensor->shape);
+  if (conv_kernel) ne = {ne[0], ne[2]};
+  items_.push_back({gg, {ref}, std::move(ne), matrix, keep_f32, qk_permute_head_dim(gg)});
   items_.back().scales = std::move(scales);
   if (c.gemma && name.ends_with("norm.weight")) items_.back().shift = 1.0f;  // Gemma's RMSNorm scales by 1 + w
   return {};

@@ -80,6 +80,9 @@ constexpr Family kFamilies[] = {
     {"MiniMaxM2ForCausalLM", "minimax-m2", 196608, false, true, false, true},
     // Seed-OSS: the llama block with NeoX RoPE, q/k/v biases as attention_bias says (default true)
     {"SeedOssForCausalLM", "seed_oss", 524288, false, false, false},
+    // LFM2: gated short convolutions between GQA layers with per-head q/k norms, NeoX RoPE; its config
+    // keys are renamed by prepare_lfm2_config (hf_config_families.cpp)
+    {"Lfm2ForCausalLM", "lfm2", 128000, false, true, false},
 };
 
 // A vision-language checkpoint (*ForConditionalGeneration) with a "text_config": its language model's
@@ -321,6 +324,7 @@ Result<HfConfig> parse_hf_config(std::string_view text, const std::string& sourc
   if (!j.is_object()) return Error{fmt::format("{}: not a JSON object", source)};
   prepare_multimodal_config(j);
   detail::prepare_gemma_config(j);
+  detail::prepare_lfm2_config(j);
   Reader r(j, source);
   HfConfig c;
   const json* archs = r.get("architectures");

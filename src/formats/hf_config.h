@@ -8,7 +8,7 @@
 // Olmo2ForCausalLM and Olmo3ForCausalLM ("olmo2"), Exaone4ForCausalLM ("exaone4"), Glm4ForCausalLM ("glm4"),
 // GraniteMoeForCausalLM ("granitemoe"), Ministral3ForCausalLM ("mistral3"), Glm4MoeForCausalLM ("glm4moe"),
 // DeepseekV2ForCausalLM and DeepseekV3ForCausalLM ("deepseek2"), MiniMaxM2ForCausalLM ("minimax-m2"),
-// SeedOssForCausalLM ("seed_oss").
+// SeedOssForCausalLM ("seed_oss"), Lfm2ForCausalLM ("lfm2").
 // Missing optional fields take the transformers defaults; an MoE's expert counts and sizes are required.
 #pragma once
 
@@ -95,6 +95,12 @@ struct HfConfig {
   bool is_mla() const { return mla_kv_rank > 0; }
   bool dense_layer(int64_t layer) const { return n_expert == 0 || layer < first_dense_layers; }
   bool qk_norm_full = false;
+  // lfm2 (Lfm2ForCausalLM): per layer 1 for a gated short convolution (layer_types "conv", or a layer
+  // not in full_attn_idxs), whose kernel has conv_l taps (conv_L_cache); intermediate_size is then the
+  // FFN's adjusted width (block_auto_adjust_ff_dim), as the converter writes it
+  std::vector<uint8_t> conv_layers;
+  int64_t conv_l = 0;
+  bool is_conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)] != 0; }
   // gpt-oss: config.json's quantization_config says the experts are MXFP4 (quant_method "mxfp4"); the
   // tensors decide what is converted (MXFP4 *_blocks / *_scales, or dequantized gate_up_proj / down_proj).
   bool mxfp4 = false;

@@ -3,6 +3,7 @@
 // (NoPE layers), Olmo2ForCausalLM / Olmo3ForCausalLM (post-norms only, q/k norms over the whole
 // projection, OLMo 3's sliding layers), Exaone4ForCausalLM (post-norms only, per-head q/k norms, the
 // 32B's sliding layers), Glm4ForCausalLM (sandwich norms, fused gate/up, half-head RoPE).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -204,7 +205,68 @@ Status parse_seed_oss(const HfConfigReader& r, HfConfig*) {
   return {};
 }
 
+// LFM2: which layers convolve (layer_types "conv" / "full_attention", or full_attn_idxs; transformers:
+// every layer attends when neither is given), the kernel's length, and the FFN's width as Lfm2MLP
+// (and llama.cpp's converter) adjusts it: 2/3 of it, times block_ffn_dim_multiplier, rounded up to a
+// multiple of block_multiple_of.
+Status parse_lfm2(const HfConfigReader& r, HfConfig* c) {
+  const int64_t L = c->num_hidden_layers;
+  c->conv_layers.assign(static_cast<size_t>(L), 0);
+  if (const json* lt = r.get("layer_types")) {
+    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != L)
+      return r.err(fmt::format("\"layer_types\" must list the {} layers", L));
+    for (int64_t i = 0; i < L; ++i) {
+      const json& t = (*lt)[static_cast<size_t>(i)];
+      if (t != "conv" && t != "full_attention")
+        return r.err(fmt::format("layer_types[{}] is {}, expected \"conv\" or \"full_attention\"", i, t.dump()));
+      c->conv_layers[static_cast<size_t>(i)] = t == "conv";
+    }
+  } else if (const json* idx = r.get("full_attn_idxs"); idx && !idx->is_null()) {
+    if (!idx->is_array()) return r.err("\"full_attn_idxs\" must be a list of layer numbers");
+    c->conv_layers.assign(static_cast<size_t>(L), 1);
+    for (const json& i : *idx) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= L)
+        return r.err(fmt::format("\"full_attn_idxs\" holds {}, not a layer of {}", i.dump(), L));
+      c->conv_layers[static_cast<size_t>(i.get<int64_t>())] = 0;
+    }
+  }
+  if (std::find(c->conv_layers.begin(), c->conv_layers.end(), 0) == c->conv_layers.end())
+    return r.err("no layer has attention (GGUF lfm2 needs one)");
+  TM_ASSIGN_OR_RETURN(c->conv_l, r.integer("conv_L_cache", 3, 2, 64));
+  TM_ASSIGN_OR_RETURN(const bool conv_bias, r.boolean("conv_bias", false));
+  if (conv_bias) return r.err("conv_bias true: GGUF lfm2's convolutions have no bias");
+  TM_ASSIGN_OR_RETURN(const bool adjust, r.boolean("block_auto_adjust_ff_dim", true));
+  if (adjust) {
+    int64_t ff = 2 * c->intermediate_size / 3;
+    if (const json* m = r.get("block_ffn_dim_multiplier"); m && !m->is_null()) {
+      TM_ASSIGN_OR_RETURN(const double mul, r.number(r.root(), "block_ffn_dim_multiplier", 1.0, ""));
+      ff = static_cast<int64_t>(mul * static_cast<double>(ff));
+    }
+    TM_ASSIGN_OR_RETURN(const int64_t multiple, r.integer("block_multiple_of", 256, 1, 1 << 20));
+    c->intermediate_size = multiple * ((ff + multiple - 1) / multiple);
+  }
+  return {};
+}
+
+void prepare_lfm2_config(json& j) {
+  const json* archs = j.contains("architectures") ? &j["architectures"] : nullptr;
+  if (!archs || !archs->is_array() || archs->empty() || (*archs)[0] != "Lfm2ForCausalLM") return;
+  auto rename = [&](const char* from, const char* to) {
+    if (j.contains(from) && !j.contains(to)) j[to] = j[from];
+  };
+  if (j.contains("block_ff_dim")) j["intermediate_size"] = j["block_ff_dim"];  // (Lfm2Config: it wins)
+  rename("norm_eps", "rms_norm_eps");
+  rename("theta", "rope_theta");
+  rename("tie_embedding", "tie_word_embeddings");
+  const json defaults = {{"vocab_size", 65536}, {"intermediate_size", 12288}, {"rms_norm_eps", 1e-5},
+                         {"tie_word_embeddings", true}, {"max_position_embeddings", 128000}};
+  for (const auto& [k, v] : defaults.items())
+    if (!j.contains(k)) j[k] = v;
+  if (!j.contains("rope_theta") && !j.contains("rope_parameters")) j["rope_theta"] = 1000000.0;
+}
+
 Status parse_family(const HfConfigReader& r, const json& j, HfConfig* c) {
+  if (c->gguf_arch == "lfm2") return parse_lfm2(r, c);
   if (c->gguf_arch == "deepseek2") return parse_deepseek2(r, c);
   if (c->gguf_arch == "minimax-m2") return parse_minimax_m2(r, c);
   if (c->gguf_arch == "seed_oss") return parse_seed_oss(r, c);

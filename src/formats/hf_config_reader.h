@@ -88,6 +88,10 @@ std::vector<bool> sliding_but_every_nth(int64_t n_layer, int64_t n);
 Result<int64_t> partial_rotary_dims(const HfConfigReader& r, const nlohmann::json& j, double def, int64_t head_dim,
                                     const std::function<int64_t(double)>& dims_of);
 
+// LFM2 (hf_config_families.cpp): its config.json's own names for the common fields (norm_eps,
+// theta, tie_embedding, block_ff_dim), as transformers' Lfm2Config reads them, and its defaults.
+void prepare_lfm2_config(nlohmann::json& j);
+
 // Granite, SmolLM3, OLMo 2 / OLMo 3 (hf_config_families.cpp): their own fields into `c` (nothing for
 // the other families).
 Status parse_family(const HfConfigReader& r, const nlohmann::json& j, HfConfig* c);

@@ -36,6 +36,7 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
   if (gg == "token_embd.weight") return "model.embed_tokens.weight";
   if (gg == "output_norm.weight") return "model.norm.weight";
   if (gg == "output.weight") return "lm_head.weight";
+  if (gg == "token_embd_norm.weight") return "model.embedding_norm.weight";  // lfm2's final norm
   static const std::map<std::string, std::string> sub = {
       {"attn_norm", "input_layernorm"},         {"ffn_norm", "post_attention_layernorm"},
       {"post_attention_norm", "post_attention_layernorm"}, {"post_ffw_norm", "post_feedforward_layernorm"},
@@ -60,6 +61,14 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
       {"attn_kv_a_norm", "self_attn.kv_a_layernorm"}};
   // minimax-m2: its block_sparse_moe names (the experts and the selection bias: hf_tensors_of)
   static const std::map<std::string, std::string> minimax = {{"ffn_gate_inp", "block_sparse_moe.gate"}};
+  // lfm2: its own names (the convolution's kernel gets its unit axis back in hf_tensors_of)
+  static const std::map<std::string, std::string> lfm2 = {
+      {"attn_norm", "operator_norm"},           {"ffn_norm", "ffn_norm"},
+      {"attn_output", "self_attn.out_proj"},    {"attn_q_norm", "self_attn.q_layernorm"},
+      {"attn_k_norm", "self_attn.k_layernorm"}, {"ffn_gate", "feed_forward.w1"},
+      {"ffn_up", "feed_forward.w3"},            {"ffn_down", "feed_forward.w2"},
+      {"shortconv.in_proj", "conv.in_proj"},    {"shortconv.out_proj", "conv.out_proj"},
+      {"shortconv.conv", "conv.conv"}};
   // granitemoe: the router (the experts are merged by hf_tensors_of)
   static const std::map<std::string, std::string> granitemoe = {{"ffn_gate_inp", "block_sparse_moe.router.layer"},
                                                                 {"ffn_down_exps", "block_sparse_moe.output_linear"}};
@@ -70,6 +79,7 @@ std::string hf_name_of(const std::string& gg, const std::string& arch) {
                           : (arch == "glm4moe" || arch == "deepseek2") && glm4moe.count(kind) ? glm4moe.at(kind)
                           : arch == "deepseek2" && deepseek2.count(kind)   ? deepseek2.at(kind)
                           : arch == "minimax-m2" && minimax.count(kind)    ? minimax.at(kind)
+                          : arch == "lfm2" && lfm2.count(kind)             ? lfm2.at(kind)
                                                                            : sub.at(kind);
   return "model.layers." + layer + "." + hf + gg.substr(last);  // .weight or .bias
 }
@@ -87,7 +97,8 @@ json config_of(const ModelShape& s) {
                                                         {"deepseek2", s.mla_q_rank > 0 ? "DeepseekV3ForCausalLM"
                                                                                        : "DeepseekV2ForCausalLM"},
                                                         {"minimax-m2", "MiniMaxM2ForCausalLM"},
-                                                        {"seed_oss", "SeedOssForCausalLM"}};
+                                                        {"seed_oss", "SeedOssForCausalLM"},
+                                                        {"lfm2", "Lfm2ForCausalLM"}};
   json cfg = {{"architectures", {hf.at(s.arch)}},
               {"hidden_size", s.n_embd},
               {"intermediate_size", s.n_ff},
@@ -183,6 +194,23 @@ json config_of(const ModelShape& s) {
     cfg["attention_bias"] = true;
     cfg["attention_out_bias"] = false;
   }
+  if (s.arch == "lfm2") {  // LFM2-1.2B's config.json names: block_ff_dim adjusted to 2/3 (240 -> 160), norm_eps,
+                           // theta, tie_embedding, layer_types
+    for (const char* k : {"intermediate_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings"}) cfg.erase(k);
+    cfg["block_ff_dim"] = s.n_ff * 3 / 2;
+    cfg["block_auto_adjust_ff_dim"] = true;
+    cfg["block_ffn_dim_multiplier"] = 1.0;
+    cfg["block_multiple_of"] = 32;
+    cfg["norm_eps"] = static_cast<double>(s.rms_eps);
+    cfg["theta"] = static_cast<double>(s.rope_theta);
+    cfg["tie_embedding"] = s.tied;
+    cfg["conv_L_cache"] = s.conv_l > 0 ? s.conv_l : 3;
+    cfg["conv_bias"] = false;
+    json lt = json::array();
+    for (int64_t i = 0; i < s.n_layer; ++i)
+      lt.push_back(std::count(s.attn_layers.begin(), s.attn_layers.end(), i) ? "full_attention" : "conv");
+    cfg["layer_types"] = lt;
+  }
   if (s.arch == "exaone4" && s.n_swa > 0) {  // the 32B's pattern, as its config.json spells it
     cfg["sliding_window"] = s.n_swa;
     cfg["sliding_window_pattern"] = "LLLG";
@@ -257,6 +285,10 @@ HfTensors hf_tensors_of(const GgufFile& g, const ModelShape& s) {
       continue;
     }
     if (gt.name.ends_with("ffn_up_exps.weight")) continue;
+    if (gt.name.ends_with("shortconv.conv.weight")) {  // lfm2: HF's Conv1d weight [H, 1, L]
+      t[hf_name_of(gt.name, s.arch)] = {{gt.ne[1], 1, gt.ne[0]}, v};
+      continue;
+    }
     if (s.arch == "gemma" && gt.name.find("norm") != std::string::npos)
       for (float& x : v) x -= 1.0f;  // (exact: the weights lie near 1)
     const bool qk = gt.name.ends_with("attn_q.weight") || gt.name.ends_with("attn_k.weight");
@@ -311,7 +343,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFamilyRoundTrip,
                          ::testing::Values("tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                                            "tiny-exaone4", "tiny-exaone4-swa", "tiny-glm4", "tiny-granitemoe",
                                            "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2", "tiny-deepseek3",
-                                           "tiny-minimax-m2", "tiny-seed-oss"),
+                                           "tiny-minimax-m2", "tiny-seed-oss", "tiny-lfm2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = ch == '-' ? '_' : ch;
@@ -508,4 +540,39 @@ TEST(HfFamilies, GraniteMultipliersDefaultToOne) {
   ASSERT_TRUE(f.ok());
   for (const char* k : {"granite.embedding_scale", "granite.residual_scale", "granite.attention.scale", "granite.logit_scale"})
     EXPECT_EQ(f->get_number(k), 1.0) << k;
+}
+
+// LFM2: the older full_attn_idxs spelling gives the same file as layer_types; the head counts are
+// written per layer (0: a convolution layer); what GGUF lfm2 cannot compute is refused naming the field.
+TEST(HfFamilies, Lfm2LayerSpellingsAndRefusals) {
+  const DummyFile d = write_f32_dummy("tiny-lfm2", 11);
+  auto g = GgufFile::open(d.path);
+  ASSERT_TRUE(g.ok());
+  const HfTensors t = hf_tensors_of(*g, d.shape);
+  json cfg = config_of(d.shape);
+  cfg.erase("layer_types");
+  cfg["full_attn_idxs"] = d.shape.attn_layers;
+  std::string out;
+  const GgufFile f = convert_ok(write_hf_folder(cfg, t, "F32", false, "lfm2-idxs"), &out);
+  expect_same_tensors(f, *g);
+  const GgufValue* kv = f.find("lfm2.attention.head_count_kv");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_EQ(kv->as_int_array(), g->find("lfm2.attention.head_count_kv")->as_int_array());
+  EXPECT_EQ(kv->as_int_array(), (std::vector<int64_t>{0, 2, 0, 2, 0}));
+  EXPECT_EQ(f.get_number("lfm2.shortconv.l_cache"), 3.0);
+  EXPECT_EQ(f.get_number("lfm2.feed_forward_length"), 160.0);  // block_ff_dim 240, adjusted
+  expect_same_logits(d.path, out);
+
+  json bad = config_of(d.shape);
+  bad["conv_bias"] = true;
+  EXPECT_ERROR_HAS(convert_error(bad, t), "conv_bias");
+  bad = config_of(d.shape);
+  bad["layer_types"][1] = "sliding_attention";
+  EXPECT_ERROR_HAS(convert_error(bad, t), "layer_types[1]");
+  bad = config_of(d.shape);
+  bad["layer_types"] = json::array({"conv", "conv", "conv", "conv", "conv"});
+  EXPECT_ERROR_HAS(convert_error(bad, t), "no layer has attention");
+  bad = config_of(d.shape);
+  bad["block_auto_adjust_ff_dim"] = false;  // then the FFN is 240 wide: its tensors do not fit
+  EXPECT_ERROR_HAS(convert_error(bad, t), "feed_forward.w1.weight': shape [160, 64] does not match");
 }

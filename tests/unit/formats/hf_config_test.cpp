@@ -135,7 +135,7 @@ TEST(HfConfig, Errors) {
                    "Gemma3ForConditionalGeneration, Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration, "
                    "Qwen3VLForConditionalGeneration, Mistral3ForConditionalGeneration, GemmaForCausalLM, GraniteForCausalLM, "
                      "SmolLM3ForCausalLM, Olmo2ForCausalLM, Olmo3ForCausalLM, Exaone4ForCausalLM, Glm4ForCausalLM, "
-                     "GraniteMoeForCausalLM, Ministral3ForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, MiniMaxM2ForCausalLM, SeedOssForCausalLM)");
+                     "GraniteMoeForCausalLM, Ministral3ForCausalLM, Glm4MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, MiniMaxM2ForCausalLM, SeedOssForCausalLM, Lfm2ForCausalLM)");
   EXPECT_ERROR_HAS(error_of(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 8})"),
                    "missing required field \"intermediate_size\"");
   EXPECT_ERROR_HAS(with(R"(, "num_key_value_heads": 3)"), "not a multiple of num_key_value_heads 3");
