@@ -223,6 +223,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  const bool bailing = s.arch == "bailingmoe2";  // fused attn_qkv, per-head q/k norms, DeepSeek-V3's experts
+  if (bailing && s.tied) return Error{"bailingmoe2 has an untied output matrix (llama.cpp requires output.weight)"};
   const bool lfm2moe = s.arch == "lfm2moe";  // lfm2 with sigmoid experts after leading dense layers
   const bool lfm2 = s.arch == "lfm2" || lfm2moe;  // short convolution layers between GQA ones with per-head q/k norms
   std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
@@ -250,13 +252,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
-                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe;
+                        s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
+                        bailing;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
-      lfm2moe;
+      lfm2moe || bailing;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
-  const bool ds_moe = glm4moe || deepseek2 || dots1;  // DeepSeek-style experts: shared count, dense lead, scale
+  const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
   const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
                              : llama4    ? n_ff_exp
@@ -267,7 +270,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (!ds_moe && !ernie_moe && !lfm2moe && s.n_dense_lead > 0)
     return Error{"leading dense layers are glm4moe's, deepseek2's, ernie4_5-moe's and lfm2moe's here"};
   if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
-  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe;
+  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
@@ -545,7 +548,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_kv_a_norm.weight", R, 1.0f, 0.1f));
       TM_TRY(add_experts(p + "attn_k_b.weight", s.n_head, R, s.mla_nope, wt, w_spread));
       TM_TRY(add_experts(p + "attn_v_b.weight", s.n_head, s.mla_v, R, wt, w_spread));
-    } else if (phi3) {  // q, k, v rows stacked
+    } else if (phi3 || bailing) {  // q, k, v rows stacked
       TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
     } else {
       TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
@@ -559,7 +562,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2)) {
+    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
+                 bailing)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }

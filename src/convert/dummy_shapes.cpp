@@ -297,6 +297,17 @@ std::vector<ModelShape> moe_shapes() {
     s.n_rot = n_rot;
     return s;
   };
+  // Ling-mini-2.0 (bailingmoe2): RoPE over half of each head, one shared expert, layer 0 dense, 256
+  // experts of 512 rows (8 per token) in 8 groups (the best 4 eligible), sigmoid routing scaled by 2.5;
+  // tiny-bailingmoe2: 8 experts in 4 groups (2 eligible)
+  auto ling = [](ModelShape s, int64_t groups, int64_t groups_used) {
+    s.n_rot = s.head_dim / 2;
+    s.n_expert_shared = 1;
+    s.n_dense_lead = 1;
+    s.expert_weights_scale = 2.5f;
+    s.n_expert_groups = groups, s.n_groups_used = groups_used;
+    return s;
+  };
   auto dots = [](ModelShape s) {
     s.n_expert_shared = 2, s.n_dense_lead = 1, s.expert_weights_scale = 2.5f;
     return s;
@@ -349,6 +360,10 @@ std::vector<ModelShape> moe_shapes() {
       dots(moe({"dots.llm1", "dots1", 152064, 4096, 62, 32, 32, 128, 10944, 32768, 10000000.0f, 1e-5f, false}, 128, 6,
                1408, 0)),
       dots(moe({"tiny-dots1", "dots1", 512, 64, 3, 4, 4, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 0)),
+      ling(moe({"ling-mini-2.0", "bailingmoe2", 157184, 2048, 20, 16, 4, 128, 5120, 32768, 600000.0f, 1e-6f, false}, 256,
+               8, 512, 0), 8, 4),
+      ling(moe({"tiny-bailingmoe2", "bailingmoe2", 512, 64, 3, 4, 2, 16, 160, 256, 600000.0f, 1e-6f, false}, 8, 2, 32, 0),
+           4, 2),
       // Llama 4 Scout (17B-16E: experts in every layer, 1 per token, a shared expert, llama3 RoPE
       // factors x16 over 8192); tiny-llama4: 8 experts on every second layer, 4 layers (layer 3 NoPE)
       l4(moe({"llama-4-scout", "llama4", 202048, 5120, 48, 40, 8, 128, 16384, 10485760, 500000.0f, 1e-5f, false}, 16, 1,

@@ -179,6 +179,7 @@ ArchSpec arch_phi2();
 ArchSpec arch_stablelm();
 ArchSpec arch_lfm2();
 ArchSpec arch_lfm2moe();
+ArchSpec arch_bailingmoe2();
 
 namespace {
 void register_builtin_archs() {
@@ -189,7 +190,8 @@ void register_builtin_archs() {
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
-                               arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe()})
+                               arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
+                               arch_bailingmoe2()})
       registry()[s.name] = s;
   });
 }

@@ -49,7 +49,10 @@
 //           through the sequence), GQA with per-head q/k norms and NeoX RoPE on layers 1 and 3,
 //           the final norm named token_embd_norm, tied output;
 //   lfm2moe (LFM2 MoE): the same layers, layer 0's FFN dense, then 8 experts of 96 rows, 2 per
-//           token, routed by sigmoid scores chosen with a selection bias and renormalized.
+//           token, routed by sigmoid scores chosen with a selection bias and renormalized;
+//   bailingmoe2 (Ling 2.0): q/k/v in one attn_qkv, per-head q/k norms, NeoX RoPE over half of each
+//           head, layer 0 dense, then 8 experts in 4 groups (2 eligible), 2 per token, sigmoid with a
+//           selection bias, renormalized and scaled by 2.5, plus a shared expert.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -117,6 +120,7 @@ try {
     // (seed 9: seed 42's rounded files meet routing near ties at up to 8 positions of 133 -- four expert
     // layers of 2-of-8 sigmoid choices -- seeds 3, 5, 7 at 4-6, seed 9 at 0-2; measured 2026-12-07)
     lfm2moe: ['--shape', 'tiny-lfm2moe', '--head-dim', '64', '--seed', '9'],
+    bailingmoe2: ['--shape', 'tiny-bailingmoe2', '--head-dim', '64', '--n-rot', '32'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -135,7 +139,7 @@ try {
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'
