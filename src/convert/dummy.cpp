@@ -563,7 +563,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
     if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
-                 bailing)) {
+                 bailing || s.arch == "hunyuan-dense")) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }

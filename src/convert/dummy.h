@@ -74,7 +74,8 @@ struct ModelShape {
 // "tiny-glm4", "tiny-granitemoe", "tiny-mistral3", "tiny-glm4moe", "tiny-deepseek2",
 // "tiny-deepseek3", "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
-// "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2").
+// "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
+// "tiny-hunyuan-dense").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -180,6 +180,10 @@ std::vector<ModelShape> more_shapes() {
       // Phi-2: the parallel block, RoPE over 32 of 80 dimensions, an output bias
       rope_dims({"phi-2", "phi2", 51200, 2560, 32, 32, 32, 80, 10240, 2048, 10000.0f, 1e-5f, false}, 32),
       rope_dims({"tiny-phi2", "phi2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 8),
+      // Hunyuan-7B (hunyuan-dense: q/k norms after RoPE; RoPE's base with HunYuan's NTK alpha 1000 applied,
+      // as the converter writes it) and a tiny form
+      {"hunyuan-7b", "hunyuan-dense", 128167, 4096, 32, 32, 8, 128, 14336, 262144, 11158840.0f, 1e-5f, true},
+      {"tiny-hunyuan-dense", "hunyuan-dense", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true},
       // LFM2 1.2B / 350M (HF full_attn_idxs 2, 5, 8, 10, 12, 14; the other ten layers short convolutions
       // of 3 taps) and a tiny form whose first, middle and last layers are convolutions
       lfm2({"lfm2-1.2b", "lfm2", 65536, 2048, 16, 32, 8, 64, 8192, 128000, 1000000.0f, 1e-5f, true}, {2, 5, 8, 10, 12, 14}),

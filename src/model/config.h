@@ -39,6 +39,8 @@ struct ArchSpec {
   // olmoe: attn_q_norm / attn_k_norm span the whole q (n_head*head_dim) and k (kv_dim) vectors
   // instead of one head.
   bool qk_norm_full = false;
+  // hunyuan-dense: the per-head q/k norms come after RoPE instead of before it
+  bool qk_norm_after_rope = false;
   // Mixture of experts (model/moe.h). Every family here routes as llama.cpp's build_moe_ffn with
   // softmax gating: softmax over all experts' router logits, the top expert_used_count by
   // probability, their probabilities as weights.

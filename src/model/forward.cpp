@@ -355,7 +355,8 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
         add_inplace(k, L.bk.data(), KD);
         add_inplace(v, L.bv.data(), KD);
       }
-      if (!L.q_norm.empty()) {
+      auto qk_norm = [&] {
+        if (L.q_norm.empty()) return;
         if (c.arch.qk_norm_full) {  // olmoe: one norm over the whole q / k
           rmsnorm_rows(q, QD, L.q_norm.data(), q, QD, 1, QD, c.rms_eps);
           rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
@@ -363,13 +364,15 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
           rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
           rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
         }
-      }
+      };
+      if (!c.arch.qk_norm_after_rope) qk_norm();
       if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
         const float* cs = rope_cos_.data() + rope_off + t * half;
         const float* sn = rope_sin_.data() + rope_off + t * half;
         rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
         rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
       }
+      if (c.arch.qk_norm_after_rope) qk_norm();  // (hunyuan-dense)
       if (c.attn_temp_scale != 0.0f) {  // mistral3, llama4: the query's attention temperature at its position
         const float tq = c.attn_temperature_at(l, pos_[t]);
         if (tq != 1.0f)

@@ -262,17 +262,20 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
           ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
           ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
         }
+        const bool after = c.arch.qk_norm_after_rope;  // hunyuan-dense: RoPE, then the norm
         for (int64_t h = 0; h < c.n_head; ++h) {
           float* qh = q_.data() + h * hd;
-          if (!L.q_norm.empty() && !full) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+          if (!L.q_norm.empty() && !full && !after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
           if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+          if (!L.q_norm.empty() && !full && after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
           if (temperature != 1.0f)
             for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
         }
         for (int64_t h = 0; h < c.n_head_kv; ++h) {
           float* kh = k_.data() + h * hd;
-          if (!L.k_norm.empty() && !full) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+          if (!L.k_norm.empty() && !full && !after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
           if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+          if (!L.k_norm.empty() && !full && after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
         }
         if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
           const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);

@@ -52,7 +52,9 @@
 //           token, routed by sigmoid scores chosen with a selection bias and renormalized;
 //   bailingmoe2 (Ling 2.0): q/k/v in one attn_qkv, per-head q/k norms, NeoX RoPE over half of each
 //           head, layer 0 dense, then 8 experts in 4 groups (2 eligible), 2 per token, sigmoid with a
-//           selection bias, renormalized and scaled by 2.5, plus a shared expert.
+//           selection bias, renormalized and scaled by 2.5, plus a shared expert;
+//   hunyuan-dense (Hunyuan dense): NeoX RoPE with HunYuan's NTK-scaled base, per-head q/k norms after
+//           RoPE.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -121,6 +123,7 @@ try {
     // layers of 2-of-8 sigmoid choices -- seeds 3, 5, 7 at 4-6, seed 9 at 0-2; measured 2026-12-07)
     lfm2moe: ['--shape', 'tiny-lfm2moe', '--head-dim', '64', '--seed', '9'],
     bailingmoe2: ['--shape', 'tiny-bailingmoe2', '--head-dim', '64', '--n-rot', '32'],
+    'hunyuan-dense': ['--shape', 'tiny-hunyuan-dense', '--head-dim', '64', '--rope-theta', '11158840'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

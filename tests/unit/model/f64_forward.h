@@ -319,13 +319,16 @@ class F64Forward {
                       bool roped = true) {
     const int64_t hd = c_.head_dim;
     double* p = v.data() + h * hd;
-    if (!nw.empty()) {
+    auto norm_head = [&] {
+      if (nw.empty()) return;
       double ss = 0;
       for (int64_t i = 0; i < hd; ++i) ss += p[i] * p[i];
       const double s = 1.0 / std::sqrt(ss / hd + c_.rms_eps);
       for (int64_t i = 0; i < hd; ++i) p[i] = nw[i] * p[i] * s;
-    }
+    };
+    if (!c_.arch.qk_norm_after_rope) norm_head();
     if (roped) rope(p, pos, rp);
+    if (c_.arch.qk_norm_after_rope) norm_head();  // hunyuan-dense
   }
   // RoPE of the n_rot values at p
   void rope(double* p, int64_t pos, const RopeParams& rp) {
