@@ -223,6 +223,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  const bool hunyuan_moe = s.arch == "hunyuan-moe";  // hunyuan-dense's attention, softmax experts, a shared expert
   const bool bailing = s.arch == "bailingmoe2";  // fused attn_qkv, per-head q/k norms, DeepSeek-V3's experts
   if (bailing && s.tied) return Error{"bailingmoe2 has an untied output matrix (llama.cpp requires output.weight)"};
   const bool lfm2moe = s.arch == "lfm2moe";  // lfm2 with sigmoid experts after leading dense layers
@@ -253,7 +254,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
                         s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
-                        bailing;
+                        bailing || hunyuan_moe;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
@@ -282,8 +283,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe)
-      return Error{"a shared expert of its own size is qwen2moe's and ernie4_5-moe's only"};
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe)
+      return Error{"a shared expert of its own size is qwen2moe's, ernie4_5-moe's and hunyuan-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
     if (gptoss && s.tied) return Error{"gpt-oss has an untied output matrix (llama.cpp requires output.weight)"};
@@ -357,9 +358,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (moe) {
     w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
-    // (minimax-m2: llama.cpp requires the key, though its experts have feed_forward_length rows)
-    if (expert_ff_key || minimax) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
-    if (s.arch == "qwen2moe") w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+    // (minimax-m2, hunyuan-moe: llama.cpp requires the key, though their experts have feed_forward_length rows)
+    if (expert_ff_key || minimax || hunyuan_moe) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
+    if (s.arch == "qwen2moe" || hunyuan_moe)
+      w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
     if (ds_moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 and DeepSeek V2 / V3 (V3, GLM: sigmoid, renormalized)
       w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
@@ -563,7 +565,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
     if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
-                 bailing || s.arch == "hunyuan-dense")) {
+                 bailing || s.arch == "hunyuan-dense" || hunyuan_moe)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
     }
@@ -601,7 +603,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
       if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
-      if (s.arch == "qwen2moe" || ds_moe || llama4 || (ernie_moe && n_ff_shexp > 0)) {
+      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || (ernie_moe && n_ff_shexp > 0)) {
         if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

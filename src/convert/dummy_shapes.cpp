@@ -364,6 +364,11 @@ std::vector<ModelShape> moe_shapes() {
       dots(moe({"dots.llm1", "dots1", 152064, 4096, 62, 32, 32, 128, 10944, 32768, 10000000.0f, 1e-5f, false}, 128, 6,
                1408, 0)),
       dots(moe({"tiny-dots1", "dots1", 512, 64, 3, 4, 4, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 0)),
+      // Hunyuan-A13B (hunyuan-moe: 64 experts of 3072 rows, 8 per token, a shared expert, q/k norms after
+      // RoPE with the NTK-scaled base) and a tiny form
+      moe({"hunyuan-a13b", "hunyuan-moe", 128167, 4096, 32, 32, 8, 128, 3072, 262144, 11158840.0f, 1e-5f, true}, 64, 8,
+          0, 0),
+      moe({"tiny-hunyuan-moe", "hunyuan-moe", 512, 64, 2, 4, 2, 16, 32, 256, 10000.0f, 1e-5f, true}, 8, 2, 0, 48),
       ling(moe({"ling-mini-2.0", "bailingmoe2", 157184, 2048, 20, 16, 4, 128, 5120, 32768, 600000.0f, 1e-6f, false}, 256,
                8, 512, 0), 8, 4),
       ling(moe({"tiny-bailingmoe2", "bailingmoe2", 512, 64, 3, 4, 2, 16, 160, 256, 600000.0f, 1e-6f, false}, 8, 2, 32, 0),

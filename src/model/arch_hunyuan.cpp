@@ -3,6 +3,9 @@
 // (ArchSpec::qk_norm_after_rope, as HunYuan's attention does); the output tied unless output.weight
 // is present. RoPE's base is the file's -- the converter writes HunYuan's NTK alpha into it -- and,
 // as llama.cpp, times alpha^(d / (d - 2)) when the file also carries rope.scaling.alpha.
+// Hunyuan MoE (GGUF "hunyuan-moe": Hunyuan-A13B): the same attention; every FFN softmax-routed experts
+// of feed_forward_length rows, renormalized, plus an ungated shared expert of
+// expert_shared_feed_forward_length rows (absent: feed_forward_length), as llama.cpp's hunyuan-moe.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -23,7 +26,27 @@ Status read_hunyuan_dense(const GgufFile& f, ModelConfig& c) {
   }
   return {};
 }
+Status read_hunyuan_moe(const GgufFile& f, ModelConfig& c) {
+  TM_TRY(read_hunyuan_dense(f, c));
+  // (llama.cpp requires the key, though its experts have feed_forward_length rows whatever it says)
+  if (!f.find(c.arch.name + ".expert_feed_forward_length"))
+    return Error{fmt::format("missing metadata key '{}.expert_feed_forward_length'", c.arch.name)};
+  const int64_t rows = f.get_int(c.arch.name + ".expert_shared_feed_forward_length").value_or(0);
+  if (rows < 0 || rows > (1 << 22)) return Error{fmt::format("hunyuan-moe: expert_shared_feed_forward_length {} is out of range", rows)};
+  c.n_ff_shexp = rows > 0 ? rows : c.n_ff;
+  return {};
+}
 }  // namespace
+
+ArchSpec arch_hunyuan_moe() {
+  ArchSpec s{"hunyuan-moe", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};
+  s.qk_norm_after_rope = true;
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_norm_topk = true;
+  s.moe_shared_ungated = true;
+  s.read_family = read_hunyuan_moe;
+  return s;
+}
 
 ArchSpec arch_hunyuan_dense() {
   ArchSpec s{"hunyuan-dense", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};

@@ -54,7 +54,9 @@
 //           head, layer 0 dense, then 8 experts in 4 groups (2 eligible), 2 per token, sigmoid with a
 //           selection bias, renormalized and scaled by 2.5, plus a shared expert;
 //   hunyuan-dense (Hunyuan dense): NeoX RoPE with HunYuan's NTK-scaled base, per-head q/k norms after
-//           RoPE.
+//           RoPE;
+//   hunyuan-moe (Hunyuan-A13B): the same attention, 8 softmax experts, 2 per token, renormalized, plus
+//           an ungated shared expert of its own width.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -124,6 +126,7 @@ try {
     lfm2moe: ['--shape', 'tiny-lfm2moe', '--head-dim', '64', '--seed', '9'],
     bailingmoe2: ['--shape', 'tiny-bailingmoe2', '--head-dim', '64', '--n-rot', '32'],
     'hunyuan-dense': ['--shape', 'tiny-hunyuan-dense', '--head-dim', '64', '--rope-theta', '11158840'],
+    'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -142,7 +145,7 @@ try {
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

@@ -32,3 +32,27 @@ TEST(HunyuanDense, NtkAlphaAndNormOrderFromTheFile) {
   ASSERT_FALSE(vl.ok());
   EXPECT_NE(vl.error().find("M-RoPE"), std::string::npos) << vl.error();
 }
+
+// hunyuan-moe: the shared expert's width from expert_shared_feed_forward_length (absent:
+// feed_forward_length), experts of feed_forward_length rows; expert_feed_forward_length required as
+// llama.cpp requires it.
+TEST(HunyuanMoe, SharedExpertWidthAndRequiredKeys) {
+  DummyOptions o;
+  o.shape = *find_shape("tiny-hunyuan-moe");
+  o.dtype = DType::F32;
+  const std::string path = test::temp_dir() + "/tiny-hunyuan-moe.gguf";
+  ASSERT_TRUE(write_dummy_model(o, path).ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.n_ff_shexp, 48);
+  EXPECT_EQ(c.n_ff_exp, c.n_ff);
+  EXPECT_TRUE(c.arch.moe_norm_topk && !c.moe_sigmoid && c.arch.qk_norm_after_rope);
+  EXPECT_EQ((*m)->weights().layers[0].gate_shexp.rows, 48);
+  auto no_key = test::load_edited(path, [](GgufWriter& w) { w.remove("hunyuan-moe.expert_shared_feed_forward_length"); });
+  ASSERT_FALSE(no_key.ok());  // then the shared expert is n_ff (32) wide: its 48 rows do not fit
+  EXPECT_NE(no_key.error().find("ffn_gate_shexp"), std::string::npos) << no_key.error();
+  auto no_ff = test::load_edited(path, [](GgufWriter& w) { w.remove("hunyuan-moe.expert_feed_forward_length"); });
+  ASSERT_FALSE(no_ff.ok());
+  EXPECT_NE(no_ff.error().find("expert_feed_forward_length"), std::string::npos) << no_ff.error();
+}
