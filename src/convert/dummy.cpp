@@ -190,7 +190,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
   const bool glm4 = s.arch == "glm4";        // pre- and post-norms, q/k/v biases, fused gate/up
   const bool glm4moe = s.arch == "glm4moe";  // q/k/v biases, sigmoid routing with a selection bias, shared expert
-  const bool deepseek2 = s.arch == "deepseek2";  // latent attention (MLA), shared experts, leading dense layers
+  const bool deepseek2 = s.arch == "deepseek2" || s.arch == "mistral4";  // latent attention (MLA), shared experts, leading dense layers
   if (deepseek2 && (s.mla_kv_rank <= 0 || s.mla_nope <= 0 || s.mla_v <= 0 || s.n_head_kv != 1 || s.n_rot <= 0 ||
                     s.head_dim != s.mla_kv_rank + s.n_rot))
     return Error{"deepseek2 needs the MLA sizes (kv rank, nope and value dimensions), --n-rot, one KV head and "

@@ -389,6 +389,9 @@ std::vector<ModelShape> moe_shapes() {
          0, 16, 16, 16, 2, 1, false, 1.0f),
       grouped(yarn(ds(moe({"tiny-deepseek3", "deepseek2", 512, 64, 3, 4, 1, 48, 160, 256, 10000.0f, 1e-6f, false}, 8,
                           2, 32, 0), 32, 32, 16, 16, 24, 1, 1, true, 2.5f), 4.0f, 64, 0.1f), 4, 2),
+      // Mistral 4 (GGUF mistral4: deepseek2's model under another name), in tiny-deepseek3's form
+      grouped(yarn(ds(moe({"tiny-mistral4", "mistral4", 512, 64, 3, 4, 1, 48, 160, 256, 10000.0f, 1e-6f, false}, 8,
+                          2, 32, 0), 32, 32, 16, 16, 24, 1, 1, true, 2.5f), 4.0f, 64, 0.1f), 4, 2),
       grouped(yarn(ds(moe({"deepseek-v3", "deepseek2", 129280, 7168, 61, 128, 1, 576, 18432, 163840, 10000.0f, 1e-6f,
                            false}, 256, 8, 2048, 0), 512, 1536, 128, 64, 128, 1, 3, true, 2.5f), 40.0f, 4096, 0.1f),
               8, 4),

@@ -12,8 +12,10 @@
 // exp_probs_b for V3: expert_gating_func; expert_weights_norm, expert_weights_scale) plus
 // expert_shared_count ungated shared experts. Mistral Large 3's attention temperature
 // (attention.temperature_scale over attention.temperature_length positions) multiplies the queries.
-// Refused by name: files from before MLA's split (attn_kv_b, no key_length_mla) and grouped routing
-// (config.cpp).
+// Refused by name: files from before MLA's split (attn_kv_b, no key_length_mla).
+// Mistral 4 (GGUF "mistral4") is this same model under its own name: llama.cpp's mistral4 runs the
+// deepseek2 graph with deepseek2's keys and tensors (its experts' down projections in F32 precision,
+// which the CPU's float accumulation already is).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -76,6 +78,14 @@ Status read_deepseek2(const GgufFile& f, ModelConfig& c) {
   return {};
 }
 }  // namespace
+
+ArchSpec arch_deepseek2();
+
+ArchSpec arch_mistral4() {
+  ArchSpec s = arch_deepseek2();
+  s.name = "mistral4";
+  return s;
+}
 
 ArchSpec arch_deepseek2() {
   ArchSpec s{"deepseek2", RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};

@@ -42,7 +42,7 @@
 //           experts' inputs, an ungated shared expert, NoPE on every fourth layer, weightless q/k
 //           norms after RoPE (the 8192-position chunks and the NoPE layers' temperature start past
 //           this sequence: model_test's Llama4 test covers them at small sizes);
-//   deepseek2 (V3's form): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
+//   deepseek2 (V3's form, and as GGUF mistral4 -- Mistral 4 -- which llama.cpp runs the same way): a low-rank q (attn_q_a, its norm, attn_q_b), YaRN x4 with the log
 //           multiplier's q.k scale, sigmoid routing with a selection bias in 4 groups of 2 (2 eligible),
 //           renormalized and scaled by 2.5;
 //   lfm2    (LFM2): gated short convolutions of 3 taps on layers 0, 2 and 4 (their state carried
@@ -120,6 +120,8 @@ try {
     cohere2: ['--shape', 'tiny-cohere2', '--head-dim', '64', '--sliding-window', '16'],
     deepseek2: ['--shape', 'tiny-deepseek2'],
     'deepseek2 (V3)': ['--shape', 'tiny-deepseek3'],
+    // (Mistral 4: llama.cpp runs deepseek2's graph under GGUF mistral4)
+    'deepseek2 (mistral4)': ['--shape', 'tiny-mistral4'],
     lfm2: ['--shape', 'tiny-lfm2', '--head-dim', '64'],
     // (seed 9: seed 42's rounded files meet routing near ties at up to 8 positions of 133 -- four expert
     // layers of 2-of-8 sigmoid choices -- seeds 3, 5, 7 at 4-6, seed 9 at 0-2; measured 2026-12-07)
@@ -140,7 +142,9 @@ try {
     // so up to 8 routing outliers (1 in 16) are left out of the rounded files' bounds, inside
     // interop.mjs's 1 in 8 for MoE files, 4e)
     const deep = name.includes('64 layers');
-    const types = deep ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
+    // (mistral4: tiny-deepseek3's model under llama.cpp's other name -- F32 and F16 show the name maps to
+    // the same graph; the quantized files are deepseek2 (V3)'s)
+    const types = deep || name.includes('mistral4') ? [] : name === 'granitemoe' ? ['Q8_0'] : ['Q8_0', 'Q4_K_M'];
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
