@@ -611,6 +611,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       }
       continue;
     }
+    if (s.arch == "arcee") {  // ungated: up, relu squared, down
+      TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));
+      continue;
+    }
     if (starcoder2) {  // ungated: up, GELU, down, with biases
       TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
       TM_TRY(add_vector(p + "ffn_up.bias", s.n_ff, 0.0f, 0.05f));

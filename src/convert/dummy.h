@@ -75,7 +75,8 @@ struct ModelShape {
 // "tiny-deepseek3", "tiny-ernie4_5-moe", "tiny-minimax-m2", "tiny-dots1", "tiny-seed-oss",
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
-// "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4").
+// "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
+// "tiny-arcee").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

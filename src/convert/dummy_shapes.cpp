@@ -180,6 +180,9 @@ std::vector<ModelShape> more_shapes() {
       // Phi-2: the parallel block, RoPE over 32 of 80 dimensions, an output bias
       rope_dims({"phi-2", "phi2", 51200, 2560, 32, 32, 32, 80, 10240, 2048, 10000.0f, 1e-5f, false}, 32),
       rope_dims({"tiny-phi2", "phi2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false}, 8),
+      // Arcee AFM-4.5B (arcee: the llama block with an ungated ReLU-squared FFN) and a tiny form
+      {"afm-4.5b", "arcee", 128004, 2560, 36, 20, 4, 128, 18432, 65536, 10000.0f, 1e-5f, false},
+      {"tiny-arcee", "arcee", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
       // Hunyuan-7B (hunyuan-dense: q/k norms after RoPE; RoPE's base with HunYuan's NTK alpha 1000 applied,
       // as the converter writes it) and a tiny form
       {"hunyuan-7b", "hunyuan-dense", 128167, 4096, 32, 32, 8, 128, 14336, 262144, 11158840.0f, 1e-5f, true},

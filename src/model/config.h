@@ -22,8 +22,9 @@ enum class RopeLayout {
 enum class RopeScaling { None, Linear, Llama3, LongRope, Yarn };
 
 // The FFN's gated activation: SwiGLU (silu(gate) * up) or GeGLU (gelu(gate) * up, the tanh
-// approximation as ggml computes it: gemma2/gemma3).
-enum class FfnActivation { Silu, GeluTanh };
+// approximation as ggml computes it: gemma2/gemma3); an ungated FFN's (ArchSpec::ffn_ungated): GELU
+// (starcoder2, phi2) or ReLU squared (arcee).
+enum class FfnActivation { Silu, GeluTanh, ReluSqr };
 
 struct ModelConfig;
 

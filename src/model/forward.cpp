@@ -418,7 +418,7 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
   const ModelConfig& c = model_->config();
   const PreparedLayer& P = layers_[static_cast<size_t>(l)];
   const int64_t E = c.n_embd, F = c.n_ff;
-  if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down
+  if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down; arcee: down(relu(up x)^2)
     const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
     observe(P.up, xb_.data(), N);
     matmul(P.up, xb_.data(), E, hb_.data(), F, N, pool_);
@@ -427,8 +427,13 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
       for (int64_t t = t0; t < t1; ++t) {
         float* h = hb_.data() + t * F;
         if (!L.ffn_up_b.empty()) add_inplace(h, L.ffn_up_b.data(), F);
-        if (c.arch.ffn_act == FfnActivation::GeluTanh) gelu_mul(h, ones_ff_.data(), F);
-        else silu_mul(h, ones_ff_.data(), F);
+        if (c.arch.ffn_act == FfnActivation::GeluTanh) {
+          gelu_mul(h, ones_ff_.data(), F);
+        } else if (c.arch.ffn_act == FfnActivation::ReluSqr) {  // arcee: relu(h)^2
+          for (int64_t i = 0; i < F; ++i) h[i] = h[i] > 0.0f ? h[i] * h[i] : 0.0f;
+        } else {
+          silu_mul(h, ones_ff_.data(), F);
+        }
       }
     });
     observe(P.down, hb_.data(), N);

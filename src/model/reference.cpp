@@ -313,10 +313,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down
       ref::matvec(L.w_up, xb_.data(), hb_.data(), row_);
       lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb_.data());
-      const bool g = c.arch.ffn_act == FfnActivation::GeluTanh;
+      const FfnActivation act = c.arch.ffn_act;
       for (int64_t i = 0; i < c.n_ff; ++i) {
         const float v = L.ffn_up_b.empty() ? hb_[i] : hb_[i] + L.ffn_up_b[i];
-        hb_[i] = g ? ref::gelu_tanh(v) : ref::silu(v);
+        hb_[i] = act == FfnActivation::GeluTanh ? ref::gelu_tanh(v)
+                 : act == FfnActivation::ReluSqr ? (v > 0.0f ? v * v : 0.0f)  // arcee
+                                                 : ref::silu(v);
       }
       ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
       lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());

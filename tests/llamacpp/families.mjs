@@ -53,6 +53,7 @@
 //   bailingmoe2 (Ling 2.0): q/k/v in one attn_qkv, per-head q/k norms, NeoX RoPE over half of each
 //           head, layer 0 dense, then 8 experts in 4 groups (2 eligible), 2 per token, sigmoid with a
 //           selection bias, renormalized and scaled by 2.5, plus a shared expert;
+//   arcee   (AFM-4.5B): the llama block with an ungated ReLU-squared FFN;
 //   hunyuan-dense (Hunyuan dense): NeoX RoPE with HunYuan's NTK-scaled base, per-head q/k norms after
 //           RoPE;
 //   hunyuan-moe (Hunyuan-A13B): the same attention, 8 softmax experts, 2 per token, renormalized, plus
@@ -127,6 +128,7 @@ try {
     // layers of 2-of-8 sigmoid choices -- seeds 3, 5, 7 at 4-6, seed 9 at 0-2; measured 2026-12-07)
     lfm2moe: ['--shape', 'tiny-lfm2moe', '--head-dim', '64', '--seed', '9'],
     bailingmoe2: ['--shape', 'tiny-bailingmoe2', '--head-dim', '64', '--n-rot', '32'],
+    arcee: ['--shape', 'tiny-arcee', '--head-dim', '64'],
     'hunyuan-dense': ['--shape', 'tiny-hunyuan-dense', '--head-dim', '64', '--rope-theta', '11158840'],
     'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
   };

@@ -199,7 +199,8 @@ class F64Forward {
       auto u = mv(L.w_up, xb);
       for (size_t i = 0; i < u.size(); ++i) {
         const double a = L.ffn_up_b.empty() ? u[i] : u[i] + L.ffn_up_b[i];
-        u[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        if (c_.arch.ffn_act == FfnActivation::ReluSqr) u[i] = a > 0 ? a * a : 0;  // arcee
+        else u[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
       }
       d = mv(L.w_down, u);
       if (!L.ffn_down_b.empty())
