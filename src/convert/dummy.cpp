@@ -223,6 +223,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
+  const bool apertus = s.arch == "apertus";  // q/k norms (with unused biases), an ungated xIELU FFN, attn_output.bias
+  if (apertus && s.tied) return Error{"apertus has an untied output matrix (llama.cpp requires output.weight)"};
   const bool hunyuan_moe = s.arch == "hunyuan-moe";  // hunyuan-dense's attention, softmax experts, a shared expert
   const bool bailing = s.arch == "bailingmoe2";  // fused attn_qkv, per-head q/k norms, DeepSeek-V3's experts
   if (bailing && s.tied) return Error{"bailingmoe2 has an untied output matrix (llama.cpp requires output.weight)"};
@@ -391,6 +393,19 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (s.rope_theta_swa > 0) w.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   }
   if (starcoder2 || stablelm) w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+  if (apertus) {  // as ApertusModel writes each layer's xIELU parameters (global keys, one value per layer)
+    std::vector<float> an, ap, beta, eps;
+    for (int64_t l = 0; l < s.n_layer; ++l) {
+      an.push_back(0.8f + 0.1f * static_cast<float>(l));
+      ap.push_back(0.8f - 0.05f * static_cast<float>(l));
+      beta.push_back(0.5f);
+      eps.push_back(-1e-6f);
+    }
+    w.set("xielu.alpha_n", GgufValue::f32_array(an));
+    w.set("xielu.alpha_p", GgufValue::f32_array(ap));
+    w.set("xielu.beta", GgufValue::f32_array(beta));
+    w.set("xielu.eps", GgufValue::f32_array(eps));
+  }
   if (cohere) {  // as convert_hf_to_gguf.py writes Command R: LayerNorm's epsilon, the logit scale
     w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
     w.set_f32(a + "logit_scale", s.logit_scale > 0 ? s.logit_scale : 0.0625f);
@@ -565,9 +580,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
     if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
-                 bailing || s.arch == "hunyuan-dense" || hunyuan_moe)) {
+                 bailing || s.arch == "hunyuan-dense" || hunyuan_moe || apertus)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
+      if (apertus) {  // (llama.cpp reads them and its graph leaves them out)
+        TM_TRY(add_vector(p + "attn_q_norm.bias", s.head_dim, 0.0f, 0.5f));
+        TM_TRY(add_vector(p + "attn_k_norm.bias", s.head_dim, 0.0f, 0.5f));
+      }
     }
     if (s.arch == "olmoe" || olmo2 || minimax) {  // over the whole q / k
       TM_TRY(add_vector(p + "attn_q_norm.weight", q_dim, 1.0f, 0.1f));
@@ -578,7 +597,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
     }
-    if (starcoder2) TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
+    if (starcoder2 || apertus) TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
     if (gptoss) {  // output bias, sink logits (of the order of the scores), the FFN norm's name
       TM_TRY(add_vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
@@ -611,7 +630,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       }
       continue;
     }
-    if (s.arch == "arcee") {  // ungated: up, relu squared, down
+    if (s.arch == "arcee" || apertus) {  // ungated: up, relu squared (xIELU), down
       TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));
       continue;

@@ -183,6 +183,9 @@ std::vector<ModelShape> more_shapes() {
       // Arcee AFM-4.5B (arcee: the llama block with an ungated ReLU-squared FFN) and a tiny form
       {"afm-4.5b", "arcee", 128004, 2560, 36, 20, 4, 128, 18432, 65536, 10000.0f, 1e-5f, false},
       {"tiny-arcee", "arcee", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+      // Apertus-8B (apertus: q/k norms, an ungated xIELU FFN) and a tiny form
+      {"apertus-8b", "apertus", 131072, 4096, 32, 32, 8, 128, 21504, 65536, 12000000.0f, 1e-5f, false},
+      {"tiny-apertus", "apertus", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
       // Hunyuan-7B (hunyuan-dense: q/k norms after RoPE; RoPE's base with HunYuan's NTK alpha 1000 applied,
       // as the converter writes it) and a tiny form
       {"hunyuan-7b", "hunyuan-dense", 128167, 4096, 32, 32, 8, 128, 14336, 262144, 11158840.0f, 1e-5f, true},

@@ -23,8 +23,9 @@ enum class RopeScaling { None, Linear, Llama3, LongRope, Yarn };
 
 // The FFN's gated activation: SwiGLU (silu(gate) * up) or GeGLU (gelu(gate) * up, the tanh
 // approximation as ggml computes it: gemma2/gemma3); an ungated FFN's (ArchSpec::ffn_ungated): GELU
-// (starcoder2, phi2) or ReLU squared (arcee).
-enum class FfnActivation { Silu, GeluTanh, ReluSqr };
+// (starcoder2, phi2), ReLU squared (arcee) or xIELU with per-layer parameters (apertus:
+// ModelConfig::XIelu).
+enum class FfnActivation { Silu, GeluTanh, ReluSqr, XIelu };
 
 struct ModelConfig;
 
@@ -69,6 +70,9 @@ struct ArchSpec {
   bool ffn_bias = false;
   bool output_bias = false;  // phi2: output.bias added to the logits
   bool output_required = false;  // phi2, stablelm: an untied output.weight (llama.cpp requires it)
+  // apertus: attn_q_norm.bias / attn_k_norm.bias are read when present and not used (llama.cpp's graph
+  // leaves them out)
+  bool qk_norm_bias_unused = false;
   // deepseek2: multi-head latent attention (ModelConfig::mla_*, model/mla.h); attention.value_length
   // is the latent's width, not the head's.
   bool mla = false;
@@ -180,6 +184,15 @@ struct ModelConfig {
     if (attn_temp_scale == 0.0f || (attn_temp_nope_only && has_rope(layer))) return 1.0f;
     return attn_temperature_factor(pos + (attn_temp_nope_only ? 1 : 0), attn_temp_scale, attn_temp_floor);
   }
+  // apertus's xIELU (FfnActivation::XIelu), per layer, as ggml_xielu takes them: x > 0: ap x^2 + beta x;
+  // else (expm1(min(x, eps)) - x) an + beta x, with ap = softplus(alpha_p), an = beta + softplus(alpha_n)
+  struct XIelu {
+    float an = 0, ap = 0, beta = 0, eps = 0;
+    float operator()(float x) const {
+      return x > 0.0f ? ap * x * x + beta * x : (std::expm1(std::fmin(x, eps)) - x) * an + beta * x;
+    }
+  };
+  std::vector<XIelu> xielu;
   // llama4: q and k RMS-normalized without a weight (an L2 norm) after RoPE, on the RoPE layers
   bool kq_l2_norm = false;
   static float attn_temperature_factor(int64_t pos, float scale, int64_t floor_len) {

@@ -431,6 +431,9 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
           gelu_mul(h, ones_ff_.data(), F);
         } else if (c.arch.ffn_act == FfnActivation::ReluSqr) {  // arcee: relu(h)^2
           for (int64_t i = 0; i < F; ++i) h[i] = h[i] > 0.0f ? h[i] * h[i] : 0.0f;
+        } else if (c.arch.ffn_act == FfnActivation::XIelu) {  // apertus: the layer's xIELU
+          const ModelConfig::XIelu& act = c.xielu[static_cast<size_t>(l)];
+          for (int64_t i = 0; i < F; ++i) h[i] = act(h[i]);
         } else {
           silu_mul(h, ones_ff_.data(), F);
         }

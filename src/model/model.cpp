@@ -287,6 +287,12 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
       TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
       TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
+      if (c.arch.qk_norm_bias_unused) {  // (apertus: read, as llama.cpp reads them, and not used)
+        for (const char* b : {"attn_q_norm.bias", "attn_k_norm.bias"}) {
+          TM_ASSIGN_OR_RETURN(const std::vector<float> unused, ld.opt_vec(p + b, c.head_dim, false));
+          (void)unused;
+        }
+      }
       TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
       TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
       if (c.arch.attn_sinks) {

@@ -318,6 +318,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         const float v = L.ffn_up_b.empty() ? hb_[i] : hb_[i] + L.ffn_up_b[i];
         hb_[i] = act == FfnActivation::GeluTanh ? ref::gelu_tanh(v)
                  : act == FfnActivation::ReluSqr ? (v > 0.0f ? v * v : 0.0f)  // arcee
+                 : act == FfnActivation::XIelu   ? c.xielu[static_cast<size_t>(l)](v)  // apertus
                                                  : ref::silu(v);
       }
       ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);

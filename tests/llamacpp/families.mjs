@@ -54,6 +54,8 @@
 //           head, layer 0 dense, then 8 experts in 4 groups (2 eligible), 2 per token, sigmoid with a
 //           selection bias, renormalized and scaled by 2.5, plus a shared expert;
 //   arcee   (AFM-4.5B): the llama block with an ungated ReLU-squared FFN;
+//   apertus (Apertus): per-head q/k norms (their biases unused), NeoX RoPE, an attn_output bias, an
+//           ungated FFN with each layer's xIELU;
 //   hunyuan-dense (Hunyuan dense): NeoX RoPE with HunYuan's NTK-scaled base, per-head q/k norms after
 //           RoPE;
 //   hunyuan-moe (Hunyuan-A13B): the same attention, 8 softmax experts, 2 per token, renormalized, plus
@@ -129,6 +131,7 @@ try {
     lfm2moe: ['--shape', 'tiny-lfm2moe', '--head-dim', '64', '--seed', '9'],
     bailingmoe2: ['--shape', 'tiny-bailingmoe2', '--head-dim', '64', '--n-rot', '32'],
     arcee: ['--shape', 'tiny-arcee', '--head-dim', '64'],
+    apertus: ['--shape', 'tiny-apertus', '--head-dim', '64'],
     'hunyuan-dense': ['--shape', 'tiny-hunyuan-dense', '--head-dim', '64', '--rope-theta', '11158840'],
     'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
   };

@@ -199,8 +199,16 @@ class F64Forward {
       auto u = mv(L.w_up, xb);
       for (size_t i = 0; i < u.size(); ++i) {
         const double a = L.ffn_up_b.empty() ? u[i] : u[i] + L.ffn_up_b[i];
-        if (c_.arch.ffn_act == FfnActivation::ReluSqr) u[i] = a > 0 ? a * a : 0;  // arcee
-        else u[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        if (c_.arch.ffn_act == FfnActivation::ReluSqr) {  // arcee
+          u[i] = a > 0 ? a * a : 0;
+          continue;
+        }
+        if (c_.arch.ffn_act == FfnActivation::XIelu) {  // apertus (ggml_xielu's parameters, in double)
+          const auto& p = c_.xielu[static_cast<size_t>(l)];
+          u[i] = a > 0 ? p.ap * a * a + p.beta * a : (std::expm1(std::min<double>(a, p.eps)) - a) * p.an + p.beta * a;
+          continue;
+        }
+        u[i] = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
       }
       d = mv(L.w_down, u);
       if (!L.ffn_down_b.empty())
