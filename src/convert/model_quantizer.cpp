@@ -17,10 +17,7 @@
 
 namespace tmill {
 
-uint64_t QuantizeReport::kv_bytes_per_token() const {
-  const int64_t kv_heads = shape.n_head_kv > 0 ? shape.n_head_kv : shape.n_head;
-  return static_cast<uint64_t>(2 * shape.n_layer * kv_heads * head_dim * 2);
-}
+uint64_t QuantizeReport::kv_bytes_per_token() const { return static_cast<uint64_t>(2 * kv_layers * kv_heads * head_dim * 2); }
 
 namespace {
 
@@ -127,6 +124,15 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
   report.shape.n_head = meta_int(in, arch + ".attention.head_count");
   report.shape.n_head_kv = meta_int(in, arch + ".attention.head_count_kv", report.shape.n_head);
   report.shape.n_expert = meta_int(in, arch + ".expert_count");
+  report.kv_layers = report.shape.n_layer;
+  report.kv_heads = report.shape.n_head_kv > 0 ? report.shape.n_head_kv : report.shape.n_head;
+  if (const GgufValue* kv = in.find(arch + ".attention.head_count_kv")) {
+    if (auto per_layer = kv->as_int_array()) {  // (the recipe keeps llama.cpp's view: layer 0's count)
+      report.kv_layers = report.kv_heads = 0;
+      for (int64_t h : *per_layer)
+        if (h > 0) ++report.kv_layers, report.kv_heads = std::max(report.kv_heads, h);
+    }
+  }
   report.context_length = meta_int(in, arch + ".context_length");
   report.head_dim = meta_int(in, arch + ".attention.key_length");
   if (report.head_dim == 0 && report.shape.n_head > 0)

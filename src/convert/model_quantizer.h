@@ -36,8 +36,11 @@ struct QuantizeReport {
   int64_t context_length = 0;  // {arch}.context_length, 0 if absent
   int64_t head_dim = 0;        // {arch}.attention.key_length, else n_embd / n_head
   int n_fallback = 0;
+  // The layers with K/V and their KV heads: every layer and head_count_kv, or -- a per-layer
+  // head_count_kv (lfm2: 0 for a convolution layer) -- the layers with heads and their count
+  int64_t kv_layers = 0, kv_heads = 0;
 
-  // f16 K and V for every layer: 2 * n_layer * n_kv_heads * head_dim * 2 bytes.
+  // f16 K and V for every attention layer: 2 * kv_layers * kv_heads * head_dim * 2 bytes.
   uint64_t kv_bytes_per_token() const;
 };
 

@@ -57,8 +57,8 @@ void print_report(const QuantizeReport& r, const QuantizeCli& o, const QuantReci
     const uint64_t kv = per_token * static_cast<uint64_t>(ctx) * static_cast<uint64_t>(o.concurrency);
     std::printf("serving memory estimate: weights %s + KV cache %s (f16, %lld layers x %lld KV heads x %lld head dim, "
                 "ctx %lld x %lld sequence(s), %s per token) = %s\n",
-                format_bytes(r.bytes_out).c_str(), format_bytes(kv).c_str(), static_cast<long long>(r.shape.n_layer),
-                static_cast<long long>(r.shape.n_head_kv), static_cast<long long>(r.head_dim),
+                format_bytes(r.bytes_out).c_str(), format_bytes(kv).c_str(), static_cast<long long>(r.kv_layers),
+                static_cast<long long>(r.kv_heads), static_cast<long long>(r.head_dim),
                 static_cast<long long>(ctx), static_cast<long long>(o.concurrency), format_bytes(per_token).c_str(),
                 format_bytes(r.bytes_out + kv).c_str());
   } else {

@@ -195,6 +195,18 @@ TEST(QuantizeCommand, MemoryEstimateOptions) {
   EXPECT_EQ(r.err.find("100%"), std::string::npos);                          // -q: no progress
 }
 
+// lfm2's per-layer head_count_kv: the estimate counts the attention layers only (tiny-lfm2: 2 of 5, 2
+// KV heads of 16: 2 x 2 x 2 x 16 x 2 bytes = 256 per token).
+TEST(QuantizeCommand, MemoryEstimateCountsAttentionLayersOnly) {
+  const std::string in = test::temp_dir() + "/lfm2-q.gguf", out = test::temp_dir() + "/lfm2-q8.gguf";
+  auto d = test::run_command(test::tokenmill_binary() + " dummy --shape tiny-lfm2 --dtype F32 -o " + in);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  auto r = quantize(in + " " + out + " --type Q8_0 --ctx 1024 -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 layers x 2 KV heads x 16 head dim"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("256 B per token"), std::string::npos) << r.out;
+}
+
 TEST(QuantizeCommand, SingleTypeRecipes) {
   const TinyModel& m = f32_model();
   struct Case {
