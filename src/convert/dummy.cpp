@@ -197,8 +197,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                  "head_dim = kv rank + n_rot"};
   if (!deepseek2 && (s.mla_kv_rank > 0 || s.sigmoid_gating)) return Error{"MLA sizes and sigmoid gating are deepseek2's"};
   const bool post_norms = (gemma && s.arch != "gemma") || olmo2 || exaone4 || glm4;
+  const bool exaone_moe = s.arch == "exaone-moe";  // pre-norms, q/k norms, windows with NoPE global layers, experts
+  if (exaone_moe && (s.n_swa <= 0 || s.tied))
+    return Error{"exaone-moe needs --sliding-window > 0 and an untied output (llama.cpp requires both)"};
   if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
-      !exaone4 && s.arch != "cohere2")
+      !exaone4 && s.arch != "cohere2" && !exaone_moe)
     return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2, "
                              "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
@@ -256,24 +259,25 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
                         s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
-                        bailing || hunyuan_moe;
+                        bailing || hunyuan_moe || exaone_moe;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
-      lfm2moe || bailing;
+      lfm2moe || bailing || exaone_moe;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
   const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
                              : llama4    ? n_ff_exp
                              : ernie_moe ? s.n_ff_shexp
+                             : exaone_moe ? (s.n_ff_shexp > 0 ? s.n_ff_shexp : n_ff_exp)
                              : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
-  if (!ds_moe && (s.n_expert_shared > 0 || s.expert_weights_scale > 0))
+  if (!ds_moe && (s.n_expert_shared > 0 || (s.expert_weights_scale > 0 && !exaone_moe)))
     return Error{"shared expert counts and expert weight scales are glm4moe's and deepseek2's here"};
-  if (!ds_moe && !ernie_moe && !lfm2moe && s.n_dense_lead > 0)
+  if (!ds_moe && !ernie_moe && !lfm2moe && !exaone_moe && s.n_dense_lead > 0)
     return Error{"leading dense layers are glm4moe's, deepseek2's, ernie4_5-moe's and lfm2moe's here"};
   if (!glm4moe && s.qk_norm) return Error{"q/k norms of this kind are glm4moe's here"};
-  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing;
+  const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing || exaone_moe;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
     if (s.arch != "llama" && !moe_arch)
@@ -285,7 +289,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe)
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe)
       return Error{"a shared expert of its own size is qwen2moe's, ernie4_5-moe's and hunyuan-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
@@ -372,6 +376,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
     }
     if (minimax) w.set_u32(a + "expert_gating_func", 2);  // sigmoid, as MiniMax-M2's files
+    if (exaone_moe) {  // as convert_hf_to_gguf.py writes EXAONE MoE: sigmoid, renormalized, the shared width
+      w.set_u32(a + "expert_gating_func", 2);
+      w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+      w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+      w.set_bool(a + "expert_weights_norm", true);
+      if (s.expert_weights_scale > 0) w.set_f32(a + "expert_weights_scale", s.expert_weights_scale);
+    }
     if (lfm2moe) {  // as convert_hf_to_gguf.py writes LFM2 MoE: sigmoid, the dense layers' count
       w.set_u32(a + "expert_gating_func", 2);
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
@@ -580,7 +591,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
     if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
-                 bailing || s.arch == "hunyuan-dense" || hunyuan_moe || apertus)) {
+                 bailing || s.arch == "hunyuan-dense" || hunyuan_moe || apertus || exaone_moe)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
       if (apertus) {  // (llama.cpp reads them and its graph leaves them out)
@@ -622,7 +633,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
       if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
-      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || (ernie_moe && n_ff_shexp > 0)) {
+      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || exaone_moe || (ernie_moe && n_ff_shexp > 0)) {
         if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

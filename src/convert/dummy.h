@@ -76,7 +76,7 @@ struct ModelShape {
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
-// "tiny-arcee", "tiny-apertus").
+// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

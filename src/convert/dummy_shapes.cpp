@@ -318,6 +318,12 @@ std::vector<ModelShape> moe_shapes() {
     s.n_expert_groups = groups, s.n_groups_used = groups_used;
     return s;
   };
+  auto xmoe = [](ModelShape s, int64_t window) {
+    s.n_swa = window;
+    s.n_dense_lead = 1;
+    s.expert_weights_scale = 2.5f;
+    return s;
+  };
   auto dots = [](ModelShape s) {
     s.n_expert_shared = 2, s.n_dense_lead = 1, s.expert_weights_scale = 2.5f;
     return s;
@@ -375,6 +381,10 @@ std::vector<ModelShape> moe_shapes() {
       moe({"hunyuan-a13b", "hunyuan-moe", 128167, 4096, 32, 32, 8, 128, 3072, 262144, 11158840.0f, 1e-5f, true}, 64, 8,
           0, 0),
       moe({"tiny-hunyuan-moe", "hunyuan-moe", 512, 64, 2, 4, 2, 16, 32, 256, 10000.0f, 1e-5f, true}, 8, 2, 0, 48),
+      // K-EXAONE-like EXAONE MoE (exaone-moe: windows of 128 on three layers of four with NoPE global
+      // layers, a dense first layer, sigmoid experts beside a shared one); tiny: 16-position windows
+      xmoe(moe({"tiny-exaone-moe", "exaone-moe", 512, 64, 4, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, false}, 8, 2, 32, 48),
+           16),
       ling(moe({"ling-mini-2.0", "bailingmoe2", 157184, 2048, 20, 16, 4, 128, 5120, 32768, 600000.0f, 1e-6f, false}, 256,
                8, 512, 0), 8, 4),
       ling(moe({"tiny-bailingmoe2", "bailingmoe2", 512, 64, 3, 4, 2, 16, 160, 256, 600000.0f, 1e-6f, false}, 8, 2, 32, 0),

@@ -185,6 +185,7 @@ ArchSpec arch_hunyuan_moe();
 ArchSpec arch_mistral4();
 ArchSpec arch_arcee();
 ArchSpec arch_apertus();
+ArchSpec arch_exaone_moe();
 
 namespace {
 void register_builtin_archs() {
@@ -196,7 +197,7 @@ void register_builtin_archs() {
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
-                               arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus()})
+                               arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe()})
       registry()[s.name] = s;
   });
 }

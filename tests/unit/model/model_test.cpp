@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-starcoder2", "tiny-phi2", "tiny-stablelm",
                                                               "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
                                                               "tiny-hunyuan-dense", "tiny-hunyuan-moe",
-                                                              "tiny-arcee", "tiny-apertus"));
+                                                              "tiny-arcee", "tiny-apertus", "tiny-exaone-moe"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
