@@ -27,12 +27,7 @@ Status read_bailingmoe2(const GgufFile& f, ModelConfig& c) {
 ArchSpec arch_bailingmoe2() {
   ArchSpec s{"bailingmoe2", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};
   s.fused_qkv_ffn = true;  // (attn_qkv; the FFNs come apart: ffn_gate / ffn_up)
-  s.moe = ArchSpec::Moe::Required;
-  s.moe_expert_ff_key = true;
-  s.moe_shared_ungated = true;
-  s.moe_gating_key = true;
-  s.moe_selection_bias = true;
-  s.moe_selection_bias_required = false;
+  set_deepseek_style_moe(s);
   s.output_required = true;
   s.read_family = read_bailingmoe2;
   return s;

@@ -89,12 +89,7 @@ ArchSpec arch_mistral4() {
 
 ArchSpec arch_deepseek2() {
   ArchSpec s{"deepseek2", RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};
-  s.moe = ArchSpec::Moe::Required;
-  s.moe_expert_ff_key = true;
-  s.moe_shared_ungated = true;
-  s.moe_gating_key = true;
-  s.moe_selection_bias = true;  // loaded when present (V2's softmax files have none)
-  s.moe_selection_bias_required = false;
+  set_deepseek_style_moe(s);  // (the selection bias: V3's; V2's softmax files have none)
   s.mla = true;
   s.read_family = read_deepseek2;
   return s;

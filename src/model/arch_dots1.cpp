@@ -13,12 +13,7 @@ Status read_dots1(const GgufFile& f, ModelConfig& c) { return read_deepseek_moe(
 
 ArchSpec arch_dots1() {
   ArchSpec s{"dots1", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};
-  s.moe = ArchSpec::Moe::Required;
-  s.moe_expert_ff_key = true;
-  s.moe_shared_ungated = true;
-  s.moe_gating_key = true;
-  s.moe_selection_bias = true;
-  s.moe_selection_bias_required = false;
+  set_deepseek_style_moe(s);
   s.read_family = read_dots1;
   return s;
 }

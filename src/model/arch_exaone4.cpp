@@ -11,9 +11,6 @@
 // exp_probs_b when present, expert_weights_norm / expert_weights_scale as the file says, beside one
 // ungated shared expert of expert_shared_feed_forward_length rows (absent: the experts' rows); the
 // untied output; NextN layers left out.
-#include <cmath>
-#include <optional>
-
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -37,18 +34,8 @@ Status read_exaone_moe(const GgufFile& f, ModelConfig& c) {
     if (la.window == 0) la.rope = -1;  // global layers: no RoPE
   TM_ASSIGN_OR_RETURN(const float theta_swa, read_family_float(f, c, "rope.freq_base_swa", c.rope_theta));
   set_sliding_rope(c, theta_swa, c.ropes[0].freq_scale);
-  const std::optional<int64_t> gating = f.get_int(a + "expert_gating_func");
-  if (!gating) return Error{fmt::format("missing metadata key '{}expert_gating_func'", a)};
-  if (*gating != 1 && *gating != 2)
-    return Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, *gating)};
-  c.moe_sigmoid = *gating == 2;
-  const int64_t lead = f.get_int(a + "leading_dense_block_count").value_or(0);
-  if (lead < 0 || lead > c.n_layer) return Error{fmt::format("{}leading_dense_block_count {} is out of range", a, lead)};
-  c.n_layer_dense_lead = lead;
-  TM_ASSIGN_OR_RETURN(const float scale, read_family_float(f, c, "expert_weights_scale", 0.0f));
-  if (!(scale >= 0) || !std::isfinite(scale)) return Error{fmt::format("{}expert_weights_scale {} is invalid", a, scale)};
-  c.moe_weights_scale = scale == 0.0f ? 1.0f : scale;
-  if (const GgufValue* n = f.find(a + "expert_weights_norm")) c.arch.moe_norm_topk = n->as_bool().value_or(false);
+  TM_TRY(read_expert_gating(f, c, /*default_gating=*/0));
+  TM_TRY(read_expert_weighting(f, c));
   const int64_t shexp = f.get_int(a + "expert_shared_feed_forward_length").value_or(0);
   if (shexp < 0 || shexp > (1 << 22)) return Error{fmt::format("{}expert_shared_feed_forward_length {} is out of range", a, shexp)};
   c.n_ff_shexp = shexp > 0 ? shexp : c.n_ff_exp;
@@ -58,12 +45,7 @@ Status read_exaone_moe(const GgufFile& f, ModelConfig& c) {
 
 ArchSpec arch_exaone_moe() {
   ArchSpec s{"exaone-moe", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/true};
-  s.moe = ArchSpec::Moe::Required;
-  s.moe_expert_ff_key = true;
-  s.moe_shared_ungated = true;
-  s.moe_gating_key = true;
-  s.moe_selection_bias = true;
-  s.moe_selection_bias_required = false;
+  set_deepseek_style_moe(s);
   s.output_required = true;
   s.read_family = read_exaone_moe;
   return s;

@@ -7,10 +7,6 @@
 // leading_dense_block_count experts routed by the file's expert_gating_func (required, as llama.cpp:
 // sigmoid in the released files) chosen with exp_probs_b.bias and always renormalized, never scaled
 // (llama.cpp's lfm2moe reads neither expert_weights_norm nor expert_weights_scale).
-#include <optional>
-
-#include <fmt/format.h>
-
 #include "model/config.h"
 
 namespace tmill {
@@ -24,16 +20,7 @@ Status read_lfm2(const GgufFile& f, ModelConfig& c) {
 }
 Status read_lfm2moe(const GgufFile& f, ModelConfig& c) {
   TM_TRY(read_lfm2(f, c));
-  const std::string a = c.arch.name + ".";
-  const std::optional<int64_t> gating = f.get_int(a + "expert_gating_func");
-  if (!gating) return Error{fmt::format("missing metadata key '{}expert_gating_func'", a)};
-  if (*gating != 1 && *gating != 2)
-    return Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, *gating)};
-  c.moe_sigmoid = *gating == 2;
-  const int64_t lead = f.get_int(a + "leading_dense_block_count").value_or(0);
-  if (lead < 0 || lead > c.n_layer) return Error{fmt::format("{}leading_dense_block_count {} is out of range", a, lead)};
-  c.n_layer_dense_lead = lead;
-  return {};
+  return read_expert_gating(f, c, /*default_gating=*/0);
 }
 }  // namespace
 

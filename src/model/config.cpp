@@ -240,16 +240,27 @@ void set_sliding_rope(ModelConfig& c, const RopeParams& r) {
     if (la.window > 0) la.rope = idx;
 }
 
-Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gating) {
+Status read_expert_gating(const GgufFile& f, ModelConfig& c, int64_t default_gating) {
   const std::string a = c.arch.name + ".";
   TM_ASSIGN_OR_RETURN(const int64_t gating, opt_int(f, a + "expert_gating_func", default_gating, 0, 1 << 20));
   if (gating != 1 && gating != 2)
     return gating == 0 ? Error{fmt::format("missing metadata key '{}expert_gating_func'", a)}
                        : Error{fmt::format("{}expert_gating_func {}: softmax (1) or sigmoid (2) gating only", a, gating)};
   c.moe_sigmoid = gating == 2;
+  TM_ASSIGN_OR_RETURN(c.n_layer_dense_lead, opt_int(f, a + "leading_dense_block_count", 0, 0, c.n_layer));
+  return {};
+}
+
+Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gating) {
+  TM_TRY(read_expert_gating(f, c, default_gating));
+  const std::string a = c.arch.name + ".";
   TM_ASSIGN_OR_RETURN(const int64_t shared, req_int(f, a + "expert_shared_count", 0, 64));
   c.n_ff_shexp = shared * c.n_ff_exp;
-  TM_ASSIGN_OR_RETURN(c.n_layer_dense_lead, opt_int(f, a + "leading_dense_block_count", 0, 0, c.n_layer));
+  return read_expert_weighting(f, c);
+}
+
+Status read_expert_weighting(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch.name + ".";
   TM_ASSIGN_OR_RETURN(const float scale, opt_float(f, a + "expert_weights_scale", 0.0f));
   if (!(scale >= 0) || !std::isfinite(scale))
     return Error{fmt::format("{}expert_weights_scale {} must be finite and not negative", a, scale)};
@@ -260,6 +271,15 @@ Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gati
     c.arch.moe_norm_topk = *b;
   }
   return {};
+}
+
+void set_deepseek_style_moe(ArchSpec& s) {
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_expert_ff_key = true;
+  s.moe_shared_ungated = true;
+  s.moe_gating_key = true;
+  s.moe_selection_bias = true;
+  s.moe_selection_bias_required = false;
 }
 
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def) {

@@ -279,11 +279,18 @@ Result<bool> read_sliding_window(const GgufFile& f, ModelConfig& c, int64_t def,
 // `freq_scale` (gemma2/gemma3; olmo2 gives plain RoPE).
 void set_sliding_rope(ModelConfig& c, float theta, float freq_scale);
 void set_sliding_rope(ModelConfig& c, const RopeParams& r);
-// DeepSeek-style experts as llama.cpp reads them for glm4moe, deepseek2 and dots1:
-// {arch}.expert_gating_func (1 softmax, 2 sigmoid; absent: `default_gating`, 0 meaning required),
-// expert_shared_count (required; ungated shared experts of count x n_ff_exp rows),
-// leading_dense_block_count, expert_weights_scale (0 / absent: none) and expert_weights_norm.
+// DeepSeek-style experts as llama.cpp reads them for glm4moe, deepseek2, dots1 and bailingmoe2:
+// read_expert_gating, expert_shared_count (required; ungated shared experts of count x n_ff_exp rows)
+// and read_expert_weighting. Its parts, for the families that read only some:
+// {arch}.expert_gating_func (1 softmax, 2 sigmoid; absent: `default_gating`, 0 meaning required) and
+// leading_dense_block_count (lfm2moe, exaone-moe); expert_weights_scale (0 / absent: none) and
+// expert_weights_norm (exaone-moe).
 Status read_deepseek_moe(const GgufFile& f, ModelConfig& c, int64_t default_gating);
+Status read_expert_gating(const GgufFile& f, ModelConfig& c, int64_t default_gating);
+Status read_expert_weighting(const GgufFile& f, ModelConfig& c);
+// The ArchSpec flags of DeepSeek-style experts: required, expert_feed_forward_length rows, ungated
+// shared experts, the family's own gating key, a selection bias loaded when present.
+void set_deepseek_style_moe(ArchSpec& s);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 
