@@ -197,6 +197,49 @@ Status load_shortconv_layer(Loader& ld, const ModelConfig& c, const std::string&
   return {};
 }
 
+// A layer's attention tensors: q/k/v (deepseek2's latent form, phi3's fused attn_qkv, or apart), their
+// biases, q/k norms, the output projection and its bias, gpt-oss's sinks.
+Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  if (c.is_mla()) {
+    TM_TRY(load_mla_layer(ld, c, p, L));
+  } else if (c.arch.fused_qkv_ffn && f.find_tensor(p + "attn_qkv.weight")) {
+    // q, k, v rows stacked in one tensor, in that order
+    TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd));
+    L.wq = Loader::rows_of(qkv, 0, c.q_dim());
+    L.wk = Loader::rows_of(qkv, c.q_dim(), c.kv_dim());
+    L.wv = Loader::rows_of(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+  } else {
+    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+  }
+  if (c.arch.fused_qkv_ffn && f.find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
+    TM_ASSIGN_OR_RETURN(auto b, ld.vec(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim()));
+    L.bq.assign(b.begin(), b.begin() + c.q_dim());
+    L.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
+    L.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
+  } else {
+    TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
+    TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
+    TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
+  }
+  const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
+  TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
+  TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
+  if (c.arch.qk_norm_bias_unused) {  // (apertus: read, as llama.cpp reads them, and not used)
+    for (const char* b : {"attn_q_norm.bias", "attn_k_norm.bias"}) {
+      TM_ASSIGN_OR_RETURN(const std::vector<float> unused, ld.opt_vec(p + b, c.head_dim, false));
+      (void)unused;
+    }
+  }
+  TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
+  TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
+  if (c.arch.attn_sinks) {
+    TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
+  }
+  return {};
+}
+
 }  // namespace
 
 const float* ModelWeights::rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const {
@@ -256,48 +299,10 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
         TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
       }
     }
-    if (c.is_conv(l)) {
+    if (c.is_conv(l)) {  // lfm2: a short convolution in place of attention
       TM_TRY(load_shortconv_layer(ld, c, p, L));
-    } else if (c.is_mla()) {
-      TM_TRY(load_mla_layer(ld, c, p, L));
-    } else if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.weight")) {
-      // q, k, v rows stacked in one tensor, in that order
-      TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd));
-      L.wq = Loader::rows_of(qkv, 0, c.q_dim());
-      L.wk = Loader::rows_of(qkv, c.q_dim(), c.kv_dim());
-      L.wv = Loader::rows_of(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
     } else {
-      TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
-      TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
-      TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    }
-    if (c.is_conv(l)) {
-      // (no attention tensors)
-    } else if (c.arch.fused_qkv_ffn && file->find_tensor(p + "attn_qkv.bias")) {  // llama.cpp adds it when present
-      TM_ASSIGN_OR_RETURN(auto b, ld.vec(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim()));
-      L.bq.assign(b.begin(), b.begin() + c.q_dim());
-      L.bk.assign(b.begin() + c.q_dim(), b.begin() + c.q_dim() + c.kv_dim());
-      L.bv.assign(b.begin() + c.q_dim() + c.kv_dim(), b.end());
-    } else {
-      TM_ASSIGN_OR_RETURN(L.bq, ld.opt_vec(p + "attn_q.bias", c.q_dim(), c.arch.qkv_bias));
-      TM_ASSIGN_OR_RETURN(L.bk, ld.opt_vec(p + "attn_k.bias", c.kv_dim(), c.arch.qkv_bias));
-      TM_ASSIGN_OR_RETURN(L.bv, ld.opt_vec(p + "attn_v.bias", c.kv_dim(), c.arch.qkv_bias));
-    }
-    if (!c.is_conv(l)) {
-      const bool full = c.arch.qk_norm_full;  // olmoe: over the whole projection
-      TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", full ? c.q_dim() : c.head_dim, c.arch.qk_norm));
-      TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", full ? c.kv_dim() : c.head_dim, c.arch.qk_norm));
-      if (c.arch.qk_norm_bias_unused) {  // (apertus: read, as llama.cpp reads them, and not used)
-        for (const char* b : {"attn_q_norm.bias", "attn_k_norm.bias"}) {
-          TM_ASSIGN_OR_RETURN(const std::vector<float> unused, ld.opt_vec(p + b, c.head_dim, false));
-          (void)unused;
-        }
-      }
-      TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
-      TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
-      if (c.arch.attn_sinks) {
-        TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
-      }
+      TM_TRY(load_attention_layer(ld, *file, c, p, L));
     }
     if (c.arch.post_norms) {
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));

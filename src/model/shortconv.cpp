@@ -15,18 +15,17 @@ void shortconv_mix(const ModelConfig& c, const std::vector<float>& kernel, const
   const int64_t E = c.n_embd, L = c.shortconv_l, R = lay.conv_ring, bs = lay.block_size;
   const size_t per_block = lay.conv_floats_per_block();
   TM_ASSERT(R >= 1 && lay.conv_width == E, "no convolution state in the KV layout");
-  auto run = [&](int64_t t0, int64_t t1, int) {
+  auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
+    if (pool && count > 1) pool->parallel_for(count, 1, fn);
+    else fn(0, count, 0);
+  };
+  parallel(n, [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {  // b * x, in place of b
       float* b = bcx + t * 3 * E;
       const float* x = b + 2 * E;
       for (int64_t i = 0; i < E; ++i) b[i] *= x[i];
     }
-  };
-  auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
-    if (pool && count > 1) pool->parallel_for(count, 1, fn);
-    else fn(0, count, 0);
-  };
-  parallel(n, run);
+  });
   // The input b * x of position q of the sequence of row t: a row of this step, the cached state, or
   // null before position 0.
   auto input_at = [&](int64_t t, int64_t q) -> const float* {
