@@ -56,6 +56,10 @@ struct MemoryPlan {
   int64_t kv_tokens = 0;
   int32_t max_model_len = 0;
   int64_t max_full_sequences = 0;  // concurrent sequences of max_model_len that fit
+  // Recurrent models (Mamba-2 mixers): sequence-state slots (of kv_bytes: state_bytes), the most
+  // sequences that run at once; 0 for other models.
+  int32_t num_state_slots = 0;
+  uint64_t state_bytes = 0;
   std::string kv_dtype;
   std::string note;                // e.g. why max_model_len was lowered
   // Where the weights and the KV cache live: "cpu" (host memory), "cuda" (the GPU named device_name,

@@ -206,7 +206,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
-  const bool granite = s.arch == "granite" || s.arch == "granitemoe";
+  const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
+  const bool granite = s.arch == "granite" || s.arch == "granitemoe" || granite_hybrid;
   if (granite && !(s.logit_scale > 0)) return Error{fmt::format("{} needs a logit scale ({}.logit_scale)", s.arch, s.arch)};
   if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
     return Error{fmt::format("--rope-scaling {}: linear or yarn", s.rope_scaling)};
@@ -234,7 +235,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool lfm2moe = s.arch == "lfm2moe";  // lfm2 with sigmoid experts after leading dense layers
   const bool lfm2 = s.arch == "lfm2" || lfm2moe;  // short convolution layers between GQA ones with per-head q/k norms
   std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
-  if (lfm2) {
+  if (granite_hybrid) {
+    conv_layer.assign(conv_layer.size(), true);
+    for (int64_t l : s.attn_layers) {
+      if (l < 0 || l >= s.n_layer) return Error{fmt::format("granitehybrid: attention layer {} is not one of {} layers", l, s.n_layer)};
+      conv_layer[static_cast<size_t>(l)] = false;
+    }
+  } else if (lfm2) {
     if (s.attn_layers.empty() || s.n_head * s.head_dim != s.n_embd)
       return Error{"lfm2 needs attention layers and n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)"};
     conv_layer.assign(conv_layer.size(), true);
@@ -243,9 +250,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       conv_layer[static_cast<size_t>(l)] = false;
     }
   } else if (!s.attn_layers.empty()) {
-    return Error{"attention layers among convolution layers are lfm2's"};
+    return Error{"attention layers among convolution or mixer layers are lfm2's and granitehybrid's"};
   }
   const int64_t conv_l = s.conv_l > 0 ? s.conv_l : 3;
+  const int64_t ssm_inner = 2 * s.n_embd, ssm_state = s.ssm_d_state > 0 ? s.ssm_d_state : 128;
+  const int64_t ssm_heads = s.ssm_n_head > 0 ? s.ssm_n_head : 48, ssm_groups = s.ssm_n_group > 0 ? s.ssm_n_group : 1;
+  const int64_t ssm_conv = s.ssm_d_conv > 0 ? s.ssm_d_conv : 4;
+  const int64_t ssm_conv_dim = ssm_inner + 2 * ssm_groups * ssm_state;
+  if (granite_hybrid && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
+    return Error{fmt::format("granitehybrid: the inner width {} must split into {} heads, and those into {} groups",
+                             ssm_inner, ssm_heads, ssm_groups)};
   if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
@@ -280,7 +294,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing || exaone_moe;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
-    if (s.arch != "llama" && !moe_arch)
+    if (s.arch != "llama" && !moe_arch && !granite_hybrid)
       return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama4, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
@@ -289,7 +303,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe)
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe && !granite_hybrid)
       return Error{"a shared expert of its own size is qwen2moe's, ernie4_5-moe's and hunyuan-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
@@ -328,7 +342,18 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  if (lfm2) {  // as convert_hf_to_gguf.py writes LFM2: a KV head count per layer, 0 for a convolution
+  if (granite_hybrid) {  // as convert_hf_to_gguf.py writes Granite 4.0-H: KV heads per layer (0: a mixer), ssm.*, NoPE
+    std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
+    for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
+    w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
+    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ssm_inner));
+    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
+    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
+    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    w.set_bool(a + "rope.scaling.finetuned", false);
+    if (s.n_expert > 0 && s.n_ff_shexp > 0) w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shexp));
+  } else if (lfm2) {  // as convert_hf_to_gguf.py writes LFM2: a KV head count per layer, 0 for a convolution
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
@@ -559,7 +584,31 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
       if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }
-    if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj
+    if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer
+      const int64_t H = ssm_heads;
+      TM_TRY(add_matrix(p + "ssm_in.weight", 2 * ssm_inner + 2 * ssm_groups * ssm_state + H, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "ssm_conv1d.weight", ssm_conv_dim, ssm_conv, DType::F32, 0.5f));
+      TM_TRY(add_vector(p + "ssm_conv1d.bias", ssm_conv_dim, 0.0f, 0.1f));
+      TM_TRY(add_vector(p + "ssm_dt.bias", H, -2.0f, 1.5f));  // softplus(dt) of the order of 0.1
+      auto per_head = [&](const std::string& name, float center, float spread) {  // [1, H]
+        return w.add_tensor(name, DType::F32, {1, H}, [=](uint8_t* dst, size_t) -> Status {
+          std::vector<float> buf(static_cast<size_t>(H));
+          fill_row(buf.data(), H, seed, name, 0, center, spread);
+          std::memcpy(dst, buf.data(), buf.size() * 4);
+          return {};
+        });
+      };
+      TM_TRY(per_head(p + "ssm_a", -4.0f, 3.0f));  // -exp(A_log): decay rates in [-7, -1]
+      TM_TRY(per_head(p + "ssm_d", 1.0f, 0.5f));
+      TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
+                          [=](uint8_t* dst, size_t) -> Status {
+                            std::vector<float> buf(static_cast<size_t>(ssm_inner));
+                            fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
+                            std::memcpy(dst, buf.data(), buf.size() * 4);
+                            return {};
+                          }));
+      TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, ssm_inner, wt, w_spread));
+    } else if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj
       TM_TRY(add_matrix(p + "shortconv.in_proj.weight", 3 * s.n_embd, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "shortconv.conv.weight", s.n_embd, conv_l, DType::F32, 0.5f));
       TM_TRY(add_matrix(p + "shortconv.out_proj.weight", s.n_embd, s.n_embd, wt, w_spread));
@@ -633,7 +682,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
       if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
-      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || exaone_moe || (ernie_moe && n_ff_shexp > 0)) {
+      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || exaone_moe || (ernie_moe && n_ff_shexp > 0) ||
+          (granite_hybrid && s.n_ff_shexp > 0)) {
         if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));

@@ -63,6 +63,9 @@ struct ModelShape {
   // lfm2: the layers with attention (the others are short convolutions of conv_l taps; 0: 3)
   std::vector<int64_t> attn_layers = {};
   int64_t conv_l = 0;
+  // granitehybrid: the Mamba-2 mixers' state size, heads, groups and convolution length (0: 128, 48,
+  // 1, 4; the inner width is 2 n_embd, as llama.cpp requires); attn_layers names the attention layers
+  int64_t ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0, ssm_d_conv = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -76,7 +79,7 @@ struct ModelShape {
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
-// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe").
+// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -103,6 +103,17 @@ ModelShape lfm2moe(ModelShape s, std::vector<int64_t> attn_layers, int64_t n_exp
   return s;
 }
 
+// Granite 4.0-H (granitehybrid): granite's scalars, the attention layers (the rest Mamba-2 mixers), the
+// mixers' state size, heads and groups, and experts with a shared one (0 experts: a dense FFN)
+ModelShape granite_h(ModelShape s, std::vector<int64_t> attn_layers, int64_t d_state, int64_t ssm_heads, int64_t groups,
+                     int64_t n_expert, int64_t used, int64_t ff_shexp) {
+  s = granite(std::move(s), 12.0f, 0.22f, 0.0078125f, 6.0f);
+  s.attn_layers = std::move(attn_layers);
+  s.ssm_d_state = d_state, s.ssm_n_head = ssm_heads, s.ssm_n_group = groups;
+  s.n_expert = n_expert, s.n_expert_used = used, s.n_ff_shexp = ff_shexp;
+  return s;
+}
+
 // Cohere's: the logit scale (both), the sliding window (cohere2)
 ModelShape logits(ModelShape s, float scale) {
   s.logit_scale = scale;
@@ -200,6 +211,19 @@ std::vector<ModelShape> more_shapes() {
       lfm2moe({"lfm2-8b-a1b", "lfm2moe", 65536, 2048, 24, 32, 8, 64, 7168, 128000, 1000000.0f, 1e-5f, true},
               {2, 6, 10, 14, 18, 21}, 32, 4, 1792, 2),
       lfm2moe({"tiny-lfm2moe", "lfm2moe", 512, 64, 5, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, true}, {1, 3}, 8, 2, 96, 1),
+      // Granite 4.0-H-Tiny (7B-A1B: 4 attention layers of 40, 64 experts of 512 rows, 6 per token, a shared
+      // expert of 1024; mixers of 48 heads x 64 with a state of 128, one group) and H-Micro (dense, 64
+      // mixer heads; its attention layers' places here are H-Tiny's), NoPE; tiny forms, dense and with experts, whose first, middle and last layers
+      // are mixers (2 groups)
+      granite_h({"granite-4.0-h-tiny", "granitehybrid", 100352, 1536, 40, 12, 4, 128, 512, 131072, 10000.0f, 1e-5f, true},
+                {5, 15, 25, 35}, 128, 48, 1, 64, 6, 1024),
+      granite_h({"granite-4.0-h-micro", "granitehybrid", 100352, 2048, 40, 32, 8, 64, 8192, 131072, 10000.0f, 1e-5f, true},
+                {5, 15, 25, 35}, 128, 64, 1, 0, 0, 0),
+      // (tiny: scalars under which the layers weigh in, unlike the released 12 / 0.22)
+      granite(granite_h({"tiny-granitehybrid", "granitehybrid", 512, 64, 5, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true},
+                        {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f),
+      granite(granite_h({"tiny-granitehybrid-moe", "granitehybrid", 512, 64, 5, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
+                        {1, 3}, 16, 8, 2, 8, 2, 96), 1.5f, 0.8f, 0.2f, 3.0f),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

@@ -12,6 +12,7 @@ ForwardBatch build_forward_batch(const SchedulerOutput& out) {
     slice.n_tokens = s.num_tokens;
     slice.pos_begin = s.start_pos;
     slice.block_table = s.block_table;
+    slice.state_slot = s.state_slot;
     // A chunk with speculative drafts needs a row per position: each scores the next draft.
     slice.logits = !s.produces_sample         ? SeqSlice::Logits::None
                    : s.num_draft_tokens > 0 ? SeqSlice::Logits::All

@@ -117,6 +117,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.kv.num_blocks = static_cast<int32_t>(layout.num_blocks);
   sc.kv.block_size = static_cast<int32_t>(layout.block_size);
   sc.kv.enable_prefix_caching = config.enable_prefix_caching;
+  if (layout.num_state_slots > 0) {  // recurrent layers: a state slot per running sequence, no prefix cache
+    if (config.speculative.enabled())
+      return Error{fmt::format("{}: speculative decoding is not supported for models with recurrent layers ({}): "
+                               "a rejected draft would need the state before it",
+                               config.model_path, im.model->config().arch.name)};
+    sc.kv.enable_prefix_caching = false;
+    sc.kv.num_state_slots = static_cast<int32_t>(layout.num_state_slots);
+    sc.max_num_seqs = std::min(sc.max_num_seqs, sc.kv.num_state_slots);
+  }
   if (config.free_out_of_window_kv) sc.kv_window = static_cast<int32_t>(kv_window_of(im.model->config()));
   auto sched = Scheduler::create(sc);
   if (!sched.ok()) return sched.error_value();

@@ -51,7 +51,9 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   MemoryPlan plan;
   if (bytes == 0) {
     const int64_t want_len = cfg.max_model_len > 0 ? cfg.max_model_len : trained;
-    const uint64_t want = static_cast<uint64_t>(std::max(1, cfg.max_num_seqs)) * static_cast<uint64_t>(want_len) * per_token;
+    const uint64_t want = static_cast<uint64_t>(std::max(1, cfg.max_num_seqs)) *
+                          (static_cast<uint64_t>(want_len) * per_token +
+                           static_cast<uint64_t>(lay.n_state_layers * lay.state_floats) * sizeof(float) * 2);
     const uint64_t avail = available_memory_bytes();
     const uint64_t cap = avail ? avail / 4 : (4ull << 30);
     bytes = std::min(want, cap);
@@ -72,6 +74,27 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
                              "weights {} plus the KV cache {} do not fit; lower --kv-cache-memory "
                              "(or --gpu-memory-utilization) or raise --memory-limit",
                              format_bytes(cfg.memory_limit_bytes), format_bytes(weight_bytes), format_bytes(bytes))};
+  }
+  // Recurrent models: a state slot per sequence that runs at once (max_num_seqs of them), from the same
+  // budget, at most half of it (the rest holds the attention layers' blocks).
+  if (lay.n_state_layers > 0) {
+    const uint64_t per_slot = static_cast<uint64_t>(lay.n_state_layers * lay.state_floats) * sizeof(float);
+    const auto want_slots = static_cast<uint64_t>(std::max(1, cfg.max_num_seqs));
+    // (a size in tokens is the blocks': the states come on top)
+    const uint64_t slots = cfg.kv_cache_tokens > 0 ? want_slots : std::clamp<uint64_t>(bytes / 2 / per_slot, 1, want_slots);
+    if (cfg.kv_cache_tokens > 0) bytes += slots * per_slot;
+    if (slots * per_slot >= bytes)
+      return Error{fmt::format("the KV cache budget {} does not hold one sequence's recurrent state ({}) and a block "
+                               "({}); raise --kv-cache-memory",
+                               format_bytes(bytes), format_bytes(per_slot), format_bytes(per_block))};
+    lay.num_state_slots = static_cast<int64_t>(slots);
+    bytes -= slots * per_slot;
+    std::string n = fmt::format("recurrent state: {} sequence slots of {} (at most {} sequences run at once; prefix "
+                                "caching off)",
+                                slots, format_bytes(per_slot), slots);
+    plan.note = plan.note.empty() ? n : plan.note + "; " + n;
+    plan.num_state_slots = static_cast<int32_t>(slots);
+    plan.state_bytes = slots * per_slot;
   }
   const int64_t blocks = static_cast<int64_t>(bytes / per_block);
   if (blocks < 1)
@@ -97,7 +120,7 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
     }
   }
   plan.weight_bytes = weight_bytes;
-  plan.kv_bytes = per_block * static_cast<uint64_t>(blocks);
+  plan.kv_bytes = per_block * static_cast<uint64_t>(blocks) + plan.state_bytes;
   plan.num_blocks = blocks;
   plan.kv_tokens = tokens;
   plan.max_model_len = static_cast<int32_t>(std::min<int64_t>(max_len, INT32_MAX));

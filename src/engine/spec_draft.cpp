@@ -128,6 +128,9 @@ Result<std::unique_ptr<Proposer>> make_draft_model_proposer(const SpeculativeCon
   if (!tok.ok()) return Error{fmt::format("speculative config: draft model {}: tokenizer: {}", c.model, tok.error())};
   TM_TRY(same_tokenizer(target_tok, **tok, c.model));
   const ModelConfig& mc = model->config();
+  if (mc.n_ssm_layers() > 0)  // (its drafts past a rejection would need the state before them)
+    return Error{fmt::format("speculative config: draft model {}: models with recurrent layers ({}) cannot draft",
+                             c.model, mc.arch.name)};
   auto forward = std::make_unique<Forward>(model, pool);
   KvLayout lay = KvLayout::for_model(mc, block_size, 0, model->main_weight_type() == DType::F32 ? DType::F32 : DType::F16,
                                      c.num_speculative_tokens);

@@ -83,6 +83,10 @@ void Engine::Impl::copy_blocks(const SchedulerOutput& out) {
     if (gpu_forward) gpu_or_die(gpu_forward->copy_block(c.src, c.dst));
     else kv.copy_block(c.src, c.dst);
   }
+  for (const BlockCopy& c : out.state_copies) {  // (recurrent models run on the CPU only)
+    TM_ASSERT(!gpu_forward, "sequence states on the GPU");
+    kv.copy_state(c.src, c.dst);
+  }
 }
 
 void Engine::Impl::launch_forward(const ForwardBatch& batch, const SchedulerOutput& out) {

@@ -9,11 +9,18 @@ namespace tmill {
 Result<KvCacheManager> KvCacheManager::create(const KvCacheConfig& config) {
   if (config.block_size < 1) return Error{"kv cache: block_size must be >= 1"};
   if (config.num_blocks < 2) return Error{"kv cache: need at least 2 blocks (block 0 is reserved)"};
+  if (config.num_state_slots < 0) return Error{"kv cache: negative num_state_slots"};
+  if (config.num_state_slots > 0 && config.enable_prefix_caching)
+    return Error{"kv cache: prefix caching cannot serve sequence states (num_state_slots > 0)"};
   return KvCacheManager(config);
 }
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : pool_(config.num_blocks, config.block_size), caching_(config.enable_prefix_caching) {}
+    : pool_(config.num_blocks, config.block_size),
+      caching_(config.enable_prefix_caching),
+      stateful_(config.num_state_slots > 0) {
+  for (int32_t s = config.num_state_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+}
 
 PrefixHit KvCacheManager::get_computed_blocks(const RequestTokens& req) const {
   PrefixHit hit;
@@ -57,9 +64,15 @@ std::optional<AllocResult> KvCacheManager::allocate_slots(KvRequestId id, int32_
   for (size_t i = 0; i < num_hit; ++i) evictable_hits += pool_.ref_count(hit->blocks[i]) == 0;
   if (num_new_blocks + static_cast<int64_t>(cow.size()) + evictable_hits > pool_.num_free_blocks())
     return std::nullopt;
+  const bool needs_slot = stateful_ && (it == reqs_.end() || it->second.state_slot < 0);
+  if (needs_slot && free_slots_.empty()) return std::nullopt;
 
   // From here on the allocation cannot fail.
   ReqState& st = reqs_[id];
+  if (needs_slot) {
+    st.state_slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   AllocResult out;
   for (size_t i = 0; i < num_hit; ++i) {  // touch hits first: they must not be evicted below
     TM_ASSERT(pool_.block_key(hit->blocks[i]).has_value(), "stale prefix hit");
@@ -142,17 +155,34 @@ void KvCacheManager::free(KvRequestId id) {
   const std::vector<int32_t>& table = it->second.table;
   for (auto b = table.rbegin(); b != table.rend(); ++b)
     if (*b != kNullBlock) pool_.release(*b);
+  if (it->second.state_slot >= 0) {
+    free_slots_.push_back(it->second.state_slot);
+    // (a fork's copy into this slot, not yet applied, is void now)
+    std::erase_if(state_copies_, [&](const BlockCopy& c) { return c.dst == it->second.state_slot; });
+  }
   reqs_.erase(it);
 }
 
-void KvCacheManager::fork(KvRequestId parent, KvRequestId child) {
+bool KvCacheManager::fork(KvRequestId parent, KvRequestId child) {
   auto it = reqs_.find(parent);
   TM_ASSERT(it != reqs_.end(), "fork of an unknown request");
   TM_ASSERT(!reqs_.count(child), "fork into an existing request");
+  if (stateful_ && free_slots_.empty()) return false;
   ReqState copy = it->second;
   for (int32_t b : copy.table)
     if (b != kNullBlock) pool_.touch(b);
+  if (stateful_) {
+    copy.state_slot = free_slots_.back();
+    free_slots_.pop_back();
+    state_copies_.push_back({it->second.state_slot, copy.state_slot});
+  }
   reqs_.emplace(child, std::move(copy));
+  return true;
+}
+
+int32_t KvCacheManager::state_slot(KvRequestId id) const {
+  auto it = reqs_.find(id);
+  return it == reqs_.end() ? -1 : it->second.state_slot;
 }
 
 const std::vector<int32_t>& KvCacheManager::block_table(KvRequestId id) const {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "api/config.h"  // defaults
@@ -35,6 +36,10 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;   // including the null block 0
   int32_t block_size = defaults::kBlockSize;  // tokens per block
   bool enable_prefix_caching = true;
+  // Recurrent models (Mamba-2 mixers): sequence-state slots, one held by each request from its first
+  // allocation until it is freed; a request finding none free is not admitted (allocate_slots fails).
+  // A state sums its whole sequence, so no block can stand for a prefix: prefix caching must be off.
+  int32_t num_state_slots = 0;
 };
 
 // What a prefix lookup needs: all known tokens of the request and the keys of its full blocks
@@ -102,8 +107,17 @@ class KvCacheManager {
   // Releases the request's blocks (last block first). Unknown ids are ignored.
   void free(KvRequestId id);
 
-  // child shares every block of parent (ref+1 each). child must not exist.
-  void fork(KvRequestId parent, KvRequestId child);
+  // child shares every block of parent (ref+1 each). child must not exist. With state slots the child
+  // gets a free one, to be filled with a copy of the parent's (take_state_copies); false when none is
+  // free: then nothing changed.
+  bool fork(KvRequestId parent, KvRequestId child);
+
+  // The request's state slot (-1: none, or a model without state slots).
+  int32_t state_slot(KvRequestId id) const;
+  // The state copies forks asked for since the last call (src: the parent's slot), to be applied
+  // before the next forward pass.
+  std::vector<BlockCopy> take_state_copies() { return std::exchange(state_copies_, {}); }
+  int32_t num_free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
 
   bool has_request(KvRequestId id) const { return reqs_.count(id) != 0; }
   const std::vector<int32_t>& block_table(KvRequestId id) const;  // empty for unknown ids
@@ -118,6 +132,7 @@ class KvCacheManager {
     std::vector<int32_t> table;
     int32_t num_cached_blocks = 0;  // table prefix already committed (or hit) in the cache
     int32_t num_released = 0;       // table prefix given back by release_before (kNullBlock entries)
+    int32_t state_slot = -1;
   };
   KvCacheManager(const KvCacheConfig& config);
 
@@ -125,6 +140,9 @@ class KvCacheManager {
   bool caching_;
   std::unordered_map<KvRequestId, ReqState> reqs_;
   int64_t query_tokens_ = 0, hit_tokens_ = 0;
+  bool stateful_ = false;
+  std::vector<int32_t> free_slots_;  // (a stack: the last freed slot is taken first)
+  std::vector<BlockCopy> state_copies_;
 };
 
 }  // namespace tmill

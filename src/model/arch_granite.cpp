@@ -10,6 +10,11 @@
 // renormalized, experts of feed_forward_length rows (llama.cpp's granite graph). The shared expert of
 // granitemoeshared (ungated, expert_shared_feed_forward_length) and expert weight scales other than 1
 // are refused.
+// Granite 4.0 hybrids (GGUF "granitehybrid": granite-4.0-h-micro / h-tiny / h-small): the same scalars
+// over a stack whose layers are Mamba-2 mixers (attention.head_count_kv 0: model/mamba2.h) or GQA
+// attention -- without RoPE when rope.scaling.finetuned is false (the released files: NoPE) --, each
+// followed by a dense SwiGLU FFN or experts as granitemoe's plus a shared SwiGLU expert of
+// expert_shared_feed_forward_length rows (h-tiny, h-small).
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -35,6 +40,23 @@ Status read_granite(const GgufFile& f, ModelConfig& c) {
       return Error{fmt::format("{}: FFN biases (blk.0.{}) are not supported", c.arch.name, t)};
   return {};
 }
+Status read_granitehybrid(const GgufFile& f, ModelConfig& c) {
+  TM_TRY(read_granite(f, c));
+  const std::string a = c.arch.name + ".";
+  if (const GgufValue* v = f.find(a + "rope.scaling.finetuned")) {  // llama.cpp: the switch for RoPE (default on)
+    const std::optional<bool> on = v->as_bool();
+    if (!on) return Error{fmt::format("metadata key '{}rope.scaling.finetuned' must be a bool", a)};
+    if (!*on)
+      for (LayerAttention& la : c.layer_attn) la.rope = -1;
+  }
+  if (c.is_moe()) {
+    if (auto sh = f.get_int(a + "expert_shared_feed_forward_length"); sh && *sh > 0) {
+      if (*sh > (1 << 22)) return Error{fmt::format("{}expert_shared_feed_forward_length {} is out of range", a, *sh)};
+      c.n_ff_shexp = *sh;
+    }
+  }
+  return {};
+}
 }  // namespace
 
 ArchSpec arch_granite() {
@@ -48,6 +70,17 @@ ArchSpec arch_granitemoe() {
   s.name = "granitemoe";
   s.moe = ArchSpec::Moe::Required;
   s.moe_norm_topk = true;
+  return s;
+}
+
+ArchSpec arch_granitehybrid() {
+  ArchSpec s = arch_granite();
+  s.name = "granitehybrid";
+  s.ssm = true;
+  s.moe = ArchSpec::Moe::Optional;
+  s.moe_norm_topk = true;
+  s.moe_shared_ungated = true;
+  s.read_family = read_granitehybrid;
   return s;
 }
 }  // namespace tmill

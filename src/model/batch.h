@@ -25,6 +25,10 @@ struct SeqSlice {
   // (perplexity evaluation, prompt logprobs).
   enum class Logits : uint8_t { None, Last, All } logits = Logits::Last;
   int32_t lora = -1;        // index into ForwardBatch::loras; -1: the base model
+  // Recurrent models (Mamba-2 mixers): the sequence's state slot (KvStorage::seq_state), which holds
+  // its state after position pos_begin - 1; ignored when pos_begin is 0 (a zero state) and by models
+  // without recurrent layers.
+  int32_t state_slot = 0;
 };
 
 struct ForwardBatch {

@@ -40,6 +40,43 @@ Result<float> opt_float(const GgufFile& f, const std::string& key, float def) {
   if (!d || v->type == GgufType::BOOL) return Error{fmt::format("metadata key '{}' must be a number", key)};
   return static_cast<float>(*d);
 }
+// Mamba-2's ssm.* keys (ArchSpec::ssm), as llama.cpp reads them; the shapes its graph assumes.
+Status read_ssm_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  TM_ASSIGN_OR_RETURN(c.ssm_d_conv, req_int(f, a + "ssm.conv_kernel", 1, 64));
+  TM_ASSIGN_OR_RETURN(c.ssm_d_inner, req_int(f, a + "ssm.inner_size", 1, 1 << 20));
+  TM_ASSIGN_OR_RETURN(c.ssm_d_state, req_int(f, a + "ssm.state_size", 1, 4096));
+  TM_ASSIGN_OR_RETURN(c.ssm_n_head, req_int(f, a + "ssm.time_step_rank", 1, 1 << 16));
+  TM_ASSIGN_OR_RETURN(c.ssm_n_group, req_int(f, a + "ssm.group_count", 1, 1 << 16));
+  if (c.ssm_d_inner % c.ssm_n_head != 0)
+    return Error{fmt::format("{}ssm.inner_size {} is not a multiple of ssm.time_step_rank {} (the heads)", a,
+                             c.ssm_d_inner, c.ssm_n_head)};
+  if (c.ssm_n_head % c.ssm_n_group != 0)
+    return Error{fmt::format("{}ssm.time_step_rank {} (the heads) is not a multiple of ssm.group_count {}", a,
+                             c.ssm_n_head, c.ssm_n_group)};
+  if (c.arch.gated_delta_net && c.ssm_head_dim() != c.ssm_d_state)  // (llama.cpp's delta net: S_k == S_v)
+    return Error{fmt::format("{}ssm.inner_size {} over {} value heads is not ssm.state_size {} (the key heads' size)",
+                             a, c.ssm_d_inner, c.ssm_n_head, c.ssm_d_state)};
+  return {};
+}
+
+// The gated delta net's layers (ArchSpec::gated_delta_net), as llama.cpp marks them:
+// attention.recurrent_layers (a bool or number per layer), else every full_attention_interval-th layer
+// (default 4) is attention and the others recurrent.
+Status read_recurrent_layers(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  c.ssm_layer.assign(static_cast<size_t>(c.n_layer), 0);
+  if (const GgufValue* v = f.find(a + "attention.recurrent_layers")) {
+    const auto arr = v->as_int_array();  // (bools or numbers)
+    if (!arr || arr->size() < static_cast<size_t>(c.n_layer))
+      return Error{fmt::format("{}attention.recurrent_layers must hold a value per layer ({} layers)", a, c.n_layer)};
+    for (int64_t l = 0; l < c.n_layer; ++l) c.ssm_layer[static_cast<size_t>(l)] = (*arr)[static_cast<size_t>(l)] != 0;
+  } else {
+    TM_ASSIGN_OR_RETURN(const int64_t interval, opt_int(f, a + "full_attention_interval", 4, 1, 4096));
+    for (int64_t l = 0; l < c.n_layer; ++l) c.ssm_layer[static_cast<size_t>(l)] = (l + 1) % interval != 0;
+  }
+  if (c.n_ssm_layers() == c.n_layer) return Error{fmt::format("{}: no layer has attention", c.arch.name)};
+  return {};
+}
+
 // attention.head_count_kv: one number, or (lfm2: ArchSpec::shortconv) one per layer, 0 marking a
 // convolution layer; llama.cpp also reads per-layer counts for other families (OpenELM's vary), which
 // tokenmill does not compute. Sets the layers' cache slots (ModelConfig::cache_slot).
@@ -52,11 +89,16 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
       return Error{fmt::format("{} must hold a count per layer ({} layers)", key, c.n_layer)};
     c.n_head_kv = 0;
     c.conv_layer.assign(static_cast<size_t>(c.n_layer), 0);
+    c.ssm_layer.assign(static_cast<size_t>(c.n_layer), 0);
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const int64_t n = (*per_layer)[static_cast<size_t>(l)];
       if (n < 0 || n > 4096) return Error{fmt::format("{}[{}] = {} is out of range", key, l, n)};
       if (n == 0 && c.arch.shortconv) {
         c.conv_layer[static_cast<size_t>(l)] = 1;
+        continue;
+      }
+      if (n == 0 && c.arch.ssm) {
+        c.ssm_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
       if (n == 0 || (c.n_head_kv != 0 && n != c.n_head_kv))
@@ -66,16 +108,20 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
     }
     if (c.n_head_kv == 0) return Error{fmt::format("{}: no layer has attention", key)};
     if (c.n_conv_layers() == 0) c.conv_layer.clear();
+    if (c.n_ssm_layers() == 0) c.ssm_layer.clear();
   } else {
-    if (c.arch.shortconv) return Error{fmt::format("{} must hold a count per layer (0: a convolution layer)", key)};
+    if (c.arch.shortconv || (c.arch.ssm && !c.arch.gated_delta_net)) return Error{fmt::format("{} must hold a count per layer (0: a convolution layer)", key)};
     TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, key, c.n_head, 1, 4096));
+    if (c.arch.gated_delta_net) TM_TRY(read_recurrent_layers(f, a, c));
   }
   c.cache_slot.assign(static_cast<size_t>(c.n_layer), 0);
-  int32_t kv = 0, conv = 0;
-  for (int64_t l = 0; l < c.n_layer; ++l) c.cache_slot[static_cast<size_t>(l)] = c.is_conv(l) ? conv++ : kv++;
+  int32_t kv = 0, conv = 0, ssm = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    c.cache_slot[static_cast<size_t>(l)] = c.is_conv(l) ? conv++ : c.is_ssm(l) ? ssm++ : kv++;
   if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
+  if (c.arch.ssm) TM_TRY(read_ssm_config(f, a, c));
   return {};
 }
 
@@ -186,6 +232,7 @@ ArchSpec arch_mistral4();
 ArchSpec arch_arcee();
 ArchSpec arch_apertus();
 ArchSpec arch_exaone_moe();
+ArchSpec arch_granitehybrid();
 
 namespace {
 void register_builtin_archs() {
@@ -197,7 +244,8 @@ void register_builtin_archs() {
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
-                               arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe()})
+                               arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
+                               arch_granitehybrid()})
       registry()[s.name] = s;
   });
 }

@@ -80,6 +80,17 @@ struct ArchSpec {
   // (ModelConfig::shortconv_l, model/shortconv.h) instead of attention; the final norm is
   // output_norm_name.
   bool shortconv = false;
+  // granitehybrid: the layers whose attention.head_count_kv entry is 0 are Mamba-2 mixers
+  // (ModelConfig::ssm_*, model/mamba2.h) instead of attention.
+  bool ssm = false;
+  // qwen35 / qwen35moe: the recurrent layers are gated delta nets (model/gated_delta_net.h) instead of
+  // Mamba-2 mixers, marked by attention.recurrent_layers or every full_attention_interval-th layer
+  // being attention (ModelConfig::ssm_* then name: d_inner the values' width, d_state a head's
+  // dimension, n_head the value heads, n_group the key heads).
+  bool gated_delta_net = false;
+  // qwen35: the q projection is twice as wide, each head's queries followed by as many gate values;
+  // the attention's output times sigmoid(gate) goes into attn_output.
+  bool attn_output_gate = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -240,7 +251,9 @@ struct ModelConfig {
   int64_t mla_kv_rank = 0, mla_q_rank = 0, mla_nope = 0, mla_v = 0;
   bool is_mla() const { return mla_kv_rank > 0; }
   // The width of the q projection's output and of attn_output's input.
-  int64_t q_proj_dim() const { return is_mla() ? n_head * (mla_nope + n_rot) : q_dim(); }
+  int64_t q_proj_dim() const {
+    return is_mla() ? n_head * (mla_nope + n_rot) : arch.attn_output_gate ? 2 * q_dim() : q_dim();
+  }
   int64_t attn_out_dim() const { return is_mla() ? n_head * mla_v : q_dim(); }
 
   // lfm2's gated short convolutions (ArchSpec::shortconv): the kernel's length (shortconv.l_cache; a
@@ -256,7 +269,28 @@ struct ModelConfig {
     for (uint8_t v : conv_layer) n += v;
     return n;
   }
-  int64_t n_kv_layers() const { return n_layer - n_conv_layers(); }
+  // Mamba-2 mixers (ArchSpec::ssm, model/mamba2.h), llama.cpp's ssm.* keys: the convolution's length
+  // (ssm_d_conv), the inner width (d_inner = n_head x head_dim), the state per head dimension
+  // (d_state), the heads (time_step_rank) and the groups sharing B and C. ssm_layer: 1 for a mixer
+  // layer (no attention, no K/V); its cache_slot indexes the sequence state (KvStorage::seq_state).
+  int64_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0;
+  std::vector<uint8_t> ssm_layer;
+  bool is_ssm(int64_t layer) const { return !ssm_layer.empty() && ssm_layer[static_cast<size_t>(layer)] != 0; }
+  bool is_gdn(int64_t layer) const { return arch.gated_delta_net && is_ssm(layer); }
+  int64_t n_ssm_layers() const {
+    int64_t n = 0;
+    for (uint8_t v : ssm_layer) n += v;
+    return n;
+  }
+  int64_t ssm_head_dim() const { return ssm_d_inner / ssm_n_head; }
+  // the convolution's channels (x, B, C; the gated delta net's q, k, v) and Mamba-2's in-projection's
+  // rows (z, x, B, C, dt)
+  int64_t ssm_conv_dim() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
+  int64_t ssm_in_dim() const { return ssm_d_inner + ssm_conv_dim() + ssm_n_head; }
+  // Floats of one sequence's state in one mixer layer: the convolution's last ssm_d_conv - 1 inputs,
+  // then the SSM state (head, head dimension, d_state).
+  int64_t ssm_state_floats() const { return (ssm_d_conv - 1) * ssm_conv_dim() + ssm_d_inner * ssm_d_state; }
+  int64_t n_kv_layers() const { return n_layer - n_conv_layers() - n_ssm_layers(); }
   int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -92,14 +92,18 @@ void DecoderEmbedder::run_part(const std::vector<std::span<const int32_t>>& seqs
     sl.pos_begin = 0;
     const auto n_blocks = static_cast<int32_t>((static_cast<int64_t>(s.size()) + kBlock - 1) / kBlock);
     for (int32_t b = 0; b < n_blocks; ++b) sl.block_table.push_back(next_block++);
+    sl.state_slot = static_cast<int32_t>(batch.seqs.size());  // (recurrent layers: a state per sequence)
     sl.logits = info_.pooling == Pooling::Last || info_.pooling == Pooling::Rank ? SeqSlice::Logits::Last
                                                                                : SeqSlice::Logits::All;
     batch.tokens.insert(batch.tokens.end(), s.begin(), s.end());
     batch.seqs.push_back(std::move(sl));
   }
-  if (!gpu_ && kv_.layout().num_blocks < next_block) {  // grow the scratch (doubling, so it settles)
-    const KvLayout layout =
+  const auto n_seqs = static_cast<int64_t>(seqs.size());
+  if (!gpu_ && (kv_.layout().num_blocks < next_block ||
+                (kv_.layout().n_state_layers > 0 && kv_.layout().num_state_slots < n_seqs))) {  // grow the scratch
+    KvLayout layout =  // (doubling, so it settles)
         KvLayout::for_model(c, kBlock, std::max<int64_t>(next_block, 2 * kv_.layout().num_blocks), DType::F16);
+    if (layout.n_state_layers > 0) layout.num_state_slots = std::max(n_seqs, 2 * kv_.layout().num_state_slots);
     auto kv = KvStorage::create(layout);
     TM_ASSERT(kv.ok(), "cannot allocate the embedding KV scratch");
     kv_ = std::move(kv).value();

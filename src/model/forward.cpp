@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
+#include "model/mamba2.h"
 #include "model/shortconv.h"
 
 namespace tmill {
@@ -31,7 +32,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    if (c.is_conv(static_cast<int64_t>(l))) {
+    if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
       jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
     } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
@@ -98,7 +99,8 @@ uint64_t Forward::weight_bytes() const {
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
-                          &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel})
+                          &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel, &L.ssm_conv_b, &L.ssm_dt_b,
+                          &L.ssm_a, &L.ssm_d, &L.ssm_norm})
       b += floats(*v);
   }
   return b;
@@ -125,7 +127,9 @@ void Forward::ensure_scratch(int64_t n) {
   q_.resize(N * c.q_dim());
   k_.resize(N * c.kv_dim());
   v_.resize(N * c.kv_dim());
-  att_.resize(N * std::max(c.q_dim(), c.n_conv_layers() > 0 ? c.n_embd : 0));  // (a convolution's output too)
+  // (a convolution's or a Mamba-2 mixer's output too)
+  att_.resize(N * std::max({c.q_dim(), c.n_conv_layers() > 0 ? c.n_embd : 0, c.ssm_d_inner}));
+  if (c.n_ssm_layers() > 0) zx_.resize(N * c.ssm_in_dim());
   if (c.is_mla()) ao_.resize(N * c.attn_out_dim());
   if (c.n_conv_layers() > 0) bcx_.resize(N * 3 * c.n_embd);
   hb_.resize(N * c.n_ff);
@@ -258,6 +262,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
     if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
     if (c.is_conv(l)) conv_block(batch, kv, l);
+    else if (c.is_ssm(l)) ssm_block(batch, kv, l);
     else attention_block(batch, kv, l, lora);
     post_norm(L.attn_post_norm, N);
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the
@@ -412,6 +417,18 @@ void Forward::conv_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
                 bcx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), E, xb_.data(), E, N, pool_);
+}
+
+void Forward::ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd;
+  observe(P.conv_in, xb_.data(), N);
+  matmul(P.conv_in, xb_.data(), E, zx_.data(), c.ssm_in_dim(), N, pool_);
+  mamba2_mix(c, L, batch, seq_of_.data(), kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
+  observe(P.conv_out, att_.data(), N);
+  matmul(P.conv_out, att_.data(), c.ssm_d_inner, xb_.data(), E, N, pool_);
 }
 
 void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {

@@ -105,6 +105,11 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
     std::memcpy(conv_state(l) + dst * cf, conv_state(l) + src * cf, cf * sizeof(float));
 }
 
+void KvStorage::copy_state(int32_t src, int32_t dst) {
+  for (int64_t l = 0; l < layout_.n_state_layers; ++l)
+    std::memcpy(seq_state(l, dst), seq_state(l, src), static_cast<size_t>(layout_.state_floats) * sizeof(float));
+}
+
 KvLayout KvLayout::for_model(const ModelConfig& c, int64_t block_size, int64_t num_blocks, DType dtype,
                              int64_t lookahead) {
   KvLayout lay;
@@ -119,6 +124,11 @@ KvLayout KvLayout::for_model(const ModelConfig& c, int64_t block_size, int64_t n
     lay.conv_width = c.n_embd;
     // (a ring as long as the block keeps every position of it: no slot is shared)
     lay.conv_ring = std::min<int64_t>(block_size, c.shortconv_l - 1 + std::max<int64_t>(lookahead, 0));
+  }
+  lay.n_state_layers = c.n_ssm_layers();
+  if (lay.n_state_layers > 0) {  // one slot: one sequence (the engine's plan sets how many)
+    lay.state_floats = c.ssm_state_floats();
+    lay.num_state_slots = 1;
   }
   return lay;
 }

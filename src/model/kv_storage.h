@@ -44,6 +44,14 @@ struct KvLayout {
   int64_t n_conv_layers = 0;
   int64_t conv_width = 0;
   int64_t conv_ring = 0;
+  // Sequence state (Mamba-2 mixers, model/mamba2.h), in float32 after the blocks: per mixer layer,
+  // num_state_slots slots of state_floats (ModelConfig::ssm_state_floats). A recurrent state sums
+  // every position before it, so it belongs to one sequence, not to blocks: the KV manager gives
+  // each running request a slot (KvCacheConfig::num_state_slots), and a step starting at position 0
+  // starts from a zero state whatever the slot held.
+  int64_t n_state_layers = 0;
+  int64_t state_floats = 0;
+  int64_t num_state_slots = 0;
 
   // The layout of `c`'s cache: K/V for its attention layers, convolution state for the rest.
   // lookahead: the tokens a step may write beyond those later accepted (speculative decoding's
@@ -62,7 +70,11 @@ struct KvLayout {
     return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer() +
            static_cast<size_t>(n_conv_layers) * conv_floats_per_block() * sizeof(float);
   }
-  size_t total_bytes() const { return bytes_per_block() * static_cast<size_t>(num_blocks); }
+  // Bytes of every sequence-state slot of every mixer layer.
+  size_t state_bytes() const {
+    return static_cast<size_t>(n_state_layers * state_floats * num_state_slots) * sizeof(float);
+  }
+  size_t total_bytes() const { return bytes_per_block() * static_cast<size_t>(num_blocks) + state_bytes(); }
 };
 
 class KvStorage {
@@ -86,8 +98,16 @@ class KvStorage {
     return reinterpret_cast<float*>(base_ + (layer_offset(layout_.n_layer, 0) + 63) / 64 * 64) +
            static_cast<size_t>(slot) * layout_.conv_floats_per_block() * static_cast<size_t>(layout_.num_blocks);
   }
+  // Mixer layer `layer`'s (ModelConfig::cache_slot) state in slot `slot`: state_floats floats.
+  float* seq_state(int64_t layer, int32_t slot) const {
+    return conv_state(layout_.n_conv_layers) +
+           (static_cast<size_t>(layer) * static_cast<size_t>(layout_.num_state_slots) + static_cast<size_t>(slot)) *
+               static_cast<size_t>(layout_.state_floats);
+  }
   // Copies every layer's K and V of block src into block dst (copy-on-write for shared blocks).
   void copy_block(int32_t src, int32_t dst);
+  // Copies every mixer layer's state of slot src into slot dst (a forked sequence's).
+  void copy_state(int32_t src, int32_t dst);
 
  private:
   size_t layer_offset(int64_t layer, int kv) const {

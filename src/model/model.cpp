@@ -197,6 +197,20 @@ Status load_shortconv_layer(Loader& ld, const ModelConfig& c, const std::string&
   return {};
 }
 
+// A Mamba-2 mixer (ModelConfig::is_ssm), llama.cpp's tensors and shapes.
+Status load_ssm_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, H = c.ssm_n_head, G = c.ssm_n_group;
+  TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "ssm_in.weight", c.ssm_in_dim(), E));
+  TM_ASSIGN_OR_RETURN(L.conv_kernel, ld.vec2d(p + "ssm_conv1d.weight", c.ssm_d_conv, c.ssm_conv_dim()));
+  TM_ASSIGN_OR_RETURN(L.ssm_conv_b, ld.opt_vec(p + "ssm_conv1d.bias", c.ssm_conv_dim(), false));
+  TM_ASSIGN_OR_RETURN(L.ssm_dt_b, ld.vec(p + "ssm_dt.bias", H));
+  TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec2d(p + "ssm_a", 1, H));
+  TM_ASSIGN_OR_RETURN(L.ssm_d, ld.vec2d(p + "ssm_d", 1, H));
+  TM_ASSIGN_OR_RETURN(L.ssm_norm, ld.vec2d(p + "ssm_norm.weight", c.ssm_d_inner / G, G));
+  TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, c.ssm_d_inner));
+  return {};
+}
+
 // A layer's attention tensors: q/k/v (deepseek2's latent form, phi3's fused attn_qkv, or apart), their
 // biases, q/k norms, the output projection and its bias, gpt-oss's sinks.
 Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
@@ -301,6 +315,8 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     if (c.is_conv(l)) {  // lfm2: a short convolution in place of attention
       TM_TRY(load_shortconv_layer(ld, c, p, L));
+    } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention
+      TM_TRY(load_ssm_layer(ld, c, p, L));
     } else {
       TM_TRY(load_attention_layer(ld, *file, c, p, L));
     }

@@ -56,8 +56,12 @@ struct LayerWeights {
   // lfm2's short convolution layers (ModelConfig::is_conv; wq/wk/wv/wo then empty): in_proj (3 x n_embd
   // rows: the gates b and c, then x), the depthwise kernel (n_embd x shortconv_l, channel-major, the
   // oldest input's weight first) and out_proj.
+  // Mamba-2 mixers (ModelConfig::is_ssm) use the same three for ssm_in (z, x, B, C, dt rows), ssm_out
+  // and the convolution's kernel (ssm_conv_dim x ssm_d_conv), with the kernel's bias (empty: none), the
+  // per-head dt bias, A (negative decay rates) and D (skip), and the gated norm's weights (d_inner).
   Matrix conv_in, conv_out;
   std::vector<float> conv_kernel;
+  std::vector<float> ssm_conv_b, ssm_dt_b, ssm_a, ssm_d, ssm_norm;
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

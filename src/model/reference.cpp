@@ -1,5 +1,7 @@
 #include "model/reference.h"
 
+#include "model/mamba2.h"
+
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -170,6 +172,12 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   logits_.resize(c.n_vocab);
   conv_inputs_.resize(static_cast<size_t>(c.n_conv_layers() * max_seq * c.n_embd));
   conv_bcx_.resize(static_cast<size_t>(3 * c.n_embd));
+  if (c.n_ssm_layers() > 0) {
+    ssm_state_.resize(static_cast<size_t>(c.n_ssm_layers() * c.ssm_state_floats()));
+    ssm_zx_.resize(static_cast<size_t>(c.ssm_in_dim()));
+    ssm_xbc_.resize(static_cast<size_t>(c.ssm_conv_dim()));
+    ssm_y_.resize(static_cast<size_t>(c.ssm_d_inner));
+  }
   key_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
   value_cache_.resize(static_cast<size_t>(c.n_layer * max_seq * c.kv_dim()));
 }
@@ -192,6 +200,53 @@ void ReferenceForward::shortconv(const LayerWeights& L, int64_t slot, int64_t po
     att_out_[i] = conv_bcx_[E + i] * acc;
   }
   ref::matvec(L.conv_out, att_out_.data(), xb_.data(), row_);
+}
+
+// Mamba-2's mixer, one token (model/mamba2.h says what it computes): [z | xBC | dt] = ssm_in xb; the
+// convolution over the last d_conv inputs, oldest first, plus the bias, silu; per head the state
+// update and read-out; the gate silu(z), the norm per group, ssm_out. The state (the convolution's last
+// d_conv - 1 inputs, then S) starts at zero at position 0.
+void ReferenceForward::mamba2(const LayerWeights& L, int64_t slot, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const int64_t DI = c.ssm_d_inner, CD = c.ssm_conv_dim(), K = c.ssm_d_conv, H = c.ssm_n_head;
+  const int64_t HD = c.ssm_head_dim(), G = c.ssm_n_group, DS = c.ssm_d_state;
+  float* conv = ssm_state_.data() + slot * c.ssm_state_floats();  // (K - 1) x CD, the oldest first
+  float* S = conv + (K - 1) * CD;
+  if (pos == 0) std::fill(conv, conv + c.ssm_state_floats(), 0.0f);
+  ref::matvec(L.conv_in, xb_.data(), ssm_zx_.data(), row_);
+  const float* z = ssm_zx_.data();
+  const float* in = ssm_zx_.data() + DI;
+  const float* dt = ssm_zx_.data() + DI + CD;
+  for (int64_t ch = 0; ch < CD; ++ch) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < K; ++j) acc += (j < K - 1 ? conv[j * CD + ch] : in[ch]) * L.conv_kernel[ch * K + j];
+    if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[ch];
+    ssm_xbc_[ch] = ref::silu(acc);
+  }
+  for (int64_t j = 0; j + 1 < K - 1; ++j)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[j * CD + ch] = conv[(j + 1) * CD + ch];
+  if (K > 1)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = h / (H / G);
+    const float d = ssm_softplus(dt[h] + L.ssm_dt_b[h]);
+    const float decay = std::exp(d * L.ssm_a[h]);
+    const float* B = ssm_xbc_.data() + DI + g * DS;
+    const float* C = ssm_xbc_.data() + DI + G * DS + g * DS;
+    for (int64_t i = 0; i < HD; ++i) {
+      const float x = ssm_xbc_[h * HD + i];
+      float* Si = S + (h * HD + i) * DS;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < DS; ++j) {
+        Si[j] = Si[j] * decay + B[j] * (x * d);
+        sum += Si[j] * C[j];
+      }
+      ssm_y_[h * HD + i] = (sum + x * L.ssm_d[h]) * ref::silu(z[h * HD + i]);
+    }
+  }
+  const int64_t W = DI / G;
+  for (int64_t g = 0; g < G; ++g) ref::rmsnorm(ssm_y_.data() + g * W, ssm_y_.data() + g * W, L.ssm_norm.data() + g * W, W, c.rms_eps);
+  ref::matvec(L.conv_out, ssm_y_.data(), xb_.data(), row_);
 }
 
 void ReferenceForward::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
@@ -236,6 +291,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
     if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
       shortconv(L, c.slot(l), pos);
+    } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer instead of attention
+      mamba2(L, c.slot(l), pos);
     } else {
       const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
       const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];

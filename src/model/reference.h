@@ -34,6 +34,7 @@ class ReferenceForward {
   void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
   void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
+  void mamba2(const LayerWeights& L, int64_t slot, int64_t pos);  // granitehybrid: xb = the mixer of xb
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
   void lora_add(const LoraWeight* w, const float* x, float* y);
@@ -63,6 +64,8 @@ class ReferenceForward {
   std::vector<float> value_cache_;  // (n_layer, max_seq, kv_dim)
   std::vector<float> conv_inputs_;  // (convolution layers, max_seq, n_embd) each position's b * x (lfm2)
   std::vector<float> conv_bcx_;     // (3 n_embd) in_proj's output
+  std::vector<float> ssm_state_;    // (mixer layers, ssm_state_floats) the convolution's inputs, then S
+  std::vector<float> ssm_zx_, ssm_xbc_, ssm_y_;  // ssm_in's output, the convolution's, the scan's
 };
 
 // Building blocks of the reference, exposed for kernel tests.

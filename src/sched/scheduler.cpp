@@ -188,12 +188,14 @@ SchedulerOutput Scheduler::schedule() {
     s.token_ids.insert(s.token_ids.end(), r.draft_tokens.begin(), r.draft_tokens.begin() + p.num_drafts);
     s.num_draft_tokens = p.num_drafts;
     s.block_table = kv_.block_table(p.id);
+    s.state_slot = kv_.state_slot(p.id);
     s.produces_sample = p.start_pos + p.num_tokens - p.num_drafts == r.num_tokens();
     s.resumed = p.resumed;
     out.block_copies.insert(out.block_copies.end(), p.copies.begin(), p.copies.end());
     out.total_tokens += p.num_tokens;
     out.scheduled.push_back(std::move(s));
   }
+  out.state_copies = kv_.take_state_copies();
   TM_ASSERT(out.total_tokens <= config_.max_num_batched_tokens);
   last_step_tokens_ = out.total_tokens;
   total_scheduled_tokens_ += out.total_tokens;

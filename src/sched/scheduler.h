@@ -65,6 +65,7 @@ struct ScheduledRequest {
                                       // followed by the draft tokens
   int32_t num_draft_tokens = 0;       // speculative drafts at the end of token_ids (scored, not yet tokens)
   std::vector<int32_t> block_table;   // full block table after allocation
+  int32_t state_slot = -1;            // recurrent models: the request's sequence-state slot (else -1)
   bool produces_sample = false;       // the last token reaches the end of the known tokens
   bool resumed = false;               // newly admitted from the waiting queue this step
 };
@@ -74,6 +75,7 @@ struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;  // running requests first, then newly admitted ones
   std::vector<RequestId> preempted;
   std::vector<BlockCopy> block_copies;      // apply in order before the forward pass
+  std::vector<BlockCopy> state_copies;      // sequence-state slots (forks of recurrent models), likewise
   int32_t total_tokens = 0;
   bool empty() const { return scheduled.empty(); }
 };
@@ -121,7 +123,8 @@ class Scheduler {
   bool finish(RequestId id, FinishReason reason);
   bool abort(RequestId id) { return finish(id, FinishReason::Abort); }
   // n > 1: child continues from parent's state and shares its blocks. Parent must be running with
-  // its prompt computed. child_last_token (if set) replaces the last, not yet computed output token
+  // its prompt computed. (Recurrent models: when no state slot is free the child waits, to be
+  // computed from its start like a preempted request.) child_last_token (if set) replaces the last, not yet computed output token
   // (the child's own sample from the same logits). The returned event says if the child finished.
   Result<RequestEvent> fork(RequestId parent, RequestId child,
                             std::optional<int32_t> child_last_token = std::nullopt);

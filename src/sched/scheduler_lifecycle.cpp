@@ -122,10 +122,15 @@ Result<RequestEvent> Scheduler::fork(RequestId parent, RequestId child,
     ev.token = *child_last_token;
   }
   ev.finish = c.check_stop();
-  kv_.fork(parent, child);
+  if (ev.finish != FinishReason::None) return ev;  // (finished at once: nothing to hold)
+  const bool shares = kv_.fork(parent, child);
+  if (!shares) {  // no state slot free (recurrent models): computed from its start once one is
+    c.num_computed_tokens = 0;
+    c.status = RequestStatus::Preempted;
+  }
   requests_.emplace(child, std::move(c));
-  running_.push_back(child);
-  if (ev.finish != FinishReason::None) remove_request(child);
+  if (shares) running_.push_back(child);
+  else enqueue_waiting(child, /*front=*/true);
   return ev;
 }
 

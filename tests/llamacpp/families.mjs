@@ -87,6 +87,8 @@ try {
   // 64 narrow layers for the windowed EXAONE 4.0
   const narrow = ['--n-vocab', '512', '--n-embd', '64', '--n-head', '2', '--n-head-kv', '1', '--n-ff', '128',
     '--n-ctx', '256', '--vocab', stories];
+  // granite's scalars under which the layers weigh in
+  const weighIn = ['--embedding-scale', '1.5', '--residual-scale', '0.8', '--attention-scale', '0.2', '--logit-scale', '3'];
   const models = {
     gemma: ['--arch', 'gemma', '--n-layer', '2', '--head-dim', '96'],
     // Granite 3.3 2B's scalars (embeddings x12 outweigh the layers' x0.22 outputs), and scalars under
@@ -140,6 +142,8 @@ try {
     apertus: ['--shape', 'tiny-apertus', '--head-dim', '64'],
     'hunyuan-dense': ['--shape', 'tiny-hunyuan-dense', '--head-dim', '64', '--rope-theta', '11158840'],
     'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
+    granitehybrid: ['--shape', 'tiny-granitehybrid', ...weighIn],
+    'granitehybrid (experts)': ['--shape', 'tiny-granitehybrid-moe', ...weighIn],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

@@ -173,7 +173,7 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->logit_scale > 0) s.logit_scale = o->logit_scale;
     const bool cohere = s.arch == "command-r" || s.arch == "cohere2";
     if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || (s.logit_scale > 0 && !cohere)) &&
-        s.arch != "granite" && s.arch != "granitemoe") {
+        s.arch != "granite" && s.arch != "granitemoe" && s.arch != "granitehybrid") {
       log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's "
                 "(--logit-scale also command-r's and cohere2's)");
       return 2;

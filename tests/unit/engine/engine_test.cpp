@@ -161,8 +161,15 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
       EXPECT_GT(st.num_preemptions, 0u);
     }
     // with a small budget request 7's prompt blocks are cached before requests 8..15 are admitted
+    // (recurrent models: no prefix cache -- a state sums its whole sequence -- and at most as many
+    // sequences at once as the plan's state slots)
     if (std::string(v.name) == "chunk64") {
-      EXPECT_GT(st.kv.prefix_hit_tokens, 0);
+      if (cfg.n_ssm_layers() > 0) EXPECT_EQ(st.kv.prefix_hit_tokens, 0);
+      else EXPECT_GT(st.kv.prefix_hit_tokens, 0);
+    }
+    if (cfg.n_ssm_layers() > 0 && std::string(v.name) == "preempt") {
+      EXPECT_GE(e->memory_plan().num_state_slots, 1);
+      EXPECT_LT(e->memory_plan().num_state_slots, 16);  // (fewer than the requests: they wait for slots)
     }
     // everything freed: no block held by a live request
     EXPECT_EQ(st.num_running, 0);
@@ -175,7 +182,36 @@ INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-
                                                                  "tiny-phi3", "tiny-qwen3moe", "tiny-qwen2moe",
                                                                  "tiny-olmoe", "tiny-mixtral", "tiny-gemma2",
                                                                  "tiny-gemma3", "tiny-mistral", "tiny-lfm2",
-                                                                 "tiny-lfm2moe"));
+                                                                 "tiny-lfm2moe", "tiny-granitehybrid"));
+
+// Recurrent models (granitehybrid's Mamba-2 mixers): the plan gives a state slot per sequence that
+// runs at once and turns the prefix cache off; speculative decoding, whose rejected drafts would need
+// the state before them, is refused by name.
+TEST(Engine, RecurrentModelsPlanStateSlotsAndRefuseSpeculation) {
+  const std::string model = tiny_model_path("tiny-granitehybrid");
+  {
+    EngineConfig c;
+    c.model_path = model;
+    c.threads = 1;
+    c.max_num_seqs = 5;
+    auto e = Engine::create(c);
+    ASSERT_TRUE(e.ok()) << e.error();
+    const MemoryPlan& p = (*e)->memory_plan();
+    EXPECT_EQ(p.num_state_slots, 5);
+    EXPECT_GT(p.state_bytes, 0u);
+    EXPECT_LT(p.state_bytes, p.kv_bytes);
+    EXPECT_NE(p.note.find("recurrent state: 5 sequence slots"), std::string::npos) << p.note;
+  }
+  EngineConfig c;
+  c.model_path = model;
+  c.threads = 1;
+  c.speculative.method = "ngram";
+  c.speculative.num_speculative_tokens = 3;
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("speculative decoding is not supported for models with recurrent layers (granitehybrid)"),
+            std::string::npos) << e.error();
+}
 
 TEST(Engine, SeedsReproduceInsideABatch) {
   auto e = make_engine(stories_path());

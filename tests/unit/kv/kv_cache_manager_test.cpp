@@ -382,3 +382,51 @@ TEST(KvCacheManager, ReleaseBeforeWithoutPrefixCaching) {
   kv.free(1);
   EXPECT_EQ(kv.num_free_blocks(), 7);
 }
+
+// Recurrent models: each request holds a sequence-state slot from its first allocation until freed; a
+// request finding none free is refused with nothing changed; a fork takes a slot and asks for the
+// parent's state to be copied into it (or, with none free, changes nothing).
+TEST(KvCacheManager, StateSlotsFollowRequests) {
+  EXPECT_FALSE(KvCacheManager::create({8, kBs, /*enable_prefix_caching=*/true, /*num_state_slots=*/2}).ok());
+  auto m = std::move(KvCacheManager::create({8, kBs, false, 2})).value();
+  ASSERT_TRUE(m.allocate_slots(1, 0, 5));
+  ASSERT_TRUE(m.allocate_slots(2, 0, 3));
+  const int32_t s1 = m.state_slot(1), s2 = m.state_slot(2);
+  EXPECT_GE(s1, 0);
+  EXPECT_GE(s2, 0);
+  EXPECT_NE(s1, s2);
+  EXPECT_EQ(m.num_free_state_slots(), 0);
+  const int32_t free_blocks = m.num_free_blocks();
+  EXPECT_FALSE(m.allocate_slots(3, 0, 2));  // blocks enough, no slot: refused, nothing changed
+  EXPECT_EQ(m.num_free_blocks(), free_blocks);
+  EXPECT_FALSE(m.has_request(3));
+  EXPECT_EQ(m.state_slot(3), -1);
+  ASSERT_TRUE(m.allocate_slots(1, 5, 1));  // a running request keeps its slot
+  EXPECT_EQ(m.state_slot(1), s1);
+  EXPECT_FALSE(m.fork(1, 4));  // no slot for a child: nothing changed
+  EXPECT_FALSE(m.has_request(4));
+  EXPECT_THAT(m.take_state_copies(), IsEmpty());
+  m.free(2);
+  EXPECT_EQ(m.num_free_state_slots(), 1);
+  ASSERT_TRUE(m.fork(1, 4));
+  EXPECT_EQ(m.state_slot(4), s2);  // the freed slot
+  EXPECT_THAT(m.take_state_copies(), ElementsAre(BlockCopy{s1, s2}));
+  EXPECT_THAT(m.take_state_copies(), IsEmpty());
+  ASSERT_TRUE(m.fork(4, 5) == false);
+  m.free(4);
+  ASSERT_TRUE(m.allocate_slots(3, 0, 2));
+  EXPECT_EQ(m.state_slot(3), s2);
+  // a fork's copy is void once its child is freed before the copy was taken
+  m.free(3);
+  ASSERT_TRUE(m.fork(1, 6));
+  m.free(6);
+  EXPECT_THAT(m.take_state_copies(), IsEmpty());
+}
+
+TEST(KvCacheManager, WithoutStateSlotsRequestsHaveNone) {
+  auto m = std::move(KvCacheManager::create({8, kBs, true})).value();
+  ASSERT_TRUE(m.allocate_slots(1, 0, 5));
+  EXPECT_EQ(m.state_slot(1), -1);
+  EXPECT_TRUE(m.fork(1, 2));
+  EXPECT_THAT(m.take_state_copies(), IsEmpty());
+}

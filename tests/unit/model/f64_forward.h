@@ -50,6 +50,12 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
+      if (c_.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
+        const auto o = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        ffn(L, l, x, rs);
+        continue;
+      }
       if (c_.is_mla()) {  // deepseek2: K and V decompressed per head from the cached latent
         auto o = mla_attention(L, l, xb, pos, rp, roped);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
@@ -338,6 +344,51 @@ class F64Forward {
     if (!c_.arch.qk_norm_after_rope) norm_head();
     if (roped) rope(p, pos, rp);
     if (c_.arch.qk_norm_after_rope) norm_head();  // hunyuan-dense
+  }
+  // Mamba-2 without a recurrence: with xBC_s the silu'd convolution of the inputs at s (kc_: the raw
+  // inputs, vc_: [xBC_s | dt_s]), head h's output at t is
+  //   y_t = sum_{s <= t} exp(A_h sum_{s < r <= t} dt_r) dt_s (C_t . B_s) x_s + D_h x_t,
+  // then gated by silu(z_t) and RMS-normed per group.
+  std::vector<double> mamba2_dual(const LayerWeights& L, int64_t l, const std::vector<double>& xb, int64_t pos) {
+    const int64_t DI = c_.ssm_d_inner, CD = c_.ssm_conv_dim(), K = c_.ssm_d_conv, H = c_.ssm_n_head;
+    const int64_t HD = c_.ssm_head_dim(), G = c_.ssm_n_group, DS = c_.ssm_d_state;
+    const auto zx = mv(L.conv_in, xb);
+    kc_[l].emplace_back(zx.begin() + DI, zx.begin() + DI + CD);
+    std::vector<double> cur(CD + H);
+    for (int64_t ch = 0; ch < CD; ++ch) {
+      double acc = L.ssm_conv_b.empty() ? 0 : L.ssm_conv_b[ch];
+      for (int64_t j = 0; j < K; ++j)
+        if (pos - K + 1 + j >= 0) acc += kc_[l][pos - K + 1 + j][ch] * L.conv_kernel[ch * K + j];
+      cur[ch] = acc / (1 + std::exp(-acc));
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      const double d = zx[DI + CD + h] + L.ssm_dt_b[h];
+      cur[CD + h] = d > 20 ? d : std::log1p(std::exp(d));
+    }
+    vc_[l].push_back(cur);
+    std::vector<double> y(DI);
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / G);
+      double decay_sum = 0;  // sum of dt over (s, t]
+      for (int64_t s = pos; s >= 0; --s) {
+        const auto& v = vc_[l][s];
+        double cb = 0;
+        for (int64_t j = 0; j < DS; ++j) cb += cur[DI + G * DS + g * DS + j] * v[DI + g * DS + j];
+        const double wgt = std::exp(L.ssm_a[h] * decay_sum) * v[CD + h] * cb;
+        for (int64_t i = 0; i < HD; ++i) y[h * HD + i] += wgt * v[h * HD + i];
+        decay_sum += v[CD + h];
+      }
+      for (int64_t i = 0; i < HD; ++i) y[h * HD + i] += L.ssm_d[h] * cur[h * HD + i];
+    }
+    for (int64_t i = 0; i < DI; ++i) y[i] *= zx[i] / (1 + std::exp(-zx[i]));
+    const int64_t W = DI / G;
+    for (int64_t g = 0; g < G; ++g) {
+      double ss = 0;
+      for (int64_t i = 0; i < W; ++i) ss += y[g * W + i] * y[g * W + i];
+      const double r = 1 / std::sqrt(ss / W + c_.rms_eps);
+      for (int64_t i = 0; i < W; ++i) y[g * W + i] *= r * L.ssm_norm[g * W + i];
+    }
+    return y;
   }
   // RoPE of the n_rot values at p
   void rope(double* p, int64_t pos, const RopeParams& rp) {

@@ -79,8 +79,8 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.n_ff, shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
     int64_t a0 = 0, a1 = 1;  // attention layers (lfm2's others are convolutions)
-    while (c.is_conv(a0)) ++a0;
-    while (c.is_conv(a1)) ++a1;
+    while (c.is_conv(a0) || c.is_ssm(a0)) ++a0;
+    while (c.is_conv(a1) || c.is_ssm(a1) || a1 == a0) ++a1;
     EXPECT_EQ(m->weights().layers[a0].wq.type, t);
     const Matrix& wq = m->weights().layers[a1].wq;
     std::vector<float> row(wq.cols);
@@ -177,7 +177,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-starcoder2", "tiny-phi2", "tiny-stablelm",
                                                               "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
                                                               "tiny-hunyuan-dense", "tiny-hunyuan-moe",
-                                                              "tiny-arcee", "tiny-apertus", "tiny-exaone-moe"));
+                                                              "tiny-arcee", "tiny-apertus", "tiny-exaone-moe",
+                                                              "tiny-granitehybrid", "tiny-granitehybrid-moe"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

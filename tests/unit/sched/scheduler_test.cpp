@@ -300,6 +300,39 @@ TEST(Scheduler, ForkSharesTheParentsBlocks) {
   EXPECT_FALSE(h.sched.fork(1, 3).ok());  // parent gone
 }
 
+// Recurrent models: a request runs only with a state slot (at most num_state_slots at once, the rest
+// wait), the scheduled entries name their slots, and a fork with a slot free copies the parent's state;
+// without one the child waits and is computed from its start.
+TEST(Scheduler, StateSlotsBoundTheRunningRequests) {
+  SchedulerConfig c = config(64, 100);
+  c.kv.enable_prefix_caching = false;
+  c.kv.num_state_slots = 2;
+  Harness h(c);
+  h.add(req(1, prompt_of(0, 6), 3));
+  h.add(req(2, prompt_of(10, 5), 3));
+  h.add(req(3, prompt_of(20, 4), 3));
+  EXPECT_EQ(h.step(), "1@0+6*^ 2@0+5*^");  // request 3 waits for a slot
+  EXPECT_NE(h.last.scheduled[0].state_slot, h.last.scheduled[1].state_slot);
+  EXPECT_GE(h.last.scheduled[0].state_slot, 0);
+  auto ev = h.sched.fork(1, 4, 777);  // no slot: the child waits behind request 3's turn
+  ASSERT_TRUE(ev.ok()) << ev.error();
+  EXPECT_EQ(h.sched.stats().num_waiting, 2);
+  while (h.sched.has_unfinished()) {
+    h.step();
+    for (const ScheduledRequest& s : h.last.scheduled) EXPECT_GE(s.state_slot, 0);
+    EXPECT_LE(h.last.scheduled.size(), 2u);
+    EXPECT_THAT(h.last.state_copies, IsEmpty());
+  }
+  EXPECT_EQ(h.sched.kv().num_free_state_slots(), 2);
+  // with a slot free, the fork runs at once from a copy of the parent's state
+  h.add(req(5, prompt_of(0, 6), 3));
+  h.step();
+  const int32_t parent_slot = h.last.scheduled[0].state_slot;
+  ASSERT_TRUE(h.sched.fork(5, 6, 778).ok());
+  EXPECT_EQ(h.step(), "5@6+1* 6@6+1*");
+  EXPECT_THAT(h.last.state_copies, ElementsAre(BlockCopy{parent_slot, h.last.scheduled[1].state_slot}));
+}
+
 // Requests the engine's front door refuses (check_request) are broken invariants in the scheduler.
 TEST(SchedulerDeathTest, AssertsOnRequestsTheEngineRefuses) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -1,0 +1,98 @@
+#include "model/mamba2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+
+namespace tmill {
+
+void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
+                const KvStorage& kv, int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool) {
+  (void)seq_of;
+  const int64_t DI = c.ssm_d_inner, CD = c.ssm_conv_dim(), IN = c.ssm_in_dim(), K = c.ssm_d_conv;
+  const int64_t H = c.ssm_n_head, HD = c.ssm_head_dim(), G = c.ssm_n_group, DS = c.ssm_d_state;
+  const int64_t per_group = H / G;
+  TM_ASSERT(kv.layout().state_floats == c.ssm_state_floats(), "no sequence state in the KV layout");
+  auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t)>& fn) {
+    if (pool && count > 1) pool->parallel_for(count, 1, [&](int64_t a, int64_t b, int) { fn(a, b); });
+    else fn(0, count);
+  };
+  const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
+  // 1. The convolution, sequence by sequence: the inputs before the step come from the state (zero at
+  //    position 0), the step's own from zx; the output replaces xBC in zx once every row of the
+  //    sequence has read its inputs (the state then keeps the last K - 1 inputs).
+  std::vector<float> conv_out(static_cast<size_t>(n * CD));
+  parallel(n_seqs, [&](int64_t s0, int64_t s1) {
+    std::vector<float> hist;
+    for (int64_t si = s0; si < s1; ++si) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(si)];
+      if (s.n_tokens == 0) continue;
+      float* state = kv.seq_state(layer, s.state_slot);
+      if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
+      // hist: the K - 1 inputs before the step, then the step's, each CD floats
+      const int64_t rows = K - 1 + s.n_tokens;
+      hist.resize(static_cast<size_t>(rows * CD));
+      std::memcpy(hist.data(), state, static_cast<size_t>((K - 1) * CD) * sizeof(float));
+      for (int64_t t = 0; t < s.n_tokens; ++t)
+        std::memcpy(hist.data() + (K - 1 + t) * CD, zx + (s.token_begin + t) * IN + DI, static_cast<size_t>(CD) * sizeof(float));
+      for (int64_t t = 0; t < s.n_tokens; ++t) {
+        float* o = conv_out.data() + (s.token_begin + t) * CD;
+        for (int64_t ch = 0; ch < CD; ++ch) {
+          const float* k = L.conv_kernel.data() + ch * K;
+          float acc = 0.0f;  // llama.cpp's order: the oldest input first, then the bias
+          for (int64_t j = 0; j < K; ++j) acc += hist[static_cast<size_t>((t + j) * CD + ch)] * k[j];
+          if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[static_cast<size_t>(ch)];
+          o[ch] = acc / (1.0f + std::exp(-acc));  // silu
+        }
+      }
+      std::memcpy(state, hist.data() + s.n_tokens * CD, static_cast<size_t>((K - 1) * CD) * sizeof(float));
+    }
+  });
+  // 2. The scan, per (sequence, head), token after token.
+  parallel(n_seqs * H, [&](int64_t i0, int64_t i1) {
+    for (int64_t item = i0; item < i1; ++item) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(item / H)];
+      const int64_t h = item % H, g = h / per_group;
+      if (s.n_tokens == 0) continue;
+      float* S = kv.seq_state(layer, s.state_slot) + (K - 1) * CD + h * HD * DS;
+      const float A = L.ssm_a[static_cast<size_t>(h)], D = L.ssm_d[static_cast<size_t>(h)];
+      for (int64_t t = s.token_begin; t < s.token_begin + s.n_tokens; ++t) {
+        const float* xbc = conv_out.data() + t * CD;
+        const float* x = xbc + h * HD;
+        const float* B = xbc + DI + g * DS;
+        const float* C = xbc + DI + G * DS + g * DS;
+        const float dt = ssm_softplus(zx[t * IN + DI + CD + h] + L.ssm_dt_b[static_cast<size_t>(h)]);
+        const float dA = std::exp(dt * A);
+        float* yo = y + t * DI + h * HD;
+        for (int64_t i = 0; i < HD; ++i) {
+          float* Si = S + i * DS;
+          const float xdt = x[i] * dt;
+          float sum = 0.0f;
+          for (int64_t j = 0; j < DS; ++j) {
+            Si[j] = Si[j] * dA + B[j] * xdt;
+            sum += Si[j] * C[j];
+          }
+          yo[i] = sum + x[i] * D;
+        }
+      }
+    }
+  });
+  // 3. The gate and the grouped norm, row by row.
+  parallel(n, [&](int64_t t0, int64_t t1) {
+    const int64_t W = DI / G;
+    for (int64_t t = t0; t < t1; ++t) {
+      float* yo = y + t * DI;
+      const float* z = zx + t * IN;
+      for (int64_t i = 0; i < DI; ++i) yo[i] *= z[i] / (1.0f + std::exp(-z[i]));
+      for (int64_t g = 0; g < G; ++g)
+        rmsnorm_rows(yo + g * W, W, L.ssm_norm.data() + g * W, yo + g * W, W, 1, W, c.rms_eps);
+    }
+  });
+}
+
+}  // namespace tmill

@@ -1,0 +1,35 @@
+// Mamba-2's mixer (ModelConfig::is_ssm layers: granitehybrid), the batched forward's helper, as
+// llama.cpp's build_mamba2_layer computes it. From a token's ssm_in output [z | xBC | dt]:
+//   xBC' = silu(conv(xBC) + conv bias), the depthwise convolution over the token's and the
+//          ssm_d_conv - 1 previous tokens' xBC (zero before position 0), split into x (heads x
+//          head_dim), B and C (groups x d_state; head h reads group h / (heads / groups));
+//   per head: dt' = softplus(dt + dt_bias), the state S (head_dim x d_state) = S exp(dt' A) +
+//          dt' x B^T, y = S C + D x;
+//   y = rmsnorm_per_group(y * silu(z)) * norm weights, then ssm_out.
+// The convolution's last inputs and S carry over from step to step in the sequence's state slot
+// (KvStorage::seq_state, SeqSlice::state_slot). Tested against ReferenceForward (model/reference.cpp),
+// and both against llama.cpp (tests/llamacpp/families.mjs).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/batch.h"
+#include "model/config.h"
+#include "model/kv_storage.h"
+#include "model/model.h"
+
+namespace tmill {
+
+class ThreadPool;
+
+// zx: n rows of ssm_in's output (ssm_in_dim each; its xBC part becomes the convolution's output);
+// y: n rows of d_inner, the mixer's output before ssm_out; seq_of: each row's SeqSlice; layer: the
+// mixer's state index (ModelConfig::cache_slot). Updates each sequence's state in `kv`.
+void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
+                const KvStorage& kv, int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool);
+
+// ggml's softplus: x above 20 as it is, else log(1 + e^x).
+inline float ssm_softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
+
+}  // namespace tmill
