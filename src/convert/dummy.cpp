@@ -207,6 +207,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
   const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
+  // gated delta nets on three layers of four, gated attention with q/k norms, post_attention_norm
+  const bool qwen35moe = s.arch == "qwen35moe";
+  const bool qwen35 = s.arch == "qwen35" || qwen35moe;
   const bool granite = s.arch == "granite" || s.arch == "granitemoe" || granite_hybrid;
   if (granite && !(s.logit_scale > 0)) return Error{fmt::format("{} needs a logit scale ({}.logit_scale)", s.arch, s.arch)};
   if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn")
@@ -235,7 +238,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool lfm2moe = s.arch == "lfm2moe";  // lfm2 with sigmoid experts after leading dense layers
   const bool lfm2 = s.arch == "lfm2" || lfm2moe;  // short convolution layers between GQA ones with per-head q/k norms
   std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
-  if (granite_hybrid) {
+  if (qwen35) {
+    for (int64_t l = 0; l < s.n_layer; ++l) conv_layer[static_cast<size_t>(l)] = (l + 1) % 4 != 0;
+  } else if (granite_hybrid) {
     conv_layer.assign(conv_layer.size(), true);
     for (int64_t l : s.attn_layers) {
       if (l < 0 || l >= s.n_layer) return Error{fmt::format("granitehybrid: attention layer {} is not one of {} layers", l, s.n_layer)};
@@ -257,6 +262,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const int64_t ssm_heads = s.ssm_n_head > 0 ? s.ssm_n_head : 48, ssm_groups = s.ssm_n_group > 0 ? s.ssm_n_group : 1;
   const int64_t ssm_conv = s.ssm_d_conv > 0 ? s.ssm_d_conv : 4;
   const int64_t ssm_conv_dim = ssm_inner + 2 * ssm_groups * ssm_state;
+  // qwen35: value heads (ssm_heads) and key heads (ssm_groups) of ssm_state dimensions each
+  const int64_t gdn_inner = ssm_heads * ssm_state, gdn_conv_dim = gdn_inner + 2 * ssm_groups * ssm_state;
+  if (qwen35 && ssm_heads % ssm_groups != 0) return Error{"qwen35: the value heads must be a multiple of the key heads"};
   if (granite_hybrid && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
     return Error{fmt::format("granitehybrid: the inner width {} must split into {} heads, and those into {} groups",
                              ssm_inner, ssm_heads, ssm_groups)};
@@ -273,11 +281,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
                         s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
-                        bailing || hunyuan_moe || exaone_moe;
+                        bailing || hunyuan_moe || exaone_moe || qwen35moe;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
-      lfm2moe || bailing || exaone_moe;
+      lfm2moe || bailing || exaone_moe || qwen35moe;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
@@ -303,7 +311,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe && !granite_hybrid)
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe && !granite_hybrid && !qwen35moe)
       return Error{"a shared expert of its own size is qwen2moe's, ernie4_5-moe's and hunyuan-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
@@ -342,6 +350,17 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  if (qwen35) {  // as convert_hf_to_gguf.py writes Qwen3.5: the delta net's sizes, its interval, M-RoPE sections
+    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
+    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(gdn_inner));
+    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
+    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
+    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    w.set_u32(a + "full_attention_interval", 4);
+    // (the interleaved sections' sizes: how many pairs fall on each residue mod 3 -- Qwen's 11, 11, 10 for 64)
+    const int32_t half = static_cast<int32_t>(n_rot / 2);
+    w.set(a + "rope.dimension_sections", GgufValue::i32_array({(half + 2) / 3, (half + 1) / 3, half / 3, 0}));
+  }
   if (granite_hybrid) {  // as convert_hf_to_gguf.py writes Granite 4.0-H: KV heads per layer (0: a mixer), ssm.*, NoPE
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
@@ -391,7 +410,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     // (minimax-m2, hunyuan-moe: llama.cpp requires the key, though their experts have feed_forward_length rows)
     if (expert_ff_key || minimax || hunyuan_moe) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
-    if (s.arch == "qwen2moe" || hunyuan_moe)
+    if (s.arch == "qwen2moe" || hunyuan_moe || qwen35moe)
       w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
     if (ds_moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 and DeepSeek V2 / V3 (V3, GLM: sigmoid, renormalized)
       w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
@@ -584,7 +603,18 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
       if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }
-    if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer
+    if (conv_layer[static_cast<size_t>(l)] && qwen35) {  // a gated delta net
+      const int64_t H = ssm_heads;
+      TM_TRY(add_matrix(p + "attn_qkv.weight", gdn_conv_dim, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "attn_gate.weight", gdn_inner, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "ssm_conv1d.weight", gdn_conv_dim, ssm_conv, DType::F32, 0.5f));
+      TM_TRY(add_vector(p + "ssm_dt.bias", H, 0.0f, 1.0f));
+      TM_TRY(add_vector(p + "ssm_a", H, -2.0f, 1.5f));  // -exp(A_log)
+      TM_TRY(add_matrix(p + "ssm_beta.weight", H, s.n_embd, wt, 4 * w_spread));
+      TM_TRY(add_matrix(p + "ssm_alpha.weight", H, s.n_embd, wt, 4 * w_spread));
+      TM_TRY(add_vector(p + "ssm_norm.weight", ssm_state, 1.0f, 0.1f));
+      TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, gdn_inner, wt, w_spread));
+    } else if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer
       const int64_t H = ssm_heads;
       TM_TRY(add_matrix(p + "ssm_in.weight", 2 * ssm_inner + 2 * ssm_groups * ssm_state + H, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "ssm_conv1d.weight", ssm_conv_dim, ssm_conv, DType::F32, 0.5f));
@@ -627,6 +657,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_experts(p + "attn_v_b.weight", s.n_head, s.mla_v, R, wt, w_spread));
     } else if (phi3 || bailing) {  // q, k, v rows stacked
       TM_TRY(add_matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, s.n_embd, wt, w_spread));
+    } else if (qwen35) {  // queries and gates, per head
+      TM_TRY(add_matrix(p + "attn_q.weight", 2 * q_dim, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
     } else {
       TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
@@ -639,7 +673,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
+    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || qwen35 || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
                  bailing || s.arch == "hunyuan-dense" || hunyuan_moe || apertus || exaone_moe)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));
@@ -663,7 +697,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
     if (!olmo2 && !exaone4 && !cohere && !phi2)  // (cohere's and phi2's FFN read the attention's normed input)
-      TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
+      TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"),
                         s.n_embd, 1.0f, 0.1f));
     if (moe && l >= s.n_dense_lead && (l + 1) % moe_step == 0) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing
@@ -682,9 +716,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
       if (ernie_moe)  // ERNIE's bias added to softmax probabilities: of their order (1 / n_expert)
         TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.5f / static_cast<float>(s.n_expert)));
-      if (s.arch == "qwen2moe" || ds_moe || llama4 || hunyuan_moe || exaone_moe || (ernie_moe && n_ff_shexp > 0) ||
+      if (s.arch == "qwen2moe" || qwen35moe || ds_moe || llama4 || hunyuan_moe || exaone_moe || (ernie_moe && n_ff_shexp > 0) ||
           (granite_hybrid && s.n_ff_shexp > 0)) {
-        if (s.arch == "qwen2moe") TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
+        if (s.arch == "qwen2moe" || qwen35moe) TM_TRY(add_vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, 0.0f, 0.1f));
         TM_TRY(add_matrix(p + "ffn_gate_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));

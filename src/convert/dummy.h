@@ -64,7 +64,8 @@ struct ModelShape {
   std::vector<int64_t> attn_layers = {};
   int64_t conv_l = 0;
   // granitehybrid: the Mamba-2 mixers' state size, heads, groups and convolution length (0: 128, 48,
-  // 1, 4; the inner width is 2 n_embd, as llama.cpp requires); attn_layers names the attention layers
+  // 1, 4; the inner width is 2 n_embd, as llama.cpp requires); attn_layers names the attention layers.
+  // qwen35: the gated delta nets' head size, value heads and key heads (every fourth layer attention)
   int64_t ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0, ssm_d_conv = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
@@ -79,7 +80,8 @@ struct ModelShape {
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
-// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe").
+// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe",
+// "tiny-qwen35", "tiny-qwen35moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -114,6 +114,14 @@ ModelShape granite_h(ModelShape s, std::vector<int64_t> attn_layers, int64_t d_s
   return s;
 }
 
+// Qwen3.5 (qwen35, qwen35moe): the rotated dimensions and the gated delta nets' head size, value and key
+// heads (every fourth layer attention)
+ModelShape qwen35(ModelShape s, int64_t n_rot, int64_t d_state, int64_t v_heads, int64_t k_heads) {
+  s.n_rot = n_rot;
+  s.ssm_d_state = d_state, s.ssm_n_head = v_heads, s.ssm_n_group = k_heads;
+  return s;
+}
+
 // Cohere's: the logit scale (both), the sliding window (cohere2)
 ModelShape logits(ModelShape s, float scale) {
   s.logit_scale = scale;
@@ -224,6 +232,15 @@ std::vector<ModelShape> more_shapes() {
                         {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f),
       granite(granite_h({"tiny-granitehybrid-moe", "granitehybrid", 512, 64, 5, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
                         {1, 3}, 16, 8, 2, 8, 2, 96), 1.5f, 0.8f, 0.2f, 3.0f),
+      // Qwen3.5 tiny forms: layers 0-2 gated delta nets (4 value heads over 2 key heads of 16), layer 3
+      // gated attention rotating 8 of 16 dimensions; with 8 experts (2 per token) and a shared expert
+      qwen35({"tiny-qwen35", "qwen35", 512, 64, 4, 4, 2, 16, 160, 256, 10000000.0f, 1e-6f, true}, 8, 16, 4, 2),
+      [] {
+        ModelShape m = qwen35({"tiny-qwen35moe", "qwen35moe", 512, 64, 4, 4, 2, 16, 160, 256, 10000000.0f, 1e-6f, true},
+                              8, 16, 4, 2);
+        m.n_expert = 8, m.n_expert_used = 2, m.n_ff_exp = 32, m.n_ff_shexp = 48;
+        return m;
+      }(),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

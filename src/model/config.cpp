@@ -233,6 +233,8 @@ ArchSpec arch_arcee();
 ArchSpec arch_apertus();
 ArchSpec arch_exaone_moe();
 ArchSpec arch_granitehybrid();
+ArchSpec arch_qwen35();
+ArchSpec arch_qwen35moe();
 
 namespace {
 void register_builtin_archs() {
@@ -245,7 +247,7 @@ void register_builtin_archs() {
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
-                               arch_granitehybrid()})
+                               arch_granitehybrid(), arch_qwen35(), arch_qwen35moe()})
       registry()[s.name] = s;
   });
 }

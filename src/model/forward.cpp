@@ -16,6 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kernels/pack.h"
+#include "model/gated_delta_net.h"
 #include "model/mamba2.h"
 #include "model/shortconv.h"
 
@@ -34,6 +35,8 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     PreparedLayer& P = layers_[l];
     if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
       jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
+      if (c.is_gdn(static_cast<int64_t>(l)))
+        jobs.insert(jobs.end(), {{&L.ssm_gate, &P.gdn_gate}, {&L.ssm_beta, &P.gdn_beta}, {&L.ssm_alpha, &P.gdn_alpha}});
     } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
@@ -92,7 +95,8 @@ uint64_t Forward::weight_bytes() const {
                floats(w.rope_factors_short) + floats(w.rope_factors_long);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
-    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out})
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
+                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
       b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
     if (model_->config().is_mla()) b += P.mla.bytes();
@@ -112,7 +116,8 @@ uint64_t Forward::mapped_weight_bytes() const {
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
   uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_));
   for (const PreparedLayer& P : layers_)
-    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out})
+    for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
+                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
       b += in_place(*m);
   return std::min(b, weight_bytes());
 }
@@ -129,7 +134,11 @@ void Forward::ensure_scratch(int64_t n) {
   v_.resize(N * c.kv_dim());
   // (a convolution's or a Mamba-2 mixer's output too)
   att_.resize(N * std::max({c.q_dim(), c.n_conv_layers() > 0 ? c.n_embd : 0, c.ssm_d_inner}));
-  if (c.n_ssm_layers() > 0) zx_.resize(N * c.ssm_in_dim());
+  if (c.n_ssm_layers() > 0) zx_.resize(N * (c.arch.gated_delta_net ? gdn_in_dim(c) : c.ssm_in_dim()));
+  if (c.arch.attn_output_gate) {
+    qg_.resize(N * 2 * c.q_dim());
+    gate_.resize(N * c.q_dim());
+  }
   if (c.is_mla()) ao_.resize(N * c.attn_out_dim());
   if (c.n_conv_layers() > 0) bcx_.resize(N * 3 * c.n_embd);
   hb_.resize(N * c.n_ff);
@@ -262,6 +271,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
     if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
     if (c.is_conv(l)) conv_block(batch, kv, l);
+    else if (c.is_gdn(l)) gdn_block(batch, kv, l);
     else if (c.is_ssm(l)) ssm_block(batch, kv, l);
     else attention_block(batch, kv, l, lora);
     post_norm(L.attn_post_norm, N);
@@ -319,6 +329,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
   const PagedKvView view = kv.view(c.slot(l));
   const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
   const bool mla = c.is_mla();
+  const bool gated = c.arch.attn_output_gate;
   if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
     mla_.project(c, L, P.mla, xb_.data(), E, N, rope_off >= 0 ? rope_cos_.data() + rope_off : nullptr,
                  rope_off >= 0 ? rope_sin_.data() + rope_off : nullptr, q_.data(), k_.data(), pool_);
@@ -329,10 +340,13 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
       observe(P.wk, xb_.data(), N);
       observe(P.wv, xb_.data(), N);
     }
-    const MatmulOutput qkv[] = {{&P.wq, q_.data(), QD}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
+    // (qwen35: the q projection holds each head's queries and gates, split below)
+    float* qy = gated ? qg_.data() : q_.data();
+    const int64_t QY = gated ? 2 * QD : QD;
+    const MatmulOutput qkv[] = {{&P.wq, qy, QY}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
     matmul_many(qkv, 3, xb_.data(), E, N, pool_);
     if (lora) {
-      lora_.apply(l, LoraSlot::Q, xb_.data(), E, q_.data(), QD, pool_);
+      lora_.apply(l, LoraSlot::Q, xb_.data(), E, qy, QY, pool_);
       lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
       lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
     }
@@ -353,6 +367,12 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     for (int64_t t = t0; t < t1; ++t) {
       prefetch_store(t + 1);
       float* q = q_.data() + t * QD;
+      if (gated)  // per head: hd queries, then hd gates
+        for (int64_t h = 0; h < c.n_head; ++h) {
+          const float* src = qg_.data() + t * 2 * QD + h * 2 * hd;
+          std::copy(src, src + hd, q + h * hd);
+          std::copy(src + hd, src + 2 * hd, gate_.data() + t * QD + h * hd);
+        }
       float* k = k_.data() + t * KD;
       float* v = v_.data() + t * KD;
       if (!L.bq.empty()) {
@@ -392,6 +412,11 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     }
   });
   attention(batch, kv, l);
+  if (gated)  // qwen35: the output times sigmoid(gate)
+    parallel(N, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * QD; i < t1 * QD; ++i)
+        att_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-gate_[static_cast<size_t>(i)]));
+    });
   const float* ao = att_.data();
   int64_t AO = QD;
   if (mla) {  // each head's latent output through its attn_v_b
@@ -429,6 +454,23 @@ void Forward::ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   mamba2_mix(c, L, batch, seq_of_.data(), kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), c.ssm_d_inner, xb_.data(), E, N, pool_);
+}
+
+void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd, W = gdn_in_dim(c);
+  const int64_t CD = c.ssm_conv_dim(), DI = c.ssm_d_inner, H = c.ssm_n_head;
+  for (const PreparedMatrix* m : {&P.conv_in, &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha}) observe(*m, xb_.data(), N);
+  const MatmulOutput outs[] = {{&P.conv_in, zx_.data(), W},
+                               {&P.gdn_gate, zx_.data() + CD, W},
+                               {&P.gdn_beta, zx_.data() + CD + DI, W},
+                               {&P.gdn_alpha, zx_.data() + CD + DI + H, W}};
+  matmul_many(outs, 4, xb_.data(), E, N, pool_);
+  gated_delta_net_mix(c, L, batch, kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
+  observe(P.conv_out, att_.data(), N);
+  matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
 }
 
 void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {

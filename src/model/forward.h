@@ -71,6 +71,7 @@ class Forward {
   struct PreparedLayer {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
     PreparedMatrix conv_in, conv_out;                // lfm2's convolution layers (wq..wo then empty)
+    PreparedMatrix gdn_gate, gdn_beta, gdn_alpha;    // a gated delta net's other projections (qwen35)
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
   };
@@ -83,6 +84,8 @@ class Forward {
   void conv_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // A Mamba-2 mixer's block (granitehybrid, model/mamba2.h) on xb into xb.
   void ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
+  // A gated delta net's block (qwen35, model/gated_delta_net.h) on xb into xb.
+  void gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // x += residual_scale * xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null; an
   // empty norm -- olmo2's absent pre-norms -- copies x): one pass over the residual stream per token
   // range, split across the pool.
@@ -112,7 +115,8 @@ class Forward {
   int64_t cap_ = 0;
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
   std::vector<float> bcx_;  // (n_tokens, 3 n_embd) a convolution layer's in_proj output (lfm2)
-  std::vector<float> zx_;   // (n_tokens, ssm_in_dim) a Mamba-2 mixer's ssm_in output
+  std::vector<float> zx_;   // (n_tokens, ssm_in_dim or gdn_in_dim) a recurrent layer's projections
+  std::vector<float> qg_, gate_;  // (n_tokens, 2 q_dim / q_dim) gated attention's q projection, its gates
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
   std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)
   std::vector<float> ones_ff_;  // (n_ff) the ungated FFN's activation through gelu_mul / silu_mul (starcoder2)

@@ -11,6 +11,43 @@
 
 namespace tmill {
 
+void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
+                     int64_t layer, const float* in, int64_t ld_in, float* out, ThreadPool* pool) {
+  const int64_t CD = c.ssm_conv_dim(), K = c.ssm_d_conv;
+  const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
+  TM_ASSERT(kv.layout().state_floats == c.ssm_state_floats(), "no sequence state in the KV layout");
+  // Sequence by sequence: the inputs before the step come from the state (zero at position 0, where the
+  // whole state is reset), the step's own from `in`; the state then keeps the last K - 1 inputs.
+  auto body = [&](int64_t s0, int64_t s1) {
+    std::vector<float> hist;
+    for (int64_t si = s0; si < s1; ++si) {
+      const SeqSlice& s = batch.seqs[static_cast<size_t>(si)];
+      if (s.n_tokens == 0) continue;
+      float* state = kv.seq_state(layer, s.state_slot);
+      if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
+      // hist: the K - 1 inputs before the step, then the step's, each CD floats
+      const int64_t rows = K - 1 + s.n_tokens;
+      hist.resize(static_cast<size_t>(rows * CD));
+      std::memcpy(hist.data(), state, static_cast<size_t>((K - 1) * CD) * sizeof(float));
+      for (int64_t t = 0; t < s.n_tokens; ++t)
+        std::memcpy(hist.data() + (K - 1 + t) * CD, in + (s.token_begin + t) * ld_in, static_cast<size_t>(CD) * sizeof(float));
+      for (int64_t t = 0; t < s.n_tokens; ++t) {
+        float* o = out + (s.token_begin + t) * CD;
+        for (int64_t ch = 0; ch < CD; ++ch) {
+          const float* k = L.conv_kernel.data() + ch * K;
+          float acc = 0.0f;  // llama.cpp's order: the oldest input first, then the bias
+          for (int64_t j = 0; j < K; ++j) acc += hist[static_cast<size_t>((t + j) * CD + ch)] * k[j];
+          if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[static_cast<size_t>(ch)];
+          o[ch] = acc / (1.0f + std::exp(-acc));  // silu
+        }
+      }
+      std::memcpy(state, hist.data() + s.n_tokens * CD, static_cast<size_t>((K - 1) * CD) * sizeof(float));
+    }
+  };
+  if (pool && n_seqs > 1) pool->parallel_for(n_seqs, 1, [&](int64_t a, int64_t b, int) { body(a, b); });
+  else body(0, n_seqs);
+}
+
 void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
                 const KvStorage& kv, int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool) {
   (void)seq_of;
@@ -23,36 +60,9 @@ void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch&
     else fn(0, count);
   };
   const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
-  // 1. The convolution, sequence by sequence: the inputs before the step come from the state (zero at
-  //    position 0), the step's own from zx; the output replaces xBC in zx once every row of the
-  //    sequence has read its inputs (the state then keeps the last K - 1 inputs).
+  // 1. The convolution (its inputs: xBC, after z in each row).
   std::vector<float> conv_out(static_cast<size_t>(n * CD));
-  parallel(n_seqs, [&](int64_t s0, int64_t s1) {
-    std::vector<float> hist;
-    for (int64_t si = s0; si < s1; ++si) {
-      const SeqSlice& s = batch.seqs[static_cast<size_t>(si)];
-      if (s.n_tokens == 0) continue;
-      float* state = kv.seq_state(layer, s.state_slot);
-      if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
-      // hist: the K - 1 inputs before the step, then the step's, each CD floats
-      const int64_t rows = K - 1 + s.n_tokens;
-      hist.resize(static_cast<size_t>(rows * CD));
-      std::memcpy(hist.data(), state, static_cast<size_t>((K - 1) * CD) * sizeof(float));
-      for (int64_t t = 0; t < s.n_tokens; ++t)
-        std::memcpy(hist.data() + (K - 1 + t) * CD, zx + (s.token_begin + t) * IN + DI, static_cast<size_t>(CD) * sizeof(float));
-      for (int64_t t = 0; t < s.n_tokens; ++t) {
-        float* o = conv_out.data() + (s.token_begin + t) * CD;
-        for (int64_t ch = 0; ch < CD; ++ch) {
-          const float* k = L.conv_kernel.data() + ch * K;
-          float acc = 0.0f;  // llama.cpp's order: the oldest input first, then the bias
-          for (int64_t j = 0; j < K; ++j) acc += hist[static_cast<size_t>((t + j) * CD + ch)] * k[j];
-          if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[static_cast<size_t>(ch)];
-          o[ch] = acc / (1.0f + std::exp(-acc));  // silu
-        }
-      }
-      std::memcpy(state, hist.data() + s.n_tokens * CD, static_cast<size_t>((K - 1) * CD) * sizeof(float));
-    }
-  });
+  ssm_causal_conv(c, L, batch, kv, layer, zx + DI, IN, conv_out.data(), pool);
   // 2. The scan, per (sequence, head), token after token.
   parallel(n_seqs * H, [&](int64_t i0, int64_t i1) {
     for (int64_t item = i0; item < i1; ++item) {

@@ -23,6 +23,13 @@ namespace tmill {
 
 class ThreadPool;
 
+// The causal depthwise convolution both recurrent layer kinds run first: out (n rows of ssm_conv_dim)
+// = silu(conv + bias) over each row's input (in, rows ld_in apart) and the ssm_d_conv - 1 inputs before
+// it in its sequence, which come from the sequence's state slot (zero at position 0, where the whole
+// slot is reset) and which the slot then keeps for the next step.
+void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
+                     int64_t layer, const float* in, int64_t ld_in, float* out, ThreadPool* pool);
+
 // zx: n rows of ssm_in's output (ssm_in_dim each; its xBC part becomes the convolution's output);
 // y: n rows of d_inner, the mixer's output before ssm_out; seq_of: each row's SeqSlice; layer: the
 // mixer's state index (ModelConfig::cache_slot). Updates each sequence's state in `kv`.

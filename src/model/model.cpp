@@ -211,6 +211,21 @@ Status load_ssm_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
   return {};
 }
 
+// A gated delta net (ModelConfig::is_gdn), llama.cpp's qwen35 tensors and shapes.
+Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, H = c.ssm_n_head;
+  TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "attn_qkv.weight", c.ssm_conv_dim(), E));
+  TM_ASSIGN_OR_RETURN(L.ssm_gate, ld.matrix(p + "attn_gate.weight", c.ssm_d_inner, E));
+  TM_ASSIGN_OR_RETURN(L.conv_kernel, ld.vec2d(p + "ssm_conv1d.weight", c.ssm_d_conv, c.ssm_conv_dim()));
+  TM_ASSIGN_OR_RETURN(L.ssm_dt_b, ld.vec(p + "ssm_dt.bias", H));
+  TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec(p + "ssm_a", H));
+  TM_ASSIGN_OR_RETURN(L.ssm_beta, ld.matrix(p + "ssm_beta.weight", H, E));
+  TM_ASSIGN_OR_RETURN(L.ssm_alpha, ld.matrix(p + "ssm_alpha.weight", H, E));
+  TM_ASSIGN_OR_RETURN(L.ssm_norm, ld.vec(p + "ssm_norm.weight", c.ssm_d_state));
+  TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, c.ssm_d_inner));
+  return {};
+}
+
 // A layer's attention tensors: q/k/v (deepseek2's latent form, phi3's fused attn_qkv, or apart), their
 // biases, q/k norms, the output projection and its bias, gpt-oss's sinks.
 Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
@@ -223,7 +238,7 @@ Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c,
     L.wk = Loader::rows_of(qkv, c.q_dim(), c.kv_dim());
     L.wv = Loader::rows_of(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
   } else {
-    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+    TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", c.q_proj_dim(), c.n_embd));  // (qwen35: + gates)
     TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
     TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
   }
@@ -315,6 +330,8 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     if (c.is_conv(l)) {  // lfm2: a short convolution in place of attention
       TM_TRY(load_shortconv_layer(ld, c, p, L));
+    } else if (c.is_gdn(l)) {  // qwen35: a gated delta net in place of attention
+      TM_TRY(load_gdn_layer(ld, c, p, L));
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention
       TM_TRY(load_ssm_layer(ld, c, p, L));
     } else {

@@ -62,6 +62,10 @@ struct LayerWeights {
   Matrix conv_in, conv_out;
   std::vector<float> conv_kernel;
   std::vector<float> ssm_conv_b, ssm_dt_b, ssm_a, ssm_d, ssm_norm;
+  // Gated delta nets (ModelConfig::is_gdn) use conv_in for attn_qkv (q, k, v rows: the convolution's
+  // input), conv_out for ssm_out, conv_kernel, ssm_dt_b, ssm_a (per value head) and ssm_norm (a head's
+  // width), plus these: attn_gate (z), ssm_beta and ssm_alpha (a row per value head).
+  Matrix ssm_gate, ssm_beta, ssm_alpha;
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

@@ -172,6 +172,10 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   logits_.resize(c.n_vocab);
   conv_inputs_.resize(static_cast<size_t>(c.n_conv_layers() * max_seq * c.n_embd));
   conv_bcx_.resize(static_cast<size_t>(3 * c.n_embd));
+  if (c.arch.attn_output_gate) {
+    qg_.resize(static_cast<size_t>(2 * c.q_dim()));
+    gate_.resize(static_cast<size_t>(c.q_dim()));
+  }
   if (c.n_ssm_layers() > 0) {
     ssm_state_.resize(static_cast<size_t>(c.n_ssm_layers() * c.ssm_state_floats()));
     ssm_zx_.resize(static_cast<size_t>(c.ssm_in_dim()));
@@ -249,6 +253,69 @@ void ReferenceForward::mamba2(const LayerWeights& L, int64_t slot, int64_t pos) 
   ref::matvec(L.conv_out, ssm_y_.data(), xb_.data(), row_);
 }
 
+// The gated delta net, one token (model/gated_delta_net.h says what it computes): qkv = attn_qkv xb
+// through the causal convolution (no bias) and silu; q, k L2-normed per key head; per value head h
+// (key head h % key heads) the state decays by exp(softplus(alpha + dt_bias) A), takes the delta
+// rule's update (v - S k) sigmoid(beta) k^T and is read by q / sqrt(head); each head's output
+// RMS-normed, times silu(z), through ssm_out.
+void ReferenceForward::delta_net(const LayerWeights& L, int64_t slot, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const int64_t DI = c.ssm_d_inner, CD = c.ssm_conv_dim(), K = c.ssm_d_conv, H = c.ssm_n_head;
+  const int64_t HK = c.ssm_n_group, D = c.ssm_d_state;
+  float* conv = ssm_state_.data() + slot * c.ssm_state_floats();  // (K - 1) x CD, the oldest first
+  float* S = conv + (K - 1) * CD;
+  if (pos == 0) std::fill(conv, conv + c.ssm_state_floats(), 0.0f);
+  std::vector<float>& in = ssm_zx_;  // qkv (CD), z (DI), beta (H), alpha (H)
+  in.resize(static_cast<size_t>(CD + DI + 2 * H));
+  ref::matvec(L.conv_in, xb_.data(), in.data(), row_);
+  ref::matvec(L.ssm_gate, xb_.data(), in.data() + CD, row_);
+  ref::matvec(L.ssm_beta, xb_.data(), in.data() + CD + DI, row_);
+  ref::matvec(L.ssm_alpha, xb_.data(), in.data() + CD + DI + H, row_);
+  ssm_xbc_.resize(static_cast<size_t>(CD));
+  for (int64_t ch = 0; ch < CD; ++ch) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < K; ++j) acc += (j < K - 1 ? conv[j * CD + ch] : in[ch]) * L.conv_kernel[ch * K + j];
+    ssm_xbc_[ch] = ref::silu(acc);
+  }
+  for (int64_t j = 0; j + 1 < K - 1; ++j)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[j * CD + ch] = conv[(j + 1) * CD + ch];
+  if (K > 1)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
+  for (int64_t h = 0; h < 2 * HK; ++h) {  // q heads, then k heads: x / sqrt(sum x^2 + eps)
+    float* x = ssm_xbc_.data() + h * D;
+    float ss = 0.0f;
+    for (int64_t i = 0; i < D; ++i) ss += x[i] * x[i];
+    for (int64_t i = 0; i < D; ++i) x[i] /= std::sqrt(ss + c.rms_eps);
+  }
+  ssm_y_.resize(static_cast<size_t>(DI));
+  std::vector<float> delta(static_cast<size_t>(D));
+  for (int64_t h = 0; h < H; ++h) {
+    const float* q = ssm_xbc_.data() + (h % HK) * D;
+    const float* k = ssm_xbc_.data() + (HK + h % HK) * D;
+    const float* v = ssm_xbc_.data() + 2 * HK * D + h * D;
+    const float decay = std::exp(ssm_softplus(in[CD + DI + H + h] + L.ssm_dt_b[h]) * L.ssm_a[h]);
+    const float b = 1.0f / (1.0f + std::exp(-in[CD + DI + h]));
+    float* Sh = S + h * D * D;  // row j: value dimension j
+    for (int64_t i = 0; i < D * D; ++i) Sh[i] *= decay;
+    for (int64_t j = 0; j < D; ++j) {
+      float sk = 0.0f;
+      for (int64_t i = 0; i < D; ++i) sk += Sh[j * D + i] * k[i];
+      delta[j] = (v[j] - sk) * b;
+    }
+    for (int64_t j = 0; j < D; ++j) {
+      float o = 0.0f;
+      for (int64_t i = 0; i < D; ++i) {
+        Sh[j * D + i] += delta[j] * k[i];
+        o += Sh[j * D + i] * q[i];
+      }
+      ssm_y_[h * D + j] = o / std::sqrt(static_cast<float>(D));
+    }
+    ref::rmsnorm(ssm_y_.data() + h * D, ssm_y_.data() + h * D, L.ssm_norm.data(), D, c.rms_eps);
+    for (int64_t j = 0; j < D; ++j) ssm_y_[h * D + j] *= ref::silu(in[CD + h * D + j]);
+  }
+  ref::matvec(L.conv_out, ssm_y_.data(), xb_.data(), row_);
+}
+
 void ReferenceForward::set_lora(std::shared_ptr<const LoraAdapter> adapter, float scale) {
   lora_ = std::move(adapter);
   lora_scale_ = scale;
@@ -291,6 +358,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
     if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
       shortconv(L, c.slot(l), pos);
+    } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
+      delta_net(L, c.slot(l), pos);
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer instead of attention
       mamba2(L, c.slot(l), pos);
     } else {
@@ -301,10 +370,17 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
       } else {
         // q, k, v projections (+ bias)
-        ref::matvec(L.wq, xb_.data(), q_.data(), row_);
+        const bool gated = c.arch.attn_output_gate;  // qwen35: per head, hd queries then hd gates
+        ref::matvec(L.wq, xb_.data(), gated ? qg_.data() : q_.data(), row_);
         ref::matvec(L.wk, xb_.data(), k_.data(), row_);
         ref::matvec(L.wv, xb_.data(), v_.data(), row_);
-        lora_add(adapted(l, LoraSlot::Q), xb_.data(), q_.data());
+        lora_add(adapted(l, LoraSlot::Q), xb_.data(), gated ? qg_.data() : q_.data());
+        if (gated)
+          for (int64_t h = 0; h < c.n_head; ++h)
+            for (int64_t i = 0; i < hd; ++i) {
+              q_[h * hd + i] = qg_[h * 2 * hd + i];
+              gate_[h * hd + i] = qg_[h * 2 * hd + hd + i];
+            }
         lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
         lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
         if (!L.bq.empty()) {
@@ -346,6 +422,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
       std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
       attention(l, pos);
+      if (c.arch.attn_output_gate)  // qwen35: times sigmoid(gate)
+        for (int64_t i = 0; i < c.q_dim(); ++i) att_out_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
       // output projection and residual (MLA: each head's latent output through its attn_v_b first)
       const float* ao = att_out_.data();
       if (c.is_mla()) {

@@ -35,6 +35,7 @@ class ReferenceForward {
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
   void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
   void mamba2(const LayerWeights& L, int64_t slot, int64_t pos);  // granitehybrid: xb = the mixer of xb
+  void delta_net(const LayerWeights& L, int64_t slot, int64_t pos);  // qwen35: xb = the gated delta net of xb
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.
   void lora_add(const LoraWeight* w, const float* x, float* y);
@@ -66,6 +67,7 @@ class ReferenceForward {
   std::vector<float> conv_bcx_;     // (3 n_embd) in_proj's output
   std::vector<float> ssm_state_;    // (mixer layers, ssm_state_floats) the convolution's inputs, then S
   std::vector<float> ssm_zx_, ssm_xbc_, ssm_y_;  // ssm_in's output, the convolution's, the scan's
+  std::vector<float> qg_, gate_;    // (2 q_dim, q_dim) gated attention's q projection and gates (qwen35)
 };
 
 // Building blocks of the reference, exposed for kernel tests.

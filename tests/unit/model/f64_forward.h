@@ -50,6 +50,12 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
+      if (c_.is_gdn(l)) {  // qwen35: a gated delta net
+        const auto o = mv(L.conv_out, delta_net(L, l, xb, pos));
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        ffn(L, l, x, rs);
+        continue;
+      }
       if (c_.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
         const auto o = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
@@ -63,6 +69,16 @@ class F64Forward {
         continue;
       }
       auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
+      std::vector<double> gate;  // qwen35: per head, the queries then as many gates
+      if (c_.arch.attn_output_gate) {
+        const int64_t hd = c_.head_dim;
+        std::vector<double> qq;
+        for (int64_t h = 0; h < c_.n_head; ++h) {
+          qq.insert(qq.end(), q.begin() + 2 * h * hd, q.begin() + 2 * h * hd + hd);
+          gate.insert(gate.end(), q.begin() + 2 * h * hd + hd, q.begin() + 2 * h * hd + 2 * hd);
+        }
+        q = qq;
+      }
       if (!L.bq.empty())
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
       if (!L.bk.empty())
@@ -111,6 +127,7 @@ class F64Forward {
         for (int64_t t = first; t <= pos; ++t)
           for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[l][t][kvh * hd + i];
       }
+      for (size_t i = 0; i < gate.size(); ++i) att[i] /= 1 + std::exp(-gate[i]);  // qwen35: times sigmoid(gate)
       auto o = mv(L.wo, att);
       if (!L.bo.empty())  // attn_output.bias (gpt-oss)
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
@@ -387,6 +404,55 @@ class F64Forward {
       for (int64_t i = 0; i < W; ++i) ss += y[g * W + i] * y[g * W + i];
       const double r = 1 / std::sqrt(ss / W + c_.rms_eps);
       for (int64_t i = 0; i < W; ++i) y[g * W + i] *= r * L.ssm_norm[g * W + i];
+    }
+    return y;
+  }
+  // The gated delta net (model/gated_delta_net.h) in float64: kc_ holds the convolution's raw inputs
+  // (q, k, v before the convolution), vc_[l][0] the state S per value head (row j: value dimension j).
+  std::vector<double> delta_net(const LayerWeights& L, int64_t l, const std::vector<double>& xb, int64_t pos) {
+    const int64_t DI = c_.ssm_d_inner, CD = c_.ssm_conv_dim(), K = c_.ssm_d_conv, H = c_.ssm_n_head;
+    const int64_t HK = c_.ssm_n_group, D = c_.ssm_d_state;
+    const auto qkv = mv(L.conv_in, xb), z = mv(L.ssm_gate, xb), beta = mv(L.ssm_beta, xb), alpha = mv(L.ssm_alpha, xb);
+    kc_[l].push_back(qkv);
+    if (pos == 0) vc_[l].assign(1, std::vector<double>(static_cast<size_t>(H * D * D), 0.0));
+    std::vector<double> x(CD);
+    for (int64_t ch = 0; ch < CD; ++ch) {
+      double acc = 0;
+      for (int64_t j = 0; j < K; ++j)
+        if (pos - K + 1 + j >= 0) acc += kc_[l][pos - K + 1 + j][ch] * L.conv_kernel[ch * K + j];
+      x[ch] = acc / (1 + std::exp(-acc));
+    }
+    for (int64_t h = 0; h < 2 * HK; ++h) {  // q heads, k heads: unit length (eps inside the root)
+      double ss = 0;
+      for (int64_t i = 0; i < D; ++i) ss += x[h * D + i] * x[h * D + i];
+      for (int64_t i = 0; i < D; ++i) x[h * D + i] /= std::sqrt(ss + c_.rms_eps);
+    }
+    std::vector<double>& S = vc_[l][0];
+    std::vector<double> y(DI);
+    for (int64_t h = 0; h < H; ++h) {
+      const double* q = x.data() + (h % HK) * D;
+      const double* k = x.data() + (HK + h % HK) * D;
+      const double* v = x.data() + 2 * HK * D + h * D;
+      const double a = alpha[h] + L.ssm_dt_b[h];
+      const double decay = std::exp((a > 20 ? a : std::log1p(std::exp(a))) * L.ssm_a[h]);
+      const double b = 1 / (1 + std::exp(-beta[h]));
+      double* Sh = S.data() + h * D * D;
+      for (int64_t i = 0; i < D * D; ++i) Sh[i] *= decay;
+      std::vector<double> d(D);
+      for (int64_t j = 0; j < D; ++j) {
+        double sk = 0;
+        for (int64_t i = 0; i < D; ++i) sk += Sh[j * D + i] * k[i];
+        d[j] = (v[j] - sk) * b;
+      }
+      for (int64_t j = 0; j < D; ++j) {
+        double o = 0;
+        for (int64_t i = 0; i < D; ++i) o += (Sh[j * D + i] += d[j] * k[i]) * q[i];
+        y[h * D + j] = o / std::sqrt(static_cast<double>(D));
+      }
+      double ss = 0;
+      for (int64_t j = 0; j < D; ++j) ss += y[h * D + j] * y[h * D + j];
+      const double r = 1 / std::sqrt(ss / D + c_.rms_eps);
+      for (int64_t j = 0; j < D; ++j) y[h * D + j] *= r * L.ssm_norm[j] * z[h * D + j] / (1 + std::exp(-z[h * D + j]));
     }
     return y;
   }
