@@ -232,6 +232,11 @@ std::vector<ModelShape> more_shapes() {
                         {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f),
       granite(granite_h({"tiny-granitehybrid-moe", "granitehybrid", 512, 64, 5, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
                         {1, 3}, 16, 8, 2, 8, 2, 96), 1.5f, 0.8f, 0.2f, 3.0f),
+      // Qwen3.5-0.8B (24 layers, every fourth gated attention: 8 heads of 256 over 2 KV heads, 64 of them
+      // rotated, M-RoPE sections 11/11/10; tied output). Its delta nets' heads (16 key and 16 value heads
+      // of 128) and FFN width (3584) are assumed, not read from its config.json.
+      qwen35({"qwen3.5-0.8b", "qwen35", 248320, 1024, 24, 8, 2, 256, 3584, 262144, 10000000.0f, 1e-6f, true}, 64, 128,
+             16, 16),
       // Qwen3.5 tiny forms: layers 0-2 gated delta nets (4 value heads over 2 key heads of 16), layer 3
       // gated attention rotating 8 of 16 dimensions; with 8 experts (2 per token) and a shared expert
       qwen35({"tiny-qwen35", "qwen35", 512, 64, 4, 4, 2, 16, 160, 256, 10000000.0f, 1e-6f, true}, 8, 16, 4, 2),

@@ -31,6 +31,10 @@ using AxpyFn = void (*)(float* y, const float* x, float a, int64_t n);
 using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t,
                         const float* sin_t);
 using ToF16Fn = void (*)(const float* x, uint16_t* y, int64_t n);
+// One token of a gated delta net's head (ops.h delta_rule_step) and of a Mamba-2 scan row (ssm_scan_row).
+using DeltaRuleFn = void (*)(float* S, const float* q, const float* k, const float* v, float decay, float beta,
+                             float scale, float* o, int64_t d);
+using SsmScanRowFn = float (*)(float* s, const float* B, const float* C, float dA, float xdt, int64_t n);
 
 // One set per level: every kernel file of row operations provides all of them.
 struct RowOps {
@@ -43,6 +47,8 @@ struct RowOps {
   AxpyFn axpy;
   GeluMulFn gelu_mul;  // GeGLU (gemma)
   ToF16Fn to_f16;      // f32 -> IEEE half, round to nearest even: bitwise core/fp16.h's fp32_to_fp16
+  DeltaRuleFn delta_rule;    // recurrent layers (model/gated_delta_net.h, model/mamba2.h)
+  SsmScanRowFn ssm_scan_row;
 };
 
 inline constexpr int kPackKinds = kPackQ3_K + 1;

@@ -31,6 +31,13 @@ void layernorm_rows(const float* x, int64_t ldx, const float* w, const float* b,
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.silu_mul(gate, up, n); }
+void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                     float* o, int64_t d) {
+  kern::kernels().ops.delta_rule(S, q, k, v, decay, beta, scale, o, d);
+}
+float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n) {
+  return kern::kernels().ops.ssm_scan_row(s, B, C, dA, xdt, n);
+}
 
 void gelu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.gelu_mul(gate, up, n); }
 

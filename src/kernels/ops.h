@@ -9,6 +9,15 @@
 
 namespace tmill {
 
+// One token of a gated delta net's head (model/gated_delta_net.h): S (d x d, row j for value dimension
+// j) = S decay; then per row j, delta_j = (v_j - S_j . k) beta, S_j += delta_j k, o_j = (S_j . q) scale.
+// The vector levels sum the dot products in another order (a few ulp).
+void delta_rule_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                     float* o, int64_t d);
+// One row of a Mamba-2 scan (model/mamba2.h): s_i = s_i dA + B_i xdt for i < n; returns sum s_i C_i
+// (summed in another order on the vector levels).
+float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n);
+
 // out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps) for n_rows rows of n (rows may be strided).
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,
                   float eps);

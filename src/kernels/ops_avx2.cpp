@@ -6,6 +6,49 @@
 namespace tmill::kern {
 namespace {
 
+// The gated delta net's step and a Mamba-2 scan row (ops.h), 8 lanes; a tail of fewer goes scalar.
+void delta_rule(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                float* o, int64_t d) {
+  const __m256 vdecay = _mm256_set1_ps(decay);
+  const int64_t d8 = d / 8 * 8;
+  for (int64_t j = 0; j < d; ++j) {
+    float* Sj = S + j * d;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d8; i += 8) {
+      const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(Sj + i), vdecay);
+      _mm256_storeu_ps(Sj + i, s);
+      acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(k + i), acc);
+    }
+    float sk = hsum8(acc);
+    for (int64_t i = d8; i < d; ++i) sk += (Sj[i] *= decay) * k[i];
+    const float djs = (v[j] - sk) * beta;
+    const __m256 dj = _mm256_set1_ps(djs);
+    acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d8; i += 8) {
+      const __m256 s = _mm256_fmadd_ps(dj, _mm256_loadu_ps(k + i), _mm256_loadu_ps(Sj + i));
+      _mm256_storeu_ps(Sj + i, s);
+      acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(q + i), acc);
+    }
+    float sq = hsum8(acc);
+    for (int64_t i = d8; i < d; ++i) sq += (Sj[i] += djs * k[i]) * q[i];
+    o[j] = sq * scale;
+  }
+}
+
+float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n) {
+  const __m256 a = _mm256_set1_ps(dA), x = _mm256_set1_ps(xdt);
+  const int64_t n8 = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(B + i), x, _mm256_mul_ps(_mm256_loadu_ps(s + i), a));
+    _mm256_storeu_ps(s + i, v);
+    acc = _mm256_fmadd_ps(v, _mm256_loadu_ps(C + i), acc);
+  }
+  float sum = hsum8(acc);
+  for (int64_t i = n8; i < n; ++i) sum += (s[i] = s[i] * dA + B[i] * xdt) * C[i];
+  return sum;
+}
+
 void silu_mul(float* g, const float* u, int64_t n) {
   int64_t i = 0;
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -131,7 +174,8 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 }  // namespace
 
 void add_ops_avx2(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16,
+                 delta_rule, ssm_scan_row};
 }
 
 }  // namespace tmill::kern

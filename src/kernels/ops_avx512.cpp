@@ -5,6 +5,44 @@
 namespace tmill::kern {
 namespace {
 
+// The gated delta net's step: row j of S read and written once (decay, S_j . k, the update, S_j . q),
+// 16 lanes with a masked tail.
+void delta_rule(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                float* o, int64_t d) {
+  const __m512 vdecay = _mm512_set1_ps(decay);
+  for (int64_t j = 0; j < d; ++j) {
+    float* Sj = S + j * d;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < d; i += 16) {
+      const __mmask16 m = d - i >= 16 ? __mmask16(0xFFFF) : tail_mask16(d - i);
+      const __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, Sj + i), vdecay);
+      _mm512_mask_storeu_ps(Sj + i, m, s);
+      acc = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m, k + i), acc);
+    }
+    const __m512 dj = _mm512_set1_ps((v[j] - _mm512_reduce_add_ps(acc)) * beta);
+    acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < d; i += 16) {
+      const __mmask16 m = d - i >= 16 ? __mmask16(0xFFFF) : tail_mask16(d - i);
+      const __m512 s = _mm512_fmadd_ps(dj, _mm512_maskz_loadu_ps(m, k + i), _mm512_maskz_loadu_ps(m, Sj + i));
+      _mm512_mask_storeu_ps(Sj + i, m, s);
+      acc = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m, q + i), acc);
+    }
+    o[j] = _mm512_reduce_add_ps(acc) * scale;
+  }
+}
+
+float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n) {
+  const __m512 a = _mm512_set1_ps(dA), x = _mm512_set1_ps(xdt);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask16(n - i);
+    const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, B + i), x, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + i), a));
+    _mm512_mask_storeu_ps(s + i, m, v);
+    acc = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, C + i), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
 void silu_mul(float* g, const float* u, int64_t n) {
   int64_t i = 0;
   const __m512 one = _mm512_set1_ps(1.0f);
@@ -148,7 +186,8 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 }  // namespace
 
 void add_ops_avx512(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16,
+                 delta_rule, ssm_scan_row};
 }
 
 }  // namespace tmill::kern

@@ -61,6 +61,25 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void delta_rule(float* S, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                float* o, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) {
+    float* Sj = S + j * d;
+    float sk = 0.0f;
+    for (int64_t i = 0; i < d; ++i) sk += (Sj[i] *= decay) * k[i];
+    const float dj = (v[j] - sk) * beta;
+    float sq = 0.0f;
+    for (int64_t i = 0; i < d; ++i) sq += (Sj[i] += dj * k[i]) * q[i];
+    o[j] = sq * scale;
+  }
+}
+
+float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += (s[i] = s[i] * dA + B[i] * xdt) * C[i];
+  return sum;
+}
+
 void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t, const float* sin_t) {
   rope_pairs_scalar(x, n_heads, head_dim, half, cos_t, sin_t, true);
 }
@@ -93,7 +112,8 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 }
 
 void add_ops_scalar(KernelTable& t) {
-  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul_scalar, to_f16};
+  t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul_scalar, to_f16,
+                 delta_rule, ssm_scan_row};
 }
 
 }  // namespace tmill::kern

@@ -35,7 +35,6 @@ void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const Forw
   const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   parallel(n_seqs * H, [&](int64_t i0, int64_t i1) {
-    std::vector<float> delta(static_cast<size_t>(D));
     for (int64_t item = i0; item < i1; ++item) {
       const SeqSlice& s = batch.seqs[static_cast<size_t>(item / H)];
       const int64_t h = item % H, hk = h % HK;
@@ -49,23 +48,7 @@ void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const Forw
         const float decay =
             std::exp(ssm_softplus(row[CD + DI + H + h] + L.ssm_dt_b[static_cast<size_t>(h)]) * L.ssm_a[static_cast<size_t>(h)]);
         const float b = 1.0f / (1.0f + std::exp(-row[CD + DI + h]));
-        for (int64_t i = 0; i < D * D; ++i) S[i] *= decay;
-        for (int64_t j = 0; j < D; ++j) {
-          float sum = 0.0f;
-          for (int64_t i = 0; i < D; ++i) sum += S[j * D + i] * k[i];
-          delta[static_cast<size_t>(j)] = (v[j] - sum) * b;
-        }
-        float* o = y + t * DI + h * D;
-        for (int64_t j = 0; j < D; ++j) {
-          float* Sj = S + j * D;
-          const float dj = delta[static_cast<size_t>(j)];
-          float sum = 0.0f;
-          for (int64_t i = 0; i < D; ++i) {
-            Sj[i] += dj * k[i];
-            sum += Sj[i] * q[i];
-          }
-          o[j] = sum * scale;
-        }
+        delta_rule_step(S, q, k, v, decay, b, scale, y + t * DI + h * D, D);
       }
     }
   });

@@ -14,38 +14,36 @@ namespace tmill {
 void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
                      int64_t layer, const float* in, int64_t ld_in, float* out, ThreadPool* pool) {
   const int64_t CD = c.ssm_conv_dim(), K = c.ssm_d_conv;
-  const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
   TM_ASSERT(kv.layout().state_floats == c.ssm_state_floats(), "no sequence state in the KV layout");
-  // Sequence by sequence: the inputs before the step come from the state (zero at position 0, where the
-  // whole state is reset), the step's own from `in`; the state then keeps the last K - 1 inputs.
-  auto body = [&](int64_t s0, int64_t s1) {
-    std::vector<float> hist;
-    for (int64_t si = s0; si < s1; ++si) {
-      const SeqSlice& s = batch.seqs[static_cast<size_t>(si)];
-      if (s.n_tokens == 0) continue;
-      float* state = kv.seq_state(layer, s.state_slot);
-      if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
-      // hist: the K - 1 inputs before the step, then the step's, each CD floats
-      const int64_t rows = K - 1 + s.n_tokens;
-      hist.resize(static_cast<size_t>(rows * CD));
-      std::memcpy(hist.data(), state, static_cast<size_t>((K - 1) * CD) * sizeof(float));
-      for (int64_t t = 0; t < s.n_tokens; ++t)
-        std::memcpy(hist.data() + (K - 1 + t) * CD, in + (s.token_begin + t) * ld_in, static_cast<size_t>(CD) * sizeof(float));
-      for (int64_t t = 0; t < s.n_tokens; ++t) {
+  // Sequence by sequence, its channels split over the pool (a prompt is one sequence): the inputs
+  // before the step come from the state (zero at position 0, where the whole state is reset), the
+  // step's own from `in`; each channel's range then keeps its last K - 1 inputs in the state.
+  const std::vector<float> ones(static_cast<size_t>(CD), 1.0f);  // (silu(x) = silu_mul(x, 1))
+  for (const SeqSlice& s : batch.seqs) {
+    if (s.n_tokens == 0) continue;
+    float* state = kv.seq_state(layer, s.state_slot);
+    if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
+    const int64_t n = s.n_tokens;
+    auto input = [&](int64_t r, int64_t ch) {  // r: the token's index in the step, negative before it
+      return r < 0 ? state[(K - 1 + r) * CD + ch] : in[(s.token_begin + r) * ld_in + ch];
+    };
+    auto body = [&](int64_t c0, int64_t c1) {
+      for (int64_t t = 0; t < n; ++t) {  // token by token, the range's channels contiguous
         float* o = out + (s.token_begin + t) * CD;
-        for (int64_t ch = 0; ch < CD; ++ch) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
           const float* k = L.conv_kernel.data() + ch * K;
           float acc = 0.0f;  // llama.cpp's order: the oldest input first, then the bias
-          for (int64_t j = 0; j < K; ++j) acc += hist[static_cast<size_t>((t + j) * CD + ch)] * k[j];
-          if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[static_cast<size_t>(ch)];
-          o[ch] = acc / (1.0f + std::exp(-acc));  // silu
+          for (int64_t j = 0; j < K; ++j) acc += input(t - (K - 1) + j, ch) * k[j];
+          o[ch] = L.ssm_conv_b.empty() ? acc : acc + L.ssm_conv_b[static_cast<size_t>(ch)];
         }
+        silu_mul(o + c0, ones.data(), c1 - c0);
       }
-      std::memcpy(state, hist.data() + s.n_tokens * CD, static_cast<size_t>((K - 1) * CD) * sizeof(float));
-    }
-  };
-  if (pool && n_seqs > 1) pool->parallel_for(n_seqs, 1, [&](int64_t a, int64_t b, int) { body(a, b); });
-  else body(0, n_seqs);
+      for (int64_t j = 0; j < K - 1; ++j)  // the new state: the last K - 1 inputs, oldest first
+        for (int64_t ch = c0; ch < c1; ++ch) state[j * CD + ch] = input(n - (K - 1) + j, ch);
+    };
+    if (pool && CD >= 256) pool->parallel_for(CD, 256, [&](int64_t a, int64_t b, int) { body(a, b); });
+    else body(0, CD);
+  }
 }
 
 void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
@@ -79,16 +77,7 @@ void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch&
         const float dt = ssm_softplus(zx[t * IN + DI + CD + h] + L.ssm_dt_b[static_cast<size_t>(h)]);
         const float dA = std::exp(dt * A);
         float* yo = y + t * DI + h * HD;
-        for (int64_t i = 0; i < HD; ++i) {
-          float* Si = S + i * DS;
-          const float xdt = x[i] * dt;
-          float sum = 0.0f;
-          for (int64_t j = 0; j < DS; ++j) {
-            Si[j] = Si[j] * dA + B[j] * xdt;
-            sum += Si[j] * C[j];
-          }
-          yo[i] = sum + x[i] * D;
-        }
+        for (int64_t i = 0; i < HD; ++i) yo[i] = ssm_scan_row(S + i * DS, B, C, dA, x[i] * dt, DS) + x[i] * D;
       }
     }
   });
