@@ -19,27 +19,34 @@ void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardB
   // before the step come from the state (zero at position 0, where the whole state is reset), the
   // step's own from `in`; each channel's range then keeps its last K - 1 inputs in the state.
   const std::vector<float> ones(static_cast<size_t>(CD), 1.0f);  // (silu(x) = silu_mul(x, 1))
+  std::vector<float> kernel_t(static_cast<size_t>(K * CD));        // the kernel tap-major
+  for (int64_t ch = 0; ch < CD; ++ch)
+    for (int64_t j = 0; j < K; ++j) kernel_t[static_cast<size_t>(j * CD + ch)] = L.conv_kernel[static_cast<size_t>(ch * K + j)];
   for (const SeqSlice& s : batch.seqs) {
     if (s.n_tokens == 0) continue;
     float* state = kv.seq_state(layer, s.state_slot);
     if (s.pos_begin == 0) std::fill(state, state + c.ssm_state_floats(), 0.0f);
     const int64_t n = s.n_tokens;
-    auto input = [&](int64_t r, int64_t ch) {  // r: the token's index in the step, negative before it
-      return r < 0 ? state[(K - 1 + r) * CD + ch] : in[(s.token_begin + r) * ld_in + ch];
+    auto row = [&](int64_t r) {  // the inputs of the step's token r (negative: before the step)
+      return r < 0 ? state + (K - 1 + r) * CD : in + (s.token_begin + r) * ld_in;
     };
     auto body = [&](int64_t c0, int64_t c1) {
       for (int64_t t = 0; t < n; ++t) {  // token by token, the range's channels contiguous
         float* o = out + (s.token_begin + t) * CD;
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          const float* k = L.conv_kernel.data() + ch * K;
-          float acc = 0.0f;  // llama.cpp's order: the oldest input first, then the bias
-          for (int64_t j = 0; j < K; ++j) acc += input(t - (K - 1) + j, ch) * k[j];
-          o[ch] = L.ssm_conv_b.empty() ? acc : acc + L.ssm_conv_b[static_cast<size_t>(ch)];
+        std::fill(o + c0, o + c1, 0.0f);
+        for (int64_t j = 0; j < K; ++j) {  // llama.cpp's order: the oldest input first, then the bias
+          const float* x = row(t - (K - 1) + j);
+          const float* kj = kernel_t.data() + j * CD;
+          for (int64_t ch = c0; ch < c1; ++ch) o[ch] += x[ch] * kj[ch];
         }
+        if (!L.ssm_conv_b.empty())
+          for (int64_t ch = c0; ch < c1; ++ch) o[ch] += L.ssm_conv_b[static_cast<size_t>(ch)];
         silu_mul(o + c0, ones.data(), c1 - c0);
       }
-      for (int64_t j = 0; j < K - 1; ++j)  // the new state: the last K - 1 inputs, oldest first
-        for (int64_t ch = c0; ch < c1; ++ch) state[j * CD + ch] = input(n - (K - 1) + j, ch);
+      for (int64_t j = 0; j < K - 1; ++j) {  // the new state: the last K - 1 inputs, oldest first
+        const float* x = row(n - (K - 1) + j);
+        std::copy(x + c0, x + c1, state + j * CD + c0);
+      }
     };
     if (pool && CD >= 256) pool->parallel_for(CD, 256, [&](int64_t a, int64_t b, int) { body(a, b); });
     else body(0, CD);
