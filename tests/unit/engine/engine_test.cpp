@@ -257,6 +257,29 @@ TEST(Engine, ParallelSamplingSharesThePrompt) {
   EXPECT_EQ(e->stats().kv.usage, 0.0);
 }
 
+// Recurrent models: the choices of n > 1 continue from their parent's state -- a copy of its slot, or,
+// with no slot free (max_num_seqs 2 gives two), a recomputation from the start -- so greedy choices
+// equal the one-choice output.
+TEST(Engine, ParallelSamplingCopiesRecurrentState) {
+  for (const char* name : {"tiny-granitehybrid", "tiny-qwen35"}) {
+    for (int32_t seqs : {8, 2}) {
+      EngineConfig c;
+      c.model_path = tiny_model_path(name);
+      c.threads = 2;
+      c.max_num_seqs = seqs;
+      auto e = Engine::create(c);
+      ASSERT_TRUE(e.ok()) << e.error();
+      ASSERT_EQ((*e)->memory_plan().num_state_slots, seqs);
+      GenerateRequest r = greedy(prompt_of(7, 23, (*e)->model_info().n_vocab), 24);
+      const std::vector<int32_t> one = run_all(**e, {r})[0].tokens;
+      r.n = 3;
+      auto out = run_all(**e, {r});
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(out[0].by_choice[i], one) << name << " max_num_seqs " << seqs << " choice " << i;
+      EXPECT_EQ((*e)->stats().kv.usage, 0.0);
+    }
+  }
+}
+
 TEST(Engine, StopStringsCutTheText) {
   auto e = make_engine(stories_path());
   auto full = run_all(*e, {greedy({1}, 60)})[0];
