@@ -207,6 +207,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
   const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
+  // nemotron_h: each layer a Mamba-2 mixer ('M'), attention without RoPE ('*') or a ReLU-squared MLP ('-')
+  const bool nemotron = s.arch == "nemotron_h";
+  if (nemotron && (s.layer_pattern.size() != static_cast<size_t>(s.n_layer) ||
+                   s.layer_pattern.find_first_not_of("M*-") != std::string::npos ||
+                   s.layer_pattern.find('*') == std::string::npos))
+    return Error{fmt::format("nemotron_h needs a layer pattern of {} characters M (mixer), * (attention), - (MLP) "
+                             "with one attention layer at least", s.n_layer)};
   // gated delta nets on three layers of four, gated attention with q/k norms, post_attention_norm
   const bool qwen35moe = s.arch == "qwen35moe";
   const bool qwen35 = s.arch == "qwen35" || qwen35moe;
@@ -265,7 +272,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // qwen35: value heads (ssm_heads) and key heads (ssm_groups) of ssm_state dimensions each
   const int64_t gdn_inner = ssm_heads * ssm_state, gdn_conv_dim = gdn_inner + 2 * ssm_groups * ssm_state;
   if (qwen35 && ssm_heads % ssm_groups != 0) return Error{"qwen35: the value heads must be a multiple of the key heads"};
-  if (granite_hybrid && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
+  if ((granite_hybrid || nemotron) && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
     return Error{fmt::format("granitehybrid: the inner width {} must split into {} heads, and those into {} groups",
                              ssm_inner, ssm_heads, ssm_groups)};
   if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
@@ -348,8 +355,23 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  if (!nemotron) w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));  // (nemotron_h: per layer)
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  if (nemotron) {  // as convert_hf_to_gguf.py writes Nemotron-H: KV heads and FFN widths per layer, ssm.*
+    std::vector<int32_t> kv(static_cast<size_t>(s.n_layer)), ff(kv.size());
+    for (int64_t l = 0; l < s.n_layer; ++l) {
+      kv[static_cast<size_t>(l)] = s.layer_pattern[static_cast<size_t>(l)] == '*' ? static_cast<int32_t>(s.n_head_kv) : 0;
+      ff[static_cast<size_t>(l)] = s.layer_pattern[static_cast<size_t>(l)] == '-' ? static_cast<int32_t>(s.n_ff) : 0;
+    }
+    w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+    w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
+    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
+    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ssm_inner));
+    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
+    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
+    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+  }
   if (qwen35) {  // as convert_hf_to_gguf.py writes Qwen3.5: the delta net's sizes, its interval, M-RoPE sections
     w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
     w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(gdn_inner));
@@ -377,7 +399,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
     w.set_u32(a + "shortconv.l_cache", static_cast<uint32_t>(conv_l));
-  } else {
+  } else if (!nemotron) {
     w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   }
   if (deepseek2) {  // MLA as llama.cpp's converter writes it: the latent head's sizes, then the heads'
@@ -596,8 +618,51 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       return {};
     }));
   }
+  // A Mamba-2 mixer's tensors (granitehybrid, nemotron_h).
+  auto add_mamba2 = [&](const std::string& p) -> Status {
+    const int64_t H = ssm_heads;
+    TM_TRY(add_matrix(p + "ssm_in.weight", 2 * ssm_inner + 2 * ssm_groups * ssm_state + H, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix(p + "ssm_conv1d.weight", ssm_conv_dim, ssm_conv, DType::F32, 0.5f));
+    TM_TRY(add_vector(p + "ssm_conv1d.bias", ssm_conv_dim, 0.0f, 0.1f));
+    TM_TRY(add_vector(p + "ssm_dt.bias", H, -2.0f, 1.5f));  // softplus(dt) of the order of 0.1
+    auto per_head = [&](const std::string& name, float center, float spread) {  // [1, H]
+      return w.add_tensor(name, DType::F32, {1, H}, [=](uint8_t* dst, size_t) -> Status {
+        std::vector<float> buf(static_cast<size_t>(H));
+        fill_row(buf.data(), H, seed, name, 0, center, spread);
+        std::memcpy(dst, buf.data(), buf.size() * 4);
+        return {};
+      });
+    };
+    TM_TRY(per_head(p + "ssm_a", -4.0f, 3.0f));  // -exp(A_log): decay rates in [-7, -1]
+    TM_TRY(per_head(p + "ssm_d", 1.0f, 0.5f));
+    TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
+                        [=](uint8_t* dst, size_t) -> Status {
+                          std::vector<float> buf(static_cast<size_t>(ssm_inner));
+                          fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
+                          std::memcpy(dst, buf.data(), buf.size() * 4);
+                          return {};
+                        }));
+    TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, ssm_inner, wt, w_spread));
+    return {};
+  };
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
+    if (nemotron) {  // one block per layer behind its attn_norm
+      TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
+      const char kind = s.layer_pattern[static_cast<size_t>(l)];
+      if (kind == 'M') {
+        TM_TRY(add_mamba2(p));
+      } else if (kind == '*') {
+        TM_TRY(add_matrix(p + "attn_q.weight", q_dim, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
+      } else {
+        TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));
+      }
+      continue;
+    }
     if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
     if (starcoder2 || stablelm) {  // the LayerNorms' biases (phi2: one norm per layer)
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
@@ -615,29 +680,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "ssm_norm.weight", ssm_state, 1.0f, 0.1f));
       TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, gdn_inner, wt, w_spread));
     } else if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer
-      const int64_t H = ssm_heads;
-      TM_TRY(add_matrix(p + "ssm_in.weight", 2 * ssm_inner + 2 * ssm_groups * ssm_state + H, s.n_embd, wt, w_spread));
-      TM_TRY(add_matrix(p + "ssm_conv1d.weight", ssm_conv_dim, ssm_conv, DType::F32, 0.5f));
-      TM_TRY(add_vector(p + "ssm_conv1d.bias", ssm_conv_dim, 0.0f, 0.1f));
-      TM_TRY(add_vector(p + "ssm_dt.bias", H, -2.0f, 1.5f));  // softplus(dt) of the order of 0.1
-      auto per_head = [&](const std::string& name, float center, float spread) {  // [1, H]
-        return w.add_tensor(name, DType::F32, {1, H}, [=](uint8_t* dst, size_t) -> Status {
-          std::vector<float> buf(static_cast<size_t>(H));
-          fill_row(buf.data(), H, seed, name, 0, center, spread);
-          std::memcpy(dst, buf.data(), buf.size() * 4);
-          return {};
-        });
-      };
-      TM_TRY(per_head(p + "ssm_a", -4.0f, 3.0f));  // -exp(A_log): decay rates in [-7, -1]
-      TM_TRY(per_head(p + "ssm_d", 1.0f, 0.5f));
-      TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
-                          [=](uint8_t* dst, size_t) -> Status {
-                            std::vector<float> buf(static_cast<size_t>(ssm_inner));
-                            fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
-                            std::memcpy(dst, buf.data(), buf.size() * 4);
-                            return {};
-                          }));
-      TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, ssm_inner, wt, w_spread));
+      TM_TRY(add_mamba2(p));
     } else if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj
       TM_TRY(add_matrix(p + "shortconv.in_proj.weight", 3 * s.n_embd, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "shortconv.conv.weight", s.n_embd, conv_l, DType::F32, 0.5f));

@@ -232,6 +232,15 @@ std::vector<ModelShape> more_shapes() {
                         {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f),
       granite(granite_h({"tiny-granitehybrid-moe", "granitehybrid", 512, 64, 5, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
                         {1, 3}, 16, 8, 2, 8, 2, 96), 1.5f, 0.8f, 0.2f, 3.0f),
+      // Nemotron-H tiny form: mixers, attention and MLPs in the order its pattern names (mixers of 8 heads
+      // in 2 groups with a state of 16); Nemotron Nano 2 9B's shape (56 layers of hybrid_override_pattern,
+      // mixers of 128 heads x 80 in 8 groups) is not written here: its inner width is not 2 x n_embd
+      [] {
+        ModelShape m{"tiny-nemotron-h", "nemotron_h", 512, 64, 7, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+        m.layer_pattern = "M-M*-M-";
+        m.ssm_d_state = 16, m.ssm_n_head = 8, m.ssm_n_group = 2;
+        return m;
+      }(),
       // Qwen3.5-0.8B (24 layers, every fourth gated attention: 8 heads of 256 over 2 KV heads, 64 of them
       // rotated, M-RoPE sections 11/11/10; tied output). Its delta nets' heads (16 key and 16 value heads
       // of 128) and FFN width (3584) are assumed, not read from its config.json.

@@ -77,6 +77,38 @@ Status read_recurrent_layers(const GgufFile& f, const std::string& a, ModelConfi
   return {};
 }
 
+// nemotron_h's layers (ArchSpec::single_block_layers): feed_forward_length per layer; a layer with an
+// FFN entry has no mixer (its head_count_kv entry must be 0), one without has no FFN. Sets n_ff to the
+// FFN layers' width (they must agree).
+Status read_single_block_layers(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string key = a + "feed_forward_length";
+  const GgufValue* v = f.find(key);
+  const auto ff = v ? v->as_int_array() : std::nullopt;
+  if (!ff || ff->size() < static_cast<size_t>(c.n_layer))
+    return Error{fmt::format("{} must hold a width per layer ({} layers; 0: no FFN)", key, c.n_layer)};
+  c.no_ffn.assign(static_cast<size_t>(c.n_layer), 0);
+  c.ffn_only.assign(static_cast<size_t>(c.n_layer), 0);
+  c.n_ff = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const int64_t n = (*ff)[static_cast<size_t>(l)];
+    if (n < 0 || n > (1 << 22)) return Error{fmt::format("{}[{}] = {} is out of range", key, l, n)};
+    if (n == 0) {
+      c.no_ffn[static_cast<size_t>(l)] = 1;
+      continue;
+    }
+    if (!c.is_ssm(l))
+      return Error{fmt::format("{}: layer {} has both attention and an FFN ({} rows)", c.arch.name, l, n)};
+    if (c.n_ff != 0 && n != c.n_ff)
+      return Error{fmt::format("{}: per-layer FFN widths ({} at layer {}, {} before) are not supported", key, n, l, c.n_ff)};
+    c.n_ff = n;
+    c.ssm_layer[static_cast<size_t>(l)] = 0;  // (head_count_kv 0 marked it a mixer)
+    c.ffn_only[static_cast<size_t>(l)] = 1;
+  }
+  if (c.n_ff == 0) c.n_ff = 1;  // (no FFN layer at all: pure Mamba-2 stacks)
+  if (c.n_ssm_layers() == 0) c.ssm_layer.clear();
+  return {};
+}
+
 // attention.head_count_kv: one number, or (lfm2: ArchSpec::shortconv) one per layer, 0 marking a
 // convolution layer; llama.cpp also reads per-layer counts for other families (OpenELM's vary), which
 // tokenmill does not compute. Sets the layers' cache slots (ModelConfig::cache_slot).
@@ -97,6 +129,10 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
         c.conv_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
+      if (n == 0 && c.arch.single_block_layers) {  // a mixer, or (read with feed_forward_length) an FFN
+        c.ssm_layer[static_cast<size_t>(l)] = 1;
+        continue;
+      }
       if (n == 0 && c.arch.ssm) {
         c.ssm_layer[static_cast<size_t>(l)] = 1;
         continue;
@@ -115,9 +151,10 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
     if (c.arch.gated_delta_net) TM_TRY(read_recurrent_layers(f, a, c));
   }
   c.cache_slot.assign(static_cast<size_t>(c.n_layer), 0);
+  if (c.arch.single_block_layers) TM_TRY(read_single_block_layers(f, a, c));
   int32_t kv = 0, conv = 0, ssm = 0;
   for (int64_t l = 0; l < c.n_layer; ++l)
-    c.cache_slot[static_cast<size_t>(l)] = c.is_conv(l) ? conv++ : c.is_ssm(l) ? ssm++ : kv++;
+    c.cache_slot[static_cast<size_t>(l)] = !c.has_mixer(l) ? -1 : c.is_conv(l) ? conv++ : c.is_ssm(l) ? ssm++ : kv++;
   if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
@@ -235,6 +272,7 @@ ArchSpec arch_exaone_moe();
 ArchSpec arch_granitehybrid();
 ArchSpec arch_qwen35();
 ArchSpec arch_qwen35moe();
+ArchSpec arch_nemotron_h();
 
 namespace {
 void register_builtin_archs() {
@@ -247,7 +285,8 @@ void register_builtin_archs() {
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
-                               arch_granitehybrid(), arch_qwen35(), arch_qwen35moe()})
+                               arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
+                               arch_nemotron_h()})
       registry()[s.name] = s;
   });
 }
@@ -357,7 +396,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   c.n_layer -= nextn;
   TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
   TM_TRY(read_head_count_kv(f, a, c));
-  TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
+  if (!c.arch.single_block_layers) {  // (else read per layer with head_count_kv)
+    TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
+  }
   TM_ASSIGN_OR_RETURN(c.n_ctx_train, opt_int(f, a + "context_length", 2048, 1, 1ll << 32));
   if (c.n_head % c.n_head_kv != 0)
     return Error{fmt::format("attention.head_count {} is not a multiple of head_count_kv {}", c.n_head, c.n_head_kv)};
@@ -369,7 +410,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   TM_ASSIGN_OR_RETURN(c.n_rot, opt_int(f, a + "rope.dimension_count", c.head_dim, 2, c.head_dim));
   if (c.n_rot % 2 != 0) return Error{"rope.dimension_count must be even"};
   // (the LayerNorm families -- ArchSpec::layer_norm -- keep attention.layer_norm_epsilon in the same field)
-  TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + (spec->layer_norm ? "attention.layer_norm_epsilon"
+  // (nemotron_h: layer_norm_epsilon when the RMS key is absent, as llama.cpp)
+  const bool ln_eps = spec->layer_norm || (spec->single_block_layers && !f.find(a + "attention.layer_norm_rms_epsilon"));
+  TM_ASSIGN_OR_RETURN(c.rms_eps, opt_float(f, a + (ln_eps ? "attention.layer_norm_epsilon"
                                                                      : "attention.layer_norm_rms_epsilon"), 1e-5f));
   TM_ASSIGN_OR_RETURN(c.rope_theta, opt_float(f, a + "rope.freq_base", 10000.0f));
   if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) return Error{"rms epsilon and rope.freq_base must be positive"};

@@ -91,6 +91,10 @@ struct ArchSpec {
   // qwen35: the q projection is twice as wide, each head's queries followed by as many gate values;
   // the attention's output times sigmoid(gate) goes into attn_output.
   bool attn_output_gate = false;
+  // nemotron_h: each layer is one block behind its attn_norm -- a Mamba-2 mixer (attention.head_count_kv
+  // and feed_forward_length entries 0), attention without RoPE (feed_forward_length 0) or an FFN
+  // (head_count_kv 0) -- added to the residual stream (ModelConfig::has_mixer / has_ffn).
+  bool single_block_layers = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -290,7 +294,17 @@ struct ModelConfig {
   // Floats of one sequence's state in one mixer layer: the convolution's last ssm_d_conv - 1 inputs,
   // then the SSM state (head, head dimension, d_state).
   int64_t ssm_state_floats() const { return (ssm_d_conv - 1) * ssm_conv_dim() + ssm_d_inner * ssm_d_state; }
-  int64_t n_kv_layers() const { return n_layer - n_conv_layers() - n_ssm_layers(); }
+  // nemotron_h (ArchSpec::single_block_layers): 1 for a layer without an FFN (a mixer or attention),
+  // and 1 for one that is only an FFN; empty for the other families (every layer has both).
+  std::vector<uint8_t> no_ffn, ffn_only;
+  bool has_ffn(int64_t layer) const { return no_ffn.empty() || no_ffn[static_cast<size_t>(layer)] == 0; }
+  bool has_mixer(int64_t layer) const { return ffn_only.empty() || ffn_only[static_cast<size_t>(layer)] == 0; }
+  int64_t n_ffn_only_layers() const {
+    int64_t n = 0;
+    for (uint8_t v : ffn_only) n += v;
+    return n;
+  }
+  int64_t n_kv_layers() const { return n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers(); }
   int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -33,7 +33,8 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
+    if (!c.has_mixer(static_cast<int64_t>(l))) {  // (nemotron_h's FFN layers)
+    } else if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
       jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
       if (c.is_gdn(static_cast<int64_t>(l)))
         jobs.insert(jobs.end(), {{&L.ssm_gate, &P.gdn_gate}, {&L.ssm_beta, &P.gdn_beta}, {&L.ssm_alpha, &P.gdn_alpha}});
@@ -43,6 +44,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     } else {
       jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
     }
+    if (!c.has_ffn(static_cast<int64_t>(l))) continue;  // (nemotron_h's mixer and attention layers)
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
     else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
     else jobs.insert(jobs.end(), {{&L.w_up, &P.up}, {&L.w_down, &P.down}});  // starcoder2's ungated FFN
@@ -269,27 +271,34 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // residual step)
     if (l == 0) residual_norm(false, &L.attn_norm, N, &L.attn_norm_b);
     const bool parallel_block = c.arch.parallel_block;  // cohere: the FFN reads this same normed input
-    if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
-    if (c.is_conv(l)) conv_block(batch, kv, l);
-    else if (c.is_gdn(l)) gdn_block(batch, kv, l);
-    else if (c.is_ssm(l)) ssm_block(batch, kv, l);
-    else attention_block(batch, kv, l, lora);
-    post_norm(L.attn_post_norm, N);
+    // (nemotron_h: a layer is a mixer, attention or an FFN alone, each reading the layer's norm)
+    const bool mixer = c.has_mixer(l), ffn = c.has_ffn(l);
+    if (mixer) {
+      if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
+      if (c.is_conv(l)) conv_block(batch, kv, l);
+      else if (c.is_gdn(l)) gdn_block(batch, kv, l);
+      else if (c.is_ssm(l)) ssm_block(batch, kv, l);
+      else attention_block(batch, kv, l, lora);
+      post_norm(L.attn_post_norm, N);
+    }
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the
     // attention's output and runs the FFN on the layer's normed input
-    if (parallel_block) {
-      residual_norm(true, nullptr, N);
-      std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
-    } else {
-      residual_norm(true, &L.ffn_norm, N, &L.ffn_norm_b);
+    if (ffn) {
+      if (!mixer) {
+      } else if (parallel_block) {
+        residual_norm(true, nullptr, N);
+        std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
+      } else {
+        residual_norm(true, &L.ffn_norm, N, &L.ffn_norm_b);
+      }
+      if (c.layer_is_moe(l)) {
+        observe(P.moe.router, xb_.data(), N);
+        moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
+      } else {
+        dense_ffn(l, N, lora);
+      }
+      post_norm(L.ffn_post_norm, N);
     }
-    if (c.layer_is_moe(l)) {
-      observe(P.moe.router, xb_.data(), N);
-      moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
-    } else {
-      dense_ffn(l, N, lora);
-    }
-    post_norm(L.ffn_post_norm, N);
     residual_norm(true, l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr, N,
                   l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm_b : nullptr);
   }

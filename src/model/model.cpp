@@ -330,6 +330,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     if (c.is_conv(l)) {  // lfm2: a short convolution in place of attention
       TM_TRY(load_shortconv_layer(ld, c, p, L));
+    } else if (!c.has_mixer(l)) {  // nemotron_h: an FFN-only layer
     } else if (c.is_gdn(l)) {  // qwen35: a gated delta net in place of attention
       TM_TRY(load_gdn_layer(ld, c, p, L));
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention
@@ -341,7 +342,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
-    if (c.arch.pre_norms && !c.arch.parallel_block) {  // (cohere's FFN reads the attention's normed input)
+    if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
+    // (cohere's FFN reads the attention's normed input, nemotron_h's FFN layers their attn_norm's)
+    if (c.arch.pre_norms && !c.arch.parallel_block && !c.arch.single_block_layers) {
       TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
     }
     if (c.layer_is_moe(l)) {

@@ -355,91 +355,94 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     const LayerWeights& L = w.layers[l];
     // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
     pre_norm(L.attn_norm, L.attn_norm_b);
-    if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
-    if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
-      shortconv(L, c.slot(l), pos);
-    } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
-      delta_net(L, c.slot(l), pos);
-    } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer instead of attention
-      mamba2(L, c.slot(l), pos);
-    } else {
-      const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
-      const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
-      const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
-      if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
-        mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
+    if (c.has_mixer(l)) {  // (nemotron_h: a layer may be an FFN alone)
+      if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
+      if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
+        shortconv(L, c.slot(l), pos);
+      } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
+        delta_net(L, c.slot(l), pos);
+      } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer instead of attention
+        mamba2(L, c.slot(l), pos);
       } else {
-        // q, k, v projections (+ bias)
-        const bool gated = c.arch.attn_output_gate;  // qwen35: per head, hd queries then hd gates
-        ref::matvec(L.wq, xb_.data(), gated ? qg_.data() : q_.data(), row_);
-        ref::matvec(L.wk, xb_.data(), k_.data(), row_);
-        ref::matvec(L.wv, xb_.data(), v_.data(), row_);
-        lora_add(adapted(l, LoraSlot::Q), xb_.data(), gated ? qg_.data() : q_.data());
-        if (gated)
-          for (int64_t h = 0; h < c.n_head; ++h)
-            for (int64_t i = 0; i < hd; ++i) {
-              q_[h * hd + i] = qg_[h * 2 * hd + i];
-              gate_[h * hd + i] = qg_[h * 2 * hd + hd + i];
-            }
-        lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
-        lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
-        if (!L.bq.empty()) {
-          for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
-          for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
-          for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+        const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
+        const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
+        const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
+        if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
+          mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
+        } else {
+          // q, k, v projections (+ bias)
+          const bool gated = c.arch.attn_output_gate;  // qwen35: per head, hd queries then hd gates
+          ref::matvec(L.wq, xb_.data(), gated ? qg_.data() : q_.data(), row_);
+          ref::matvec(L.wk, xb_.data(), k_.data(), row_);
+          ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+          lora_add(adapted(l, LoraSlot::Q), xb_.data(), gated ? qg_.data() : q_.data());
+          if (gated)
+            for (int64_t h = 0; h < c.n_head; ++h)
+              for (int64_t i = 0; i < hd; ++i) {
+                q_[h * hd + i] = qg_[h * 2 * hd + i];
+                gate_[h * hd + i] = qg_[h * 2 * hd + hd + i];
+              }
+          lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
+          lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
+          if (!L.bq.empty()) {
+            for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
+            for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
+            for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+          }
+          // per-head q/k norm (qwen3), then RoPE
+          // (olmoe: one norm over the whole q and the whole k)
+          const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
+          if (full) {
+            ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
+            ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+          }
+          const bool after = c.arch.qk_norm_after_rope;  // hunyuan-dense: RoPE, then the norm
+          for (int64_t h = 0; h < c.n_head; ++h) {
+            float* qh = q_.data() + h * hd;
+            if (!L.q_norm.empty() && !full && !after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+            if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+            if (!L.q_norm.empty() && !full && after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
+            if (temperature != 1.0f)
+              for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
+          }
+          for (int64_t h = 0; h < c.n_head_kv; ++h) {
+            float* kh = k_.data() + h * hd;
+            if (!L.k_norm.empty() && !full && !after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+            if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+            if (!L.k_norm.empty() && !full && after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
+          }
+          if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
+            const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
+            for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
+            for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
+          }
         }
-        // per-head q/k norm (qwen3), then RoPE
-        // (olmoe: one norm over the whole q and the whole k)
-        const bool full = c.arch.qk_norm_full && !L.q_norm.empty();
-        if (full) {
-          ref::rmsnorm(q_.data(), q_.data(), L.q_norm.data(), c.q_dim(), c.rms_eps);
-          ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
+        // store k, v at this position
+        float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
+        float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+        std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
+        std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
+        attention(l, pos);
+        if (c.arch.attn_output_gate)  // qwen35: times sigmoid(gate)
+          for (int64_t i = 0; i < c.q_dim(); ++i) att_out_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+        // output projection and residual (MLA: each head's latent output through its attn_v_b first)
+        const float* ao = att_out_.data();
+        if (c.is_mla()) {
+          for (int64_t h = 0; h < c.n_head; ++h) ref::matvec(L.wv_b[h], att_out_.data() + h * hd, mla_out_.data() + h * c.mla_v, row_);
+          ao = mla_out_.data();
         }
-        const bool after = c.arch.qk_norm_after_rope;  // hunyuan-dense: RoPE, then the norm
-        for (int64_t h = 0; h < c.n_head; ++h) {
-          float* qh = q_.data() + h * hd;
-          if (!L.q_norm.empty() && !full && !after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-          if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-          if (!L.q_norm.empty() && !full && after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-          if (temperature != 1.0f)
-            for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
-        }
-        for (int64_t h = 0; h < c.n_head_kv; ++h) {
-          float* kh = k_.data() + h * hd;
-          if (!L.k_norm.empty() && !full && !after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-          if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
-          if (!L.k_norm.empty() && !full && after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-        }
-        if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
-          const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
-          for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
-          for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
-        }
+        ref::matvec(L.wo, ao, xb_.data(), row_);
+        lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
+        if (!L.bo.empty())  // attn_output.bias (gpt-oss)
+          for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
       }
-      // store k, v at this position
-      float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
-      float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
-      std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
-      std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
-      attention(l, pos);
-      if (c.arch.attn_output_gate)  // qwen35: times sigmoid(gate)
-        for (int64_t i = 0; i < c.q_dim(); ++i) att_out_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
-      // output projection and residual (MLA: each head's latent output through its attn_v_b first)
-      const float* ao = att_out_.data();
-      if (c.is_mla()) {
-        for (int64_t h = 0; h < c.n_head; ++h) ref::matvec(L.wv_b[h], att_out_.data() + h * hd, mla_out_.data() + h * c.mla_v, row_);
-        ao = mla_out_.data();
-      }
-      ref::matvec(L.wo, ao, xb_.data(), row_);
-      lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
-      if (!L.bo.empty())  // attn_output.bias (gpt-oss)
-        for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
+      if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
+      for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
     }
-    if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
-    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)
+    if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
     // ffn rmsnorm, SwiGLU, residual
     if (c.arch.parallel_block) std::copy(xn_.begin(), xn_.end(), xb_.begin());  // cohere: the layer's normed input
-    else pre_norm(L.ffn_norm, L.ffn_norm_b);
+    else if (c.has_mixer(l)) pre_norm(L.ffn_norm, L.ffn_norm_b);  // (an FFN-only layer reads attn_norm's)
     if (c.layer_is_moe(l)) {
       moe_ffn(L);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];

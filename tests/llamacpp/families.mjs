@@ -62,7 +62,15 @@
 //           of four and a global NoPE layer, layer 0 dense, then 8 sigmoid experts (2 per token) with
 //           a selection bias, renormalized and scaled by 2.5, beside a shared expert of its own width;
 //   hunyuan-moe (Hunyuan-A13B): the same attention, 8 softmax experts, 2 per token, renormalized, plus
-//           an ungated shared expert of its own width.
+//           an ungated shared expert of its own width;
+//   granitehybrid (Granite 4.0-H): Mamba-2 mixers (2 groups, a state of 16, their convolution and SSM
+//           state carried through the sequence in its state slot) on layers 0, 2, 4, NoPE attention on
+//           1 and 3, granite's scalars; dense, and with 8 softmax experts beside a shared expert;
+//   nemotron_h (Nemotron-H): layers "M-M*-M-", each one block -- a Mamba-2 mixer, attention without
+//           RoPE, or a ReLU-squared MLP;
+//   qwen35 / qwen35moe (Qwen3.5): gated delta nets (4 value heads over 2 key heads) on three layers of
+//           four, gated attention with per-head q/k norms rotating 16 of 64 dimensions (M-RoPE
+//           sections for text); qwen35moe's 8 experts beside a sigmoid-gated shared expert.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -144,6 +152,7 @@ try {
     'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
     granitehybrid: ['--shape', 'tiny-granitehybrid', ...weighIn],
     'granitehybrid (experts)': ['--shape', 'tiny-granitehybrid-moe', ...weighIn],
+    nemotron_h: ['--shape', 'tiny-nemotron-h'],
     qwen35: ['--shape', 'tiny-qwen35', '--head-dim', '64', '--n-rot', '16'],
     qwen35moe: ['--shape', 'tiny-qwen35moe', '--head-dim', '64', '--n-rot', '16'],
   };

@@ -50,6 +50,10 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
+      if (!c_.has_mixer(l)) {  // nemotron_h: an FFN alone, on the layer's attn_norm
+        ffn(L, l, x, rs, &xb);
+        continue;
+      }
       if (c_.is_gdn(l)) {  // qwen35: a gated delta net
         const auto o = mv(L.conv_out, delta_net(L, l, xb, pos));
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
@@ -147,6 +151,7 @@ class F64Forward {
   // The FFN block of layer l on the residual stream x (dense, or the experts).
   void ffn(const LayerWeights& L, int64_t l, std::vector<double>& x, double rs,
            const std::vector<double>* parallel_input = nullptr) {
+    if (!c_.has_ffn(l)) return;  // (nemotron_h's mixer and attention layers)
     const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm, L.ffn_norm_b);
     if (c_.layer_is_moe(l)) {
       // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection

@@ -79,8 +79,9 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.n_ff, shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
     int64_t a0 = 0, a1 = 1;  // attention layers (lfm2's others are convolutions)
-    while (c.is_conv(a0) || c.is_ssm(a0)) ++a0;
-    while (a1 < c.n_layer && (c.is_conv(a1) || c.is_ssm(a1) || a1 == a0)) ++a1;
+    auto attention = [&](int64_t l) { return !c.is_conv(l) && !c.is_ssm(l) && c.has_mixer(l); };
+    while (!attention(a0)) ++a0;
+    while (a1 < c.n_layer && (!attention(a1) || a1 == a0)) ++a1;
     if (a1 == c.n_layer) a1 = a0;  // (qwen35's tiny form: one attention layer)
     EXPECT_EQ(m->weights().layers[a0].wq.type, t);
     const Matrix& wq = m->weights().layers[a1].wq;
@@ -180,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-hunyuan-dense", "tiny-hunyuan-moe",
                                                               "tiny-arcee", "tiny-apertus", "tiny-exaone-moe",
                                                               "tiny-granitehybrid", "tiny-granitehybrid-moe",
-                                                              "tiny-qwen35", "tiny-qwen35moe"));
+                                                              "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
