@@ -357,6 +357,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   if (!nemotron) w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));  // (nemotron_h: per layer)
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  // llama.cpp's ssm.* keys (granitehybrid, nemotron_h, qwen35)
+  auto set_ssm_keys = [&](int64_t inner) {
+    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
+    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(inner));
+    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
+    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
+    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+  };
   if (nemotron) {  // as convert_hf_to_gguf.py writes Nemotron-H: KV heads and FFN widths per layer, ssm.*
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer)), ff(kv.size());
     for (int64_t l = 0; l < s.n_layer; ++l) {
@@ -365,19 +373,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     }
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
     w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
-    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
-    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ssm_inner));
-    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
-    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
-    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    set_ssm_keys(ssm_inner);
     w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
   }
   if (qwen35) {  // as convert_hf_to_gguf.py writes Qwen3.5: the delta net's sizes, its interval, M-RoPE sections
-    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
-    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(gdn_inner));
-    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
-    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
-    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    set_ssm_keys(gdn_inner);
     w.set_u32(a + "full_attention_interval", 4);
     // (the interleaved sections' sizes: how many pairs fall on each residue mod 3 -- Qwen's 11, 11, 10 for 64)
     const int32_t half = static_cast<int32_t>(n_rot / 2);
@@ -387,11 +387,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
-    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
-    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(ssm_inner));
-    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
-    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(ssm_heads));
-    w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(ssm_groups));
+    set_ssm_keys(ssm_inner);
     w.set_bool(a + "rope.scaling.finetuned", false);
     if (s.n_expert > 0 && s.n_ff_shexp > 0) w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shexp));
   } else if (lfm2) {  // as convert_hf_to_gguf.py writes LFM2: a KV head count per layer, 0 for a convolution
