@@ -208,9 +208,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
   const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
   // nemotron_h: each layer a Mamba-2 mixer ('M'), attention without RoPE ('*') or a ReLU-squared MLP ('-')
-  const bool nemotron = s.arch == "nemotron_h";
+  // nemotron_h_moe: E for an experts layer (ungated ReLU-squared experts, sigmoid routing, a shared expert)
+  const bool nemotron_moe = s.arch == "nemotron_h_moe";
+  const bool nemotron = s.arch == "nemotron_h" || nemotron_moe;
   if (nemotron && (s.layer_pattern.size() != static_cast<size_t>(s.n_layer) ||
-                   s.layer_pattern.find_first_not_of("M*-") != std::string::npos ||
+                   s.layer_pattern.find_first_not_of(nemotron_moe ? "M*E" : "M*-") != std::string::npos ||
                    s.layer_pattern.find('*') == std::string::npos))
     return Error{fmt::format("nemotron_h needs a layer pattern of {} characters M (mixer), * (attention), - (MLP) "
                              "with one attention layer at least", s.n_layer)};
@@ -288,11 +290,11 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
                         s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
-                        bailing || hunyuan_moe || exaone_moe || qwen35moe;
+                        bailing || hunyuan_moe || exaone_moe || qwen35moe || nemotron_moe;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
-      lfm2moe || bailing || exaone_moe || qwen35moe;
+      lfm2moe || bailing || exaone_moe || qwen35moe || nemotron_moe;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
   const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
@@ -301,7 +303,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              : ernie_moe ? s.n_ff_shexp
                              : exaone_moe ? (s.n_ff_shexp > 0 ? s.n_ff_shexp : n_ff_exp)
                              : s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
-  if (!ds_moe && (s.n_expert_shared > 0 || (s.expert_weights_scale > 0 && !exaone_moe)))
+  if (!ds_moe && (s.n_expert_shared > 0 || (s.expert_weights_scale > 0 && !exaone_moe && !nemotron_moe)))
     return Error{"shared expert counts and expert weight scales are glm4moe's and deepseek2's here"};
   if (!ds_moe && !ernie_moe && !lfm2moe && !exaone_moe && s.n_dense_lead > 0)
     return Error{"leading dense layers are glm4moe's, deepseek2's, ernie4_5-moe's and lfm2moe's here"};
@@ -318,7 +320,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (!expert_ff_key && n_ff_exp != s.n_ff)
       return Error{fmt::format("{}: experts have --n-ff rows (llama.cpp reads no expert_feed_forward_length for it); "
                                "--n-ff-exp {} != --n-ff {}", s.arch, n_ff_exp, s.n_ff)};
-    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe && !granite_hybrid && !qwen35moe)
+    if (s.n_ff_shexp > 0 && s.arch != "qwen2moe" && !ernie_moe && !hunyuan_moe && !exaone_moe && !granite_hybrid && !qwen35moe && !nemotron_moe)
       return Error{"a shared expert of its own size is qwen2moe's, ernie4_5-moe's and hunyuan-moe's only"};
     // llama.cpp's olmoe takes attn_q_norm / attn_k_norm as [n_embd]: no GQA, n_head * head_dim == n_embd
     // llama.cpp's gpt-oss needs output.weight and attention.sliding_window
@@ -369,7 +371,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer)), ff(kv.size());
     for (int64_t l = 0; l < s.n_layer; ++l) {
       kv[static_cast<size_t>(l)] = s.layer_pattern[static_cast<size_t>(l)] == '*' ? static_cast<int32_t>(s.n_head_kv) : 0;
-      ff[static_cast<size_t>(l)] = s.layer_pattern[static_cast<size_t>(l)] == '-' ? static_cast<int32_t>(s.n_ff) : 0;
+      const char kind = s.layer_pattern[static_cast<size_t>(l)];
+      ff[static_cast<size_t>(l)] = kind == '-' || kind == 'E' ? static_cast<int32_t>(s.n_ff) : 0;
     }
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
     w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
@@ -428,8 +431,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     // (minimax-m2, hunyuan-moe: llama.cpp requires the key, though their experts have feed_forward_length rows)
     if (expert_ff_key || minimax || hunyuan_moe) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(n_ff_exp));
-    if (s.arch == "qwen2moe" || hunyuan_moe || qwen35moe)
+    if (s.arch == "qwen2moe" || hunyuan_moe || qwen35moe || nemotron_moe)
       w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(n_ff_shexp));
+    if (nemotron_moe) {  // as convert_hf_to_gguf.py writes Nemotron 3: sigmoid, renormalized, a scale
+      w.set_u32(a + "expert_gating_func", 2);
+      w.set_bool(a + "expert_weights_norm", true);
+      w.set_f32(a + "expert_weights_scale", s.expert_weights_scale > 0 ? s.expert_weights_scale : 2.5f);
+    }
     if (ds_moe) {  // as convert_hf_to_gguf.py writes GLM-4.5 and DeepSeek V2 / V3 (V3, GLM: sigmoid, renormalized)
       w.set_u32(a + "expert_shared_count", static_cast<uint32_t>(n_shared));
       w.set_u32(a + "leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
@@ -653,6 +661,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
         TM_TRY(add_matrix(p + "attn_k.weight", kv_dim, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "attn_v.weight", kv_dim, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, q_dim, wt, w_spread));
+      } else if (kind == 'E') {  // ungated experts, the sigmoid router with its selection bias, a shared expert
+        TM_TRY(add_matrix(p + "ffn_gate_inp.weight", s.n_expert, s.n_embd, DType::F32, 4 * w_spread));
+        TM_TRY(add_vector(p + "exp_probs_b.bias", s.n_expert, 0.0f, 0.1f));
+        TM_TRY(add_experts(p + "ffn_up_exps.weight", s.n_expert, n_ff_exp, s.n_embd, wt, w_spread));
+        TM_TRY(add_experts(p + "ffn_down_exps.weight", s.n_expert, s.n_embd, n_ff_exp, wt, w_spread));
+        TM_TRY(add_matrix(p + "ffn_up_shexp.weight", n_ff_shexp, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "ffn_down_shexp.weight", s.n_embd, n_ff_shexp, wt, w_spread));
       } else {
         TM_TRY(add_matrix(p + "ffn_up.weight", s.n_ff, s.n_embd, wt, w_spread));
         TM_TRY(add_matrix(p + "ffn_down.weight", s.n_embd, s.n_ff, wt, w_spread));

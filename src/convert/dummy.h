@@ -68,6 +68,7 @@ struct ModelShape {
   // qwen35: the gated delta nets' head size, value heads and key heads (every fourth layer attention)
   int64_t ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0, ssm_d_conv = 0;
   // nemotron_h: each layer's block, as its hybrid_override_pattern -- M a Mamba-2 mixer, * attention, - an MLP
+  // (nemotron_h_moe: E an experts layer)
   std::string layer_pattern = {};
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
@@ -83,7 +84,7 @@ struct ModelShape {
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
 // "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe",
-// "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h").
+// "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -241,6 +241,15 @@ std::vector<ModelShape> more_shapes() {
         m.ssm_d_state = 16, m.ssm_n_head = 8, m.ssm_n_group = 2;
         return m;
       }(),
+      // Nemotron 3 tiny form: mixers, attention and expert layers (8 ungated experts of 32 rows, 2 per
+      // token, a shared expert of 48)
+      [] {
+        ModelShape m{"tiny-nemotron-h-moe", "nemotron_h_moe", 512, 64, 7, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+        m.layer_pattern = "MEM*EME";
+        m.ssm_d_state = 16, m.ssm_n_head = 8, m.ssm_n_group = 2;
+        m.n_expert = 8, m.n_expert_used = 2, m.n_ff_exp = 32, m.n_ff_shexp = 48;
+        return m;
+      }(),
       // Qwen3.5-0.8B (24 layers, every fourth gated attention: 8 heads of 256 over 2 KV heads, 64 of them
       // rotated, M-RoPE sections 11/11/10; tied output). Its delta nets' heads (16 key and 16 value heads
       // of 128) and FFN width (3584) are assumed, not read from its config.json.

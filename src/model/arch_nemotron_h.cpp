@@ -2,8 +2,12 @@
 // llama.cpp's nemotron_h graph: every layer is one block behind its attn_norm, added to the residual
 // stream -- a Mamba-2 mixer (model/mamba2.h: head_count_kv and feed_forward_length entries 0),
 // attention without RoPE (feed_forward_length 0) or an ungated ReLU-squared MLP (head_count_kv 0)
-// -- (ArchSpec::single_block_layers). The q.k scale is attention.scale when the file has one. The
-// mixture-of-experts form (nemotron_h_moe: Nemotron 3) is not computed here yet.
+// -- (ArchSpec::single_block_layers). The q.k scale is attention.scale when the file has one.
+// Nemotron 3 (GGUF "nemotron_h_moe": Nemotron 3 Nano 30B-A3B): the FFN layers are experts without a
+// gate -- ReLU squared (ArchSpec::moe_ungated) -- routed by sigmoid scores chosen with exp_probs_b,
+// renormalized when expert_weights_norm says so and scaled by expert_weights_scale, beside an ungated
+// shared expert of expert_shared_feed_forward_length rows. The latent experts of Nemotron 3 Super
+// (ffn_latent_down / up) are not computed (the loader refuses those tensors).
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -16,6 +20,16 @@ Status read_nemotron_h(const GgufFile& f, ModelConfig& c) {
   if (scale != 0.0f) c.attn_scale = scale;
   return {};
 }
+Status read_nemotron_h_moe(const GgufFile& f, ModelConfig& c) {
+  TM_TRY(read_nemotron_h(f, c));
+  c.moe_sigmoid = true;  // (llama.cpp's graph: sigmoid whatever the file says)
+  TM_TRY(read_expert_weighting(f, c));
+  const std::string key = c.arch.name + ".expert_shared_feed_forward_length";
+  const auto sh = f.get_int(key);
+  if (!sh || *sh < 1 || *sh > (1 << 22)) return Error{fmt::format("metadata key '{}' is missing or out of range", key)};
+  c.n_ff_shexp = *sh;
+  return {};
+}
 }  // namespace
 
 ArchSpec arch_nemotron_h() {
@@ -25,6 +39,19 @@ ArchSpec arch_nemotron_h() {
   s.ffn_ungated = true;
   s.ffn_act = FfnActivation::ReluSqr;
   s.read_family = read_nemotron_h;
+  return s;
+}
+
+ArchSpec arch_nemotron_h_moe() {
+  ArchSpec s = arch_nemotron_h();
+  s.name = "nemotron_h_moe";
+  s.moe = ArchSpec::Moe::Required;
+  s.moe_expert_ff_key = true;
+  s.moe_ungated = true;
+  s.moe_shared_ungated = true;
+  s.moe_selection_bias = true;
+  s.moe_gating_key = true;  // (expert_gating_func: the graph's sigmoid whatever it says)
+  s.read_family = read_nemotron_h_moe;
   return s;
 }
 }  // namespace tmill

@@ -273,6 +273,7 @@ ArchSpec arch_granitehybrid();
 ArchSpec arch_qwen35();
 ArchSpec arch_qwen35moe();
 ArchSpec arch_nemotron_h();
+ArchSpec arch_nemotron_h_moe();
 
 namespace {
 void register_builtin_archs() {
@@ -286,7 +287,7 @@ void register_builtin_archs() {
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
-                               arch_nemotron_h()})
+                               arch_nemotron_h(), arch_nemotron_h_moe()})
       registry()[s.name] = s;
   });
 }

@@ -107,6 +107,9 @@ struct ArchSpec {
   bool moe_softmax_topk = false;
   bool moe_biases = false;
   bool moe_swiglu_oai = false;
+  // nemotron_h_moe: the experts and the shared expert have no gate (ffn_up / ffn_down only) and take
+  // the FFN's activation (ffn_act: ReLU squared)
+  bool moe_ungated = false;
   // gpt-oss: attn_output.bias, per-head learned sink logits (attn_sinks) in the attention softmax, the
   // FFN's pre-norm named post_attention_norm.
   bool attn_out_bias = false;

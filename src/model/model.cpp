@@ -147,7 +147,9 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
     return Error{fmt::format("{}: fused ffn_gate_up_exps and per-expert ffn_gate.N tensors (old Mixtral files) are "
                              "not supported; convert the model again", p)};
   TM_ASSIGN_OR_RETURN(L.ffn_gate_inp, ld.matrix(p + "ffn_gate_inp.weight", n, E));
-  TM_ASSIGN_OR_RETURN(L.gate_exps, ld.experts(p + "ffn_gate_exps.weight", n, F, E));
+  if (!c.arch.moe_ungated) {
+    TM_ASSIGN_OR_RETURN(L.gate_exps, ld.experts(p + "ffn_gate_exps.weight", n, F, E));
+  }
   TM_ASSIGN_OR_RETURN(L.up_exps, ld.experts(p + "ffn_up_exps.weight", n, F, E));
   TM_ASSIGN_OR_RETURN(L.down_exps, ld.experts(p + "ffn_down_exps.weight", n, E, F));
   if (c.arch.moe_biases) {
@@ -164,7 +166,9 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
     if (c.arch.moe_shared_expert) {
       TM_ASSIGN_OR_RETURN(L.gate_inp_shexp, ld.vec(p + "ffn_gate_inp_shexp.weight", E));
     }
-    TM_ASSIGN_OR_RETURN(L.gate_shexp, ld.matrix(p + "ffn_gate_shexp.weight", S, E));
+    if (!c.arch.moe_ungated) {
+      TM_ASSIGN_OR_RETURN(L.gate_shexp, ld.matrix(p + "ffn_gate_shexp.weight", S, E));
+    }
     TM_ASSIGN_OR_RETURN(L.up_shexp, ld.matrix(p + "ffn_up_shexp.weight", S, E));
     TM_ASSIGN_OR_RETURN(L.down_shexp, ld.matrix(p + "ffn_down_shexp.weight", E, S));
   }

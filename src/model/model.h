@@ -45,7 +45,7 @@ struct LayerWeights {
   std::vector<float> gate_inp_shexp;           // (n_embd)
   // glm4moe's selection bias (ArchSpec::moe_selection_bias: exp_probs_b.bias), else empty
   std::vector<float> exp_probs_b;              // (n_expert)
-  bool has_shared_expert() const { return gate_shexp.valid(); }
+  bool has_shared_expert() const { return up_shexp.valid(); }  // (nemotron_h_moe's is ungated)
   // deepseek2's latent attention (ModelConfig::is_mla; wq is then attn_q or attn_q_b, wk / wv empty):
   // attn_q_a and its norm (when mla_q_rank > 0), attn_kv_a_mqa (latent + RoPE rows) and the latent's
   // norm, and per head one row view of attn_k_b (mla_kv_rank x mla_nope) and of attn_v_b

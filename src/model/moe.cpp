@@ -14,18 +14,19 @@
 namespace tmill {
 
 void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Matrix*, PreparedMatrix*>>& jobs) {
-  const size_t n = L.gate_exps.size();
+  const size_t n = L.up_exps.size();
   gate.resize(n);
   up.resize(n);
   down.resize(n);
   jobs.emplace_back(&L.ffn_gate_inp, &router);
   for (size_t e = 0; e < n; ++e) {
-    jobs.emplace_back(&L.gate_exps[e], &gate[e]);
+    if (!L.gate_exps.empty()) jobs.emplace_back(&L.gate_exps[e], &gate[e]);  // (nemotron_h_moe: none)
     jobs.emplace_back(&L.up_exps[e], &up[e]);
     jobs.emplace_back(&L.down_exps[e], &down[e]);
   }
   if (L.has_shared_expert()) {
-    jobs.insert(jobs.end(), {{&L.gate_shexp, &gate_sh}, {&L.up_shexp, &up_sh}, {&L.down_shexp, &down_sh}});
+    jobs.insert(jobs.end(), {{&L.up_shexp, &up_sh}, {&L.down_shexp, &down_sh}});
+    if (L.gate_shexp.valid()) jobs.emplace_back(&L.gate_shexp, &gate_sh);
     shared = true;
     if (!L.gate_inp_shexp.empty()) gate_inp_shexp = &L.gate_inp_shexp;
   }
@@ -41,9 +42,9 @@ void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Mat
 uint64_t PreparedMoe::bytes() const {
   auto prepared = [](const PreparedMatrix& p) { return p.own_bytes() ? p.own_bytes() : p.source().bytes(); };
   uint64_t b = prepared(router) + prepared(gate_sh) + prepared(up_sh) + prepared(down_sh);
-  for (size_t e = 0; e < gate.size(); ++e) b += prepared(gate[e]) + prepared(up[e]) + prepared(down[e]);
+  for (size_t e = 0; e < up.size(); ++e) b += prepared(gate[e]) + prepared(up[e]) + prepared(down[e]);
   if (gate_inp_shexp) b += gate_inp_shexp->size() * sizeof(float);
-  if (selection_bias) b += gate.size() * sizeof(float);
+  if (selection_bias) b += up.size() * sizeof(float);
   return b;
 }
 
@@ -191,6 +192,12 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   constexpr int64_t kSplitTokens = 8;
   if (pool && n >= kSplitTokens) pool->parallel_for(n, 4, gather);
   else gather(0, n, 0);
+  // nemotron_h_moe's experts have no gate: down(act(up x)), the arch's activation (ReLU squared)
+  const bool ungated = c.arch.moe_ungated;
+  auto ungated_act = [&](float* h, int64_t count) {
+    TM_ASSERT(c.arch.ffn_act == FfnActivation::ReluSqr, "ungated experts take ReLU squared");
+    for (int64_t i = 0; i < count; ++i) h[i] = h[i] > 0.0f ? h[i] * h[i] : 0.0f;
+  };
   // 3. shared expert (reads x, so before y is written)
   const bool shared = w.shared;
   if (shared) {
@@ -209,9 +216,15 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       for (int64_t i = 0; i < E; ++i) g += gv[i] * x[t * ld + i];
       gsh_[t] = 1.0f / (1.0f + std::exp(-g));
     }
-    const MatmulOutput gu[] = {{&w.gate_sh, hs_.data(), S}, {&w.up_sh, us_.data(), S}};
-    matmul_many(gu, 2, x, ld, n, pool);
-    matmul_swiglu(w.down_sh, hs_.data(), S, us_.data(), S, ys_.data(), E, n, pool);
+    if (ungated) {  // nemotron_h_moe: down(act(up x))
+      matmul(w.up_sh, x, ld, hs_.data(), S, n, pool);
+      ungated_act(hs_.data(), n * S);
+      matmul(w.down_sh, hs_.data(), S, ys_.data(), E, n, pool);
+    } else {
+      const MatmulOutput gu[] = {{&w.gate_sh, hs_.data(), S}, {&w.up_sh, us_.data(), S}};
+      matmul_many(gu, 2, x, ld, n, pool);
+      matmul_swiglu(w.down_sh, hs_.data(), S, us_.data(), S, ys_.data(), E, n, pool);
+    }
   }
   // 4. each active expert once, over its tokens. Few tokens (decode, small batches): the experts are
   // split over the pool, each one's products on one thread -- one fork/join per layer instead of two
@@ -221,6 +234,14 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   if (oai) tmp_.resize(static_cast<size_t>(F * n_threads));
   auto expert = [&](int32_t e, ThreadPool* p, int thread) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
+    if (ungated) {
+      if (observer) observer->on_expert_matmul_input(w.up[e].source().name, e, X, xg_.data() + r0 * E, m, E);
+      matmul(w.up[e], xg_.data() + r0 * E, E, hg_.data() + r0 * F, F, m, p);
+      ungated_act(hg_.data() + r0 * F, m * F);
+      if (observer) observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
+      matmul(w.down[e], hg_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
+      return;
+    }
     const MatmulOutput gu[] = {{&w.gate[e], hg_.data() + r0 * F, F}, {&w.up[e], ug_.data() + r0 * F, F}};
     if (observer) {  // as the dense FFN: gate and up see the rows, down sees SwiGLU's output
       for (const PreparedMatrix* pm : {&w.gate[e], &w.up[e]})

@@ -4,7 +4,8 @@
 // are grouped by expert so each active expert's weights are read once per step with the batch's
 // matmul kernels, experts nobody chose are skipped, and each token's expert outputs are summed in
 // ascending expert order (the same bits whatever else is in the batch). A shared expert runs on every
-// token, scaled by its sigmoid gate (qwen2moe) or not (glm4moe). Tested against ReferenceForward::moe_ffn.
+// token, scaled by its sigmoid gate (qwen2moe) or not (glm4moe). nemotron_h_moe's experts and shared
+// expert have no gate: down(relu(up x)^2) (ArchSpec::moe_ungated). Tested against ReferenceForward::moe_ffn.
 #pragma once
 
 #include <cstdint>

@@ -568,6 +568,12 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
 
 // down(silu(gate x) * up x) into xb_ (x may be xb_)
 void ReferenceForward::swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x) {
+  if (!gate.valid()) {  // nemotron_h_moe's ungated experts: down(relu(up x)^2)
+    ref::matvec(up, x, hb_.data(), row_);
+    for (int64_t i = 0; i < up.rows; ++i) hb_[i] = hb_[i] > 0.0f ? hb_[i] * hb_[i] : 0.0f;
+    ref::matvec(down, hb_.data(), xb_.data(), row_);
+    return;
+  }
   ref::matvec(gate, x, hb_.data(), row_);
   ref::matvec(up, x, hb2_.data(), row_);
   for (int64_t i = 0; i < gate.rows; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
@@ -601,7 +607,7 @@ void ReferenceForward::moe_ffn(const LayerWeights& L) {
   for (const auto& [e, weight] : ref::moe_route(router_.data(), c.n_expert, c.n_expert_used, c.moe_gate(), bias)) {
     for (size_t i = 0; i < x.size(); ++i) xw[i] = before ? weight * x[i] : x[i];
     if (c.arch.moe_swiglu_oai) oai_expert(L, e, xw.data());
-    else swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw.data());
+    else swiglu(L.gate_exps.empty() ? Matrix{} : L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw.data());
     for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += (before ? 1.0f : weight) * xb_[i];
   }
   if (L.has_shared_expert()) {  // qwen2moe's gated by sigmoid(gate_inp_shexp . x), glm4moe's not

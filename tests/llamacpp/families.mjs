@@ -67,7 +67,9 @@
 //           state carried through the sequence in its state slot) on layers 0, 2, 4, NoPE attention on
 //           1 and 3, granite's scalars; dense, and with 8 softmax experts beside a shared expert;
 //   nemotron_h (Nemotron-H): layers "M-M*-M-", each one block -- a Mamba-2 mixer, attention without
-//           RoPE, or a ReLU-squared MLP;
+//           RoPE, or a ReLU-squared MLP; nemotron_h_moe (Nemotron 3): "MEM*EME", E 8 ungated ReLU-squared
+//           experts (2 per token, sigmoid routing with a selection bias, renormalized, x2.5) beside an
+//           ungated shared expert;
 //   qwen35 / qwen35moe (Qwen3.5): gated delta nets (4 value heads over 2 key heads) on three layers of
 //           four, gated attention with per-head q/k norms rotating 16 of 64 dimensions (M-RoPE
 //           sections for text); qwen35moe's 8 experts beside a sigmoid-gated shared expert.
@@ -153,6 +155,7 @@ try {
     granitehybrid: ['--shape', 'tiny-granitehybrid', ...weighIn],
     'granitehybrid (experts)': ['--shape', 'tiny-granitehybrid-moe', ...weighIn],
     nemotron_h: ['--shape', 'tiny-nemotron-h'],
+    nemotron_h_moe: ['--shape', 'tiny-nemotron-h-moe'],
     qwen35: ['--shape', 'tiny-qwen35', '--head-dim', '64', '--n-rot', '16'],
     qwen35moe: ['--shape', 'tiny-qwen35moe', '--head-dim', '64', '--n-rot', '16'],
   };
@@ -182,7 +185,7 @@ try {
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

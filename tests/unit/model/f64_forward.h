@@ -203,11 +203,11 @@ class F64Forward {
         if (c_.moe_weight_before) {  // llama4: the weight scales the expert's input
           std::vector<double> xw(xb);
           for (double& v : xw) v *= wt;
-          auto d = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw);
+          auto d = swiglu(L.gate_exps.empty() ? Matrix{} : L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw);
           for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
           continue;
         }
-        auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
+        auto d = oss ? oai_expert(L, e, xb) : swiglu(L.gate_exps.empty() ? Matrix{} : L.gate_exps[e], L.up_exps[e], L.down_exps[e], xb);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * wt * d[i];
       }
       if (L.has_shared_expert()) {  // qwen2moe: gated by sigmoid(gate_inp_shexp . x); glm4moe: not
@@ -298,6 +298,11 @@ class F64Forward {
     return mv(L.wo, att);
   }
   std::vector<double> swiglu(const Matrix& gate, const Matrix& up, const Matrix& down, const std::vector<double>& x) {
+    if (!gate.valid()) {  // nemotron_h_moe's ungated experts: ReLU squared
+      auto u = mv(up, x);
+      for (double& e : u) e = e > 0 ? e * e : 0;
+      return mv(down, u);
+    }
     auto g = mv(gate, x), u = mv(up, x);
     const bool gelu = c_.arch.ffn_act == FfnActivation::GeluTanh;
     for (size_t i = 0; i < g.size(); ++i) {

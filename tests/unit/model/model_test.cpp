@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-hunyuan-dense", "tiny-hunyuan-moe",
                                                               "tiny-arcee", "tiny-apertus", "tiny-exaone-moe",
                                                               "tiny-granitehybrid", "tiny-granitehybrid-moe",
-                                                              "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h"));
+                                                              "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h",
+                                                              "tiny-nemotron-h-moe"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

@@ -126,3 +126,27 @@ TEST(Recurrent, NemotronHSingleBlockLayers) {
   ASSERT_FALSE(scalar.ok());
   EXPECT_NE(scalar.error().find("width per layer"), std::string::npos) << scalar.error();
 }
+
+// Nemotron 3's experts: no gate (ffn_up / ffn_down, ReLU squared), sigmoid routing with a selection bias,
+// renormalized and scaled as the file says, an ungated shared expert; the layers as nemotron_h's.
+TEST(Recurrent, NemotronHMoeUngatedExperts) {
+  auto m = tiny("tiny-nemotron-h-moe");
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.ffn_only, (std::vector<uint8_t>{0, 1, 0, 0, 1, 0, 1}));  // "MEM*EME"
+  EXPECT_TRUE(c.arch.moe_ungated);
+  EXPECT_TRUE(c.moe_sigmoid);
+  EXPECT_TRUE(c.arch.moe_norm_topk);
+  EXPECT_FLOAT_EQ(c.moe_weights_scale, 2.5f);
+  EXPECT_EQ(c.n_ff_exp, 32);
+  EXPECT_EQ(c.n_ff_shexp, 48);
+  const LayerWeights& L = m->weights().layers[1];
+  EXPECT_TRUE(L.gate_exps.empty());
+  EXPECT_EQ(L.up_exps.size(), 8u);
+  EXPECT_FALSE(L.gate_shexp.valid());
+  EXPECT_TRUE(L.has_shared_expert());
+  EXPECT_EQ(L.exp_probs_b.size(), 8u);
+  auto shared = test::load_edited(m->path(), [&](GgufWriter& w) { w.remove("nemotron_h_moe.expert_shared_feed_forward_length"); });
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.error().find("expert_shared_feed_forward_length"), std::string::npos) << shared.error();
+}
