@@ -39,6 +39,10 @@ struct QuantizeReport {
   // The layers with K/V and their KV heads: every layer and head_count_kv, or -- a per-layer
   // head_count_kv (lfm2: 0 for a convolution layer) -- the layers with heads and their count
   int64_t kv_layers = 0, kv_heads = 0;
+  // Recurrent layers (Mamba-2 mixers, gated delta nets: the {arch}.ssm.* keys) and what one sequence's
+  // state takes in them, in float32: (conv_kernel - 1) x conv channels + inner_size x state_size each.
+  int64_t state_layers = 0;
+  uint64_t state_bytes_per_seq = 0;
 
   // f16 K and V for every attention layer: 2 * kv_layers * kv_heads * head_dim * 2 bytes.
   uint64_t kv_bytes_per_token() const;

@@ -55,12 +55,18 @@ void print_report(const QuantizeReport& r, const QuantizeCli& o, const QuantReci
   const uint64_t per_token = r.kv_bytes_per_token();
   if (ctx > 0 && per_token > 0) {
     const uint64_t kv = per_token * static_cast<uint64_t>(ctx) * static_cast<uint64_t>(o.concurrency);
+    // recurrent layers: one state per sequence, whatever its length
+    const uint64_t states = r.state_bytes_per_seq * static_cast<uint64_t>(o.concurrency);
+    const std::string state_part =
+        states == 0 ? std::string()
+                    : " + recurrent state " + format_bytes(states) + " (" + std::to_string(r.state_layers) + " layers, " +
+                          format_bytes(r.state_bytes_per_seq) + " per sequence)";
     std::printf("serving memory estimate: weights %s + KV cache %s (f16, %lld layers x %lld KV heads x %lld head dim, "
-                "ctx %lld x %lld sequence(s), %s per token) = %s\n",
+                "ctx %lld x %lld sequence(s), %s per token)%s = %s\n",
                 format_bytes(r.bytes_out).c_str(), format_bytes(kv).c_str(), static_cast<long long>(r.kv_layers),
                 static_cast<long long>(r.kv_heads), static_cast<long long>(r.head_dim),
                 static_cast<long long>(ctx), static_cast<long long>(o.concurrency), format_bytes(per_token).c_str(),
-                format_bytes(r.bytes_out + kv).c_str());
+                state_part.c_str(), format_bytes(r.bytes_out + kv + states).c_str());
   } else {
     std::printf("serving memory estimate: weights %s (KV cache unknown: no context length or attention shape)\n",
                 format_bytes(r.bytes_out).c_str());

@@ -207,6 +207,29 @@ TEST(QuantizeCommand, MemoryEstimateCountsAttentionLayersOnly) {
   EXPECT_NE(r.out.find("256 B per token"), std::string::npos) << r.out;
 }
 
+// Recurrent layers: their state per sequence joins the estimate, and only attention layers hold K/V --
+// tiny-qwen35 (layer 3 of 4 attention by full_attention_interval; 3 delta nets of (4 - 1) x 128 + 64 x 16
+// floats = 1408, 16.5 KiB), tiny-nemotron-h ("M-M*-M-": 3 mixers of 3 x 192 + 128 x 16 = 2624 floats,
+// 30.75 KiB; its MLP layers hold neither), tiny-granitehybrid (mixers on layers 0, 2, 4: the same).
+TEST(QuantizeCommand, MemoryEstimateCountsRecurrentState) {
+  struct Case {
+    const char* shape;
+    const char* layers;
+    const char* state;
+  } cases[] = {{"tiny-qwen35", "1 layers x 2 KV heads x 16 head dim", "recurrent state 33.00 KiB (3 layers, 16.50 KiB per sequence)"},
+               {"tiny-nemotron-h", "1 layers x 2 KV heads x 16 head dim", "recurrent state 61.50 KiB (3 layers, 30.75 KiB per sequence)"},
+               {"tiny-granitehybrid", "2 layers x 2 KV heads x 16 head dim", "recurrent state 61.50 KiB (3 layers, 30.75 KiB per sequence)"}};
+  for (const Case& c : cases) {
+    const std::string in = test::temp_dir() + "/" + c.shape + "-q.gguf", out = test::temp_dir() + "/" + c.shape + "-q8.gguf";
+    auto d = test::run_command(test::tokenmill_binary() + " dummy --shape " + c.shape + " --dtype F32 -o " + in);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    auto r = quantize(in + " " + out + " --type Q8_0 --ctx 1024 --concurrency 2 -q");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(c.layers), std::string::npos) << c.shape << r.out;
+    EXPECT_NE(r.out.find(c.state), std::string::npos) << c.shape << r.out;
+  }
+}
+
 TEST(QuantizeCommand, SingleTypeRecipes) {
   const TinyModel& m = f32_model();
   struct Case {
