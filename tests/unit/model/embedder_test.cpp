@@ -250,9 +250,10 @@ TEST(Embedder, EmbeddingModelDetection) {
 
 // A causal model's hidden state at position t depends on tokens 0..t only, so mean pooling over a
 // sequence equals the average of last-token pooling over its prefixes (the same weights: same seed).
+// (the recurrent families too: each of the batch's 18 sequences gets a state slot of its own)
 TEST(Embedder, DecoderMeanPoolingIsTheMeanOfPrefixLastPooling) {
   ThreadPool pool(2);
-  for (const char* shape : {"tiny-qwen3", "tiny-llama"}) {
+  for (const char* shape : {"tiny-qwen3", "tiny-llama", "tiny-granitehybrid", "tiny-qwen35", "tiny-nemotron-h"}) {
     auto mean = load(write_dummy(shape, "mean", "mean"), &pool);
     auto last = load(write_dummy(shape, "last", "last"), &pool);
     ASSERT_TRUE(mean && last);
