@@ -391,7 +391,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
     set_ssm_keys(ssm_inner);
-    w.set_bool(a + "rope.scaling.finetuned", false);
+    w.set_bool(a + "rope.scaling.finetuned", s.ssm_rope);  // (the converter's switch for RoPE)
     if (s.n_expert > 0 && s.n_ff_shexp > 0) w.set_u32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shexp));
   } else if (lfm2) {  // as convert_hf_to_gguf.py writes LFM2: a KV head count per layer, 0 for a convolution
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));

@@ -67,6 +67,7 @@ struct ModelShape {
   // 1, 4; the inner width is 2 n_embd, as llama.cpp requires); attn_layers names the attention layers.
   // qwen35: the gated delta nets' head size, value heads and key heads (every fourth layer attention)
   int64_t ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0, ssm_d_conv = 0;
+  bool ssm_rope = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
   // nemotron_h: each layer's block, as its hybrid_override_pattern -- M a Mamba-2 mixer, * attention, - an MLP
   // (nemotron_h_moe: E an experts layer)
   std::string layer_pattern = {};
@@ -83,7 +84,7 @@ struct ModelShape {
 // "tiny-command-r", "tiny-cohere2", "tiny-llama4",
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
-// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe",
+// "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe", "tiny-bamba",
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);

@@ -230,6 +230,13 @@ std::vector<ModelShape> more_shapes() {
       // (tiny: scalars under which the layers weigh in, unlike the released 12 / 0.22)
       granite(granite_h({"tiny-granitehybrid", "granitehybrid", 512, 64, 5, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true},
                         {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f),
+      // Bamba-9B's form of the file (granitehybrid with RoPE on its attention layers), tiny
+      [] {
+        ModelShape m = granite(granite_h({"tiny-bamba", "granitehybrid", 512, 64, 5, 4, 2, 16, 160, 256, 10000.0f, 1e-5f,
+                                          true}, {1, 3}, 16, 8, 2, 0, 0, 0), 1.5f, 0.8f, 0.2f, 3.0f);
+        m.ssm_rope = true;
+        return m;
+      }(),
       granite(granite_h({"tiny-granitehybrid-moe", "granitehybrid", 512, 64, 5, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
                         {1, 3}, 16, 8, 2, 8, 2, 96), 1.5f, 0.8f, 0.2f, 3.0f),
       // Nemotron-H tiny form: mixers, attention and MLPs in the order its pattern names (mixers of 8 heads

@@ -65,7 +65,8 @@
 //           an ungated shared expert of its own width;
 //   granitehybrid (Granite 4.0-H): Mamba-2 mixers (2 groups, a state of 16, their convolution and SSM
 //           state carried through the sequence in its state slot) on layers 0, 2, 4, NoPE attention on
-//           1 and 3, granite's scalars; dense, and with 8 softmax experts beside a shared expert;
+//           1 and 3, granite's scalars; dense, and with 8 softmax experts beside a shared expert; and
+//           Bamba's form, RoPE on the attention layers (rope.scaling.finetuned true);
 //   nemotron_h (Nemotron-H): layers "M-M*-M-", each one block -- a Mamba-2 mixer, attention without
 //           RoPE, or a ReLU-squared MLP; nemotron_h_moe (Nemotron 3): "MEM*EME", E 8 ungated ReLU-squared
 //           experts (2 per token, sigmoid routing with a selection bias, renormalized, x2.5) beside an
@@ -154,6 +155,7 @@ try {
     'hunyuan-moe': ['--shape', 'tiny-hunyuan-moe', '--head-dim', '64', '--rope-theta', '11158840'],
     granitehybrid: ['--shape', 'tiny-granitehybrid', ...weighIn],
     'granitehybrid (experts)': ['--shape', 'tiny-granitehybrid-moe', ...weighIn],
+    'granitehybrid (RoPE: Bamba)': ['--shape', 'tiny-bamba', ...weighIn],
     nemotron_h: ['--shape', 'tiny-nemotron-h'],
     nemotron_h_moe: ['--shape', 'tiny-nemotron-h-moe'],
     qwen35: ['--shape', 'tiny-qwen35', '--head-dim', '64', '--n-rot', '16'],
