@@ -460,7 +460,7 @@ void Forward::ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd;
   observe(P.conv_in, xb_.data(), N);
   matmul(P.conv_in, xb_.data(), E, zx_.data(), c.ssm_in_dim(), N, pool_);
-  mamba2_mix(c, L, batch, seq_of_.data(), kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
+  mamba2_mix(c, L, batch, kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), c.ssm_d_inner, xb_.data(), E, N, pool_);
 }

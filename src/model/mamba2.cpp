@@ -53,9 +53,8 @@ void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardB
   }
 }
 
-void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
-                const KvStorage& kv, int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool) {
-  (void)seq_of;
+void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
+                int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool) {
   const int64_t DI = c.ssm_d_inner, CD = c.ssm_conv_dim(), IN = c.ssm_in_dim(), K = c.ssm_d_conv;
   const int64_t H = c.ssm_n_head, HD = c.ssm_head_dim(), G = c.ssm_n_group, DS = c.ssm_d_state;
   const int64_t per_group = H / G;

@@ -30,11 +30,11 @@ class ThreadPool;
 void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
                      int64_t layer, const float* in, int64_t ld_in, float* out, ThreadPool* pool);
 
-// zx: n rows of ssm_in's output (ssm_in_dim each; its xBC part becomes the convolution's output);
-// y: n rows of d_inner, the mixer's output before ssm_out; seq_of: each row's SeqSlice; layer: the
-// mixer's state index (ModelConfig::cache_slot). Updates each sequence's state in `kv`.
-void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const int32_t* seq_of,
-                const KvStorage& kv, int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool);
+// zx: n rows of ssm_in's output (ssm_in_dim each, read only);
+// y: n rows of d_inner, the mixer's output before ssm_out; layer: the mixer's state index
+// (ModelConfig::cache_slot). Updates each sequence's state in `kv`.
+void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
+                int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool);
 
 // ggml's softplus: x above 20 as it is, else log(1 + e^x).
 inline float ssm_softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
