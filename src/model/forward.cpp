@@ -38,6 +38,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
       if (c.is_gdn(static_cast<int64_t>(l)))
         jobs.insert(jobs.end(), {{&L.ssm_gate, &P.gdn_gate}, {&L.ssm_beta, &P.gdn_beta}, {&L.ssm_alpha, &P.gdn_alpha}});
+      if (c.is_ssm(static_cast<int64_t>(l))) P.conv_kernel_t = ssm_conv_kernel_t(c, L);
     } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
@@ -80,6 +81,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   set_context_length(c.n_ctx_train);
   if (c.kq_l2_norm) ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
   if (c.arch.ffn_ungated) ones_ff_.assign(static_cast<size_t>(c.n_ff), 1.0f);
+  if (c.n_ssm_layers() > 0) ssm_ones_.assign(static_cast<size_t>(c.ssm_conv_dim()), 1.0f);
 }
 
 void Forward::set_context_length(int64_t n_ctx) {
@@ -101,6 +103,7 @@ uint64_t Forward::weight_bytes() const {
                                     &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
       b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
+    b += floats(P.conv_kernel_t);
     if (model_->config().is_mla()) b += P.mla.bytes();
     const LayerWeights& L = w.layers[l];
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
@@ -136,7 +139,10 @@ void Forward::ensure_scratch(int64_t n) {
   v_.resize(N * c.kv_dim());
   // (a convolution's or a Mamba-2 mixer's output too)
   att_.resize(N * std::max({c.q_dim(), c.n_conv_layers() > 0 ? c.n_embd : 0, c.ssm_d_inner}));
-  if (c.n_ssm_layers() > 0) zx_.resize(N * (c.arch.gated_delta_net ? gdn_in_dim(c) : c.ssm_in_dim()));
+  if (c.n_ssm_layers() > 0) {
+    zx_.resize(N * (c.arch.gated_delta_net ? gdn_in_dim(c) : c.ssm_in_dim()));
+    ssm_conv_.resize(N * c.ssm_conv_dim());
+  }
   if (c.arch.attn_output_gate) {
     qg_.resize(N * 2 * c.q_dim());
     gate_.resize(N * c.q_dim());
@@ -460,7 +466,7 @@ void Forward::ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd;
   observe(P.conv_in, xb_.data(), N);
   matmul(P.conv_in, xb_.data(), E, zx_.data(), c.ssm_in_dim(), N, pool_);
-  mamba2_mix(c, L, batch, kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
+  mamba2_mix(c, L, batch, kv, c.slot(l), ssm_step(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), c.ssm_d_inner, xb_.data(), E, N, pool_);
 }
@@ -477,7 +483,7 @@ void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
                                {&P.gdn_beta, zx_.data() + CD + DI, W},
                                {&P.gdn_alpha, zx_.data() + CD + DI + H, W}};
   matmul_many(outs, 4, xb_.data(), E, N, pool_);
-  gated_delta_net_mix(c, L, batch, kv, c.slot(l), zx_.data(), att_.data(), N, pool_);
+  gated_delta_net_mix(c, L, batch, kv, c.slot(l), ssm_step(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
 }

@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/kv_storage.h"
 #include "model/lora_batch.h"
+#include "model/mamba2.h"
 #include "model/mla.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -72,6 +73,7 @@ class Forward {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
     PreparedMatrix conv_in, conv_out;                // lfm2's convolution layers (wq..wo then empty)
     PreparedMatrix gdn_gate, gdn_beta, gdn_alpha;    // a gated delta net's other projections (qwen35)
+    std::vector<float> conv_kernel_t;                // a recurrent layer's convolution kernel tap-major
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
   };
@@ -86,6 +88,10 @@ class Forward {
   void ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // A gated delta net's block (qwen35, model/gated_delta_net.h) on xb into xb.
   void gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
+  // What layer l's recurrent step takes besides its weights (model/mamba2.h SsmStep).
+  SsmStep ssm_step(int64_t l) {
+    return {layers_[static_cast<size_t>(l)].conv_kernel_t.data(), ssm_ones_.data(), ssm_conv_.data()};
+  }
   // x += residual_scale * xb (when add), then xb = rmsnorm(x) with weights `norm` (when not null; an
   // empty norm -- olmo2's absent pre-norms -- copies x): one pass over the residual stream per token
   // range, split across the pool.
@@ -116,6 +122,7 @@ class Forward {
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, ao_;  // ao_: MLA's attn_output input
   std::vector<float> bcx_;  // (n_tokens, 3 n_embd) a convolution layer's in_proj output (lfm2)
   std::vector<float> zx_;   // (n_tokens, ssm_in_dim or gdn_in_dim) a recurrent layer's projections
+  std::vector<float> ssm_conv_, ssm_ones_;  // (n_tokens, ssm_conv_dim) its convolution's output; (ssm_conv_dim) ones
   std::vector<float> qg_, gate_;  // (n_tokens, 2 q_dim / q_dim) gated attention's q projection, its gates
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
   std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)

@@ -2,16 +2,14 @@
 
 #include <cmath>
 #include <functional>
-#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
-#include "model/mamba2.h"
 
 namespace tmill {
 
 void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
-                         int64_t layer, const float* in, float* y, int64_t n, ThreadPool* pool) {
+                         int64_t layer, const SsmStep& step, const float* in, float* y, int64_t n, ThreadPool* pool) {
   const int64_t CD = c.ssm_conv_dim(), DI = c.ssm_d_inner, W = gdn_in_dim(c), K = c.ssm_d_conv;
   const int64_t H = c.ssm_n_head, HK = c.ssm_n_group, D = c.ssm_d_state;
   auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t)>& fn) {
@@ -19,12 +17,12 @@ void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const Forw
     else fn(0, count);
   };
   // 1. The convolution of qkv, then q and k L2-normed per key head.
-  std::vector<float> qkv(static_cast<size_t>(n * CD));
-  ssm_causal_conv(c, L, batch, kv, layer, in, W, qkv.data(), pool);
+  ssm_causal_conv(c, L, batch, kv, layer, step, in, W, pool);
+  float* qkv = step.conv;
   parallel(n, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t h = 0; h < 2 * HK; ++h) {  // the q heads, then the k heads
-        float* x = qkv.data() + t * CD + h * D;
+        float* x = qkv + t * CD + h * D;
         float ss = 0.0f;
         for (int64_t i = 0; i < D; ++i) ss += x[i] * x[i];
         const float r = 1.0f / std::sqrt(ss + c.rms_eps);
@@ -41,9 +39,9 @@ void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const Forw
       if (s.n_tokens == 0) continue;
       float* S = kv.seq_state(layer, s.state_slot) + (K - 1) * CD + h * D * D;  // row j: value dim j
       for (int64_t t = s.token_begin; t < s.token_begin + s.n_tokens; ++t) {
-        const float* q = qkv.data() + t * CD + hk * D;
-        const float* k = qkv.data() + t * CD + (HK + hk) * D;
-        const float* v = qkv.data() + t * CD + 2 * HK * D + h * D;
+        const float* q = qkv + t * CD + hk * D;
+        const float* k = qkv + t * CD + (HK + hk) * D;
+        const float* v = qkv + t * CD + 2 * HK * D + h * D;
         const float* row = in + t * W;
         const float decay =
             std::exp(ssm_softplus(row[CD + DI + H + h] + L.ssm_dt_b[static_cast<size_t>(h)]) * L.ssm_a[static_cast<size_t>(h)]);

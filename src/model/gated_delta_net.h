@@ -16,6 +16,7 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_storage.h"
+#include "model/mamba2.h"
 #include "model/model.h"
 
 namespace tmill {
@@ -27,8 +28,8 @@ class ThreadPool;
 inline int64_t gdn_in_dim(const ModelConfig& c) { return c.ssm_conv_dim() + c.ssm_d_inner + 2 * c.ssm_n_head; }
 
 // in: n rows of gdn_in_dim; y: n rows of d_inner, the layer's output before ssm_out; layer: its state
-// index (ModelConfig::cache_slot). Updates each sequence's state in `kv`.
+// index (ModelConfig::cache_slot); step: as Mamba-2's (model/mamba2.h). Updates each sequence's state in `kv`.
 void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
-                         int64_t layer, const float* in, float* y, int64_t n, ThreadPool* pool);
+                         int64_t layer, const SsmStep& step, const float* in, float* y, int64_t n, ThreadPool* pool);
 
 }  // namespace tmill

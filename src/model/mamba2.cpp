@@ -11,17 +11,21 @@
 
 namespace tmill {
 
+std::vector<float> ssm_conv_kernel_t(const ModelConfig& c, const LayerWeights& L) {
+  const int64_t CD = c.ssm_conv_dim(), K = c.ssm_d_conv;
+  std::vector<float> t(static_cast<size_t>(K * CD));
+  for (int64_t ch = 0; ch < CD; ++ch)
+    for (int64_t j = 0; j < K; ++j) t[static_cast<size_t>(j * CD + ch)] = L.conv_kernel[static_cast<size_t>(ch * K + j)];
+  return t;
+}
+
 void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
-                     int64_t layer, const float* in, int64_t ld_in, float* out, ThreadPool* pool) {
+                     int64_t layer, const SsmStep& step, const float* in, int64_t ld_in, ThreadPool* pool) {
   const int64_t CD = c.ssm_conv_dim(), K = c.ssm_d_conv;
   TM_ASSERT(kv.layout().state_floats == c.ssm_state_floats(), "no sequence state in the KV layout");
   // Sequence by sequence, its channels split over the pool (a prompt is one sequence): the inputs
   // before the step come from the state (zero at position 0, where the whole state is reset), the
   // step's own from `in`; each channel's range then keeps its last K - 1 inputs in the state.
-  const std::vector<float> ones(static_cast<size_t>(CD), 1.0f);  // (silu(x) = silu_mul(x, 1))
-  std::vector<float> kernel_t(static_cast<size_t>(K * CD));        // the kernel tap-major
-  for (int64_t ch = 0; ch < CD; ++ch)
-    for (int64_t j = 0; j < K; ++j) kernel_t[static_cast<size_t>(j * CD + ch)] = L.conv_kernel[static_cast<size_t>(ch * K + j)];
   for (const SeqSlice& s : batch.seqs) {
     if (s.n_tokens == 0) continue;
     float* state = kv.seq_state(layer, s.state_slot);
@@ -32,16 +36,16 @@ void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardB
     };
     auto body = [&](int64_t c0, int64_t c1) {
       for (int64_t t = 0; t < n; ++t) {  // token by token, the range's channels contiguous
-        float* o = out + (s.token_begin + t) * CD;
+        float* o = step.conv + (s.token_begin + t) * CD;
         std::fill(o + c0, o + c1, 0.0f);
         for (int64_t j = 0; j < K; ++j) {  // llama.cpp's order: the oldest input first, then the bias
           const float* x = row(t - (K - 1) + j);
-          const float* kj = kernel_t.data() + j * CD;
+          const float* kj = step.kernel_t + j * CD;
           for (int64_t ch = c0; ch < c1; ++ch) o[ch] += x[ch] * kj[ch];
         }
         if (!L.ssm_conv_b.empty())
           for (int64_t ch = c0; ch < c1; ++ch) o[ch] += L.ssm_conv_b[static_cast<size_t>(ch)];
-        silu_mul(o + c0, ones.data(), c1 - c0);
+        silu_mul(o + c0, step.ones + c0, c1 - c0);
       }
       for (int64_t j = 0; j < K - 1; ++j) {  // the new state: the last K - 1 inputs, oldest first
         const float* x = row(n - (K - 1) + j);
@@ -54,19 +58,17 @@ void ssm_causal_conv(const ModelConfig& c, const LayerWeights& L, const ForwardB
 }
 
 void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
-                int64_t layer, float* zx, float* y, int64_t n, ThreadPool* pool) {
+                int64_t layer, const SsmStep& step, const float* zx, float* y, int64_t n, ThreadPool* pool) {
   const int64_t DI = c.ssm_d_inner, CD = c.ssm_conv_dim(), IN = c.ssm_in_dim(), K = c.ssm_d_conv;
   const int64_t H = c.ssm_n_head, HD = c.ssm_head_dim(), G = c.ssm_n_group, DS = c.ssm_d_state;
   const int64_t per_group = H / G;
-  TM_ASSERT(kv.layout().state_floats == c.ssm_state_floats(), "no sequence state in the KV layout");
   auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t)>& fn) {
     if (pool && count > 1) pool->parallel_for(count, 1, [&](int64_t a, int64_t b, int) { fn(a, b); });
     else fn(0, count);
   };
   const auto n_seqs = static_cast<int64_t>(batch.seqs.size());
   // 1. The convolution (its inputs: xBC, after z in each row).
-  std::vector<float> conv_out(static_cast<size_t>(n * CD));
-  ssm_causal_conv(c, L, batch, kv, layer, zx + DI, IN, conv_out.data(), pool);
+  ssm_causal_conv(c, L, batch, kv, layer, step, zx + DI, IN, pool);
   // 2. The scan, per (sequence, head), token after token.
   parallel(n_seqs * H, [&](int64_t i0, int64_t i1) {
     for (int64_t item = i0; item < i1; ++item) {
@@ -76,7 +78,7 @@ void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch&
       float* S = kv.seq_state(layer, s.state_slot) + (K - 1) * CD + h * HD * DS;
       const float A = L.ssm_a[static_cast<size_t>(h)], D = L.ssm_d[static_cast<size_t>(h)];
       for (int64_t t = s.token_begin; t < s.token_begin + s.n_tokens; ++t) {
-        const float* xbc = conv_out.data() + t * CD;
+        const float* xbc = step.conv + t * CD;
         const float* x = xbc + h * HD;
         const float* B = xbc + DI + g * DS;
         const float* C = xbc + DI + G * DS + g * DS;
