@@ -129,11 +129,7 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
         c.conv_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
-      if (n == 0 && c.arch.single_block_layers) {  // a mixer, or (read with feed_forward_length) an FFN
-        c.ssm_layer[static_cast<size_t>(l)] = 1;
-        continue;
-      }
-      if (n == 0 && c.arch.ssm) {
+      if (n == 0 && c.arch.ssm) {  // a mixer (nemotron_h: or, by feed_forward_length, an FFN)
         c.ssm_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
@@ -146,7 +142,8 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
     if (c.n_conv_layers() == 0) c.conv_layer.clear();
     if (c.n_ssm_layers() == 0) c.ssm_layer.clear();
   } else {
-    if (c.arch.shortconv || (c.arch.ssm && !c.arch.gated_delta_net)) return Error{fmt::format("{} must hold a count per layer (0: a convolution layer)", key)};
+    if (c.arch.shortconv || (c.arch.ssm && !c.arch.gated_delta_net))
+      return Error{fmt::format("{} must hold a count per layer (0: a convolution or mixer layer)", key)};
     TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, key, c.n_head, 1, 4096));
     if (c.arch.gated_delta_net) TM_TRY(read_recurrent_layers(f, a, c));
   }

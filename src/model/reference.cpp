@@ -206,6 +206,24 @@ void ReferenceForward::shortconv(const LayerWeights& L, int64_t slot, int64_t po
   ref::matvec(L.conv_out, att_out_.data(), xb_.data(), row_);
 }
 
+// The recurrent layers' causal convolution, one token: ssm_xbc_ = silu(sum_j kernel_j * input_j + bias)
+// over the d_conv - 1 inputs kept in `conv` (the oldest first) and this token's `in`, which then joins
+// them (the oldest leaves).
+void ReferenceForward::ssm_conv(const LayerWeights& L, float* conv, const float* in) {
+  const ModelConfig& c = model_->config();
+  const int64_t CD = c.ssm_conv_dim(), K = c.ssm_d_conv;
+  for (int64_t ch = 0; ch < CD; ++ch) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < K; ++j) acc += (j < K - 1 ? conv[j * CD + ch] : in[ch]) * L.conv_kernel[ch * K + j];
+    if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[ch];
+    ssm_xbc_[ch] = ref::silu(acc);
+  }
+  for (int64_t j = 0; j + 1 < K - 1; ++j)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[j * CD + ch] = conv[(j + 1) * CD + ch];
+  if (K > 1)
+    for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
+}
+
 // Mamba-2's mixer, one token (model/mamba2.h says what it computes): [z | xBC | dt] = ssm_in xb; the
 // convolution over the last d_conv inputs, oldest first, plus the bias, silu; per head the state
 // update and read-out; the gate silu(z), the norm per group, ssm_out. The state (the convolution's last
@@ -221,16 +239,7 @@ void ReferenceForward::mamba2(const LayerWeights& L, int64_t slot, int64_t pos) 
   const float* z = ssm_zx_.data();
   const float* in = ssm_zx_.data() + DI;
   const float* dt = ssm_zx_.data() + DI + CD;
-  for (int64_t ch = 0; ch < CD; ++ch) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < K; ++j) acc += (j < K - 1 ? conv[j * CD + ch] : in[ch]) * L.conv_kernel[ch * K + j];
-    if (!L.ssm_conv_b.empty()) acc += L.ssm_conv_b[ch];
-    ssm_xbc_[ch] = ref::silu(acc);
-  }
-  for (int64_t j = 0; j + 1 < K - 1; ++j)
-    for (int64_t ch = 0; ch < CD; ++ch) conv[j * CD + ch] = conv[(j + 1) * CD + ch];
-  if (K > 1)
-    for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
+  ssm_conv(L, conv, in);
   for (int64_t h = 0; h < H; ++h) {
     const int64_t g = h / (H / G);
     const float d = ssm_softplus(dt[h] + L.ssm_dt_b[h]);
@@ -271,23 +280,13 @@ void ReferenceForward::delta_net(const LayerWeights& L, int64_t slot, int64_t po
   ref::matvec(L.ssm_gate, xb_.data(), in.data() + CD, row_);
   ref::matvec(L.ssm_beta, xb_.data(), in.data() + CD + DI, row_);
   ref::matvec(L.ssm_alpha, xb_.data(), in.data() + CD + DI + H, row_);
-  ssm_xbc_.resize(static_cast<size_t>(CD));
-  for (int64_t ch = 0; ch < CD; ++ch) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < K; ++j) acc += (j < K - 1 ? conv[j * CD + ch] : in[ch]) * L.conv_kernel[ch * K + j];
-    ssm_xbc_[ch] = ref::silu(acc);
-  }
-  for (int64_t j = 0; j + 1 < K - 1; ++j)
-    for (int64_t ch = 0; ch < CD; ++ch) conv[j * CD + ch] = conv[(j + 1) * CD + ch];
-  if (K > 1)
-    for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
+  ssm_conv(L, conv, in.data());
   for (int64_t h = 0; h < 2 * HK; ++h) {  // q heads, then k heads: x / sqrt(sum x^2 + eps)
     float* x = ssm_xbc_.data() + h * D;
     float ss = 0.0f;
     for (int64_t i = 0; i < D; ++i) ss += x[i] * x[i];
     for (int64_t i = 0; i < D; ++i) x[i] /= std::sqrt(ss + c.rms_eps);
   }
-  ssm_y_.resize(static_cast<size_t>(DI));
   std::vector<float> delta(static_cast<size_t>(D));
   for (int64_t h = 0; h < H; ++h) {
     const float* q = ssm_xbc_.data() + (h % HK) * D;

@@ -34,6 +34,7 @@ class ReferenceForward {
   void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
   void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
+  void ssm_conv(const LayerWeights& L, float* conv, const float* in);  // recurrent layers: into ssm_xbc_
   void mamba2(const LayerWeights& L, int64_t slot, int64_t pos);  // granitehybrid: xb = the mixer of xb
   void delta_net(const LayerWeights& L, int64_t slot, int64_t pos);  // qwen35: xb = the gated delta net of xb
 

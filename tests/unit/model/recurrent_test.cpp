@@ -31,6 +31,11 @@ std::shared_ptr<Model> tiny(const std::string& shape) {
   return m.ok() ? *m : nullptr;
 }
 
+// m's file with metadata key `key` set to v, loaded again.
+Result<std::shared_ptr<Model>> rewrite(const Model& m, const std::string& key, const GgufValue& v) {
+  return test::load_edited(m.path(), [&](GgufWriter& w) { w.set(key, v); });
+}
+
 }  // namespace
 
 TEST(Recurrent, GraniteHybridLayersAndState) {
@@ -51,16 +56,13 @@ TEST(Recurrent, GraniteHybridLayersAndState) {
   EXPECT_EQ(lay.state_floats, 3 * c.ssm_conv_dim() + 128 * 16);
   EXPECT_EQ(lay.num_state_slots, 1);
   EXPECT_EQ(lay.total_bytes(), lay.bytes_per_block() * 8 + 3 * lay.state_floats * sizeof(float));
-  auto rewrite = [&](const std::string& key, const GgufValue& v) {
-    return test::load_edited(m->path(), [&](GgufWriter& w) { w.set(key, v); });
-  };
-  auto one = rewrite("granitehybrid.attention.head_count_kv", GgufValue::u32(2));
+  auto one = rewrite(*m, "granitehybrid.attention.head_count_kv", GgufValue::u32(2));
   ASSERT_FALSE(one.ok());
   EXPECT_NE(one.error().find("per layer"), std::string::npos) << one.error();
-  auto heads = rewrite("granitehybrid.ssm.time_step_rank", GgufValue::u32(7));
+  auto heads = rewrite(*m, "granitehybrid.ssm.time_step_rank", GgufValue::u32(7));
   ASSERT_FALSE(heads.ok());
   EXPECT_NE(heads.error().find("not a multiple of ssm.time_step_rank"), std::string::npos) << heads.error();
-  auto roped = rewrite("granitehybrid.rope.scaling.finetuned", GgufValue::boolean(true));
+  auto roped = rewrite(*m, "granitehybrid.rope.scaling.finetuned", GgufValue::boolean(true));
   ASSERT_TRUE(roped.ok()) << roped.error();
   EXPECT_TRUE((*roped)->config().has_rope(1));
 }
@@ -74,19 +76,16 @@ TEST(Recurrent, Qwen35LayersAndRefusals) {
   EXPECT_EQ(c.q_proj_dim(), 2 * c.q_dim());  // queries and gates
   EXPECT_EQ(m->weights().layers[3].wq.rows, 2 * c.q_dim());
   EXPECT_EQ(c.n_rot, 8);
-  auto rewrite = [&](const std::string& key, const GgufValue& v) {
-    return test::load_edited(m->path(), [&](GgufWriter& w) { w.set(key, v); });
-  };
   // attention.recurrent_layers wins over the interval
-  auto marked = rewrite("qwen35.attention.recurrent_layers", GgufValue::i32_array({1, 0, 1, 1}));
+  auto marked = rewrite(*m, "qwen35.attention.recurrent_layers", GgufValue::i32_array({1, 0, 1, 1}));
   ASSERT_FALSE(marked.ok());  // (layer 1's tensors are a delta net's: the loader names the first it misses)
   EXPECT_NE(marked.error().find("blk.1."), std::string::npos) << marked.error();
   // M-RoPE sections that leave a rotated pair on the extra position
-  auto sections = rewrite("qwen35.rope.dimension_sections", GgufValue::i32_array({2, 2, 0, 0}));
+  auto sections = rewrite(*m, "qwen35.rope.dimension_sections", GgufValue::i32_array({2, 2, 0, 0}));
   ASSERT_FALSE(sections.ok());
   EXPECT_NE(sections.error().find("extra position"), std::string::npos) << sections.error();
   // value heads of another width than the key heads (llama.cpp's delta net needs them equal)
-  auto widths = rewrite("qwen35.ssm.inner_size", GgufValue::u32(128));
+  auto widths = rewrite(*m, "qwen35.ssm.inner_size", GgufValue::u32(128));
   ASSERT_FALSE(widths.ok());
   EXPECT_NE(widths.error().find("key heads' size"), std::string::npos) << widths.error();
 }
@@ -113,16 +112,13 @@ TEST(Recurrent, NemotronHSingleBlockLayers) {
   const KvLayout lay = KvLayout::for_model(c, 16, 8, DType::F16);
   EXPECT_EQ(lay.n_layer, 1);
   EXPECT_EQ(lay.n_state_layers, 3);
-  auto rewrite = [&](const std::string& key, const GgufValue& v) {
-    return test::load_edited(m->path(), [&](GgufWriter& w) { w.set(key, v); });
-  };
-  auto both = rewrite("nemotron_h.feed_forward_length", GgufValue::i32_array({0, 160, 0, 160, 160, 0, 160}));
+  auto both = rewrite(*m, "nemotron_h.feed_forward_length", GgufValue::i32_array({0, 160, 0, 160, 160, 0, 160}));
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.error().find("layer 3 has both attention and an FFN"), std::string::npos) << both.error();
-  auto widths = rewrite("nemotron_h.feed_forward_length", GgufValue::i32_array({0, 160, 0, 0, 96, 0, 160}));
+  auto widths = rewrite(*m, "nemotron_h.feed_forward_length", GgufValue::i32_array({0, 160, 0, 0, 96, 0, 160}));
   ASSERT_FALSE(widths.ok());
   EXPECT_NE(widths.error().find("per-layer FFN widths"), std::string::npos) << widths.error();
-  auto scalar = rewrite("nemotron_h.feed_forward_length", GgufValue::u32(160));
+  auto scalar = rewrite(*m, "nemotron_h.feed_forward_length", GgufValue::u32(160));
   ASSERT_FALSE(scalar.ok());
   EXPECT_NE(scalar.error().find("width per layer"), std::string::npos) << scalar.error();
 }
