@@ -167,6 +167,16 @@ DType fallback_type(DType type, int64_t cols) {
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
+  // Qwen's vision-language language models are their text family's tensors under another name, with
+  // M-RoPE sections: the checks below see the text family, the keys take the file's name
+  const std::string file_arch = s.arch;
+  const bool qwen_vl = s.arch == "qwen2vl" || s.arch == "qwen3vl" || s.arch == "qwen3vlmoe";
+  if (qwen_vl) {
+    if (s.rope_sections.empty()) return Error{fmt::format("{} needs M-RoPE sections", s.arch)};
+    s.arch = s.arch == "qwen2vl" ? "qwen2" : s.arch == "qwen3vl" ? "qwen3" : "qwen3moe";
+  } else if (!s.rope_sections.empty() && s.arch != "glm4" && s.arch != "glm4moe") {
+    return Error{"M-RoPE sections are qwen2vl's, qwen3vl's, qwen3vlmoe's, glm4's and glm4moe's here"};
+  }
   if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
       o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::IQ4_XS && o.dtype != DType::MXFP4 &&
       o.dtype != DType::Q2_K && o.dtype != DType::Q3_K)
@@ -343,8 +353,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (n != s.n_vocab) log_warn("vocab file has {} tokens; shape {} says {}: using {}", n, s.name, s.n_vocab, n);
     s.n_vocab = n;
   }
-  const std::string a = s.arch + ".";
-  w.set_string("general.architecture", s.arch);
+  const std::string a = file_arch + ".";
+  w.set_string("general.architecture", file_arch);
+  if (!s.rope_sections.empty()) w.set(a + "rope.dimension_sections", GgufValue::i32_array(s.rope_sections));
+  if (file_arch == "qwen3vl" || file_arch == "qwen3vlmoe") w.set_u32(a + "n_deepstack_layers", static_cast<uint32_t>(s.n_deepstack));
   w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
   // llama_ftype: ALL_F32=0, MOSTLY_F16=1, MOSTLY_Q4_0=2, MOSTLY_Q8_0=7, MOSTLY_IQ4_NL=25, MOSTLY_IQ4_XS=30,
   // MOSTLY_BF16=32, MOSTLY_MXFP4_MOE=38, MOSTLY_Q2_K=10, MOSTLY_Q3_K_S=11 (every matrix Q3_K)

@@ -71,6 +71,10 @@ struct ModelShape {
   // nemotron_h: each layer's block, as its hybrid_override_pattern -- M a Mamba-2 mixer, * attention, - an MLP
   // (nemotron_h_moe: E an experts layer)
   std::string layer_pattern = {};
+  // M-RoPE (rope.dimension_sections; Qwen's vision-language models qwen2vl / qwen3vl / qwen3vlmoe need
+  // them, glm4 / glm4moe with them are GLM-4.1V / GLM-4.5V); empty: none. qwen3vl*: the deepstack layers.
+  std::vector<int32_t> rope_sections = {};
+  int64_t n_deepstack = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -85,7 +89,8 @@ struct ModelShape {
 // "tiny-starcoder2", "tiny-phi2", "tiny-stablelm", "tiny-lfm2", "tiny-lfm2moe", "tiny-bailingmoe2",
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
 // "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe", "tiny-bamba",
-// "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe").
+// "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
+// "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe"").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

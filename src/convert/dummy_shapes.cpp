@@ -510,12 +510,58 @@ std::vector<ModelShape> gptoss_shapes() {
   };
 }
 
+// The language models of vision-language releases (text in, text out), with their M-RoPE sections:
+// Qwen2.5-VL 3B / 7B (qwen2vl, sectioned 16/24/24), Qwen3-VL 4B / 8B / 30B-A3B (qwen3vl, qwen3vlmoe:
+// interleaved 24/20/20 -- pairs 61 and 62 of 64 on the fourth section, unrotated for text --, 3
+// deepstack layers), GLM-4.1V-9B (glm4 with sections 8/12/12 over its rotated half). Their tiny forms:
+// tiny-qwen3vl(moe) rotate with base 100 and sections 7/4/4 over 16 pairs, so pairs 13 and 14 stay
+// still as Qwen3-VL's 61 and 62 do, with angles large enough to tell.
+std::vector<ModelShape> vl_shapes() {
+  auto sec = [](ModelShape s, std::vector<int32_t> sections, int64_t deepstack) {
+    s.rope_sections = std::move(sections);
+    s.n_deepstack = deepstack;
+    return s;
+  };
+  auto experts = [](ModelShape s, int64_t n, int64_t used, int64_t ff_exp) {
+    s.n_expert = n, s.n_expert_used = used, s.n_ff_exp = ff_exp;
+    return s;
+  };
+  ModelShape glm41v =
+      sec({"glm-4.1v-9b", "glm4", 151552, 4096, 40, 32, 2, 128, 13696, 65536, 10000.0f, 1e-5f, false}, {8, 12, 12, 0}, 0);
+  glm41v.n_rot = 64;
+  ModelShape tiny_glm4v = sec({"tiny-glm4v", "glm4", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, {1, 2, 1, 0}, 0);
+  tiny_glm4v.n_rot = 8;
+  // GLM-4.5V's text model: glm4moe's block (tiny-glm4moe's form) with sections
+  ModelShape tiny_glm4v_moe = experts(
+      sec({"tiny-glm4v-moe", "glm4moe", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, {1, 2, 1, 0}, 0), 8, 2, 32);
+  tiny_glm4v_moe.n_rot = 8, tiny_glm4v_moe.n_expert_shared = 1, tiny_glm4v_moe.n_dense_lead = 1;
+  return {
+      sec({"qwen2.5-vl-3b", "qwen2vl", 151936, 2048, 36, 16, 2, 128, 11008, 128000, 1000000.0f, 1e-6f, true},
+          {16, 24, 24, 0}, 0),
+      sec({"qwen2.5-vl-7b", "qwen2vl", 152064, 3584, 28, 28, 4, 128, 18944, 128000, 1000000.0f, 1e-6f, false},
+          {16, 24, 24, 0}, 0),
+      sec({"qwen3-vl-4b", "qwen3vl", 151936, 2560, 36, 32, 8, 128, 9728, 262144, 5000000.0f, 1e-6f, true},
+          {24, 20, 20, 0}, 3),
+      sec({"qwen3-vl-8b", "qwen3vl", 151936, 4096, 36, 32, 8, 128, 12288, 262144, 5000000.0f, 1e-6f, false},
+          {24, 20, 20, 0}, 3),
+      experts(sec({"qwen3-vl-30b-a3b", "qwen3vlmoe", 151936, 2048, 48, 32, 4, 128, 6144, 262144, 5000000.0f, 1e-6f,
+                   false}, {24, 20, 20, 0}, 3), 128, 8, 768),
+      glm41v,
+      sec({"tiny-qwen2vl", "qwen2vl", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-6f, true}, {2, 3, 3, 0}, 0),
+      sec({"tiny-qwen3vl", "qwen3vl", 512, 64, 2, 4, 2, 32, 160, 256, 100.0f, 1e-6f, true}, {7, 4, 4, 0}, 3),
+      experts(sec({"tiny-qwen3vlmoe", "qwen3vlmoe", 512, 64, 2, 4, 2, 32, 160, 256, 100.0f, 1e-6f, true}, {7, 4, 4, 0}, 3),
+              8, 2, 32),
+      tiny_glm4v,
+      tiny_glm4v_moe,
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
   for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes,
-                  &gptoss_shapes, &more_shapes})
+                  &gptoss_shapes, &more_shapes, &vl_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

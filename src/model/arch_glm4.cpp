@@ -2,8 +2,8 @@
 // and after attention and before and after the FFN (attn_norm, post_attention_norm, ffn_norm,
 // post_ffw_norm) --, q/k/v biases (attn_q/k/v.bias, or one attn_qkv with its bias), RoPE on adjacent
 // pairs over half of each head (rope.dimension_count), and gate/up fused into ffn_up (gate rows
-// first), as llama.cpp's glm4 graph. GLM-4V's M-RoPE (rope.dimension_sections) is refused: its text
-// positions are not checked here.
+// first), as llama.cpp's glm4 graph. GLM-4.1V's text model is the same block with M-RoPE
+// (rope.dimension_sections; its q/k rows in NeoX order): NeoX RoPE for text tokens (read_mrope_sections).
 // GLM-4.5 / GLM-4.6 / GLM-4.5-Air (GGUF "glm4moe"), as llama.cpp's glm4moe graph: RMSNorm before
 // attention and before the FFN (post_attention_norm is the FFN's pre-norm), q/k/v biases, per-head
 // q/k norms when the file has them (GLM-4.5, not Air), NeoX RoPE over rope.dimension_count of each
@@ -13,7 +13,8 @@
 // exp_probs_b.bias, weighted by their scores, renormalized when expert_weights_norm, times
 // expert_weights_scale; plus expert_shared_count ungated shared experts (one SwiGLU of
 // count x expert_feed_forward_length rows) on every token. The NextN block is left out (config.cpp).
-// Grouped routing (expert_group_count > 1) is refused in config.cpp.
+// Grouped routing (expert_group_count > 1) is refused in config.cpp. GLM-4.5V's text model is glm4moe
+// with M-RoPE sections, NeoX RoPE for text tokens as GLM-4.1V's.
 #include <fmt/format.h>
 
 #include "model/config.h"
@@ -21,15 +22,10 @@
 namespace tmill {
 namespace {
 Status read_glm4(const GgufFile& f, ModelConfig& c) {
-  if (const GgufValue* s = f.find(c.arch.name + ".rope.dimension_sections")) {
-    auto v = s->as_int_array();
-    bool any = false;
-    if (v)
-      for (int64_t x : *v) any = any || x != 0;
-    if (any || !v)
-      return Error{fmt::format("{}.rope.dimension_sections: GLM-4V's M-RoPE is not supported (text GLM-4 only)",
-                               c.arch.name)};
-  }
+  // GLM-4V (GLM-4.1V-Thinking): M-RoPE over the rotated half, its q/k rows permuted to NeoX order by
+  // the converter, so text tokens rotate as NeoX RoPE
+  TM_ASSIGN_OR_RETURN(const bool mrope, read_mrope_sections(f, c, /*interleaved=*/false, /*required=*/false));
+  if (mrope) c.arch.rope_layout = RopeLayout::NeoX;
   return {};
 }
 

@@ -271,6 +271,9 @@ ArchSpec arch_qwen35();
 ArchSpec arch_qwen35moe();
 ArchSpec arch_nemotron_h();
 ArchSpec arch_nemotron_h_moe();
+ArchSpec arch_qwen2vl();
+ArchSpec arch_qwen3vl();
+ArchSpec arch_qwen3vlmoe();
 
 namespace {
 void register_builtin_archs() {
@@ -284,7 +287,7 @@ void register_builtin_archs() {
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
-                               arch_nemotron_h(), arch_nemotron_h_moe()})
+                               arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe()})
       registry()[s.name] = s;
   });
 }
@@ -367,6 +370,38 @@ void set_deepseek_style_moe(ArchSpec& s) {
   s.moe_gating_key = true;
   s.moe_selection_bias = true;
   s.moe_selection_bias_required = false;
+}
+
+Result<bool> read_mrope_sections(const GgufFile& f, ModelConfig& c, bool interleaved, bool required) {
+  const std::string key = c.arch.name + ".rope.dimension_sections";
+  const GgufValue* v = f.find(key);
+  if (!v) {
+    if (required) return Error{fmt::format("missing metadata key '{}'", key)};
+    return false;
+  }
+  const auto s = v->as_int_array();
+  if (!s || s->size() < 3 || s->size() > 4) return Error{fmt::format("{} must hold 3 or 4 section sizes", key)};
+  const int64_t s0 = (*s)[0], s1 = (*s)[1], s2 = (*s)[2], s3 = s->size() > 3 ? (*s)[3] : 0;
+  const int64_t total = s0 + s1 + s2 + s3;
+  if (s0 < 0 || s1 < 0 || s2 < 0 || s3 < 0 || total > c.head_dim)
+    return Error{fmt::format("{} [{}, {}, {}, {}] is out of range", key, s0, s1, s2, s3)};
+  if (!(s0 > 0 && s1 > 0)) {
+    if (required) return Error{fmt::format("{} [{}, {}, {}, {}]: the first two sections must not be empty", key, s0, s1, s2, s3)};
+    return false;
+  }
+  std::vector<uint8_t> still(static_cast<size_t>(c.n_rot / 2), 0);
+  bool any = false;
+  for (int64_t i = 0; i < c.n_rot / 2; ++i) {
+    const int64_t sec = i % total;
+    const bool text = interleaved ? (sec % 3 == 1 && sec < 3 * s1) || (sec % 3 == 2 && sec < 3 * s2) ||
+                                        (sec % 3 == 0 && sec < 3 * s0)
+                                  : sec < s0 + s1 + s2;
+    still[static_cast<size_t>(i)] = !text;
+    any = any || !text;
+  }
+  if (any)
+    for (RopeParams& r : c.ropes) r.still = still;
+  return true;
 }
 
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def) {

@@ -135,6 +135,10 @@ struct RopeParams {
   float beta_fast = 32.0f, beta_slow = 1.0f;
   int64_t n_ctx_orig = 0;
   float attn_factor = 1.0f;  // rope.scaling.attn_factor: multiplies cos/sin
+  // M-RoPE for text tokens (read_mrope_sections): the rotation pairs on the fourth section, whose
+  // position is 0 for text, keep angle 0 (cos/sin still times the attention factor); empty: none.
+  std::vector<uint8_t> still;
+  bool still_pair(int64_t i) const { return static_cast<size_t>(i) < still.size() && still[static_cast<size_t>(i)]; }
   bool operator==(const RopeParams&) const = default;
 };
 
@@ -342,6 +346,17 @@ Status read_expert_weighting(const GgufFile& f, ModelConfig& c);
 // The ArchSpec flags of DeepSeek-style experts: required, expert_feed_forward_length rows, ungated
 // shared experts, the family's own gating key, a selection bias loaded when present.
 void set_deepseek_style_moe(ArchSpec& s);
+// llama.cpp's M-RoPE (ggml_rope_multi) over {arch}.rope.dimension_sections, for text tokens: llama.cpp
+// gives a text token the same position in the first three sections and 0 in the fourth, so the rotation
+// is NeoX RoPE on the pairs in the first three, and no rotation on the pairs in the fourth
+// (RopeParams::still, set here on every RoPE of c) -- pair i's section is i % (s0+s1+s2+s3), taken in
+// order (sectioned M-RoPE: Qwen2-VL, GLM-4V) or, interleaved (Qwen3-VL, Qwen3.5), h where i % 3 == 1
+// and i < 3 s1, w where i % 3 == 2 and i < 3 s2, t where i % 3 == 0 and i < 3 s0, else the fourth.
+// (Qwen3-VL's [24, 20, 20] puts pairs 61 and 62 of 64 there: transformers rotates them with the text
+// position, llama.cpp does not; their angles are below 1e-6 per position, and the files are llama.cpp's.)
+// Returns whether the file uses M-RoPE (llama.cpp's use_mrope: s0 and s1 > 0); absent sections are an
+// error when `required`.
+Result<bool> read_mrope_sections(const GgufFile& f, ModelConfig& c, bool interleaved, bool required);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 

@@ -141,6 +141,7 @@ void rope(float* vec, int64_t n_rot, int64_t pos, const RopeParams& r, RopeLayou
       const float extrap = p * freq, mix = yarn_extrapolation_mix(dims, i);
       val = r.freq_scale * extrap * (1 - mix) + extrap * mix;
     }
+    if (r.still_pair(i)) val = 0.0f;
     const float fcr = std::cos(val) * mscale, fci = std::sin(val) * mscale;
     // Adjacent: pairs (2i, 2i+1). NeoX: pairs (i, i + n_rot/2).
     const int64_t a = layout == RopeLayout::Adjacent ? 2 * i : i;

@@ -49,15 +49,17 @@ RopeTable rope_table(const RopeParams& p, int64_t n_rot, const float* freq_facto
   t.mscale = rope_mscale(p);
   if (!p.yarn) {
     t.pos_scale = p.freq_scale;
-    return t;
+  } else {
+    // theta = theta_interp (1 - mix) + theta_extrap mix, theta_interp = freq_scale theta_extrap
+    float dims[2];
+    yarn_corr_dims(n_rot, p.n_ctx_orig, p.theta, p.beta_fast, p.beta_slow, dims);
+    for (int64_t i = 0; i < n_rot / 2; ++i) {
+      const float mix = yarn_extrapolation_mix(dims, i);
+      t.inv_freq[static_cast<size_t>(i)] *= p.freq_scale * (1 - mix) + mix;
+    }
   }
-  // theta = theta_interp (1 - mix) + theta_extrap mix, theta_interp = freq_scale theta_extrap
-  float dims[2];
-  yarn_corr_dims(n_rot, p.n_ctx_orig, p.theta, p.beta_fast, p.beta_slow, dims);
-  for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const float mix = yarn_extrapolation_mix(dims, i);
-    t.inv_freq[static_cast<size_t>(i)] *= p.freq_scale * (1 - mix) + mix;
-  }
+  for (int64_t i = 0; i < n_rot / 2; ++i)
+    if (p.still_pair(i)) t.inv_freq[static_cast<size_t>(i)] = 0.0f;
   return t;
 }
 

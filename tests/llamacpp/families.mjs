@@ -73,7 +73,13 @@
 //           ungated shared expert;
 //   qwen35 / qwen35moe (Qwen3.5): gated delta nets (4 value heads over 2 key heads) on three layers of
 //           four, gated attention with per-head q/k norms rotating 16 of 64 dimensions (M-RoPE
-//           sections for text); qwen35moe's 8 experts beside a sigmoid-gated shared expert.
+//           sections for text); qwen35moe's 8 experts beside a sigmoid-gated shared expert;
+//   qwen2vl, qwen3vl, qwen3vlmoe (the language models of Qwen2.5-VL / Qwen3-VL): the qwen2 / qwen3 /
+//           qwen3moe blocks under M-RoPE -- sectioned, and interleaved with 7/4/4 sections over 16 pairs
+//           at base 100, so pairs 13 and 14 stay still for text as Qwen3-VL's 61 and 62 do, at angles
+//           that tell (rotating them: KLD 4e-2);
+//   glm4 and glm4moe with M-RoPE sections (GLM-4.1V, GLM-4.5V): NeoX RoPE over the rotated half where
+//           the text model rotates adjacent pairs (adjacent: KLD 1.5e-2).
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -160,6 +166,11 @@ try {
     nemotron_h_moe: ['--shape', 'tiny-nemotron-h-moe'],
     qwen35: ['--shape', 'tiny-qwen35', '--head-dim', '64', '--n-rot', '16'],
     qwen35moe: ['--shape', 'tiny-qwen35moe', '--head-dim', '64', '--n-rot', '16'],
+    qwen2vl: ['--shape', 'tiny-qwen2vl', '--head-dim', '64'],
+    qwen3vl: ['--shape', 'tiny-qwen3vl', '--head-dim', '32'],
+    qwen3vlmoe: ['--shape', 'tiny-qwen3vlmoe', '--head-dim', '32'],
+    'glm4 (GLM-4.1V: M-RoPE)': ['--shape', 'tiny-glm4v', '--head-dim', '64', '--seed', '3'],
+    'glm4moe (GLM-4.5V: M-RoPE)': ['--shape', 'tiny-glm4v-moe', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -187,7 +198,7 @@ try {
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

@@ -488,6 +488,7 @@ class F64Forward {
         const double mix = 1 - std::min(1.0, std::max(0.0, (i - lo) / std::max(0.001, hi - lo)));
         fpos = pos * (rp.freq_scale * (1 - mix) + mix);
       }
+      if (rp.still_pair(i)) fpos = 0;
       const double a = fpos * freq, cs = std::cos(a) * ms, sn = std::sin(a) * ms;
       const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
       const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;

@@ -80,10 +80,14 @@ TEST(Recurrent, Qwen35LayersAndRefusals) {
   auto marked = rewrite(*m, "qwen35.attention.recurrent_layers", GgufValue::i32_array({1, 0, 1, 1}));
   ASSERT_FALSE(marked.ok());  // (layer 1's tensors are a delta net's: the loader names the first it misses)
   EXPECT_NE(marked.error().find("blk.1."), std::string::npos) << marked.error();
-  // M-RoPE sections that leave a rotated pair on the extra position
+  // M-RoPE sections that put rotated pair 2 of 4 on the extra position: it stays still for text, as in
+  // llama.cpp (mrope_test.cpp); sections wider than a head are refused
   auto sections = rewrite(*m, "qwen35.rope.dimension_sections", GgufValue::i32_array({2, 2, 0, 0}));
-  ASSERT_FALSE(sections.ok());
-  EXPECT_NE(sections.error().find("extra position"), std::string::npos) << sections.error();
+  ASSERT_TRUE(sections.ok()) << sections.error();
+  EXPECT_EQ((*sections)->config().ropes[0].still, (std::vector<uint8_t>{0, 0, 1, 0}));
+  auto wide = rewrite(*m, "qwen35.rope.dimension_sections", GgufValue::i32_array({8, 8, 8, 0}));
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().find("out of range"), std::string::npos) << wide.error();
   // value heads of another width than the key heads (llama.cpp's delta net needs them equal)
   auto widths = rewrite(*m, "qwen35.ssm.inner_size", GgufValue::u32(128));
   ASSERT_FALSE(widths.ok());
