@@ -170,6 +170,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // Qwen's vision-language language models are their text family's tensors under another name, with
   // M-RoPE sections: the checks below see the text family, the keys take the file's name
   const std::string file_arch = s.arch;
+  if (s.gdn_legacy_in && s.arch != "qwen3next") return Error{"a legacy ssm_in is qwen3next's"};
   const bool qwen_vl = s.arch == "qwen2vl" || s.arch == "qwen3vl" || s.arch == "qwen3vlmoe";
   if (qwen_vl) {
     if (s.rope_sections.empty()) return Error{fmt::format("{} needs M-RoPE sections", s.arch)};
@@ -227,7 +228,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{fmt::format("nemotron_h needs a layer pattern of {} characters M (mixer), * (attention), - (MLP) "
                              "with one attention layer at least", s.n_layer)};
   // gated delta nets on three layers of four, gated attention with q/k norms, post_attention_norm
-  const bool qwen35moe = s.arch == "qwen35moe";
+  const bool qwen3next = s.arch == "qwen3next";  // qwen35moe's layers, one ssm_ba, no sections
+  const bool qwen35moe = s.arch == "qwen35moe" || qwen3next;
   const bool qwen35 = s.arch == "qwen35" || qwen35moe;
   const bool granite = s.arch == "granite" || s.arch == "granitemoe" || granite_hybrid;
   if (granite && !(s.logit_scale > 0)) return Error{fmt::format("{} needs a logit scale ({}.logit_scale)", s.arch, s.arch)};
@@ -396,7 +398,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "full_attention_interval", 4);
     // (the interleaved sections' sizes: how many pairs fall on each residue mod 3 -- Qwen's 11, 11, 10 for 64)
     const int32_t half = static_cast<int32_t>(n_rot / 2);
-    w.set(a + "rope.dimension_sections", GgufValue::i32_array({(half + 2) / 3, (half + 1) / 3, half / 3, 0}));
+    if (!qwen3next) w.set(a + "rope.dimension_sections", GgufValue::i32_array({(half + 2) / 3, (half + 1) / 3, half / 3, 0}));
   }
   if (granite_hybrid) {  // as convert_hf_to_gguf.py writes Granite 4.0-H: KV heads per layer (0: a mixer), ssm.*, NoPE
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
@@ -693,13 +695,21 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     }
     if (conv_layer[static_cast<size_t>(l)] && qwen35) {  // a gated delta net
       const int64_t H = ssm_heads;
-      TM_TRY(add_matrix(p + "attn_qkv.weight", gdn_conv_dim, s.n_embd, wt, w_spread));
-      TM_TRY(add_matrix(p + "attn_gate.weight", gdn_inner, s.n_embd, wt, w_spread));
+      if (s.gdn_legacy_in) {  // (qwen3next as converted before llama.cpp split it: [q, k, v, z] per key head)
+        TM_TRY(add_matrix(p + "ssm_in.weight", gdn_conv_dim + gdn_inner, s.n_embd, wt, w_spread));
+      } else {
+        TM_TRY(add_matrix(p + "attn_qkv.weight", gdn_conv_dim, s.n_embd, wt, w_spread));
+        TM_TRY(add_matrix(p + "attn_gate.weight", gdn_inner, s.n_embd, wt, w_spread));
+      }
       TM_TRY(add_matrix(p + "ssm_conv1d.weight", gdn_conv_dim, ssm_conv, DType::F32, 0.5f));
       TM_TRY(add_vector(p + "ssm_dt.bias", H, 0.0f, 1.0f));
       TM_TRY(add_vector(p + "ssm_a", H, -2.0f, 1.5f));  // -exp(A_log)
-      TM_TRY(add_matrix(p + "ssm_beta.weight", H, s.n_embd, wt, 4 * w_spread));
-      TM_TRY(add_matrix(p + "ssm_alpha.weight", H, s.n_embd, wt, 4 * w_spread));
+      if (qwen3next) {  // [beta, alpha] per key head
+        TM_TRY(add_matrix(p + "ssm_ba.weight", 2 * H, s.n_embd, wt, 4 * w_spread));
+      } else {
+        TM_TRY(add_matrix(p + "ssm_beta.weight", H, s.n_embd, wt, 4 * w_spread));
+        TM_TRY(add_matrix(p + "ssm_alpha.weight", H, s.n_embd, wt, 4 * w_spread));
+      }
       TM_TRY(add_vector(p + "ssm_norm.weight", ssm_state, 1.0f, 0.1f));
       TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, gdn_inner, wt, w_spread));
     } else if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer

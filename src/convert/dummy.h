@@ -75,6 +75,9 @@ struct ModelShape {
   // them, glm4 / glm4moe with them are GLM-4.1V / GLM-4.5V); empty: none. qwen3vl*: the deepstack layers.
   std::vector<int32_t> rope_sections = {};
   int64_t n_deepstack = 0;
+  // qwen3next: q, k, v and z in one ssm_in (files converted before llama.cpp split it into attn_qkv and
+  // attn_gate)
+  bool gdn_legacy_in = false;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -90,7 +93,7 @@ struct ModelShape {
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
 // "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe", "tiny-bamba",
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
-// "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe"").
+// "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

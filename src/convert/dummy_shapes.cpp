@@ -271,6 +271,30 @@ std::vector<ModelShape> more_shapes() {
         m.n_expert = 8, m.n_expert_used = 2, m.n_ff_exp = 32, m.n_ff_shexp = 48;
         return m;
       }(),
+      // Qwen3-Next-80B-A3B (qwen3next): 48 layers, every fourth gated attention (16 heads of 256 over 2 KV
+      // heads, 64 dimensions rotated), delta nets of 32 value heads over 16 key heads of 128, 512 experts of
+      // 512 rows (10 per token) beside a shared expert of 512; and its tiny forms, tiny-qwen35moe's sizes
+      // (4 value heads over 2 key heads, so the grouping tells), with attn_qkv / attn_gate or the older
+      // files' one ssm_in
+      [] {
+        ModelShape m = qwen35({"qwen3-next-80b-a3b", "qwen3next", 151936, 2048, 48, 16, 2, 256, 5120, 262144, 10000000.0f,
+                               1e-6f, false}, 64, 128, 32, 16);
+        m.n_expert = 512, m.n_expert_used = 10, m.n_ff_exp = 512, m.n_ff_shexp = 512;
+        return m;
+      }(),
+      [] {
+        ModelShape m = qwen35({"tiny-qwen3next", "qwen3next", 512, 64, 4, 4, 2, 16, 160, 256, 10000000.0f, 1e-6f, true},
+                              8, 16, 4, 2);
+        m.n_expert = 8, m.n_expert_used = 2, m.n_ff_exp = 32, m.n_ff_shexp = 48;
+        return m;
+      }(),
+      [] {
+        ModelShape m = qwen35({"tiny-qwen3next-legacy", "qwen3next", 512, 64, 4, 4, 2, 16, 160, 256, 10000000.0f, 1e-6f,
+                               true}, 8, 16, 4, 2);
+        m.n_expert = 8, m.n_expert_used = 2, m.n_ff_exp = 32, m.n_ff_shexp = 48;
+        m.gdn_legacy_in = true;
+        return m;
+      }(),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

@@ -7,6 +7,10 @@
 // The RoPE is llama.cpp's interleaved M-RoPE over rope.dimension_sections; text positions are the same
 // in its sections, so it is NeoX RoPE whenever the sections cover every rotated pair with a text
 // position (the released files; others are refused). Multi-token-prediction blocks (nextn) are left out.
+// Qwen3-Next (GGUF "qwen3next": Qwen3-Next-80B-A3B), their forerunner, as llama.cpp's qwen3next graph:
+// qwen35moe's layers with plain NeoX RoPE (no sections), the value heads grouped by key head where
+// Qwen3.5's converter tiles them, beta and alpha from one ssm_ba, and q/k/v/z from one ssm_in
+// in files converted before llama.cpp split it (ArchSpec::gdn_grouped_heads; model.cpp regroups both).
 #include "model/config.h"
 
 namespace tmill {
@@ -34,6 +38,14 @@ ArchSpec arch_qwen35moe() {
   s.moe_norm_topk = true;
   s.moe_expert_ff_key = true;
   s.moe_shared_expert = true;
+  return s;
+}
+
+ArchSpec arch_qwen3next() {
+  ArchSpec s = arch_qwen35moe();
+  s.name = "qwen3next";
+  s.gdn_grouped_heads = true;
+  s.read_family = nullptr;
   return s;
 }
 }  // namespace tmill

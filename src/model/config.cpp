@@ -272,6 +272,7 @@ ArchSpec arch_qwen35moe();
 ArchSpec arch_nemotron_h();
 ArchSpec arch_nemotron_h_moe();
 ArchSpec arch_qwen2vl();
+ArchSpec arch_qwen3next();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -287,7 +288,7 @@ void register_builtin_archs() {
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
-                               arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe()})
+                               arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next()})
       registry()[s.name] = s;
   });
 }

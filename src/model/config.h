@@ -88,6 +88,11 @@ struct ArchSpec {
   // being attention (ModelConfig::ssm_* then name: d_inner the values' width, d_state a head's
   // dimension, n_head the value heads, n_group the key heads).
   bool gated_delta_net = false;
+  // qwen3next: the value heads come grouped by key head (value head h reads key head h / (value heads /
+  // key heads)), as Qwen3-Next's checkpoints order them; qwen35's converter tiles them (h % key heads).
+  // Its beta and alpha projections are one ssm_ba, [beta, alpha] per key head's group; files
+  // from before llama.cpp split q/k/v/z have one ssm_in, [q, k, v, z] per group (model.cpp regroups both).
+  bool gdn_grouped_heads = false;
   // qwen35: the q projection is twice as wide, each head's queries followed by as many gate values;
   // the attention's output times sigmoid(gate) goes into attn_output.
   bool attn_output_gate = false;
@@ -288,6 +293,10 @@ struct ModelConfig {
   std::vector<uint8_t> ssm_layer;
   bool is_ssm(int64_t layer) const { return !ssm_layer.empty() && ssm_layer[static_cast<size_t>(layer)] != 0; }
   bool is_gdn(int64_t layer) const { return arch.gated_delta_net && is_ssm(layer); }
+  // The key head a gated delta net's value head h reads (ArchSpec::gdn_grouped_heads).
+  int64_t gdn_key_head(int64_t h) const {
+    return arch.gdn_grouped_heads ? h / (ssm_n_head / ssm_n_group) : h % ssm_n_group;
+  }
   int64_t n_ssm_layers() const {
     int64_t n = 0;
     for (uint8_t v : ssm_layer) n += v;

@@ -35,7 +35,7 @@ void gated_delta_net_mix(const ModelConfig& c, const LayerWeights& L, const Forw
   parallel(n_seqs * H, [&](int64_t i0, int64_t i1) {
     for (int64_t item = i0; item < i1; ++item) {
       const SeqSlice& s = batch.seqs[static_cast<size_t>(item / H)];
-      const int64_t h = item % H, hk = h % HK;
+      const int64_t h = item % H, hk = c.gdn_key_head(h);
       if (s.n_tokens == 0) continue;
       float* S = kv.seq_state(layer, s.state_slot) + (K - 1) * CD + h * D * D;  // row j: value dim j
       for (int64_t t = s.token_begin; t < s.token_begin + s.n_tokens; ++t) {

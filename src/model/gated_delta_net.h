@@ -2,7 +2,8 @@
 // as llama.cpp's qwen35 graph and ggml_gated_delta_net compute it. From a token's projections
 // [qkv | z | beta | alpha] (attn_qkv, attn_gate, ssm_beta, ssm_alpha):
 //   q, k, v = silu(conv(qkv)) (the causal convolution of model/mamba2.h, no bias), q and k L2-normed
-//          per key head (x / sqrt(sum x^2 + eps)); value head h reads key head h % key heads;
+//          per key head (x / sqrt(sum x^2 + eps)); value head h reads key head h % key heads (qwen3next:
+//          h / (value heads / key heads), ModelConfig::gdn_key_head);
 //   per value head: decay = exp(softplus(alpha + dt_bias) * A), b = sigmoid(beta); the state S
 //          (head x head) = S decay, then S += (v - S k) b k^T, and o = S q / sqrt(head);
 //   y = rmsnorm(o) per head * ssm_norm * silu(z), then ssm_out.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -91,6 +92,21 @@ class Loader {
   Result<std::vector<float>> opt_vec(const std::string& name, int64_t n, bool required) {
     if (!required && !f_.find_tensor(name)) return std::vector<float>{};
     return vec(name, n);
+  }
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  // Rows `take` of a matrix, in that order, copied into bytes kept in `owned` (whole rows, so any block
+  // type works): for fused tensors whose parts interleave, so no row range is one part.
+  static Matrix gather(const Matrix& m, const std::vector<int64_t>& take,
+                       std::vector<std::shared_ptr<const std::vector<uint8_t>>>& owned) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>(take.size() * m.row_bytes);
+    for (size_t i = 0; i < take.size(); ++i) std::memcpy(bytes->data() + i * m.row_bytes, m.row(take[i]), m.row_bytes);
+    Matrix v = m;
+    v.data = bytes->data();
+    v.rows = static_cast<int64_t>(take.size());
+    owned.push_back(std::move(bytes));
+    return v;
   }
 
   // Rows [r0, r0 + n) of a matrix: a view into the same bytes (whole rows, so any block type works).
@@ -215,16 +231,51 @@ Status load_ssm_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
   return {};
 }
 
-// A gated delta net (ModelConfig::is_gdn), llama.cpp's qwen35 tensors and shapes.
-Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+// qwen3next's fused projections regrouped (ArchSpec::gdn_grouped_heads): ssm_ba's [beta, alpha]
+// per key head's group into ssm_beta and ssm_alpha; an older file's ssm_in, [q, k, v, z] per group, into
+// attn_qkv's [q..., k..., v...] and attn_gate's z rows -- as llama.cpp's qwen3next graph splits them.
+Status load_gdn_grouped(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L,
+                        std::vector<std::shared_ptr<const std::vector<uint8_t>>>& owned) {
+  const int64_t E = c.n_embd, H = c.ssm_n_head, HK = c.ssm_n_group, R = H / HK, D = c.ssm_d_state;
+  TM_ASSIGN_OR_RETURN(const Matrix ba, ld.matrix(p + "ssm_ba.weight", 2 * H, E));
+  std::vector<int64_t> beta, alpha;
+  for (int64_t g = 0; g < HK; ++g)
+    for (int64_t r = 0; r < R; ++r) beta.push_back(g * 2 * R + r), alpha.push_back(g * 2 * R + R + r);
+  L.ssm_beta = Loader::gather(ba, beta, owned);
+  L.ssm_alpha = Loader::gather(ba, alpha, owned);
+  if (!ld.has(p + "ssm_in.weight")) {
+    TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "attn_qkv.weight", c.ssm_conv_dim(), E));
+    TM_ASSIGN_OR_RETURN(L.ssm_gate, ld.matrix(p + "attn_gate.weight", c.ssm_d_inner, E));
+    return {};
+  }
+  const int64_t S = 2 * D + 2 * R * D;  // one group's rows: q, k, v (R heads), z (R heads)
+  TM_ASSIGN_OR_RETURN(const Matrix in, ld.matrix(p + "ssm_in.weight", HK * S, E));
+  std::vector<int64_t> qkv, z;
+  for (int64_t part = 0; part < 3; ++part)  // the q heads, the k heads, the value heads
+    for (int64_t g = 0; g < HK; ++g)
+      for (int64_t i = 0; i < (part < 2 ? D : R * D); ++i) qkv.push_back(g * S + part * D + i);
+  for (int64_t g = 0; g < HK; ++g)
+    for (int64_t i = 0; i < R * D; ++i) z.push_back(g * S + 2 * D + R * D + i);
+  L.conv_in = Loader::gather(in, qkv, owned);
+  L.ssm_gate = Loader::gather(in, z, owned);
+  return {};
+}
+
+// A gated delta net (ModelConfig::is_gdn), llama.cpp's qwen35 tensors and shapes (qwen3next's: above).
+Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L,
+                      std::vector<std::shared_ptr<const std::vector<uint8_t>>>& owned) {
   const int64_t E = c.n_embd, H = c.ssm_n_head;
-  TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "attn_qkv.weight", c.ssm_conv_dim(), E));
-  TM_ASSIGN_OR_RETURN(L.ssm_gate, ld.matrix(p + "attn_gate.weight", c.ssm_d_inner, E));
+  if (c.arch.gdn_grouped_heads) {
+    TM_TRY(load_gdn_grouped(ld, c, p, L, owned));
+  } else {
+    TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "attn_qkv.weight", c.ssm_conv_dim(), E));
+    TM_ASSIGN_OR_RETURN(L.ssm_gate, ld.matrix(p + "attn_gate.weight", c.ssm_d_inner, E));
+    TM_ASSIGN_OR_RETURN(L.ssm_beta, ld.matrix(p + "ssm_beta.weight", H, E));
+    TM_ASSIGN_OR_RETURN(L.ssm_alpha, ld.matrix(p + "ssm_alpha.weight", H, E));
+  }
   TM_ASSIGN_OR_RETURN(L.conv_kernel, ld.vec2d(p + "ssm_conv1d.weight", c.ssm_d_conv, c.ssm_conv_dim()));
   TM_ASSIGN_OR_RETURN(L.ssm_dt_b, ld.vec(p + "ssm_dt.bias", H));
   TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec(p + "ssm_a", H));
-  TM_ASSIGN_OR_RETURN(L.ssm_beta, ld.matrix(p + "ssm_beta.weight", H, E));
-  TM_ASSIGN_OR_RETURN(L.ssm_alpha, ld.matrix(p + "ssm_alpha.weight", H, E));
   TM_ASSIGN_OR_RETURN(L.ssm_norm, ld.vec(p + "ssm_norm.weight", c.ssm_d_state));
   TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, c.ssm_d_inner));
   return {};
@@ -336,7 +387,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_TRY(load_shortconv_layer(ld, c, p, L));
     } else if (!c.has_mixer(l)) {  // nemotron_h: an FFN-only layer
     } else if (c.is_gdn(l)) {  // qwen35: a gated delta net in place of attention
-      TM_TRY(load_gdn_layer(ld, c, p, L));
+      TM_TRY(load_gdn_layer(ld, c, p, L, w.owned));
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention
       TM_TRY(load_ssm_layer(ld, c, p, L));
     } else {

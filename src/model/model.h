@@ -84,6 +84,9 @@ struct ModelWeights {
   // rope_freqs, else LongRoPE's long factors past n_ctx_orig and its short ones up to it (llama.cpp's rule).
   const float* rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const;
   std::vector<LayerWeights> layers;
+  // Matrices the loader assembled from rows of the file's tensors (qwen3next's fused projections,
+  // regrouped into the layout the forward reads): their bytes, alive as long as any copy of the weights.
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> owned;
 };
 
 class Model {

@@ -265,7 +265,7 @@ void ReferenceForward::mamba2(const LayerWeights& L, int64_t slot, int64_t pos) 
 
 // The gated delta net, one token (model/gated_delta_net.h says what it computes): qkv = attn_qkv xb
 // through the causal convolution (no bias) and silu; q, k L2-normed per key head; per value head h
-// (key head h % key heads) the state decays by exp(softplus(alpha + dt_bias) A), takes the delta
+// (key head c.gdn_key_head(h)) the state decays by exp(softplus(alpha + dt_bias) A), takes the delta
 // rule's update (v - S k) sigmoid(beta) k^T and is read by q / sqrt(head); each head's output
 // RMS-normed, times silu(z), through ssm_out.
 void ReferenceForward::delta_net(const LayerWeights& L, int64_t slot, int64_t pos) {
@@ -290,8 +290,8 @@ void ReferenceForward::delta_net(const LayerWeights& L, int64_t slot, int64_t po
   }
   std::vector<float> delta(static_cast<size_t>(D));
   for (int64_t h = 0; h < H; ++h) {
-    const float* q = ssm_xbc_.data() + (h % HK) * D;
-    const float* k = ssm_xbc_.data() + (HK + h % HK) * D;
+    const float* q = ssm_xbc_.data() + c.gdn_key_head(h) * D;
+    const float* k = ssm_xbc_.data() + (HK + c.gdn_key_head(h)) * D;
     const float* v = ssm_xbc_.data() + 2 * HK * D + h * D;
     const float decay = std::exp(ssm_softplus(in[CD + DI + H + h] + L.ssm_dt_b[h]) * L.ssm_a[h]);
     const float b = 1.0f / (1.0f + std::exp(-in[CD + DI + h]));

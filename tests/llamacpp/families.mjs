@@ -79,7 +79,10 @@
 //           at base 100, so pairs 13 and 14 stay still for text as Qwen3-VL's 61 and 62 do, at angles
 //           that tell (rotating them: KLD 4e-2);
 //   glm4 and glm4moe with M-RoPE sections (GLM-4.1V, GLM-4.5V): NeoX RoPE over the rotated half where
-//           the text model rotates adjacent pairs (adjacent: KLD 1.5e-2).
+//           the text model rotates adjacent pairs (adjacent: KLD 1.5e-2);
+//   qwen3next (Qwen3-Next): qwen35moe's layers without sections, the value heads grouped by key head
+//           (tiled, as Qwen3.5: KLD 0.53), beta and alpha from one ssm_ba; and the older files' one
+//           ssm_in holding q, k, v and z per key head.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -171,6 +174,8 @@ try {
     qwen3vlmoe: ['--shape', 'tiny-qwen3vlmoe', '--head-dim', '32'],
     'glm4 (GLM-4.1V: M-RoPE)': ['--shape', 'tiny-glm4v', '--head-dim', '64', '--seed', '3'],
     'glm4moe (GLM-4.5V: M-RoPE)': ['--shape', 'tiny-glm4v-moe', '--head-dim', '64'],
+    qwen3next: ['--shape', 'tiny-qwen3next', '--head-dim', '64', '--n-rot', '16'],
+    'qwen3next (older files: one ssm_in)': ['--shape', 'tiny-qwen3next-legacy', '--head-dim', '64', '--n-rot', '16'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -188,17 +193,17 @@ try {
     // the same graph; the quantized files are deepseek2 (V3)'s)
     // (exaone-moe: four layers of windowed attention and sigmoid routing round to relrms 0.06-0.09 at
     // 4 bits across seeds, too near the bound to be a stable check; Q4_K itself is the other families')
-    // (qwen35: F32 and F16 only -- the dummy's three delta-net layers amplify rounding: llama.cpp's own
+    // (qwen35, qwen3next: F32 and F16 only -- the dummy's three delta-net layers amplify rounding: llama.cpp's own
     // Q8_0 file against its F32 one differs by KLD 8e-3 at 8 layers, so both sides' different
     // activation rounding on quantized files (measured 2026-12-07, AMD EPYC: Q8_0 9.9e-5, Q4_K_M 1.1e-4
     // at 4 layers) sits at the bound, not a stable check; Q8_0 / Q4_K are the other families')
-    const types = deep || name.includes('mistral4') || name.startsWith('qwen35') ? [] : name === 'granitemoe' || name === 'exaone-moe' ? ['Q8_0']
+    const types = deep || name.includes('mistral4') || name.startsWith('qwen35') || name.startsWith('qwen3next') ? [] : name === 'granitemoe' || name === 'exaone-moe' ? ['Q8_0']
       : ['Q8_0', 'Q4_K_M'];
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)'].includes(name) || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

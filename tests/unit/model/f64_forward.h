@@ -440,8 +440,9 @@ class F64Forward {
     std::vector<double>& S = vc_[l][0];
     std::vector<double> y(DI);
     for (int64_t h = 0; h < H; ++h) {
-      const double* q = x.data() + (h % HK) * D;
-      const double* k = x.data() + (HK + h % HK) * D;
+      const int64_t hk = c_.arch.gdn_grouped_heads ? h / (c_.ssm_n_head / HK) : h % HK;  // (value heads grouped or tiled)
+      const double* q = x.data() + hk * D;
+      const double* k = x.data() + (HK + hk) * D;
       const double* v = x.data() + 2 * HK * D + h * D;
       const double a = alpha[h] + L.ssm_dt_b[h];
       const double decay = std::exp((a > 20 ? a : std::log1p(std::exp(a))) * L.ssm_a[h]);

@@ -5,6 +5,7 @@
 // (against llama.cpp) and Invariance's (batching, preemption).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "gguf_edit.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
+#include "model/reference.h"
 #include "test_support.h"
 
 using namespace tmill;
@@ -92,6 +94,67 @@ TEST(Recurrent, Qwen35LayersAndRefusals) {
   auto widths = rewrite(*m, "qwen35.ssm.inner_size", GgufValue::u32(128));
   ASSERT_FALSE(widths.ok());
   EXPECT_NE(widths.error().find("key heads' size"), std::string::npos) << widths.error();
+}
+
+// Qwen3-Next's fused projections, regrouped at load: ssm_ba's [beta, alpha] per key head's group
+// into one beta and one alpha row per value head, and an older file's ssm_in ([q, k, v, z] per group)
+// into attn_qkv's and attn_gate's rows -- the same weights in that form give the same logits. Its value
+// heads are grouped by key head (Qwen3.5's are tiled); against llama.cpp: families.mjs's qwen3next entries.
+TEST(Recurrent, Qwen3NextRegroupsItsFusedProjections) {
+  auto m = tiny("tiny-qwen3next");
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config();
+  ASSERT_EQ(c.ssm_n_head, 4);
+  ASSERT_EQ(c.ssm_n_group, 2);
+  EXPECT_EQ(c.ssm_layer, (std::vector<uint8_t>{1, 1, 1, 0}));
+  for (int64_t h = 0; h < 4; ++h) EXPECT_EQ(c.gdn_key_head(h), h / 2);
+  EXPECT_TRUE(c.ropes[0].still.empty());
+  EXPECT_EQ(c.arch.rope_layout, RopeLayout::NeoX);
+  const int64_t E = c.n_embd, H = 4, HK = 2, R = 2, D = c.ssm_d_state, CD = c.ssm_conv_dim(), DI = c.ssm_d_inner;
+  const size_t row = static_cast<size_t>(E) * sizeof(float);
+  for (int64_t l = 0; l < 3; ++l) {
+    const LayerWeights& L = m->weights().layers[static_cast<size_t>(l)];
+    const GgufTensorInfo* ba = m->file().find_tensor("blk." + std::to_string(l) + ".ssm_ba.weight");
+    ASSERT_NE(ba, nullptr);
+    for (int64_t h = 0; h < H; ++h) {
+      const uint8_t* group = ba->data + static_cast<size_t>((h / R) * 2 * R) * row;
+      EXPECT_EQ(std::memcmp(L.ssm_beta.row(h), group + static_cast<size_t>(h % R) * row, row), 0) << l << " " << h;
+      EXPECT_EQ(std::memcmp(L.ssm_alpha.row(h), group + static_cast<size_t>(R + h % R) * row, row), 0) << l << " " << h;
+    }
+  }
+  // the older form, built from the same rows: per key head g, its q, k, value heads' and z rows
+  std::vector<std::vector<float>> ssm_in(3);
+  auto legacy = test::load_edited(
+      m->path(),
+      [&](GgufWriter& w) {
+        for (int64_t l = 0; l < 3; ++l) {
+          const std::string p = "blk." + std::to_string(l) + ".";
+          const auto* qkv = reinterpret_cast<const float*>(m->file().find_tensor(p + "attn_qkv.weight")->data);
+          const auto* z = reinterpret_cast<const float*>(m->file().find_tensor(p + "attn_gate.weight")->data);
+          std::vector<float>& out = ssm_in[static_cast<size_t>(l)];
+          auto rows = [&](const float* src, int64_t r0, int64_t n) { out.insert(out.end(), src + r0 * E, src + (r0 + n) * E); };
+          for (int64_t g = 0; g < HK; ++g) {
+            rows(qkv, g * D, D);                // q
+            rows(qkv, HK * D + g * D, D);       // k
+            rows(qkv, 2 * HK * D + g * R * D, R * D);  // the group's value heads
+            rows(z, g * R * D, R * D);          // their z
+          }
+          ASSERT_EQ(static_cast<int64_t>(out.size()), (CD + DI) * E);
+          ASSERT_TRUE(w.add_tensor(p + "ssm_in.weight", DType::F32, {E, CD + DI}, out.data()).ok());
+        }
+      },
+      [](const std::string& t) { return t.find("attn_qkv") != std::string::npos || t.find("attn_gate") != std::string::npos; });
+  ASSERT_TRUE(legacy.ok()) << legacy.error();
+  ReferenceForward a(m, 16), b(*legacy, 16);
+  for (int64_t p = 0; p < 6; ++p) {
+    const auto tok = static_cast<int32_t>(p * 37 + 5);
+    ASSERT_EQ(a.forward(tok, p), b.forward(tok, p)) << p;
+  }
+  // without ssm_ba the file is refused naming it
+  auto no_ba = test::load_edited(m->path(), [](GgufWriter&) {},
+                                 [](const std::string& t) { return t == "blk.1.ssm_ba.weight"; });
+  ASSERT_FALSE(no_ba.ok());
+  EXPECT_NE(no_ba.error().find("blk.1.ssm_ba.weight"), std::string::npos) << no_ba.error();
 }
 
 TEST(Recurrent, NemotronHSingleBlockLayers) {
