@@ -171,6 +171,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   // M-RoPE sections: the checks below see the text family, the keys take the file's name
   const std::string file_arch = s.arch;
   if (s.gdn_legacy_in && s.arch != "qwen3next") return Error{"a legacy ssm_in is qwen3next's"};
+  if ((s.ssm_no_norm || s.ssm_d_inner > 0) && s.arch != "falcon-h1")
+    return Error{"a Mamba-2 inner width of its own, or no grouped norm, is falcon-h1's here"};
   const bool qwen_vl = s.arch == "qwen2vl" || s.arch == "qwen3vl" || s.arch == "qwen3vlmoe";
   if (qwen_vl) {
     if (s.rope_sections.empty()) return Error{fmt::format("{} needs M-RoPE sections", s.arch)};
@@ -217,6 +219,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              "exaone4 with 64 layers)", s.arch)};
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
+  const bool falcon_h1 = s.arch == "falcon-h1";  // attention and a Mamba-2 mixer side by side in every layer
   const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
   // nemotron_h: each layer a Mamba-2 mixer ('M'), attention without RoPE ('*') or a ReLU-squared MLP ('-')
   // nemotron_h_moe: E for an experts layer (ungated ReLU-squared experts, sigmoid routing, a shared expert)
@@ -279,14 +282,14 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"attention layers among convolution or mixer layers are lfm2's and granitehybrid's"};
   }
   const int64_t conv_l = s.conv_l > 0 ? s.conv_l : 3;
-  const int64_t ssm_inner = 2 * s.n_embd, ssm_state = s.ssm_d_state > 0 ? s.ssm_d_state : 128;
+  const int64_t ssm_inner = s.ssm_d_inner > 0 ? s.ssm_d_inner : 2 * s.n_embd, ssm_state = s.ssm_d_state > 0 ? s.ssm_d_state : 128;
   const int64_t ssm_heads = s.ssm_n_head > 0 ? s.ssm_n_head : 48, ssm_groups = s.ssm_n_group > 0 ? s.ssm_n_group : 1;
   const int64_t ssm_conv = s.ssm_d_conv > 0 ? s.ssm_d_conv : 4;
   const int64_t ssm_conv_dim = ssm_inner + 2 * ssm_groups * ssm_state;
   // qwen35: value heads (ssm_heads) and key heads (ssm_groups) of ssm_state dimensions each
   const int64_t gdn_inner = ssm_heads * ssm_state, gdn_conv_dim = gdn_inner + 2 * ssm_groups * ssm_state;
   if (qwen35 && ssm_heads % ssm_groups != 0) return Error{"qwen35: the value heads must be a multiple of the key heads"};
-  if ((granite_hybrid || nemotron) && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
+  if ((granite_hybrid || nemotron || falcon_h1) && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
     return Error{fmt::format("granitehybrid: the inner width {} must split into {} heads, and those into {} groups",
                              ssm_inner, ssm_heads, ssm_groups)};
   if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
@@ -415,6 +418,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   } else if (!nemotron) {
     w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   }
+  if (falcon_h1) set_ssm_keys(ssm_inner);  // (as convert_hf_to_gguf.py writes Falcon-H1: one KV head count)
   if (deepseek2) {  // MLA as llama.cpp's converter writes it: the latent head's sizes, then the heads'
     w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.mla_kv_rank));
@@ -653,13 +657,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     };
     TM_TRY(per_head(p + "ssm_a", -4.0f, 3.0f));  // -exp(A_log): decay rates in [-7, -1]
     TM_TRY(per_head(p + "ssm_d", 1.0f, 0.5f));
-    TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
-                        [=](uint8_t* dst, size_t) -> Status {
-                          std::vector<float> buf(static_cast<size_t>(ssm_inner));
-                          fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
-                          std::memcpy(dst, buf.data(), buf.size() * 4);
-                          return {};
-                        }));
+    if (!s.ssm_no_norm) {
+      TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
+                          [=](uint8_t* dst, size_t) -> Status {
+                            std::vector<float> buf(static_cast<size_t>(ssm_inner));
+                            fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
+                            std::memcpy(dst, buf.data(), buf.size() * 4);
+                            return {};
+                          }));
+    }
     TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, ssm_inner, wt, w_spread));
     return {};
   };
@@ -763,6 +769,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k_norm.weight", kv_dim, 1.0f, 0.1f));
     }
     if (attn) TM_TRY(add_matrix(p + "attn_output.weight", s.n_embd, deepseek2 ? s.n_head * s.mla_v : q_dim, wt, w_spread));
+    if (falcon_h1) TM_TRY(add_mamba2(p));  // (beside the attention)
     if (post_norms) {  // norm weights as llama.cpp's converter stores them (Gemma's 1 + w)
       TM_TRY(add_vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.1f));
@@ -773,7 +780,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f));
     }
     if (!olmo2 && !exaone4 && !cohere && !phi2)  // (cohere's and phi2's FFN read the attention's normed input)
-      TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"),
+      TM_TRY(add_vector(p + (gptoss || glm4moe || s.arch == "seed_oss" || qwen35 ? "post_attention_norm.weight"
+                             : falcon_h1                                        ? "ffn_norm"  // (its converter's name)
+                                                                                : "ffn_norm.weight"),
                         s.n_embd, 1.0f, 0.1f));
     if (moe && l >= s.n_dense_lead && (l + 1) % moe_step == 0) {
       // the router stays F32 (llama.cpp's quantize never quantizes ffn_gate_inp), wider so routing

@@ -67,7 +67,11 @@ struct ModelShape {
   // 1, 4; the inner width is 2 n_embd, as llama.cpp requires); attn_layers names the attention layers.
   // qwen35: the gated delta nets' head size, value heads and key heads (every fourth layer attention)
   int64_t ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0, ssm_d_conv = 0;
-  bool ssm_rope = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
+  bool ssm_rope = false;
+  // falcon-h1: the mixers' inner width (0: 2 n_embd) and no grouped norm (ssm_norm; Falcon-H1's
+  // mamba_rms_norm false)
+  int64_t ssm_d_inner = 0;
+  bool ssm_no_norm = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
   // nemotron_h: each layer's block, as its hybrid_override_pattern -- M a Mamba-2 mixer, * attention, - an MLP
   // (nemotron_h_moe: E an experts layer)
   std::string layer_pattern = {};
@@ -93,7 +97,8 @@ struct ModelShape {
 // "tiny-hunyuan-dense", "tiny-hunyuan-moe", "tiny-mistral4",
 // "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe", "tiny-bamba",
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
-// "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy").
+// "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy",
+// "tiny-falcon-h1", "tiny-falcon-h1-nonorm").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

@@ -295,6 +295,30 @@ std::vector<ModelShape> more_shapes() {
         m.gdn_legacy_in = true;
         return m;
       }(),
+      // Falcon-H1 0.5B and 7B (falcon-h1): attention and a Mamba-2 mixer in every layer -- 0.5B: 8 heads of
+      // 64 over 2, mixers 1536 wide (24 heads of 64, a state of 128, one group); 7B: 12 heads of 128 over
+      // 2, mixers 3072 wide (24 heads of 128, a state of 256) --; tiny forms with mixers 96 wide (6 heads
+      // of 16, 2 groups, a state of 16), with and without the mixers' grouped norm
+      [] {
+        ModelShape m{"falcon-h1-0.5b", "falcon-h1", 32784, 1024, 36, 8, 2, 64, 2048, 16384, 100000000000.0f, 1e-5f, false};
+        m.ssm_d_inner = 1536, m.ssm_n_head = 24, m.ssm_d_state = 128, m.ssm_n_group = 1;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"falcon-h1-7b", "falcon-h1", 130049, 3072, 44, 12, 2, 128, 12288, 262144, 100000000000.0f, 1e-5f, false};
+        m.ssm_d_inner = 3072, m.ssm_n_head = 24, m.ssm_d_state = 256, m.ssm_n_group = 1;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-falcon-h1", "falcon-h1", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+        m.ssm_d_inner = 96, m.ssm_n_head = 6, m.ssm_d_state = 16, m.ssm_n_group = 2;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-falcon-h1-nonorm", "falcon-h1", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false};
+        m.ssm_d_inner = 96, m.ssm_n_head = 6, m.ssm_d_state = 16, m.ssm_n_group = 2, m.ssm_no_norm = true;
+        return m;
+      }(),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

@@ -135,7 +135,8 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
   }
   // Recurrent layers, as llama.cpp marks them: a per-layer head_count_kv of 0 (and, with a per-layer
   // feed_forward_length, an FFN width of 0: nemotron_h's MLP layers hold no state), or
-  // attention.recurrent_layers, or every full_attention_interval-th layer attention (qwen35).
+  // attention.recurrent_layers, or every full_attention_interval-th layer attention (qwen35); falcon-h1's
+  // layers have both a mixer and attention.
   if (const int64_t d_state = meta_int(in, arch + ".ssm.state_size"); d_state > 0) {
     const int64_t L = report.shape.n_layer;
     std::vector<int64_t> kv(static_cast<size_t>(L), report.kv_heads), ff(static_cast<size_t>(L), 0), recr;
@@ -147,12 +148,13 @@ Result<QuantizeReport> quantize_model(const QuantizeModelOptions& opt) {
       if (auto a = v->as_int_array(); a && a->size() >= static_cast<size_t>(L)) recr.assign(a->begin(), a->begin() + L);
     const int64_t interval = meta_int(in, arch + ".full_attention_interval");
     const bool by_kv = recr.empty() && interval <= 0;
+    const bool both = arch == "falcon-h1";
     report.kv_layers = report.state_layers = 0;
     for (int64_t l = 0; l < L; ++l) {
       const auto i = static_cast<size_t>(l);
-      const bool r = !recr.empty() ? recr[i] != 0 : interval > 0 ? (l + 1) % interval != 0 : kv[i] == 0 && ff[i] == 0;
+      const bool r = both || (!recr.empty() ? recr[i] != 0 : interval > 0 ? (l + 1) % interval != 0 : kv[i] == 0 && ff[i] == 0);
       report.state_layers += r;
-      report.kv_layers += !r && (by_kv ? kv[i] > 0 : true);
+      report.kv_layers += both || (!r && (by_kv ? kv[i] > 0 : true));
     }
     const int64_t inner = meta_int(in, arch + ".ssm.inner_size"), groups = meta_int(in, arch + ".ssm.group_count");
     const int64_t conv = std::max<int64_t>(meta_int(in, arch + ".ssm.conv_kernel"), 1);

@@ -142,16 +142,18 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
     if (c.n_conv_layers() == 0) c.conv_layer.clear();
     if (c.n_ssm_layers() == 0) c.ssm_layer.clear();
   } else {
-    if (c.arch.shortconv || (c.arch.ssm && !c.arch.gated_delta_net))
+    if (c.arch.shortconv || (c.arch.ssm && !c.arch.gated_delta_net && !c.arch.parallel_ssm))
       return Error{fmt::format("{} must hold a count per layer (0: a convolution or mixer layer)", key)};
     TM_ASSIGN_OR_RETURN(c.n_head_kv, opt_int(f, key, c.n_head, 1, 4096));
     if (c.arch.gated_delta_net) TM_TRY(read_recurrent_layers(f, a, c));
+    if (c.arch.parallel_ssm) c.ssm_layer.assign(static_cast<size_t>(c.n_layer), 1);  // (and attention on each)
   }
   c.cache_slot.assign(static_cast<size_t>(c.n_layer), 0);
   if (c.arch.single_block_layers) TM_TRY(read_single_block_layers(f, a, c));
   int32_t kv = 0, conv = 0, ssm = 0;
   for (int64_t l = 0; l < c.n_layer; ++l)
-    c.cache_slot[static_cast<size_t>(l)] = !c.has_mixer(l) ? -1 : c.is_conv(l) ? conv++ : c.is_ssm(l) ? ssm++ : kv++;
+    c.cache_slot[static_cast<size_t>(l)] =
+        !c.has_mixer(l) ? -1 : c.is_conv(l) ? conv++ : c.is_ssm(l) && !c.arch.parallel_ssm ? ssm++ : kv++;  // (falcon-h1: l for both)
   if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
@@ -273,6 +275,7 @@ ArchSpec arch_nemotron_h();
 ArchSpec arch_nemotron_h_moe();
 ArchSpec arch_qwen2vl();
 ArchSpec arch_qwen3next();
+ArchSpec arch_falcon_h1();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -288,7 +291,8 @@ void register_builtin_archs() {
                                arch_starcoder2(), arch_phi2(), arch_stablelm(), arch_lfm2(), arch_lfm2moe(),
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
-                               arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next()})
+                               arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
+                               arch_falcon_h1()})
       registry()[s.name] = s;
   });
 }

@@ -100,6 +100,10 @@ struct ArchSpec {
   // and feed_forward_length entries 0), attention without RoPE (feed_forward_length 0) or an FFN
   // (head_count_kv 0) -- added to the residual stream (ModelConfig::has_mixer / has_ffn).
   bool single_block_layers = false;
+  // falcon-h1: every layer runs attention and a Mamba-2 mixer side by side on its attn_norm's output,
+  // the two outputs summed into the residual stream (ModelConfig: every layer is_ssm and has_attention;
+  // its K/V and its sequence state share the layer's cache slot), then the FFN.
+  bool parallel_ssm = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -120,6 +124,7 @@ struct ArchSpec {
   bool attn_out_bias = false;
   bool attn_sinks = false;
   std::string ffn_norm_name = "ffn_norm";
+  std::string ffn_norm_suffix = ".weight";  // falcon-h1: "" (its converter names the tensor blk.N.ffn_norm)
   // olmo2: no RMSNorm before attention and FFN (attn_norm / ffn_norm absent): each block reads the
   // residual stream as it is, and its output is normed after (post_norms) instead.
   bool pre_norms = true;
@@ -320,7 +325,14 @@ struct ModelConfig {
     for (uint8_t v : ffn_only) n += v;
     return n;
   }
-  int64_t n_kv_layers() const { return n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers(); }
+  // A layer with attention (K/V in the cache): not a convolution, a mixer in its place or an FFN alone --
+  // falcon-h1's layers have both attention and a mixer.
+  bool has_attention(int64_t layer) const {
+    return has_mixer(layer) && !is_conv(layer) && (!is_ssm(layer) || arch.parallel_ssm);
+  }
+  int64_t n_kv_layers() const {
+    return arch.parallel_ssm ? n_layer : n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers();
+  }
   int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -33,12 +33,14 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     PreparedLayer& P = layers_[l];
-    if (!c.has_mixer(static_cast<int64_t>(l))) {  // (nemotron_h's FFN layers)
-    } else if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
+    // (nemotron_h's FFN layers have no mixer; falcon-h1's have a Mamba-2 mixer and attention)
+    if (c.is_conv(static_cast<int64_t>(l)) || c.is_ssm(static_cast<int64_t>(l))) {
       jobs.insert(jobs.end(), {{&L.conv_in, &P.conv_in}, {&L.conv_out, &P.conv_out}});
       if (c.is_gdn(static_cast<int64_t>(l)))
         jobs.insert(jobs.end(), {{&L.ssm_gate, &P.gdn_gate}, {&L.ssm_beta, &P.gdn_beta}, {&L.ssm_alpha, &P.gdn_alpha}});
       if (c.is_ssm(static_cast<int64_t>(l))) P.conv_kernel_t = ssm_conv_kernel_t(c, L);
+    }
+    if (!c.has_attention(static_cast<int64_t>(l))) {
     } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
@@ -280,11 +282,17 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // (nemotron_h: a layer is a mixer, attention or an FFN alone, each reading the layer's norm)
     const bool mixer = c.has_mixer(l), ffn = c.has_ffn(l);
     if (mixer) {
-      if (parallel_block) xn_.assign(xb_.begin(), xb_.begin() + N * E);
+      if (parallel_block || c.arch.parallel_ssm) xn_.assign(xb_.begin(), xb_.begin() + N * E);
       if (c.is_conv(l)) conv_block(batch, kv, l);
       else if (c.is_gdn(l)) gdn_block(batch, kv, l);
-      else if (c.is_ssm(l)) ssm_block(batch, kv, l);
+      else if (c.is_ssm(l) && !c.arch.parallel_ssm) ssm_block(batch, kv, l);
       else attention_block(batch, kv, l, lora);
+      if (c.arch.parallel_ssm) {  // falcon-h1: + the Mamba-2 mixer of the same normed input
+        xs_.assign(xb_.begin(), xb_.begin() + N * E);
+        std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
+        ssm_block(batch, kv, l);
+        for (int64_t i = 0; i < N * E; ++i) xb_[static_cast<size_t>(i)] += xs_[static_cast<size_t>(i)];
+      }
       post_norm(L.attn_post_norm, N);
     }
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the

@@ -124,7 +124,8 @@ class Forward {
   std::vector<float> zx_;   // (n_tokens, ssm_in_dim or gdn_in_dim) a recurrent layer's projections
   std::vector<float> ssm_conv_, ssm_ones_;  // (n_tokens, ssm_conv_dim) its convolution's output; (ssm_conv_dim) ones
   std::vector<float> qg_, gate_;  // (n_tokens, 2 q_dim / q_dim) gated attention's q projection, its gates
-  std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN
+  std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN (falcon-h1: its mixer)
+  std::vector<float> xs_;  // falcon-h1: the attention's output while the mixer runs
   std::vector<float> ones_;  // (head_dim) a weightless norm's weights (llama4's q/k L2 norm)
   std::vector<float> ones_ff_;  // (n_ff) the ungated FFN's activation through gelu_mul / silu_mul (starcoder2)
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token

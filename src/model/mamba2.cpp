@@ -96,8 +96,9 @@ void mamba2_mix(const ModelConfig& c, const LayerWeights& L, const ForwardBatch&
       float* yo = y + t * DI;
       const float* z = zx + t * IN;
       for (int64_t i = 0; i < DI; ++i) yo[i] *= z[i] / (1.0f + std::exp(-z[i]));
-      for (int64_t g = 0; g < G; ++g)
-        rmsnorm_rows(yo + g * W, W, L.ssm_norm.data() + g * W, yo + g * W, W, 1, W, c.rms_eps);
+      if (!L.ssm_norm.empty())  // (falcon-h1 may have none)
+        for (int64_t g = 0; g < G; ++g)
+          rmsnorm_rows(yo + g * W, W, L.ssm_norm.data() + g * W, yo + g * W, W, 1, W, c.rms_eps);
     }
   });
 }

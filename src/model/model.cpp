@@ -226,7 +226,9 @@ Status load_ssm_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
   TM_ASSIGN_OR_RETURN(L.ssm_dt_b, ld.vec(p + "ssm_dt.bias", H));
   TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec2d(p + "ssm_a", 1, H));
   TM_ASSIGN_OR_RETURN(L.ssm_d, ld.vec2d(p + "ssm_d", 1, H));
-  TM_ASSIGN_OR_RETURN(L.ssm_norm, ld.vec2d(p + "ssm_norm.weight", c.ssm_d_inner / G, G));
+  if (!c.arch.parallel_ssm || ld.has(p + "ssm_norm.weight")) {  // (falcon-h1's is optional: no grouped norm)
+    TM_ASSIGN_OR_RETURN(L.ssm_norm, ld.vec2d(p + "ssm_norm.weight", c.ssm_d_inner / G, G));
+  }
   TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, c.ssm_d_inner));
   return {};
 }
@@ -388,9 +390,10 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     } else if (!c.has_mixer(l)) {  // nemotron_h: an FFN-only layer
     } else if (c.is_gdn(l)) {  // qwen35: a gated delta net in place of attention
       TM_TRY(load_gdn_layer(ld, c, p, L, w.owned));
-    } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention
+    } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention (falcon-h1: beside it)
       TM_TRY(load_ssm_layer(ld, c, p, L));
-    } else {
+    }
+    if (c.has_attention(l)) {
       TM_TRY(load_attention_layer(ld, *file, c, p, L));
     }
     if (c.arch.post_norms) {
@@ -400,7 +403,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
     // (cohere's FFN reads the attention's normed input, nemotron_h's FFN layers their attn_norm's)
     if (c.arch.pre_norms && !c.arch.parallel_block && !c.arch.single_block_layers) {
-      TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + ".weight", c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + c.arch.ffn_norm_suffix, c.n_embd));
     }
     if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));

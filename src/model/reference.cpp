@@ -259,7 +259,8 @@ void ReferenceForward::mamba2(const LayerWeights& L, int64_t slot, int64_t pos) 
     }
   }
   const int64_t W = DI / G;
-  for (int64_t g = 0; g < G; ++g) ref::rmsnorm(ssm_y_.data() + g * W, ssm_y_.data() + g * W, L.ssm_norm.data() + g * W, W, c.rms_eps);
+  if (!L.ssm_norm.empty())  // (falcon-h1 may have none)
+    for (int64_t g = 0; g < G; ++g) ref::rmsnorm(ssm_y_.data() + g * W, ssm_y_.data() + g * W, L.ssm_norm.data() + g * W, W, c.rms_eps);
   ref::matvec(L.conv_out, ssm_y_.data(), xb_.data(), row_);
 }
 
@@ -356,12 +357,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
     pre_norm(L.attn_norm, L.attn_norm_b);
     if (c.has_mixer(l)) {  // (nemotron_h: a layer may be an FFN alone)
-      if (c.arch.parallel_block) xn_.assign(xb_.begin(), xb_.end());
+      if (c.arch.parallel_block || c.arch.parallel_ssm) xn_.assign(xb_.begin(), xb_.end());
       if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
         shortconv(L, c.slot(l), pos);
       } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
         delta_net(L, c.slot(l), pos);
-      } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer instead of attention
+      } else if (c.is_ssm(l) && !c.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer instead of attention
         mamba2(L, c.slot(l), pos);
       } else {
         const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
@@ -435,6 +436,12 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         lora_add(adapted(l, LoraSlot::O), ao, xb_.data());
         if (!L.bo.empty())  // attn_output.bias (gpt-oss)
           for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
+      }
+      if (c.arch.parallel_ssm) {  // falcon-h1: + the Mamba-2 mixer of the same normed input
+        const std::vector<float> att(xb_.begin(), xb_.end());
+        std::copy(xn_.begin(), xn_.end(), xb_.begin());
+        mamba2(L, c.slot(l), pos);
+        for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += att[static_cast<size_t>(i)];
       }
       if (!L.attn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.attn_post_norm.data(), c.n_embd, c.rms_eps);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];  // (granite scales)

@@ -82,7 +82,10 @@
 //           the text model rotates adjacent pairs (adjacent: KLD 1.5e-2);
 //   qwen3next (Qwen3-Next): qwen35moe's layers without sections, the value heads grouped by key head
 //           (tiled, as Qwen3.5: KLD 0.53), beta and alpha from one ssm_ba; and the older files' one
-//           ssm_in holding q, k, v and z per key head.
+//           ssm_in holding q, k, v and z per key head;
+//   falcon-h1 (Falcon-H1): attention (NeoX RoPE; adjacent pairs: KLD 3e-2) and a Mamba-2 mixer 96 wide
+//           (6 heads of 16, 2 groups) side by side on each of 3 layers (without the mixer: KLD 0.19), with
+//           and without the mixers' grouped norm.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -176,6 +179,8 @@ try {
     'glm4moe (GLM-4.5V: M-RoPE)': ['--shape', 'tiny-glm4v-moe', '--head-dim', '64'],
     qwen3next: ['--shape', 'tiny-qwen3next', '--head-dim', '64', '--n-rot', '16'],
     'qwen3next (older files: one ssm_in)': ['--shape', 'tiny-qwen3next-legacy', '--head-dim', '64', '--n-rot', '16'],
+    'falcon-h1': ['--shape', 'tiny-falcon-h1', '--head-dim', '64'],
+    'falcon-h1 (no mixer norm)': ['--shape', 'tiny-falcon-h1-nonorm', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

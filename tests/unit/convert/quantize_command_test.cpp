@@ -218,7 +218,9 @@ TEST(QuantizeCommand, MemoryEstimateCountsRecurrentState) {
     const char* state;
   } cases[] = {{"tiny-qwen35", "1 layers x 2 KV heads x 16 head dim", "recurrent state 33.00 KiB (3 layers, 16.50 KiB per sequence)"},
                {"tiny-nemotron-h", "1 layers x 2 KV heads x 16 head dim", "recurrent state 61.50 KiB (3 layers, 30.75 KiB per sequence)"},
-               {"tiny-granitehybrid", "2 layers x 2 KV heads x 16 head dim", "recurrent state 61.50 KiB (3 layers, 30.75 KiB per sequence)"}};
+               {"tiny-granitehybrid", "2 layers x 2 KV heads x 16 head dim", "recurrent state 61.50 KiB (3 layers, 30.75 KiB per sequence)"},
+               // (falcon-h1: every layer both)
+               {"tiny-falcon-h1", "3 layers x 2 KV heads x 16 head dim", "recurrent state 47.25 KiB (3 layers, 23.62 KiB per sequence)"}};
   for (const Case& c : cases) {
     const std::string in = test::temp_dir() + "/" + c.shape + "-q.gguf", out = test::temp_dir() + "/" + c.shape + "-q8.gguf";
     auto d = test::run_command(test::tokenmill_binary() + " dummy --shape " + c.shape + " --dtype F32 -o " + in);

@@ -188,7 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-
                                                                  "tiny-olmoe", "tiny-mixtral", "tiny-gemma2",
                                                                  "tiny-gemma3", "tiny-mistral", "tiny-lfm2",
                                                                  "tiny-lfm2moe", "tiny-granitehybrid", "tiny-qwen35",
-                                                                 "tiny-nemotron-h", "tiny-nemotron-h-moe"));
+                                                                 "tiny-nemotron-h", "tiny-nemotron-h-moe",
+                                                                 "tiny-qwen3next", "tiny-falcon-h1"));
 
 // Recurrent models (granitehybrid's Mamba-2 mixers): the plan gives a state slot per sequence that
 // runs at once and turns the prefix cache off; speculative decoding, whose rejected drafts would need

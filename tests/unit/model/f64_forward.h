@@ -15,8 +15,8 @@ class F64Forward {
  public:
   // n_ctx: the context length that picks LongRoPE's short or long factors (as ReferenceForward's max_seq).
   explicit F64Forward(const Model& m, int64_t n_ctx = 64) : m_(m), c_(m.config()), ff_(m.weights().rope_freq_factors(c_, n_ctx)) {
-    kc_.resize(c_.n_layer);
-    vc_.resize(c_.n_layer);
+    kc_.resize(2 * c_.n_layer);  // (falcon-h1: a layer's mixer histories after the n_layer attention ones)
+    vc_.resize(2 * c_.n_layer);
   }
 
   std::vector<double> forward(int32_t token, int64_t pos) {
@@ -60,7 +60,7 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
-      if (c_.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
+      if (c_.is_ssm(l) && !c_.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
         const auto o = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
         ffn(L, l, x, rs);
@@ -135,6 +135,10 @@ class F64Forward {
       auto o = mv(L.wo, att);
       if (!L.bo.empty())  // attn_output.bias (gpt-oss)
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
+      if (c_.arch.parallel_ssm) {  // falcon-h1: + the Mamba-2 mixer of the same normed input
+        const auto m = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
+        for (size_t i = 0; i < o.size(); ++i) o[i] += m[i];
+      }
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
       ffn(L, l, x, rs, c_.arch.parallel_block ? &xb : nullptr);  // cohere: the FFN reads the attention's input
@@ -380,25 +384,26 @@ class F64Forward {
     const int64_t DI = c_.ssm_d_inner, CD = c_.ssm_conv_dim(), K = c_.ssm_d_conv, H = c_.ssm_n_head;
     const int64_t HD = c_.ssm_head_dim(), G = c_.ssm_n_group, DS = c_.ssm_d_state;
     const auto zx = mv(L.conv_in, xb);
-    kc_[l].emplace_back(zx.begin() + DI, zx.begin() + DI + CD);
+    const int64_t m = c_.arch.parallel_ssm ? l + c_.n_layer : l;  // (falcon-h1: beside attention)
+    kc_[m].emplace_back(zx.begin() + DI, zx.begin() + DI + CD);
     std::vector<double> cur(CD + H);
     for (int64_t ch = 0; ch < CD; ++ch) {
       double acc = L.ssm_conv_b.empty() ? 0 : L.ssm_conv_b[ch];
       for (int64_t j = 0; j < K; ++j)
-        if (pos - K + 1 + j >= 0) acc += kc_[l][pos - K + 1 + j][ch] * L.conv_kernel[ch * K + j];
+        if (pos - K + 1 + j >= 0) acc += kc_[m][pos - K + 1 + j][ch] * L.conv_kernel[ch * K + j];
       cur[ch] = acc / (1 + std::exp(-acc));
     }
     for (int64_t h = 0; h < H; ++h) {
       const double d = zx[DI + CD + h] + L.ssm_dt_b[h];
       cur[CD + h] = d > 20 ? d : std::log1p(std::exp(d));
     }
-    vc_[l].push_back(cur);
+    vc_[m].push_back(cur);
     std::vector<double> y(DI);
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / (H / G);
       double decay_sum = 0;  // sum of dt over (s, t]
       for (int64_t s = pos; s >= 0; --s) {
-        const auto& v = vc_[l][s];
+        const auto& v = vc_[m][s];
         double cb = 0;
         for (int64_t j = 0; j < DS; ++j) cb += cur[DI + G * DS + g * DS + j] * v[DI + g * DS + j];
         const double wgt = std::exp(L.ssm_a[h] * decay_sum) * v[CD + h] * cb;
@@ -409,7 +414,7 @@ class F64Forward {
     }
     for (int64_t i = 0; i < DI; ++i) y[i] *= zx[i] / (1 + std::exp(-zx[i]));
     const int64_t W = DI / G;
-    for (int64_t g = 0; g < G; ++g) {
+    for (int64_t g = 0; g < G && !L.ssm_norm.empty(); ++g) {  // (falcon-h1 may have no norm)
       double ss = 0;
       for (int64_t i = 0; i < W; ++i) ss += y[g * W + i] * y[g * W + i];
       const double r = 1 / std::sqrt(ss / W + c_.rms_eps);

@@ -79,7 +79,7 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.n_ff, shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
     int64_t a0 = 0, a1 = 1;  // attention layers (lfm2's others are convolutions)
-    auto attention = [&](int64_t l) { return !c.is_conv(l) && !c.is_ssm(l) && c.has_mixer(l); };
+    auto attention = [&](int64_t l) { return c.has_attention(l); };
     while (!attention(a0)) ++a0;
     while (a1 < c.n_layer && (!attention(a1) || a1 == a0)) ++a1;
     if (a1 == c.n_layer) a1 = a0;  // (qwen35's tiny form: one attention layer)
@@ -184,7 +184,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h",
                                                               "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
                                                               "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe",
-                                                              "tiny-qwen3next", "tiny-qwen3next-legacy"));
+                                                              "tiny-qwen3next", "tiny-qwen3next-legacy", "tiny-falcon-h1",
+                                                              "tiny-falcon-h1-nonorm"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

@@ -157,6 +157,51 @@ TEST(Recurrent, Qwen3NextRegroupsItsFusedProjections) {
   EXPECT_NE(no_ba.error().find("blk.1.ssm_ba.weight"), std::string::npos) << no_ba.error();
 }
 
+// Falcon-H1: every layer has attention and a Mamba-2 mixer, so each holds K/V and a sequence state under
+// the same cache slot; its mixers have a width of their own (96, not 2 x 64) and the grouped norm is
+// the file's choice; the FFN's norm is the tensor blk.N.ffn_norm, as its converter names it.
+TEST(Recurrent, FalconH1LayersHoldKvAndState) {
+  auto m = tiny("tiny-falcon-h1");
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.ssm_layer, (std::vector<uint8_t>{1, 1, 1}));
+  EXPECT_EQ(c.cache_slot, (std::vector<int32_t>{0, 1, 2}));
+  for (int64_t l = 0; l < 3; ++l) EXPECT_TRUE(c.has_attention(l) && c.is_ssm(l) && c.has_rope(l)) << l;
+  EXPECT_EQ(c.n_kv_layers(), 3);
+  EXPECT_EQ(c.arch.rope_layout, RopeLayout::NeoX);
+  EXPECT_EQ(c.ssm_d_inner, 96);
+  EXPECT_EQ(c.ssm_head_dim(), 16);
+  const KvLayout lay = KvLayout::for_model(c, 16, 8, DType::F16);
+  EXPECT_EQ(lay.n_layer, 3);
+  EXPECT_EQ(lay.n_state_layers, 3);
+  EXPECT_EQ(lay.state_floats, 3 * c.ssm_conv_dim() + 96 * 16);
+  for (const LayerWeights& L : m->weights().layers) {
+    EXPECT_TRUE(L.wq.valid() && L.conv_in.valid());
+    EXPECT_EQ(L.ssm_norm.size(), 96u);
+    EXPECT_EQ(L.ffn_norm.size(), 64u);
+  }
+  auto bare = tiny("tiny-falcon-h1-nonorm");
+  ASSERT_TRUE(bare);
+  for (const LayerWeights& L : bare->weights().layers) EXPECT_TRUE(L.ssm_norm.empty());
+  // the FFN's norm under the usual name is not the file llama.cpp reads: refused, naming the one it needs
+  auto renamed = test::load_edited(
+      m->path(),
+      [&](GgufWriter& w) {
+        const GgufTensorInfo* t = m->file().find_tensor("blk.0.ffn_norm");
+        ASSERT_TRUE(w.add_tensor("blk.0.ffn_norm.weight", t->type, t->ne, t->data).ok());
+      },
+      [](const std::string& t) { return t == "blk.0.ffn_norm"; });
+  ASSERT_FALSE(renamed.ok());
+  EXPECT_NE(renamed.error().find("'blk.0.ffn_norm'"), std::string::npos) << renamed.error();
+  // FFN biases (llama.cpp would add them) are refused by name
+  static const std::vector<float> bias(160, 0.5f);
+  auto biased = test::load_edited(m->path(), [](GgufWriter& w) {
+    ASSERT_TRUE(w.add_tensor("blk.0.ffn_up.bias", DType::F32, {160}, bias.data()).ok());
+  });
+  ASSERT_FALSE(biased.ok());
+  EXPECT_NE(biased.error().find("FFN biases (blk.0.ffn_up.bias)"), std::string::npos) << biased.error();
+}
+
 TEST(Recurrent, NemotronHSingleBlockLayers) {
   auto m = tiny("tiny-nemotron-h");
   ASSERT_TRUE(m);
