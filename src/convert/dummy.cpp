@@ -294,6 +294,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
                              ssm_inner, ssm_heads, ssm_groups)};
   if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
+  if (s.arch == "internlm2" && s.tied) return Error{"internlm2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
   if (!llama4 && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's here"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
@@ -326,7 +327,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing || exaone_moe;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
-    if (s.arch != "llama" && !moe_arch && !granite_hybrid)
+    if (s.arch != "llama" && !moe_arch && !granite_hybrid && s.arch != "minicpm")
       return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama4, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};

@@ -2,6 +2,7 @@
 // config.json), by family, plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-gemma3", ...).
 #include "convert/dummy.h"
 
+#include <cmath>
 #include <utility>
 
 namespace tmill {
@@ -319,6 +320,24 @@ std::vector<ModelShape> more_shapes() {
         m.ssm_d_inner = 96, m.ssm_n_head = 6, m.ssm_d_state = 16, m.ssm_n_group = 2, m.ssm_no_norm = true;
         return m;
       }(),
+      // MiniCPM-2B and MiniCPM4-8B (minicpm: the llama block with muP's scalars -- scale_emb 12, scale_depth
+      // 1.4 over sqrt(n_layer), logits over hidden_size / 256; MiniCPM4's LongRoPE left out), a tiny form
+      // and a tiny MiniCPM-MoE (8 experts, 2 per token)
+      granite({"minicpm-2b", "minicpm", 122753, 2304, 40, 36, 36, 64, 5760, 4096, 10000.0f, 1e-5f, true}, 12.0f,
+              1.4f / std::sqrt(40.0f), 0.0f, 9.0f),
+      granite({"minicpm4-8b", "minicpm", 73448, 4096, 32, 32, 2, 128, 16384, 32768, 10000.0f, 1e-6f, false}, 12.0f,
+              1.4f / std::sqrt(32.0f), 0.0f, 16.0f),
+      granite({"tiny-minicpm", "minicpm", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true}, 12.0f,
+              1.4f / std::sqrt(2.0f), 0.0f, 0.25f),
+      [] {
+        ModelShape m = granite({"tiny-minicpm-moe", "minicpm", 512, 64, 2, 4, 2, 16, 64, 256, 10000.0f, 1e-5f, true},
+                               12.0f, 1.4f / std::sqrt(2.0f), 0.0f, 0.25f);
+        m.n_expert = 8, m.n_expert_used = 2;
+        return m;
+      }(),
+      // InternLM2.5-7B (internlm2: the llama block, an untied output) and its tiny form
+      {"internlm2.5-7b", "internlm2", 92544, 4096, 32, 32, 8, 128, 14336, 32768, 1000000.0f, 1e-5f, false},
+      {"tiny-internlm2", "internlm2", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, false},
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

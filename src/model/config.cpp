@@ -276,6 +276,8 @@ ArchSpec arch_nemotron_h_moe();
 ArchSpec arch_qwen2vl();
 ArchSpec arch_qwen3next();
 ArchSpec arch_falcon_h1();
+ArchSpec arch_minicpm();
+ArchSpec arch_internlm2();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -292,7 +294,7 @@ void register_builtin_archs() {
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
-                               arch_falcon_h1()})
+                               arch_falcon_h1(), arch_minicpm(), arch_internlm2()})
       registry()[s.name] = s;
   });
 }

@@ -85,7 +85,10 @@
 //           ssm_in holding q, k, v and z per key head;
 //   falcon-h1 (Falcon-H1): attention (NeoX RoPE; adjacent pairs: KLD 3e-2) and a Mamba-2 mixer 96 wide
 //           (6 heads of 16, 2 groups) side by side on each of 3 layers (without the mixer: KLD 0.19), with
-//           and without the mixers' grouped norm.
+//           and without the mixers' grouped norm;
+//   minicpm (MiniCPM): granite's scalars under MiniCPM's names and defaults, with RoPE; and MiniCPM-MoE's
+//           8 softmax experts, 2 per token, renormalized;
+//   internlm2 (InternLM2 / 2.5): the llama block with an untied output.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -112,6 +115,8 @@ try {
     '--n-ctx', '256', '--vocab', stories];
   // granite's scalars under which the layers weigh in
   const weighIn = ['--embedding-scale', '1.5', '--residual-scale', '0.8', '--attention-scale', '0.2', '--logit-scale', '3'];
+  // (MiniCPM has no attention scale: llama.cpp reads none for it)
+  const minicpmScalars = ['--embedding-scale', '1.5', '--residual-scale', '0.8', '--logit-scale', '3'];
   const models = {
     gemma: ['--arch', 'gemma', '--n-layer', '2', '--head-dim', '96'],
     // Granite 3.3 2B's scalars (embeddings x12 outweigh the layers' x0.22 outputs), and scalars under
@@ -181,6 +186,9 @@ try {
     'qwen3next (older files: one ssm_in)': ['--shape', 'tiny-qwen3next-legacy', '--head-dim', '64', '--n-rot', '16'],
     'falcon-h1': ['--shape', 'tiny-falcon-h1', '--head-dim', '64'],
     'falcon-h1 (no mixer norm)': ['--shape', 'tiny-falcon-h1-nonorm', '--head-dim', '64'],
+    minicpm: ['--shape', 'tiny-minicpm', '--head-dim', '64', ...minicpmScalars],
+    'minicpm (experts)': ['--shape', 'tiny-minicpm-moe', '--head-dim', '64', ...minicpmScalars],
+    internlm2: ['--shape', 'tiny-internlm2', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -208,7 +216,7 @@ try {
     const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
     const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

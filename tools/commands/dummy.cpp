@@ -172,10 +172,16 @@ TM_COMMAND("dummy", "write a random-weight GGUF model of a real shape", [](CLI::
     if (o->attn_scale > 0) s.attn_scale = o->attn_scale;
     if (o->logit_scale > 0) s.logit_scale = o->logit_scale;
     const bool cohere = s.arch == "command-r" || s.arch == "cohere2";
-    if ((s.embd_scale > 0 || s.residual_scale > 0 || s.attn_scale > 0 || (s.logit_scale > 0 && !cohere)) &&
-        s.arch != "granite" && s.arch != "granitemoe" && s.arch != "granitehybrid") {
+    const bool minicpm = s.arch == "minicpm";  // (granite's scalars but the attention scale)
+    if ((s.embd_scale > 0 || s.residual_scale > 0 || (s.attn_scale > 0 && !minicpm) ||
+         (s.logit_scale > 0 && !cohere)) &&
+        s.arch != "granite" && s.arch != "granitemoe" && s.arch != "granitehybrid" && !minicpm) {
       log_error("dummy: --embedding-scale, --residual-scale, --attention-scale and --logit-scale are granite's "
-                "(--logit-scale also command-r's and cohere2's)");
+                "(--logit-scale also command-r's and cohere2's; all but --attention-scale minicpm's)");
+      return 2;
+    }
+    if (minicpm && s.attn_scale > 0) {
+      log_error("dummy: minicpm has no attention scale (llama.cpp reads none for it)");
       return 2;
     }
     if (o->head_dim) s.head_dim = o->head_dim;

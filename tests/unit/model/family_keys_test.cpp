@@ -1,5 +1,5 @@
 // What some families read from their files beyond the common keys: hunyuan-dense's NTK alpha and norm
-// order, hunyuan-moe's shared width, bailingmoe2's fused q/k/v and routing, apertus's xIELU.
+// order, hunyuan-moe's shared width, bailingmoe2's fused q/k/v and routing, apertus's xIELU, minicpm's scalars.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,4 +123,43 @@ TEST(Apertus, XieluParametersFromTheFile) {
   auto none = test::load_edited(path, [](GgufWriter& w) { w.remove("xielu.eps"); });
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().find("xielu.eps"), std::string::npos) << none.error();
+}
+
+// minicpm: the three scalars from the file, and MiniCPM's own values for files from before the converter
+// wrote them -- 12, 1.4 / sqrt(n_layer), and logits divided by n_embd / 256 (transformers' direction);
+// the same weights with the values written give the same logits. Experts when expert_count > 1.
+TEST(MiniCpm, ScalarsFromTheFileOrMiniCpmDefaults) {
+  DummyOptions o;
+  o.shape = *find_shape("tiny-minicpm");
+  o.dtype = DType::F32;
+  const std::string path = test::temp_dir() + "/tiny-minicpm.gguf";
+  ASSERT_TRUE(write_dummy_model(o, path).ok());
+  auto m = Model::load(path);
+  ASSERT_TRUE(m.ok()) << m.error();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_FLOAT_EQ(c.embd_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 1.4f / std::sqrt(2.0f));
+  EXPECT_FLOAT_EQ(c.logit_scale, 0.25f);
+  EXPECT_TRUE(c.has_rope(0));
+  EXPECT_EQ(c.arch.rope_layout, RopeLayout::Adjacent);
+  auto bare = test::load_edited(path, [](GgufWriter& w) {
+    for (const char* k : {"minicpm.embedding_scale", "minicpm.residual_scale", "minicpm.logit_scale"}) w.remove(k);
+  });
+  ASSERT_TRUE(bare.ok()) << bare.error();
+  EXPECT_FLOAT_EQ((*bare)->config().embd_scale, 12.0f);
+  EXPECT_FLOAT_EQ((*bare)->config().residual_scale, 1.4f / std::sqrt(2.0f));
+  EXPECT_FLOAT_EQ((*bare)->config().logit_scale, 64.0f / 256.0f);
+  auto other = test::load_edited(path, [](GgufWriter& w) { w.set_f32("minicpm.logit_scale", 2.0f); });
+  ASSERT_TRUE(other.ok()) << other.error();
+  EXPECT_FLOAT_EQ((*other)->config().logit_scale, 2.0f);
+  auto bad = test::load_edited(path, [](GgufWriter& w) { w.set_f32("minicpm.logit_scale", 0.0f); });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("logit_scale"), std::string::npos) << bad.error();
+  o.shape = *find_shape("tiny-minicpm-moe");
+  const std::string moe_path = test::temp_dir() + "/tiny-minicpm-moe.gguf";
+  ASSERT_TRUE(write_dummy_model(o, moe_path).ok());
+  auto moe = Model::load(moe_path);
+  ASSERT_TRUE(moe.ok()) << moe.error();
+  EXPECT_EQ((*moe)->config().n_expert, 8);
+  EXPECT_TRUE((*moe)->config().layer_is_moe(0));
 }

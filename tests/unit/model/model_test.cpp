@@ -185,7 +185,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
                                                               "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe",
                                                               "tiny-qwen3next", "tiny-qwen3next-legacy", "tiny-falcon-h1",
-                                                              "tiny-falcon-h1-nonorm"));
+                                                              "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe",
+                                                              "tiny-internlm2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
