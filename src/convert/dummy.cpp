@@ -164,9 +164,12 @@ DType fallback_type(DType type, int64_t cols) {
 
 }  // namespace
 
+void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab) { synthetic_vocab(w, n_vocab, false, false, false); }
+
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
+  if (is_mamba_dummy_arch(s.arch)) return write_dummy_mamba(o, out_path);
   // Qwen's vision-language language models are their text family's tensors under another name, with
   // M-RoPE sections: the checks below see the text family, the keys take the file's name
   const std::string file_arch = s.arch;

@@ -12,6 +12,8 @@
 
 namespace tmill {
 
+class GgufWriter;
+
 struct ModelShape {
   std::string name;  // "qwen2.5-0.5b"
   std::string arch;  // "qwen2"
@@ -71,7 +73,11 @@ struct ModelShape {
   // falcon-h1: the mixers' inner width (0: 2 n_embd) and no grouped norm (ssm_norm; Falcon-H1's
   // mamba_rms_norm false)
   int64_t ssm_d_inner = 0;
-  bool ssm_no_norm = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
+  bool ssm_no_norm = false;
+  // mamba (Mamba-1): dt's rank (0: ceil(n_embd / 16), as the checkpoints) and falcon-mamba's weightless RMS
+  // norms on dt, B and C
+  int64_t ssm_dt_rank = 0;
+  bool ssm_dt_b_c_rms = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
   // nemotron_h: each layer's block, as its hybrid_override_pattern -- M a Mamba-2 mixer, * attention, - an MLP
   // (nemotron_h_moe: E an experts layer)
   std::string layer_pattern = {};
@@ -98,7 +104,8 @@ struct ModelShape {
 // "tiny-arcee", "tiny-apertus", "tiny-exaone-moe", "tiny-granitehybrid", "tiny-granitehybrid-moe", "tiny-bamba",
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
 // "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy",
-// "tiny-falcon-h1", "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe", "tiny-internlm2").
+// "tiny-falcon-h1", "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe", "tiny-internlm2",
+// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -137,6 +144,11 @@ Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);
 // Encoders (convert/dummy_encoder.cpp): bert, nomic-bert, jina-bert-v2.
 bool is_encoder_dummy_arch(const std::string& arch);
 Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path);
+// Attention-free stacks (convert/dummy_mamba.cpp): mamba (Mamba-1: ssm_dt_rank, ssm_dt_b_c_rms) and mamba2.
+bool is_mamba_dummy_arch(const std::string& arch);
+Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
+// The synthetic llama-style vocabulary of n_vocab tokens decoder dummies get without --vocab.
+void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab);
 // "none" 0, "mean" 1, "cls" 2, "last" 3, "rank" 4 (llama.cpp's llama_pooling_type); else an error.
 Result<int> dummy_pooling_value(const std::string& pooling);
 

@@ -338,6 +338,45 @@ std::vector<ModelShape> more_shapes() {
       // InternLM2.5-7B (internlm2: the llama block, an untied output) and its tiny form
       {"internlm2.5-7b", "internlm2", 92544, 4096, 32, 32, 8, 128, 14336, 32768, 1000000.0f, 1e-5f, false},
       {"tiny-internlm2", "internlm2", 512, 64, 2, 4, 2, 16, 160, 256, 1000000.0f, 1e-5f, false},
+      // Attention-free stacks (their attention fields unused): Mamba-130M and Falcon-Mamba-7B (mamba: d_state
+      // 16, dt's rank n_embd / 16; Falcon-Mamba's RMS norms on dt, B, C), Mamba-2-130M and
+      // Mamba-Codestral-7B (mamba2: 24 heads of 64 / 128 heads of 64 in 8 groups, d_state 128); tiny forms
+      // with the inner width 2 n_embd (Mamba-2: 8 heads, 2 groups, d_state 16)
+      [] {
+        ModelShape m{"mamba-130m", "mamba", 50280, 768, 24, 1, 1, 2, 1, 1048576, 10000.0f, 1e-5f, true};
+        m.ssm_d_state = 16, m.ssm_dt_rank = 48;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"falcon-mamba-7b", "mamba", 65024, 4096, 64, 1, 1, 2, 1, 1048576, 10000.0f, 1e-5f, false};
+        m.ssm_d_state = 16, m.ssm_dt_rank = 256, m.ssm_dt_b_c_rms = true;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"mamba2-130m", "mamba2", 50288, 768, 24, 1, 1, 2, 1, 1048576, 10000.0f, 1e-5f, true};
+        m.ssm_d_state = 128, m.ssm_n_head = 24, m.ssm_n_group = 1;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"mamba-codestral-7b", "mamba2", 32768, 4096, 64, 1, 1, 2, 1, 1048576, 10000.0f, 1e-5f, false};
+        m.ssm_d_state = 128, m.ssm_n_head = 128, m.ssm_n_group = 8;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-mamba", "mamba", 512, 64, 3, 1, 1, 2, 1, 256, 10000.0f, 1e-5f, true};
+        m.ssm_d_state = 16;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-falcon-mamba", "mamba", 512, 64, 3, 1, 1, 2, 1, 256, 10000.0f, 1e-5f, false};
+        m.ssm_d_state = 16, m.ssm_dt_b_c_rms = true;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-mamba2", "mamba2", 512, 64, 3, 1, 1, 2, 1, 256, 10000.0f, 1e-5f, true};
+        m.ssm_d_state = 16, m.ssm_n_head = 8, m.ssm_n_group = 2;
+        return m;
+      }(),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

@@ -44,7 +44,12 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
 
   const uint64_t per_block = lay.bytes_per_block();
   const uint64_t per_token = per_block / static_cast<uint64_t>(lay.block_size);
-  const int64_t trained = c.n_ctx_train;
+  // Attention-free models (mamba, mamba2) have no K/V: a block costs nothing and only counts positions,
+  // the budget goes to the state slots, and the context (their files' 2^20 "trained" one aside) is capped
+  // at kNoKvContext unless --max-model-len says otherwise.
+  const bool no_kv = per_block == 0;
+  constexpr int64_t kNoKvContext = 65536;
+  const int64_t trained = no_kv && cfg.max_model_len <= 0 ? std::min<int64_t>(c.n_ctx_train, kNoKvContext) : c.n_ctx_train;
   uint64_t bytes = cfg.kv_cache_bytes;
   if (cfg.kv_cache_tokens > 0)
     bytes = static_cast<uint64_t>(cfg.kv_cache_tokens / lay.block_size) * per_block;
@@ -81,9 +86,10 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
     const uint64_t per_slot = static_cast<uint64_t>(lay.n_state_layers * lay.state_floats) * sizeof(float);
     const auto want_slots = static_cast<uint64_t>(std::max(1, cfg.max_num_seqs));
     // (a size in tokens is the blocks': the states come on top)
-    const uint64_t slots = cfg.kv_cache_tokens > 0 ? want_slots : std::clamp<uint64_t>(bytes / 2 / per_slot, 1, want_slots);
+    const uint64_t slots = cfg.kv_cache_tokens > 0 ? want_slots
+                           : std::clamp<uint64_t>(bytes / (no_kv ? 1 : 2) / per_slot, 1, want_slots);
     if (cfg.kv_cache_tokens > 0) bytes += slots * per_slot;
-    if (slots * per_slot >= bytes)
+    if (no_kv ? slots * per_slot > bytes : slots * per_slot >= bytes)
       return Error{fmt::format("the KV cache budget {} does not hold one sequence's recurrent state ({}) and a block "
                                "({}); raise --kv-cache-memory",
                                format_bytes(bytes), format_bytes(per_slot), format_bytes(per_block))};
@@ -96,7 +102,16 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
     plan.num_state_slots = static_cast<int32_t>(slots);
     plan.state_bytes = slots * per_slot;
   }
-  const int64_t blocks = static_cast<int64_t>(bytes / per_block);
+  const int64_t len_for_blocks = cfg.max_model_len > 0 ? cfg.max_model_len : trained;
+  const int64_t blocks = no_kv ? (cfg.kv_cache_tokens > 0 ? cfg.kv_cache_tokens / lay.block_size
+                                                          : lay.num_state_slots * ((len_for_blocks + lay.block_size - 1) / lay.block_size))
+                               : static_cast<int64_t>(bytes / per_block);
+  if (no_kv && trained < c.n_ctx_train) {
+    std::string n = fmt::format("no K/V (attention-free): the context is {} tokens (the file says {}; "
+                                "--max-model-len sets another)",
+                                trained, c.n_ctx_train);
+    plan.note = plan.note.empty() ? n : plan.note + "; " + n;
+  }
   if (blocks < 1)
     return Error{fmt::format("--kv-cache-memory {} is smaller than one KV block ({})", format_bytes(bytes),
                              format_bytes(per_block))};

@@ -59,6 +59,36 @@ Status read_ssm_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   return {};
 }
 
+// mamba and mamba2 (ArchSpec::attention_free): every layer one mixer, no attention, no FFN (llama.cpp's
+// converter writes head_count 0 and feed_forward_length 0). The attention fields get placeholders nothing
+// reads -- one head of two dimensions -- as no layer has K/V (n_kv_layers 0); the mixers' keys as
+// llama.cpp reads them (Mamba-1: time_step_rank is dt's rank, its heads are its channels).
+Status read_attention_free(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  c.n_head = c.n_head_kv = 1;
+  c.n_ff = 1;
+  c.ssm_layer.assign(static_cast<size_t>(c.n_layer), 1);
+  c.no_ffn.assign(static_cast<size_t>(c.n_layer), 1);
+  c.ffn_only.assign(static_cast<size_t>(c.n_layer), 0);
+  c.cache_slot.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) c.cache_slot[static_cast<size_t>(l)] = static_cast<int32_t>(l);
+  if (!c.arch.mamba1) return read_ssm_config(f, a, c);
+  TM_ASSIGN_OR_RETURN(c.ssm_d_conv, req_int(f, a + "ssm.conv_kernel", 1, 64));
+  TM_ASSIGN_OR_RETURN(c.ssm_d_inner, req_int(f, a + "ssm.inner_size", 1, 1 << 20));
+  TM_ASSIGN_OR_RETURN(c.ssm_d_state, req_int(f, a + "ssm.state_size", 1, 4096));
+  TM_ASSIGN_OR_RETURN(c.ssm_dt_rank, req_int(f, a + "ssm.time_step_rank", 1, 1 << 16));
+  if (c.ssm_d_inner != 2 * c.n_embd)  // (llama.cpp: "only an expansion factor of 2 is supported")
+    return Error{fmt::format("{}ssm.inner_size {} is not 2 x embedding_length {} (Mamba-1's expansion)", a,
+                             c.ssm_d_inner, c.n_embd)};
+  c.ssm_n_head = c.ssm_d_inner;
+  c.ssm_n_group = 0;
+  if (const GgufValue* v = f.find(a + "ssm.dt_b_c_rms")) {
+    const std::optional<bool> on = v->as_bool();
+    if (!on) return Error{fmt::format("metadata key '{}ssm.dt_b_c_rms' must be a bool", a)};
+    c.ssm_dt_b_c_rms = *on;
+  }
+  return {};
+}
+
 // The gated delta net's layers (ArchSpec::gated_delta_net), as llama.cpp marks them:
 // attention.recurrent_layers (a bool or number per layer), else every full_attention_interval-th layer
 // (default 4) is attention and the others recurrent.
@@ -278,6 +308,8 @@ ArchSpec arch_qwen3next();
 ArchSpec arch_falcon_h1();
 ArchSpec arch_minicpm();
 ArchSpec arch_internlm2();
+ArchSpec arch_mamba();
+ArchSpec arch_mamba2();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -294,7 +326,8 @@ void register_builtin_archs() {
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
-                               arch_falcon_h1(), arch_minicpm(), arch_internlm2()})
+                               arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
+                               arch_mamba(), arch_mamba2()})
       registry()[s.name] = s;
   });
 }
@@ -434,15 +467,19 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   // head, not layers of the model; their tensors are left unread
   TM_ASSIGN_OR_RETURN(const int64_t nextn, opt_int(f, a + "nextn_predict_layers", 0, 0, c.n_layer - 1));
   c.n_layer -= nextn;
-  TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
-  TM_TRY(read_head_count_kv(f, a, c));
-  if (!c.arch.single_block_layers) {  // (else read per layer with head_count_kv)
-    TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
+  if (c.arch.attention_free) {
+    TM_TRY(read_attention_free(f, a, c));
+  } else {
+    TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
+    TM_TRY(read_head_count_kv(f, a, c));
+    if (!c.arch.single_block_layers) {  // (else read per layer with head_count_kv)
+      TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
+    }
   }
   TM_ASSIGN_OR_RETURN(c.n_ctx_train, opt_int(f, a + "context_length", 2048, 1, 1ll << 32));
   if (c.n_head % c.n_head_kv != 0)
     return Error{fmt::format("attention.head_count {} is not a multiple of head_count_kv {}", c.n_head, c.n_head_kv)};
-  const int64_t def_hd = c.n_embd / c.n_head;
+  const int64_t def_hd = c.arch.attention_free ? 2 : c.n_embd / c.n_head;
   TM_ASSIGN_OR_RETURN(c.head_dim, opt_int(f, a + "attention.key_length", def_hd, 1, 4096));
   TM_ASSIGN_OR_RETURN(int64_t vdim, opt_int(f, a + "attention.value_length", c.head_dim, 1, 4096));
   if (vdim != c.head_dim && !c.arch.mla) return Error{"attention.value_length != key_length is not supported"};

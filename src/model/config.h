@@ -104,6 +104,10 @@ struct ArchSpec {
   // the two outputs summed into the residual stream (ModelConfig: every layer is_ssm and has_attention;
   // its K/V and its sequence state share the layer's cache slot), then the FFN.
   bool parallel_ssm = false;
+  // mamba, mamba2: no attention and no FFN -- every layer one mixer behind its attn_norm, added to the
+  // residual stream; mamba1: the mixers are Mamba-1's (model/mamba1.h) instead of Mamba-2's.
+  bool attention_free = false;
+  bool mamba1 = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -295,6 +299,11 @@ struct ModelConfig {
   // (d_state), the heads (time_step_rank) and the groups sharing B and C. ssm_layer: 1 for a mixer
   // layer (no attention, no K/V); its cache_slot indexes the sequence state (KvStorage::seq_state).
   int64_t ssm_d_conv = 0, ssm_d_inner = 0, ssm_d_state = 0, ssm_n_head = 0, ssm_n_group = 0;
+  // Mamba-1 (ArchSpec::mamba1): the rank of dt's projection (time_step_rank; its heads are its d_inner
+  // channels, one dimension each, and it has no groups: ssm_n_group 0), and RMS norms without weights
+  // on dt, B and C (falcon-mamba's ssm.dt_b_c_rms)
+  int64_t ssm_dt_rank = 0;
+  bool ssm_dt_b_c_rms = false;
   std::vector<uint8_t> ssm_layer;
   bool is_ssm(int64_t layer) const { return !ssm_layer.empty() && ssm_layer[static_cast<size_t>(layer)] != 0; }
   bool is_gdn(int64_t layer) const { return arch.gated_delta_net && is_ssm(layer); }
@@ -311,7 +320,7 @@ struct ModelConfig {
   // the convolution's channels (x, B, C; the gated delta net's q, k, v) and Mamba-2's in-projection's
   // rows (z, x, B, C, dt)
   int64_t ssm_conv_dim() const { return ssm_d_inner + 2 * ssm_n_group * ssm_d_state; }
-  int64_t ssm_in_dim() const { return ssm_d_inner + ssm_conv_dim() + ssm_n_head; }
+  int64_t ssm_in_dim() const { return arch.mamba1 ? 2 * ssm_d_inner : ssm_d_inner + ssm_conv_dim() + ssm_n_head; }
   // Floats of one sequence's state in one mixer layer: the convolution's last ssm_d_conv - 1 inputs,
   // then the SSM state (head, head dimension, d_state).
   int64_t ssm_state_floats() const { return (ssm_d_conv - 1) * ssm_conv_dim() + ssm_d_inner * ssm_d_state; }

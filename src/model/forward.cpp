@@ -17,6 +17,7 @@
 #include "kernels/ops.h"
 #include "kernels/pack.h"
 #include "model/gated_delta_net.h"
+#include "model/mamba1.h"
 #include "model/mamba2.h"
 #include "model/shortconv.h"
 
@@ -39,6 +40,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       if (c.is_gdn(static_cast<int64_t>(l)))
         jobs.insert(jobs.end(), {{&L.ssm_gate, &P.gdn_gate}, {&L.ssm_beta, &P.gdn_beta}, {&L.ssm_alpha, &P.gdn_alpha}});
       if (c.is_ssm(static_cast<int64_t>(l))) P.conv_kernel_t = ssm_conv_kernel_t(c, L);
+      if (c.arch.mamba1) jobs.insert(jobs.end(), {{&L.ssm_x, &P.mamba_x}, {&L.ssm_dt, &P.mamba_dt}});
     }
     if (!c.has_attention(static_cast<int64_t>(l))) {
     } else if (c.is_mla()) {
@@ -144,6 +146,10 @@ void Forward::ensure_scratch(int64_t n) {
   if (c.n_ssm_layers() > 0) {
     zx_.resize(N * (c.arch.gated_delta_net ? gdn_in_dim(c) : c.ssm_in_dim()));
     ssm_conv_.resize(N * c.ssm_conv_dim());
+    if (c.arch.mamba1) {
+      m1_xdb_.resize(N * (c.ssm_dt_rank + 2 * c.ssm_d_state));
+      m1_dt_.resize(N * c.ssm_d_inner);
+    }
   }
   if (c.arch.attn_output_gate) {
     qg_.resize(N * 2 * c.q_dim());
@@ -285,6 +291,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       if (parallel_block || c.arch.parallel_ssm) xn_.assign(xb_.begin(), xb_.begin() + N * E);
       if (c.is_conv(l)) conv_block(batch, kv, l);
       else if (c.is_gdn(l)) gdn_block(batch, kv, l);
+      else if (c.is_ssm(l) && c.arch.mamba1) mamba1_block(batch, kv, l);
       else if (c.is_ssm(l) && !c.arch.parallel_ssm) ssm_block(batch, kv, l);
       else attention_block(batch, kv, l, lora);
       if (c.arch.parallel_ssm) {  // falcon-h1: + the Mamba-2 mixer of the same normed input
@@ -477,6 +484,37 @@ void Forward::ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   mamba2_mix(c, L, batch, kv, c.slot(l), ssm_step(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), c.ssm_d_inner, xb_.data(), E, N, pool_);
+}
+
+void Forward::mamba1_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t N = static_cast<int64_t>(batch.tokens.size()), E = c.n_embd, DI = c.ssm_d_inner;
+  const int64_t R = c.ssm_dt_rank, DS = c.ssm_d_state, XW = R + 2 * DS;
+  observe(P.conv_in, xb_.data(), N);
+  matmul(P.conv_in, xb_.data(), E, zx_.data(), 2 * DI, N, pool_);  // [x | z]
+  const SsmStep step = ssm_step(l);
+  ssm_causal_conv(c, L, batch, kv, c.slot(l), step, zx_.data(), 2 * DI, pool_);
+  observe(P.mamba_x, step.conv, N);
+  matmul(P.mamba_x, step.conv, DI, m1_xdb_.data(), XW, N, pool_);  // [dt | B | C]
+  if (c.ssm_dt_b_c_rms) {  // falcon-mamba: each part RMS-normalized, no weights
+    parallel(N, 8, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (const auto& [off, w] : {std::pair<int64_t, int64_t>{0, R}, {R, DS}, {R + DS, DS}}) {
+          float* v = m1_xdb_.data() + t * XW + off;
+          float ss = 0.0f;
+          for (int64_t i = 0; i < w; ++i) ss += v[i] * v[i];
+          const float r = 1.0f / std::sqrt(ss / static_cast<float>(w) + c.rms_eps);
+          for (int64_t i = 0; i < w; ++i) v[i] *= r;
+        }
+    });
+  }
+  observe(P.mamba_dt, m1_xdb_.data(), N);
+  matmul(P.mamba_dt, m1_xdb_.data(), XW, m1_dt_.data(), DI, N, pool_);
+  mamba1_scan(c, L, batch, kv, c.slot(l), step.conv, m1_xdb_.data(), XW, m1_dt_.data(), zx_.data(), att_.data(), pool_);
+  observe(P.conv_out, att_.data(), N);
+  matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
 }
 
 void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {

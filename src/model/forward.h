@@ -73,6 +73,7 @@ class Forward {
     PreparedMatrix wq, wk, wv, wo, gate, up, down;  // gate/up/down empty in MoE layers
     PreparedMatrix conv_in, conv_out;                // lfm2's convolution layers (wq..wo then empty)
     PreparedMatrix gdn_gate, gdn_beta, gdn_alpha;    // a gated delta net's other projections (qwen35)
+    PreparedMatrix mamba_x, mamba_dt;                // a Mamba-1 mixer's x_proj and dt_proj
     std::vector<float> conv_kernel_t;                // a recurrent layer's convolution kernel tap-major
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
@@ -86,6 +87,8 @@ class Forward {
   void conv_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // A Mamba-2 mixer's block (granitehybrid, model/mamba2.h) on xb into xb.
   void ssm_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
+  // A Mamba-1 mixer's block (mamba, model/mamba1.h) on xb into xb.
+  void mamba1_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // A gated delta net's block (qwen35, model/gated_delta_net.h) on xb into xb.
   void gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l);
   // What layer l's recurrent step takes besides its weights (model/mamba2.h SsmStep).
@@ -123,6 +126,7 @@ class Forward {
   std::vector<float> bcx_;  // (n_tokens, 3 n_embd) a convolution layer's in_proj output (lfm2)
   std::vector<float> zx_;   // (n_tokens, ssm_in_dim or gdn_in_dim) a recurrent layer's projections
   std::vector<float> ssm_conv_, ssm_ones_;  // (n_tokens, ssm_conv_dim) its convolution's output; (ssm_conv_dim) ones
+  std::vector<float> m1_xdb_, m1_dt_;       // Mamba-1: (n_tokens, dt_rank + 2 d_state) x_proj's output; (n_tokens, d_inner) dt
   std::vector<float> qg_, gate_;  // (n_tokens, 2 q_dim / q_dim) gated attention's q projection, its gates
   std::vector<float> xn_;  // the parallel block's normed input (cohere), for its FFN (falcon-h1: its mixer)
   std::vector<float> xs_;  // falcon-h1: the attention's output while the mixer runs

@@ -263,6 +263,21 @@ Status load_gdn_grouped(Loader& ld, const ModelConfig& c, const std::string& p, 
   return {};
 }
 
+// A Mamba-1 mixer (ArchSpec::mamba1), llama.cpp's mamba tensors and shapes.
+Status load_mamba1_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, DI = c.ssm_d_inner, DS = c.ssm_d_state, R = c.ssm_dt_rank;
+  TM_ASSIGN_OR_RETURN(L.conv_in, ld.matrix(p + "ssm_in.weight", 2 * DI, E));
+  TM_ASSIGN_OR_RETURN(L.conv_kernel, ld.vec2d(p + "ssm_conv1d.weight", c.ssm_d_conv, DI));
+  TM_ASSIGN_OR_RETURN(L.ssm_conv_b, ld.vec(p + "ssm_conv1d.bias", DI));
+  TM_ASSIGN_OR_RETURN(L.ssm_x, ld.matrix(p + "ssm_x.weight", R + 2 * DS, DI));
+  TM_ASSIGN_OR_RETURN(L.ssm_dt, ld.matrix(p + "ssm_dt.weight", DI, R));
+  TM_ASSIGN_OR_RETURN(L.ssm_dt_b, ld.vec(p + "ssm_dt.bias", DI));
+  TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec2d(p + "ssm_a", DS, DI));
+  TM_ASSIGN_OR_RETURN(L.ssm_d, ld.vec(p + "ssm_d", DI));
+  TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, DI));
+  return {};
+}
+
 // A gated delta net (ModelConfig::is_gdn), llama.cpp's qwen35 tensors and shapes (qwen3next's: above).
 Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L,
                       std::vector<std::shared_ptr<const std::vector<uint8_t>>>& owned) {
@@ -390,6 +405,8 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     } else if (!c.has_mixer(l)) {  // nemotron_h: an FFN-only layer
     } else if (c.is_gdn(l)) {  // qwen35: a gated delta net in place of attention
       TM_TRY(load_gdn_layer(ld, c, p, L, w.owned));
+    } else if (c.is_ssm(l) && c.arch.mamba1) {  // mamba: a Mamba-1 mixer
+      TM_TRY(load_mamba1_layer(ld, c, p, L));
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention (falcon-h1: beside it)
       TM_TRY(load_ssm_layer(ld, c, p, L));
     }

@@ -66,6 +66,10 @@ struct LayerWeights {
   // input), conv_out for ssm_out, conv_kernel, ssm_dt_b, ssm_a (per value head) and ssm_norm (a head's
   // width), plus these: attn_gate (z), ssm_beta and ssm_alpha (a row per value head).
   Matrix ssm_gate, ssm_beta, ssm_alpha;
+  // Mamba-1 mixers (ArchSpec::mamba1) use conv_in for ssm_in (x, then z rows), conv_out, conv_kernel
+  // (d_inner channels), ssm_conv_b, ssm_dt_b (per channel), ssm_a (d_inner x d_state, channel-major) and
+  // ssm_d (per channel), plus x_proj (ssm_x: dt's rank, then B and C rows) and dt_proj (ssm_dt).
+  Matrix ssm_x, ssm_dt;
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

@@ -225,6 +225,43 @@ void ReferenceForward::ssm_conv(const LayerWeights& L, float* conv, const float*
     for (int64_t ch = 0; ch < CD; ++ch) conv[(K - 2) * CD + ch] = in[ch];
 }
 
+// Mamba-1's mixer, one token (model/mamba1.h says what it computes): [x | z] = ssm_in xb; the
+// convolution of x, plus the bias, silu; [dt | B | C] = x_proj of that (each RMS-normed, without weights,
+// for falcon-mamba); dt = dt_proj dt + bias; per channel the state update and read-out with its own
+// decay per state dimension, plus D x; times silu(z); ssm_out.
+void ReferenceForward::mamba1(const LayerWeights& L, int64_t slot, int64_t pos) {
+  const ModelConfig& c = model_->config();
+  const int64_t DI = c.ssm_d_inner, K = c.ssm_d_conv, DS = c.ssm_d_state, R = c.ssm_dt_rank;
+  float* conv = ssm_state_.data() + slot * c.ssm_state_floats();  // (K - 1) x DI, the oldest first
+  float* S = conv + (K - 1) * DI;
+  if (pos == 0) std::fill(conv, conv + c.ssm_state_floats(), 0.0f);
+  ref::matvec(L.conv_in, xb_.data(), ssm_zx_.data(), row_);
+  ssm_conv(L, conv, ssm_zx_.data());  // -> ssm_xbc_: silu(conv(x) + bias)
+  std::vector<float> xdb(static_cast<size_t>(R + 2 * DS)), dt(static_cast<size_t>(DI));
+  ref::matvec(L.ssm_x, ssm_xbc_.data(), xdb.data(), row_);
+  if (c.ssm_dt_b_c_rms) {
+    const std::vector<float> ones(static_cast<size_t>(std::max(R, DS)), 1.0f);
+    ref::rmsnorm(xdb.data(), xdb.data(), ones.data(), R, c.rms_eps);
+    ref::rmsnorm(xdb.data() + R, xdb.data() + R, ones.data(), DS, c.rms_eps);
+    ref::rmsnorm(xdb.data() + R + DS, xdb.data() + R + DS, ones.data(), DS, c.rms_eps);
+  }
+  ref::matvec(L.ssm_dt, xdb.data(), dt.data(), row_);
+  const float* B = xdb.data() + R;
+  const float* C = B + DS;
+  for (int64_t i = 0; i < DI; ++i) {
+    const float d = ssm_softplus(dt[i] + L.ssm_dt_b[i]), x = ssm_xbc_[i];
+    float sum = 0.0f;
+    for (int64_t n = 0; n < DS; ++n) {
+      float& h = S[i * DS + n];
+      h = h * std::exp(d * L.ssm_a[i * DS + n]) + B[n] * x * d;
+      sum += h * C[n];
+    }
+    const float z = ssm_zx_[DI + i];
+    ssm_y_[i] = (sum + x * L.ssm_d[i]) * ref::silu(z);
+  }
+  ref::matvec(L.conv_out, ssm_y_.data(), xb_.data(), row_);
+}
+
 // Mamba-2's mixer, one token (model/mamba2.h says what it computes): [z | xBC | dt] = ssm_in xb; the
 // convolution over the last d_conv inputs, oldest first, plus the bias, silu; per head the state
 // update and read-out; the gate silu(z), the norm per group, ssm_out. The state (the convolution's last
@@ -362,6 +399,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         shortconv(L, c.slot(l), pos);
       } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
         delta_net(L, c.slot(l), pos);
+      } else if (c.is_ssm(l) && c.arch.mamba1) {  // mamba: a Mamba-1 mixer
+        mamba1(L, c.slot(l), pos);
       } else if (c.is_ssm(l) && !c.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer instead of attention
         mamba2(L, c.slot(l), pos);
       } else {

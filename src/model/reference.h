@@ -36,6 +36,7 @@ class ReferenceForward {
   void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
   void ssm_conv(const LayerWeights& L, float* conv, const float* in);  // recurrent layers: into ssm_xbc_
   void mamba2(const LayerWeights& L, int64_t slot, int64_t pos);  // granitehybrid: xb = the mixer of xb
+  void mamba1(const LayerWeights& L, int64_t slot, int64_t pos);  // mamba: xb = the Mamba-1 mixer of xb
   void delta_net(const LayerWeights& L, int64_t slot, int64_t pos);  // qwen35: xb = the gated delta net of xb
 
   // y (the product of base matrix `w`) += the adapter's delta for it, when adapted.

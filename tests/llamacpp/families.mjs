@@ -88,7 +88,10 @@
 //           and without the mixers' grouped norm;
 //   minicpm (MiniCPM): granite's scalars under MiniCPM's names and defaults, with RoPE; and MiniCPM-MoE's
 //           8 softmax experts, 2 per token, renormalized;
-//   internlm2 (InternLM2 / 2.5): the llama block with an untied output.
+//   internlm2 (InternLM2 / 2.5): the llama block with an untied output;
+//   mamba (Mamba-1; without D x: KLD 5.7) and its Falcon-Mamba form (weightless RMS norms on dt, B, C;
+//           without them: KLD 1.9e-2 on the rounded files), mamba2 (8 heads, 2 groups): attention-free
+//           stacks of 3 mixers, their states carried through the sequence.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -189,6 +192,9 @@ try {
     minicpm: ['--shape', 'tiny-minicpm', '--head-dim', '64', ...minicpmScalars],
     'minicpm (experts)': ['--shape', 'tiny-minicpm-moe', '--head-dim', '64', ...minicpmScalars],
     internlm2: ['--shape', 'tiny-internlm2', '--head-dim', '64'],
+    mamba: ['--shape', 'tiny-mamba'],
+    'mamba (Falcon-Mamba: dt, B, C normed)': ['--shape', 'tiny-falcon-mamba'],
+    mamba2: ['--shape', 'tiny-mamba2'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

@@ -67,6 +67,13 @@ void print_report(const QuantizeReport& r, const QuantizeCli& o, const QuantReci
                 static_cast<long long>(r.kv_heads), static_cast<long long>(r.head_dim),
                 static_cast<long long>(ctx), static_cast<long long>(o.concurrency), format_bytes(per_token).c_str(),
                 state_part.c_str(), format_bytes(r.bytes_out + kv + states).c_str());
+  } else if (ctx > 0 && r.kv_layers == 0 && r.state_bytes_per_seq > 0) {  // mamba, mamba2: states only
+    const uint64_t states = r.state_bytes_per_seq * static_cast<uint64_t>(o.concurrency);
+    std::printf("serving memory estimate: weights %s + no KV cache (attention-free) + recurrent state %s (%lld layers, %s "
+                "per sequence, %lld sequence(s), any length) = %s\n",
+                format_bytes(r.bytes_out).c_str(), format_bytes(states).c_str(), static_cast<long long>(r.state_layers),
+                format_bytes(r.state_bytes_per_seq).c_str(), static_cast<long long>(o.concurrency),
+                format_bytes(r.bytes_out + states).c_str());
   } else {
     std::printf("serving memory estimate: weights %s (KV cache unknown: no context length or attention shape)\n",
                 format_bytes(r.bytes_out).c_str());

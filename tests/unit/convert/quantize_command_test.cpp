@@ -230,6 +230,14 @@ TEST(QuantizeCommand, MemoryEstimateCountsRecurrentState) {
     EXPECT_NE(r.out.find(c.layers), std::string::npos) << c.shape << r.out;
     EXPECT_NE(r.out.find(c.state), std::string::npos) << c.shape << r.out;
   }
+  // an attention-free stack: states only, whatever the length
+  const std::string in = test::temp_dir() + "/tiny-mamba-q.gguf", out = test::temp_dir() + "/tiny-mamba-q8.gguf";
+  auto d = test::run_command(test::tokenmill_binary() + " dummy --shape tiny-mamba --dtype F32 -o " + in);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  auto r = quantize(in + " " + out + " --type Q8_0 --ctx 1024 --concurrency 2 -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no KV cache (attention-free) + recurrent state 57.00 KiB (3 layers, 28.50 KiB per sequence"),
+            std::string::npos) << r.out;
 }
 
 TEST(QuantizeCommand, SingleTypeRecipes) {

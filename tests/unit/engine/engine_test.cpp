@@ -142,7 +142,9 @@ TEST_P(Invariance, GreedyOutputDoesNotDependOnBatching) {
   ASSERT_TRUE(loaded.ok()) << loaded.error();
   const ModelConfig& cfg = (*loaded)->config();
   const int64_t bs = EngineConfig{}.block_size;
-  const uint64_t per_token = KvLayout::for_model(cfg, bs, 0, DType::F32).bytes_per_block() / static_cast<uint64_t>(bs);
+  // (mamba, mamba2: no K/V -- blocks only count positions -- so their budget is given in tokens too)
+  const uint64_t per_token =
+      std::max<uint64_t>(1, KvLayout::for_model(cfg, bs, 0, DType::F32).bytes_per_block() / static_cast<uint64_t>(bs));
   const Variant variants[] = {
       {"batched", 4096, 0, true},
       {"chunk1", 1, 0, true},
@@ -189,7 +191,8 @@ INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-
                                                                  "tiny-gemma3", "tiny-mistral", "tiny-lfm2",
                                                                  "tiny-lfm2moe", "tiny-granitehybrid", "tiny-qwen35",
                                                                  "tiny-nemotron-h", "tiny-nemotron-h-moe",
-                                                                 "tiny-qwen3next", "tiny-falcon-h1"));
+                                                                 "tiny-qwen3next", "tiny-falcon-h1", "tiny-mamba",
+                                                                 "tiny-mamba2"));
 
 // Recurrent models (granitehybrid's Mamba-2 mixers): the plan gives a state slot per sequence that
 // runs at once and turns the prefix cache off; speculative decoding, whose rejected drafts would need
@@ -218,6 +221,56 @@ TEST(Engine, RecurrentModelsPlanStateSlotsAndRefuseSpeculation) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().find("speculative decoding is not supported for models with recurrent layers (granitehybrid)"),
             std::string::npos) << e.error();
+}
+
+// Attention-free models (mamba2) have no K/V: the whole budget goes to state slots, and the blocks,
+// which cost nothing, only count the positions of as many sequences of the context; --max-model-len
+// sets that context (their files say 2^20; the tiny dummy 256), a --kv-cache-tokens size the positions.
+TEST(Engine, AttentionFreeModelsPlanStatesAndFreeBlocks) {
+  const std::string model = tiny_model_path("tiny-mamba2");
+  EngineConfig c;
+  c.model_path = model;
+  c.threads = 1;
+  c.max_num_seqs = 3;
+  {
+    auto e = Engine::create(c);
+    ASSERT_TRUE(e.ok()) << e.error();
+    const MemoryPlan& p = (*e)->memory_plan();
+    EXPECT_EQ(p.num_state_slots, 3);
+    EXPECT_EQ(p.kv_bytes, p.state_bytes);  // (no K/V)
+    EXPECT_EQ(p.max_model_len, 256);
+    EXPECT_EQ(p.num_blocks, 3 * 256 / 16);
+    EXPECT_NE(p.note.find("recurrent state: 3 sequence slots"), std::string::npos) << p.note;
+  }
+  c.max_model_len = 100;
+  {
+    auto e = Engine::create(c);
+    ASSERT_TRUE(e.ok()) << e.error();
+    EXPECT_EQ((*e)->memory_plan().max_model_len, 100);
+    EXPECT_EQ((*e)->memory_plan().num_blocks, 3 * 7);  // ceil(100 / 16) per slot
+  }
+  c.max_model_len = 0;
+  c.kv_cache_tokens = 64;
+  auto e = Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ((*e)->memory_plan().num_blocks, 4);
+  EXPECT_EQ((*e)->memory_plan().max_model_len, 64);
+  // a file that says 2^20 positions, as the converter writes for Mamba: 65536 unless asked otherwise
+  DummyOptions o;
+  o.shape = *find_shape("tiny-mamba2");
+  o.shape.n_ctx = 1 << 20;
+  o.dtype = DType::F32;
+  const std::string long_path = test::temp_dir() + "/tiny-mamba2-2p20.gguf";
+  ASSERT_TRUE(write_dummy_model(o, long_path).ok());
+  EngineConfig l;
+  l.model_path = long_path;
+  l.threads = 1;
+  l.max_num_seqs = 2;
+  auto le = Engine::create(l);
+  ASSERT_TRUE(le.ok()) << le.error();
+  EXPECT_EQ((*le)->memory_plan().max_model_len, 65536);
+  EXPECT_NE((*le)->memory_plan().note.find("the context is 65536 tokens (the file says 1048576"), std::string::npos)
+      << (*le)->memory_plan().note;
 }
 
 TEST(Engine, SeedsReproduceInsideABatch) {

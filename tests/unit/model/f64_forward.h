@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -59,6 +60,11 @@ class F64Forward {
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
         ffn(L, l, x, rs);
         continue;
+      }
+      if (c_.is_ssm(l) && c_.arch.mamba1) {  // mamba: a Mamba-1 mixer, its recurrence in float64
+        const auto o = mv(L.conv_out, mamba1(L, l, xb, pos));
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        continue;  // (no FFN)
       }
       if (c_.is_ssm(l) && !c_.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
         const auto o = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
@@ -376,6 +382,42 @@ class F64Forward {
     if (roped) rope(p, pos, rp);
     if (c_.arch.qk_norm_after_rope) norm_head();  // hunyuan-dense
   }
+  // Mamba-1 in float64 (model/mamba1.h): kc_ holds x's raw inputs, m1_h_[l] the states (d_inner x d_state).
+  std::vector<double> mamba1(const LayerWeights& L, int64_t l, const std::vector<double>& xb, int64_t pos) {
+    const int64_t DI = c_.ssm_d_inner, K = c_.ssm_d_conv, DS = c_.ssm_d_state, R = c_.ssm_dt_rank;
+    const auto xz = mv(L.conv_in, xb);
+    kc_[l].emplace_back(xz.begin(), xz.begin() + DI);
+    m1_h_.resize(c_.n_layer);
+    if (pos == 0) m1_h_[l].assign(DI * DS, 0.0);
+    std::vector<double> xc(DI);
+    for (int64_t ch = 0; ch < DI; ++ch) {
+      double acc = L.ssm_conv_b[ch];
+      for (int64_t j = 0; j < K; ++j)
+        if (pos - K + 1 + j >= 0) acc += kc_[l][pos - K + 1 + j][ch] * L.conv_kernel[ch * K + j];
+      xc[ch] = acc / (1 + std::exp(-acc));
+    }
+    auto xdb = mv(L.ssm_x, xc);
+    if (c_.ssm_dt_b_c_rms)
+      for (const auto& [off, w] : {std::pair<int64_t, int64_t>{0, R}, {R, DS}, {R + DS, DS}}) {
+        double ss = 0;
+        for (int64_t i = 0; i < w; ++i) ss += xdb[off + i] * xdb[off + i];
+        for (int64_t i = 0; i < w; ++i) xdb[off + i] /= std::sqrt(ss / w + c_.rms_eps);
+      }
+    const auto dt = mv(L.ssm_dt, std::vector<double>(xdb.begin(), xdb.begin() + R));
+    std::vector<double> y(DI);
+    for (int64_t i = 0; i < DI; ++i) {
+      const double a = dt[i] + L.ssm_dt_b[i], d = a > 20 ? a : std::log1p(std::exp(a));
+      double sum = 0;
+      for (int64_t n = 0; n < DS; ++n) {
+        double& h = m1_h_[l][i * DS + n];
+        h = h * std::exp(d * L.ssm_a[i * DS + n]) + xdb[R + n] * xc[i] * d;
+        sum += h * xdb[R + DS + n];
+      }
+      const double z = xz[DI + i];
+      y[i] = (sum + xc[i] * L.ssm_d[i]) * z / (1 + std::exp(-z));
+    }
+    return y;
+  }
   // Mamba-2 without a recurrence: with xBC_s the silu'd convolution of the inputs at s (kc_: the raw
   // inputs, vc_: [xBC_s | dt_s]), head h's output at t is
   //   y_t = sum_{s <= t} exp(A_h sum_{s < r <= t} dt_r) dt_s (C_t . B_s) x_s + D_h x_t,
@@ -507,6 +549,7 @@ class F64Forward {
   const ModelConfig& c_;
   const float* ff_;  // RoPE frequency divisors, or null
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
+  std::vector<std::vector<double>> m1_h_;  // Mamba-1 states per layer
 };
 
 }  // namespace tmill::test

@@ -78,6 +78,14 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.head_dim, shape.head_dim);
     EXPECT_EQ(c.n_ff, shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
+    if (c.n_kv_layers() == 0) {  // (mamba, mamba2: no attention; their mixers' in-projections instead)
+      const Matrix& in = m->weights().layers[0].conv_in;
+      EXPECT_EQ(in.type, t);
+      std::vector<float> row(in.cols);
+      dequantize_row(in.type, in.row(in.rows - 1), row.data(), in.cols);
+      for (float v : row) ASSERT_LE(std::abs(v), 0.04f) << dtype_name(t);
+      continue;
+    }
     int64_t a0 = 0, a1 = 1;  // attention layers (lfm2's others are convolutions)
     auto attention = [&](int64_t l) { return c.has_attention(l); };
     while (!attention(a0)) ++a0;
@@ -186,7 +194,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe",
                                                               "tiny-qwen3next", "tiny-qwen3next-legacy", "tiny-falcon-h1",
                                                               "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe",
-                                                              "tiny-internlm2"));
+                                                              "tiny-internlm2", "tiny-mamba", "tiny-falcon-mamba",
+                                                              "tiny-mamba2"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

@@ -202,6 +202,44 @@ TEST(Recurrent, FalconH1LayersHoldKvAndState) {
   EXPECT_NE(biased.error().find("FFN biases (blk.0.ffn_up.bias)"), std::string::npos) << biased.error();
 }
 
+// The attention-free stacks: every layer one mixer and nothing else (no K/V layer at all, no FFN), each
+// with its state slot; Mamba-1's sizes (dt's rank, no groups: the convolution spans d_inner) and
+// falcon-mamba's norms from the file; its expansion other than 2 refused as llama.cpp refuses it.
+TEST(Recurrent, MambaStacksHaveStatesOnly) {
+  for (const char* shape : {"tiny-mamba", "tiny-mamba2"}) {
+    auto m = tiny(shape);
+    ASSERT_TRUE(m);
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.n_kv_layers(), 0) << shape;
+    EXPECT_EQ(c.n_ssm_layers(), 3) << shape;
+    for (int64_t l = 0; l < 3; ++l) EXPECT_TRUE(!c.has_attention(l) && !c.has_ffn(l) && c.slot(l) == l) << shape;
+    const KvLayout lay = KvLayout::for_model(c, 16, 8, DType::F16);
+    EXPECT_EQ(lay.bytes_per_block(), 0u) << shape;
+    EXPECT_EQ(lay.n_state_layers, 3) << shape;
+  }
+  auto m = tiny("tiny-mamba");
+  const ModelConfig& c = m->config();
+  EXPECT_TRUE(c.arch.mamba1);
+  EXPECT_EQ(c.ssm_d_inner, 128);
+  EXPECT_EQ(c.ssm_dt_rank, 4);  // ceil(64 / 16)
+  EXPECT_EQ(c.ssm_conv_dim(), 128);
+  EXPECT_EQ(c.ssm_in_dim(), 256);
+  EXPECT_EQ(c.ssm_state_floats(), 3 * 128 + 128 * 16);
+  EXPECT_FALSE(c.ssm_dt_b_c_rms);
+  EXPECT_EQ(m->weights().layers[0].ssm_x.rows, 4 + 2 * 16);
+  EXPECT_EQ(m->weights().layers[0].ssm_a.size(), 128u * 16u);
+  auto falcon = tiny("tiny-falcon-mamba");
+  ASSERT_TRUE(falcon);
+  EXPECT_TRUE(falcon->config().ssm_dt_b_c_rms);
+  EXPECT_FALSE(falcon->config().tied_output);
+  auto wide = rewrite(*m, "mamba.ssm.inner_size", GgufValue::u32(192));
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().find("not 2 x embedding_length"), std::string::npos) << wide.error();
+  auto flag = rewrite(*m, "mamba.ssm.dt_b_c_rms", GgufValue::u32(1));
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.error().find("must be a bool"), std::string::npos) << flag.error();
+}
+
 TEST(Recurrent, NemotronHSingleBlockLayers) {
   auto m = tiny("tiny-nemotron-h");
   ASSERT_TRUE(m);
