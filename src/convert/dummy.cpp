@@ -223,6 +223,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (olmo2 && (s.tied || s.n_head * s.head_dim != s.n_embd))
     return Error{"olmo2 needs an untied output and n_head * head_dim == n_embd (as llama.cpp loads it)"};
   const bool falcon_h1 = s.arch == "falcon-h1";  // attention and a Mamba-2 mixer side by side in every layer
+  const bool jamba = s.arch == "jamba";  // Mamba-1 mixers between NoPE attention layers, experts every other layer
   const bool granite_hybrid = s.arch == "granitehybrid";  // Mamba-2 mixers between attention layers, NoPE
   // nemotron_h: each layer a Mamba-2 mixer ('M'), attention without RoPE ('*') or a ReLU-squared MLP ('-')
   // nemotron_h_moe: E for an experts layer (ungated ReLU-squared experts, sigmoid routing, a shared expert)
@@ -267,7 +268,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   std::vector<bool> conv_layer(static_cast<size_t>(s.n_layer), false);
   if (qwen35) {
     for (int64_t l = 0; l < s.n_layer; ++l) conv_layer[static_cast<size_t>(l)] = (l + 1) % 4 != 0;
-  } else if (granite_hybrid) {
+  } else if (granite_hybrid || jamba) {
     conv_layer.assign(conv_layer.size(), true);
     for (int64_t l : s.attn_layers) {
       if (l < 0 || l >= s.n_layer) return Error{fmt::format("granitehybrid: attention layer {} is not one of {} layers", l, s.n_layer)};
@@ -299,7 +300,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (s.arch == "internlm2" && s.tied) return Error{"internlm2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
-  if (!llama4 && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's here"};
+  if (!llama4 && !jamba && s.moe_layer_step > 1) return Error{"interleaved expert layers are llama4's and jamba's here"};
+  if (jamba && s.ssm_d_inner > 0 && s.ssm_d_inner != 2 * s.n_embd) return Error{"jamba's inner width is 2 x n_embd"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
   if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
   if ((cohere || starcoder2 || stablelm) && s.n_head * s.head_dim != s.n_embd)
@@ -330,7 +332,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool sigmoid = glm4moe || s.sigmoid_gating || minimax || dots1 || lfm2moe || bailing || exaone_moe;
   if (s.n_dense_lead < 0 || s.n_dense_lead > s.n_layer) return Error{"--n-dense-lead must be in [0, --n-layer]"};
   if (moe) {
-    if (s.arch != "llama" && !moe_arch && !granite_hybrid && s.arch != "minicpm")
+    if (s.arch != "llama" && !moe_arch && !granite_hybrid && s.arch != "minicpm" && !jamba)
       return Error{fmt::format("--n-expert: architecture '{}' has no experts (qwen3moe, qwen2moe, olmoe, granitemoe, glm4moe, deepseek2, ernie4_5-moe, minimax-m2, dots1, llama4, llama)",
                                s.arch)};
     if (s.n_expert < 2) return Error{fmt::format("{} needs --n-expert >= 2", s.arch)};
@@ -407,7 +409,15 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     const int32_t half = static_cast<int32_t>(n_rot / 2);
     if (!qwen3next) w.set(a + "rope.dimension_sections", GgufValue::i32_array({(half + 2) / 3, (half + 1) / 3, half / 3, 0}));
   }
-  if (granite_hybrid) {  // as convert_hf_to_gguf.py writes Granite 4.0-H: KV heads per layer (0: a mixer), ssm.*, NoPE
+  if (jamba) {  // as convert_hf_to_gguf.py writes Jamba: KV heads per layer (0: a mixer), Mamba-1's ssm.*
+    std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
+    for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
+    w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+    w.set_u32(a + "ssm.conv_kernel", static_cast<uint32_t>(ssm_conv));
+    w.set_u32(a + "ssm.inner_size", static_cast<uint32_t>(2 * s.n_embd));
+    w.set_u32(a + "ssm.state_size", static_cast<uint32_t>(ssm_state));
+    w.set_u32(a + "ssm.time_step_rank", static_cast<uint32_t>(s.ssm_dt_rank > 0 ? s.ssm_dt_rank : (s.n_embd + 15) / 16));
+  } else if (granite_hybrid) {  // as convert_hf_to_gguf.py writes Granite 4.0-H: KV heads per layer (0: a mixer), ssm.*, NoPE
     std::vector<int32_t> kv(static_cast<size_t>(s.n_layer));
     for (int64_t l = 0; l < s.n_layer; ++l) kv[static_cast<size_t>(l)] = conv_layer[static_cast<size_t>(l)] ? 0 : static_cast<int32_t>(s.n_head_kv);
     w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
@@ -724,6 +734,25 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, gdn_inner, wt, w_spread));
     } else if (conv_layer[static_cast<size_t>(l)] && granite_hybrid) {  // a Mamba-2 mixer
       TM_TRY(add_mamba2(p));
+    } else if (conv_layer[static_cast<size_t>(l)] && jamba) {  // a Mamba-1 mixer with its dt / B / C norms
+      const int64_t DI = 2 * s.n_embd, R = s.ssm_dt_rank > 0 ? s.ssm_dt_rank : (s.n_embd + 15) / 16;
+      TM_TRY(add_matrix(p + "ssm_in.weight", 2 * DI, s.n_embd, wt, w_spread));
+      TM_TRY(add_matrix(p + "ssm_conv1d.weight", DI, ssm_conv, DType::F32, 0.5f));
+      TM_TRY(add_vector(p + "ssm_conv1d.bias", DI, 0.0f, 0.1f));
+      TM_TRY(add_matrix(p + "ssm_x.weight", R + 2 * ssm_state, DI, wt, w_spread));
+      TM_TRY(add_vector(p + "ssm_dt_norm.weight", R, 1.0f, 0.1f));
+      TM_TRY(add_matrix(p + "ssm_dt.weight", DI, R, wt, 4 * w_spread));
+      TM_TRY(add_vector(p + "ssm_dt.bias", DI, -2.0f, 1.5f));
+      TM_TRY(add_vector(p + "ssm_b_norm.weight", ssm_state, 1.0f, 0.1f));
+      TM_TRY(add_vector(p + "ssm_c_norm.weight", ssm_state, 1.0f, 0.1f));
+      TM_TRY(w.add_tensor(p + "ssm_a", DType::F32, {ssm_state, DI}, [=](uint8_t* dst, size_t) -> Status {
+        std::vector<float> buf(static_cast<size_t>(ssm_state * DI));  // -exp(A_log): decay rates in [-7, -1]
+        fill_row(buf.data(), ssm_state * DI, seed, p + "ssm_a", 0, -4.0f, 3.0f);
+        std::memcpy(dst, buf.data(), buf.size() * 4);
+        return {};
+      }));
+      TM_TRY(add_vector(p + "ssm_d", DI, 1.0f, 0.5f));
+      TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, DI, wt, w_spread));
     } else if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj
       TM_TRY(add_matrix(p + "shortconv.in_proj.weight", 3 * s.n_embd, s.n_embd, wt, w_spread));
       TM_TRY(add_matrix(p + "shortconv.conv.weight", s.n_embd, conv_l, DType::F32, 0.5f));

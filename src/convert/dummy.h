@@ -74,7 +74,7 @@ struct ModelShape {
   // mamba_rms_norm false)
   int64_t ssm_d_inner = 0;
   bool ssm_no_norm = false;
-  // mamba (Mamba-1): dt's rank (0: ceil(n_embd / 16), as the checkpoints) and falcon-mamba's weightless RMS
+  // mamba, jamba (Mamba-1): dt's rank (0: ceil(n_embd / 16), as the checkpoints) and falcon-mamba's weightless RMS
   // norms on dt, B and C
   int64_t ssm_dt_rank = 0;
   bool ssm_dt_b_c_rms = false;  // granitehybrid: RoPE on the attention layers (Bamba; Granite 4.0-H has none)
@@ -105,7 +105,7 @@ struct ModelShape {
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
 // "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy",
 // "tiny-falcon-h1", "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe", "tiny-internlm2",
-// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2").
+// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

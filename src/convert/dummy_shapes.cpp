@@ -377,6 +377,23 @@ std::vector<ModelShape> more_shapes() {
         m.ssm_d_state = 16, m.ssm_n_head = 8, m.ssm_n_group = 2;
         return m;
       }(),
+      // Jamba Mini 1.7 (jamba: Mamba-1 mixers with attention on every 8th layer from layer 4, 16 experts (2 per
+      // token) on every other layer from layer 1, dt's rank 256) and a tiny form: 4 layers, attention on
+      // layer 2, 4 experts on layers 1 and 3
+      [] {
+        ModelShape m{"jamba-mini-1.7", "jamba", 65536, 4096, 32, 32, 8, 128, 14336, 262144, 10000.0f, 1e-6f, false};
+        m.attn_layers = {4, 12, 20, 28};
+        m.ssm_d_state = 16, m.ssm_dt_rank = 256;
+        m.n_expert = 16, m.n_expert_used = 2, m.moe_layer_step = 2;
+        return m;
+      }(),
+      [] {
+        ModelShape m{"tiny-jamba", "jamba", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false};
+        m.attn_layers = {2};
+        m.ssm_d_state = 16;
+        m.n_expert = 4, m.n_expert_used = 2, m.moe_layer_step = 2;
+        return m;
+      }(),
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

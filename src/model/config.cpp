@@ -59,6 +59,8 @@ Status read_ssm_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   return {};
 }
 
+Status read_mamba1_config(const GgufFile& f, const std::string& a, ModelConfig& c);
+
 // mamba and mamba2 (ArchSpec::attention_free): every layer one mixer, no attention, no FFN (llama.cpp's
 // converter writes head_count 0 and feed_forward_length 0). The attention fields get placeholders nothing
 // reads -- one head of two dimensions -- as no layer has K/V (n_kv_layers 0); the mixers' keys as
@@ -71,7 +73,12 @@ Status read_attention_free(const GgufFile& f, const std::string& a, ModelConfig&
   c.ffn_only.assign(static_cast<size_t>(c.n_layer), 0);
   c.cache_slot.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) c.cache_slot[static_cast<size_t>(l)] = static_cast<int32_t>(l);
-  if (!c.arch.mamba1) return read_ssm_config(f, a, c);
+  return c.arch.mamba1 ? read_mamba1_config(f, a, c) : read_ssm_config(f, a, c);
+}
+
+// Mamba-1's ssm.* keys (ArchSpec::mamba1: mamba, jamba), as llama.cpp reads them: time_step_rank is dt's
+// rank; the heads are the d_inner channels, one dimension each, and there are no groups.
+Status read_mamba1_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
   TM_ASSIGN_OR_RETURN(c.ssm_d_conv, req_int(f, a + "ssm.conv_kernel", 1, 64));
   TM_ASSIGN_OR_RETURN(c.ssm_d_inner, req_int(f, a + "ssm.inner_size", 1, 1 << 20));
   TM_ASSIGN_OR_RETURN(c.ssm_d_state, req_int(f, a + "ssm.state_size", 1, 4096));
@@ -187,7 +194,7 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
   if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
-  if (c.arch.ssm) TM_TRY(read_ssm_config(f, a, c));
+  if (c.arch.ssm) TM_TRY(c.arch.mamba1 ? read_mamba1_config(f, a, c) : read_ssm_config(f, a, c));
   return {};
 }
 
@@ -310,6 +317,7 @@ ArchSpec arch_minicpm();
 ArchSpec arch_internlm2();
 ArchSpec arch_mamba();
 ArchSpec arch_mamba2();
+ArchSpec arch_jamba();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -327,7 +335,7 @@ void register_builtin_archs() {
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
-                               arch_mamba(), arch_mamba2()})
+                               arch_mamba(), arch_mamba2(), arch_jamba()})
       registry()[s.name] = s;
   });
 }

@@ -246,7 +246,10 @@ struct ModelConfig {
   float moe_weights_scale = 1.0f;
   // llama4: experts every moe_layer_step-th layer (layers l with (l + 1) % step == 0), dense ones between
   int64_t moe_layer_step = 1;
+  // jamba: the expert layers as the file has them (a router tensor), 1 per layer; empty: the rules above
+  std::vector<uint8_t> moe_layer;
   bool layer_is_moe(int64_t layer) const {
+    if (!moe_layer.empty()) return n_expert > 0 && moe_layer[static_cast<size_t>(layer)] != 0;
     return n_expert > 0 && layer >= n_layer_dense_lead && (layer + 1) % moe_layer_step == 0;
   }
   // How a token's experts are chosen and weighted (model/moe.h moe_route_token, ref::moe_route).

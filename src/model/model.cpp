@@ -275,6 +275,12 @@ Status load_mamba1_layer(Loader& ld, const ModelConfig& c, const std::string& p,
   TM_ASSIGN_OR_RETURN(L.ssm_a, ld.vec2d(p + "ssm_a", DS, DI));
   TM_ASSIGN_OR_RETURN(L.ssm_d, ld.vec(p + "ssm_d", DI));
   TM_ASSIGN_OR_RETURN(L.conv_out, ld.matrix(p + "ssm_out.weight", E, DI));
+  const bool normed = c.arch.name == "jamba";  // (llama.cpp: jamba's three norms, with weights, are required)
+  TM_ASSIGN_OR_RETURN(L.ssm_dt_norm, ld.opt_vec(p + "ssm_dt_norm.weight", R, normed));
+  TM_ASSIGN_OR_RETURN(L.ssm_b_norm, ld.opt_vec(p + "ssm_b_norm.weight", DS, normed));
+  TM_ASSIGN_OR_RETURN(L.ssm_c_norm, ld.opt_vec(p + "ssm_c_norm.weight", DS, normed));
+  if (L.ssm_dt_norm.empty() != L.ssm_b_norm.empty() || L.ssm_dt_norm.empty() != L.ssm_c_norm.empty())
+    return Error{fmt::format("{}: ssm_dt_norm, ssm_b_norm and ssm_c_norm come together", p)};
   return {};
 }
 

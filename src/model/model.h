@@ -70,6 +70,7 @@ struct LayerWeights {
   // (d_inner channels), ssm_conv_b, ssm_dt_b (per channel), ssm_a (d_inner x d_state, channel-major) and
   // ssm_d (per channel), plus x_proj (ssm_x: dt's rank, then B and C rows) and dt_proj (ssm_dt).
   Matrix ssm_x, ssm_dt;
+  std::vector<float> ssm_dt_norm, ssm_b_norm, ssm_c_norm;  // jamba: RMS norms' weights on dt, B and C (else empty)
   // gpt-oss's biases (ArchSpec::moe_biases, else empty): the router's, and each expert's, expert-major
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)

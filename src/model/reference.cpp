@@ -239,11 +239,12 @@ void ReferenceForward::mamba1(const LayerWeights& L, int64_t slot, int64_t pos) 
   ssm_conv(L, conv, ssm_zx_.data());  // -> ssm_xbc_: silu(conv(x) + bias)
   std::vector<float> xdb(static_cast<size_t>(R + 2 * DS)), dt(static_cast<size_t>(DI));
   ref::matvec(L.ssm_x, ssm_xbc_.data(), xdb.data(), row_);
-  if (c.ssm_dt_b_c_rms) {
+  if (c.ssm_dt_b_c_rms || !L.ssm_dt_norm.empty()) {  // (falcon-mamba: no weights; jamba's)
     const std::vector<float> ones(static_cast<size_t>(std::max(R, DS)), 1.0f);
-    ref::rmsnorm(xdb.data(), xdb.data(), ones.data(), R, c.rms_eps);
-    ref::rmsnorm(xdb.data() + R, xdb.data() + R, ones.data(), DS, c.rms_eps);
-    ref::rmsnorm(xdb.data() + R + DS, xdb.data() + R + DS, ones.data(), DS, c.rms_eps);
+    auto w = [&](const std::vector<float>& v) { return v.empty() ? ones.data() : v.data(); };
+    ref::rmsnorm(xdb.data(), xdb.data(), w(L.ssm_dt_norm), R, c.rms_eps);
+    ref::rmsnorm(xdb.data() + R, xdb.data() + R, w(L.ssm_b_norm), DS, c.rms_eps);
+    ref::rmsnorm(xdb.data() + R + DS, xdb.data() + R + DS, w(L.ssm_c_norm), DS, c.rms_eps);
   }
   ref::matvec(L.ssm_dt, xdb.data(), dt.data(), row_);
   const float* B = xdb.data() + R;

@@ -192,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(Models, Invariance, ::testing::Values("stories", "tiny-
                                                                  "tiny-lfm2moe", "tiny-granitehybrid", "tiny-qwen35",
                                                                  "tiny-nemotron-h", "tiny-nemotron-h-moe",
                                                                  "tiny-qwen3next", "tiny-falcon-h1", "tiny-mamba",
-                                                                 "tiny-mamba2"));
+                                                                 "tiny-mamba2", "tiny-jamba"));
 
 // Recurrent models (granitehybrid's Mamba-2 mixers): the plan gives a state slot per sequence that
 // runs at once and turns the prefix cache off; speculative decoding, whose rejected drafts would need

@@ -61,10 +61,11 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
-      if (c_.is_ssm(l) && c_.arch.mamba1) {  // mamba: a Mamba-1 mixer, its recurrence in float64
+      if (c_.is_ssm(l) && c_.arch.mamba1) {  // mamba, jamba: a Mamba-1 mixer, its recurrence in float64
         const auto o = mv(L.conv_out, mamba1(L, l, xb, pos));
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
-        continue;  // (no FFN)
+        ffn(L, l, x, rs);  // (mamba: none)
+        continue;
       }
       if (c_.is_ssm(l) && !c_.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer, in its attention-like (dual) form
         const auto o = mv(L.conv_out, mamba2_dual(L, l, xb, pos));
@@ -397,12 +398,16 @@ class F64Forward {
       xc[ch] = acc / (1 + std::exp(-acc));
     }
     auto xdb = mv(L.ssm_x, xc);
-    if (c_.ssm_dt_b_c_rms)
+    if (c_.ssm_dt_b_c_rms || !L.ssm_dt_norm.empty()) {  // (falcon-mamba: no weights; jamba's)
+      const std::vector<float>* wts[3] = {&L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm};
+      int part = 0;
       for (const auto& [off, w] : {std::pair<int64_t, int64_t>{0, R}, {R, DS}, {R + DS, DS}}) {
+        const std::vector<float>& wt = *wts[part++];
         double ss = 0;
         for (int64_t i = 0; i < w; ++i) ss += xdb[off + i] * xdb[off + i];
-        for (int64_t i = 0; i < w; ++i) xdb[off + i] /= std::sqrt(ss / w + c_.rms_eps);
+        for (int64_t i = 0; i < w; ++i) xdb[off + i] *= (wt.empty() ? 1.0 : wt[i]) / std::sqrt(ss / w + c_.rms_eps);
       }
+    }
     const auto dt = mv(L.ssm_dt, std::vector<double>(xdb.begin(), xdb.begin() + R));
     std::vector<double> y(DI);
     for (int64_t i = 0; i < DI; ++i) {

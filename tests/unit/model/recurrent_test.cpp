@@ -240,6 +240,28 @@ TEST(Recurrent, MambaStacksHaveStatesOnly) {
   EXPECT_NE(flag.error().find("must be a bool"), std::string::npos) << flag.error();
 }
 
+// Jamba: Mamba-1 mixers (head_count_kv 0) with weighted dt / B / C norms, attention without RoPE, and
+// experts where the file has a router -- every other layer in the releases.
+TEST(Recurrent, JambaLayersExpertsAndNorms) {
+  auto m = tiny("tiny-jamba");
+  ASSERT_TRUE(m);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.ssm_layer, (std::vector<uint8_t>{1, 1, 0, 1}));
+  EXPECT_EQ(c.cache_slot, (std::vector<int32_t>{0, 1, 0, 2}));
+  EXPECT_EQ(c.n_kv_layers(), 1);
+  EXPECT_FALSE(c.has_rope(2));
+  EXPECT_EQ(c.moe_layer, (std::vector<uint8_t>{0, 1, 0, 1}));
+  for (int64_t l = 0; l < 4; ++l) EXPECT_EQ(c.layer_is_moe(l), l % 2 == 1) << l;
+  EXPECT_FALSE(c.arch.moe_norm_topk);
+  EXPECT_EQ(c.ssm_dt_rank, 4);
+  EXPECT_EQ(m->weights().layers[0].ssm_dt_norm.size(), 4u);
+  EXPECT_EQ(m->weights().layers[0].ssm_c_norm.size(), 16u);
+  auto bare = test::load_edited(m->path(), [](GgufWriter&) {},
+                                [](const std::string& t) { return t == "blk.1.ssm_b_norm.weight"; });
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.error().find("blk.1.ssm_b_norm.weight"), std::string::npos) << bare.error();
+}
+
 TEST(Recurrent, NemotronHSingleBlockLayers) {
   auto m = tiny("tiny-nemotron-h");
   ASSERT_TRUE(m);
