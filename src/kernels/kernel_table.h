@@ -35,6 +35,9 @@ using ToF16Fn = void (*)(const float* x, uint16_t* y, int64_t n);
 using DeltaRuleFn = void (*)(float* S, const float* q, const float* k, const float* v, float decay, float beta,
                              float scale, float* o, int64_t d);
 using SsmScanRowFn = float (*)(float* s, const float* B, const float* C, float dA, float xdt, int64_t n);
+// One Mamba-1 channel (ops.h ssm_scan_row_decay): a decay exp(dt A_i) per state element.
+using SsmScanDecayFn = float (*)(float* s, const float* A, const float* B, const float* C, float dt, float xdt,
+                                 int64_t n);
 
 // One set per level: every kernel file of row operations provides all of them.
 struct RowOps {
@@ -49,6 +52,7 @@ struct RowOps {
   ToF16Fn to_f16;      // f32 -> IEEE half, round to nearest even: bitwise core/fp16.h's fp32_to_fp16
   DeltaRuleFn delta_rule;    // recurrent layers (model/gated_delta_net.h, model/mamba2.h)
   SsmScanRowFn ssm_scan_row;
+  SsmScanDecayFn ssm_scan_row_decay;
 };
 
 inline constexpr int kPackKinds = kPackQ3_K + 1;

@@ -38,6 +38,9 @@ void delta_rule_step(float* S, const float* q, const float* k, const float* v, f
 float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n) {
   return kern::kernels().ops.ssm_scan_row(s, B, C, dA, xdt, n);
 }
+float ssm_scan_row_decay(float* s, const float* A, const float* B, const float* C, float dt, float xdt, int64_t n) {
+  return kern::kernels().ops.ssm_scan_row_decay(s, A, B, C, dt, xdt, n);
+}
 
 void gelu_mul(float* gate, const float* up, int64_t n) { kern::kernels().ops.gelu_mul(gate, up, n); }
 

@@ -17,6 +17,9 @@ void delta_rule_step(float* S, const float* q, const float* k, const float* v, f
 // One row of a Mamba-2 scan (model/mamba2.h): s_i = s_i dA + B_i xdt for i < n; returns sum s_i C_i
 // (summed in another order on the vector levels).
 float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt, int64_t n);
+// Mamba-1's channel (model/mamba1.h): s_i = s_i exp(dt A_i) + B_i xdt, returning sum_i s_i C_i (ggml's
+// order; the vector levels' exp within ~2 ulp of expf).
+float ssm_scan_row_decay(float* s, const float* A, const float* B, const float* C, float dt, float xdt, int64_t n);
 
 // out[r] = w * x[r] / sqrt(mean(x[r]^2) + eps) for n_rows rows of n (rows may be strided).
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, float* out, int64_t ldo, int64_t n_rows, int64_t n,

@@ -1,4 +1,6 @@
 // AVX2 versions of the row operations in ops.h.
+#include <cmath>
+
 #include "core/fp16.h"
 #include "kernels/isa_avx2.h"
 #include "kernels/kernel_table.h"
@@ -46,6 +48,21 @@ float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt
   }
   float sum = hsum8(acc);
   for (int64_t i = n8; i < n; ++i) sum += (s[i] = s[i] * dA + B[i] * xdt) * C[i];
+  return sum;
+}
+
+float ssm_scan_row_decay(float* s, const float* A, const float* B, const float* C, float dt, float xdt, int64_t n) {
+  const __m256 d = _mm256_set1_ps(dt), x = _mm256_set1_ps(xdt);
+  const int64_t n8 = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 decay = exp256(_mm256_mul_ps(d, _mm256_loadu_ps(A + i)));
+    const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(B + i), x, _mm256_mul_ps(_mm256_loadu_ps(s + i), decay));
+    _mm256_storeu_ps(s + i, v);
+    acc = _mm256_fmadd_ps(v, _mm256_loadu_ps(C + i), acc);
+  }
+  float sum = hsum8(acc);
+  for (int64_t i = n8; i < n; ++i) sum += (s[i] = s[i] * std::exp(dt * A[i]) + B[i] * xdt) * C[i];
   return sum;
 }
 
@@ -175,7 +192,7 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 
 void add_ops_avx2(KernelTable& t) {
   t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16,
-                 delta_rule, ssm_scan_row};
+                 delta_rule, ssm_scan_row, ssm_scan_row_decay};
 }
 
 }  // namespace tmill::kern

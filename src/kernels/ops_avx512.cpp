@@ -43,6 +43,19 @@ float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt
   return _mm512_reduce_add_ps(acc);
 }
 
+float ssm_scan_row_decay(float* s, const float* A, const float* B, const float* C, float dt, float xdt, int64_t n) {
+  const __m512 d = _mm512_set1_ps(dt), x = _mm512_set1_ps(xdt);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask16(n - i);
+    const __m512 decay = exp512(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, A + i)));
+    const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, B + i), x, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + i), decay));
+    _mm512_mask_storeu_ps(s + i, m, v);
+    acc = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, C + i), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
 void silu_mul(float* g, const float* u, int64_t n) {
   int64_t i = 0;
   const __m512 one = _mm512_set1_ps(1.0f);
@@ -187,7 +200,7 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 
 void add_ops_avx512(KernelTable& t) {
   t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul, to_f16,
-                 delta_rule, ssm_scan_row};
+                 delta_rule, ssm_scan_row, ssm_scan_row_decay};
 }
 
 }  // namespace tmill::kern

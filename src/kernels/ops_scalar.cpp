@@ -80,6 +80,12 @@ float ssm_scan_row(float* s, const float* B, const float* C, float dA, float xdt
   return sum;
 }
 
+float ssm_scan_row_decay(float* s, const float* A, const float* B, const float* C, float dt, float xdt, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += (s[i] = s[i] * std::exp(dt * A[i]) + B[i] * xdt) * C[i];
+  return sum;
+}
+
 void rope_neox(float* x, int64_t n_heads, int64_t head_dim, int64_t half, const float* cos_t, const float* sin_t) {
   rope_pairs_scalar(x, n_heads, head_dim, half, cos_t, sin_t, true);
 }
@@ -113,7 +119,7 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
 
 void add_ops_scalar(KernelTable& t) {
   t.ops = RowOps{rmsnorm_row, silu_mul, exp_shift_scale, argmax, add_inplace, rope_neox, axpy, gelu_mul_scalar, to_f16,
-                 delta_rule, ssm_scan_row};
+                 delta_rule, ssm_scan_row, ssm_scan_row_decay};
 }
 
 }  // namespace tmill::kern

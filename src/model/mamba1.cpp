@@ -4,19 +4,13 @@
 #include <functional>
 
 #include "core/thread_pool.h"
+#include "kernels/ops.h"
 #include "model/mamba2.h"
 
 namespace tmill {
 
 float mamba1_scan_row(float* h, const float* A, const float* B, const float* C, float dt, float x, int64_t n) {
-  const float x_dt = x * dt;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = h[i] * std::exp(dt * A[i]) + B[i] * x_dt;
-    sum += s * C[i];
-    h[i] = s;
-  }
-  return sum;
+  return ssm_scan_row_decay(h, A, B, C, dt, x * dt, n);
 }
 
 void mamba1_scan(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,

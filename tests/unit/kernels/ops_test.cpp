@@ -247,7 +247,7 @@ TEST(Ops, F32ToF16IsBitwiseTheSoftwareConversionOnEveryIsa) {
 
 // The recurrent layers' steps (a gated delta net's head, a Mamba-2 scan row) on every ISA against the
 // formulas in double, over several tokens so the state carries the error forward.
-TEST(Ops, DeltaRuleAndSsmScanMatchTheFormulasOnEveryIsa) {
+TEST(Ops, DeltaRuleAndSsmScanMatchTheFormulasOnEveryIsa) {  // (and Mamba-1's scan row)
   IsaGuard guard;
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -285,6 +285,18 @@ TEST(Ops, DeltaRuleAndSsmScanMatchTheFormulasOnEveryIsa) {
         const float got = ssm_scan_row(s.data(), k[t].data(), q[t].data(), dA, xdt, d);
         double want = 0;
         for (int64_t i = 0; i < d; ++i) want += (w[i] = w[i] * dA + k[t][i] * xdt) * q[t][i];
+        ASSERT_NEAR(got, want, 1e-5) << isa_name(isa) << " d " << d;
+        for (int64_t i = 0; i < d; ++i) ASSERT_NEAR(s[i], w[i], 1e-5) << isa_name(isa) << " d " << d;
+      }
+      // Mamba-1's row: a decay exp(dt A_i) per element (A negative, as -exp(A_log))
+      std::vector<float> A(static_cast<size_t>(d));
+      for (auto& a : A) a = -std::exp(nd(rng));
+      for (size_t i = 0; i < s.size(); ++i) w[i] = s[i] = nd(rng);
+      for (int t = 0; t < 3; ++t) {
+        const float dt = 0.05f + 0.2f * static_cast<float>(t), xdt = 0.3f * static_cast<float>(t + 1);
+        const float got = ssm_scan_row_decay(s.data(), A.data(), k[t].data(), q[t].data(), dt, xdt, d);
+        double want = 0;
+        for (int64_t i = 0; i < d; ++i) want += (w[i] = w[i] * std::exp(static_cast<double>(dt) * A[i]) + k[t][i] * xdt) * q[t][i];
         ASSERT_NEAR(got, want, 1e-5) << isa_name(isa) << " d " << d;
         for (int64_t i = 0; i < d; ++i) ASSERT_NEAR(s[i], w[i], 1e-5) << isa_name(isa) << " d " << d;
       }
