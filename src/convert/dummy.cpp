@@ -166,6 +166,30 @@ DType fallback_type(DType type, int64_t cols) {
 
 void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab) { synthetic_vocab(w, n_vocab, false, false, false); }
 
+GgufWriter::Producer dummy_rows(std::shared_ptr<ThreadPool> pool, uint64_t seed, const std::string& name, int64_t rows,
+                                int64_t cols, DType type, float spread) {
+  return [=](uint8_t* dst, size_t nbytes) -> Status {
+    const size_t row_bytes = nbytes / static_cast<size_t>(rows);
+    pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+      std::vector<float> buf(static_cast<size_t>(cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
+        quantize_row(type, buf.data(), dst + r * row_bytes, cols);
+      }
+    });
+    return {};
+  };
+}
+
+GgufWriter::Producer dummy_f32(uint64_t seed, const std::string& name, int64_t n, float center, float spread) {
+  return [=](uint8_t* dst, size_t) -> Status {
+    std::vector<float> buf(static_cast<size_t>(n));
+    fill_row(buf.data(), n, seed, name, 0, center, spread);
+    std::memcpy(dst, buf.data(), buf.size() * 4);
+    return {};
+  };
+}
+
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
@@ -577,41 +601,16 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     // Rows that don't fit the block size: IQ4_XS -> IQ4_NL (llama.cpp's fallback), Q2_K / Q3_K ->
     // Q4_0 (as `tokenmill quantize`, quant_recipe.cpp), otherwise F16.
     type = fallback_type(type, cols);
-    return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
-      const size_t row_bytes = nbytes / static_cast<size_t>(rows);
-      pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
-        std::vector<float> buf(static_cast<size_t>(cols));
-        for (int64_t r = r0; r < r1; ++r) {
-          fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
-          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
-        }
-      });
-      return {};
-    });
+    return w.add_tensor(name, type, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, type, spread));
   };
   // 3-D expert weights [cols, rows, n]: n matrices of rows x cols, one after the other
   auto add_experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols, DType type,
                          float spread) -> Status {
     type = fallback_type(type, cols);
-    return w.add_tensor(name, type, {cols, rows, n}, [=](uint8_t* dst, size_t nbytes) -> Status {
-      const size_t row_bytes = nbytes / static_cast<size_t>(rows * n);
-      pool->parallel_for(rows * n, 64, [&](int64_t r0, int64_t r1, int) {
-        std::vector<float> buf(static_cast<size_t>(cols));
-        for (int64_t r = r0; r < r1; ++r) {
-          fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
-          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
-        }
-      });
-      return {};
-    });
+    return w.add_tensor(name, type, {cols, rows, n}, dummy_rows(pool, seed, name, rows * n, cols, type, spread));
   };
   auto add_vector = [&](const std::string& name, int64_t n, float center, float spread) -> Status {
-    return w.add_tensor(name, DType::F32, {n}, [=](uint8_t* dst, size_t) -> Status {
-      std::vector<float> buf(static_cast<size_t>(n));
-      fill_row(buf.data(), n, seed, name, 0, center, spread);
-      std::memcpy(dst, buf.data(), buf.size() * 4);
-      return {};
-    });
+    return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spread));
   };
 
   const DType wt = o.dtype;
@@ -662,23 +661,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_vector(p + "ssm_conv1d.bias", ssm_conv_dim, 0.0f, 0.1f));
     TM_TRY(add_vector(p + "ssm_dt.bias", H, -2.0f, 1.5f));  // softplus(dt) of the order of 0.1
     auto per_head = [&](const std::string& name, float center, float spread) {  // [1, H]
-      return w.add_tensor(name, DType::F32, {1, H}, [=](uint8_t* dst, size_t) -> Status {
-        std::vector<float> buf(static_cast<size_t>(H));
-        fill_row(buf.data(), H, seed, name, 0, center, spread);
-        std::memcpy(dst, buf.data(), buf.size() * 4);
-        return {};
-      });
+      return w.add_tensor(name, DType::F32, {1, H}, dummy_f32(seed, name, H, center, spread));
     };
     TM_TRY(per_head(p + "ssm_a", -4.0f, 3.0f));  // -exp(A_log): decay rates in [-7, -1]
     TM_TRY(per_head(p + "ssm_d", 1.0f, 0.5f));
     if (!s.ssm_no_norm) {
       TM_TRY(w.add_tensor(p + "ssm_norm.weight", DType::F32, {ssm_inner / ssm_groups, ssm_groups},
-                          [=](uint8_t* dst, size_t) -> Status {
-                            std::vector<float> buf(static_cast<size_t>(ssm_inner));
-                            fill_row(buf.data(), ssm_inner, seed, p + "ssm_norm.weight", 0, 1.0f, 0.1f);
-                            std::memcpy(dst, buf.data(), buf.size() * 4);
-                            return {};
-                          }));
+                          dummy_f32(seed, p + "ssm_norm.weight", ssm_inner, 1.0f, 0.1f)));
     }
     TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, ssm_inner, wt, w_spread));
     return {};
@@ -745,12 +734,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "ssm_dt.bias", DI, -2.0f, 1.5f));
       TM_TRY(add_vector(p + "ssm_b_norm.weight", ssm_state, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "ssm_c_norm.weight", ssm_state, 1.0f, 0.1f));
-      TM_TRY(w.add_tensor(p + "ssm_a", DType::F32, {ssm_state, DI}, [=](uint8_t* dst, size_t) -> Status {
-        std::vector<float> buf(static_cast<size_t>(ssm_state * DI));  // -exp(A_log): decay rates in [-7, -1]
-        fill_row(buf.data(), ssm_state * DI, seed, p + "ssm_a", 0, -4.0f, 3.0f);
-        std::memcpy(dst, buf.data(), buf.size() * 4);
-        return {};
-      }));
+      // -exp(A_log): decay rates in [-7, -1]
+      TM_TRY(w.add_tensor(p + "ssm_a", DType::F32, {ssm_state, DI}, dummy_f32(seed, p + "ssm_a", ssm_state * DI, -4.0f, 3.0f)));
       TM_TRY(add_vector(p + "ssm_d", DI, 1.0f, 0.5f));
       TM_TRY(add_matrix(p + "ssm_out.weight", s.n_embd, DI, wt, w_spread));
     } else if (conv_layer[static_cast<size_t>(l)]) {  // lfm2's short convolution: in_proj (b, c, x), kernel, out_proj

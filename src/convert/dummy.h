@@ -3,16 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "formats/gguf.h"
 
 namespace tmill {
 
-class GgufWriter;
+class ThreadPool;
 
 struct ModelShape {
   std::string name;  // "qwen2.5-0.5b"
@@ -137,6 +139,12 @@ struct DummyOptions {
 // Fills one row with uniform values in [center - spread, center + spread], reproducibly from (seed,
 // name, row): the dummy model's and the dummy LoRA adapter's values.
 void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int64_t row, float center, float spread);
+// The dummy writers' tensor bytes from fill_row: `rows` rows of `cols` values uniform in +-spread,
+// quantized to `type` row by row over the pool (a 3-D tensor's matrices are rows after rows); and n
+// float32 values around `center` (1-D, or any shape read as one row).
+GgufWriter::Producer dummy_rows(std::shared_ptr<ThreadPool> pool, uint64_t seed, const std::string& name, int64_t rows,
+                                int64_t cols, DType type, float spread);
+GgufWriter::Producer dummy_f32(uint64_t seed, const std::string& name, int64_t n, float center, float spread);
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);

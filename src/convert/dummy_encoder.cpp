@@ -122,25 +122,10 @@ Status write_dummy_encoder(const DummyOptions& o, const std::string& out_path) {
                         std::optional<DType> force = std::nullopt) -> Status {
     DType type = force.value_or(o.dtype);
     if (cols % dtype_info(type).block_size != 0) type = DType::F16;
-    return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
-      const size_t row_bytes = nbytes / static_cast<size_t>(rows);
-      pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
-        std::vector<float> buf(static_cast<size_t>(cols));
-        for (int64_t r = r0; r < r1; ++r) {
-          fill_row(buf.data(), cols, seed, name, r, 0.0f, spread);
-          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
-        }
-      });
-      return {};
-    });
+    return w.add_tensor(name, type, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, type, spread));
   };
   auto add_vector = [&](const std::string& name, int64_t n, float center, float spread) -> Status {
-    return w.add_tensor(name, DType::F32, {n}, [=](uint8_t* dst, size_t) -> Status {
-      std::vector<float> buf(static_cast<size_t>(n));
-      fill_row(buf.data(), n, seed, name, 0, center, spread);
-      std::memcpy(dst, buf.data(), buf.size() * 4);
-      return {};
-    });
+    return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spread));
   };
   const int64_t E = s.n_embd, F = s.n_ff;
   // Embedding rows get a wider spread than the matrices so the LayerNorms see real variation.

@@ -80,28 +80,13 @@ Status write_dummy_mamba(const DummyOptions& o, const std::string& out_path) {
   auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, float spr, bool f32 = false) -> Status {
     DType type = f32 ? DType::F32 : o.dtype;
     if (cols % dtype_info(type).block_size != 0) type = DType::F16;
-    return w.add_tensor(name, type, {cols, rows}, [=](uint8_t* dst, size_t nbytes) -> Status {
-      const size_t row_bytes = nbytes / static_cast<size_t>(rows);
-      pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
-        std::vector<float> buf(static_cast<size_t>(cols));
-        for (int64_t r = r0; r < r1; ++r) {
-          fill_row(buf.data(), cols, seed, name, r, 0.0f, spr);
-          quantize_row(type, buf.data(), dst + r * row_bytes, cols);
-        }
-      });
-      return {};
-    });
+    return w.add_tensor(name, type, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, type, spr));
   };
   // F32 values centered on `center` (1-D [n], or 2-D [cols, rows] as ne)
   auto add_f32 = [&](const std::string& name, std::vector<int64_t> ne, float center, float spr) -> Status {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
-    return w.add_tensor(name, DType::F32, ne, [=](uint8_t* dst, size_t) -> Status {
-      std::vector<float> buf(static_cast<size_t>(n));
-      fill_row(buf.data(), n, seed, name, 0, center, spr);
-      std::memcpy(dst, buf.data(), buf.size() * 4);
-      return {};
-    });
+    return w.add_tensor(name, DType::F32, ne, dummy_f32(seed, name, n, center, spr));
   };
   TM_TRY(add_matrix("token_embd.weight", s.n_vocab, E, e_spread));
   TM_TRY(add_f32("output_norm.weight", {E}, 1.0f, 0.1f));
