@@ -37,9 +37,27 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
     auto cfg = read_model_config(g);
     if (cfg.ok()) {
       const ModelConfig& c = *cfg;
-      std::printf("hyper-params:  vocab %lld, hidden %lld, layers %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld\n",
-                  (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
-                  (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.n_ff);
+      if (c.arch.attention_free)  // (mamba, mamba2: the attention fields are placeholders)
+        std::printf("hyper-params:  vocab %lld, hidden %lld, layers %lld, attention-free (no heads, no FFN)\n",
+                    (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer);
+      else
+        std::printf("hyper-params:  vocab %lld, hidden %lld, layers %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld\n",
+                    (long long)c.n_vocab, (long long)c.n_embd, (long long)c.n_layer, (long long)c.n_head,
+                    (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.n_ff);
+      if (c.n_ssm_layers() > 0) {  // what each recurrent layer is, and the state a sequence carries
+        const std::string what =
+            c.arch.gated_delta_net
+                ? fmt::format("gated delta nets ({} value heads over {} key heads of {})", c.ssm_n_head, c.ssm_n_group,
+                              c.ssm_d_state)
+            : c.arch.mamba1 ? fmt::format("Mamba-1 mixers (inner {}, state {}, dt rank {}, conv {})", c.ssm_d_inner,
+                                          c.ssm_d_state, c.ssm_dt_rank, c.ssm_d_conv)
+                            : fmt::format("Mamba-2 mixers (inner {}: {} heads of {}, state {}, {} group(s), conv {})",
+                                          c.ssm_d_inner, c.ssm_n_head, c.ssm_head_dim(), c.ssm_d_state, c.ssm_n_group,
+                                          c.ssm_d_conv);
+        std::printf("recurrent:     %lld of %lld layers %s%s; %s of state per sequence\n", (long long)c.n_ssm_layers(),
+                    (long long)c.n_layer, what.c_str(), c.arch.parallel_ssm ? ", each beside attention" : "",
+                    format_bytes(static_cast<uint64_t>(c.n_ssm_layers() * c.ssm_state_floats()) * sizeof(float)).c_str());
+      }
       if (c.is_moe())
         std::printf("experts:       %lld, %lld per token (%s), expert ffn %lld%s\n", (long long)c.n_expert,
                     (long long)c.n_expert_used, c.arch.moe_norm_topk ? "weights renormalized" : "softmax weights",
@@ -56,17 +74,28 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                     "heads of %lld + %lld, values %lld\n",
                     (long long)c.mla_kv_rank, (long long)c.n_rot, (long long)c.mla_q_rank, (long long)c.mla_nope,
                     (long long)c.n_rot, (long long)c.mla_v);
-      std::printf("context:       %lld trained; rope theta %g, %s layout, n_rot %lld%s; rms eps %g\n",
-                  (long long)c.n_ctx_train, c.rope_theta,
-                  c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,
-                  c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
-                  : c.rope_scaling == RopeScaling::Yarn
-                      ? fmt::format(", YaRN x{} (original context {})", c.rope_scale_factor, c.n_ctx_orig).c_str()
-                  : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling"
-                  : c.rope_scaling == RopeScaling::LongRope
-                      ? fmt::format(", LongRoPE (original context {}, attn factor {:.4g})", c.n_ctx_orig, c.rope_attn_factor).c_str()
-                      : "",
-                  c.rms_eps);
+      if (c.arch.attention_free) {
+        std::printf("context:       %lld trained; no attention, no positions; rms eps %g\n", (long long)c.n_ctx_train,
+                    c.rms_eps);
+      } else {
+        std::printf(
+            "context:       %lld trained; rope theta %g, %s layout, n_rot %lld%s; rms eps %g\n", (long long)c.n_ctx_train,
+            c.rope_theta, c.arch.rope_layout == RopeLayout::NeoX ? "neox" : "adjacent-pair", (long long)c.n_rot,
+            c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
+            : c.rope_scaling == RopeScaling::Yarn
+                ? fmt::format(", YaRN x{} (original context {})", c.rope_scale_factor, c.n_ctx_orig).c_str()
+            : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling"
+            : c.rope_scaling == RopeScaling::LongRope
+                ? fmt::format(", LongRoPE (original context {}, attn factor {:.4g})", c.n_ctx_orig, c.rope_attn_factor).c_str()
+                : "",
+            c.rms_eps);
+      }
+      if (!c.ropes.empty() && !c.ropes[0].still.empty()) {
+        int64_t still = 0;
+        for (uint8_t s : c.ropes[0].still) still += s;
+        std::printf("rope:          M-RoPE on text: NeoX with %lld of %lld rotation pairs still (the fourth section's)\n",
+                    (long long)still, (long long)c.ropes[0].still.size());
+      }
       if (c.n_swa > 0) {
         int64_t sliding = 0;
         for (const auto& la : c.layer_attn) sliding += la.window > 0;

@@ -490,5 +490,29 @@ TEST(QuantizeCommand, RefusesToWriteNonFiniteData) {
   EXPECT_EQ(quantize(dir + "/big.gguf " + dir + "/out.gguf --type Q8_0 -q").exit_code, 0);
 }
 
+// `tokenmill inspect` on the recurrent and M-RoPE families: what each recurrent layer is and the
+// state a sequence carries; an attention-free file without the placeholder heads; M-RoPE's still pairs.
+TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
+  struct Case {
+    const char* shape;
+    std::vector<std::string> lines;
+  } cases[] = {
+      {"tiny-mamba",
+       {"attention-free (no heads, no FFN)", "recurrent:     3 of 3 layers Mamba-1 mixers (inner 128, state 16, dt rank 4, conv 4); 28.50 KiB",
+        "no attention, no positions"}},
+      {"tiny-falcon-h1", {"Mamba-2 mixers (inner 96: 6 heads of 16, state 16, 2 group(s), conv 4), each beside attention"}},
+      {"tiny-qwen3next", {"3 of 4 layers gated delta nets (4 value heads over 2 key heads of 16)"}},
+      {"tiny-qwen3vl", {"rope:          M-RoPE on text: NeoX with 2 of 16 rotation pairs still"}},
+  };
+  for (const Case& c : cases) {
+    const std::string f = test::temp_dir() + "/inspect-" + c.shape + ".gguf";
+    auto d = test::run_command(test::tokenmill_binary() + " dummy --shape " + c.shape + " --dtype F32 -o " + f);
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    auto r = test::run_command(test::tokenmill_binary() + " inspect " + f);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const std::string& l : c.lines) EXPECT_NE(r.out.find(l), std::string::npos) << c.shape << "\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace tmill
