@@ -281,6 +281,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool llama4 = s.arch == "llama4";  // interleaved experts with a shared one, chunked attention, NoPE layers
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
   const bool stablelm = s.arch == "stablelm";  // LayerNorms with biases, q/k/v biases, SwiGLU, partial NeoX RoPE
+  const bool orion = s.arch == "orion";        // stablelm's LayerNorms with biases, no q/k/v biases
   const bool starcoder2 = s.arch == "starcoder2" || phi2;  // LayerNorms with biases, biases everywhere, ungated GELU FFN
   const bool apertus = s.arch == "apertus";  // q/k norms (with unused biases), an ungated xIELU FFN, attn_output.bias
   if (apertus && s.tied) return Error{"apertus has an untied output matrix (llama.cpp requires output.weight)"};
@@ -320,7 +321,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if ((granite_hybrid || nemotron || falcon_h1) && (ssm_inner % ssm_heads != 0 || ssm_heads % ssm_groups != 0))
     return Error{fmt::format("granitehybrid: the inner width {} must split into {} heads, and those into {} groups",
                              ssm_inner, ssm_heads, ssm_groups)};
-  if (stablelm && s.tied) return Error{"stablelm has an untied output matrix (llama.cpp requires output.weight)"};
+  if ((stablelm || orion || s.arch == "xverse") && s.tied)
+    return Error{fmt::format("{} has an untied output matrix (llama.cpp requires output.weight)", s.arch)};
   if (phi2 && s.tied) return Error{"phi2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (s.arch == "internlm2" && s.tied) return Error{"internlm2 has an untied output matrix (llama.cpp requires output.weight)"};
   const int64_t moe_step = s.moe_layer_step > 0 ? s.moe_layer_step : 1;
@@ -328,7 +330,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (jamba && s.ssm_d_inner > 0 && s.ssm_d_inner != 2 * s.n_embd) return Error{"jamba's inner width is 2 x n_embd"};
   if (cohere) s.tied = true;  // llama.cpp's command-r / cohere2 read no output.weight
   if (s.arch == "cohere2" && s.n_swa <= 0) return Error{"cohere2 needs --sliding-window > 0 (llama.cpp requires it)"};
-  if ((cohere || starcoder2 || stablelm) && s.n_head * s.head_dim != s.n_embd)
+  if ((cohere || starcoder2 || stablelm || orion) && s.n_head * s.head_dim != s.n_embd)
     return Error{fmt::format("{} needs n_head * head_dim == n_embd (llama.cpp's q and output are n_embd square)", s.arch)};
   if (minimax && s.tied) return Error{"minimax-m2 has an untied output matrix (llama.cpp requires output.weight)"};
   if (dots1 && (s.n_head_kv != s.n_head || s.tied))
@@ -529,7 +531,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
     if (s.rope_theta_swa > 0) w.set_f32(a + "rope.freq_base_swa", s.rope_theta_swa);
   }
-  if (starcoder2 || stablelm) w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+  if (starcoder2 || stablelm || orion) w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
   if (apertus) {  // as ApertusModel writes each layer's xIELU parameters (global keys, one value per layer)
     std::vector<float> an, ap, beta, eps;
     for (int64_t l = 0; l < s.n_layer; ++l) {
@@ -635,7 +637,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_f32("rope_factors_short.weight", lr.short_f));
   }
   TM_TRY(add_vector(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", s.n_embd, 1.0f, 0.1f));
-  if (starcoder2 || stablelm) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
+  if (starcoder2 || stablelm || orion) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
   if (phi2) TM_TRY(add_vector("output.bias", s.n_vocab, 0.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
   if (rerank) {  // [n_embd, 2]: the output matrix's rows of "yes" and "no", in its type (same bytes)
@@ -698,7 +700,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       continue;
     }
     if (!olmo2 && !exaone4) TM_TRY(add_vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.1f));
-    if (starcoder2 || stablelm) {  // the LayerNorms' biases (phi2: one norm per layer)
+    if (starcoder2 || stablelm || orion) {  // the LayerNorms' biases (phi2: one norm per layer)
       TM_TRY(add_vector(p + "attn_norm.bias", s.n_embd, 0.0f, 0.1f));
       if (!phi2) TM_TRY(add_vector(p + "ffn_norm.bias", s.n_embd, 0.0f, 0.1f));
     }

@@ -107,7 +107,7 @@ struct ModelShape {
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
 // "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy",
 // "tiny-falcon-h1", "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe", "tiny-internlm2",
-// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba").
+// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

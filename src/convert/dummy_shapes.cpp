@@ -394,6 +394,12 @@ std::vector<ModelShape> more_shapes() {
         m.n_expert = 4, m.n_expert_used = 2, m.moe_layer_step = 2;
         return m;
       }(),
+      // Orion-14B (orion: LayerNorms with biases, NeoX RoPE) and XVERSE-13B (xverse: the llama block), both
+      // with untied outputs, and their tiny forms
+      {"orion-14b", "orion", 84608, 5120, 40, 40, 40, 128, 15360, 4096, 10000.0f, 1e-5f, false},
+      {"tiny-orion", "orion", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+      {"xverse-13b", "xverse", 100534, 5120, 40, 40, 40, 128, 13824, 8192, 10000.0f, 1e-6f, false},
+      {"tiny-xverse", "xverse", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},
       // Seed-OSS-36B: the llama block with NeoX RoPE and q/k/v biases
       {"seed-oss-36b", "seed_oss", 155136, 5120, 64, 80, 8, 128, 27648, 524288, 10000000.0f, 1e-6f, false},
       {"tiny-seed-oss", "seed_oss", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},

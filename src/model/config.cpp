@@ -318,6 +318,8 @@ ArchSpec arch_internlm2();
 ArchSpec arch_mamba();
 ArchSpec arch_mamba2();
 ArchSpec arch_jamba();
+ArchSpec arch_orion();
+ArchSpec arch_xverse();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -335,7 +337,7 @@ void register_builtin_archs() {
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
-                               arch_mamba(), arch_mamba2(), arch_jamba()})
+                               arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse()})
       registry()[s.name] = s;
   });
 }

@@ -93,7 +93,9 @@
 //           without them: KLD 1.9e-2 on the rounded files), mamba2 (8 heads, 2 groups): attention-free
 //           stacks of 3 mixers, their states carried through the sequence;
 //   jamba (Jamba): Mamba-1 mixers with weighted dt / B / C norms on layers 0, 1, 3, NoPE attention on layer
-//           2, 4 softmax experts (2 per token, not renormalized) on layers 1 and 3.
+//           2, 4 softmax experts (2 per token, not renormalized) on layers 1 and 3;
+//   orion (Orion-14B): LayerNorms with biases around the llama block, NeoX RoPE, untied output;
+//   xverse (XVERSE): the llama block with an untied output.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -198,6 +200,8 @@ try {
     'mamba (Falcon-Mamba: dt, B, C normed)': ['--shape', 'tiny-falcon-mamba'],
     mamba2: ['--shape', 'tiny-mamba2'],
     jamba: ['--shape', 'tiny-jamba', '--head-dim', '64'],
+    orion: ['--shape', 'tiny-orion', '--head-dim', '64'],
+    xverse: ['--shape', 'tiny-xverse', '--head-dim', '64', '--seed', '3'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
