@@ -138,7 +138,8 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
   for (const char* shape : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-gemma2",
                             "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                             "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
-                            "tiny-mistral3", "tiny-seed-oss"})
+                            "tiny-mistral3", "tiny-seed-oss", "tiny-qwen2vl", "tiny-qwen3vl", "tiny-glm4v",
+                            "tiny-minicpm", "tiny-internlm2", "tiny-xverse"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       // the 64-layer EXAONE 4.0 on the host oracle only: on the emulator it doubles the test's time, and
       // its parts (windows, NoPE layers, no pre-norms) run there in tiny-olmo3, tiny-smollm3, tiny-exaone4
@@ -200,12 +201,13 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryMoeFamily) {
   // with NoPE global layers in exaone-moe: F32 and Q8_0)
   for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss", "tiny-granitemoe",
                             "tiny-glm4moe", "tiny-minimax-m2", "tiny-dots1", "tiny-ernie4_5-moe", "tiny-bailingmoe2",
-                            "tiny-exaone-moe"})
+                            "tiny-exaone-moe", "tiny-qwen3vlmoe", "tiny-glm4v-moe", "tiny-minicpm-moe"})
     for (DType t : {DType::F32, DType::Q8_0, DType::Q4_0, DType::MXFP4}) {
       if ((t == DType::MXFP4) != (std::string(shape) == "tiny-gpt-oss") && t != DType::F32) continue;
       const std::string sh(shape);
       if (t == DType::Q4_0 && (sh == "tiny-glm4moe" || sh == "tiny-minimax-m2" || sh == "tiny-dots1" ||
-                               sh == "tiny-ernie4_5-moe" || sh == "tiny-bailingmoe2" || sh == "tiny-exaone-moe"))
+                               sh == "tiny-ernie4_5-moe" || sh == "tiny-bailingmoe2" || sh == "tiny-exaone-moe" ||
+                               sh == "tiny-glm4v-moe"))
         continue;
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);
