@@ -104,7 +104,7 @@ uint64_t Forward::weight_bytes() const {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
-                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
+                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha, &P.mamba_x, &P.mamba_dt})
       b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
     b += floats(P.conv_kernel_t);
@@ -113,7 +113,7 @@ uint64_t Forward::weight_bytes() const {
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
                           &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel, &L.ssm_conv_b, &L.ssm_dt_b,
-                          &L.ssm_a, &L.ssm_d, &L.ssm_norm})
+                          &L.ssm_a, &L.ssm_d, &L.ssm_norm, &L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm})
       b += floats(*v);
   }
   return b;

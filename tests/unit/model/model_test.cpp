@@ -742,6 +742,23 @@ TEST(Forward, WeightBytesCountWhatThePreparedWeightsOccupy) {
     if (dt == DType::F16 && detected_isa() >= Isa::Avx512) want += matrices;
     EXPECT_EQ(fwd.weight_bytes(), want) << dtype_name(dt);
   }
+  // the recurrent families' weights too (Mamba-1's x_proj / dt_proj and jamba's dt / B / C norms
+  // included): the file's bytes, plus the transposed copy of each convolution kernel and (tiny-mamba,
+  // tiny-qwen3next) the F32 copy of a tied output
+  for (const char* name : {"tiny-mamba", "tiny-jamba", "tiny-falcon-h1", "tiny-qwen3next"}) {
+    DummyOptions o;
+    o.shape = *find_shape(name);
+    o.dtype = DType::F32;
+    const std::string path = test::temp_dir() + "/wb-" + name + ".gguf";
+    ASSERT_TRUE(write_dummy_model(o, path).ok());
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error();
+    uint64_t want = (*m)->weight_bytes();
+    for (const LayerWeights& L : (*m)->weights().layers) want += L.conv_kernel.size() * sizeof(float);
+    if ((*m)->config().tied_output) want += (*m)->weights().output.bytes();
+    Forward fwd(*m, nullptr);
+    EXPECT_EQ(fwd.weight_bytes(), want) << name;
+  }
 }
 
 // The forward prepares (repacks / copies) its matrices on the pool's threads, largest first. The
