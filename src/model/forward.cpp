@@ -499,22 +499,12 @@ void Forward::mamba1_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) 
   observe(P.mamba_x, step.conv, N);
   matmul(P.mamba_x, step.conv, DI, m1_xdb_.data(), XW, N, pool_);  // [dt | B | C]
   if (c.ssm_dt_b_c_rms || !L.ssm_dt_norm.empty()) {  // each part RMS-normalized (falcon-mamba: no weights; jamba's)
-    const float* wts[3] = {L.ssm_dt_norm.empty() ? nullptr : L.ssm_dt_norm.data(),
-                           L.ssm_b_norm.empty() ? nullptr : L.ssm_b_norm.data(),
-                           L.ssm_c_norm.empty() ? nullptr : L.ssm_c_norm.data()};
-    parallel(N, 8, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        int part = 0;
-        for (const auto& [off, w] : {std::pair<int64_t, int64_t>{0, R}, {R, DS}, {R + DS, DS}}) {
-          float* v = m1_xdb_.data() + t * XW + off;
-          float ss = 0.0f;
-          for (int64_t i = 0; i < w; ++i) ss += v[i] * v[i];
-          const float r = 1.0f / std::sqrt(ss / static_cast<float>(w) + c.rms_eps);
-          const float* wt = wts[part++];
-          for (int64_t i = 0; i < w; ++i) v[i] *= wt ? r * wt[i] : r;
-        }
-      }
-    });
+    // (ssm_ones_ spans d_inner, wider than dt's rank and d_state)
+    auto weights = [&](const std::vector<float>& v) { return v.empty() ? ssm_ones_.data() : v.data(); };
+    float* x = m1_xdb_.data();
+    rmsnorm_rows(x, XW, weights(L.ssm_dt_norm), x, XW, N, R, c.rms_eps);
+    rmsnorm_rows(x + R, XW, weights(L.ssm_b_norm), x + R, XW, N, DS, c.rms_eps);
+    rmsnorm_rows(x + R + DS, XW, weights(L.ssm_c_norm), x + R + DS, XW, N, DS, c.rms_eps);
   }
   observe(P.mamba_dt, m1_xdb_.data(), N);
   matmul(P.mamba_dt, m1_xdb_.data(), XW, m1_dt_.data(), DI, N, pool_);
