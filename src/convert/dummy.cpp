@@ -166,6 +166,25 @@ DType fallback_type(DType type, int64_t cols) {
 
 void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab) { synthetic_vocab(w, n_vocab, false, false, false); }
 
+Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path) {
+  if (path.empty()) return std::unique_ptr<GgufFile>();
+  auto vf = GgufFile::open(path);
+  if (!vf.ok()) return vf.error_value();
+  auto vocab = std::make_unique<GgufFile>(std::move(vf).value());
+  const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
+  if (!toks || !toks->as_string_array()) return Error{fmt::format("{}: no tokenizer.ggml.tokens", path)};
+  return vocab;
+}
+
+int64_t dummy_vocab_size(const GgufFile& vocab) {
+  return static_cast<int64_t>(vocab.find("tokenizer.ggml.tokens")->as_string_array()->size());
+}
+
+void copy_tokenizer_keys(const GgufFile& vocab, GgufWriter& w) {
+  for (const auto& [k, v] : vocab.metadata())
+    if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
+}
+
 GgufWriter::Producer dummy_rows(std::shared_ptr<ThreadPool> pool, uint64_t seed, const std::string& name, int64_t rows,
                                 int64_t cols, DType type, float spread) {
   return [=](uint8_t* dst, size_t nbytes) -> Status {
@@ -379,14 +398,9 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   }
 
   GgufWriter w;
-  std::unique_ptr<GgufFile> vocab;
-  if (!o.vocab_path.empty()) {
-    auto vf = GgufFile::open(o.vocab_path);
-    if (!vf.ok()) return vf.error_value();
-    vocab = std::make_unique<GgufFile>(std::move(vf).value());
-    const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
-    if (!toks || !toks->as_string_array()) return Error{fmt::format("{}: no tokenizer.ggml.tokens", o.vocab_path)};
-    const auto n = static_cast<int64_t>(toks->as_string_array()->size());
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) {
+    const int64_t n = dummy_vocab_size(*vocab);
     if (n != s.n_vocab) log_warn("vocab file has {} tokens; shape {} says {}: using {}", n, s.name, s.n_vocab, n);
     s.n_vocab = n;
   }
@@ -570,12 +584,8 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     w.set_u32(a + "rope.scaling.original_context_length", static_cast<uint32_t>(s.rope_orig_ctx));
     w.set_f32(a + "rope.scaling.attn_factor", lr.attn_factor);
   }
-  if (vocab) {
-    for (const auto& [k, v] : vocab->metadata())
-      if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
-  } else {
-    synthetic_vocab(w, s.n_vocab, s.arch == "phi3", rerank, o.fim);
-  }
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else synthetic_vocab(w, s.n_vocab, s.arch == "phi3", rerank, o.fim);
   // the rows of "yes" and "no" the reranker head copies from the output matrix
   int64_t yes_id = -1, no_id = -1;
   if (rerank) {

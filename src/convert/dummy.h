@@ -155,6 +155,11 @@ Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path
 // Attention-free stacks (convert/dummy_mamba.cpp): mamba (Mamba-1: ssm_dt_rank, ssm_dt_b_c_rms) and mamba2.
 bool is_mamba_dummy_arch(const std::string& arch);
 Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
+// --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
+// tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
+Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);
+int64_t dummy_vocab_size(const GgufFile& vocab);
+void copy_tokenizer_keys(const GgufFile& vocab, GgufWriter& w);
 // The synthetic llama-style vocabulary of n_vocab tokens decoder dummies get without --vocab.
 void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab);
 // "none" 0, "mean" 1, "cls" 2, "last" 3, "rank" 4 (llama.cpp's llama_pooling_type); else an error.

@@ -83,16 +83,11 @@ Status write_dummy_encoder(const DummyOptions& o, const std::string& out_path) {
   if (rank && (nomic || jina)) return Error{"--pooling rank: the classification head is bert's only"};
 
   GgufWriter w;
-  std::unique_ptr<GgufFile> vocab;
-  if (!o.vocab_path.empty()) {
-    auto vf = GgufFile::open(o.vocab_path);
-    if (!vf.ok()) return vf.error_value();
-    vocab = std::make_unique<GgufFile>(std::move(vf).value());
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) {
     if (vocab->get_string("tokenizer.ggml.model").value_or("") != "bert")
       return Error{fmt::format("{}: encoders need a WordPiece (tokenizer.ggml.model bert) vocabulary", o.vocab_path)};
-    const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
-    if (!toks || !toks->as_string_array()) return Error{fmt::format("{}: no tokenizer.ggml.tokens", o.vocab_path)};
-    s.n_vocab = static_cast<int64_t>(toks->as_string_array()->size());
+    s.n_vocab = dummy_vocab_size(*vocab);
   }
   if (s.n_vocab < 200) return Error{"encoder dummies need --n-vocab >= 200"};
   const std::string a = s.arch + ".";
@@ -109,12 +104,8 @@ Status write_dummy_encoder(const DummyOptions& o, const std::string& out_path) {
   w.set_bool(a + "attention.causal", false);
   w.set_u32(a + "pooling_type", static_cast<uint32_t>(pool_type));
   if (nomic) w.set_f32(a + "rope.freq_base", s.rope_theta);
-  if (vocab) {
-    for (const auto& [k, v] : vocab->metadata())
-      if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
-  } else {
-    wordpiece_vocab(w, s.n_vocab);
-  }
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else wordpiece_vocab(w, s.n_vocab);
 
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
   const uint64_t seed = o.seed;

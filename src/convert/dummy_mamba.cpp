@@ -36,15 +36,8 @@ Status write_dummy_mamba(const DummyOptions& o, const std::string& out_path) {
   if ((s.ssm_dt_rank > 0 || s.ssm_dt_b_c_rms) && !m1) return Error{"dt's rank and its norms are mamba's (Mamba-1's)"};
 
   GgufWriter w;
-  std::unique_ptr<GgufFile> vocab;
-  if (!o.vocab_path.empty()) {
-    auto vf = GgufFile::open(o.vocab_path);
-    if (!vf.ok()) return vf.error_value();
-    vocab = std::make_unique<GgufFile>(std::move(vf).value());
-    const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
-    if (!toks || !toks->as_string_array()) return Error{fmt::format("{}: no tokenizer.ggml.tokens", o.vocab_path)};
-    s.n_vocab = static_cast<int64_t>(toks->as_string_array()->size());
-  }
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
@@ -64,12 +57,8 @@ Status write_dummy_mamba(const DummyOptions& o, const std::string& out_path) {
   if (!m1) w.set_u32(a + "ssm.group_count", static_cast<uint32_t>(G));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   if (m1) w.set_bool(a + "ssm.dt_b_c_rms", s.ssm_dt_b_c_rms);
-  if (vocab) {
-    for (const auto& [k, v] : vocab->metadata())
-      if (k.rfind("tokenizer.", 0) == 0) w.set(k, v);
-  } else {
-    dummy_synthetic_vocab(w, s.n_vocab);
-  }
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else dummy_synthetic_vocab(w, s.n_vocab);
 
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
   const uint64_t seed = o.seed;
