@@ -1,17 +1,13 @@
 #include "model/mamba1.h"
 
+#include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/mamba2.h"
 
 namespace tmill {
-
-float mamba1_scan_row(float* h, const float* A, const float* B, const float* C, float dt, float x, int64_t n) {
-  return ssm_scan_row_decay(h, A, B, C, dt, x * dt, n);
-}
 
 void mamba1_scan(const ModelConfig& c, const LayerWeights& L, const ForwardBatch& batch, const KvStorage& kv,
                  int64_t layer, const float* xc, const float* xdb, int64_t ld_xdb, const float* dt, const float* zx,
@@ -34,7 +30,7 @@ void mamba1_scan(const ModelConfig& c, const LayerWeights& L, const ForwardBatch
         for (int64_t i = c0; i < c1; ++i) {
           const float d = ssm_softplus(dt[t * DI + i] + L.ssm_dt_b[static_cast<size_t>(i)]);
           const float x = xc[t * DI + i];
-          float v = mamba1_scan_row(states + i * DS, L.ssm_a.data() + i * DS, B, C, d, x, DS);
+          float v = ssm_scan_row_decay(states + i * DS, L.ssm_a.data() + i * DS, B, C, d, x * d, DS);
           v += x * L.ssm_d[static_cast<size_t>(i)];
           const float z = zx[t * 2 * DI + DI + i];
           y[t * DI + i] = v * (z / (1.0f + std::exp(-z)));
