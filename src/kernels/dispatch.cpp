@@ -69,7 +69,13 @@ struct Tables {
   KernelTable level[kLevels];
   Tables() {
     g_prefetch_weights_nta = choose_prefetch_nta();  // before any kernel is reachable
-    for (int i = 0; i < kLevels; ++i) level[i] = build(static_cast<Isa>(i));
+    // Only the levels this CPU has are built; those above it are copies of the highest (active_isa()
+    // never exceeds detected_isa()). An ISA file is compiled with its ISA's flags, its add_* function
+    // too, and the compiler uses those instructions there: GCC 12 stores add_attention_avx512's
+    // pointers with a zmm move, which killed every process with SIGILL on an AVX2-only CPU (AMD EPYC
+    // Zen 3, 2026-12-07) at its first kernel call.
+    const int det = static_cast<int>(detected_isa());
+    for (int i = 0; i < kLevels; ++i) level[i] = i <= det ? build(static_cast<Isa>(i)) : level[det];
   }
 };
 
