@@ -45,6 +45,7 @@ kern::AttnArgs make_args(const float* q, int64_t group, int64_t kv_head, const P
   a.scale = scale;
   a.softcap = mask.softcap;
   a.sinks = mask.sinks;
+  a.alibi = mask.alibi;
   a.kv_type = kv_type_code(kv.dtype);
   a.out = out;
   return a;

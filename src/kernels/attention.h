@@ -31,6 +31,8 @@ struct AttnMask {
   int64_t begin = 0;             // first position attended: a sliding window of w positions starts at n_ctx - w
   float softcap = 0.0f;          // > 0: scores -> softcap * tanh(score / softcap) before the softmax (gemma2)
   const float* sinks = nullptr;  // `group` sink logits, one per query head, in the denominator only (gpt-oss)
+  // `group` ALiBi slopes, one per query head: a key at position j scores slope * (j - (n_ctx - 1)) more (bloom)
+  const float* alibi = nullptr;
 };
 
 // For one query token and one KV head: q holds `group` query heads (group x head_dim, contiguous),

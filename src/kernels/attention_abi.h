@@ -60,6 +60,9 @@ struct AttnArgs {
   // Attention sinks (gpt-oss): one logit per query head of the group that joins the softmax's
   // denominator only (ggml's soft_max with sinks); null = none.
   const float* sinks = nullptr;
+  // ALiBi (bloom, mpt): one slope per query head (as sinks); a key at position j gets
+  // slope * (j - (n_ctx - 1)) added to its score, after the soft-cap; null = none.
+  const float* alibi = nullptr;
 };
 
 // One kernel per KV type; an ISA's kernels cover only some shapes (AttnCoversFn).
@@ -74,6 +77,7 @@ static inline AttnArgs attn_head(const AttnArgs& a, int64_t j) {
   h.q = a.q + j * a.group * a.head_dim;
   h.out = a.out + j * a.group * a.head_dim;
   if (a.sinks) h.sinks = a.sinks + j * a.group;
+  if (a.alibi) h.alibi = a.alibi + j * a.group;
   return h;
 }
 

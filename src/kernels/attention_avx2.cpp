@@ -146,6 +146,10 @@ void attn(const AttnArgs& a) {
       vs1 = _mm256_mul_ps(unit, _mm256_loadu_ps(vscale + 8));
     }
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+    // ALiBi: each key's distance back from the query, the lanes' positions less n_ctx - 1
+    const __m256 dist0 = _mm256_add_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                                       _mm256_set1_ps(static_cast<float>(b * bs - (a.n_ctx - 1))));
+    const __m256 dist1 = _mm256_add_ps(dist0, _mm256_set1_ps(8.0f));
     // Online softmax with a lazy reference (as the AVX-512 kernel): m[g] moves, and acc / lsum are
     // rescaled, only when a score exceeds it by more than kSlack; the row sums stay vectors.
     for (int64_t g = 0; g < G; ++g) {
@@ -153,6 +157,11 @@ void attn(const AttnArgs& a) {
       if (a.softcap > 0) {  // gemma2
         c0 = softcap256(c0, a.softcap);
         c1 = softcap256(c1, a.softcap);
+      }
+      if (a.alibi) {  // bloom, mpt
+        const __m256 slope = _mm256_set1_ps(a.alibi[g]);
+        c0 = _mm256_add_ps(c0, _mm256_mul_ps(slope, dist0));
+        c1 = _mm256_add_ps(c1, _mm256_mul_ps(slope, dist1));
       }
       const __m256 a0 = _mm256_blendv_ps(ninf, c0, valid_lo);
       const __m256 a1 = _mm256_blendv_ps(ninf, c1, valid_hi);

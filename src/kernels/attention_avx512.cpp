@@ -166,6 +166,9 @@ void attn(const AttnArgs& a) {
         vt = reinterpret_cast<const uint8_t*>(vq);
       }
       const int64_t h0 = j * G;  // this KV head's first query head
+      // ALiBi: each key's distance back from the query, the lanes' positions less n_ctx - 1
+      const __m512 dist = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_ps(static_cast<float>(b * bs - (a.n_ctx - 1))));
       // scores of the block's 16 keys for every query head of this KV head
       __m512 s[16];
       for (int64_t g0 = 0; g0 < G; g0 += 8) {
@@ -186,6 +189,7 @@ void attn(const AttnArgs& a) {
         const int64_t h = h0 + g;
         __m512 sc = _mm512_mul_ps(s[g], kscale);
         if (a.softcap > 0) sc = softcap512(sc, a.softcap);  // gemma2
+        if (a.alibi) sc = _mm512_add_ps(sc, _mm512_mul_ps(_mm512_set1_ps(a.alibi[h]), dist));  // bloom, mpt
         const __m512 sg = _mm512_mask_mov_ps(neg_inf, valid, sc);
         if (_mm512_cmp_ps_mask(sg, _mm512_set1_ps(m[h] + kSlack), _CMP_GT_OQ)) {
           const float mx = __builtin_fmaxf(m[h], _mm512_reduce_max_ps(sg));

@@ -73,6 +73,7 @@ void attention_scalar(const AttnArgs& a) {
         for (int64_t d = 0; d < hd; ++d) dot += qg[d] * load(kt, a.kv_type, d * bs + t, t, bs, hd, false);
         s[t] = dot * a.scale;
         if (a.softcap > 0) s[t] = a.softcap * std::tanh(s[t] / a.softcap);
+        if (a.alibi) s[t] += a.alibi[g] * static_cast<float>(b * bs + t - (a.n_ctx - 1));
         if (s[t] > mx) mx = s[t];
       }
       // rescale what was accumulated under the previous maximum
