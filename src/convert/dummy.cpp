@@ -200,6 +200,18 @@ GgufWriter::Producer dummy_rows(std::shared_ptr<ThreadPool> pool, uint64_t seed,
   };
 }
 
+uint32_t dummy_file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::BF16: return 32;
+    case DType::Q8_0: return 7;
+    case DType::Q4_0: return 2;
+    case DType::IQ4_NL: return 25;
+    default: return 38;  // MXFP4
+  }
+}
+
 GgufWriter::Producer dummy_f32(uint64_t seed, const std::string& name, int64_t n, float center, float spread) {
   return [=](uint8_t* dst, size_t) -> Status {
     std::vector<float> buf(static_cast<size_t>(n));
@@ -213,6 +225,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
   if (is_mamba_dummy_arch(s.arch)) return write_dummy_mamba(o, out_path);
+  if (is_classic_dummy_arch(s.arch)) return write_dummy_classic(o, out_path);
   // Qwen's vision-language language models are their text family's tensors under another name, with
   // M-RoPE sections: the checks below see the text family, the keys take the file's name
   const std::string file_arch = s.arch;

@@ -90,6 +90,13 @@ struct ModelShape {
   // qwen3next: q, k, v and z in one ssm_in (files converted before llama.cpp split it into attn_qkv and
   // attn_gate)
   bool gdn_legacy_in = false;
+  // The classic families (convert/dummy_classic.cpp): gptneox's sequential block (use_parallel_residual
+  // false), falcon's second norm (attn_norm_2: Falcon-40B), mpt's maximum ALiBi bias (0: none written) and
+  // biases (MPT's no_bias false), mpt's learned positions, mpt's / olmo's q/k/v clamp (0: none written).
+  bool sequential_block = false, attn_norm_2 = false;
+  float max_alibi_bias = 0;
+  bool mpt_biases = false, mpt_pos_embd = false;
+  float clamp_kqv = 0;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -107,7 +114,9 @@ struct ModelShape {
 // "tiny-qwen35", "tiny-qwen35moe", "tiny-nemotron-h", "tiny-nemotron-h-moe", "tiny-qwen2vl", "tiny-qwen3vl",
 // "tiny-qwen3vlmoe", "tiny-glm4v", "tiny-glm4v-moe", "tiny-qwen3next", "tiny-qwen3next-legacy",
 // "tiny-falcon-h1", "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe", "tiny-internlm2",
-// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse").
+// "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse", "tiny-gpt2",
+// "tiny-starcoder", "tiny-gptneox", "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b", "tiny-bloom", "tiny-mpt",
+// "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -155,11 +164,18 @@ Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path
 // Attention-free stacks (convert/dummy_mamba.cpp): mamba (Mamba-1: ssm_dt_rank, ssm_dt_b_c_rms) and mamba2.
 bool is_mamba_dummy_arch(const std::string& arch);
 Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
+// The classic families (convert/dummy_classic.cpp): gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo, baichuan,
+// chatglm, codeshell.
+bool is_classic_dummy_arch(const std::string& arch);
+Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
 // tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
 Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);
 int64_t dummy_vocab_size(const GgufFile& vocab);
 void copy_tokenizer_keys(const GgufFile& vocab, GgufWriter& w);
+// The general.file_type (llama.cpp's llama_ftype) of a dummy whose matrices are all `t` (F32, F16, BF16,
+// Q8_0, Q4_0, IQ4_NL, MXFP4).
+uint32_t dummy_file_type(DType t);
 // The synthetic llama-style vocabulary of n_vocab tokens decoder dummies get without --vocab.
 void dummy_synthetic_vocab(GgufWriter& w, int64_t n_vocab);
 // "none" 0, "mean" 1, "cls" 2, "last" 3, "rank" 4 (llama.cpp's llama_pooling_type); else an error.

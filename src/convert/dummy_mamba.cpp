@@ -41,8 +41,7 @@ Status write_dummy_mamba(const DummyOptions& o, const std::string& out_path) {
   const std::string a = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
-  w.set_u32("general.file_type", o.dtype == DType::F32 ? 0 : o.dtype == DType::F16 ? 1 : o.dtype == DType::BF16 ? 32
-                                  : o.dtype == DType::Q8_0 ? 7 : o.dtype == DType::Q4_0 ? 2 : o.dtype == DType::IQ4_NL ? 25 : 38);
+  w.set_u32("general.file_type", dummy_file_type(o.dtype));
   if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
   // as convert_hf_to_gguf.py writes Mamba / Mamba-2
   w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));

@@ -685,12 +685,73 @@ std::vector<ModelShape> vl_shapes() {
   };
 }
 
+// The classic families (convert/dummy_classic.cpp) and their tiny forms: GPT-2 124M / XL, StarCoderBase-1B and
+// StarCoder (multi-query), Pythia-1.4B / 6.9B (gptneox: a quarter of each head rotated), Falcon-7B (one K/V head,
+// one norm) / 40B (attn_norm_2), BLOOM-560M / 7B1, MPT-7B (ALiBi 8, no biases), OLMo-1B / 7B, Baichuan2-7B
+// (RoPE: 32 layers) / 13B (ALiBi: 40 layers -- llama.cpp picks by the layer count), ChatGLM3-6B and GLM-4-9B in
+// its first GGUF form (chatglm: half of each head rotated), CodeShell-7B.
+std::vector<ModelShape> classic_shapes() {
+  auto with = [](ModelShape m, auto&& f) {
+    f(m);
+    return m;
+  };
+  return {
+      {"gpt2", "gpt2", 50257, 768, 12, 12, 12, 64, 3072, 1024, 10000.0f, 1e-5f, true},
+      {"gpt2-xl", "gpt2", 50257, 1600, 48, 25, 25, 64, 6400, 1024, 10000.0f, 1e-5f, true},
+      {"tiny-gpt2", "gpt2", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, true},
+      {"starcoderbase-1b", "starcoder", 49152, 2048, 24, 16, 1, 128, 8192, 8192, 10000.0f, 1e-5f, false},
+      {"starcoder-15b", "starcoder", 49152, 6144, 40, 48, 1, 128, 24576, 8192, 10000.0f, 1e-5f, false},
+      {"tiny-starcoder", "starcoder", 512, 64, 2, 4, 1, 16, 160, 256, 10000.0f, 1e-5f, false},
+      with(ModelShape{"pythia-1.4b", "gptneox", 50304, 2048, 24, 16, 16, 128, 8192, 2048, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 32; }),
+      with(ModelShape{"pythia-6.9b", "gptneox", 50432, 4096, 32, 32, 32, 128, 16384, 2048, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 32; }),
+      with(ModelShape{"tiny-gptneox", "gptneox", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 4; }),
+      with(ModelShape{"tiny-gptneox-seq", "gptneox", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 4, m.sequential_block = true; }),
+      {"falcon-7b", "falcon", 65024, 4544, 32, 71, 1, 64, 18176, 2048, 10000.0f, 1e-5f, false},
+      with(ModelShape{"falcon-40b", "falcon", 65024, 8192, 60, 128, 8, 64, 32768, 2048, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.attn_norm_2 = true; }),
+      {"tiny-falcon", "falcon", 512, 64, 2, 4, 1, 16, 160, 256, 10000.0f, 1e-5f, false},
+      with(ModelShape{"tiny-falcon-40b", "falcon", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.attn_norm_2 = true; }),
+      {"bloom-560m", "bloom", 250880, 1024, 24, 16, 16, 64, 4096, 2048, 10000.0f, 1e-5f, true},
+      {"bloom-7b1", "bloom", 250880, 4096, 30, 32, 32, 128, 16384, 2048, 10000.0f, 1e-5f, true},
+      {"tiny-bloom", "bloom", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, true},
+      with(ModelShape{"mpt-7b", "mpt", 50432, 4096, 32, 32, 32, 128, 16384, 2048, 10000.0f, 1e-5f, true},
+           [](ModelShape& m) { m.max_alibi_bias = 8; }),
+      with(ModelShape{"tiny-mpt", "mpt", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, true},
+           [](ModelShape& m) { m.max_alibi_bias = 8; }),
+      // (an MPT with every bias, learned positions, no ALiBi, and q/k/v clamped at 0.2)
+      with(ModelShape{"tiny-mpt-biased", "mpt", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.mpt_biases = true, m.mpt_pos_embd = true, m.clamp_kqv = 0.2f; }),
+      {"olmo-1b", "olmo", 50304, 2048, 16, 16, 16, 128, 8192, 2048, 10000.0f, 1e-5f, true},
+      {"olmo-7b", "olmo", 50304, 4096, 32, 32, 32, 128, 11008, 2048, 10000.0f, 1e-5f, false},
+      with(ModelShape{"tiny-olmo", "olmo", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, true},
+           [](ModelShape& m) { m.clamp_kqv = 0.2f; }),
+      {"baichuan2-7b", "baichuan", 125696, 4096, 32, 32, 32, 128, 11008, 4096, 10000.0f, 1e-6f, false},
+      {"baichuan2-13b", "baichuan", 125696, 5120, 40, 40, 40, 128, 13696, 4096, 10000.0f, 1e-6f, false},
+      {"tiny-baichuan", "baichuan", 512, 64, 32, 2, 2, 32, 128, 256, 10000.0f, 1e-6f, false},
+      {"tiny-baichuan-13b", "baichuan", 512, 64, 40, 2, 2, 32, 128, 256, 10000.0f, 1e-6f, false},
+      with(ModelShape{"chatglm3-6b", "chatglm", 65024, 4096, 28, 32, 2, 128, 13696, 8192, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 64; }),
+      with(ModelShape{"glm-4-9b-chatglm", "chatglm", 151552, 4096, 40, 32, 2, 128, 13696, 131072, 5000000.0f, 1.5625e-7f,
+                      false},
+           [](ModelShape& m) { m.n_rot = 64; }),
+      with(ModelShape{"tiny-chatglm", "chatglm", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 8; }),
+      {"codeshell-7b", "codeshell", 70144, 4096, 42, 32, 8, 128, 16384, 8192, 10000.0f, 1e-5f, false},
+      {"tiny-codeshell", "codeshell", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
   for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes,
-                  &gptoss_shapes, &more_shapes, &vl_shapes})
+                  &gptoss_shapes, &more_shapes, &vl_shapes, &classic_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -49,7 +49,17 @@ Result<MemoryPlan> plan_memory(const Model& model, const EngineConfig& cfg, uint
   // at kNoKvContext unless --max-model-len says otherwise.
   const bool no_kv = per_block == 0;
   constexpr int64_t kNoKvContext = 65536;
-  const int64_t trained = no_kv && cfg.max_model_len <= 0 ? std::min<int64_t>(c.n_ctx_train, kNoKvContext) : c.n_ctx_train;
+  int64_t trained = no_kv && cfg.max_model_len <= 0 ? std::min<int64_t>(c.n_ctx_train, kNoKvContext) : c.n_ctx_train;
+  // Learned positions (gpt2, starcoder, mpt): no position past position_embd's rows, speculative
+  // tokens (written past the accepted ones) included.
+  if (c.n_pos_embd > 0) {
+    const int64_t reach = c.n_pos_embd - lookahead;
+    if (cfg.max_model_len > reach || reach < 1)
+      return Error{fmt::format("--max-model-len {} is past the {} positions the model has learned embeddings for{}",
+                               cfg.max_model_len, c.n_pos_embd,
+                               lookahead > 0 ? fmt::format(" ({} with {} speculative tokens)", reach, lookahead) : "")};
+    trained = std::min(trained, reach);
+  }
   uint64_t bytes = cfg.kv_cache_bytes;
   if (cfg.kv_cache_tokens > 0)
     bytes = static_cast<uint64_t>(cfg.kv_cache_tokens / lay.block_size) * per_block;

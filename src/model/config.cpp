@@ -320,6 +320,16 @@ ArchSpec arch_mamba2();
 ArchSpec arch_jamba();
 ArchSpec arch_orion();
 ArchSpec arch_xverse();
+ArchSpec arch_gpt2();
+ArchSpec arch_starcoder();
+ArchSpec arch_gptneox();
+ArchSpec arch_falcon();
+ArchSpec arch_bloom();
+ArchSpec arch_mpt();
+ArchSpec arch_olmo();
+ArchSpec arch_baichuan();
+ArchSpec arch_chatglm();
+ArchSpec arch_codeshell();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -337,7 +347,9 @@ void register_builtin_archs() {
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
-                               arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse()})
+                               arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
+                               arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
+                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell()})
       registry()[s.name] = s;
   });
 }
@@ -452,6 +464,21 @@ Result<bool> read_mrope_sections(const GgufFile& f, ModelConfig& c, bool interle
   if (any)
     for (RopeParams& r : c.ropes) r.still = still;
   return true;
+}
+
+void set_no_rope(ModelConfig& c) {
+  for (LayerAttention& la : c.layer_attn) la.rope = -1;
+}
+
+void set_alibi(ModelConfig& c, float max_bias) {
+  const auto n = static_cast<int64_t>(1) << static_cast<int>(std::floor(std::log2(static_cast<double>(c.n_head))));
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n));
+  c.alibi.resize(static_cast<size_t>(c.n_head));
+  for (int64_t h = 0; h < c.n_head; ++h)
+    c.alibi[static_cast<size_t>(h)] = h < n ? std::pow(m0, static_cast<float>(h + 1))
+                                            : std::pow(m1, static_cast<float>(2 * (h - n) + 1));
+  set_no_rope(c);
 }
 
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def) {

@@ -108,6 +108,22 @@ struct ArchSpec {
   // residual stream; mamba1: the mixers are Mamba-1's (model/mamba1.h) instead of Mamba-2's.
   bool attention_free = false;
   bool mamba1 = false;
+  // gpt2, starcoder (mpt: when the file has it): learned absolute positions, position_embd.weight's row
+  // p added to the token embedding at position p (ModelConfig::n_pos_embd rows: no position past them).
+  bool pos_embd = false;
+  bool pos_embd_required = true;
+  // bloom: a LayerNorm with a bias (token_embd_norm) on the token embeddings
+  bool embd_norm = false;
+  // falcon: attention reads this second norm of the layer's input when the file has it (Falcon-40B's
+  // attn_norm_2), the parallel FFN then reads attn_norm's; without it both read attn_norm's.
+  std::string attn_norm_alt = {};
+  // gptneox: in the parallel block (its use_parallel_residual) the FFN reads its own norm of the
+  // layer's input (ffn_norm), not the attention's
+  bool parallel_ffn_norm = false;
+  // olmo: LayerNorms without weights or biases (the loader gives them weights of 1)
+  bool norm_weightless = false;
+  // mpt: the LayerNorms' and the FFN's biases are read when the file has them
+  bool optional_biases = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -231,6 +247,15 @@ struct ModelConfig {
   std::vector<XIelu> xielu;
   // llama4: q and k RMS-normalized without a weight (an L2 norm) after RoPE, on the RoPE layers
   bool kq_l2_norm = false;
+  // Learned absolute positions (ArchSpec::pos_embd): the rows of position_embd.weight (the positions a
+  // sequence may reach; 0: no such limit).
+  int64_t n_pos_embd = 0;
+  // ALiBi (bloom, mpt, baichuan 13B, refact): per query head a slope m_h, and the score of a key j
+  // positions before the query gets - m_h * j (llama.cpp's mask -|p0 - p1| times ggml's slope for
+  // f_max_alibi_bias); empty: none. set_alibi fills it.
+  std::vector<float> alibi;
+  // mpt, olmo: q, k and v clamped to [-clamp_kqv, clamp_kqv] after their biases (0: none)
+  float clamp_kqv = 0.0f;
   static float attn_temperature_factor(int64_t pos, float scale, int64_t floor_len) {
     return std::log(std::floor(static_cast<float>(pos) / static_cast<float>(floor_len)) + 1.0f) * scale + 1.0f;
   }
@@ -390,6 +415,12 @@ void set_deepseek_style_moe(ArchSpec& s);
 // Returns whether the file uses M-RoPE (llama.cpp's use_mrope: s0 and s1 > 0); absent sections are an
 // error when `required`.
 Result<bool> read_mrope_sections(const GgufFile& f, ModelConfig& c, bool interleaved, bool required);
+// ALiBi's slopes for c.n_head query heads and a maximum bias (ggml's soft_max: with n = the largest power
+// of two <= n_head, m0 = 2^(-max_bias / n), m1 = 2^(-max_bias / 2 / n), head h < n gets m0^(h+1), the
+// others m1^(2 (h - n) + 1)), and RoPE off on every layer.
+void set_alibi(ModelConfig& c, float max_bias);
+// Every layer without RoPE (gpt2, bloom, mpt, ...: their positions come from elsewhere).
+void set_no_rope(ModelConfig& c);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
 

@@ -100,7 +100,8 @@ uint64_t Forward::weight_bytes() const {
   // A tied output read in place is the embedding's own bytes: count them once.
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
   uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs) +
-               floats(w.rope_factors_short) + floats(w.rope_factors_long);
+               floats(w.rope_factors_short) + floats(w.rope_factors_long) + (w.pos_embd.valid() ? w.pos_embd.bytes() : 0) +
+               floats(w.embd_norm) + floats(w.embd_norm_b) + floats(w.output_norm_b) + floats(w.output_b);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
@@ -110,7 +111,7 @@ uint64_t Forward::weight_bytes() const {
     b += floats(P.conv_kernel_t);
     if (model_->config().is_mla()) b += P.mla.bytes();
     const LayerWeights& L = w.layers[l];
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.attn_norm_b, &L.ffn_norm_b, &L.ffn_up_b, &L.ffn_down_b, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
                           &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel, &L.ssm_conv_b, &L.ssm_dt_b,
                           &L.ssm_a, &L.ssm_d, &L.ssm_norm, &L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm})
@@ -123,7 +124,7 @@ uint64_t Forward::mapped_weight_bytes() const {
   const ModelWeights& w = model_->weights();
   auto in_place = [](const PreparedMatrix& p) -> uint64_t { return p.own_bytes() ? 0 : p.source().bytes(); };
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
-  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_));
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_)) + (w.pos_embd.valid() ? w.pos_embd.bytes() : 0);
   for (const PreparedLayer& P : layers_)
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
                                     &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
@@ -230,7 +231,8 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       float* out = att_.data() + t * c.q_dim() + h * group * hd;
       const int64_t n_ctx = pos_[t] + 1;
       const AttnMask mask{la.first(pos_[t]), c.attn_softcap,
-                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group};
+                          L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group,
+                          c.alibi.empty() ? nullptr : c.alibi.data() + h * group};
       paged_attention_heads(q, group, h, nh, view, s.block_table.data(), n_ctx, scale, out, mask);
     }
   };
@@ -277,6 +279,15 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   if (lora) lora_.apply_embedding(batch, x_.data(), E);
   if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd)
     for (int64_t i = 0; i < N * E; ++i) x_[static_cast<size_t>(i)] *= c.embd_scale;
+  if (w.pos_embd.valid()) {  // gpt2, starcoder: + the position's learned embedding
+    for (int64_t t = 0; t < N; ++t) {
+      TM_ASSERT(pos_[t] < w.pos_embd.rows, "position past the learned position embeddings (the plan caps the context)");
+      get_row(w.pos_embd, pos_[t], xb_.data());
+      add_inplace(x_.data() + t * E, xb_.data(), E);
+    }
+  }
+  if (!w.embd_norm.empty())  // bloom: a LayerNorm of the embeddings
+    layernorm_rows(x_.data(), E, w.embd_norm.data(), w.embd_norm_b.data(), x_.data(), E, N, E, c.rms_eps);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -288,7 +299,15 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // (nemotron_h: a layer is a mixer, attention or an FFN alone, each reading the layer's norm)
     const bool mixer = c.has_mixer(l), ffn = c.has_ffn(l);
     if (mixer) {
-      if (parallel_block || c.arch.parallel_ssm) xn_.assign(xb_.begin(), xb_.begin() + N * E);
+      if (parallel_block && !L.ffn_norm.empty()) {  // gptneox, falcon-40b: the FFN's own norm of the layer's input
+        xn_.resize(static_cast<size_t>(N * E));
+        parallel(N, 16, [&](int64_t t0, int64_t t1) {
+          layernorm_rows(x_.data() + t0 * E, E, L.ffn_norm.data(), L.ffn_norm_b.empty() ? nullptr : L.ffn_norm_b.data(),
+                         xn_.data() + t0 * E, E, t1 - t0, E, c.rms_eps);
+        });
+      } else if (parallel_block || c.arch.parallel_ssm) {
+        xn_.assign(xb_.begin(), xb_.begin() + N * E);
+      }
       if (c.is_conv(l)) conv_block(batch, kv, l);
       else if (c.is_gdn(l)) gdn_block(batch, kv, l);
       else if (c.is_ssm(l) && c.arch.mamba1) mamba1_block(batch, kv, l);
@@ -409,6 +428,12 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
         add_inplace(q, L.bq.data(), QD);
         add_inplace(k, L.bk.data(), KD);
         add_inplace(v, L.bv.data(), KD);
+      }
+      if (c.clamp_kqv > 0.0f) {  // mpt, olmo
+        for (float* y : {q, k, v}) {
+          const int64_t n = y == q ? QD : KD;
+          for (int64_t i = 0; i < n; ++i) y[i] = std::clamp(y[i], -c.clamp_kqv, c.clamp_kqv);
+        }
       }
       auto qk_norm = [&] {
         if (L.q_norm.empty()) return;

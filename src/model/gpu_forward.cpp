@@ -32,6 +32,8 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   if (c.arch.qk_norm_after_rope) return no("q/k norms after RoPE (hunyuan-dense)");
   if (c.arch.layer_norm || c.arch.parallel_block || c.arch.ffn_ungated)
     return no("LayerNorm, the parallel attention / FFN block (cohere) or the ungated FFN with biases (starcoder2)");
+  if (!c.alibi.empty() || c.n_pos_embd > 0 || c.clamp_kqv > 0.0f || c.arch.embd_norm)
+    return no("ALiBi, learned positions, clamped q/k/v or a norm of the embeddings (bloom, mpt, gpt2, baichuan 13B, olmo)");
   if (c.moe_weight_before || c.moe_select_by_logit || c.kq_l2_norm || c.attn_temp_nope_only)
     return no("expert weights on the experts' inputs, weightless q/k norms, chunked attention (llama4)");
   for (const LayerAttention& la : c.layer_attn)

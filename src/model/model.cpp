@@ -373,10 +373,29 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   ModelWeights& w = model->weights_;
   Loader ld(*file);
   TM_ASSIGN_OR_RETURN(w.token_embd, ld.matrix("token_embd.weight", c.n_vocab, c.n_embd));
-  TM_ASSIGN_OR_RETURN(w.output_norm, ld.vec(c.arch.output_norm_name + ".weight", c.n_embd));
-  if (c.arch.norm_bias) {
-    TM_ASSIGN_OR_RETURN(w.output_norm_b, ld.vec("output_norm.bias", c.n_embd));
+  if (c.arch.pos_embd) {  // (mpt: when the file has it; its context is then unbounded by it)
+    if (c.arch.pos_embd_required || ld.has("position_embd.weight")) {
+      TM_ASSIGN_OR_RETURN(w.pos_embd, ld.matrix("position_embd.weight", c.n_pos_embd, c.n_embd));
+    } else {
+      model->config_.n_pos_embd = 0;
+    }
   }
+  if (c.arch.embd_norm) {
+    TM_ASSIGN_OR_RETURN(w.embd_norm, ld.vec("token_embd_norm.weight", c.n_embd));
+    TM_ASSIGN_OR_RETURN(w.embd_norm_b, ld.vec("token_embd_norm.bias", c.n_embd));
+  }
+  // olmo's LayerNorms have no weights: ones stand in for them
+  const std::vector<float> ones(c.arch.norm_weightless ? static_cast<size_t>(c.n_embd) : 0, 1.0f);
+  auto norm = [&](const std::string& tensor) -> Result<std::vector<float>> {
+    if (c.arch.norm_weightless) return ones;
+    return ld.vec(tensor, c.n_embd);
+  };
+  auto norm_bias = [&](const std::string& name) -> Result<std::vector<float>> {
+    if (!c.arch.norm_bias) return std::vector<float>{};
+    return ld.opt_vec(name + ".bias", c.n_embd, !c.arch.optional_biases);
+  };
+  TM_ASSIGN_OR_RETURN(w.output_norm, norm(c.arch.output_norm_name + ".weight"));
+  TM_ASSIGN_OR_RETURN(w.output_norm_b, norm_bias("output_norm"));
   if (c.arch.output_bias) {
     TM_ASSIGN_OR_RETURN(w.output_b, ld.vec("output.bias", c.n_vocab));
   }
@@ -398,13 +417,23 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
     if (c.arch.pre_norms) {  // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty)
-      TM_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.attn_norm, norm(p + "attn_norm.weight"));
+      TM_ASSIGN_OR_RETURN(L.attn_norm_b, norm_bias(p + "attn_norm"));
     }
-    if (c.arch.norm_bias) {
-      TM_ASSIGN_OR_RETURN(L.attn_norm_b, ld.vec(p + "attn_norm.bias", c.n_embd));
-      if (!c.arch.parallel_block) {  // (phi2's FFN reads the attention's normed input)
-        TM_ASSIGN_OR_RETURN(L.ffn_norm_b, ld.vec(p + "ffn_norm.bias", c.n_embd));
-      }
+    // The FFN's own norm: not in the parallel block (phi2's, cohere's FFN read the attention's normed
+    // input) unless the family has one there (gptneox); nemotron_h's FFN layers read their attn_norm's.
+    const bool ffn_norm = c.arch.pre_norms && (!c.arch.parallel_block || c.arch.parallel_ffn_norm) &&
+                          !c.arch.single_block_layers && c.has_ffn(l);
+    if (ffn_norm) {
+      TM_ASSIGN_OR_RETURN(L.ffn_norm, norm(p + c.arch.ffn_norm_name + c.arch.ffn_norm_suffix));
+      TM_ASSIGN_OR_RETURN(L.ffn_norm_b, norm_bias(p + c.arch.ffn_norm_name));
+    }
+    if (!c.arch.attn_norm_alt.empty() && ld.has(p + c.arch.attn_norm_alt + ".weight")) {
+      // falcon-40b: attention reads attn_norm_2's norm, the parallel FFN attn_norm's
+      L.ffn_norm = std::move(L.attn_norm);
+      L.ffn_norm_b = std::move(L.attn_norm_b);
+      TM_ASSIGN_OR_RETURN(L.attn_norm, norm(p + c.arch.attn_norm_alt + ".weight"));
+      TM_ASSIGN_OR_RETURN(L.attn_norm_b, norm_bias(p + c.arch.attn_norm_alt));
     }
     if (c.is_conv(l)) {  // lfm2: a short convolution in place of attention
       TM_TRY(load_shortconv_layer(ld, c, p, L));
@@ -424,10 +453,6 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
     if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
-    // (cohere's FFN reads the attention's normed input, nemotron_h's FFN layers their attn_norm's)
-    if (c.arch.pre_norms && !c.arch.parallel_block && !c.arch.single_block_layers) {
-      TM_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + c.arch.ffn_norm_name + c.arch.ffn_norm_suffix, c.n_embd));
-    }
     if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;
@@ -435,9 +460,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     if (c.arch.ffn_ungated) {  // starcoder2: up, activation, down
       TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
       TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
-      if (c.arch.ffn_bias) {
-        TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.vec(p + "ffn_up.bias", c.n_ff));
-        TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.vec(p + "ffn_down.bias", c.n_embd));
+      if (c.arch.ffn_bias) {  // (mpt: when the file has them)
+        TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
+        TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
       }
       continue;
     }

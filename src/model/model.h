@@ -83,6 +83,8 @@ struct ModelWeights {
   std::vector<float> output_norm_b;  // (n_embd) starcoder2's / phi2's LayerNorm bias, else empty
   std::vector<float> output_b;       // (n_vocab) phi2's output bias, else empty
   Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
+  Matrix pos_embd;                 // (n_pos_embd, n_embd) learned positions (gpt2, starcoder, mpt), else invalid
+  std::vector<float> embd_norm, embd_norm_b;  // (n_embd) bloom's LayerNorm of the embeddings, else empty
   std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
   std::vector<float> rope_factors_short, rope_factors_long;  // (n_rot/2) LongRoPE (phi3), or empty
   // The frequency divisors RoPE uses when the context served is n_ctx positions (null: none):

@@ -388,6 +388,14 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   }
   if (c.embd_scale != 1.0f)  // gemma: times sqrt(n_embd)
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] *= c.embd_scale;
+  if (w.pos_embd.valid()) {  // gpt2, starcoder: + the learned embedding of the position
+    TM_ASSERT(pos < w.pos_embd.rows, "position past the learned position embeddings");
+    dequantize_row(w.pos_embd.type, w.pos_embd.row(pos), xb_.data(), c.n_embd);
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+  }
+  if (!w.embd_norm.empty())  // bloom
+    layernorm_rows(x_.data(), c.n_embd, w.embd_norm.data(), w.embd_norm_b.data(), x_.data(), c.n_embd, 1, c.n_embd,
+                   c.rms_eps);
   auto adapted = [&](int64_t l, LoraSlot s) { return lora ? lora->layer(l, s) : nullptr; };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -395,7 +403,14 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // attention rmsnorm (olmo2: none; cohere: LayerNorm, kept for the parallel FFN)
     pre_norm(L.attn_norm, L.attn_norm_b);
     if (c.has_mixer(l)) {  // (nemotron_h: a layer may be an FFN alone)
-      if (c.arch.parallel_block || c.arch.parallel_ssm) xn_.assign(xb_.begin(), xb_.end());
+      if (c.arch.parallel_block && !L.ffn_norm.empty()) {  // gptneox, falcon-40b: the FFN's own norm
+        const std::vector<float> attn_in(xb_.begin(), xb_.end());
+        pre_norm(L.ffn_norm, L.ffn_norm_b);
+        xn_.assign(xb_.begin(), xb_.end());
+        std::copy(attn_in.begin(), attn_in.end(), xb_.begin());
+      } else if (c.arch.parallel_block || c.arch.parallel_ssm) {
+        xn_.assign(xb_.begin(), xb_.end());
+      }
       if (c.is_conv(l)) {  // lfm2: the gated short convolution instead of attention
         shortconv(L, c.slot(l), pos);
       } else if (c.is_gdn(l)) {  // qwen35: a gated delta net instead of attention
@@ -429,6 +444,11 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
             for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] += L.bq[i];
             for (int64_t i = 0; i < kv_dim; ++i) k_[i] += L.bk[i];
             for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
+          }
+          if (c.clamp_kqv > 0.0f) {  // mpt, olmo
+            for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] = std::clamp(q_[i], -c.clamp_kqv, c.clamp_kqv);
+            for (int64_t i = 0; i < kv_dim; ++i) k_[i] = std::clamp(k_[i], -c.clamp_kqv, c.clamp_kqv);
+            for (int64_t i = 0; i < kv_dim; ++i) v_[i] = std::clamp(v_[i], -c.clamp_kqv, c.clamp_kqv);
           }
           // per-head q/k norm (qwen3), then RoPE
           // (olmoe: one norm over the whole q and the whole k)
@@ -600,6 +620,7 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
       for (int64_t i = 0; i < hd; ++i) score += qh[i] * kt[i];
       score *= c.attn_scale;
       att_[t - first] = c.attn_softcap > 0 ? ref::softcap(score, c.attn_softcap) : score;
+      if (!c.alibi.empty()) att_[t - first] += c.alibi[static_cast<size_t>(h)] * static_cast<float>(t - pos);  // bloom
     }
     // gpt-oss: the layer's learned sink logit for this query head joins the denominator
     if (L.attn_sinks.empty()) ref::softmax(att_.data(), n);

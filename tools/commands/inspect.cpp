@@ -96,6 +96,17 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
         std::printf("rope:          M-RoPE on text: NeoX with %lld of %lld rotation pairs still (the fourth section's)\n",
                     (long long)still, (long long)c.ropes[0].still.size());
       }
+      bool roped = false;
+      for (int64_t l = 0; l < c.n_layer; ++l) roped = roped || (c.has_attention(l) && c.has_rope(l));
+      if (!c.alibi.empty())
+        std::printf("positions:     ALiBi, slopes %g .. %g over %lld heads (no RoPE)\n", c.alibi.front(), c.alibi.back(),
+                    (long long)c.n_head);
+      else if (c.n_pos_embd > 0 && g.find_tensor("position_embd.weight"))
+        std::printf("positions:     learned, %lld (position_embd; the context cannot exceed them; no RoPE)\n",
+                    (long long)c.n_pos_embd);
+      else if (!roped && !c.arch.attention_free && c.n_kv_layers() > 0 && c.n_ssm_layers() == 0)
+        std::printf("positions:     none (no RoPE, ALiBi or learned positions)\n");
+      if (c.clamp_kqv > 0) std::printf("attention:     q, k, v clamped to +-%g\n", c.clamp_kqv);
       if (c.n_swa > 0) {
         int64_t sliding = 0;
         for (const auto& la : c.layer_attn) sliding += la.window > 0;

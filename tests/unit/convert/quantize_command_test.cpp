@@ -491,7 +491,8 @@ TEST(QuantizeCommand, RefusesToWriteNonFiniteData) {
 }
 
 // `tokenmill inspect` on the recurrent and M-RoPE families: what each recurrent layer is and the
-// state a sequence carries; an attention-free file without the placeholder heads; M-RoPE's still pairs.
+// state a sequence carries; an attention-free file without the placeholder heads; M-RoPE's still pairs;
+// the classic families' positions (ALiBi, learned) and q/k/v clamp.
 TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
   struct Case {
     const char* shape;
@@ -503,6 +504,10 @@ TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
       {"tiny-falcon-h1", {"Mamba-2 mixers (inner 96: 6 heads of 16, state 16, 2 group(s), conv 4), each beside attention"}},
       {"tiny-qwen3next", {"3 of 4 layers gated delta nets (4 value heads over 2 key heads of 16)"}},
       {"tiny-qwen3vl", {"rope:          M-RoPE on text: NeoX with 2 of 16 rotation pairs still"}},
+      // the classic families' positions: ALiBi, learned, none; olmo's clamp
+      {"tiny-bloom", {"positions:     ALiBi, slopes 0.25 .. 0.00390625 over 4 heads (no RoPE)"}},
+      {"tiny-gpt2", {"positions:     learned, 256 (position_embd; the context cannot exceed them; no RoPE)"}},
+      {"tiny-olmo", {"attention:     q, k, v clamped to +-0.2"}},
   };
   for (const Case& c : cases) {
     const std::string f = test::temp_dir() + "/inspect-" + c.shape + ".gguf";

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "convert/dummy.h"
 #include "engine/memory_plan.h"
 #include "test_support.h"
 
@@ -64,4 +65,38 @@ TEST(MemoryPlan, SizesTheCacheAndTheContext) {
     EXPECT_EQ(fp8->kv_dtype, name);
     EXPECT_EQ(lay.dtype, std::string(name) == "fp8_e5m2" ? DType::F8_E5M2 : DType::F8_E4M3) << name;
   }
+}
+
+// Learned positions bound the context: the plan refuses --max-model-len past them, speculative tokens
+// included, and caps the default there.
+TEST(MemoryPlan, LearnedPositionsBoundTheContext) {
+  DummyOptions o;
+  o.shape = *find_shape("tiny-gpt2");  // GPT-2's form: 256 learned positions
+  o.dtype = DType::F32;
+  const std::string path = test::temp_dir() + "/plan-gpt2.gguf";
+  ASSERT_TRUE(write_dummy_model(o, path).ok());
+  auto loaded = Model::load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error();
+  const std::shared_ptr<Model> m = *loaded;
+  EngineConfig cfg;
+  cfg.kv_cache_bytes = 64ull << 20;
+  KvLayout lay;
+  auto p = plan_memory(*m, cfg, 1000, &lay);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->max_model_len, 256);
+  cfg.max_model_len = 257;
+  auto past = plan_memory(*m, cfg, 1000, &lay);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.error().find("256 positions"), std::string::npos) << past.error();
+  cfg.max_model_len = 256;
+  EXPECT_TRUE(plan_memory(*m, cfg, 1000, &lay).ok());
+  cfg.speculative.method = "ngram";
+  cfg.speculative.num_speculative_tokens = 4;
+  auto spec = plan_memory(*m, cfg, 1000, &lay);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.error().find("252 with 4 speculative tokens"), std::string::npos) << spec.error();
+  cfg.max_model_len = 0;
+  auto capped = plan_memory(*m, cfg, 1000, &lay);
+  ASSERT_TRUE(capped.ok()) << capped.error();
+  EXPECT_EQ(capped->max_model_len, 252);
 }

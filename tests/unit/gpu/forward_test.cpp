@@ -139,11 +139,13 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryDenseFamily) {
                             "tiny-gemma3", "tiny-gemma", "tiny-granite", "tiny-smollm3", "tiny-olmo2", "tiny-olmo3",
                             "tiny-exaone", "tiny-exaone4", "tiny-exaone4-swa", "tiny-ernie4_5", "tiny-glm4",
                             "tiny-mistral3", "tiny-seed-oss", "tiny-qwen2vl", "tiny-qwen3vl", "tiny-glm4v",
-                            "tiny-minicpm", "tiny-internlm2", "tiny-xverse"})
+                            "tiny-minicpm", "tiny-internlm2", "tiny-xverse", "tiny-baichuan", "tiny-chatglm"})
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
-      // the 64-layer EXAONE 4.0 on the host oracle only: on the emulator it doubles the test's time, and
-      // its parts (windows, NoPE layers, no pre-norms) run there in tiny-olmo3, tiny-smollm3, tiny-exaone4
-      if (std::string(shape) == "tiny-exaone4-swa" && GetParam() != "host") continue;
+      // the 64-layer EXAONE 4.0 and 32-layer Baichuan on the host oracle only: on the emulator they double
+      // the test's time, and their parts (windows, NoPE layers, no pre-norms; the llama block) run there in
+      // tiny-olmo3, tiny-smollm3, tiny-exaone4, tiny-llama
+      if ((std::string(shape) == "tiny-exaone4-swa" || std::string(shape) == "tiny-baichuan") && GetParam() != "host")
+        continue;
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);
       check_mixed_batches(m, ops(), std::string(shape) + " " + dtype_name(t));
@@ -669,6 +671,14 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto l4s = gpu_forward_supports(*l4, gpu_host_ops());
     ASSERT_FALSE(l4s.ok());
     EXPECT_NE(l4s.error().find("llama4"), std::string::npos) << l4s.error();
+    for (const char* shape : {"tiny-bloom", "tiny-baichuan-13b", "tiny-gpt2", "tiny-olmo"}) {
+      // ALiBi, learned positions, the q/k/v clamp (and the LayerNorm families): CPU only
+      auto cl = dummy(shape, DType::F32);
+      ASSERT_NE(cl, nullptr);
+      auto cls = gpu_forward_supports(*cl, gpu_host_ops());
+      ASSERT_FALSE(cls.ok()) << shape;
+      if (std::string(shape) == "tiny-baichuan-13b") EXPECT_NE(cls.error().find("ALiBi"), std::string::npos) << cls.error();
+    }
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());

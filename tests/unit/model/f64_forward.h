@@ -24,6 +24,11 @@ class F64Forward {
     const auto& w = m_.weights();
     std::vector<double> x = row(w.token_embd, token);
     for (double& e : x) e *= c_.embd_scale;  // gemma: sqrt(n_embd)
+    if (w.pos_embd.valid()) {  // gpt2, starcoder: + the position's learned embedding
+      const auto p = row(w.pos_embd, static_cast<int32_t>(pos));
+      for (size_t i = 0; i < x.size(); ++i) x[i] += p[i];
+    }
+    if (!w.embd_norm.empty()) x = norm(x, w.embd_norm, w.embd_norm_b);  // bloom
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const LayerWeights& L = w.layers[l];
       const bool roped = c_.has_rope(l);  // smollm3: NoPE layers
@@ -34,6 +39,8 @@ class F64Forward {
                             : la.chunk > 0 ? pos / la.chunk * la.chunk  // llama4's chunks
                                            : 0;
       auto xb = L.attn_norm.empty() ? x : norm(x, L.attn_norm, L.attn_norm_b);  // olmo2: no pre-norm
+      // the parallel FFN's input: the attention's, or its own norm of the layer's input (gptneox, falcon-40b)
+      const auto xn = c_.arch.parallel_block && !L.ffn_norm.empty() ? norm(x, L.ffn_norm, L.ffn_norm_b) : xb;
       if (c_.is_conv(l)) {  // lfm2: out_proj(c * sum_j kernel_j * (b * x)(pos - K + 1 + j)), zero before 0
         const int64_t E = c_.n_embd, K = c_.shortconv_l;
         const auto bcx = mv(L.conv_in, xb);
@@ -94,6 +101,9 @@ class F64Forward {
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
       if (!L.bk.empty())
         for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
+      if (c_.clamp_kqv > 0)  // mpt, olmo
+        for (auto* y : {&q, &k, &v})
+          for (double& e : *y) e = std::clamp<double>(e, -c_.clamp_kqv, c_.clamp_kqv);
       if (c_.arch.qk_norm_full) {  // olmoe: one norm over all of q / k, then RoPE per head
         q = norm(q, L.q_norm);
         k = norm(k, L.k_norm);
@@ -131,6 +141,7 @@ class F64Forward {
           double& e = s[t - first];
           e = d * static_cast<double>(c_.attn_scale);
           if (c_.attn_softcap > 0) e = c_.attn_softcap * std::tanh(e / c_.attn_softcap);
+          if (!c_.alibi.empty()) e += static_cast<double>(c_.alibi[static_cast<size_t>(h)]) * static_cast<double>(t - pos);
           mx = std::max(mx, e);
         }
         double sum = L.attn_sinks.empty() ? 0.0 : std::exp(L.attn_sinks[h] - mx);
@@ -148,7 +159,7 @@ class F64Forward {
       }
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
-      ffn(L, l, x, rs, c_.arch.parallel_block ? &xb : nullptr);  // cohere: the FFN reads the attention's input
+      ffn(L, l, x, rs, c_.arch.parallel_block ? &xn : nullptr);  // cohere: the FFN reads the attention's input
     }
     auto logits = mv(w.output, norm(x, w.output_norm, w.output_norm_b));
     for (size_t i = 0; i < w.output_b.size(); ++i) logits[i] += w.output_b[i];  // phi2

@@ -195,7 +195,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-qwen3next", "tiny-qwen3next-legacy", "tiny-falcon-h1",
                                                               "tiny-falcon-h1-nonorm", "tiny-minicpm", "tiny-minicpm-moe",
                                                               "tiny-internlm2", "tiny-mamba", "tiny-falcon-mamba",
-                                                              "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse"));
+                                                              "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse",
+                                                              "tiny-gpt2", "tiny-starcoder", "tiny-gptneox",
+                                                              "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b",
+                                                              "tiny-bloom", "tiny-mpt", "tiny-mpt-biased", "tiny-olmo",
+                                                              "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm",
+                                                              "tiny-codeshell"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms

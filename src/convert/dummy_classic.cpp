@@ -1,0 +1,134 @@
+// Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
+// baichuan, chatglm, codeshell -- with the keys, tensor names and shapes llama.cpp's converter writes for them: one attn_qkv
+// (q, k, v rows) except baichuan's and olmo's q/k/v apart, LayerNorms with their biases (olmo's have
+// none; baichuan's and chatglm's are RMS norms), chatglm's gate and up in one ffn_up, learned positions (position_embd: gpt2, starcoder, an mpt that has
+// them), bloom's token_embd_norm, gptneox's parallel-residual flag, mpt's ALiBi bias and q/k/v clamp.
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "convert/dummy.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
+
+namespace tmill {
+
+bool is_classic_dummy_arch(const std::string& a) {
+  return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
+         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell";
+}
+
+Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
+  ModelShape s = o.shape;
+  const std::string& arch = s.arch;
+  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
+      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
+    return Error{fmt::format("--dtype {}: {} dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix in "
+                             "it)", dtype_name(o.dtype), arch)};
+  const int64_t E = s.n_embd, hd = s.head_dim, QD = s.n_head * hd, KD = s.n_head_kv * hd, F = s.n_ff;
+  if (E <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0 || hd % 2 != 0 ||
+      F <= 0 || s.n_vocab <= 0)
+    return Error{"invalid model dimensions"};
+  if (QD != E) return Error{fmt::format("{} needs n_head * head_dim == n_embd ({} * {} != {})", arch, s.n_head, hd, E)};
+  const bool gpt2 = arch == "gpt2" || arch == "starcoder", neox = arch == "gptneox", falcon = arch == "falcon";
+  const bool bloom = arch == "bloom", mpt = arch == "mpt", olmo = arch == "olmo", baichuan = arch == "baichuan";
+  const bool chatglm = arch == "chatglm", codeshell = arch == "codeshell";
+  const bool rms = baichuan || chatglm;  // (the others: LayerNorms)
+  if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
+  if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
+  if ((s.max_alibi_bias > 0 || s.mpt_biases || s.mpt_pos_embd) && !mpt)
+    return Error{"the ALiBi bias key, optional biases and positions are mpt's"};
+  if (s.clamp_kqv > 0 && !mpt && !olmo) return Error{"attention.clamp_kqv is mpt's and olmo's"};
+  if ((neox || baichuan || codeshell) && s.tied) return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
+  const int64_t n_rot = s.n_rot > 0 ? s.n_rot : hd;
+  if ((falcon || codeshell) && n_rot != hd)
+    return Error{fmt::format("{} rotates the whole head (llama.cpp requires it)", arch)};
+
+  GgufWriter w;
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
+  w.set_u32("general.file_type", dummy_file_type(o.dtype));
+  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(F));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (rms) w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  else w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+  if (neox || falcon || olmo || baichuan || chatglm || codeshell) w.set_f32(a + "rope.freq_base", s.rope_theta);
+  if (neox || chatglm) w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
+  if (neox) {
+    w.set_bool(a + "use_parallel_residual", !s.sequential_block);
+  }
+  if (mpt && s.max_alibi_bias > 0) w.set_f32(a + "attention.max_alibi_bias", s.max_alibi_bias);
+  if (s.clamp_kqv > 0) w.set_f32(a + "attention.clamp_kqv", s.clamp_kqv);
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else dummy_synthetic_vocab(w, s.n_vocab);
+
+  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
+  const uint64_t seed = o.seed;
+  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
+  auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, float spr) -> Status {
+    DType type = o.dtype;
+    if (cols % dtype_info(type).block_size != 0) type = DType::F16;
+    return w.add_tensor(name, type, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, type, spr));
+  };
+  auto add_f32 = [&](const std::string& name, int64_t n, float center, float spr) -> Status {
+    return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spr));
+  };
+  // a norm: weight around 1 (olmo: none), bias around 0 where the family has one (baichuan: RMS, none)
+  const bool norm_bias = !olmo && !rms && (!mpt || s.mpt_biases);
+  auto add_norm = [&](const std::string& name) -> Status {
+    if (olmo) return {};
+    TM_TRY(add_f32(name + ".weight", E, 1.0f, 0.1f));
+    if (norm_bias) TM_TRY(add_f32(name + ".bias", E, 0.0f, 0.1f));
+    return {};
+  };
+  TM_TRY(add_matrix("token_embd.weight", s.n_vocab, E, e_spread));
+  if (gpt2 || s.mpt_pos_embd) TM_TRY(add_matrix("position_embd.weight", s.n_ctx, E, e_spread));
+  if (bloom) TM_TRY(add_norm("token_embd_norm"));
+  TM_TRY(add_norm("output_norm"));
+  if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, E, e_spread));
+  const bool biased = gpt2 || neox || bloom || codeshell || (mpt && s.mpt_biases);  // attn_qkv, attn_output, the FFN
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    TM_TRY(add_norm(p + "attn_norm"));
+    if (s.attn_norm_2) TM_TRY(add_norm(p + "attn_norm_2"));
+    if (olmo || baichuan) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
+      TM_TRY(add_matrix(p + "attn_q.weight", QD, E, spread));
+      TM_TRY(add_matrix(p + "attn_k.weight", KD, E, spread));
+      TM_TRY(add_matrix(p + "attn_v.weight", KD, E, spread));
+    } else {
+      TM_TRY(add_matrix(p + "attn_qkv.weight", QD + 2 * KD, E, spread));
+      if (biased || chatglm) TM_TRY(add_f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
+    }
+    TM_TRY(add_matrix(p + "attn_output.weight", E, QD, spread));
+    if (biased) TM_TRY(add_f32(p + "attn_output.bias", E, 0.0f, 0.05f));
+    if (!falcon) TM_TRY(add_norm(p + "ffn_norm"));  // (falcon's FFN reads attn_norm's output)
+    if (olmo || baichuan) {  // SwiGLU
+      TM_TRY(add_matrix(p + "ffn_gate.weight", F, E, spread));
+      TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
+      TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+      continue;
+    }
+    if (chatglm) {  // SwiGLU, gate and up rows in one ffn_up
+      TM_TRY(add_matrix(p + "ffn_up.weight", 2 * F, E, spread));
+      TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+      continue;
+    }
+    TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
+    if (biased) TM_TRY(add_f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
+    TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+    if (biased) TM_TRY(add_f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
+  }
+  return w.write(out_path);
+}
+
+}  // namespace tmill

@@ -1,0 +1,65 @@
+// BLOOM (GGUF "bloom": bigscience/bloom 560M .. 176B, BLOOMZ) and MPT (GGUF "mpt": MPT-7B / 30B and
+// their chat / instruct / storywriter models), as llama.cpp's bloom and mpt graphs: ALiBi instead of
+// RoPE (BLOOM: maximum bias 8; MPT: attention.max_alibi_bias, none when absent); LayerNorms (eps
+// attention.layer_norm_epsilon) before attention, before the FFN and at the end; one attn_qkv (q, k, v
+// rows); the ungated FFN down(gelu(up x + up_b)) + down_b; the output tied to token_embd when the file
+// has none. BLOOM: a LayerNorm with a bias on the token embeddings (token_embd_norm), biases on every
+// norm, on attn_qkv, attn_output and the FFN. MPT: those biases when the file has them, learned
+// positions (position_embd) when it has them, q / k / v clamped to attention.clamp_kqv when set.
+// (MPT's optional q / k LayerNorms and AWQ's ffn_act scales are not computed: such files are refused
+// naming the tensor.)
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "model/config.h"
+
+namespace tmill {
+namespace {
+Status read_bloom(const GgufFile&, ModelConfig& c) {
+  set_alibi(c, 8.0f);  // (llama.cpp: fixed for bloom)
+  return {};
+}
+
+Status read_mpt(const GgufFile& f, ModelConfig& c) {
+  TM_ASSIGN_OR_RETURN(const float max_bias, read_family_float(f, c, "attention.max_alibi_bias", 0.0f));
+  TM_ASSIGN_OR_RETURN(c.clamp_kqv, read_family_float(f, c, "attention.clamp_kqv", 0.0f));
+  if (!(max_bias >= 0.0f) || !std::isfinite(max_bias) || !(c.clamp_kqv >= 0.0f) || !std::isfinite(c.clamp_kqv))
+    return Error{fmt::format("mpt.attention.max_alibi_bias {} and clamp_kqv {} must be finite and not negative",
+                             max_bias, c.clamp_kqv)};
+  if (max_bias > 0.0f) set_alibi(c, max_bias);
+  else set_no_rope(c);  // (llama.cpp: MPT has no RoPE; its positions are learned ones or none)
+  c.n_pos_embd = c.n_ctx_train;  // (when the file has position_embd: the loader clears it otherwise)
+  return {};
+}
+
+ArchSpec bloom_like(const char* name) {
+  ArchSpec s{name, RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};
+  s.fused_qkv_ffn = true;  // (attn_qkv's bias is read when present)
+  s.layer_norm = true;
+  s.norm_bias = true;
+  s.ffn_ungated = true;
+  s.ffn_bias = true;
+  s.ffn_act = FfnActivation::GeluTanh;
+  return s;
+}
+}  // namespace
+
+ArchSpec arch_bloom() {
+  ArchSpec s = bloom_like("bloom");
+  s.qkv_bias = true;
+  s.attn_out_bias = true;
+  s.embd_norm = true;
+  s.read_family = read_bloom;
+  return s;
+}
+
+ArchSpec arch_mpt() {
+  ArchSpec s = bloom_like("mpt");
+  s.optional_biases = true;
+  s.pos_embd = true;
+  s.pos_embd_required = false;
+  s.read_family = read_mpt;
+  return s;
+}
+}  // namespace tmill
