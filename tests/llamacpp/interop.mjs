@@ -196,7 +196,10 @@ try {
   // 4c. llama.cpp's greedy continuation on stories260K quantized to IQ4_NL and MXFP4 by tokenmill equals
   // `tokenmill generate`'s (as section 2 for the F32 file). MXFP4 moves the tiny model far from its
   // source (distance ~1.3 above) and its greedy path meets a near tie early (seen: token 18, a gap of
-  // 0.01 sd in tokenmill's logits); it must agree for 16 tokens and differ only at a near tie.
+  // 0.01 sd in tokenmill's logits); it must agree for 16 tokens and differ only at a near tie. IQ4_NL
+  // agrees for all 64 on AVX-512; on an AVX2-only CPU (AMD EPYC Zen 3, 2026-12-07) its activations round
+  // otherwise and the path met a near tie at token 38 (a gap of 4e-3 sd): past 32 tokens, a tie below
+  // 0.01 sd is allowed there too.
   for (const type of ['IQ4_NL', 'MXFP4']) {
     const f = path.join(dir, `stories-${type}.gguf`);
     const g = JSON.parse(tm(['generate', '--model', f, '--prompt', 'Once upon a time', '--max-tokens', '64',
@@ -217,7 +220,7 @@ try {
       const sd = Math.sqrt(row.reduce((s, v) => s + (v - m) ** 2, 0) / row.length);
       const tie = (row[g.tokens[same]] - row[out[same]]) / sd;
       note = ` (first difference at ${same}, a gap of ${tie.toExponential(2)} sd)`;
-      ok = type === 'MXFP4' && same >= 16 && tie < 0.05;
+      ok = type === 'MXFP4' ? same >= 16 && tie < 0.05 : same >= 32 && tie < 0.01;
     }
     check(ok, `stories260K ${type} greedy ${g.tokens.length} tokens${same >= 0 ? '' : ' identical'}${note}`);
     await ctx.dispose();
