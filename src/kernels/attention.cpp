@@ -104,13 +104,19 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 namespace {
 
 // The ISA's kernel where it covers the call; several heads it does not take together go one by one
-// (the only place a run is split: the scalar kernel takes one KV head).
+// (the scalar kernel takes one KV head), and a group wider than the SIMD kernels take (16 query heads)
+// in chunks of 16: Falcon-7B's 71 query heads on one KV head ran on the scalar kernel before -- its
+// decode at 1.3 tok/s against llama.cpp's 3.3 on an AMD EPYC Zen 3.
 void run_attention(const kern::AttnArgs& a) {
+  constexpr int64_t kChunk = 16;
   const kern::KernelTable& t = kern::kernels();
   if (t.attention_covers(a)) {
     t.attention[a.kv_type](a);
   } else if (a.n_kv > 1) {
     for (int64_t j = 0; j < a.n_kv; ++j) run_attention(kern::attn_head(a, j));
+  } else if (a.group > kChunk) {
+    for (int64_t g0 = 0; g0 < a.group; g0 += kChunk)
+      run_attention(kern::attn_group_chunk(a, g0, a.group - g0 < kChunk ? a.group - g0 : kChunk));
   } else {
     kern::attention_scalar(a);
   }

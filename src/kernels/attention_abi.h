@@ -81,6 +81,18 @@ static inline AttnArgs attn_head(const AttnArgs& a, int64_t j) {
   return h;
 }
 
+// The arguments for query heads [g0, g0 + n) of a's one KV head (a.n_kv == 1): a group too wide for a
+// kernel (Falcon-7B: 71 query heads on one KV head) goes in chunks, each reading the KV head again.
+static inline AttnArgs attn_group_chunk(const AttnArgs& a, int64_t g0, int64_t n) {
+  AttnArgs c = a;
+  c.group = n;
+  c.q = a.q + g0 * a.head_dim;
+  c.out = a.out + g0 * a.head_dim;
+  if (a.sinks) c.sinks = a.sinks + g0;
+  if (a.alibi) c.alibi = a.alibi + g0;
+  return c;
+}
+
 // Pulls block b's K and V tiles of its a.n_kv heads (every cache line) toward L2; the SIMD kernels call it for block b + 1
 // while they compute block b (defined in attention.cpp).
 void prefetch_kv_block(const AttnArgs& a, int64_t b);

@@ -50,8 +50,13 @@ float load(const uint8_t* tile, int type, int64_t i, int64_t t, int64_t bs, int6
 
 void attention_scalar(const AttnArgs& a) {
   TM_ASSERT(a.n_kv == 1, "the scalar attention kernel takes one KV head (run_attention splits runs)");
-  const int64_t hd = a.head_dim, bs = a.block_size, G = a.group;
   constexpr int64_t kMaxGroup = 64;
+  if (a.group > kMaxGroup) {  // (its per-head state lives on the stack: wider groups go in chunks)
+    for (int64_t g0 = 0; g0 < a.group; g0 += kMaxGroup)
+      attention_scalar(attn_group_chunk(a, g0, a.group - g0 < kMaxGroup ? a.group - g0 : kMaxGroup));
+    return;
+  }
+  const int64_t hd = a.head_dim, bs = a.block_size, G = a.group;
   float m[kMaxGroup], l[kMaxGroup];
   for (int64_t g = 0; g < G; ++g) {
     m[g] = -INFINITY;

@@ -73,7 +73,7 @@ TEST(AttentionAlibi, SlopesMatchTheOracleOnEveryIsaAndKvType) {
   struct Shape {
     int64_t hd, group, n_head_kv;
   };
-  const Shape shapes[] = {{64, 1, 4}, {16, 3, 2}, {40, 4, 2}};
+  const Shape shapes[] = {{64, 1, 4}, {16, 3, 2}, {40, 4, 2}, {32, 24, 1}};  // (24: two chunks of query heads)
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 16, 37, 70}) {

@@ -73,7 +73,7 @@ TEST(AttentionWindow, WindowAndSinksMatchTheOracleOnEveryIsa) {
   struct Shape {
     int64_t hd, group, n_head_kv, bs;
   };
-  const Shape shapes[] = {{64, 8, 2, 16}, {16, 3, 1, 16}, {40, 5, 2, 16}, {32, 2, 2, 4}};
+  const Shape shapes[] = {{64, 8, 2, 16}, {16, 3, 1, 16}, {40, 5, 2, 16}, {32, 2, 2, 4}, {32, 24, 1, 16}};  // (24: two chunks of query heads)
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {  // Q4_0: the dequantizing path
     for (const Shape& sh : shapes) {
       const int64_t n_ctx = 70;
