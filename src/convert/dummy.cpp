@@ -309,6 +309,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool ernie_moe = s.arch == "ernie4_5-moe";  // softmax with an optional selection bias, shared expert rows
   const bool minimax = s.arch == "minimax-m2";  // whole-projection q/k norms, sigmoid experts of n_ff rows
   const bool dots1 = s.arch == "dots1";         // qwen3's attention, DeepSeek-V3's experts
+  const bool deepseek = s.arch == "deepseek";   // DeepSeek-MoE: the llama block, softmax experts beside shared ones
   const bool cohere = s.arch == "command-r" || s.arch == "cohere2";  // LayerNorm, parallel block, tied, logit scale
   const bool llama4 = s.arch == "llama4";  // interleaved experts with a shared one, chunked attention, NoPE layers
   const bool phi2 = s.arch == "phi2";  // starcoder2's biases and FFN in cohere's parallel block, an output bias
@@ -369,13 +370,13 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
     return Error{"dots1 needs --n-head-kv == --n-head and an untied output (llama.cpp's k / v are n_head wide)"};
   const bool moe_arch = s.arch == "qwen3moe" || s.arch == "qwen2moe" || s.arch == "olmoe" || gptoss ||
                         s.arch == "granitemoe" || glm4moe || deepseek2 || ernie_moe || minimax || dots1 || llama4 || lfm2moe ||
-                        bailing || hunyuan_moe || exaone_moe || qwen35moe || nemotron_moe;
+                        bailing || hunyuan_moe || exaone_moe || qwen35moe || nemotron_moe || deepseek;
   const bool moe = moe_arch || s.n_expert > 0;
   const bool expert_ff_key =
       s.arch == "qwen3moe" || s.arch == "qwen2moe" || gptoss || glm4moe || deepseek2 || ernie_moe || dots1 || llama4 ||
-      lfm2moe || bailing || exaone_moe || qwen35moe || nemotron_moe;
+      lfm2moe || bailing || exaone_moe || qwen35moe || nemotron_moe || deepseek;
   const int64_t n_ff_exp = s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff;
-  const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing;  // DeepSeek-style experts: shared count, dense lead, scale
+  const bool ds_moe = glm4moe || deepseek2 || dots1 || bailing || deepseek;  // DeepSeek-style experts: shared count, dense lead, scale
   const int64_t n_shared = ds_moe ? (s.n_expert_shared > 0 ? s.n_expert_shared : 1) : 0;
   const int64_t n_ff_shexp = ds_moe      ? n_shared * n_ff_exp
                              : llama4    ? n_ff_exp

@@ -1,5 +1,5 @@
 // Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
-// baichuan, chatglm, codeshell -- with the keys, tensor names and shapes llama.cpp's converter writes for them: one attn_qkv
+// baichuan, chatglm, codeshell, refact -- with the keys, tensor names and shapes llama.cpp's converter writes for them: one attn_qkv
 // (q, k, v rows) except baichuan's and olmo's q/k/v apart, LayerNorms with their biases (olmo's have
 // none; baichuan's and chatglm's are RMS norms), chatglm's gate and up in one ffn_up, learned positions (position_embd: gpt2, starcoder, an mpt that has
 // them), bloom's token_embd_norm, gptneox's parallel-residual flag, mpt's ALiBi bias and q/k/v clamp.
@@ -17,7 +17,7 @@ namespace tmill {
 
 bool is_classic_dummy_arch(const std::string& a) {
   return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
-         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell";
+         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact";
 }
 
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
@@ -34,8 +34,8 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   if (QD != E) return Error{fmt::format("{} needs n_head * head_dim == n_embd ({} * {} != {})", arch, s.n_head, hd, E)};
   const bool gpt2 = arch == "gpt2" || arch == "starcoder", neox = arch == "gptneox", falcon = arch == "falcon";
   const bool bloom = arch == "bloom", mpt = arch == "mpt", olmo = arch == "olmo", baichuan = arch == "baichuan";
-  const bool chatglm = arch == "chatglm", codeshell = arch == "codeshell";
-  const bool rms = baichuan || chatglm;  // (the others: LayerNorms)
+  const bool chatglm = arch == "chatglm", codeshell = arch == "codeshell", refact = arch == "refact";
+  const bool rms = baichuan || chatglm || refact;  // (the others: LayerNorms)
   if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
   if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
   if ((s.max_alibi_bias > 0 || s.mpt_biases || s.mpt_pos_embd) && !mpt)
@@ -101,7 +101,7 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
     const std::string p = fmt::format("blk.{}.", l);
     TM_TRY(add_norm(p + "attn_norm"));
     if (s.attn_norm_2) TM_TRY(add_norm(p + "attn_norm_2"));
-    if (olmo || baichuan) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
+    if (olmo || baichuan || refact) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
       TM_TRY(add_matrix(p + "attn_q.weight", QD, E, spread));
       TM_TRY(add_matrix(p + "attn_k.weight", KD, E, spread));
       TM_TRY(add_matrix(p + "attn_v.weight", KD, E, spread));
@@ -112,7 +112,7 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_matrix(p + "attn_output.weight", E, QD, spread));
     if (biased) TM_TRY(add_f32(p + "attn_output.bias", E, 0.0f, 0.05f));
     if (!falcon) TM_TRY(add_norm(p + "ffn_norm"));  // (falcon's FFN reads attn_norm's output)
-    if (olmo || baichuan) {  // SwiGLU
+    if (olmo || baichuan || refact) {  // SwiGLU
       TM_TRY(add_matrix(p + "ffn_gate.weight", F, E, spread));
       TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
       TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));

@@ -576,6 +576,15 @@ std::vector<ModelShape> moe_shapes() {
       dots(moe({"dots.llm1", "dots1", 152064, 4096, 62, 32, 32, 128, 10944, 32768, 10000000.0f, 1e-5f, false}, 128, 6,
                1408, 0)),
       dots(moe({"tiny-dots1", "dots1", 512, 64, 3, 4, 4, 16, 160, 256, 1000000.0f, 1e-6f, false}, 8, 2, 32, 0)),
+      // DeepSeek-MoE-16B (deepseek: the llama block, layer 0 dense, 64 softmax experts of 1408 rows, 6 per token,
+      // not renormalized, 2 shared) and a tiny form (dots1's counts: 2 shared, layer 0 dense, x2.5)
+      [&] {
+        ModelShape m = moe({"deepseek-moe-16b", "deepseek", 102400, 2048, 28, 16, 16, 128, 10944, 4096, 10000.0f, 1e-6f,
+                            false}, 64, 6, 1408, 0);
+        m.n_expert_shared = 2, m.n_dense_lead = 1;
+        return m;
+      }(),
+      dots(moe({"tiny-deepseek-moe", "deepseek", 512, 64, 3, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false}, 8, 2, 32, 0)),
       // Hunyuan-A13B (hunyuan-moe: 64 experts of 3072 rows, 8 per token, a shared expert, q/k norms after
       // RoPE with the NTK-scaled base) and a tiny form
       moe({"hunyuan-a13b", "hunyuan-moe", 128167, 4096, 32, 32, 8, 128, 3072, 262144, 11158840.0f, 1e-5f, true}, 64, 8,
@@ -689,7 +698,7 @@ std::vector<ModelShape> vl_shapes() {
 // StarCoder (multi-query), Pythia-1.4B / 6.9B (gptneox: a quarter of each head rotated), Falcon-7B (one K/V head,
 // one norm) / 40B (attn_norm_2), BLOOM-560M / 7B1, MPT-7B (ALiBi 8, no biases), OLMo-1B / 7B, Baichuan2-7B
 // (RoPE: 32 layers) / 13B (ALiBi: 40 layers -- llama.cpp picks by the layer count), ChatGLM3-6B and GLM-4-9B in
-// its first GGUF form (chatglm: half of each head rotated), CodeShell-7B.
+// its first GGUF form (chatglm: half of each head rotated), CodeShell-7B, Refact-1.6B.
 std::vector<ModelShape> classic_shapes() {
   auto with = [](ModelShape m, auto&& f) {
     f(m);
@@ -743,6 +752,9 @@ std::vector<ModelShape> classic_shapes() {
            [](ModelShape& m) { m.n_rot = 8; }),
       {"codeshell-7b", "codeshell", 70144, 4096, 42, 32, 8, 128, 16384, 8192, 10000.0f, 1e-5f, false},
       {"tiny-codeshell", "codeshell", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+      // Refact-1.6B (refact: the llama block with ALiBi, one K/V head)
+      {"refact-1.6b", "refact", 49216, 2048, 32, 32, 1, 64, 5632, 4096, 10000.0f, 1e-5f, false},
+      {"tiny-refact", "refact", 512, 64, 2, 4, 1, 16, 160, 256, 10000.0f, 1e-5f, false},
   };
 }
 

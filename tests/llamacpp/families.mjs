@@ -109,7 +109,10 @@
 //   baichuan (Baichuan 2): the llama block; RoPE with 32 layers (7B), ALiBi with 40 (13B), narrow layers;
 //   chatglm (ChatGLM3, GLM-4-9B's first GGUFs): the llama block with attn_qkv's bias, RoPE on adjacent pairs
 //           over half of each head, gate and up in one ffn_up;
-//   codeshell (CodeShell): starcoder's layer with NeoX RoPE in place of learned positions.
+//   codeshell (CodeShell): starcoder's layer with NeoX RoPE in place of learned positions;
+//   deepseek (DeepSeek-MoE): the llama block, layer 0 dense, then 8 softmax experts (2 per token, not
+//           renormalized, x2.5) beside 2 shared experts;
+//   refact  (Refact-1.6B): the llama block with ALiBi and one K/V head.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -232,6 +235,8 @@ try {
     'baichuan (13B: ALiBi)': ['--shape', 'tiny-baichuan-13b', '--head-dim', '32'],
     chatglm: ['--shape', 'tiny-chatglm', '--head-dim', '64', '--n-rot', '32'],
     codeshell: ['--shape', 'tiny-codeshell', '--head-dim', '64'],
+    deepseek: ['--shape', 'tiny-deepseek-moe', '--head-dim', '64'],
+    refact: ['--shape', 'tiny-refact', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -259,16 +264,16 @@ try {
     const types = deep || name.includes('mistral4') || name.startsWith('qwen35') || name.startsWith('qwen3next') ? [] : name === 'granitemoe' || name === 'exaone-moe' || name === 'jamba' ? ['Q8_0']
       : ['Q8_0', 'Q4_K_M'];
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
-    // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder and Falcon-7B one K/V head; baichuan's narrow
+    // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder, Falcon-7B and refact one K/V head; baichuan's narrow
     // layers two heads, both K/V)
     const mha = ['dots1', 'phi2', 'stablelm', 'gpt2', 'bloom', 'olmo'].includes(name) || name.startsWith('gptneox') ||
       name.startsWith('mpt');
-    const kv = name.startsWith('deepseek2') || name === 'starcoder' || name === 'falcon' ? '1' : mha ? '4'
+    const kv = name.startsWith('deepseek2') || ['starcoder', 'falcon', 'refact'].includes(name) ? '1' : mha ? '4'
       : name.startsWith('baichuan') ? '2' : null;
     const shape = deep ? narrow : dims;
     const base = kv ? shape.map((v, i) => (shape[i - 1] === '--n-head-kv' ? kv : v)) : shape;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)', 'jamba'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)', 'jamba', 'deepseek'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

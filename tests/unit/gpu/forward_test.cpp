@@ -200,16 +200,17 @@ TEST_P(GpuForwardOn, MixedBatchesMatchTheReferenceOnEveryMoeFamily) {
   // (DeepSeek-V3's routing -- sigmoid, selection bias, scale, dense first layers, ungated shared
   // experts -- in glm4moe and dots1, with q/k norms over whole projections in minimax-m2, softmax
   // with a selection bias in ernie4_5-moe, grouped routing and a fused attn_qkv in bailingmoe2, windows
-  // with NoPE global layers in exaone-moe: F32 and Q8_0)
+  // with NoPE global layers in exaone-moe, softmax beside gated shared experts in deepseek: F32 and Q8_0)
   for (const char* shape : {"tiny-olmoe", "tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss", "tiny-granitemoe",
                             "tiny-glm4moe", "tiny-minimax-m2", "tiny-dots1", "tiny-ernie4_5-moe", "tiny-bailingmoe2",
-                            "tiny-exaone-moe", "tiny-qwen3vlmoe", "tiny-glm4v-moe", "tiny-minicpm-moe"})
+                            "tiny-exaone-moe", "tiny-qwen3vlmoe", "tiny-glm4v-moe", "tiny-minicpm-moe",
+                            "tiny-deepseek-moe"})
     for (DType t : {DType::F32, DType::Q8_0, DType::Q4_0, DType::MXFP4}) {
       if ((t == DType::MXFP4) != (std::string(shape) == "tiny-gpt-oss") && t != DType::F32) continue;
       const std::string sh(shape);
       if (t == DType::Q4_0 && (sh == "tiny-glm4moe" || sh == "tiny-minimax-m2" || sh == "tiny-dots1" ||
                                sh == "tiny-ernie4_5-moe" || sh == "tiny-bailingmoe2" || sh == "tiny-exaone-moe" ||
-                               sh == "tiny-glm4v-moe"))
+                               sh == "tiny-glm4v-moe" || sh == "tiny-deepseek-moe"))
         continue;
       auto m = dummy(shape, t);
       ASSERT_NE(m, nullptr);

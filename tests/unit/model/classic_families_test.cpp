@@ -237,6 +237,37 @@ TEST(ClassicFamilies, ChatglmAndCodeshell) {
   EXPECT_EQ(s->weights().layers[0].attn_norm_b.size(), 64u);
 }
 
+// DeepSeek-MoE: layer 0 dense, then softmax experts (not renormalized, scaled) beside gated shared ones;
+// llama.cpp reads no gating key for it, so a file's sigmoid gating is not taken.
+TEST(ClassicFamilies, DeepseekMoeRoutesBySoftmax) {
+  auto m = tiny("tiny-deepseek-moe");
+  ASSERT_NE(m, nullptr);
+  const auto& c = m->config();
+  EXPECT_EQ(c.n_expert, 8);
+  EXPECT_EQ(c.n_layer_dense_lead, 1);
+  EXPECT_FALSE(c.layer_is_moe(0));
+  EXPECT_TRUE(c.layer_is_moe(1));
+  EXPECT_FALSE(c.moe_sigmoid);
+  EXPECT_FALSE(c.arch.moe_norm_topk);
+  EXPECT_FLOAT_EQ(c.moe_weights_scale, 2.5f);
+  EXPECT_EQ(c.n_ff_shexp, 2 * 32);
+  const LayerWeights& L = m->weights().layers[2];
+  EXPECT_TRUE(L.gate_shexp.valid());
+  EXPECT_TRUE(L.exp_probs_b.empty());
+  DummyOptions o;
+  o.shape = *find_shape("tiny-deepseek-moe");
+  o.seed = 7;
+  const std::string src = test::temp_dir() + "/deepseek-edit.gguf";
+  ASSERT_TRUE(write_dummy_model(o, src).ok());
+  auto sig = test::load_edited(src, [](GgufWriter& w) {
+    w.set_u32("deepseek.expert_gating_func", 2);
+    w.set_bool("deepseek.expert_weights_norm", true);
+  });
+  ASSERT_TRUE(sig.ok()) << sig.error();
+  EXPECT_FALSE((*sig)->config().moe_sigmoid);
+  EXPECT_FALSE((*sig)->config().arch.moe_norm_topk);
+}
+
 // ggml's soft_max slopes (n = 8 for 12 heads: m0 = 2^-1 for heads 0..7, m1 = 2^-0.5 odd powers after).
 TEST(ClassicFamilies, SetAlibiGivesGgmlSlopesAndTurnsRopeOff) {
   ModelConfig c;
