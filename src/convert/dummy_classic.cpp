@@ -1,8 +1,9 @@
 // Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
-// baichuan, chatglm, codeshell, refact -- with the keys, tensor names and shapes llama.cpp's converter writes for them: one attn_qkv
-// (q, k, v rows) except baichuan's and olmo's q/k/v apart, LayerNorms with their biases (olmo's have
-// none; baichuan's and chatglm's are RMS norms), chatglm's gate and up in one ffn_up, learned positions (position_embd: gpt2, starcoder, an mpt that has
-// them), bloom's token_embd_norm, gptneox's parallel-residual flag, mpt's ALiBi bias and q/k/v clamp.
+// baichuan, chatglm, codeshell, jais2, refact -- with the keys, tensor names and shapes llama.cpp's
+// converter writes for them: one attn_qkv (q, k, v rows), but q/k/v apart for baichuan, olmo and refact;
+// LayerNorms with their biases (olmo's have none; baichuan's, chatglm's and refact's are RMS norms);
+// chatglm's gate and up in one ffn_up; learned positions (position_embd: gpt2, starcoder, an mpt that
+// has them); bloom's token_embd_norm; gptneox's parallel-residual flag; mpt's ALiBi bias and q/k/v clamp.
 #include <cmath>
 #include <memory>
 
@@ -17,7 +18,7 @@ namespace tmill {
 
 bool is_classic_dummy_arch(const std::string& a) {
   return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
-         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact";
+         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact" || a == "jais2";
 }
 
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
@@ -34,14 +35,15 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   if (QD != E) return Error{fmt::format("{} needs n_head * head_dim == n_embd ({} * {} != {})", arch, s.n_head, hd, E)};
   const bool gpt2 = arch == "gpt2" || arch == "starcoder", neox = arch == "gptneox", falcon = arch == "falcon";
   const bool bloom = arch == "bloom", mpt = arch == "mpt", olmo = arch == "olmo", baichuan = arch == "baichuan";
-  const bool chatglm = arch == "chatglm", codeshell = arch == "codeshell", refact = arch == "refact";
+  const bool chatglm = arch == "chatglm", refact = arch == "refact";
+  const bool codeshell = arch == "codeshell" || arch == "jais2";  // (jais2: codeshell's tensors, ReLU squared)
   const bool rms = baichuan || chatglm || refact;  // (the others: LayerNorms)
   if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
   if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
   if ((s.max_alibi_bias > 0 || s.mpt_biases || s.mpt_pos_embd) && !mpt)
     return Error{"the ALiBi bias key, optional biases and positions are mpt's"};
   if (s.clamp_kqv > 0 && !mpt && !olmo) return Error{"attention.clamp_kqv is mpt's and olmo's"};
-  if ((neox || baichuan || codeshell) && s.tied) return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
+  if ((neox || baichuan || arch == "codeshell") && s.tied) return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : hd;
   if ((falcon || codeshell) && n_rot != hd)
     return Error{fmt::format("{} rotates the whole head (llama.cpp requires it)", arch)};

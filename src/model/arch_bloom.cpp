@@ -36,11 +36,7 @@ Status read_mpt(const GgufFile& f, ModelConfig& c) {
 ArchSpec bloom_like(const char* name) {
   ArchSpec s{name, RopeLayout::Adjacent, /*qkv_bias=*/false, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;  // (attn_qkv's bias is read when present)
-  s.layer_norm = true;
-  s.norm_bias = true;
-  s.ffn_ungated = true;
-  s.ffn_bias = true;
-  s.ffn_act = FfnActivation::GeluTanh;
+  set_gpt_layer(s);
   return s;
 }
 }  // namespace
@@ -48,7 +44,6 @@ ArchSpec bloom_like(const char* name) {
 ArchSpec arch_bloom() {
   ArchSpec s = bloom_like("bloom");
   s.qkv_bias = true;
-  s.attn_out_bias = true;
   s.embd_norm = true;
   s.read_family = read_bloom;
   return s;
@@ -57,6 +52,7 @@ ArchSpec arch_bloom() {
 ArchSpec arch_mpt() {
   ArchSpec s = bloom_like("mpt");
   s.optional_biases = true;
+  s.attn_out_bias = false;  // (read when present)
   s.pos_embd = true;
   s.pos_embd_required = false;
   s.read_family = read_mpt;

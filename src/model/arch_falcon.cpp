@@ -5,18 +5,11 @@
 // one attn_qkv without a bias (q, k, v rows; one or a few K/V heads); NeoX RoPE over the whole head
 // (llama.cpp refuses another rope.dimension_count); no attn_output bias; the ungated FFN
 // down(gelu(up x)) without biases; the output tied to token_embd when the file has none.
-#include <fmt/format.h>
-
 #include "model/config.h"
 
 namespace tmill {
 namespace {
-Status read_falcon(const GgufFile&, ModelConfig& c) {
-  if (c.n_rot != c.head_dim)
-    return Error{fmt::format("falcon.rope.dimension_count {} must be the head dimension {} (as llama.cpp requires)",
-                             c.n_rot, c.head_dim)};
-  return {};
-}
+Status read_falcon(const GgufFile&, ModelConfig& c) { return require_whole_head_rope(c); }
 }  // namespace
 
 ArchSpec arch_falcon() {

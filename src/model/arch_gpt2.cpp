@@ -18,12 +18,7 @@ Status read_gpt2(const GgufFile&, ModelConfig& c) {
 ArchSpec gpt2_like(const char* name) {
   ArchSpec s{name, RopeLayout::Adjacent, /*qkv_bias=*/true, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;
-  s.layer_norm = true;
-  s.norm_bias = true;
-  s.ffn_ungated = true;
-  s.ffn_bias = true;
-  s.ffn_act = FfnActivation::GeluTanh;
-  s.attn_out_bias = true;
+  set_gpt_layer(s);
   s.pos_embd = true;
   s.read_family = read_gpt2;
   return s;

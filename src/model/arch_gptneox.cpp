@@ -25,13 +25,8 @@ Status read_gptneox(const GgufFile& f, ModelConfig& c) {
 ArchSpec arch_gptneox() {
   ArchSpec s{"gptneox", RopeLayout::NeoX, /*qkv_bias=*/true, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;
-  s.layer_norm = true;
-  s.norm_bias = true;
+  set_gpt_layer(s);
   s.parallel_ffn_norm = true;
-  s.ffn_ungated = true;
-  s.ffn_bias = true;
-  s.ffn_act = FfnActivation::GeluTanh;
-  s.attn_out_bias = true;
   s.output_required = true;
   s.read_family = read_gptneox;
   return s;

@@ -9,13 +9,8 @@ namespace tmill {
 ArchSpec arch_phi2() {
   ArchSpec s{"phi2", RopeLayout::NeoX, /*qkv_bias=*/true, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;  // (attn_qkv when the file has it; the FFN is ungated)
-  s.layer_norm = true;
-  s.norm_bias = true;
+  set_gpt_layer(s);
   s.parallel_block = true;
-  s.ffn_ungated = true;
-  s.ffn_bias = true;
-  s.ffn_act = FfnActivation::GeluTanh;
-  s.attn_out_bias = true;
   s.output_bias = true;
   s.output_required = true;
   return s;

@@ -8,12 +8,7 @@
 namespace tmill {
 ArchSpec arch_starcoder2() {
   ArchSpec s{"starcoder2", RopeLayout::NeoX, /*qkv_bias=*/true, /*qk_norm=*/false};
-  s.layer_norm = true;
-  s.norm_bias = true;
-  s.ffn_ungated = true;
-  s.ffn_bias = true;
-  s.ffn_act = FfnActivation::GeluTanh;
-  s.attn_out_bias = true;
+  set_gpt_layer(s);
   return s;
 }
 }  // namespace tmill

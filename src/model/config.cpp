@@ -332,6 +332,7 @@ ArchSpec arch_chatglm();
 ArchSpec arch_codeshell();
 ArchSpec arch_deepseek();
 ArchSpec arch_refact();
+ArchSpec arch_jais2();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -351,7 +352,7 @@ void register_builtin_archs() {
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
-                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact()})
+                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2()})
       registry()[s.name] = s;
   });
 }
@@ -466,6 +467,22 @@ Result<bool> read_mrope_sections(const GgufFile& f, ModelConfig& c, bool interle
   if (any)
     for (RopeParams& r : c.ropes) r.still = still;
   return true;
+}
+
+void set_gpt_layer(ArchSpec& s) {
+  s.layer_norm = true;
+  s.norm_bias = true;
+  s.ffn_ungated = true;
+  s.ffn_bias = true;
+  s.ffn_act = FfnActivation::GeluTanh;
+  s.attn_out_bias = true;
+}
+
+Status require_whole_head_rope(const ModelConfig& c) {
+  if (c.n_rot != c.head_dim)
+    return Error{fmt::format("{}.rope.dimension_count {} must be the head dimension {} (as llama.cpp requires)",
+                             c.arch.name, c.n_rot, c.head_dim)};
+  return {};
 }
 
 void set_no_rope(ModelConfig& c) {

@@ -404,6 +404,13 @@ Status read_expert_weighting(const GgufFile& f, ModelConfig& c);
 // The ArchSpec flags of DeepSeek-style experts: required, expert_feed_forward_length rows, ungated
 // shared experts, the family's own gating key, a selection bias loaded when present.
 void set_deepseek_style_moe(ArchSpec& s);
+// The GPT-style layer's pieces (starcoder2, phi2, gpt2, starcoder, gptneox, codeshell, bloom, mpt):
+// LayerNorms with biases (eps attention.layer_norm_epsilon), the ungated GELU FFN with its biases,
+// attn_output's bias.
+void set_gpt_layer(ArchSpec& s);
+// For the families llama.cpp asserts rotate the whole head (falcon, codeshell, jais2): an error naming
+// {arch}.rope.dimension_count when it is less.
+Status require_whole_head_rope(const ModelConfig& c);
 // llama.cpp's M-RoPE (ggml_rope_multi) over {arch}.rope.dimension_sections, for text tokens: llama.cpp
 // gives a text token the same position in the first three sections and 0 in the fourth, so the rotation
 // is NeoX RoPE on the pairs in the first three, and no rotation on the pairs in the fourth

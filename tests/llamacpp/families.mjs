@@ -112,7 +112,8 @@
 //   codeshell (CodeShell): starcoder's layer with NeoX RoPE in place of learned positions;
 //   deepseek (DeepSeek-MoE): the llama block, layer 0 dense, then 8 softmax experts (2 per token, not
 //           renormalized, x2.5) beside 2 shared experts;
-//   refact  (Refact-1.6B): the llama block with ALiBi and one K/V head.
+//   refact  (Refact-1.6B): the llama block with ALiBi and one K/V head;
+//   jais2   (Jais 2): codeshell's layer with an ungated ReLU-squared FFN, tied output.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -237,6 +238,7 @@ try {
     codeshell: ['--shape', 'tiny-codeshell', '--head-dim', '64'],
     deepseek: ['--shape', 'tiny-deepseek-moe', '--head-dim', '64'],
     refact: ['--shape', 'tiny-refact', '--head-dim', '64'],
+    jais2: ['--shape', 'tiny-jais2', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

@@ -12,63 +12,14 @@
 #include "core/fp16.h"
 #include "core/fp8.h"
 #include "kernels/attention.h"
+#include "paged_cache.h"
 
 using namespace tmill;
+using tmill::test::PagedCache;
+using tmill::test::make_paged_cache;
+using tmill::test::naive_attention;
 
 namespace {
-
-struct Cache {
-  PagedKvView view;
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> table;
-};
-
-Cache make_cache(DType t, int64_t n_head_kv, int64_t hd, int64_t bs, int64_t n_ctx, std::mt19937& rng) {
-  Cache c;
-  const int64_t blocks = (n_ctx + bs - 1) / bs;
-  const int64_t pool = blocks * 2 + 3;
-  const size_t tb = kv_tile_bytes(t, hd, bs);
-  c.k.assign(static_cast<size_t>(pool * n_head_kv) * tb, 0);
-  c.v.assign(c.k.size(), 0);
-  c.view = {c.k.data(), c.v.data(), t, n_head_kv, bs, hd};
-  for (int64_t b = 0; b < blocks; ++b) c.table.push_back(static_cast<int32_t>((b * 5 + 2) % pool));  // scrambled
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
-  }
-  return c;
-}
-
-// softmax(q K^T * scale) V in double precision over the values the cache holds at positions
-// [begin, n_ctx), scores soft-capped when softcap > 0.
-std::vector<double> naive(const Cache& c, const std::vector<float>& q, int64_t group, int64_t head, int64_t n_ctx,
-                          float scale, int64_t begin = 0, float softcap = 0) {
-  const int64_t hd = c.view.head_dim;
-  std::vector<double> out(static_cast<size_t>(group * hd), 0.0);
-  std::vector<float> k(hd), v(hd);
-  for (int64_t g = 0; g < group; ++g) {
-    std::vector<double> s(n_ctx, 0.0);
-    double mx = -1e300;
-    for (int64_t p = begin; p < n_ctx; ++p) {
-      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
-      double d = 0;
-      for (int64_t i = 0; i < hd; ++i) d += double(q[g * hd + i]) * k[i];
-      s[p] = d * scale;
-      if (softcap > 0) s[p] = softcap * std::tanh(s[p] / softcap);
-      mx = std::max(mx, s[p]);
-    }
-    double sum = 0;
-    for (int64_t p = begin; p < n_ctx; ++p) sum += (s[p] = std::exp(s[p] - mx));
-    for (int64_t p = begin; p < n_ctx; ++p) {
-      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
-      for (int64_t i = 0; i < hd; ++i) out[g * hd + i] += s[p] / sum * v[i];
-    }
-  }
-  return out;
-}
 
 struct Shape {
   int64_t hd, group, n_head_kv, bs;
@@ -86,7 +37,7 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
-        Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
+        PagedCache c = make_paged_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<float> q(static_cast<size_t>(sh.group * sh.hd));
         for (auto& x : q) x = nd(rng);
@@ -95,7 +46,7 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
         std::vector<float> want(q.size()), got(q.size());
         paged_attention_group_reference(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, want.data());
         // the oracle itself against a float64 softmax over the stored values
-        auto exact = naive(c, q, sh.group, head, n_ctx, scale);
+        auto exact = naive_attention(c, q.data(), sh.group, head, n_ctx, scale);
         for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(want[i], exact[i], 1e-4) << dtype_name(t);
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
           if (isa > detected_isa()) continue;
@@ -125,7 +76,7 @@ TEST(Attention, SeveralKvHeadsInOneCallAreEachHeadAlone) {
   for (DType t : {DType::F16, DType::F32, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Case& k : cases) {
       for (int64_t n_ctx : {1, 17, 100}) {
-        Cache c = make_cache(t, k.n_head_kv, k.hd, 16, n_ctx, rng);
+        PagedCache c = make_paged_cache(t, k.n_head_kv, k.hd, 16, n_ctx, rng);
         std::normal_distribution<float> nd(0.0f, 1.0f);
         const int64_t heads = k.group * k.n_kv;
         std::vector<float> q(static_cast<size_t>(heads * k.hd)), sinks(static_cast<size_t>(heads));
@@ -168,7 +119,7 @@ TEST(Attention, SlidingWindowAndSoftcapMatchTheOracleOnEveryIsa) {
   for (DType t : {DType::F32, DType::F16, DType::I8, DType::F8_E4M3}) {
     for (const Shape& sh : shapes) {
       const int64_t n_ctx = 75;
-      Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
+      PagedCache c = make_paged_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
       std::normal_distribution<float> nd(0.0f, 2.0f);
       std::vector<float> q(static_cast<size_t>(sh.group * sh.hd));
       for (auto& x : q) x = nd(rng);
@@ -179,7 +130,7 @@ TEST(Attention, SlidingWindowAndSoftcapMatchTheOracleOnEveryIsa) {
           const AttnMask mask{begin, softcap};
           std::vector<float> want(q.size()), got(q.size());
           paged_attention_group_reference(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, want.data(), mask);
-          auto exact = naive(c, q, sh.group, head, n_ctx, scale, begin, softcap);
+          auto exact = naive_attention(c, q.data(), sh.group, head, n_ctx, scale, AttnMask{.begin = begin, .softcap = softcap});
           for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(want[i], exact[i], 1e-4) << dtype_name(t) << " begin " << begin;
           for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
             if (isa > detected_isa()) continue;
@@ -205,7 +156,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t hd = 64, group = 7, n_ctx = 300;
   for (DType t : {DType::F32, DType::F16, DType::Q4_0}) {
-    Cache c = make_cache(t, 1, hd, 16, 0, rng);
+    PagedCache c = make_paged_cache(t, 1, hd, 16, 0, rng);
     const int64_t blocks = (n_ctx + 15) / 16;
     c.k.assign(kv_tile_bytes(t, hd, 16) * static_cast<size_t>(blocks), 0);
     c.v.assign(c.k.size(), 0);
@@ -229,7 +180,7 @@ TEST(Attention, SoftmaxStaysExactWhenScoresClimbDropAndSpike) {
       paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
     }
     for (int64_t ctx : {int64_t{40}, int64_t{200}, int64_t{285}, n_ctx}) {
-      const auto exact = naive(c, q, group, 0, ctx, scale);  // over the stored (dequantized) values
+      const auto exact = naive_attention(c, q.data(), group, 0, ctx, scale);  // over the stored (dequantized) values
       std::vector<float> got(q.size());
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (isa > detected_isa()) continue;
@@ -248,7 +199,7 @@ TEST(Attention, StoreLoadRoundTrip) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 2.0f);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
-    Cache c = make_cache(t, 2, 64, 16, 0, rng);
+    PagedCache c = make_paged_cache(t, 2, 64, 16, 0, rng);
     c.k.assign(kv_tile_bytes(t, 64, 16) * 2 * 8, 0);
     c.v.assign(c.k.size(), 0);
     c.view.k = c.k.data();

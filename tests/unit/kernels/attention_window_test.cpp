@@ -10,63 +10,12 @@
 
 #include "core/cpu.h"
 #include "kernels/attention.h"
+#include "paged_cache.h"
 
 using namespace tmill;
-
-namespace {
-
-struct Cache {
-  PagedKvView view;
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> table;
-};
-
-Cache make_cache(DType t, int64_t n_head_kv, int64_t hd, int64_t bs, int64_t n_ctx, std::mt19937& rng) {
-  Cache c;
-  const int64_t blocks = (n_ctx + bs - 1) / bs;
-  const int64_t pool = blocks * 2 + 3;
-  const size_t tb = kv_tile_bytes(t, hd, bs);
-  c.k.assign(static_cast<size_t>(pool * n_head_kv) * tb, 0);
-  c.v.assign(c.k.size(), 0);
-  c.view = {c.k.data(), c.v.data(), t, n_head_kv, bs, hd};
-  for (int64_t b = 0; b < blocks; ++b) c.table.push_back(static_cast<int32_t>((b * 5 + 2) % pool));
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(n_head_kv * hd)), v(k.size());
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    for (auto& x : k) x = nd(rng);
-    for (auto& x : v) x = nd(rng);
-    paged_kv_store(c.view, c.table.data(), p, k.data(), v.data());
-  }
-  return c;
-}
-
-// softmax over [start, n_ctx) (+ the sink logit of each query head in the denominator), in double.
-std::vector<double> naive(const Cache& c, const std::vector<float>& q, int64_t group, int64_t head, int64_t start,
-                          int64_t n_ctx, float scale, const float* sinks) {
-  const int64_t hd = c.view.head_dim;
-  std::vector<double> out(static_cast<size_t>(group * hd), 0.0);
-  std::vector<float> k(hd), v(hd);
-  for (int64_t g = 0; g < group; ++g) {
-    std::vector<double> s(n_ctx, 0.0);
-    double mx = sinks ? sinks[g] : -1e300;
-    for (int64_t p = start; p < n_ctx; ++p) {
-      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
-      double d = 0;
-      for (int64_t i = 0; i < hd; ++i) d += double(q[g * hd + i]) * k[i];
-      s[p] = d * scale;
-      mx = std::max(mx, s[p]);
-    }
-    double sum = sinks ? std::exp(sinks[g] - mx) : 0.0;
-    for (int64_t p = start; p < n_ctx; ++p) sum += (s[p] = std::exp(s[p] - mx));
-    for (int64_t p = start; p < n_ctx; ++p) {
-      paged_kv_load(c.view, c.table.data(), p, head, k.data(), v.data());
-      for (int64_t i = 0; i < hd; ++i) out[g * hd + i] += s[p] / sum * v[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
+using tmill::test::PagedCache;
+using tmill::test::make_paged_cache;
+using tmill::test::naive_attention;
 
 TEST(AttentionWindow, WindowAndSinksMatchTheOracleOnEveryIsa) {
   std::mt19937 rng(19);
@@ -77,7 +26,7 @@ TEST(AttentionWindow, WindowAndSinksMatchTheOracleOnEveryIsa) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {  // Q4_0: the dequantizing path
     for (const Shape& sh : shapes) {
       const int64_t n_ctx = 70;
-      Cache c = make_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
+      PagedCache c = make_paged_cache(t, sh.n_head_kv, sh.hd, sh.bs, n_ctx, rng);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<float> q(static_cast<size_t>(sh.group * sh.hd));
       for (auto& x : q) x = nd(rng);
@@ -91,7 +40,7 @@ TEST(AttentionWindow, WindowAndSinksMatchTheOracleOnEveryIsa) {
           const AttnMask x{.begin = start, .sinks = sk};
           std::vector<float> want(q.size()), got(q.size());
           paged_attention_group_reference(q.data(), sh.group, head, c.view, c.table.data(), n_ctx, scale, want.data(), x);
-          const auto exact = naive(c, q, sh.group, head, start, n_ctx, scale, sk);
+          const auto exact = naive_attention(c, q.data(), sh.group, head, n_ctx, scale, x);
           for (size_t i = 0; i < q.size(); ++i)
             ASSERT_NEAR(want[i], exact[i], 1e-4 * (1 + std::abs(exact[i])))
                 << dtype_name(t) << " start " << start << " sinks " << (sk != nullptr) << " i " << i;
@@ -116,7 +65,7 @@ TEST(AttentionWindow, WindowAndSinksMatchTheOracleOnEveryIsa) {
 TEST(AttentionWindow, KeysBeforeTheWindowAndHugeSinksBehave) {
   std::mt19937 rng(5);
   const int64_t hd = 32, group = 2, n_ctx = 40, start = 21;
-  Cache c = make_cache(DType::F32, 1, hd, 16, n_ctx, rng);
+  PagedCache c = make_paged_cache(DType::F32, 1, hd, 16, n_ctx, rng);
   std::vector<float> q(static_cast<size_t>(group * hd), 0.3f);
   std::vector<float> a(q.size()), b(q.size());
   AttnMask x{.begin = start};

@@ -213,7 +213,7 @@ TEST(ClassicFamilies, BaichuanPicksItsPositionsByLayerCount) {
 }
 
 // ChatGLM: gate and up in one ffn_up (row views), attn_qkv's bias, half of each head rotated on adjacent
-// pairs; CodeShell: starcoder's layer with NeoX RoPE.
+// pairs; CodeShell: starcoder's layer with NeoX RoPE; Jais 2: the same with ReLU squared.
 TEST(ClassicFamilies, ChatglmAndCodeshell) {
   auto g = tiny("tiny-chatglm");
   ASSERT_NE(g, nullptr);
@@ -235,6 +235,12 @@ TEST(ClassicFamilies, ChatglmAndCodeshell) {
   EXPECT_EQ(s->weights().layers[0].bo.size(), 64u);
   EXPECT_EQ(s->weights().layers[0].ffn_up_b.size(), 160u);
   EXPECT_EQ(s->weights().layers[0].attn_norm_b.size(), 64u);
+  auto j = tiny("tiny-jais2");  // Jais 2: codeshell's layer with ReLU squared, tied
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->config().arch.ffn_act, FfnActivation::ReluSqr);
+  EXPECT_EQ(j->config().arch.rope_layout, RopeLayout::NeoX);
+  EXPECT_TRUE(j->config().tied_output);
+  EXPECT_EQ(j->weights().layers[1].ffn_up_b.size(), 160u);
 }
 
 // DeepSeek-MoE: layer 0 dense, then softmax experts (not renormalized, scaled) beside gated shared ones;
