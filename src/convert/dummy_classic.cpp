@@ -1,9 +1,10 @@
 // Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
-// baichuan, chatglm, codeshell, jais2, refact -- with the keys, tensor names and shapes llama.cpp's
+// baichuan, chatglm, codeshell, jais, jais2, refact -- with the keys, tensor names and shapes llama.cpp's
 // converter writes for them: one attn_qkv (q, k, v rows), but q/k/v apart for baichuan, olmo and refact;
 // LayerNorms with their biases (olmo's have none; baichuan's, chatglm's and refact's are RMS norms);
 // chatglm's gate and up in one ffn_up; learned positions (position_embd: gpt2, starcoder, an mpt that
-// has them); bloom's token_embd_norm; gptneox's parallel-residual flag; mpt's ALiBi bias and q/k/v clamp.
+// has them); bloom's token_embd_norm; gptneox's parallel-residual flag; mpt's and jais's ALiBi bias key,
+// mpt's q/k/v clamp; jais's gated FFN with biases.
 #include <cmath>
 #include <memory>
 
@@ -18,7 +19,8 @@ namespace tmill {
 
 bool is_classic_dummy_arch(const std::string& a) {
   return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
-         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact" || a == "jais2";
+         a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact" || a == "jais2" ||
+         a == "jais";
 }
 
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
@@ -37,13 +39,15 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   const bool bloom = arch == "bloom", mpt = arch == "mpt", olmo = arch == "olmo", baichuan = arch == "baichuan";
   const bool chatglm = arch == "chatglm", refact = arch == "refact";
   const bool codeshell = arch == "codeshell" || arch == "jais2";  // (jais2: codeshell's tensors, ReLU squared)
+  const bool jais = arch == "jais";  // (gpt2's layer with a gated FFN, ALiBi)
   const bool rms = baichuan || chatglm || refact;  // (the others: LayerNorms)
   if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
   if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
-  if ((s.max_alibi_bias > 0 || s.mpt_biases || s.mpt_pos_embd) && !mpt)
-    return Error{"the ALiBi bias key, optional biases and positions are mpt's"};
+  if ((s.mpt_biases || s.mpt_pos_embd) && !mpt) return Error{"optional biases and positions are mpt's"};
+  if (s.max_alibi_bias > 0 && !mpt && !jais) return Error{"the ALiBi bias key is mpt's and jais's"};
   if (s.clamp_kqv > 0 && !mpt && !olmo) return Error{"attention.clamp_kqv is mpt's and olmo's"};
-  if ((neox || baichuan || arch == "codeshell") && s.tied) return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
+  if ((neox || baichuan || jais || arch == "codeshell") && s.tied)
+    return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : hd;
   if ((falcon || codeshell) && n_rot != hd)
     return Error{fmt::format("{} rotates the whole head (llama.cpp requires it)", arch)};
@@ -69,7 +73,7 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   if (neox) {
     w.set_bool(a + "use_parallel_residual", !s.sequential_block);
   }
-  if (mpt && s.max_alibi_bias > 0) w.set_f32(a + "attention.max_alibi_bias", s.max_alibi_bias);
+  if ((mpt || jais) && s.max_alibi_bias > 0) w.set_f32(a + "attention.max_alibi_bias", s.max_alibi_bias);
   if (s.clamp_kqv > 0) w.set_f32(a + "attention.clamp_kqv", s.clamp_kqv);
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
@@ -98,7 +102,8 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   if (bloom) TM_TRY(add_norm("token_embd_norm"));
   TM_TRY(add_norm("output_norm"));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, E, e_spread));
-  const bool biased = gpt2 || neox || bloom || codeshell || (mpt && s.mpt_biases);  // attn_qkv, attn_output, the FFN
+  // biases on attn_qkv, attn_output and the FFN
+  const bool biased = gpt2 || neox || bloom || codeshell || jais || (mpt && s.mpt_biases);
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     TM_TRY(add_norm(p + "attn_norm"));
@@ -114,10 +119,15 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_matrix(p + "attn_output.weight", E, QD, spread));
     if (biased) TM_TRY(add_f32(p + "attn_output.bias", E, 0.0f, 0.05f));
     if (!falcon) TM_TRY(add_norm(p + "ffn_norm"));  // (falcon's FFN reads attn_norm's output)
-    if (olmo || baichuan || refact) {  // SwiGLU
+    if (olmo || baichuan || refact || jais) {  // SwiGLU (jais: with biases)
       TM_TRY(add_matrix(p + "ffn_gate.weight", F, E, spread));
       TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
       TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+      if (jais) {
+        TM_TRY(add_f32(p + "ffn_gate.bias", F, 0.0f, 0.1f));
+        TM_TRY(add_f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
+        TM_TRY(add_f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
+      }
       continue;
     }
     if (chatglm) {  // SwiGLU, gate and up rows in one ffn_up

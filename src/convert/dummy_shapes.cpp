@@ -752,6 +752,11 @@ std::vector<ModelShape> classic_shapes() {
            [](ModelShape& m) { m.n_rot = 8; }),
       {"codeshell-7b", "codeshell", 70144, 4096, 42, 32, 8, 128, 16384, 8192, 10000.0f, 1e-5f, false},
       {"tiny-codeshell", "codeshell", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+      // Jais-13B (jais: gpt2's layer with a gated FFN with biases, ALiBi 8, q.k over head_dim) and a tiny form
+      with(ModelShape{"jais-13b", "jais", 84992, 5120, 40, 40, 40, 128, 13653, 2048, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.max_alibi_bias = 8; }),
+      with(ModelShape{"tiny-jais", "jais", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.max_alibi_bias = 8; }),
       {"tiny-jais2", "jais2", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true},  // (Jais 2's layer, tied)
       // Refact-1.6B (refact: the llama block with ALiBi, one K/V head)
       {"refact-1.6b", "refact", 49216, 2048, 32, 32, 1, 64, 5632, 4096, 10000.0f, 1e-5f, false},

@@ -111,7 +111,7 @@ uint64_t Forward::weight_bytes() const {
     b += floats(P.conv_kernel_t);
     if (model_->config().is_mla()) b += P.mla.bytes();
     const LayerWeights& L = w.layers[l];
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.attn_norm_b, &L.ffn_norm_b, &L.ffn_up_b, &L.ffn_down_b, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.attn_norm_b, &L.ffn_norm_b, &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
                           &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel, &L.ssm_conv_b, &L.ssm_dt_b,
                           &L.ssm_a, &L.ssm_d, &L.ssm_norm, &L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm})
@@ -596,16 +596,25 @@ void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
     lora_.apply(l, LoraSlot::Up, xb_.data(), E, hb2_.data(), F, pool_);
   }
   const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
-  // The observer, an adapted down projection and GeGLU need the product's input, so the activation
-  // runs first there.
-  if (gelu || observer_ || (lora && lora_.touches(l, LoraSlot::Down))) {
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const bool biased = !L.ffn_gate_b.empty();  // jais: gate, up and down biases
+  // The observer, an adapted down projection, GeGLU and biases need the product's input, so the
+  // activation runs first there.
+  if (gelu || biased || observer_ || (lora && lora_.touches(l, LoraSlot::Down))) {
     parallel(N, 4, [&](int64_t t0, int64_t t1) {
+      if (biased)
+        for (int64_t t = t0; t < t1; ++t) {
+          add_inplace(hb_.data() + t * F, L.ffn_gate_b.data(), F);
+          add_inplace(hb2_.data() + t * F, L.ffn_up_b.data(), F);
+        }
       if (gelu) gelu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
       else silu_mul(hb_.data() + t0 * F, hb2_.data() + t0 * F, (t1 - t0) * F);
     });
     observe(P.down, hb_.data(), N);
     matmul(P.down, hb_.data(), F, xb_.data(), E, N, pool_);
     if (lora) lora_.apply(l, LoraSlot::Down, hb_.data(), F, xb_.data(), E, pool_);
+    if (biased)
+      for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.ffn_down_b.data(), E);
   } else {
     // SwiGLU tile by tile inside the product, each tile just before it is quantized
     matmul_swiglu(P.down, hb_.data(), F, hb2_.data(), F, xb_.data(), E, N, pool_);

@@ -466,6 +466,11 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       }
       continue;
     }
+    if (c.arch.ffn_bias) {  // jais: the gated FFN's biases
+      TM_ASSIGN_OR_RETURN(L.ffn_gate_b, ld.opt_vec(p + "ffn_gate.bias", c.n_ff, !c.arch.optional_biases));
+      TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
+      TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
+    }
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
       // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
       TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd));

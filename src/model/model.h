@@ -13,9 +13,10 @@ namespace tmill {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // (n_embd)
-  // starcoder2 (ArchSpec::norm_bias, ffn_bias): the LayerNorms' biases and the ungated FFN's, else empty
+  // starcoder2 (ArchSpec::norm_bias, ffn_bias): the LayerNorms' biases and the FFN's (jais: the gated
+  // FFN's, ffn_gate_b too), else empty
   std::vector<float> attn_norm_b, ffn_norm_b;  // (n_embd)
-  std::vector<float> ffn_up_b;                  // (n_ff)
+  std::vector<float> ffn_gate_b, ffn_up_b;      // (n_ff)
   std::vector<float> ffn_down_b;                // (n_embd)
   // wq/wk/wv and w_gate/w_up may be row views of one fused tensor (attn_qkv, ffn_up: phi3); such a
   // view keeps the fused tensor's name.

@@ -538,9 +538,13 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     lora_add(adapted(l, LoraSlot::Gate), xb_.data(), hb_.data());
     lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb2_.data());
     const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
+    if (!L.ffn_gate_b.empty())  // jais
+      for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] += L.ffn_gate_b[i], hb2_[i] += L.ffn_up_b[i];
     for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = (gelu ? ref::gelu_tanh(hb_[i]) : ref::silu(hb_[i])) * hb2_[i];
     ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
+    if (!L.ffn_down_b.empty())
+      for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.ffn_down_b[i];
     if (!L.ffn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
   }

@@ -113,7 +113,8 @@
 //   deepseek (DeepSeek-MoE): the llama block, layer 0 dense, then 8 softmax experts (2 per token, not
 //           renormalized, x2.5) beside 2 shared experts;
 //   refact  (Refact-1.6B): the llama block with ALiBi and one K/V head;
-//   jais2   (Jais 2): codeshell's layer with an ungated ReLU-squared FFN, tied output.
+//   jais2   (Jais 2): codeshell's layer with an ungated ReLU-squared FFN, tied output;
+//   jais    (Jais): gpt2's layer with a gated FFN with biases, ALiBi (maximum bias 8), q.k over head_dim.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -239,6 +240,7 @@ try {
     deepseek: ['--shape', 'tiny-deepseek-moe', '--head-dim', '64'],
     refact: ['--shape', 'tiny-refact', '--head-dim', '64'],
     jais2: ['--shape', 'tiny-jais2', '--head-dim', '64'],
+    jais: ['--shape', 'tiny-jais', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -268,7 +270,7 @@ try {
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
     // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder, Falcon-7B and refact one K/V head; baichuan's narrow
     // layers two heads, both K/V)
-    const mha = ['dots1', 'phi2', 'stablelm', 'gpt2', 'bloom', 'olmo'].includes(name) || name.startsWith('gptneox') ||
+    const mha = ['dots1', 'phi2', 'stablelm', 'gpt2', 'bloom', 'olmo', 'jais'].includes(name) || name.startsWith('gptneox') ||
       name.startsWith('mpt');
     const kv = name.startsWith('deepseek2') || ['starcoder', 'falcon', 'refact'].includes(name) ? '1' : mha ? '4'
       : name.startsWith('baichuan') ? '2' : null;

@@ -243,6 +243,25 @@ TEST(ClassicFamilies, ChatglmAndCodeshell) {
   EXPECT_EQ(j->weights().layers[1].ffn_up_b.size(), 160u);
 }
 
+// Jais: ALiBi from its key, q.k over head_dim (muP), a gated FFN with biases -- each of which matters.
+TEST(ClassicFamilies, JaisScalesByHeadDimAndBiasesItsGatedFfn) {
+  auto m = tiny("tiny-jais");
+  ASSERT_NE(m, nullptr);
+  const auto& c = m->config();
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 16.0f);
+  EXPECT_EQ(c.alibi.size(), 4u);
+  const LayerWeights& L = m->weights().layers[1];
+  EXPECT_EQ(L.ffn_gate_b.size(), 160u);
+  EXPECT_EQ(L.ffn_up_b.size(), 160u);
+  EXPECT_EQ(L.ffn_down_b.size(), 64u);
+  EXPECT_TRUE(L.w_gate.valid());
+  const auto base = logits_of(m, nullptr);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.attn_scale = 0.25f; }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) {
+              for (auto& L : w.layers) L.ffn_gate_b.clear(), L.ffn_up_b.clear(), L.ffn_down_b.clear();
+            }));
+}
+
 // DeepSeek-MoE: layer 0 dense, then softmax experts (not renormalized, scaled) beside gated shared ones;
 // llama.cpp reads no gating key for it, so a file's sigmoid gating is not taken.
 TEST(ClassicFamilies, DeepseekMoeRoutesBySoftmax) {

@@ -263,6 +263,14 @@ class F64Forward {
       d = mv(L.w_down, u);
       if (!L.ffn_down_b.empty())
         for (size_t i = 0; i < d.size(); ++i) d[i] += L.ffn_down_b[i];
+    } else if (!L.ffn_gate_b.empty()) {  // jais: down(silu(gate x + b) * (up x + b)) + b
+      auto g = mv(L.w_gate, xb), u = mv(L.w_up, xb);
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double a = g[i] + L.ffn_gate_b[i];
+        g[i] = a / (1 + std::exp(-a)) * (u[i] + L.ffn_up_b[i]);
+      }
+      d = mv(L.w_down, g);
+      for (size_t i = 0; i < d.size(); ++i) d[i] += L.ffn_down_b[i];
     } else {
       d = swiglu(L.w_gate, L.w_up, L.w_down, xb);
     }
