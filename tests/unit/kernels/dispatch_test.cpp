@@ -101,6 +101,25 @@ TEST(KernelTable, X86LevelsHaveTheirKernels) {
       }
 }
 
+// The levels above this CPU's are not built (their registration code, compiled with their ISA's flags,
+// may itself use those instructions: SIGILL on an AVX2-only CPU before 0ede1ef); they are copies of
+// the highest level it has. (On an AVX-512 machine without AMX: the AMX level; on AVX2: both above.)
+TEST(KernelTable, LevelsAboveTheCpuAreCopiesOfItsHighest) {
+  const Isa det = detected_isa();
+  const KernelTable& top = kernel_table(det);
+  int checked = 0;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (isa <= det) continue;
+    const KernelTable& t = kernel_table(isa);
+    EXPECT_EQ(t.attention_covers, top.attention_covers) << isa_name(isa);
+    for (int kv = 0; kv < kKvTypes; ++kv) EXPECT_EQ(t.attention[kv], top.attention[kv]) << isa_name(isa);
+    for (int kind = kPackQ8_0; kind <= kPackQ6_K; ++kind) EXPECT_EQ(t.qgemm[kind], top.qgemm[kind]) << isa_name(isa);
+    EXPECT_EQ(t.ops.silu_mul, top.ops.silu_mul) << isa_name(isa);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "this CPU has every level";
+}
+
 TEST(KernelTable, ThePortableTableWorksOnAnyCpu) {
   const KernelTable& t = kernel_table(Isa::Scalar);
   EXPECT_EQ(t.quant_act_q8, &quant_act_q8_scalar);
