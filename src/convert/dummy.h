@@ -118,7 +118,7 @@ struct ModelShape {
 // "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse", "tiny-gpt2",
 // "tiny-starcoder", "tiny-gptneox", "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b", "tiny-bloom", "tiny-mpt",
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
-// "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais").
+// "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -167,7 +167,7 @@ Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path
 bool is_mamba_dummy_arch(const std::string& arch);
 Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
 // The classic families (convert/dummy_classic.cpp): gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo, baichuan,
-// chatglm, codeshell, jais, jais2, refact.
+// chatglm, codeshell, jais, jais2, plamo, refact.
 bool is_classic_dummy_arch(const std::string& arch);
 Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without

@@ -757,6 +757,8 @@ std::vector<ModelShape> classic_shapes() {
            [](ModelShape& m) { m.max_alibi_bias = 8; }),
       with(ModelShape{"tiny-jais", "jais", 512, 64, 2, 4, 4, 16, 160, 256, 10000.0f, 1e-5f, false},
            [](ModelShape& m) { m.max_alibi_bias = 8; }),
+      // plamo (PLaMo-13B's layer: the llama layer in the parallel block, NeoX RoPE), tiny
+      {"tiny-plamo", "plamo", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-6f, false},
       {"tiny-jais2", "jais2", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, true},  // (Jais 2's layer, tied)
       // Refact-1.6B (refact: the llama block with ALiBi, one K/V head)
       {"refact-1.6b", "refact", 49216, 2048, 32, 32, 1, 64, 5632, 4096, 10000.0f, 1e-5f, false},

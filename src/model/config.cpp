@@ -334,6 +334,7 @@ ArchSpec arch_deepseek();
 ArchSpec arch_refact();
 ArchSpec arch_jais2();
 ArchSpec arch_jais();
+ArchSpec arch_plamo();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -353,7 +354,7 @@ void register_builtin_archs() {
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
-                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais()})
+                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo()})
       registry()[s.name] = s;
   });
 }

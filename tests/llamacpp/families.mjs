@@ -114,7 +114,8 @@
 //           renormalized, x2.5) beside 2 shared experts;
 //   refact  (Refact-1.6B): the llama block with ALiBi and one K/V head;
 //   jais2   (Jais 2): codeshell's layer with an ungated ReLU-squared FFN, tied output;
-//   jais    (Jais): gpt2's layer with a gated FFN with biases, ALiBi (maximum bias 8), q.k over head_dim.
+//   jais    (Jais): gpt2's layer with a gated FFN with biases, ALiBi (maximum bias 8), q.k over head_dim;
+//   plamo   (PLaMo): the llama layer in the parallel block (RMSNorm), NeoX RoPE.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -241,6 +242,7 @@ try {
     refact: ['--shape', 'tiny-refact', '--head-dim', '64'],
     jais2: ['--shape', 'tiny-jais2', '--head-dim', '64'],
     jais: ['--shape', 'tiny-jais', '--head-dim', '64'],
+    plamo: ['--shape', 'tiny-plamo', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

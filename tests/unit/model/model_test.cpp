@@ -201,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-bloom", "tiny-mpt", "tiny-mpt-biased", "tiny-olmo",
                                                               "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm",
                                                               "tiny-codeshell", "tiny-deepseek-moe", "tiny-refact",
-                                                              "tiny-jais2", "tiny-jais"));
+                                                              "tiny-jais2", "tiny-jais", "tiny-plamo"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
