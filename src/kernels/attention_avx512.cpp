@@ -150,6 +150,9 @@ void attn(const AttnArgs& a) {
     // which follow them; software prefetches of a whole next block there only queue behind them
     // (bench_attention's OLMoE step, 16 heads x 4 KiB: 18.5 ms without, 21-22 ms with).
     if (a.n_kv * a.tile_bytes < 16384 && (b + 1) * bs < a.n_ctx) prefetch_kv_block(a, b + 1);
+    // ALiBi: each key's distance back from the query, the lanes' positions less n_ctx - 1 (every head's)
+    const __m512 dist = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_ps(static_cast<float>(b * bs - (a.n_ctx - 1))));
     for (int64_t j = 0; j < a.n_kv; ++j) {
       const int64_t tile = kv_tile(a.block_table[b], a.n_head_kv, a.kv_head + j);
       const uint8_t* kt = a.k_base + tile * a.tile_bytes;
@@ -166,9 +169,6 @@ void attn(const AttnArgs& a) {
         vt = reinterpret_cast<const uint8_t*>(vq);
       }
       const int64_t h0 = j * G;  // this KV head's first query head
-      // ALiBi: each key's distance back from the query, the lanes' positions less n_ctx - 1
-      const __m512 dist = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                        _mm512_set1_ps(static_cast<float>(b * bs - (a.n_ctx - 1))));
       // scores of the block's 16 keys for every query head of this KV head
       __m512 s[16];
       for (int64_t g0 = 0; g0 < G; g0 += 8) {

@@ -8,10 +8,6 @@
 // positions (position_embd) when it has them, q / k / v clamped to attention.clamp_kqv when set.
 // (MPT's optional q / k LayerNorms and AWQ's ffn_act scales are not computed: such files are refused
 // naming the tensor.)
-#include <fmt/format.h>
-
-#include <cmath>
-
 #include "model/config.h"
 
 namespace tmill {
@@ -22,13 +18,8 @@ Status read_bloom(const GgufFile&, ModelConfig& c) {
 }
 
 Status read_mpt(const GgufFile& f, ModelConfig& c) {
-  TM_ASSIGN_OR_RETURN(const float max_bias, read_family_float(f, c, "attention.max_alibi_bias", 0.0f));
-  TM_ASSIGN_OR_RETURN(c.clamp_kqv, read_family_float(f, c, "attention.clamp_kqv", 0.0f));
-  if (!(max_bias >= 0.0f) || !std::isfinite(max_bias) || !(c.clamp_kqv >= 0.0f) || !std::isfinite(c.clamp_kqv))
-    return Error{fmt::format("mpt.attention.max_alibi_bias {} and clamp_kqv {} must be finite and not negative",
-                             max_bias, c.clamp_kqv)};
-  if (max_bias > 0.0f) set_alibi(c, max_bias);
-  else set_no_rope(c);  // (llama.cpp: MPT has no RoPE; its positions are learned ones or none)
+  TM_TRY(read_alibi_key(f, c));  // (without ALiBi MPT's positions are learned ones or none)
+  TM_TRY(read_clamp_kqv(f, c));
   c.n_pos_embd = c.n_ctx_train;  // (when the file has position_embd: the loader clears it otherwise)
   return {};
 }

@@ -8,8 +8,6 @@
 
 namespace tmill {
 namespace {
-Status read_whole_head_rope(const GgufFile&, ModelConfig& c) { return require_whole_head_rope(c); }
-
 ArchSpec codeshell_like(const char* name, FfnActivation act) {
   ArchSpec s{name, RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;

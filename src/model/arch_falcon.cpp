@@ -8,10 +8,6 @@
 #include "model/config.h"
 
 namespace tmill {
-namespace {
-Status read_falcon(const GgufFile&, ModelConfig& c) { return require_whole_head_rope(c); }
-}  // namespace
-
 ArchSpec arch_falcon() {
   ArchSpec s{"falcon", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;
@@ -21,7 +17,7 @@ ArchSpec arch_falcon() {
   s.attn_norm_alt = "attn_norm_2";
   s.ffn_ungated = true;
   s.ffn_act = FfnActivation::GeluTanh;
-  s.read_family = read_falcon;
+  s.read_family = read_whole_head_rope;
   return s;
 }
 }  // namespace tmill

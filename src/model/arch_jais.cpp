@@ -3,20 +3,12 @@
 // with biases, down(silu(gate x + gate_b) * (up x + up_b)) + down_b; ALiBi with
 // attention.max_alibi_bias (none when absent, as llama.cpp reads it) and no RoPE; q.k scaled by
 // 1 / head_dim (muP) instead of 1 / sqrt(head_dim); the untied output llama.cpp requires.
-#include <fmt/format.h>
-
-#include <cmath>
-
 #include "model/config.h"
 
 namespace tmill {
 namespace {
 Status read_jais(const GgufFile& f, ModelConfig& c) {
-  TM_ASSIGN_OR_RETURN(const float max_bias, read_family_float(f, c, "attention.max_alibi_bias", 0.0f));
-  if (!(max_bias >= 0.0f) || !std::isfinite(max_bias))
-    return Error{fmt::format("jais.attention.max_alibi_bias {} must be finite and not negative", max_bias)};
-  if (max_bias > 0.0f) set_alibi(c, max_bias);
-  else set_no_rope(c);
+  TM_TRY(read_alibi_key(f, c));
   c.attn_scale = 1.0f / static_cast<float>(c.head_dim);
   return {};
 }

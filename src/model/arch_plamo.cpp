@@ -5,16 +5,12 @@
 #include "model/config.h"
 
 namespace tmill {
-namespace {
-Status read_plamo(const GgufFile&, ModelConfig& c) { return require_whole_head_rope(c); }
-}  // namespace
-
 ArchSpec arch_plamo() {
   ArchSpec s{"plamo", RopeLayout::NeoX, /*qkv_bias=*/false, /*qk_norm=*/false};
   s.fused_qkv_ffn = true;
   s.parallel_block = true;
   s.output_required = true;
-  s.read_family = read_plamo;
+  s.read_family = read_whole_head_rope;
   return s;
 }
 }  // namespace tmill

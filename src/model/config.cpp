@@ -480,10 +480,32 @@ void set_gpt_layer(ArchSpec& s) {
   s.attn_out_bias = true;
 }
 
-Status require_whole_head_rope(const ModelConfig& c) {
+Status read_whole_head_rope(const GgufFile&, ModelConfig& c) {
   if (c.n_rot != c.head_dim)
     return Error{fmt::format("{}.rope.dimension_count {} must be the head dimension {} (as llama.cpp requires)",
                              c.arch.name, c.n_rot, c.head_dim)};
+  return {};
+}
+
+namespace {
+// An optional float key of the family ({arch}.<key>, `def` when absent) that must be finite and >= 0.
+Result<float> read_nonnegative(const GgufFile& f, const ModelConfig& c, const std::string& key) {
+  TM_ASSIGN_OR_RETURN(const float v, read_family_float(f, c, key, 0.0f));
+  if (!(v >= 0.0f) || !std::isfinite(v))
+    return Error{fmt::format("{}.{} {} must be finite and not negative", c.arch.name, key, v)};
+  return v;
+}
+}  // namespace
+
+Status read_alibi_key(const GgufFile& f, ModelConfig& c) {
+  TM_ASSIGN_OR_RETURN(const float max_bias, read_nonnegative(f, c, "attention.max_alibi_bias"));
+  if (max_bias > 0.0f) set_alibi(c, max_bias);
+  else set_no_rope(c);  // (llama.cpp: these families have no RoPE)
+  return {};
+}
+
+Status read_clamp_kqv(const GgufFile& f, ModelConfig& c) {
+  TM_ASSIGN_OR_RETURN(c.clamp_kqv, read_nonnegative(f, c, "attention.clamp_kqv"));
   return {};
 }
 

@@ -408,9 +408,15 @@ void set_deepseek_style_moe(ArchSpec& s);
 // LayerNorms with biases (eps attention.layer_norm_epsilon), the ungated GELU FFN with its biases,
 // attn_output's bias.
 void set_gpt_layer(ArchSpec& s);
-// For the families llama.cpp asserts rotate the whole head (falcon, codeshell, jais2): an error naming
-// {arch}.rope.dimension_count when it is less.
-Status require_whole_head_rope(const ModelConfig& c);
+// A family reader (ArchSpec::read_family) for those llama.cpp asserts rotate the whole head (falcon,
+// codeshell, jais2, plamo): an error naming {arch}.rope.dimension_count when it is less.
+Status read_whole_head_rope(const GgufFile& f, ModelConfig& c);
+// {arch}.attention.max_alibi_bias (mpt, jais; absent: 0): ALiBi with it when positive (set_alibi), else
+// no positions at all (set_no_rope); an error unless finite and not negative.
+Status read_alibi_key(const GgufFile& f, ModelConfig& c);
+// {arch}.attention.clamp_kqv into ModelConfig::clamp_kqv (mpt, olmo; absent: 0, none); an error unless
+// finite and not negative.
+Status read_clamp_kqv(const GgufFile& f, ModelConfig& c);
 // llama.cpp's M-RoPE (ggml_rope_multi) over {arch}.rope.dimension_sections, for text tokens: llama.cpp
 // gives a text token the same position in the first three sections and 0 in the fourth, so the rotation
 // is NeoX RoPE on the pairs in the first three, and no rotation on the pairs in the fourth

@@ -100,7 +100,7 @@ uint64_t Forward::weight_bytes() const {
   // A tied output read in place is the embedding's own bytes: count them once.
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
   uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs) +
-               floats(w.rope_factors_short) + floats(w.rope_factors_long) + (w.pos_embd.valid() ? w.pos_embd.bytes() : 0) +
+               floats(w.rope_factors_short) + floats(w.rope_factors_long) + w.pos_embd.bytes() +
                floats(w.embd_norm) + floats(w.embd_norm_b) + floats(w.output_norm_b) + floats(w.output_b);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
@@ -124,7 +124,7 @@ uint64_t Forward::mapped_weight_bytes() const {
   const ModelWeights& w = model_->weights();
   auto in_place = [](const PreparedMatrix& p) -> uint64_t { return p.own_bytes() ? 0 : p.source().bytes(); };
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
-  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_)) + (w.pos_embd.valid() ? w.pos_embd.bytes() : 0);
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_)) + w.pos_embd.bytes();  // (0 when none)
   for (const PreparedLayer& P : layers_)
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
                                     &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})

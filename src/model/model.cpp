@@ -457,19 +457,17 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;
     }
+    if (c.arch.ffn_bias) {  // the FFN's biases (mpt: when the file has them; jais: the gate's too)
+      TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
+      TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
+      if (!c.arch.ffn_ungated) {
+        TM_ASSIGN_OR_RETURN(L.ffn_gate_b, ld.opt_vec(p + "ffn_gate.bias", c.n_ff, !c.arch.optional_biases));
+      }
+    }
     if (c.arch.ffn_ungated) {  // starcoder2: up, activation, down
       TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
       TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
-      if (c.arch.ffn_bias) {  // (mpt: when the file has them)
-        TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
-        TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
-      }
       continue;
-    }
-    if (c.arch.ffn_bias) {  // jais: the gated FFN's biases
-      TM_ASSIGN_OR_RETURN(L.ffn_gate_b, ld.opt_vec(p + "ffn_gate.bias", c.n_ff, !c.arch.optional_biases));
-      TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
-      TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
     }
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
       // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
