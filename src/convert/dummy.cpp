@@ -221,11 +221,21 @@ GgufWriter::Producer dummy_f32(uint64_t seed, const std::string& name, int64_t n
   };
 }
 
+Status DummyTensors::matrix(const std::string& name, int64_t rows, int64_t cols, float spread) const {
+  const DType t = cols % dtype_info(type).block_size != 0 ? DType::F16 : type;
+  return w.add_tensor(name, t, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, t, spread));
+}
+
+Status DummyTensors::f32(const std::string& name, int64_t n, float center, float spread) const {
+  return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spread));
+}
+
 Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   if (is_encoder_dummy_arch(s.arch)) return write_dummy_encoder(o, out_path);
   if (is_mamba_dummy_arch(s.arch)) return write_dummy_mamba(o, out_path);
   if (is_classic_dummy_arch(s.arch)) return write_dummy_classic(o, out_path);
+  if (s.arch == "gemma4") return write_dummy_gemma4(o, out_path);
   // Qwen's vision-language language models are their text family's tensors under another name, with
   // M-RoPE sections: the checks below see the text family, the keys take the file's name
   const std::string file_arch = s.arch;

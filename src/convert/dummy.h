@@ -98,6 +98,16 @@ struct ModelShape {
   float max_alibi_bias = 0;
   bool mpt_biases = false, mpt_pos_embd = false;
   float clamp_kqv = 0;
+  // gemma4 (convert/dummy_gemma4.cpp; head_dim, n_head_kv, n_swa and swa_pattern are the sliding layers',
+  // every swa_pattern-th layer full): the full layers' head size and K/V heads (0: the sliding ones'),
+  // their share of rotated dimensions (rope_freqs.weight's factors; 0: 1), K = V on them (no attn_v), the
+  // per-layer embeddings' width (0: none), the last layers sharing K/V, the FFN twice as wide on those
+  // (use_double_wide_mlp), layer_output_scale tensors.
+  int64_t head_dim_full = 0, n_head_kv_full = 0;
+  float partial_rotary_full = 0;
+  bool k_eq_v = false;
+  int64_t n_embd_per_layer = 0, n_kv_shared = 0;
+  bool double_wide_ffn = false, layer_out_scale = false;
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -156,6 +166,16 @@ void fill_row(float* dst, int64_t n, uint64_t seed, const std::string& name, int
 GgufWriter::Producer dummy_rows(std::shared_ptr<ThreadPool> pool, uint64_t seed, const std::string& name, int64_t rows,
                                 int64_t cols, DType type, float spread);
 GgufWriter::Producer dummy_f32(uint64_t seed, const std::string& name, int64_t n, float center, float spread);
+// The family dummies' tensors (dummy_classic.cpp, dummy_gemma4.cpp) through those producers: matrices of
+// `type` (F16 where a row does not fill whole blocks of it) and F32 vectors around a center.
+struct DummyTensors {
+  GgufWriter& w;
+  std::shared_ptr<ThreadPool> pool;
+  uint64_t seed;
+  DType type;
+  Status matrix(const std::string& name, int64_t rows, int64_t cols, float spread) const;
+  Status f32(const std::string& name, int64_t n, float center, float spread) const;
+};
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);
@@ -170,6 +190,8 @@ Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
 // chatglm, codeshell, jais, jais2, plamo, refact.
 bool is_classic_dummy_arch(const std::string& arch);
 Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
+// Gemma 4 (convert/dummy_gemma4.cpp).
+Status write_dummy_gemma4(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
 // tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
 Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);

@@ -84,27 +84,20 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
   const uint64_t seed = o.seed;
   const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
-  auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, float spr) -> Status {
-    DType type = o.dtype;
-    if (cols % dtype_info(type).block_size != 0) type = DType::F16;
-    return w.add_tensor(name, type, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, type, spr));
-  };
-  auto add_f32 = [&](const std::string& name, int64_t n, float center, float spr) -> Status {
-    return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spr));
-  };
+  const DummyTensors t{w, pool, seed, o.dtype};
   // a norm: weight around 1 (olmo: none), bias around 0 where the family has one (baichuan: RMS, none)
   const bool norm_bias = !olmo && !rms && (!mpt || s.mpt_biases);
   auto add_norm = [&](const std::string& name) -> Status {
     if (olmo) return {};
-    TM_TRY(add_f32(name + ".weight", E, 1.0f, 0.1f));
-    if (norm_bias) TM_TRY(add_f32(name + ".bias", E, 0.0f, 0.1f));
+    TM_TRY(t.f32(name + ".weight", E, 1.0f, 0.1f));
+    if (norm_bias) TM_TRY(t.f32(name + ".bias", E, 0.0f, 0.1f));
     return {};
   };
-  TM_TRY(add_matrix("token_embd.weight", s.n_vocab, E, e_spread));
-  if (gpt2 || s.mpt_pos_embd) TM_TRY(add_matrix("position_embd.weight", s.n_ctx, E, e_spread));
+  TM_TRY(t.matrix("token_embd.weight", s.n_vocab, E, e_spread));
+  if (gpt2 || s.mpt_pos_embd) TM_TRY(t.matrix("position_embd.weight", s.n_ctx, E, e_spread));
   if (bloom) TM_TRY(add_norm("token_embd_norm"));
   TM_TRY(add_norm("output_norm"));
-  if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, E, e_spread));
+  if (!s.tied) TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));
   // biases on attn_qkv, attn_output and the FFN
   const bool biased = gpt2 || neox || bloom || codeshell || jais || (mpt && s.mpt_biases);
   for (int64_t l = 0; l < s.n_layer; ++l) {
@@ -112,36 +105,36 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(add_norm(p + "attn_norm"));
     if (s.attn_norm_2) TM_TRY(add_norm(p + "attn_norm_2"));
     if (olmo || baichuan || refact || plamo) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
-      TM_TRY(add_matrix(p + "attn_q.weight", QD, E, spread));
-      TM_TRY(add_matrix(p + "attn_k.weight", KD, E, spread));
-      TM_TRY(add_matrix(p + "attn_v.weight", KD, E, spread));
+      TM_TRY(t.matrix(p + "attn_q.weight", QD, E, spread));
+      TM_TRY(t.matrix(p + "attn_k.weight", KD, E, spread));
+      TM_TRY(t.matrix(p + "attn_v.weight", KD, E, spread));
     } else {
-      TM_TRY(add_matrix(p + "attn_qkv.weight", QD + 2 * KD, E, spread));
-      if (biased || chatglm) TM_TRY(add_f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
+      TM_TRY(t.matrix(p + "attn_qkv.weight", QD + 2 * KD, E, spread));
+      if (biased || chatglm) TM_TRY(t.f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
     }
-    TM_TRY(add_matrix(p + "attn_output.weight", E, QD, spread));
-    if (biased) TM_TRY(add_f32(p + "attn_output.bias", E, 0.0f, 0.05f));
+    TM_TRY(t.matrix(p + "attn_output.weight", E, QD, spread));
+    if (biased) TM_TRY(t.f32(p + "attn_output.bias", E, 0.0f, 0.05f));
     if (!falcon && !plamo) TM_TRY(add_norm(p + "ffn_norm"));  // (their FFN reads attn_norm's output)
     if (olmo || baichuan || refact || jais || plamo) {  // SwiGLU (jais: with biases)
-      TM_TRY(add_matrix(p + "ffn_gate.weight", F, E, spread));
-      TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
-      TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+      TM_TRY(t.matrix(p + "ffn_gate.weight", F, E, spread));
+      TM_TRY(t.matrix(p + "ffn_up.weight", F, E, spread));
+      TM_TRY(t.matrix(p + "ffn_down.weight", E, F, spread));
       if (jais) {
-        TM_TRY(add_f32(p + "ffn_gate.bias", F, 0.0f, 0.1f));
-        TM_TRY(add_f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
-        TM_TRY(add_f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
+        TM_TRY(t.f32(p + "ffn_gate.bias", F, 0.0f, 0.1f));
+        TM_TRY(t.f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
+        TM_TRY(t.f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
       }
       continue;
     }
     if (chatglm) {  // SwiGLU, gate and up rows in one ffn_up
-      TM_TRY(add_matrix(p + "ffn_up.weight", 2 * F, E, spread));
-      TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
+      TM_TRY(t.matrix(p + "ffn_up.weight", 2 * F, E, spread));
+      TM_TRY(t.matrix(p + "ffn_down.weight", E, F, spread));
       continue;
     }
-    TM_TRY(add_matrix(p + "ffn_up.weight", F, E, spread));
-    if (biased) TM_TRY(add_f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
-    TM_TRY(add_matrix(p + "ffn_down.weight", E, F, spread));
-    if (biased) TM_TRY(add_f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
+    TM_TRY(t.matrix(p + "ffn_up.weight", F, E, spread));
+    if (biased) TM_TRY(t.f32(p + "ffn_up.bias", F, 0.0f, 0.1f));
+    TM_TRY(t.matrix(p + "ffn_down.weight", E, F, spread));
+    if (biased) TM_TRY(t.f32(p + "ffn_down.bias", E, 0.0f, 0.05f));
   }
   return w.write(out_path);
 }

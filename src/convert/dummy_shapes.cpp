@@ -766,12 +766,40 @@ std::vector<ModelShape> classic_shapes() {
   };
 }
 
+// Gemma 4 (convert/dummy_gemma4.cpp): E2B / E4B (per-layer embeddings, the last 20 / 18 layers sharing K/V,
+// E2B's FFN twice as wide on those), 31B (K = V on the full layers, 16 K/V heads sliding and 4 full), as their
+// published configs read; the tiny forms have every piece at once (tiny-gemma4) or the 31B's
+// (tiny-gemma4-dense).
+std::vector<ModelShape> gemma4_shapes() {
+  auto g4 = [](ModelShape m, int64_t window, int64_t pattern, int64_t hd_full, int64_t kv_full, int64_t pl,
+               int64_t shared, bool wide, bool k_eq_v) {
+    m.n_swa = window, m.swa_pattern = pattern, m.head_dim_full = hd_full, m.n_head_kv_full = kv_full;
+    m.n_embd_per_layer = pl, m.n_kv_shared = shared, m.double_wide_ffn = wide, m.k_eq_v = k_eq_v;
+    m.rope_theta_swa = 10000.0f, m.partial_rotary_full = 0.25f, m.final_softcap = 30.0f;
+    return m;
+  };
+  ModelShape tiny = g4({"tiny-gemma4", "gemma4", 512, 64, 8, 4, 2, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 4, 64, 1,
+                       16, 4, true, true);
+  tiny.layer_out_scale = true;
+  return {
+      g4({"gemma-4-e2b", "gemma4", 262144, 1536, 35, 8, 1, 256, 6144, 131072, 1000000.0f, 1e-6f, true}, 512, 5, 512, 1,
+         256, 20, true, false),
+      g4({"gemma-4-e4b", "gemma4", 262144, 2560, 42, 8, 2, 256, 10240, 131072, 1000000.0f, 1e-6f, true}, 512, 6, 512, 2,
+         256, 18, false, false),
+      g4({"gemma-4-31b", "gemma4", 262144, 5376, 60, 32, 16, 256, 21504, 262144, 1000000.0f, 1e-6f, true}, 1024, 6, 512,
+         4, 0, 0, false, true),
+      tiny,
+      g4({"tiny-gemma4-dense", "gemma4", 512, 64, 6, 4, 4, 32, 128, 256, 1000000.0f, 1e-6f, true}, 8, 3, 64, 1, 0, 0,
+         false, true),
+  };
+}
+
 }  // namespace
 
 std::vector<ModelShape> known_shapes() {
   std::vector<ModelShape> out;
   for (auto* f : {&llama_shapes, &mistral_shapes, &qwen2_shapes, &qwen3_shapes, &phi3_shapes, &gemma_shapes, &moe_shapes,
-                  &gptoss_shapes, &more_shapes, &vl_shapes, &classic_shapes})
+                  &gptoss_shapes, &more_shapes, &vl_shapes, &classic_shapes, &gemma4_shapes})
     for (auto& s : (*f)()) out.push_back(s);
   return out;
 }

@@ -215,6 +215,10 @@ GgufValue GgufValue::string_array(std::vector<std::string> v) {
 GgufValue GgufValue::f32_array(const std::vector<float>& v) { return make_array(GgufType::F32, v); }
 GgufValue GgufValue::i32_array(const std::vector<int32_t>& v) { return make_array(GgufType::I32, v); }
 GgufValue GgufValue::u32_array(const std::vector<uint32_t>& v) { return make_array(GgufType::U32, v); }
+GgufValue GgufValue::bool_array(const std::vector<bool>& v) {
+  std::vector<uint8_t> bytes(v.begin(), v.end());
+  return make_array(GgufType::BOOL, bytes);
+}
 GgufValue GgufValue::array_of_arrays(std::vector<GgufValue> v) {
   GgufValue g;
   g.type = GgufType::ARRAY;

@@ -53,6 +53,7 @@ struct GgufValue {
   static GgufValue f32_array(const std::vector<float>& v);
   static GgufValue i32_array(const std::vector<int32_t>& v);
   static GgufValue u32_array(const std::vector<uint32_t>& v);
+  static GgufValue bool_array(const std::vector<bool>& v);
   static GgufValue array_of_arrays(std::vector<GgufValue> v);
 
   bool is_integer() const;

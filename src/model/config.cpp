@@ -170,6 +170,12 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
         c.ssm_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
+      if (n > 0 && c.arch.layer_geometry) {  // gemma4: the full layers' count, the sliding layers' count
+        c.layer_shape.resize(static_cast<size_t>(c.n_layer), ModelConfig::LayerShape{0, 0, 0, 0});
+        c.layer_shape[static_cast<size_t>(l)].n_head_kv = n;
+        c.n_head_kv = std::max(c.n_head_kv, n);
+        continue;
+      }
       if (n == 0 || (c.n_head_kv != 0 && n != c.n_head_kv))
         return Error{fmt::format("{}: per-layer KV head counts ({} at layer {}) are not supported for '{}'", key, n, l,
                                  c.arch.name)};
@@ -195,6 +201,23 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
   if (c.arch.ssm) TM_TRY(c.arch.mamba1 ? read_mamba1_config(f, a, c) : read_ssm_config(f, a, c));
+  return {};
+}
+
+// feed_forward_length as one width per layer (ArchSpec::layer_geometry): into ModelConfig::layer_shape,
+// n_ff the widest.
+Status read_layer_ff(const GgufValue& v, const std::string& a, ModelConfig& c) {
+  const auto ff = v.as_int_array();
+  if (!ff || ff->size() != static_cast<size_t>(c.n_layer))
+    return Error{fmt::format("{}feed_forward_length must hold one width per layer ({} layers)", a, c.n_layer)};
+  c.layer_shape.resize(static_cast<size_t>(c.n_layer), ModelConfig::LayerShape{0, 0, 0, 0});
+  c.n_ff = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const int64_t n = (*ff)[static_cast<size_t>(l)];
+    if (n < 1 || n > (1 << 22)) return Error{fmt::format("{}feed_forward_length[{}] = {} is out of range", a, l, n)};
+    c.layer_shape[static_cast<size_t>(l)].n_ff = n;
+    c.n_ff = std::max(c.n_ff, n);
+  }
   return {};
 }
 
@@ -335,6 +358,7 @@ ArchSpec arch_refact();
 ArchSpec arch_jais2();
 ArchSpec arch_jais();
 ArchSpec arch_plamo();
+ArchSpec arch_gemma4();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -354,7 +378,8 @@ void register_builtin_archs() {
                                arch_falcon_h1(), arch_minicpm(), arch_internlm2(),
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
-                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo()})
+                               arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo(),
+                               arch_gemma4()})
       registry()[s.name] = s;
   });
 }
@@ -528,6 +553,12 @@ Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const s
   return opt_float(f, c.arch.name + "." + key, def);
 }
 
+Result<int64_t> read_family_int(const GgufFile& f, const ModelConfig& c, const std::string& key,
+                                std::optional<int64_t> def, int64_t min, int64_t max) {
+  const std::string k = c.arch.name + "." + key;
+  return def ? opt_int(f, k, *def, min, max) : req_int(f, k, min, max);
+}
+
 Result<ModelConfig> read_model_config(const GgufFile& f) {
   auto arch_name = f.get_string("general.architecture");
   if (!arch_name) return Error{"missing metadata key 'general.architecture'"};
@@ -552,7 +583,10 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   } else {
     TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
     TM_TRY(read_head_count_kv(f, a, c));
-    if (!c.arch.single_block_layers) {  // (else read per layer with head_count_kv)
+    const GgufValue* ffv = f.find(a + "feed_forward_length");
+    if (c.arch.layer_geometry && ffv && ffv->type == GgufType::ARRAY) {  // gemma4: a width per layer
+      TM_TRY(read_layer_ff(*ffv, a, c));
+    } else if (!c.arch.single_block_layers) {  // (else read per layer with head_count_kv)
       TM_ASSIGN_OR_RETURN(c.n_ff, req_int(f, a + "feed_forward_length", 1, 1 << 22));
     }
   }
@@ -626,6 +660,13 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     return Error{fmt::format("missing tensor 'output.weight' ({}'s output is untied)", c.arch.name)};
   TM_TRY(read_moe_config(f, a, c));
   if (c.arch.read_family) TM_TRY(c.arch.read_family(f, c));
+  for (size_t l = 0; l < c.layer_shape.size(); ++l) {  // (the family filled what the file left per layer)
+    const ModelConfig::LayerShape& g = c.layer_shape[l];
+    if (g.head_dim <= 0 || g.n_head_kv <= 0 || g.n_rot <= 0 || g.n_ff <= 0 || c.n_head % g.n_head_kv != 0 ||
+        g.head_dim % 2 != 0 || g.n_rot > g.head_dim)
+      return Error{fmt::format("{}: layer {}'s geometry (head size {}, {} K/V heads of {} query heads, {} RoPE dims, "
+                               "FFN {}) is invalid", c.arch.name, l, g.head_dim, g.n_head_kv, c.n_head, g.n_rot, g.n_ff)};
+  }
   return c;
 }
 

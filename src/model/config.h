@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,14 @@ struct ArchSpec {
   bool norm_weightless = false;
   // mpt: the LayerNorms' and the FFN's biases are read when the file has them
   bool optional_biases = false;
+  // gemma4: per-layer geometry (ModelConfig::layer_shape): attention.head_count_kv and
+  // feed_forward_length may hold a value per layer, the sliding layers have their own head size
+  // (attention.key_length_swa) and RoPE dimensions (rope.dimension_count_swa).
+  bool layer_geometry = false;
+  // gemma4: each V head RMS-normalized without a weight before it is cached; attn_v.weight may be absent
+  // (the layer's V is then its K projection, before K's norm and RoPE).
+  bool v_norm = false;
+  bool v_optional = false;
   std::string output_norm_name = "output_norm";
   FfnActivation ffn_act = FfnActivation::Silu;
   // attn_post_norm / ffn_post_norm: RMSNorm of the attention and FFN outputs before the residual add
@@ -169,6 +178,11 @@ struct RopeParams {
   // position is 0 for text, keep angle 0 (cos/sin still times the attention factor); empty: none.
   std::vector<uint8_t> still;
   bool still_pair(int64_t i) const { return static_cast<size_t>(i) < still.size() && still[static_cast<size_t>(i)]; }
+  // The dimensions it rotates (0: ModelConfig::n_rot) and whether the file's frequency factors
+  // (rope_freqs / LongRoPE) divide its frequencies: gemma4's sliding layers rotate their whole (narrower)
+  // head without them, its full layers the wide head with them.
+  int64_t n_rot = 0;
+  bool freq_factors = true;
   bool operator==(const RopeParams&) const = default;
 };
 
@@ -368,9 +382,34 @@ struct ModelConfig {
     return has_mixer(layer) && !is_conv(layer) && (!is_ssm(layer) || arch.parallel_ssm);
   }
   int64_t n_kv_layers() const {
-    return arch.parallel_ssm ? n_layer : n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers();
+    if (arch.parallel_ssm) return n_layer;
+    return n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers() - (kv_shared_from > 0 ? n_layer - kv_shared_from : 0);
   }
   int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
+  // gemma4's shared K/V: the layers from kv_shared_from on (0: none) compute no K/V; each reads the
+  // cache of an earlier layer of its kind (cache_slot: llama.cpp's choice, the last sliding or the last
+  // full layer before kv_shared_from) and stores nothing.
+  int64_t kv_shared_from = 0;
+  bool stores_kv(int64_t layer) const { return kv_shared_from == 0 || layer < kv_shared_from; }
+
+  // Per-layer geometry (ArchSpec::layer_geometry, gemma4): one entry per layer, or empty when every layer
+  // has head_dim, n_head_kv, n_rot and n_ff. With entries, those four hold the largest of any layer (the
+  // scratch's sizes) and each layer's own come from the accessors below.
+  struct LayerShape {
+    int64_t head_dim, n_head_kv, n_rot, n_ff;
+  };
+  std::vector<LayerShape> layer_shape;
+  int64_t head_dim_of(int64_t l) const { return layer_shape.empty() ? head_dim : layer_shape[static_cast<size_t>(l)].head_dim; }
+  int64_t n_head_kv_of(int64_t l) const {
+    return layer_shape.empty() ? n_head_kv : layer_shape[static_cast<size_t>(l)].n_head_kv;
+  }
+  int64_t n_rot_of(int64_t l) const { return layer_shape.empty() ? n_rot : layer_shape[static_cast<size_t>(l)].n_rot; }
+  int64_t n_ff_of(int64_t l) const { return layer_shape.empty() ? n_ff : layer_shape[static_cast<size_t>(l)].n_ff; }
+  int64_t q_dim_of(int64_t l) const { return n_head * head_dim_of(l); }
+  int64_t kv_dim_of(int64_t l) const { return n_head_kv_of(l) * head_dim_of(l); }
+  int64_t gqa_group_of(int64_t l) const { return n_head / n_head_kv_of(l); }
+  // gemma4's per-layer embeddings (per_layer_token_embd and friends; 0: none): each layer's input width
+  int64_t n_embd_per_layer = 0;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
@@ -436,5 +475,9 @@ void set_alibi(ModelConfig& c, float max_bias);
 void set_no_rope(ModelConfig& c);
 // An optional float key of the family ({arch}.<key>), `def` when absent.
 Result<float> read_family_float(const GgufFile& f, const ModelConfig& c, const std::string& key, float def);
+// An integer key of the family ({arch}.<key>) in [min, max]: `def` when absent, an error when absent and
+// `def` is nullopt.
+Result<int64_t> read_family_int(const GgufFile& f, const ModelConfig& c, const std::string& key,
+                                std::optional<int64_t> def, int64_t min, int64_t max);
 
 }  // namespace tmill

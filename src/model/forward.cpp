@@ -47,14 +47,19 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
     } else {
-      jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wk, &P.wk}, {&L.wv, &P.wv}, {&L.wo, &P.wo}});
+      jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wo, &P.wo}});
+      if (L.wk.valid()) jobs.emplace_back(&L.wk, &P.wk);  // (gemma4's shared-K/V layers have none)
+      if (L.wv.valid() && L.wv.data != L.wk.data) jobs.emplace_back(&L.wv, &P.wv);  // (gemma4's K = V layers: K's)
     }
+    if (L.per_layer_inp_gate.valid())
+      jobs.insert(jobs.end(), {{&L.per_layer_inp_gate, &P.pl_gate}, {&L.per_layer_proj, &P.pl_proj}});
     if (!c.has_ffn(static_cast<int64_t>(l))) continue;  // (nemotron_h's mixer and attention layers)
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
     else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
     else jobs.insert(jobs.end(), {{&L.w_up, &P.up}, {&L.w_down, &P.down}});  // starcoder2's ungated FFN
   }
   jobs.emplace_back(&w.output, &output_);
+  if (w.per_layer_model_proj.valid()) jobs.emplace_back(&w.per_layer_model_proj, &pl_model_proj_);
   std::stable_sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first->bytes() > b.first->bytes(); });
   // A matrix copied or repacked is no longer read from the mapping: its pages leave the resident set
   // at once, so a load holds the file's pages and their copies together for a few matrices only, not
@@ -83,7 +88,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
   // embedding rows only, so let them leave the resident set (they fault back in on use).
   if (mapping) mapping->drop_resident_pages();
   set_context_length(c.n_ctx_train);
-  if (c.kq_l2_norm) ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
+  if (c.kq_l2_norm || c.arch.v_norm) ones_.assign(static_cast<size_t>(c.head_dim), 1.0f);
   if (c.arch.ffn_ungated) ones_ff_.assign(static_cast<size_t>(c.n_ff), 1.0f);
   if (c.n_ssm_layers() > 0) ssm_ones_.assign(static_cast<size_t>(c.ssm_conv_dim()), 1.0f);
 }
@@ -91,6 +96,9 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
 void Forward::set_context_length(int64_t n_ctx) {
   const ModelConfig& c = model_->config();
   ropes_ = rope_tables(c, model_->weights().rope_freq_factors(c, n_ctx));
+  rope_half_ = 0;
+  for (const RopeTable& rt : ropes_) rope_half_ = std::max<int64_t>(rope_half_, static_cast<int64_t>(rt.inv_freq.size()));
+  cap_ = 0;  // (the cos/sin scratch follows rope_half_)
 }
 
 uint64_t Forward::weight_bytes() const {
@@ -100,12 +108,14 @@ uint64_t Forward::weight_bytes() const {
   // A tied output read in place is the embedding's own bytes: count them once.
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
   uint64_t b = w.token_embd.bytes() + (shared ? 0 : prepared(output_)) + floats(w.output_norm) + floats(w.rope_freqs) +
+               w.per_layer_tok_embd.bytes() + (w.per_layer_model_proj.valid() ? prepared(pl_model_proj_) : 0) +
+               floats(w.per_layer_proj_norm) +
                floats(w.rope_factors_short) + floats(w.rope_factors_long) + w.pos_embd.bytes() +
                floats(w.embd_norm) + floats(w.embd_norm_b) + floats(w.output_norm_b) + floats(w.output_b);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const PreparedLayer& P = layers_[l];
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
-                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha, &P.mamba_x, &P.mamba_dt})
+                                    &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha, &P.mamba_x, &P.mamba_dt, &P.pl_gate, &P.pl_proj})
       b += prepared(*m);
     if (model_->config().layer_is_moe(static_cast<int64_t>(l))) b += P.moe.bytes();
     b += floats(P.conv_kernel_t);
@@ -114,7 +124,8 @@ uint64_t Forward::weight_bytes() const {
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.attn_norm_b, &L.ffn_norm_b, &L.ffn_gate_b, &L.ffn_up_b, &L.ffn_down_b, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm, &L.attn_post_norm,
                           &L.ffn_post_norm, &L.bo, &L.attn_sinks, &L.ffn_gate_inp_b, &L.gate_exps_b, &L.up_exps_b,
                           &L.down_exps_b, &L.q_a_norm, &L.kv_a_norm, &L.conv_kernel, &L.ssm_conv_b, &L.ssm_dt_b,
-                          &L.ssm_a, &L.ssm_d, &L.ssm_norm, &L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm})
+                          &L.ssm_a, &L.ssm_d, &L.ssm_norm, &L.ssm_dt_norm, &L.ssm_b_norm, &L.ssm_c_norm,
+                          &L.per_layer_post_norm})
       b += floats(*v);
   }
   return b;
@@ -124,7 +135,8 @@ uint64_t Forward::mapped_weight_bytes() const {
   const ModelWeights& w = model_->weights();
   auto in_place = [](const PreparedMatrix& p) -> uint64_t { return p.own_bytes() ? 0 : p.source().bytes(); };
   const bool shared = output_.own_bytes() == 0 && w.output.data == w.token_embd.data;
-  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_)) + w.pos_embd.bytes();  // (0 when none)
+  uint64_t b = w.token_embd.bytes() + (shared ? 0 : in_place(output_)) + w.pos_embd.bytes() +  // (0 when none)
+               w.per_layer_tok_embd.bytes();
   for (const PreparedLayer& P : layers_)
     for (const PreparedMatrix* m : {&P.wq, &P.wk, &P.wv, &P.wo, &P.gate, &P.up, &P.down, &P.conv_in, &P.conv_out,
                                     &P.gdn_gate, &P.gdn_beta, &P.gdn_alpha})
@@ -162,8 +174,12 @@ void Forward::ensure_scratch(int64_t n) {
   hb2_.resize(N * c.n_ff);
   pos_.resize(N);
   seq_of_.resize(N);
-  rope_cos_.resize(c.ropes.size() * N * static_cast<size_t>(c.n_rot / 2));
-  rope_sin_.resize(c.ropes.size() * N * static_cast<size_t>(c.n_rot / 2));
+  rope_cos_.resize(c.ropes.size() * N * static_cast<size_t>(rope_half_));
+  rope_sin_.resize(c.ropes.size() * N * static_cast<size_t>(rope_half_));
+  if (c.n_embd_per_layer > 0) {
+    pl_in_.resize(N * static_cast<size_t>(c.n_layer * c.n_embd_per_layer));
+    pl_h_.resize(N * static_cast<size_t>(c.n_embd_per_layer));
+  }
 }
 
 void Forward::parallel(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -208,7 +224,8 @@ void Forward::post_norm(const std::vector<float>& norm, int64_t n) {
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
   const PagedKvView view = kv.view(c.slot(layer));
-  const int64_t group = c.gqa_group(), hd = c.head_dim;
+  const int64_t group = c.gqa_group_of(layer), hd = c.head_dim_of(layer), n_kv = c.n_head_kv_of(layer);
+  const int64_t QD = c.q_dim_of(layer);
   const float scale = c.attn_scale;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];  // attention sinks (gpt-oss)
   const LayerAttention& la = c.layer_attn[static_cast<size_t>(layer)];  // its window or chunks (llama4)
@@ -220,15 +237,15 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   // gets about four items.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   const int64_t threads = pool_ ? pool_->size() : 1;
-  int64_t kc = group <= 4 ? std::min<int64_t>(c.n_head_kv, 16 / group) : 1;  // the AVX-512 kernel: <= 16 query heads
-  while (kc > 1 && n_tokens * ((c.n_head_kv + kc - 1) / kc) < 4 * threads) kc = (kc + 1) / 2;
-  const int64_t runs = (c.n_head_kv + kc - 1) / kc;
+  int64_t kc = group <= 4 ? std::min<int64_t>(n_kv, 16 / group) : 1;  // the AVX-512 kernel: <= 16 query heads
+  while (kc > 1 && n_tokens * ((n_kv + kc - 1) / kc) < 4 * threads) kc = (kc + 1) / 2;
+  const int64_t runs = (n_kv + kc - 1) / kc;
   auto body = [&](int64_t i0, int64_t i1, int) {
     for (int64_t item = i0; item < i1; ++item) {
-      const int64_t t = item / runs, h = item % runs * kc, nh = std::min(kc, c.n_head_kv - h);
+      const int64_t t = item / runs, h = item % runs * kc, nh = std::min(kc, n_kv - h);
       const SeqSlice& s = batch.seqs[seq_of_[t]];
-      const float* q = q_.data() + t * c.q_dim() + h * group * hd;
-      float* out = att_.data() + t * c.q_dim() + h * group * hd;
+      const float* q = q_.data() + t * QD + h * group * hd;
+      float* out = att_.data() + t * QD + h * group * hd;
       const int64_t n_ctx = pos_[t] + 1;
       const AttnMask mask{la.first(pos_[t]), c.attn_softcap,
                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group,
@@ -261,13 +278,13 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     }
   }
   // RoPE cos/sin per token and RoPE table, shared by the layers of that table
-  const int64_t half = c.n_rot / 2;
   for (size_t r = 0; r < ropes_.size(); ++r) {
     const RopeTable& rt = ropes_[r];
+    const auto half = static_cast<int64_t>(rt.inv_freq.size());  // (gemma4: its own n_rot / 2)
     parallel(N, 16, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        float* cs = rope_cos_.data() + (static_cast<int64_t>(r) * N + t) * half;
-        float* sn = rope_sin_.data() + (static_cast<int64_t>(r) * N + t) * half;
+        float* cs = rope_cos_.data() + (static_cast<int64_t>(r) * N + t) * rope_half_;
+        float* sn = rope_sin_.data() + (static_cast<int64_t>(r) * N + t) * rope_half_;
         rope_cos_sin_at(rt, pos_[t], half, cs, sn);
       }
     });
@@ -288,6 +305,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
   }
   if (!w.embd_norm.empty())  // bloom: a LayerNorm of the embeddings
     layernorm_rows(x_.data(), E, w.embd_norm.data(), w.embd_norm_b.data(), x_.data(), E, N, E, c.rms_eps);
+  if (c.n_embd_per_layer > 0) per_layer_inputs(batch, N);  // gemma4
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -339,8 +357,17 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       }
       post_norm(L.ffn_post_norm, N);
     }
-    residual_norm(true, l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr, N,
-                  l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm_b : nullptr);
+    const std::vector<float>* next_norm = l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr;
+    const std::vector<float>* next_bias = l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm_b : nullptr;
+    if (c.n_embd_per_layer > 0 || L.out_scale != 1.0f) {  // gemma4: the per-layer embedding, the layer's scale
+      residual_norm(true, nullptr, N);
+      if (c.n_embd_per_layer > 0) per_layer_block(l, N);
+      if (L.out_scale != 1.0f)
+        for (int64_t i = 0; i < N * E; ++i) x_[static_cast<size_t>(i)] *= L.out_scale;
+      residual_norm(false, next_norm, N, next_bias);
+    } else {
+      residual_norm(true, next_norm, N, next_bias);
+    }
   }
 
   // Final norm and classifier, only for the rows that need logits.
@@ -373,10 +400,14 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
   const PreparedLayer& P = layers_[static_cast<size_t>(l)];
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
-  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), hd = c.head_dim, half = c.n_rot / 2;
+  // (gemma4: each layer its own head size, K/V heads and RoPE dimensions)
+  const int64_t E = c.n_embd, QD = c.q_dim_of(l), KD = c.kv_dim_of(l), hd = c.head_dim_of(l), n_kv = c.n_head_kv_of(l);
+  const int64_t rot = c.n_rot_of(l), half = rope_half_;
   const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
   const PagedKvView view = kv.view(c.slot(l));
   const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
+  const bool stores = c.stores_kv(l);  // (gemma4's shared-K/V layers read an earlier layer's)
+  const bool v_is_k = stores && L.wv.data == L.wk.data;  // (gemma4's K = V layers)
   const bool mla = c.is_mla();
   const bool gated = c.arch.attn_output_gate;
   if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
@@ -385,19 +416,22 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
   } else {
     // a fused attn_qkv (phi3) is one weight to the observer: reported once
     observe(P.wq, xb_.data(), N);
-    if (P.wk.source().name != P.wq.source().name) {
+    if (stores && P.wk.source().name != P.wq.source().name) {
       observe(P.wk, xb_.data(), N);
-      observe(P.wv, xb_.data(), N);
+      if (!v_is_k) observe(P.wv, xb_.data(), N);
     }
     // (qwen35: the q projection holds each head's queries and gates, split below)
     float* qy = gated ? qg_.data() : q_.data();
     const int64_t QY = gated ? 2 * QD : QD;
     const MatmulOutput qkv[] = {{&P.wq, qy, QY}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
-    matmul_many(qkv, 3, xb_.data(), E, N, pool_);
+    matmul_many(qkv, !stores ? 1 : v_is_k ? 2 : 3, xb_.data(), E, N, pool_);
+    if (v_is_k) std::copy(k_.begin(), k_.begin() + N * KD, v_.begin());
     if (lora) {
       lora_.apply(l, LoraSlot::Q, xb_.data(), E, qy, QY, pool_);
-      lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
-      lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
+      if (stores) {
+        lora_.apply(l, LoraSlot::K, xb_.data(), E, k_.data(), KD, pool_);
+        lora_.apply(l, LoraSlot::V, xb_.data(), E, v_.data(), KD, pool_);
+      }
     }
   }
   // per token: bias, q/k norm, RoPE, then its K/V into the cache (all before attention, so the
@@ -408,7 +442,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     // step's stores: 1.6-1.8 -> 0.8 ms). Once per block: a prompt's next tokens in the same block
     // write lines already fetched.
     auto prefetch_store = [&](int64_t t) {
-      if (t >= t1) return;
+      if (t >= t1 || !stores) return;
       const bool same_block = t > t0 && seq_of_[t] == seq_of_[t - 1] && pos_[t] % view.block_size != 0;
       if (!same_block) paged_kv_prefetch_store(view, batch.seqs[seq_of_[t]].block_table.data(), pos_[t]);
     };
@@ -442,15 +476,16 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
           rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
         } else {
           rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
-          rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+          if (stores) rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, n_kv, hd, c.rms_eps);
         }
+        if (c.arch.v_norm && stores) rmsnorm_rows(v, hd, ones_.data(), v, hd, n_kv, hd, c.rms_eps);  // gemma4
       };
       if (!c.arch.qk_norm_after_rope) qk_norm();
       if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
         const float* cs = rope_cos_.data() + rope_off + t * half;
         const float* sn = rope_sin_.data() + rope_off + t * half;
-        rope_heads_cs(q, c.n_head, hd, c.n_rot, cs, sn, neox);
-        rope_heads_cs(k, c.n_head_kv, hd, c.n_rot, cs, sn, neox);
+        rope_heads_cs(q, c.n_head, hd, rot, cs, sn, neox);
+        if (stores) rope_heads_cs(k, n_kv, hd, rot, cs, sn, neox);
       }
       if (c.arch.qk_norm_after_rope) qk_norm();  // (hunyuan-dense)
       if (c.attn_temp_scale != 0.0f) {  // mistral3, llama4: the query's attention temperature at its position
@@ -460,10 +495,10 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
       }
       if (c.kq_l2_norm && rope_off >= 0) {  // llama4: q and k heads RMS-normalized, no weight
         rmsnorm_rows(q, hd, ones_.data(), q, hd, c.n_head, hd, c.rms_eps);
-        rmsnorm_rows(k, hd, ones_.data(), k, hd, c.n_head_kv, hd, c.rms_eps);
+        rmsnorm_rows(k, hd, ones_.data(), k, hd, n_kv, hd, c.rms_eps);
       }
       const SeqSlice& s = batch.seqs[seq_of_[t]];
-      paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)
+      if (stores) paged_kv_store(view, s.block_table.data(), pos_[t], k, mla ? k : v);  // (MLA: V is K's row)
     }
   });
   attention(batch, kv, l);
@@ -555,10 +590,48 @@ void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
 }
 
+void Forward::per_layer_inputs(const ForwardBatch& batch, int64_t N) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t E = c.n_embd, PL = c.n_embd_per_layer, W = c.n_layer * PL;
+  // llama.cpp's project_per_layer_inputs: the scaled embedding's projection times 1/sqrt(n_embd), each
+  // layer's slice RMS-normed, plus the token's per-layer row times sqrt(PL), all times 1/sqrt(2)
+  observe(pl_model_proj_, x_.data(), N);
+  matmul(pl_model_proj_, x_.data(), E, pl_in_.data(), W, N, pool_);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(E)), tok_scale = std::sqrt(static_cast<float>(PL));
+  const float in_scale = 1.0f / std::sqrt(2.0f);
+  parallel(N, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> row(static_cast<size_t>(W));
+    for (int64_t t = t0; t < t1; ++t) {
+      float* y = pl_in_.data() + t * W;
+      for (int64_t i = 0; i < W; ++i) y[i] *= proj_scale;
+      rmsnorm_rows(y, PL, w.per_layer_proj_norm.data(), y, PL, c.n_layer, PL, c.rms_eps);
+      get_row(w.per_layer_tok_embd, batch.tokens[static_cast<size_t>(t)], row.data());
+      for (int64_t i = 0; i < W; ++i) y[i] = (y[i] + row[static_cast<size_t>(i)] * tok_scale) * in_scale;
+    }
+  });
+}
+
+void Forward::per_layer_block(int64_t l, int64_t N) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd, PL = c.n_embd_per_layer, W = c.n_layer * PL;
+  observe(P.pl_gate, x_.data(), N);
+  matmul(P.pl_gate, x_.data(), E, pl_h_.data(), PL, N, pool_);
+  parallel(N, 16, [&](int64_t t0, int64_t t1) {  // gelu(gate x) * the layer's input
+    for (int64_t t = t0; t < t1; ++t) gelu_mul(pl_h_.data() + t * PL, pl_in_.data() + t * W + l * PL, PL);
+  });
+  observe(P.pl_proj, pl_h_.data(), N);
+  matmul(P.pl_proj, pl_h_.data(), PL, xb_.data(), E, N, pool_);
+  post_norm(L.per_layer_post_norm, N);
+  residual_norm(true, nullptr, N);
+}
+
 void Forward::dense_ffn(int64_t l, int64_t N, bool lora) {
   const ModelConfig& c = model_->config();
   const PreparedLayer& P = layers_[static_cast<size_t>(l)];
-  const int64_t E = c.n_embd, F = c.n_ff;
+  const int64_t E = c.n_embd, F = c.n_ff_of(l);  // (gemma4: per layer)
   if (c.arch.ffn_ungated) {  // starcoder2: down(gelu(up x + b_up)) + b_down; arcee: down(relu(up x)^2)
     const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
     observe(P.up, xb_.data(), N);

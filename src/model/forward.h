@@ -77,6 +77,7 @@ class Forward {
     std::vector<float> conv_kernel_t;                // a recurrent layer's convolution kernel tap-major
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
+    PreparedMatrix pl_gate, pl_proj;                 // gemma4's per-layer embedding block
   };
   void ensure_scratch(int64_t n_tokens);
   // A layer's attention block on xb (N rows, normed) into xb: q/k/v, their K/V into the cache,
@@ -102,6 +103,10 @@ class Forward {
   // xb = rmsnorm(xb) with a sub-block's output norm (gemma's post-attention / post-FFN norms); none
   // when the layer has no such weights.
   void post_norm(const std::vector<float>& norm, int64_t n);
+  // gemma4's per-layer inputs of the batch's tokens (pl_in_: token, layer, n_embd_per_layer) from the
+  // scaled embeddings in x; and layer l's per-layer embedding block on x (residual included).
+  void per_layer_inputs(const ForwardBatch& batch, int64_t n);
+  void per_layer_block(int64_t l, int64_t n);
   // The FFN of a dense layer on xb (n rows) into xb: gate/up products, SwiGLU or GeGLU, down.
   void dense_ffn(int64_t l, int64_t n, bool lora);
   // [0, n) in chunks of at least `grain` over the pool (inline without one).
@@ -116,6 +121,7 @@ class Forward {
   LoraBatch lora_;  // this run's adapter groups; inactive without adapters
   std::vector<PreparedLayer> layers_;
   PreparedMatrix output_;
+  PreparedMatrix pl_model_proj_;  // gemma4: per_layer_model_proj
   // One table per distinct RoPE of the model (ModelConfig::ropes; a layer's LayerAttention::rope
   // picks one): frequencies, linear position scale, cos/sin gain.
   std::vector<RopeTable> ropes_;
@@ -134,7 +140,9 @@ class Forward {
   std::vector<float> ones_ff_;  // (n_ff) the ungated FFN's activation through gelu_mul / silu_mul (starcoder2)
   std::vector<int32_t> pos_;     // (n_tokens) position of each batch token
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
-  std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, n_rot/2)
+  std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, rope_half_)
+  int64_t rope_half_ = 0;                   // the widest RoPE's n_rot / 2 (gemma4's differ)
+  std::vector<float> pl_in_, pl_h_;         // gemma4: (n_tokens, n_layer, n_embd_per_layer); (n_tokens, n_embd_per_layer)
   MoeFfn moe_;                              // MoE scratch
   MlaAttention mla_;                        // MLA scratch
 };

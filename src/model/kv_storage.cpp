@@ -68,6 +68,11 @@ Result<KvStorage> KvStorage::create(const KvLayout& layout) {
   void* p = mmap(nullptr, s.map_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return Error{fmt::format("cannot reserve {} for the KV cache", format_bytes(layout.total_bytes()))};
+  if (!layout.slot_shape.empty()) {
+    s.slot_begin_.assign(1, 0);
+    for (int64_t l = 0; l < layout.n_layer; ++l)
+      s.slot_begin_.push_back(s.slot_begin_.back() + 2 * layout.block_bytes_of(l) * static_cast<size_t>(layout.num_blocks));
+  }
   s.map_ = p;
   s.base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
 #ifdef MADV_HUGEPAGE
@@ -82,12 +87,16 @@ KvStorage::~KvStorage() {
 }
 
 KvStorage::KvStorage(KvStorage&& o) noexcept
-    : layout_(o.layout_), map_(std::exchange(o.map_, nullptr)), base_(std::exchange(o.base_, nullptr)) {}
+    : layout_(o.layout_),
+      slot_begin_(std::move(o.slot_begin_)),
+      map_(std::exchange(o.map_, nullptr)),
+      base_(std::exchange(o.base_, nullptr)) {}
 
 KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
   if (this != &o) {
     if (map_) munmap(map_, map_bytes());
     layout_ = o.layout_;
+    slot_begin_ = std::move(o.slot_begin_);
     map_ = std::exchange(o.map_, nullptr);
     base_ = std::exchange(o.base_, nullptr);
   }
@@ -95,8 +104,8 @@ KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
 }
 
 void KvStorage::copy_block(int32_t src, int32_t dst) {
-  const size_t bb = layout_.block_bytes_per_layer();
   for (int64_t l = 0; l < layout_.n_layer; ++l) {
+    const size_t bb = layout_.block_bytes_of(l);
     std::memcpy(keys(l) + dst * bb, keys(l) + src * bb, bb);
     std::memcpy(values(l) + dst * bb, values(l) + src * bb, bb);
   }
@@ -116,6 +125,12 @@ KvLayout KvLayout::for_model(const ModelConfig& c, int64_t block_size, int64_t n
   lay.n_layer = c.n_kv_layers();
   lay.n_head_kv = c.n_head_kv;
   lay.head_dim = c.head_dim;
+  if (!c.layer_shape.empty()) {  // each K/V slot its layer's heads (gemma4)
+    lay.slot_shape.assign(static_cast<size_t>(lay.n_layer), KvLayout::SlotShape{0, 0});
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      if (c.has_attention(l) && c.stores_kv(l))
+        lay.slot_shape[static_cast<size_t>(c.slot(l))] = {c.n_head_kv_of(l), c.head_dim_of(l)};
+  }
   lay.block_size = block_size;
   lay.num_blocks = num_blocks;
   lay.dtype = dtype;

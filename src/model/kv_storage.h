@@ -59,15 +59,38 @@ struct KvLayout {
   static KvLayout for_model(const ModelConfig& c, int64_t block_size, int64_t num_blocks, DType dtype,
                             int64_t lookahead = 0);
 
-  // Bytes of one block of one layer, keys only.
+  // Per K/V slot when the layers' heads differ (gemma4's sliding and full layers: ModelConfig::layer_shape):
+  // its K/V heads and head size; empty: every slot n_head_kv heads of head_dim (n_head_kv and head_dim
+  // then hold the largest).
+  struct SlotShape {
+    int64_t n_head_kv, head_dim;
+  };
+  std::vector<SlotShape> slot_shape;
+  int64_t n_head_kv_of(int64_t slot) const {
+    return slot_shape.empty() ? n_head_kv : slot_shape[static_cast<size_t>(slot)].n_head_kv;
+  }
+  int64_t head_dim_of(int64_t slot) const {
+    return slot_shape.empty() ? head_dim : slot_shape[static_cast<size_t>(slot)].head_dim;
+  }
+  // Bytes of one block of one layer, keys only (a uniform layout's: slot_shape empty).
   size_t block_bytes_per_layer() const {
     return static_cast<size_t>(n_head_kv) * kv_tile_bytes(dtype, head_dim, block_size);
+  }
+  size_t block_bytes_of(int64_t slot) const {
+    return static_cast<size_t>(n_head_kv_of(slot)) * kv_tile_bytes(dtype, head_dim_of(slot), block_size);
+  }
+  // Bytes one block costs in every K/V slot, keys only.
+  size_t kv_block_bytes() const {
+    if (slot_shape.empty()) return static_cast<size_t>(n_layer) * block_bytes_per_layer();
+    size_t b = 0;
+    for (int64_t l = 0; l < n_layer; ++l) b += block_bytes_of(l);
+    return b;
   }
   // Floats of one block of one convolution layer's state.
   size_t conv_floats_per_block() const { return static_cast<size_t>(conv_ring * conv_width); }
   // Bytes one block costs across all layers, keys and values (and convolution state).
   size_t bytes_per_block() const {
-    return 2 * static_cast<size_t>(n_layer) * block_bytes_per_layer() +
+    return 2 * kv_block_bytes() +
            static_cast<size_t>(n_conv_layers) * conv_floats_per_block() * sizeof(float);
   }
   // Bytes of every sequence-state slot of every mixer layer.
@@ -89,7 +112,8 @@ class KvStorage {
 
   const KvLayout& layout() const { return layout_; }
   PagedKvView view(int64_t layer) const {
-    return {keys(layer), values(layer), layout_.dtype, layout_.n_head_kv, layout_.block_size, layout_.head_dim};
+    return {keys(layer), values(layer), layout_.dtype, layout_.n_head_kv_of(layer), layout_.block_size,
+            layout_.head_dim_of(layer)};
   }
   uint8_t* keys(int64_t layer) const { return base_ + layer_offset(layer, 0); }
   uint8_t* values(int64_t layer) const { return base_ + layer_offset(layer, 1); }
@@ -110,14 +134,19 @@ class KvStorage {
   void copy_state(int32_t src, int32_t dst);
 
  private:
+  // slot `layer`'s keys (kv 0) or values (kv 1); layer n_layer: the end of the K/V
   size_t layer_offset(int64_t layer, int kv) const {
-    return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * layout_.block_bytes_per_layer() *
-           static_cast<size_t>(layout_.num_blocks);
+    const size_t blocks = static_cast<size_t>(layout_.num_blocks);
+    if (layout_.slot_shape.empty())
+      return (static_cast<size_t>(layer) * 2 + static_cast<size_t>(kv)) * layout_.block_bytes_per_layer() * blocks;
+    const size_t begin = slot_begin_[static_cast<size_t>(layer)];
+    return layer < layout_.n_layer ? begin + static_cast<size_t>(kv) * layout_.block_bytes_of(layer) * blocks : begin;
   }
   // the mapping: the layout's bytes (and 64 to align the convolution state) rounded up to 2 MiB, plus
   // 2 MiB to align
   size_t map_bytes() const;
   KvLayout layout_;
+  std::vector<size_t> slot_begin_;  // (slot_shape's layouts) each slot's first byte, and the end
   void* map_ = nullptr;
   uint8_t* base_ = nullptr;  // 2 MiB aligned inside the mapping
 };

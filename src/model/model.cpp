@@ -306,6 +306,33 @@ Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
 
 // A layer's attention tensors: q/k/v (deepseek2's latent form, phi3's fused attn_qkv, or apart), their
 // biases, q/k norms, the output projection and its bias, gpt-oss's sinks.
+// gemma4's layers (ArchSpec::layer_geometry): each its own head size and K/V heads; the layers that
+// share another's K/V (ModelConfig::stores_kv false) have none of their own -- llama.cpp loads attn_k /
+// attn_v / attn_k_norm there when a file has them and never uses them, as here; attn_v absent on the
+// K = V layers (ArchSpec::v_optional).
+Status load_layer_geometry_attention(Loader& ld, const ModelConfig& c, int64_t l, const std::string& p,
+                                     LayerWeights& L) {
+  const int64_t qd = c.q_dim_of(l), kvd = c.kv_dim_of(l), hd = c.head_dim_of(l);
+  TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", qd, c.n_embd));
+  TM_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", hd));
+  if (c.stores_kv(l)) {
+    TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", kvd, c.n_embd));
+    if (c.arch.v_optional && !ld.has(p + "attn_v.weight")) {
+      L.wv = L.wk;
+    } else {
+      TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", kvd, c.n_embd));
+    }
+    TM_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", hd));
+  } else {
+    for (const char* t : {"attn_k.weight", "attn_v.weight"})
+      if (ld.has(p + t)) TM_TRY(ld.matrix(p + t, kvd, c.n_embd));
+    TM_ASSIGN_OR_RETURN(const std::vector<float> unused, ld.opt_vec(p + "attn_k_norm.weight", hd, false));
+    (void)unused;
+  }
+  TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, qd));
+  return {};
+}
+
 Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const std::string& p, LayerWeights& L) {
   if (c.is_mla()) {
     TM_TRY(load_mla_layer(ld, c, p, L));
@@ -412,6 +439,12 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     TM_ASSIGN_OR_RETURN(w.rope_factors_short, ld.vec("rope_factors_short.weight", c.n_rot / 2));
     TM_ASSIGN_OR_RETURN(w.rope_factors_long, ld.vec("rope_factors_long.weight", c.n_rot / 2));
   }
+  if (c.n_embd_per_layer > 0) {  // gemma4's per-layer embeddings
+    const int64_t width = c.n_embd_per_layer * c.n_layer;
+    TM_ASSIGN_OR_RETURN(w.per_layer_tok_embd, ld.matrix("per_layer_token_embd.weight", c.n_vocab, width));
+    TM_ASSIGN_OR_RETURN(w.per_layer_model_proj, ld.matrix("per_layer_model_proj.weight", width, c.n_embd));
+    TM_ASSIGN_OR_RETURN(w.per_layer_proj_norm, ld.vec("per_layer_proj_norm.weight", c.n_embd_per_layer));
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -445,8 +478,19 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention (falcon-h1: beside it)
       TM_TRY(load_ssm_layer(ld, c, p, L));
     }
-    if (c.has_attention(l)) {
+    if (c.has_attention(l) && c.arch.layer_geometry) {
+      TM_TRY(load_layer_geometry_attention(ld, c, l, p, L));
+    } else if (c.has_attention(l)) {
       TM_TRY(load_attention_layer(ld, *file, c, p, L));
+    }
+    if (c.n_embd_per_layer > 0) {  // gemma4's per-layer embedding block
+      TM_ASSIGN_OR_RETURN(L.per_layer_inp_gate, ld.matrix(p + "inp_gate.weight", c.n_embd_per_layer, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.per_layer_proj, ld.matrix(p + "proj.weight", c.n_embd, c.n_embd_per_layer));
+      TM_ASSIGN_OR_RETURN(L.per_layer_post_norm, ld.vec(p + "post_norm.weight", c.n_embd));
+    }
+    if (c.arch.layer_geometry) {
+      TM_ASSIGN_OR_RETURN(const std::vector<float> scale, ld.opt_vec(p + "layer_output_scale.weight", 1, false));
+      if (!scale.empty()) L.out_scale = scale[0];
     }
     if (c.arch.post_norms) {
       TM_ASSIGN_OR_RETURN(L.attn_post_norm, ld.vec(p + "post_attention_norm.weight", c.n_embd));
@@ -469,16 +513,17 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
       continue;
     }
+    const int64_t ff = c.n_ff_of(l);  // (gemma4: per layer)
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
       // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
-      TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd));
-      L.w_gate = Loader::rows_of(gate_up, 0, c.n_ff);
-      L.w_up = Loader::rows_of(gate_up, c.n_ff, c.n_ff);
+      TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * ff, c.n_embd));
+      L.w_gate = Loader::rows_of(gate_up, 0, ff);
+      L.w_up = Loader::rows_of(gate_up, ff, ff);
     } else {
-      TM_ASSIGN_OR_RETURN(L.w_gate, ld.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
-      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.w_gate, ld.matrix(p + "ffn_gate.weight", ff, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", ff, c.n_embd));
     }
-    TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, ff));
   }
   if (const GgufTensorInfo* t = ld.unread(c.n_layer))
     return Error{fmt::format("tensor '{}' is not part of a {} model as tokenmill (and llama.cpp) computes it; "

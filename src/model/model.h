@@ -76,6 +76,11 @@ struct LayerWeights {
   std::vector<float> ffn_gate_inp_b;           // (n_expert)
   std::vector<float> gate_exps_b, up_exps_b;   // (n_expert * n_ff_exp)
   std::vector<float> down_exps_b;              // (n_expert * n_embd)
+  // gemma4's per-layer embeddings (ModelConfig::n_embd_per_layer): inp_gate (n_embd_per_layer, n_embd),
+  // proj (n_embd, n_embd_per_layer), post_norm (n_embd); and the layer's output scale (1: none)
+  Matrix per_layer_inp_gate, per_layer_proj;
+  std::vector<float> per_layer_post_norm;
+  float out_scale = 1.0f;
 };
 
 struct ModelWeights {
@@ -86,6 +91,11 @@ struct ModelWeights {
   Matrix output;                   // (n_vocab, n_embd); the token_embd view when tied
   Matrix pos_embd;                 // (n_pos_embd, n_embd) learned positions (gpt2, starcoder, mpt), else invalid
   std::vector<float> embd_norm, embd_norm_b;  // (n_embd) bloom's LayerNorm of the embeddings, else empty
+  // gemma4's per-layer embeddings: each token's n_layer x n_embd_per_layer inputs (n_vocab rows), their
+  // projection from the scaled embedding (n_layer * n_embd_per_layer, n_embd) and its RMSNorm
+  // (n_embd_per_layer); invalid / empty without them
+  Matrix per_layer_tok_embd, per_layer_model_proj;
+  std::vector<float> per_layer_proj_norm;
   std::vector<float> rope_freqs;   // (n_rot/2) llama3 frequency factors, or empty
   std::vector<float> rope_factors_short, rope_factors_long;  // (n_rot/2) LongRoPE (phi3), or empty
   // The frequency divisors RoPE uses when the context served is n_ctx positions (null: none):

@@ -375,7 +375,6 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   const ModelWeights& w = model_->weights();
   TM_ASSERT(pos >= 0 && pos < max_seq_, "position outside the reference KV cache");
   TM_ASSERT(token >= 0 && token < c.n_vocab, "token id out of range");
-  const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
   const float* freq_factors = w.rope_freq_factors(c, max_seq_);
 
   // token embedding
@@ -396,6 +395,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
   if (!w.embd_norm.empty())  // bloom
     layernorm_rows(x_.data(), c.n_embd, w.embd_norm.data(), w.embd_norm_b.data(), x_.data(), c.n_embd, 1, c.n_embd,
                    c.rms_eps);
+  if (c.n_embd_per_layer > 0) per_layer_inputs(token);  // gemma4
   auto adapted = [&](int64_t l, LoraSlot s) { return lora ? lora->layer(l, s) : nullptr; };
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -423,14 +423,21 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
         const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
         const float temperature = c.attn_temperature_at(l, pos);  // mistral3, llama4 (1 for the others)
+        // (gemma4: each layer its own head size, K/V heads and RoPE dims; the full layers' RoPE alone
+        // takes the frequency factors; the shared-K/V layers compute no K/V, the K = V layers no V)
+        const int64_t hd = c.head_dim_of(l), kv_dim = c.kv_dim_of(l), n_kv = c.n_head_kv_of(l), n_rot = c.n_rot_of(l);
+        const float* factors = rope.freq_factors ? freq_factors : nullptr;
+        const bool stores = c.stores_kv(l);
         if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
           mla_qkv(L, pos, roped ? &rope : nullptr, freq_factors, temperature);
         } else {
           // q, k, v projections (+ bias)
           const bool gated = c.arch.attn_output_gate;  // qwen35: per head, hd queries then hd gates
           ref::matvec(L.wq, xb_.data(), gated ? qg_.data() : q_.data(), row_);
-          ref::matvec(L.wk, xb_.data(), k_.data(), row_);
-          ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+          if (stores) {
+            ref::matvec(L.wk, xb_.data(), k_.data(), row_);
+            ref::matvec(L.wv, xb_.data(), v_.data(), row_);
+          }
           lora_add(adapted(l, LoraSlot::Q), xb_.data(), gated ? qg_.data() : q_.data());
           if (gated)
             for (int64_t h = 0; h < c.n_head; ++h)
@@ -446,7 +453,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
             for (int64_t i = 0; i < kv_dim; ++i) v_[i] += L.bv[i];
           }
           if (c.clamp_kqv > 0.0f) {  // mpt, olmo
-            for (int64_t i = 0; i < c.q_dim(); ++i) q_[i] = std::clamp(q_[i], -c.clamp_kqv, c.clamp_kqv);
+            for (int64_t i = 0; i < c.q_dim_of(l); ++i) q_[i] = std::clamp(q_[i], -c.clamp_kqv, c.clamp_kqv);
             for (int64_t i = 0; i < kv_dim; ++i) k_[i] = std::clamp(k_[i], -c.clamp_kqv, c.clamp_kqv);
             for (int64_t i = 0; i < kv_dim; ++i) v_[i] = std::clamp(v_[i], -c.clamp_kqv, c.clamp_kqv);
           }
@@ -461,15 +468,15 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
           for (int64_t h = 0; h < c.n_head; ++h) {
             float* qh = q_.data() + h * hd;
             if (!L.q_norm.empty() && !full && !after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
-            if (roped) ref::rope(qh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+            if (roped) ref::rope(qh, n_rot, pos, rope, c.arch.rope_layout, factors);
             if (!L.q_norm.empty() && !full && after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
             if (temperature != 1.0f)
               for (int64_t i = 0; i < hd; ++i) qh[i] *= temperature;
           }
-          for (int64_t h = 0; h < c.n_head_kv; ++h) {
+          for (int64_t h = 0; h < (stores ? n_kv : 0); ++h) {
             float* kh = k_.data() + h * hd;
             if (!L.k_norm.empty() && !full && !after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
-            if (roped) ref::rope(kh, c.n_rot, pos, rope, c.arch.rope_layout, freq_factors);
+            if (roped) ref::rope(kh, n_rot, pos, rope, c.arch.rope_layout, factors);
             if (!L.k_norm.empty() && !full && after) ref::rmsnorm(kh, kh, L.k_norm.data(), hd, c.rms_eps);
           }
           if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
@@ -477,12 +484,18 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
             for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
             for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
           }
+          if (c.arch.v_norm && stores) {  // gemma4: each V head RMS-normalized, no weight
+            const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
+            for (int64_t h = 0; h < n_kv; ++h) ref::rmsnorm(v_.data() + h * hd, v_.data() + h * hd, ones.data(), hd, c.rms_eps);
+          }
         }
-        // store k, v at this position
-        float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
-        float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
-        std::copy(k_.begin(), k_.end(), kc + pos * kv_dim);
-        std::copy(v_.begin(), v_.end(), vc + pos * kv_dim);
+        // store k, v at this position (each position c.kv_dim() floats, the layer's first kv_dim of them)
+        if (stores) {
+          float* kc = key_cache_.data() + (l * max_seq_) * c.kv_dim();
+          float* vc = value_cache_.data() + (l * max_seq_) * c.kv_dim();
+          std::copy(k_.begin(), k_.begin() + kv_dim, kc + pos * c.kv_dim());
+          std::copy(v_.begin(), v_.begin() + kv_dim, vc + pos * c.kv_dim());
+        }
         attention(l, pos);
         if (c.arch.attn_output_gate)  // qwen35: times sigmoid(gate)
           for (int64_t i = 0; i < c.q_dim(); ++i) att_out_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
@@ -538,15 +551,17 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     lora_add(adapted(l, LoraSlot::Gate), xb_.data(), hb_.data());
     lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb2_.data());
     const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
+    const int64_t ff = c.n_ff_of(l);  // (gemma4: per layer)
     if (!L.ffn_gate_b.empty())  // jais
-      for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] += L.ffn_gate_b[i], hb2_[i] += L.ffn_up_b[i];
-    for (int64_t i = 0; i < c.n_ff; ++i) hb_[i] = (gelu ? ref::gelu_tanh(hb_[i]) : ref::silu(hb_[i])) * hb2_[i];
+      for (int64_t i = 0; i < ff; ++i) hb_[i] += L.ffn_gate_b[i], hb2_[i] += L.ffn_up_b[i];
+    for (int64_t i = 0; i < ff; ++i) hb_[i] = (gelu ? ref::gelu_tanh(hb_[i]) : ref::silu(hb_[i])) * hb2_[i];
     ref::matvec(L.w_down, hb_.data(), xb_.data(), row_);
     lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
     if (!L.ffn_down_b.empty())
       for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.ffn_down_b[i];
     if (!L.ffn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
+    per_layer_end(l);  // (gemma4: dense FFN layers only)
   }
   // final norm and classifier
   if (c.arch.layer_norm)
@@ -609,15 +624,15 @@ void ReferenceForward::pre_norm(const std::vector<float>& norm, const std::vecto
 // gpt-oss), weighted sum of values into att_out_.
 void ReferenceForward::attention(int64_t l, int64_t pos) {
   const ModelConfig& c = model_->config();
-  const int64_t hd = c.head_dim, kv_dim = c.kv_dim();
-  const float* kc = key_cache_.data() + (l * max_seq_) * kv_dim;
-  const float* vc = value_cache_.data() + (l * max_seq_) * kv_dim;
+  const int64_t hd = c.head_dim_of(l), kv_dim = c.kv_dim(), group = c.gqa_group_of(l);  // (kv_dim: the cache's stride)
+  const float* kc = key_cache_.data() + (kv_layer(l) * max_seq_) * kv_dim;
+  const float* vc = value_cache_.data() + (kv_layer(l) * max_seq_) * kv_dim;
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
   const int64_t first = c.layer_attn[static_cast<size_t>(l)].first(pos);  // its window or chunk (llama4)
   const int64_t n = pos + 1 - first;
   for (int64_t h = 0; h < c.n_head; ++h) {
     const float* qh = q_.data() + h * hd;
-    const int64_t kvh = h / c.gqa_group();
+    const int64_t kvh = h / group;
     for (int64_t t = first; t <= pos; ++t) {
       const float* kt = kc + t * kv_dim + kvh * hd;
       float score = 0.0f;
@@ -636,6 +651,51 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
       for (int64_t i = 0; i < hd; ++i) out[i] += att_[t - first] * vt[i];
     }
   }
+}
+
+int64_t ReferenceForward::kv_layer(int64_t l) const {
+  const ModelConfig& c = model_->config();
+  if (c.stores_kv(l)) return l;
+  for (int64_t j = 0; j < c.kv_shared_from; ++j)
+    if (c.slot(j) == c.slot(l)) return j;
+  TM_ASSERT(false, "a shared-K/V layer without its source");
+  return l;
+}
+
+// llama.cpp's project_per_layer_inputs for one token: per_layer_model_proj of the scaled embedding times
+// 1/sqrt(n_embd), each layer's slice RMS-normed, + the token's per_layer_token_embd row times
+// sqrt(n_embd_per_layer), all times 1/sqrt(2).
+void ReferenceForward::per_layer_inputs(int32_t token) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  const int64_t PL = c.n_embd_per_layer, W = c.n_layer * PL;
+  pl_in_.resize(static_cast<size_t>(W));
+  pl_h_.resize(static_cast<size_t>(PL));
+  ref::matvec(w.per_layer_model_proj, x_.data(), pl_in_.data(), row_);
+  std::vector<float> tok(static_cast<size_t>(W));
+  dequantize_row(w.per_layer_tok_embd.type, w.per_layer_tok_embd.row(token), tok.data(), W);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    float* y = pl_in_.data() + l * PL;
+    for (int64_t i = 0; i < PL; ++i) y[i] *= 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    ref::rmsnorm(y, y, w.per_layer_proj_norm.data(), PL, c.rms_eps);
+    for (int64_t i = 0; i < PL; ++i)
+      y[i] = (y[i] + tok[static_cast<size_t>(l * PL + i)] * std::sqrt(static_cast<float>(PL))) * (1.0f / std::sqrt(2.0f));
+  }
+}
+
+// gemma4's layer end: x += post_norm(proj(gelu(inp_gate x) * the layer's input)); x *= layer_output_scale
+void ReferenceForward::per_layer_end(int64_t l) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  if (c.n_embd_per_layer > 0) {
+    const int64_t PL = c.n_embd_per_layer;
+    ref::matvec(L.per_layer_inp_gate, x_.data(), pl_h_.data(), row_);
+    for (int64_t i = 0; i < PL; ++i) pl_h_[i] = ref::gelu_tanh(pl_h_[i]) * pl_in_[static_cast<size_t>(l * PL + i)];
+    ref::matvec(L.per_layer_proj, pl_h_.data(), xb_.data(), row_);
+    ref::rmsnorm(xb_.data(), xb_.data(), L.per_layer_post_norm.data(), c.n_embd, c.rms_eps);
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += xb_[i];
+  }
+  for (int64_t i = 0; i < c.n_embd; ++i) x_[i] *= L.out_scale;
 }
 
 // down(silu(gate x) * up x) into xb_ (x may be xb_)

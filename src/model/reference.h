@@ -31,6 +31,12 @@ class ReferenceForward {
   // xb = rmsnorm(x) with `norm`, or x itself when the family has no pre-norm (olmo2: `norm` empty)
   void pre_norm(const std::vector<float>& norm, const std::vector<float>& bias = {});
   void moe_ffn(const LayerWeights& L);
+  // gemma4: this token's per-layer inputs (pl_in_) from the scaled embedding x_; and layer l's end --
+  // its per-layer embedding block and output scale on x_
+  void per_layer_inputs(int32_t token);
+  void per_layer_end(int64_t l);
+  // The layer whose cached K/V layer l reads (itself unless it shares another's: gemma4)
+  int64_t kv_layer(int64_t l) const;
   void mla_qkv(const LayerWeights& L, int64_t pos, const RopeParams* rope, const float* freq_factors, float temperature);
   void oai_expert(const LayerWeights& L, int32_t e, const float* x);
   void shortconv(const LayerWeights& L, int64_t slot, int64_t pos);  // lfm2: xb = the convolution block of xb
@@ -61,6 +67,8 @@ class ReferenceForward {
   std::vector<float> moe_out_; // (n_embd) the MoE FFN's output
   std::vector<float> mla_out_; // (n_head x mla_v) MLA's per-head values (deepseek2)
   std::vector<float> logits_;  // (n_vocab)
+  std::vector<float> pl_in_;   // gemma4: (n_layer * n_embd_per_layer) this token's per-layer inputs
+  std::vector<float> pl_h_;    // gemma4: (n_embd_per_layer)
   std::vector<float> row_;     // (max(n_embd, n_ff, q_dim)) one dequantized weight row
   // caches
   std::vector<float> key_cache_;    // (n_layer, max_seq, kv_dim)

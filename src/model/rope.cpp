@@ -30,7 +30,7 @@ float rope_mscale(const RopeParams& p) {
 
 std::vector<RopeTable> rope_tables(const ModelConfig& c, const float* freq_factors) {
   std::vector<RopeTable> out;
-  for (const RopeParams& r : c.ropes) out.push_back(rope_table(r, c.n_rot, freq_factors));
+  for (const RopeParams& r : c.ropes) out.push_back(rope_table(r, r.n_rot > 0 ? r.n_rot : c.n_rot, r.freq_factors ? freq_factors : nullptr));
   return out;
 }
 

@@ -116,6 +116,11 @@
 //   jais2   (Jais 2): codeshell's layer with an ungated ReLU-squared FFN, tied output;
 //   jais    (Jais): gpt2's layer with a gated FFN with biases, ALiBi (maximum bias 8), q.k over head_dim;
 //   plamo   (PLaMo): the llama layer in the parallel block (RMSNorm), NeoX RoPE.
+//   gemma4  (Gemma 4): the gemma3 block with sliding layers of 32-wide heads (2 K/V heads, their own RoPE
+//           base, the whole head rotated) and full layers of 64-wide heads (1 K/V head, K = V, a quarter
+//           of each head rotated through rope_freqs' factors), q.k unscaled, V heads RMS-normed; the E2B
+//           form adds per-layer embeddings (16 wide), the last 4 of 8 layers reading layers 2's and 3's
+//           K/V, their FFN twice as wide, and each layer's output scale.
 // F32 files with weights of standard deviation 0.05 (logits not flat): mean KL(llama.cpp || tokenmill)
 // over the positions < 1e-4, top-1 agreement >= 99.5 %, relrms (rms difference over the logits'
 // spread, worst position) < 5e-3. F16 files, and Q8_0 and Q4_K_M from `tokenmill quantize` (default
@@ -243,6 +248,8 @@ try {
     jais2: ['--shape', 'tiny-jais2', '--head-dim', '64'],
     jais: ['--shape', 'tiny-jais', '--head-dim', '64'],
     plamo: ['--shape', 'tiny-plamo', '--head-dim', '64'],
+    'gemma4 (E2B form)': ['--shape', 'tiny-gemma4'],
+    'gemma4 (31B form)': ['--shape', 'tiny-gemma4-dense'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -267,7 +274,10 @@ try {
     // Q8_0 file against its F32 one differs by KLD 8e-3 at 8 layers, so both sides' different
     // activation rounding on quantized files (measured 2026-12-07, AMD EPYC: Q8_0 9.9e-5, Q4_K_M 1.1e-4
     // at 4 layers) sits at the bound, not a stable check; Q8_0 / Q4_K are the other families')
-    const types = deep || name.includes('mistral4') || name.startsWith('qwen35') || name.startsWith('qwen3next') ? [] : name === 'granitemoe' || name === 'exaone-moe' || name === 'jamba' ? ['Q8_0']
+    // (gemma4's E2B form: F32 and F16 only -- the model itself is that sensitive to rounding: llama.cpp's own
+    // Q8_0 file against its F16 one differs by KLD 2.0e-4, ours by 2.0e-4, and the two Q8_0 runs by 1.6e-4,
+    // measured 2026-12-07 on an AMD EPYC Zen 3; the 31B form's quantized files are checked)
+    const types = deep || name === 'gemma4 (E2B form)' || name.includes('mistral4') || name.startsWith('qwen35') || name.startsWith('qwen3next') ? [] : name === 'granitemoe' || name === 'exaone-moe' || name === 'jamba' ? ['Q8_0']
       : ['Q8_0', 'Q4_K_M'];
     // (MLA caches one latent head: deepseek2 takes the dimensions with one KV head; dots1, phi2, stablelm have no GQA)
     // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder, Falcon-7B and refact one K/V head; baichuan's narrow

@@ -1,4 +1,5 @@
 // tokenmill inspect FILE: architecture, hyper-parameters, tensor types and sizes, tokenizer, template.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -84,6 +85,7 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
             c.rope_scaling == RopeScaling::Linear ? fmt::format(", linear scaling x{}", c.rope_scale_factor).c_str()
             : c.rope_scaling == RopeScaling::Yarn
                 ? fmt::format(", YaRN x{} (original context {})", c.rope_scale_factor, c.n_ctx_orig).c_str()
+            : c.rope_scaling == RopeScaling::Llama3 && c.arch.layer_geometry ? ", proportional on the full layers (rope_freqs)"
             : c.rope_scaling == RopeScaling::Llama3 ? ", llama3 scaling"
             : c.rope_scaling == RopeScaling::LongRope
                 ? fmt::format(", LongRoPE (original context {}, attn factor {:.4g})", c.n_ctx_orig, c.rope_attn_factor).c_str()
@@ -114,6 +116,24 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                     (long long)c.n_layer,
                     c.ropes.size() > 1 ? fmt::format(" (their rope theta {})", c.ropes[1].theta).c_str() : "");
       }
+      if (!c.layer_shape.empty()) {  // gemma4: each kind of layer's geometry, in order of first appearance
+        std::vector<std::pair<std::string, int64_t>> kinds;
+        for (int64_t l = 0; l < c.n_layer; ++l) {
+          const std::string k = fmt::format("head_dim {}, kv {}, {} RoPE dims, ffn {}", c.head_dim_of(l),
+                                            c.n_head_kv_of(l), c.n_rot_of(l), c.n_ff_of(l));
+          auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == k; });
+          if (it == kinds.end()) kinds.emplace_back(k, 1);
+          else ++it->second;
+        }
+        for (size_t i = 0; i < kinds.size(); ++i)
+          std::printf("%s%lld layers with %s\n", i == 0 ? "layers:        " : "               ",
+                      (long long)kinds[i].second, kinds[i].first.c_str());
+      }
+      if (c.kv_shared_from > 0)
+        std::printf("K/V:           layers %lld-%lld read earlier layers' K/V (%lld layers hold a cache)\n",
+                    (long long)c.kv_shared_from, (long long)c.n_layer - 1, (long long)c.n_kv_layers());
+      if (c.n_embd_per_layer > 0)
+        std::printf("embeddings:    + per-layer inputs, %lld per layer\n", (long long)c.n_embd_per_layer);
       if (c.attn_softcap > 0 || c.final_softcap > 0)
         std::printf("soft-capping:  attention %g, logits %g\n", c.attn_softcap, c.final_softcap);
       std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate output.weight");

@@ -1,4 +1,4 @@
-// Conformance: every golden in tests/data/chat-templates/goldens (24 real templates x 4 conversations,
+// Conformance: every golden in tests/data/chat-templates/goldens (25 real templates x 4 conversations,
 // rendered by Jinja2 3.1.6 the way Hugging Face does) must render byte-identically, or fail where
 // Jinja2 raised, with the same "<ExceptionType>: <message>".
 #include <gtest/gtest.h>
@@ -73,8 +73,8 @@ TEST(ChatGoldens, AllTemplatesMatchJinja2) {
   GoldenCount c = check_goldens("goldens");
   RecordProperty("goldens_passed", c.passed);
   RecordProperty("goldens_total", c.total);
-  EXPECT_EQ(c.templates, 24);
-  EXPECT_EQ(c.total, 96);
+  EXPECT_EQ(c.templates, 25);
+  EXPECT_EQ(c.total, 100);
   EXPECT_EQ(c.passed, c.total);
 }
 
@@ -84,8 +84,8 @@ TEST(ChatGoldens, AllTemplatesMatchJinja2) {
 // turns null content into "" before rendering, see chat/messages.h).
 TEST(ChatGoldens, ToolCallConversationsMatchJinja2) {
   GoldenCount c = check_goldens("tool-goldens");
-  EXPECT_EQ(c.templates, 24);
-  EXPECT_EQ(c.total, 96);
+  EXPECT_EQ(c.templates, 25);
+  EXPECT_EQ(c.total, 100);
   EXPECT_EQ(c.passed, c.total);
 }
 

@@ -492,7 +492,7 @@ TEST(QuantizeCommand, RefusesToWriteNonFiniteData) {
 
 // `tokenmill inspect` on the recurrent and M-RoPE families: what each recurrent layer is and the
 // state a sequence carries; an attention-free file without the placeholder heads; M-RoPE's still pairs;
-// the classic families' positions (ALiBi, learned) and q/k/v clamp.
+// the classic families' positions (ALiBi, learned) and q/k/v clamp; gemma4's layers.
 TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
   struct Case {
     const char* shape;
@@ -508,6 +508,12 @@ TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
       {"tiny-bloom", {"positions:     ALiBi, slopes 0.25 .. 0.00390625 over 4 heads (no RoPE)"}},
       {"tiny-gpt2", {"positions:     learned, 256 (position_embd; the context cannot exceed them; no RoPE)"}},
       {"tiny-olmo", {"attention:     q, k, v clamped to +-0.2"}},
+      // gemma4: each kind of layer's geometry, the shared K/V, the per-layer embeddings, proportional RoPE
+      {"tiny-gemma4",
+       {"layers:        3 layers with head_dim 32, kv 2, 32 RoPE dims, ffn 96",
+        "               1 layers with head_dim 64, kv 1, 64 RoPE dims, ffn 96",
+        "K/V:           layers 4-7 read earlier layers' K/V (4 layers hold a cache)",
+        "embeddings:    + per-layer inputs, 16 per layer", "proportional on the full layers (rope_freqs)"}},
   };
   for (const Case& c : cases) {
     const std::string f = test::temp_dir() + "/inspect-" + c.shape + ".gguf";

@@ -682,6 +682,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
         EXPECT_NE(cls.error().find("ALiBi"), std::string::npos) << cls.error();
       }
     }
+    auto g4 = dummy("tiny-gemma4", DType::F32);  // per-layer heads, shared K/V, per-layer embeddings: CPU only
+    ASSERT_NE(g4, nullptr);
+    auto g4s = gpu_forward_supports(*g4, gpu_host_ops());
+    ASSERT_FALSE(g4s.ok());
+    EXPECT_NE(g4s.error().find("gemma4"), std::string::npos) << g4s.error();
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());

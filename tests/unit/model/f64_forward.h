@@ -29,8 +29,23 @@ class F64Forward {
       for (size_t i = 0; i < x.size(); ++i) x[i] += p[i];
     }
     if (!w.embd_norm.empty()) x = norm(x, w.embd_norm, w.embd_norm_b);  // bloom
+    // gemma4's per-layer inputs: (norm(proj x / sqrt(n_embd)) + row * sqrt(PL)) / sqrt(2), per layer
+    const int64_t PL = c_.n_embd_per_layer;
+    std::vector<double> pl;
+    if (PL > 0) {
+      pl = mv(w.per_layer_model_proj, x);
+      const auto tok = row(w.per_layer_tok_embd, token);
+      for (int64_t l = 0; l < c_.n_layer; ++l) {
+        std::vector<double> s(pl.begin() + l * PL, pl.begin() + (l + 1) * PL);
+        for (double& e : s) e /= std::sqrt(static_cast<double>(c_.n_embd));
+        s = rms(s, w.per_layer_proj_norm);
+        for (int64_t i = 0; i < PL; ++i) pl[l * PL + i] = (s[i] + tok[l * PL + i] * std::sqrt(static_cast<double>(PL))) / std::sqrt(2.0);
+      }
+    }
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const LayerWeights& L = w.layers[l];
+      // (gemma4: each layer its own head size, K/V heads and RoPE dims)
+      hd_ = c_.head_dim_of(l), rot_ = c_.n_rot_of(l);
       const bool roped = c_.has_rope(l);  // smollm3: NoPE layers
       const RopeParams& rp = c_.ropes[roped ? static_cast<size_t>(c_.layer_attn[static_cast<size_t>(l)].rope) : 0];
       const double rs = c_.residual_scale;  // granite
@@ -86,7 +101,13 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
-      auto q = mv(L.wq, xb), k = mv(L.wk, xb), v = mv(L.wv, xb);
+      // gemma4: the last layers compute no K/V (they read an earlier layer's: llama.cpp's rule, the layer
+      // before the first of them for full layers, the one before that for sliding ones)
+      const bool own_kv = c_.kv_shared_from == 0 || l < c_.kv_shared_from;
+      const int64_t kvl = own_kv ? l : c_.kv_shared_from - (la.window > 0 ? 2 : 1);
+      auto q = mv(L.wq, xb);
+      std::vector<double> k, v;
+      if (own_kv) k = mv(L.wk, xb), v = mv(L.wv, xb);
       std::vector<double> gate;  // qwen35: per head, the queries then as many gates
       if (c_.arch.attn_output_gate) {
         const int64_t hd = c_.head_dim;
@@ -115,7 +136,12 @@ class F64Forward {
         for (double& e : q)
           e *= 1 + c_.attn_temp_scale * std::log(std::floor(static_cast<double>(pos + (c_.attn_temp_nope_only ? 1 : 0)) /
                                                             c_.attn_temp_floor) + 1);
-      for (int64_t h = 0; h < c_.n_head_kv; ++h) head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp, roped);
+      for (int64_t h = 0; h < (own_kv ? c_.n_head_kv_of(l) : 0); ++h)
+        head_norm_rope(k, h, c_.arch.qk_norm_full ? none : L.k_norm, pos, rp, roped);
+      if (c_.arch.v_norm && own_kv) {  // gemma4: V heads scaled to unit RMS
+        const std::vector<float> ones(static_cast<size_t>(hd_), 1.0f);
+        for (int64_t h = 0; h < c_.n_head_kv_of(l); ++h) head_norm_rope(v, h, ones, pos, rp, false);
+      }
       if (c_.kq_l2_norm && roped) {  // llama4: q / k heads scaled to unit RMS after RoPE
         const int64_t hd = c_.head_dim;
         for (auto* v : {&q, &k})
@@ -126,18 +152,20 @@ class F64Forward {
             for (int64_t i = 0; i < hd; ++i) (*v)[h0 + i] *= sc;
           }
       }
-      kc_[l].push_back(k);
-      vc_[l].push_back(v);
+      if (own_kv) {
+        kc_[l].push_back(k);
+        vc_[l].push_back(v);
+      }
       std::vector<double> att(c_.q_dim(), 0.0);
-      const int64_t hd = c_.head_dim;
+      const int64_t hd = hd_;
       for (int64_t h = 0; h < c_.n_head; ++h) {
-        const int64_t kvh = h / (c_.n_head / c_.n_head_kv);
+        const int64_t kvh = h / (c_.n_head / c_.n_head_kv_of(l));
         // sinks (gpt-oss): an extra logit in the denominator
         std::vector<double> s(pos + 1 - first);
         double mx = L.attn_sinks.empty() ? -1e300 : L.attn_sinks[h];
         for (int64_t t = first; t <= pos; ++t) {
           double d = 0;
-          for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[l][t][kvh * hd + i];
+          for (int64_t i = 0; i < hd; ++i) d += q[h * hd + i] * kc_[kvl][t][kvh * hd + i];
           double& e = s[t - first];
           e = d * static_cast<double>(c_.attn_scale);
           if (c_.attn_softcap > 0) e = c_.attn_softcap * std::tanh(e / c_.attn_softcap);
@@ -147,7 +175,7 @@ class F64Forward {
         double sum = L.attn_sinks.empty() ? 0.0 : std::exp(L.attn_sinks[h] - mx);
         for (auto& e : s) sum += (e = std::exp(e - mx));
         for (int64_t t = first; t <= pos; ++t)
-          for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[l][t][kvh * hd + i];
+          for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[kvl][t][kvh * hd + i];
       }
       for (size_t i = 0; i < gate.size(); ++i) att[i] /= 1 + std::exp(-gate[i]);  // qwen35: times sigmoid(gate)
       auto o = mv(L.wo, att);
@@ -160,6 +188,13 @@ class F64Forward {
       if (!L.attn_post_norm.empty()) o = norm(o, L.attn_post_norm);
       for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
       ffn(L, l, x, rs, c_.arch.parallel_block ? &xn : nullptr);  // cohere: the FFN reads the attention's input
+      if (PL > 0) {  // gemma4: x += norm(proj(gelu(inp_gate x) * input_l))
+        auto g = mv(L.per_layer_inp_gate, x);
+        for (int64_t i = 0; i < PL; ++i) g[i] = gelu(g[i]) * pl[l * PL + i];
+        const auto o = rms(mv(L.per_layer_proj, g), L.per_layer_post_norm);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      }
+      for (double& e : x) e *= L.out_scale;  // gemma4's layer_output_scale (1: none)
     }
     auto logits = mv(w.output, norm(x, w.output_norm, w.output_norm_b));
     for (size_t i = 0; i < w.output_b.size(); ++i) logits[i] += w.output_b[i];  // phi2
@@ -380,16 +415,11 @@ class F64Forward {
       for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * (x[i] - mean) * s + (b.empty() ? 0.0 : b[i]);
       return o;
     }
-    double ss = 0;
-    for (double e : x) ss += e * e;
-    const double s = 1.0 / std::sqrt(ss / x.size() + c_.rms_eps);
-    std::vector<double> o(x.size());
-    for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * s;
-    return o;
+    return rms(x, w);
   }
   void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos, const RopeParams& rp,
                       bool roped = true) {
-    const int64_t hd = c_.head_dim;
+    const int64_t hd = hd_;
     double* p = v.data() + h * hd;
     auto norm_head = [&] {
       if (nw.empty()) return;
@@ -547,14 +577,14 @@ class F64Forward {
     if (rp.yarn) {
       ms *= 1 + 0.1 * std::log(1.0 / rp.freq_scale);
       auto dim = [&](double turns) {
-        return c_.n_rot * std::log(rp.n_ctx_orig / (turns * 2 * M_PI)) / (2 * std::log(static_cast<double>(rp.theta)));
+        return rot_ * std::log(rp.n_ctx_orig / (turns * 2 * M_PI)) / (2 * std::log(static_cast<double>(rp.theta)));
       };
       lo = std::max(0.0, std::floor(dim(rp.beta_fast)));
-      hi = std::min(static_cast<double>(c_.n_rot - 1), std::ceil(dim(rp.beta_slow)));
+      hi = std::min(static_cast<double>(rot_ - 1), std::ceil(dim(rp.beta_slow)));
     }
-    for (int64_t i = 0; i < c_.n_rot / 2; ++i) {
-      double freq = std::pow(static_cast<double>(rp.theta), -2.0 * i / c_.n_rot);
-      if (ff_) freq /= ff_[i];
+    for (int64_t i = 0; i < rot_ / 2; ++i) {
+      double freq = std::pow(static_cast<double>(rp.theta), -2.0 * i / rot_);
+      if (ff_ && rp.freq_factors) freq /= ff_[i];  // (gemma4's sliding layers: none)
       double fpos = pos * static_cast<double>(rp.freq_scale);
       if (rp.yarn) {
         const double mix = 1 - std::min(1.0, std::max(0.0, (i - lo) / std::max(0.001, hi - lo)));
@@ -563,14 +593,25 @@ class F64Forward {
       if (rp.still_pair(i)) fpos = 0;
       const double a = fpos * freq, cs = std::cos(a) * ms, sn = std::sin(a) * ms;
       const bool neox = c_.arch.rope_layout == RopeLayout::NeoX;
-      const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + c_.n_rot / 2 : 2 * i + 1;
+      const int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + rot_ / 2 : 2 * i + 1;
       const double v0 = p[i0], v1 = p[i1];
       p[i0] = v0 * cs - v1 * sn;
       p[i1] = v0 * sn + v1 * cs;
     }
   }
+  static double gelu(double a) { return 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a))); }
+  // RMSNorm with weights, whatever the family's other norms
+  std::vector<double> rms(const std::vector<double>& x, const std::vector<float>& w) {
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    const double s = 1.0 / std::sqrt(ss / x.size() + c_.rms_eps);
+    std::vector<double> o(x.size());
+    for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * x[i] * s;
+    return o;
+  }
   const Model& m_;
   const ModelConfig& c_;
+  int64_t hd_ = 0, rot_ = 0;  // this layer's head size and RoPE dimensions
   const float* ff_;  // RoPE frequency divisors, or null
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
   std::vector<std::vector<double>> m1_h_;  // Mamba-1 states per layer

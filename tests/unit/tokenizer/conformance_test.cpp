@@ -35,7 +35,8 @@ TEST_P(GgufVectors, AllStringsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabs, GgufVectors,
-                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "bert-bge"),
+                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "bert-bge",
+                                           "gemma-4"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& c : n) if (c == '-') c = '_';
