@@ -26,6 +26,7 @@ constexpr NamedParser kParsers[] = {
     {"minimax_m2", "<think>", "</think>", true},
     {"step3", "<think>", "</think>", true},
     {"seed_oss", "<seed:think>", "</seed:think>", false},
+    {"gemma4", "<|channel>thought\n", "<channel|>", false},
 };
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -64,6 +65,9 @@ std::vector<std::string> reasoning_parser_names() {
 }
 
 std::optional<ReasoningParserSpec> reasoning_parser_for_template(std::string_view source) {
+  // Gemma 4: its thinking channel, <|channel>thought\n...<channel|>
+  if (source.find("<|channel>thought") != std::string_view::npos && source.find("<channel|>") != std::string_view::npos)
+    return ReasoningParserSpec{"gemma4", "<|channel>thought\n", "<channel|>", false};
   if (source.find("<think>") == std::string_view::npos || source.find("</think>") == std::string_view::npos)
     return std::nullopt;
   return ReasoningParserSpec{"template", "<think>", "</think>", false};

@@ -38,8 +38,8 @@ struct ReasoningParserSpec {
 Result<std::optional<ReasoningParserSpec>> reasoning_parser(std::string_view name);
 // The names reasoning_parser accepts, "none" included.
 std::vector<std::string> reasoning_parser_names();
-// A Qwen3-style parser for a chat template that writes both markers (detection from the template);
-// nullopt when the template mentions no `<think>`/`</think>` pair.
+// A Qwen3-style parser for a chat template that writes both markers (detection from the template), Gemma
+// 4's thinking channel for its template; nullopt when the template mentions no `<think>`/`</think>` pair.
 std::optional<ReasoningParserSpec> reasoning_parser_for_template(std::string_view template_source);
 
 enum class ReasoningStart : uint8_t {

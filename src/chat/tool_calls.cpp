@@ -31,6 +31,7 @@ constexpr FormatInfo kFormats[] = {
     {ToolCallFormat::FireFunction, "firefunction_v2", parse_firefunction, false},
     {ToolCallFormat::MinimaxM2, "minimax_m2", parse_minimax_m2, true},
     {ToolCallFormat::OpenAI, "openai", parse_harmony, true},
+    {ToolCallFormat::Gemma4, "gemma4", parse_gemma4, true},
 };
 
 const FormatInfo& info(ToolCallFormat f) {
@@ -75,6 +76,7 @@ bool tool_call_markers_are_special(ToolCallFormat f) { return info(f).special_ma
 ToolCallFormat detect_tool_call_format(std::string_view t) {
   // Most specific first: several formats share <tool_call>.
   if (contains(t, "<|channel|>") && contains(t, "<|start|>")) return ToolCallFormat::OpenAI;
+  if (contains(t, "<|tool_call>call:")) return ToolCallFormat::Gemma4;
   if (contains(t, "<minimax:tool_call>")) return ToolCallFormat::MinimaxM2;
   if (contains(t, "<function=") && contains(t, "<parameter=")) return ToolCallFormat::Qwen3Coder;
   if (contains(t, "<arg_key>")) return ToolCallFormat::Glm45;

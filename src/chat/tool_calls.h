@@ -1,7 +1,7 @@
 // Tool calls in a model's generated text: one parser per tool-call format of the chat templates we know
 // (Hermes/Qwen `<tool_call>{json}</tool_call>`, Qwen3-Coder XML, Llama 3.x JSON, Mistral `[TOOL_CALLS]`,
-// DeepSeek, GLM-4.x, Kimi-K2, Granite, Command R, functionary v3.2, FireFunction v2, MiniMax-M2 and
-// gpt-oss harmony), each returning the text that is not a call (content) and the calls (name, arguments
+// DeepSeek, GLM-4.x, Kimi-K2, Granite, Command R, functionary v3.2, FireFunction v2, MiniMax-M2,
+// gpt-oss harmony and Gemma 4), each returning the text that is not a call (content) and the calls (name, arguments
 // as a JSON string, id when the format carries one).
 //
 //   auto fmt = detect_tool_call_format(template_source);      // or tool_call_format_from_name("hermes")
@@ -41,6 +41,7 @@ enum class ToolCallFormat : uint8_t {
   FireFunction,  // firefunction_v2: functools[{"name": .., "arguments": {..}}]
   MinimaxM2,     // minimax_m2: <minimax:tool_call>\n<invoke name="NAME">\n<parameter name="K">V</parameter>...
   OpenAI,        // openai: gpt-oss harmony, <|channel|>commentary to=functions.NAME ...<|message|>{..}<|call|>
+  Gemma4,        // gemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|> (Gemma 4's own value syntax)
 };
 
 // The --tool-call-parser names (vLLM's where vLLM has the format): "hermes", "qwen3_coder", ...

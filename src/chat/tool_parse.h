@@ -68,6 +68,7 @@ void parse_harmony(std::string_view, bool, const Context&, SnapshotBuilder&);
 void parse_qwen3_coder(std::string_view, bool, const Context&, SnapshotBuilder&);
 void parse_glm45(std::string_view, bool, const Context&, SnapshotBuilder&);
 void parse_minimax_m2(std::string_view, bool, const Context&, SnapshotBuilder&);
+void parse_gemma4(std::string_view, bool, const Context&, SnapshotBuilder&);
 
 constexpr size_t npos = std::string_view::npos;
 

@@ -259,10 +259,17 @@ Result<ServerContext> Server::build_context(const ModelSpec& spec, Engine& engin
   auto reasoning = reasoning_config(opts_.reasoning_parser);
   if (!reasoning.ok()) return Error{"--reasoning-parser: " + reasoning.error()};
   ctx.reasoning = std::move(reasoning).value();
+  auto shown = [](std::string m) {  // (Gemma 4's start marker ends in a newline)
+    for (size_t i = 0; (i = m.find('\n', i)) != std::string::npos;) m.replace(i, 1, "\\n");
+    return m;
+  };
   if (ctx.reasoning.spec)
-    log_info("reasoning parser: {} ({}…{})", ctx.reasoning.spec->name, ctx.reasoning.spec->start, ctx.reasoning.spec->end);
-  else if (ctx.reasoning.auto_detect && ctx.chat_template && reasoning_parser_for_template(ctx.chat_template->source()))
-    log_info("reasoning parser: detected from the chat template (<think>…</think>)");
+    log_info("reasoning parser: {} ({}…{})", ctx.reasoning.spec->name, shown(ctx.reasoning.spec->start),
+             shown(ctx.reasoning.spec->end));
+  else if (auto detected = ctx.reasoning.auto_detect && ctx.chat_template
+                               ? reasoning_parser_for_template(ctx.chat_template->source())
+                               : std::nullopt)
+    log_info("reasoning parser: detected from the chat template ({}…{})", shown(detected->start), shown(detected->end));
   return ctx;
 }
 

@@ -108,6 +108,10 @@ Result<Shape> shape_of(ToolCallFormat f, std::string_view template_source) {
                      return lit("<tool_call>" + n + "\n") + a + " " + lit("</tool_call>");
                    },
                    &kGlmTags};
+    case F::Gemma4:  // (the arguments as JSON inside Gemma's braces: its parser takes JSON's quoting too)
+      return Shape{"", "", "", false, [](const std::string& n, const std::string& a) {
+                     return lit("<|tool_call>call:" + n) + " " + a + " " + lit("<tool_call|>");
+                   }};
     case F::MinimaxM2:
       return Shape{"<minimax:tool_call>\n", "", "</minimax:tool_call>", false,
                    [](const std::string& n, const std::string& a) {

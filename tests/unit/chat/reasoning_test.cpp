@@ -129,6 +129,10 @@ TEST(Reasoning, SplitsAtEveryCut) {
   // Other markers, multi-byte text around them.
   const auto seed = parser("seed_oss");
   expect_split("<seed:think>é思</seed:think>答", seed, ReasoningStart::MaybeTag, "é思", "答");
+  // Gemma 4's thinking channel
+  const auto g4 = parser("gemma4");
+  expect_split("<|channel>thought\nplan<channel|>Hello", g4, ReasoningStart::MaybeTag, "plan", "Hello");
+  expect_split("Hello", g4, ReasoningStart::MaybeTag, std::nullopt, "Hello");
 }
 
 TEST(Reasoning, StreamHoldsBackOnlyPossibleMarkers) {
@@ -207,6 +211,7 @@ TEST(Reasoning, RealTemplatesDetectionAndStart) {
       {"MiniMax-M2.jinja", "R", "R", "R"},
       {"Qwen-Qwen2.5-7B-Instruct.jinja", "-", "-", "-"},
       {"moonshotai-Kimi-K2.jinja", "-", "-", "-"},
+      {"google-gemma-4-31B-it.jinja", "N", "M", "N"},  // (its thinking channel: on with enable_thinking)
   };
   auto code = [](ReasoningStart s) {
     return s == ReasoningStart::MaybeTag ? "M" : s == ReasoningStart::InReasoning ? "R" : "N";

@@ -126,6 +126,7 @@ const TemplateCase kTemplates[] = {
     {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::Functionary, "<|eot_id|>", true, ""},
     {"MiniMax-M2.jinja", ToolCallFormat::MinimaxM2, "[e~[", false, ""},
     {"openai-gpt-oss-120b.jinja", ToolCallFormat::OpenAI, "<|call|>", false, ""},
+    {"google-gemma-4-31B-it.jinja", ToolCallFormat::Gemma4, "<|tool_response>", false, ""},  // (an end-of-generation token)
 };
 
 // Renders [user, assistant with `calls`] and returns the assistant's output as the model writes it.
@@ -223,7 +224,8 @@ TEST(ToolCallTemplates, DetectionFallsBackToHermes) {
 
 TEST(ToolCallNames, RoundTripAndAliases) {
   for (const char* n : {"hermes", "qwen3_coder", "llama3_json", "mistral", "deepseek_v3", "deepseek_v31", "glm45",
-                        "kimi_k2", "granite", "command_r", "functionary", "firefunction_v2", "minimax_m2", "openai"}) {
+                        "kimi_k2", "granite", "command_r", "functionary", "firefunction_v2", "minimax_m2", "openai",
+                        "gemma4"}) {
     auto f = tool_call_format_from_name(n);
     ASSERT_TRUE(f.has_value()) << n;
     EXPECT_EQ(tool_call_format_name(*f), n);
@@ -397,6 +399,39 @@ TEST(ToolCallGlm, ArgKeysAndValues) {
   EXPECT_EQ(p.calls[0].arguments, R"({"city": "Lima", "days": 2})");
 }
 
+// Gemma 4: its value syntax (strings between <|"|>, bare keys, nested objects and arrays, numbers,
+// booleans, null and Python's None), JSON's quoting too, one call per block; a block that does not read
+// stays content.
+TEST(ToolCallGemma4, ValueSyntaxToJson) {
+  ToolCallParse p = parse(ToolCallFormat::Gemma4,
+                          "Checking.<|tool_call>call:get_weather{city:<|\"|>S\u00e3o \"Paulo\"<|\"|>,days:3,opts:{deep:true,"
+                          "tags:[<|\"|>a<|\"|>,-1.5e2,null,None]}}<tool_call|><|tool_call>call:get_time{}<tool_call|>");
+  EXPECT_EQ(p.content, "Checking.");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(ojson::parse(p.calls[0].arguments),
+            ojson::parse(R"({"city":"S\u00e3o \"Paulo\"","days":3,"opts":{"deep":true,"tags":["a",-150.0,null,null]}})"));
+  expect_call(p.calls[1], "get_time", "{}");
+  // quoted keys (as the template writes nested declarations) and JSON's own quoting
+  p = parse(ToolCallFormat::Gemma4, "<|tool_call>call:f{<|\"|>k<|\"|>:1, \"q\": \"x,y\"}<tool_call|>");
+  ASSERT_EQ(p.calls.size(), 1u);
+  expect_call(p.calls[0], "f", R"({"k":1,"q":"x,y"})");
+  // not a call: kept as written (finished texts: a stream has announced a call by its name before its
+  // block turned out broken, as with every format)
+  for (const char* bad : {"<|tool_call>call:f{k:<tool_call|>", "<|tool_call>f{k:1}<tool_call|>",
+                          "<|tool_call>call:f{k:1} trailing<tool_call|>", "<|tool_call>call:f{k:tru}<tool_call|>"}) {
+    p = parse_tool_calls(ToolCallFormat::Gemma4, bad);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content, bad);
+  }
+  // nesting past 64 levels is refused, not recursed into
+  std::string deep = "<|tool_call>call:f{k:";
+  for (int i = 0; i < 200; ++i) deep += "[";
+  for (int i = 0; i < 200; ++i) deep += "]";
+  deep += "}<tool_call|>";
+  EXPECT_TRUE(parse_tool_calls(ToolCallFormat::Gemma4, deep).calls.empty());
+}
+
 TEST(ToolCallHarmony, CallsFinalTextAndAnalysis) {
   ToolCallParse p = parse(ToolCallFormat::OpenAI,
                           "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
@@ -460,7 +495,8 @@ TEST(ToolCallRobustness, RandomMarkerSoup) {
                           "functions.f:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_call|>",
                           "<|START_ACTION|>", "<|END_ACTION|>", "\"tool_name\"", "\"parameters\"", ">>>", "all",
                           "functools", "<minimax:tool_call>", "<invoke name=\"f\">", "</invoke>", "<|channel|>",
-                          "<|message|>", "<|end|>", "<|start|>", "to=functions.f", "analysis", "final", "é", "\xff"};
+                          "<|message|>", "<|end|>", "<|start|>", "to=functions.f", "analysis", "final", "é", "\xff",
+                          "<|tool_call>", "<tool_call|>", "call:f", "<|\"|>", "k:", "None"};
   const ojson tools = weather_tools();
   uint64_t state = 12345;
   auto rnd = [&](uint64_t n) {
@@ -471,7 +507,7 @@ TEST(ToolCallRobustness, RandomMarkerSoup) {
       ToolCallFormat::Hermes,      ToolCallFormat::Qwen3Coder, ToolCallFormat::Llama3Json, ToolCallFormat::Mistral,
       ToolCallFormat::DeepSeekV3,  ToolCallFormat::DeepSeekV31, ToolCallFormat::Glm45,     ToolCallFormat::KimiK2,
       ToolCallFormat::Granite,     ToolCallFormat::CommandR,   ToolCallFormat::Functionary, ToolCallFormat::FireFunction,
-      ToolCallFormat::MinimaxM2,   ToolCallFormat::OpenAI};
+      ToolCallFormat::MinimaxM2,   ToolCallFormat::OpenAI,     ToolCallFormat::Gemma4};
   int calls = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     std::string text;

@@ -228,6 +228,8 @@ TEST(ToolGrammar, EachFormatAgreesWithItsParser) {
       {ToolCallFormat::MinimaxM2, "",
        "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n"
        "</minimax:tool_call>"},
+      // (Gemma 4: JSON inside its call braces, which its parser reads as well as its own syntax)
+      {ToolCallFormat::Gemma4, "", "<|tool_call>call:get_weather" + args + "<tool_call|>"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(tool_call_format_name(c.f)) + ": " + c.text);
