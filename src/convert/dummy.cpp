@@ -226,6 +226,11 @@ Status DummyTensors::matrix(const std::string& name, int64_t rows, int64_t cols,
   return w.add_tensor(name, t, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, t, spread));
 }
 
+Status DummyTensors::experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const {
+  const DType t = cols % dtype_info(type).block_size != 0 ? DType::F16 : type;
+  return w.add_tensor(name, t, {cols, rows, n}, dummy_rows(pool, seed, name, rows * n, cols, t, spread));
+}
+
 Status DummyTensors::f32(const std::string& name, int64_t n, float center, float spread) const {
   return w.add_tensor(name, DType::F32, {n}, dummy_f32(seed, name, n, center, spread));
 }

@@ -175,6 +175,8 @@ struct DummyTensors {
   DType type;
   Status matrix(const std::string& name, int64_t rows, int64_t cols, float spread) const;
   Status f32(const std::string& name, int64_t n, float center, float spread) const;
+  // n experts' matrices of rows x cols as one 3-D tensor (GGUF's ffn_*_exps)
+  Status experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const;
 };
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.

@@ -4,7 +4,8 @@
 // feed_forward_length one when the shared-K/V layers' FFN is twice as wide), the sliding pattern as
 // one bool per layer, rope_freqs.weight's proportional-RoPE factors (1 for the rotated pairs, 1e30 for
 // the rest), per-layer embeddings, no K/V tensors on the shared-K/V layers and no attn_v on the full
-// ones when K = V.
+// ones when K = V; the 26B-A4B's experts beside each dense FFN (ffn_gate_up_exps fused, the router's input
+// scale, each expert's output scale).
 #include <cmath>
 #include <memory>
 
@@ -80,6 +81,11 @@ Status write_dummy_gemma4(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(s.n_kv_shared));
   w.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(PL));
   if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  if (s.n_expert > 0) {  // (26B-A4B: every layer's FFN has experts beside it)
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+  }
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
 
@@ -126,6 +132,16 @@ Status write_dummy_gemma4(const DummyOptions& o, const std::string& out_path) {
     TM_TRY(t.matrix(p + "ffn_up.weight", ff, E, spread));
     TM_TRY(t.matrix(p + "ffn_down.weight", E, ff, spread));
     TM_TRY(t.f32(p + "post_ffw_norm.weight", E, 1.0f, 0.1f));
+    if (s.n_expert > 0) {  // gate and up as one ffn_gate_up_exps, as the converter writes them
+      const int64_t X = s.n_expert, FE = s.n_ff_exp;
+      TM_TRY(t.matrix(p + "ffn_gate_inp.weight", X, E, e_spread));
+      TM_TRY(t.f32(p + "ffn_gate_inp.scale", E, 1.0f, 0.3f));
+      TM_TRY(t.experts(p + "ffn_gate_up_exps.weight", X, 2 * FE, E, spread));
+      TM_TRY(t.experts(p + "ffn_down_exps.weight", X, E, FE, spread));
+      TM_TRY(t.f32(p + "ffn_down_exps.scale", X, 1.0f, 0.3f));
+      for (const char* n : {"pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"})
+        TM_TRY(t.f32(p + n + ".weight", E, 1.0f, 0.1f));
+    }
     if (PL > 0) {
       TM_TRY(t.matrix(p + "inp_gate.weight", PL, E, spread));
       TM_TRY(t.matrix(p + "proj.weight", E, PL, spread));

@@ -767,15 +767,20 @@ std::vector<ModelShape> classic_shapes() {
 }
 
 // Gemma 4 (convert/dummy_gemma4.cpp): E2B / E4B (per-layer embeddings, the last 20 / 18 layers sharing K/V,
-// E2B's FFN twice as wide on those), 31B (K = V on the full layers, 16 K/V heads sliding and 4 full), as their
-// published configs read; the tiny forms have every piece at once (tiny-gemma4) or the 31B's
-// (tiny-gemma4-dense).
+// E2B's FFN twice as wide on those), 31B (K = V on the full layers, 16 K/V heads sliding and 4 full), 26B-A4B
+// (128 experts, 8 per token, beside each layer's dense FFN), as their published configs read; the tiny forms
+// have every piece of the small ones at once (tiny-gemma4), the 31B's (tiny-gemma4-dense) or the 26B's
+// (tiny-gemma4-moe).
 std::vector<ModelShape> gemma4_shapes() {
   auto g4 = [](ModelShape m, int64_t window, int64_t pattern, int64_t hd_full, int64_t kv_full, int64_t pl,
                int64_t shared, bool wide, bool k_eq_v) {
     m.n_swa = window, m.swa_pattern = pattern, m.head_dim_full = hd_full, m.n_head_kv_full = kv_full;
     m.n_embd_per_layer = pl, m.n_kv_shared = shared, m.double_wide_ffn = wide, m.k_eq_v = k_eq_v;
     m.rope_theta_swa = 10000.0f, m.partial_rotary_full = 0.25f, m.final_softcap = 30.0f;
+    return m;
+  };
+  auto moe = [](ModelShape m, int64_t n, int64_t used, int64_t ff) {
+    m.n_expert = n, m.n_expert_used = used, m.n_ff_exp = ff;
     return m;
   };
   ModelShape tiny = g4({"tiny-gemma4", "gemma4", 512, 64, 8, 4, 2, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 4, 64, 1,
@@ -791,6 +796,10 @@ std::vector<ModelShape> gemma4_shapes() {
       tiny,
       g4({"tiny-gemma4-dense", "gemma4", 512, 64, 6, 4, 4, 32, 128, 256, 1000000.0f, 1e-6f, true}, 8, 3, 64, 1, 0, 0,
          false, true),
+      moe(g4({"gemma-4-26b-a4b", "gemma4", 262144, 2816, 30, 16, 8, 256, 2112, 262144, 1000000.0f, 1e-6f, true}, 1024,
+             6, 512, 2, 0, 0, false, true), 128, 8, 704),
+      moe(g4({"tiny-gemma4-moe", "gemma4", 512, 64, 6, 4, 4, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 3, 64, 1, 0, 0,
+             false, true), 8, 2, 48),
   };
 }
 

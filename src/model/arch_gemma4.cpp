@@ -15,7 +15,12 @@
 //   residual, + post_norm(proj(gelu(inp_gate x) * input_l)), input_l from per_layer_token_embd's row
 //   of the token and per_layer_model_proj of the scaled embedding; then x times layer_output_scale when
 //   the file has it.
-// The experts of the 26B-A4B (ffn_gate_inp) are refused by name (not computed yet).
+// - 26B-A4B's experts (the layers with ffn_gate_inp): beside the dense FFN (its output normed by
+//   post_ffw_norm_1), expert_used_count of expert_count GeGLU experts on pre_ffw_norm_2's norm of the
+//   same input, routed by softmax over ffn_gate_inp of the input RMS-normed without a weight, times
+//   1/sqrt(n_embd) and ffn_gate_inp.scale, the chosen weights renormalized, each expert's output times
+//   its ffn_down_exps.scale; the experts' sum normed by post_ffw_norm_2 and added to the dense output,
+//   then post_ffw_norm over both.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -48,8 +53,11 @@ Status read_gemma4(const GgufFile& f, ModelConfig& c) {
   TM_ASSIGN_OR_RETURN(c.n_embd_per_layer,
                       read_family_int(f, c, "embedding_length_per_layer_input", std::nullopt, 0, 1 << 16));
   TM_ASSIGN_OR_RETURN(const int64_t shared, read_family_int(f, c, "attention.shared_kv_layers", 0, 0, c.n_layer));
-  if (f.find_tensor("blk.0.ffn_gate_inp.weight") || f.find(a + "expert_count"))
-    return Error{"gemma4: the experts of Gemma 4 26B-A4B (ffn_gate_inp) are not supported yet"};
+  if (c.n_expert > 0) {  // 26B-A4B: the layers with a router have experts beside their dense FFN
+    c.moe_layer.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.moe_layer[static_cast<size_t>(l)] = f.find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l)) != nullptr;
+  }
 
   // each layer's geometry by its kind
   c.layer_shape.resize(static_cast<size_t>(c.n_layer), ModelConfig::LayerShape{0, 0, 0, 0});
@@ -99,6 +107,9 @@ ArchSpec arch_gemma4() {
   s.layer_geometry = true;
   s.v_norm = true;
   s.v_optional = true;
+  s.moe = ArchSpec::Moe::Optional;
+  s.moe_expert_ff_key = true;
+  s.moe_norm_topk = true;
   s.read_family = read_gemma4;
   return s;
 }

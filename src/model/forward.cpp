@@ -54,8 +54,10 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     if (L.per_layer_inp_gate.valid())
       jobs.insert(jobs.end(), {{&L.per_layer_inp_gate, &P.pl_gate}, {&L.per_layer_proj, &P.pl_proj}});
     if (!c.has_ffn(static_cast<int64_t>(l))) continue;  // (nemotron_h's mixer and attention layers)
+    const bool beside = c.arch.layer_geometry;  // (gemma4: a dense FFN beside the experts)
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
-    else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
+    if (c.layer_is_moe(static_cast<int64_t>(l)) && !beside) {
+    } else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
     else jobs.insert(jobs.end(), {{&L.w_up, &P.up}, {&L.w_down, &P.down}});  // starcoder2's ungated FFN
   }
   jobs.emplace_back(&w.output, &output_);
@@ -349,7 +351,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       } else {
         residual_norm(true, &L.ffn_norm, N, &L.ffn_norm_b);
       }
-      if (c.layer_is_moe(l)) {
+      if (c.layer_is_moe(l) && c.arch.layer_geometry) {
+        gemma4_moe_ffn(l, N, lora);
+      } else if (c.layer_is_moe(l)) {
         observe(P.moe.router, xb_.data(), N);
         moe_.run(c, P.moe, xb_.data(), xb_.data(), E, N, pool_, observer_);
       } else {
@@ -588,6 +592,34 @@ void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   gated_delta_net_mix(c, L, batch, kv, c.slot(l), ssm_step(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
+}
+
+void Forward::gemma4_moe_ffn(int64_t l, int64_t N, bool lora) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const PreparedLayer& P = layers_[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd;
+  xm_.resize(static_cast<size_t>(N * E));
+  xr_.resize(static_cast<size_t>(N * E));
+  // the experts' input (pre_ffw_norm_2's norm of x) and the router's (x normed, times 1/sqrt(n_embd) and
+  // ffn_gate_inp.scale)
+  const float rs = 1.0f / std::sqrt(static_cast<float>(E));
+  parallel(N, 16, [&](int64_t t0, int64_t t1) {
+    rmsnorm_rows(x_.data() + t0 * E, E, L.pre_ffw_norm_2.data(), xm_.data() + t0 * E, E, t1 - t0, E, c.rms_eps);
+    rmsnorm_rows(x_.data() + t0 * E, E, L.ffn_gate_inp_s.data(), xr_.data() + t0 * E, E, t1 - t0, E, c.rms_eps);
+    for (int64_t i = t0 * E; i < t1 * E; ++i) xr_[static_cast<size_t>(i)] *= rs;
+  });
+  observe(P.moe.router, xr_.data(), N);
+  moe_.run(c, P.moe, xm_.data(), xm_.data(), E, N, pool_, observer_, xr_.data());
+  dense_ffn(l, N, lora);  // (on xb: ffn_norm's norm of x)
+  post_norm(L.post_ffw_norm_1, N);
+  parallel(N, 16, [&](int64_t t0, int64_t t1) {  // + post_ffw_norm_2 of the experts' sum
+    for (int64_t t = t0; t < t1; ++t) {
+      float* m = xm_.data() + t * E;
+      rmsnorm_rows(m, E, L.post_ffw_norm_2.data(), m, E, 1, E, c.rms_eps);
+      add_inplace(xb_.data() + t * E, m, E);
+    }
+  });
 }
 
 void Forward::per_layer_inputs(const ForwardBatch& batch, int64_t N) {

@@ -107,6 +107,9 @@ class Forward {
   // scaled embeddings in x; and layer l's per-layer embedding block on x (residual included).
   void per_layer_inputs(const ForwardBatch& batch, int64_t n);
   void per_layer_block(int64_t l, int64_t n);
+  // gemma4's expert layer (26B-A4B) on xb (ffn_norm's norm) and x into xb: the dense FFN normed by
+  // post_ffw_norm_1 plus the experts' sum normed by post_ffw_norm_2
+  void gemma4_moe_ffn(int64_t l, int64_t n, bool lora);
   // The FFN of a dense layer on xb (n rows) into xb: gate/up products, SwiGLU or GeGLU, down.
   void dense_ffn(int64_t l, int64_t n, bool lora);
   // [0, n) in chunks of at least `grain` over the pool (inline without one).
@@ -142,6 +145,7 @@ class Forward {
   std::vector<int32_t> seq_of_;  // (n_tokens) index of the token's SeqSlice
   std::vector<float> rope_cos_, rope_sin_;  // (ropes, n_tokens, rope_half_)
   int64_t rope_half_ = 0;                   // the widest RoPE's n_rot / 2 (gemma4's differ)
+  std::vector<float> xm_, xr_;              // gemma4's expert layers: the experts' and the router's inputs
   std::vector<float> pl_in_, pl_h_;         // gemma4: (n_tokens, n_layer, n_embd_per_layer); (n_tokens, n_embd_per_layer)
   MoeFfn moe_;                              // MoE scratch
   MlaAttention mla_;                        // MLA scratch

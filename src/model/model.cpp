@@ -191,6 +191,30 @@ Status load_moe_layer(Loader& ld, const GgufFile& f, const ModelConfig& c, const
   return {};
 }
 
+// gemma4's experts (26B-A4B): gate and up apart or as one ffn_gate_up_exps (gate rows first, as llama.cpp
+// splits it), the router's input scale, the per-expert output scales when the file has them, the norms.
+Status load_gemma4_experts(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  const int64_t E = c.n_embd, F = c.n_ff_exp, n = c.n_expert;
+  TM_ASSIGN_OR_RETURN(L.ffn_gate_inp, ld.matrix(p + "ffn_gate_inp.weight", n, E));
+  TM_ASSIGN_OR_RETURN(L.ffn_gate_inp_s, ld.vec(p + "ffn_gate_inp.scale", E));
+  if (ld.has(p + "ffn_gate_up_exps.weight")) {
+    TM_ASSIGN_OR_RETURN(std::vector<Matrix> gu, ld.experts(p + "ffn_gate_up_exps.weight", n, 2 * F, E));
+    for (const Matrix& m : gu) {
+      L.gate_exps.push_back(Loader::rows_of(m, 0, F));
+      L.up_exps.push_back(Loader::rows_of(m, F, F));
+    }
+  } else {
+    TM_ASSIGN_OR_RETURN(L.gate_exps, ld.experts(p + "ffn_gate_exps.weight", n, F, E));
+    TM_ASSIGN_OR_RETURN(L.up_exps, ld.experts(p + "ffn_up_exps.weight", n, F, E));
+  }
+  TM_ASSIGN_OR_RETURN(L.down_exps, ld.experts(p + "ffn_down_exps.weight", n, E, F));
+  TM_ASSIGN_OR_RETURN(L.down_exps_s, ld.opt_vec(p + "ffn_down_exps.scale", n, false));
+  TM_ASSIGN_OR_RETURN(L.pre_ffw_norm_2, ld.vec(p + "pre_ffw_norm_2.weight", E));
+  TM_ASSIGN_OR_RETURN(L.post_ffw_norm_1, ld.vec(p + "post_ffw_norm_1.weight", E));
+  TM_ASSIGN_OR_RETURN(L.post_ffw_norm_2, ld.vec(p + "post_ffw_norm_2.weight", E));
+  return {};
+}
+
 // deepseek2's latent attention weights (ModelConfig::is_mla).
 Status load_mla_layer(Loader& ld, const ModelConfig& c, const std::string& p, LayerWeights& L) {
   const int64_t E = c.n_embd, R = c.mla_kv_rank;
@@ -497,7 +521,9 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
     if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
-    if (c.layer_is_moe(l)) {
+    if (c.layer_is_moe(l) && c.arch.layer_geometry) {  // gemma4: the experts beside the dense FFN below
+      TM_TRY(load_gemma4_experts(ld, c, p, L));
+    } else if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;
     }

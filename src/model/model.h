@@ -78,6 +78,9 @@ struct LayerWeights {
   std::vector<float> down_exps_b;              // (n_expert * n_embd)
   // gemma4's per-layer embeddings (ModelConfig::n_embd_per_layer): inp_gate (n_embd_per_layer, n_embd),
   // proj (n_embd, n_embd_per_layer), post_norm (n_embd); and the layer's output scale (1: none)
+  // gemma4's expert layers (26B-A4B): the router's input scale and the experts' output scales (n_embd,
+  // n_expert; empty: none), the norms around the experts and the dense FFN beside them (n_embd)
+  std::vector<float> ffn_gate_inp_s, down_exps_s, pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2;
   Matrix per_layer_inp_gate, per_layer_proj;
   std::vector<float> per_layer_post_norm;
   float out_scale = 1.0f;

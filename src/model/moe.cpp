@@ -31,6 +31,7 @@ void PreparedMoe::collect(const LayerWeights& L, std::vector<std::pair<const Mat
     if (!L.gate_inp_shexp.empty()) gate_inp_shexp = &L.gate_inp_shexp;
   }
   if (!L.exp_probs_b.empty()) selection_bias = L.exp_probs_b.data();
+  if (!L.down_exps_s.empty()) down_scale = L.down_exps_s.data();
   if (!L.ffn_gate_inp_b.empty()) {
     router_b = L.ffn_gate_inp_b.data();
     gate_b = L.gate_exps_b.data();
@@ -127,7 +128,8 @@ void swiglu_oai_rows(float* g, const float* u, const float* bg, const float* bu,
 }
 
 void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
-                 ThreadPool* pool, ActivationObserver* observer) {
+                 ThreadPool* pool, ActivationObserver* observer, const float* route_x) {
+  const float* rx = route_x ? route_x : x;
   const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert, K = c.n_expert_used;
   const auto NK = static_cast<size_t>(n * K);
   logits_.resize(static_cast<size_t>(n * X));
@@ -149,12 +151,12 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   };
   auto route = [&](int64_t t0, int64_t t1, int thread) {
     for (int64_t t = t0; t < t1; ++t) {
-      matmul(w.router, x + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
+      matmul(w.router, rx + t * ld, ld, logits_.data() + t * X, X, 1, nullptr);
       pick(t, thread);
     }
   };
   if (n == 1) {
-    matmul(w.router, x, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
+    matmul(w.router, rx, ld, logits_.data(), X, 1, pool);  // rows split over the pool, same bits
     pick(0, 0);
   } else if (pool) {
     pool->parallel_for(n, 1, route);
@@ -231,6 +233,7 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
   // per expert, which on a loaded machine cost more than the products (rows are independent, so the
   // bits are the same either way). Many tokens: each expert's rows split over the pool.
   const bool oai = w.gate_b != nullptr;  // gpt-oss: biases and the clamped SwiGLU, no fused product
+  const bool gelu = c.arch.ffn_act == FfnActivation::GeluTanh;
   if (oai) tmp_.resize(static_cast<size_t>(F * n_threads));
   auto expert = [&](int32_t e, ThreadPool* p, int thread) {
     const int64_t r0 = offset_[e], m = offset_[e + 1] - offset_[e];
@@ -256,9 +259,10 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       for (int64_t r = 0; r < m; ++r) add_inplace(yg_.data() + (r0 + r) * E, w.down_b + e * E, E);
       return;
     }
-    if (observer) {
-      silu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
-      observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
+    if (observer || gelu) {  // (gemma4's GeGLU experts: the activation apart)
+      if (gelu) gelu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
+      else silu_mul(hg_.data() + r0 * F, ug_.data() + r0 * F, m * F);
+      if (observer) observer->on_expert_matmul_input(w.down[e].source().name, e, X, hg_.data() + r0 * F, m, F);
       matmul(w.down[e], hg_.data() + r0 * F, F, yg_.data() + r0 * E, E, m, p);
       return;
     }
@@ -278,7 +282,8 @@ void MoeFfn::run(const ModelConfig& c, const PreparedMoe& w, const float* x, flo
       float* yt = y + t * ld;
       std::fill(yt, yt + E, 0.0f);
       for (int64_t j = 0; j < K; ++j) {
-        const float wj = before ? 1.0f : weight_[t * K + j];
+        float wj = before ? 1.0f : weight_[t * K + j];
+        if (w.down_scale) wj *= w.down_scale[expert_[t * K + j]];  // gemma4: the expert's own scale
         axpy(yt, yg_.data() + static_cast<int64_t>(slot_[t * K + j]) * E, wj, E);  // multiply, then add
       }
       if (shared) axpy(yt, ys_.data() + t * E, gsh_[t], E);

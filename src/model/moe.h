@@ -34,6 +34,8 @@ struct PreparedMoe {
   const float* gate_b = nullptr;
   const float* up_b = nullptr;
   const float* down_b = nullptr;
+  // gemma4: each expert's output scale (ffn_down_exps.scale, n_expert), else null
+  const float* down_scale = nullptr;
   // (weight, prepared slot) pairs for Forward's parallel preparation
   void collect(const LayerWeights& L, std::vector<std::pair<const Matrix*, PreparedMatrix*>>& jobs);
   uint64_t bytes() const;
@@ -56,9 +58,11 @@ void swiglu_oai_rows(float* g, const float* u, const float* bg, const float* bu,
 class MoeFfn {
  public:
   // y (n rows, stride ld) = MoE FFN of x (n rows of n_embd, stride ld); x and y may be the same.
-  // observer (may be null) sees each active expert's inputs, on the calling thread.
+  // observer (may be null) sees each active expert's inputs, on the calling thread. route_x (gemma4:
+  // the router reads its own norm of the layer's input; same stride): the router's input, else x.
+  // The experts' activation is the family's (GeGLU for gemma4, SwiGLU for the others).
   void run(const ModelConfig& c, const PreparedMoe& w, const float* x, float* y, int64_t ld, int64_t n,
-           ThreadPool* pool, ActivationObserver* observer = nullptr);
+           ThreadPool* pool, ActivationObserver* observer = nullptr, const float* route_x = nullptr);
   // Experts the last run computed (tests: decode touches only the chosen ones).
   const std::vector<int32_t>& active_experts() const { return active_; }
 

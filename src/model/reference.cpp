@@ -523,7 +523,18 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // ffn rmsnorm, SwiGLU, residual
     if (c.arch.parallel_block) std::copy(xn_.begin(), xn_.end(), xb_.begin());  // cohere: the layer's normed input
     else if (c.has_mixer(l)) pre_norm(L.ffn_norm, L.ffn_norm_b);  // (an FFN-only layer reads attn_norm's)
-    if (c.layer_is_moe(l)) {
+    std::vector<float> experts;  // gemma4's expert layers: the experts' sum beside the dense FFN below
+    if (c.layer_is_moe(l) && c.arch.layer_geometry) {
+      const std::vector<float> dense_in(xb_);
+      std::vector<float> xr(static_cast<size_t>(c.n_embd));
+      ref::rmsnorm(xb_.data(), x_.data(), L.pre_ffw_norm_2.data(), c.n_embd, c.rms_eps);
+      ref::rmsnorm(xr.data(), x_.data(), L.ffn_gate_inp_s.data(), c.n_embd, c.rms_eps);
+      for (float& v : xr) v *= 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+      moe_ffn(L, xr.data());
+      ref::rmsnorm(moe_out_.data(), moe_out_.data(), L.post_ffw_norm_2.data(), c.n_embd, c.rms_eps);
+      experts = moe_out_;
+      xb_ = dense_in;
+    } else if (c.layer_is_moe(l)) {
       moe_ffn(L);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
       continue;
@@ -559,6 +570,10 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     lora_add(adapted(l, LoraSlot::Down), hb_.data(), xb_.data());
     if (!L.ffn_down_b.empty())
       for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.ffn_down_b[i];
+    if (!experts.empty()) {  // gemma4: post_ffw_norm_1 of the dense output, + the experts'
+      ref::rmsnorm(xb_.data(), xb_.data(), L.post_ffw_norm_1.data(), c.n_embd, c.rms_eps);
+      for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += experts[static_cast<size_t>(i)];
+    }
     if (!L.ffn_post_norm.empty()) ref::rmsnorm(xb_.data(), xb_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
     for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * xb_[i];
     per_layer_end(l);  // (gemma4: dense FFN layers only)
@@ -708,7 +723,8 @@ void ReferenceForward::swiglu(const Matrix& gate, const Matrix& up, const Matrix
   }
   ref::matvec(gate, x, hb_.data(), row_);
   ref::matvec(up, x, hb2_.data(), row_);
-  for (int64_t i = 0; i < gate.rows; ++i) hb_[i] = ref::silu(hb_[i]) * hb2_[i];
+  const bool gelu = model_->config().arch.ffn_act == FfnActivation::GeluTanh;  // (gemma4's experts: GeGLU)
+  for (int64_t i = 0; i < gate.rows; ++i) hb_[i] = (gelu ? ref::gelu_tanh(hb_[i]) : ref::silu(hb_[i])) * hb2_[i];
   ref::matvec(down, hb_.data(), xb_.data(), row_);
 }
 
@@ -726,10 +742,10 @@ void ReferenceForward::oai_expert(const LayerWeights& L, int32_t e, const float*
 
 // Mixture of experts on the normed input xb_, into moe_out_: the routed experts' outputs times their
 // weights, plus the shared expert's (qwen2moe: times sigmoid of its gate; glm4moe: ungated).
-void ReferenceForward::moe_ffn(const LayerWeights& L) {
+void ReferenceForward::moe_ffn(const LayerWeights& L, const float* route_in) {
   const ModelConfig& c = model_->config();
   const std::vector<float> x(xb_);
-  ref::matvec(L.ffn_gate_inp, x.data(), router_.data(), row_);
+  ref::matvec(L.ffn_gate_inp, route_in ? route_in : x.data(), router_.data(), row_);
   if (!L.ffn_gate_inp_b.empty())
     for (int64_t e = 0; e < c.n_expert; ++e) router_[e] += L.ffn_gate_inp_b[e];
   std::fill(moe_out_.begin(), moe_out_.end(), 0.0f);
@@ -740,7 +756,8 @@ void ReferenceForward::moe_ffn(const LayerWeights& L) {
     for (size_t i = 0; i < x.size(); ++i) xw[i] = before ? weight * x[i] : x[i];
     if (c.arch.moe_swiglu_oai) oai_expert(L, e, xw.data());
     else swiglu(L.gate_exps.empty() ? Matrix{} : L.gate_exps[e], L.up_exps[e], L.down_exps[e], xw.data());
-    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += (before ? 1.0f : weight) * xb_[i];
+    const float scale = L.down_exps_s.empty() ? 1.0f : L.down_exps_s[static_cast<size_t>(e)];  // (gemma4)
+    for (int64_t i = 0; i < c.n_embd; ++i) moe_out_[i] += (before ? 1.0f : weight) * scale * xb_[i];
   }
   if (L.has_shared_expert()) {  // qwen2moe's gated by sigmoid(gate_inp_shexp . x), glm4moe's not
     float g = 1.0f;

@@ -30,7 +30,8 @@ class ReferenceForward {
   void attention(int64_t l, int64_t pos);
   // xb = rmsnorm(x) with `norm`, or x itself when the family has no pre-norm (olmo2: `norm` empty)
   void pre_norm(const std::vector<float>& norm, const std::vector<float>& bias = {});
-  void moe_ffn(const LayerWeights& L);
+  // moe_out_ = the experts (and shared expert) of xb_; route_in: the router's input when not xb_ (gemma4)
+  void moe_ffn(const LayerWeights& L, const float* route_in = nullptr);
   // gemma4: this token's per-layer inputs (pl_in_) from the scaled embedding x_; and layer l's end --
   // its per-layer embedding block and output scale on x_
   void per_layer_inputs(int32_t token);

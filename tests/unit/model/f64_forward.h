@@ -210,6 +210,33 @@ class F64Forward {
            const std::vector<double>* parallel_input = nullptr) {
     if (!c_.has_ffn(l)) return;  // (nemotron_h's mixer and attention layers)
     const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm, L.ffn_norm_b);
+    if (c_.layer_is_moe(l) && c_.arch.layer_geometry) {  // gemma4 (26B-A4B): experts beside the dense FFN
+      auto d = rms(swiglu(L.w_gate, L.w_up, L.w_down, xb), L.post_ffw_norm_1);
+      const auto xm = rms(x, L.pre_ffw_norm_2);
+      auto xr = rms(x, L.ffn_gate_inp_s);
+      for (double& e : xr) e /= std::sqrt(static_cast<double>(c_.n_embd));
+      auto p = mv(L.ffn_gate_inp, xr);
+      const double mx = *std::max_element(p.begin(), p.end());
+      double sum = 0;
+      for (double& e : p) sum += (e = std::exp(e - mx));
+      std::vector<int64_t> idx(p.size());
+      for (size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<int64_t>(e);
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+      double wsum = 0;
+      for (int64_t j = 0; j < c_.n_expert_used; ++j) wsum += p[idx[j]];
+      std::vector<double> m(x.size(), 0.0);
+      for (int64_t j = 0; j < c_.n_expert_used; ++j) {
+        const int64_t e = idx[j];
+        const double wt = p[e] / wsum * (L.down_exps_s.empty() ? 1.0 : L.down_exps_s[e]);
+        const auto o = swiglu(L.gate_exps[e], L.up_exps[e], L.down_exps[e], xm);
+        for (size_t i = 0; i < m.size(); ++i) m[i] += wt * o[i];
+      }
+      m = rms(m, L.post_ffw_norm_2);
+      for (size_t i = 0; i < d.size(); ++i) d[i] += m[i];
+      d = norm(d, L.ffn_post_norm);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += rs * d[i];
+      return;
+    }
     if (c_.layer_is_moe(l)) {
       // softmax (or sigmoid: glm4moe) over the router logits, the k largest (by score + selection
       // bias: glm4moe), (renormalized, scaled), weighted sum of experts

@@ -147,6 +147,31 @@ TEST(Gemma4, EveryPieceChangesTheLogits) {
   }));
 }
 
+// 26B-A4B's layers: experts beside the dense FFN, each part normed on its own, routed from the
+// input's weightless norm times ffn_gate_inp.scale, each expert's output scaled.
+TEST(Gemma4, ExpertsBesideTheDenseFfn) {
+  auto m = tiny("tiny-gemma4-moe");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.n_expert, 8);
+  EXPECT_EQ(c.n_expert_used, 2);
+  EXPECT_EQ(c.n_ff_exp, 48);
+  EXPECT_TRUE(c.arch.moe_norm_topk);
+  for (int64_t l = 0; l < c.n_layer; ++l) EXPECT_TRUE(c.layer_is_moe(l)) << l;
+  const LayerWeights& L = m->weights().layers[2];
+  EXPECT_EQ(L.w_gate.rows, 96);  // the dense FFN beside them
+  ASSERT_EQ(L.gate_exps.size(), 8u);
+  EXPECT_EQ(L.gate_exps[3].rows, 48);
+  EXPECT_EQ(L.up_exps[3].data, L.gate_exps[3].row(48));  // one ffn_gate_up_exps: gate rows, then up rows
+  EXPECT_EQ(L.down_exps_s.size(), 8u);
+  const auto base = logits_of(m);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { for (auto& l : w.layers) l.down_exps_s.clear(); }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) {
+    for (auto& l : w.layers) std::fill(l.ffn_gate_inp_s.begin(), l.ffn_gate_inp_s.end(), 1.0f);
+  }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.moe_layer.assign(c.moe_layer.size(), 0); }));
+}
+
 TEST(Gemma4, FilesThatDoNotFitAreRefused) {
   const std::string src = tiny_file("tiny-gemma4");
   {  // the shared layers must follow a sliding and a full layer
@@ -171,10 +196,11 @@ TEST(Gemma4, FilesThatDoNotFitAreRefused) {
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().find("key_length_swa"), std::string::npos) << bad.error();
   }
-  {  // the 26B-A4B's experts are refused (not computed yet)
-    auto bad = test::load_edited(src, [](GgufWriter& w) { w.set_u32("gemma4.expert_count", 8); });
+  {  // an expert layer without its router's input scale is refused naming the tensor
+    auto bad = test::load_edited(tiny_file("tiny-gemma4-moe"), [](GgufWriter&) {},
+                                 [](const std::string& t) { return t == "blk.1.ffn_gate_inp.scale"; });
     ASSERT_FALSE(bad.ok());
-    EXPECT_NE(bad.error().find("experts"), std::string::npos) << bad.error();
+    EXPECT_NE(bad.error().find("blk.1.ffn_gate_inp.scale"), std::string::npos) << bad.error();
   }
   {  // a shared layer's K projection, when a file has one, is read and unused -- as llama.cpp does
     static std::vector<float> k(static_cast<size_t>(2 * 32 * 64), 0.25f);
