@@ -104,11 +104,11 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
 namespace {
 
 // The ISA's kernel where it covers the call; several heads it does not take together go one by one
-// (the scalar kernel takes one KV head), and a group wider than the SIMD kernels take (16 query heads)
-// in chunks of 16: Falcon-7B's 71 query heads on one KV head ran on the scalar kernel before -- its
+// (the scalar kernel takes one KV head), and a group wider than the SIMD kernels take (16 query heads, 8
+// of 512 dimensions) in such chunks: Falcon-7B's 71 query heads on one KV head ran on the scalar kernel before -- its
 // decode at 1.3 tok/s against llama.cpp's 3.3 on an AMD EPYC Zen 3.
 void run_attention(const kern::AttnArgs& a) {
-  constexpr int64_t kChunk = 16;
+  const int64_t kChunk = kern::attn_max_heads(a.head_dim);  // (16; 8 for gemma4's 512-wide heads)
   const kern::KernelTable& t = kern::kernels();
   if (t.attention_covers(a)) {
     t.attention[a.kv_type](a);
@@ -123,6 +123,8 @@ void run_attention(const kern::AttnArgs& a) {
 }
 
 }  // namespace
+
+int64_t paged_attention_max_heads(int64_t head_dim) { return kern::attn_max_heads(head_dim); }
 
 void paged_attention_group(const float* q, int64_t group, int64_t kv_head, const PagedKvView& kv,
                            const int32_t* block_table, int64_t n_ctx, float scale, float* out, AttnMask mask) {

@@ -50,6 +50,10 @@ void paged_attention_group_reference(const float* q, int64_t group, int64_t kv_h
                                      const int32_t* block_table, int64_t n_ctx, float scale, float* out,
                                      AttnMask mask = {});
 
+// The query heads the SIMD kernels take in one call at this head size (16; 8 of 512 dimensions): callers
+// batching several KV heads' runs keep below it.
+int64_t paged_attention_max_heads(int64_t head_dim);
+
 // Writes one token's K and V (n_head_kv x head_dim floats each) at `pos` of the sequence.
 void paged_kv_store(const PagedKvView& kv, const int32_t* block_table, int64_t pos, const float* k, const float* v);
 // Pulls the cache lines paged_kv_store(kv, block_table, pos, ...) will write toward the core, so a

@@ -81,6 +81,15 @@ static inline AttnArgs attn_head(const AttnArgs& a, int64_t j) {
   return h;
 }
 
+// The SIMD kernels' accumulators: 16 query heads of up to 256 dimensions, or fewer heads of wider ones
+// (gemma4's 512-wide heads: 8), head_dim rounded up to 16.
+constexpr int64_t kAttnAccFloats = 16 * 256;
+static inline int64_t attn_max_heads(int64_t head_dim) {
+  const int64_t padded = (head_dim + 15) / 16 * 16;
+  const int64_t n = kAttnAccFloats / (padded > 0 ? padded : 16);
+  return n < 16 ? n : 16;
+}
+
 // The arguments for query heads [g0, g0 + n) of a's one KV head (a.n_kv == 1): a group too wide for a
 // kernel (Falcon-7B: 71 query heads on one KV head) goes in chunks, each reading the KV head again.
 static inline AttnArgs attn_group_chunk(const AttnArgs& a, int64_t g0, int64_t n) {

@@ -1,5 +1,5 @@
 // AVX2 paged attention: like attention_avx512.cpp with each block's 16 keys in two ymm halves;
-// head_dim a multiple of 8.
+// head_dim a multiple of 8, up to 512 (as many query heads as the accumulators hold: attn_max_heads).
 #include "kernels/isa_avx2.h"
 #include "kernels/kernel_table.h"
 
@@ -106,7 +106,7 @@ void attn(const AttnArgs& a) {
   constexpr int64_t bs = 16, eb = elem_bytes<L>();
   alignas(32) float kq[T == kKvQ4 ? 256 * 16 : 1], vq[T == kKvQ4 ? 256 * 16 : 1];
   const int64_t hd = a.head_dim, G = a.group, nd = hd / 8;
-  alignas(32) float acc[16 * 256];
+  alignas(32) float acc[kAttnAccFloats];
   alignas(32) float p[16][16];
   alignas(32) float lsum[16][8];  // per query head: lane-wise partial sums of p
   float m[16];
@@ -203,8 +203,9 @@ void attn(const AttnArgs& a) {
 }
 
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 256 && a.group <= 16 && a.group >= 1 &&
-         a.n_kv == 1;
+  // (acc: group x head_dim floats; a Q4 block's F32 tiles: 256 x 16)
+  return a.block_size == 16 && a.head_dim % 8 == 0 && a.head_dim <= 512 && a.group >= 1 &&
+         a.group <= attn_max_heads(a.head_dim) && a.n_kv == 1 && (a.kv_type != kKvQ4 || a.head_dim <= 256);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // AVX-512 paged attention: block_size 16 (one zmm = one dimension of a block's 16 keys, thanks to
-// the transposed K tile), any head_dim <= 256 (the last 16-wide chunk of a V row is masked), up to
+// the transposed K tile), any head_dim <= 512 (the last 16-wide chunk of a V row is masked), up to
 // 16 query heads per KV head.
 #include "kernels/isa_avx512.h"
 #include "kernels/kernel_table.h"
@@ -118,7 +118,7 @@ void attn(const AttnArgs& a) {
   alignas(64) float kq[T == kKvQ4 ? 256 * 16 : 1], vq[T == kKvQ4 ? 256 * 16 : 1];
   const int64_t hd = a.head_dim, G = a.group, HQ = G * a.n_kv, nd = (hd + 15) / 16, hp = nd * 16;  // acc rows padded to hp
   const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xffff);
-  alignas(64) float acc[16 * 256];
+  alignas(64) float acc[kAttnAccFloats];
   alignas(64) float p[16][16];
   alignas(64) float lsum[16][16];  // per query head: lane-wise partial sums of p
   float m[16];
@@ -230,9 +230,10 @@ void attn(const AttnArgs& a) {
 }
 
 bool covers(const AttnArgs& a) {
-  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 256 && a.group >= 1 && a.n_kv >= 1 &&
-         a.group * a.n_kv <= 16 &&
-         (a.kv_type != kKvQ4 || a.head_dim % 8 == 0);  // dequant_q4_kv_tiles: 8 dimensions at a time
+  // (acc: the run's query heads x head_dim rounded to 16; a Q4 block's F32 tiles: 256 x 16)
+  return a.block_size == 16 && a.head_dim >= 1 && a.head_dim <= 512 && a.group >= 1 && a.n_kv >= 1 &&
+         a.group * a.n_kv <= attn_max_heads(a.head_dim) &&
+         (a.kv_type != kKvQ4 || (a.head_dim % 8 == 0 && a.head_dim <= 256));  // dequant_q4_kv_tiles: 8 at a time
 }
 
 }  // namespace

@@ -239,7 +239,9 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   // gets about four items.
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   const int64_t threads = pool_ ? pool_->size() : 1;
-  int64_t kc = group <= 4 ? std::min<int64_t>(n_kv, 16 / group) : 1;  // the AVX-512 kernel: <= 16 query heads
+  // the AVX-512 kernel: <= 16 query heads (8 of gemma4's 512 dimensions)
+  const int64_t max_heads = paged_attention_max_heads(hd);
+  int64_t kc = group <= 4 ? std::max<int64_t>(1, std::min<int64_t>(n_kv, max_heads / group)) : 1;
   while (kc > 1 && n_tokens * ((n_kv + kc - 1) / kc) < 4 * threads) kc = (kc + 1) / 2;
   const int64_t runs = (n_kv + kc - 1) / kc;
   auto body = [&](int64_t i0, int64_t i1, int) {

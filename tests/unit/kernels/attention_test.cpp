@@ -33,7 +33,9 @@ TEST(Attention, KernelsMatchTheOracleOnEveryIsa) {
                          {8, 2, 4, 16}, {40, 3, 1, 16}, {24, 5, 2, 16}, {256, 16, 1, 16},
                          // groups wider than a SIMD kernel takes (Falcon-7B: 71 query heads on one KV head) and
                          // than the scalar kernel's stack state (80): both go in chunks
-                         {64, 71, 1, 16}, {32, 80, 2, 16}, {64, 20, 2, 8}};
+                         {64, 71, 1, 16}, {32, 80, 2, 16}, {64, 20, 2, 8},
+                         // gemma4's 512-wide heads: 8 query heads per SIMD call, wider groups in chunks of 8
+                         {512, 8, 1, 16}, {512, 4, 2, 16}, {512, 16, 1, 16}, {320, 12, 1, 16}};
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Shape& sh : shapes) {
       for (int64_t n_ctx : {1, 15, 16, 17, 100}) {
@@ -72,7 +74,8 @@ TEST(Attention, SeveralKvHeadsInOneCallAreEachHeadAlone) {
     int64_t hd, group, n_head_kv, kv_head, n_kv;
   };
   const Case cases[] = {{128, 1, 16, 0, 16}, {128, 1, 16, 4, 8}, {64, 2, 8, 1, 5}, {64, 7, 2, 0, 2},
-                        {40, 3, 4, 1, 3},    {64, 4, 8, 0, 8},   {16, 1, 20, 2, 18}};
+                        {40, 3, 4, 1, 3},    {64, 4, 8, 0, 8},   {16, 1, 20, 2, 18},
+                        {512, 4, 4, 0, 4}};  // (gemma4's wide heads: a run of 2 x 4 query heads per call)
   for (DType t : {DType::F16, DType::F32, DType::BF16, DType::I8, DType::Q4_0, DType::F8_E4M3, DType::F8_E5M2}) {
     for (const Case& k : cases) {
       for (int64_t n_ctx : {1, 17, 100}) {
