@@ -108,6 +108,9 @@ struct ModelShape {
   bool k_eq_v = false;
   int64_t n_embd_per_layer = 0, n_kv_shared = 0;
   bool double_wide_ffn = false, layer_out_scale = false;
+  // deci (convert/dummy_deci.cpp): each layer's query heads (0: no attention), K/V heads (0 with heads:
+  // "linear attention") and FFN width (0: none); n_head / n_head_kv / n_ff serve where these are empty
+  std::vector<int32_t> layer_heads = {}, layer_kv_heads = {}, layer_ff = {};
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
 };
@@ -128,7 +131,8 @@ struct ModelShape {
 // "tiny-mamba", "tiny-falcon-mamba", "tiny-mamba2", "tiny-jamba", "tiny-orion", "tiny-xverse", "tiny-gpt2",
 // "tiny-starcoder", "tiny-gptneox", "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b", "tiny-bloom", "tiny-mpt",
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
-// "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo").
+// "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
+// "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -189,11 +193,13 @@ Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path
 bool is_mamba_dummy_arch(const std::string& arch);
 Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
 // The classic families (convert/dummy_classic.cpp): gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo, baichuan,
-// chatglm, codeshell, jais, jais2, plamo, refact.
+// chatglm, codeshell, jais, jais2, plamo, refact, nemotron.
 bool is_classic_dummy_arch(const std::string& arch);
 Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
 // Gemma 4 (convert/dummy_gemma4.cpp).
 Status write_dummy_gemma4(const DummyOptions& opts, const std::string& out_path);
+// DeciLM / Nemotron NAS models (convert/dummy_deci.cpp).
+Status write_dummy_deci(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
 // tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
 Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);

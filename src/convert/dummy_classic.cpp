@@ -1,5 +1,5 @@
 // Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
-// baichuan, chatglm, codeshell, jais, jais2, plamo, refact -- with the keys, tensor names and shapes llama.cpp's
+// baichuan, chatglm, codeshell, jais, jais2, plamo, refact, nemotron -- with the keys, tensor names and shapes llama.cpp's
 // converter writes for them: one attn_qkv (q, k, v rows), but q/k/v apart for baichuan, olmo, plamo and
 // refact; LayerNorms with their biases (olmo's have none; baichuan's, chatglm's, plamo's and refact's are
 // RMS norms);
@@ -21,7 +21,7 @@ namespace tmill {
 bool is_classic_dummy_arch(const std::string& a) {
   return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
          a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact" || a == "jais2" ||
-         a == "jais" || a == "plamo";
+         a == "jais" || a == "plamo" || a == "nemotron";
 }
 
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
@@ -42,13 +42,14 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   const bool codeshell = arch == "codeshell" || arch == "jais2";  // (jais2: codeshell's tensors, ReLU squared)
   const bool jais = arch == "jais";    // (gpt2's layer with a gated FFN, ALiBi)
   const bool plamo = arch == "plamo";  // (the llama layer in the parallel block)
+  const bool nemotron = arch == "nemotron";  // (q/k/v apart, LayerNorms, the ungated ReLU-squared FFN, biases)
   const bool rms = baichuan || chatglm || refact || plamo;  // (the others: LayerNorms)
   if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
   if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
   if ((s.mpt_biases || s.mpt_pos_embd) && !mpt) return Error{"optional biases and positions are mpt's"};
   if (s.max_alibi_bias > 0 && !mpt && !jais) return Error{"the ALiBi bias key is mpt's and jais's"};
   if (s.clamp_kqv > 0 && !mpt && !olmo) return Error{"attention.clamp_kqv is mpt's and olmo's"};
-  if ((neox || baichuan || jais || plamo || arch == "codeshell") && s.tied)
+  if ((neox || baichuan || jais || plamo || nemotron || arch == "codeshell") && s.tied)
     return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : hd;
   if ((falcon || codeshell || plamo) && n_rot != hd)
@@ -70,9 +71,9 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   if (rms) w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   else w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
-  if (neox || falcon || olmo || baichuan || chatglm || codeshell || plamo)
+  if (neox || falcon || olmo || baichuan || chatglm || codeshell || plamo || nemotron)
     w.set_f32(a + "rope.freq_base", s.rope_theta);
-  if (neox || chatglm) w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
+  if (neox || chatglm || nemotron) w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
   if (neox) {
     w.set_bool(a + "use_parallel_residual", !s.sequential_block);
   }
@@ -99,12 +100,12 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   TM_TRY(add_norm("output_norm"));
   if (!s.tied) TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));
   // biases on attn_qkv, attn_output and the FFN
-  const bool biased = gpt2 || neox || bloom || codeshell || jais || (mpt && s.mpt_biases);
+  const bool biased = gpt2 || neox || bloom || codeshell || jais || nemotron || (mpt && s.mpt_biases);
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     TM_TRY(add_norm(p + "attn_norm"));
     if (s.attn_norm_2) TM_TRY(add_norm(p + "attn_norm_2"));
-    if (olmo || baichuan || refact || plamo) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
+    if (olmo || baichuan || refact || plamo || nemotron) {  // q/k/v apart (convert_hf_to_gguf.py splits baichuan's W_pack)
       TM_TRY(t.matrix(p + "attn_q.weight", QD, E, spread));
       TM_TRY(t.matrix(p + "attn_k.weight", KD, E, spread));
       TM_TRY(t.matrix(p + "attn_v.weight", KD, E, spread));

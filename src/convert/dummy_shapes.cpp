@@ -763,6 +763,11 @@ std::vector<ModelShape> classic_shapes() {
       // Refact-1.6B (refact: the llama block with ALiBi, one K/V head)
       {"refact-1.6b", "refact", 49216, 2048, 32, 32, 1, 64, 5632, 4096, 10000.0f, 1e-5f, false},
       {"tiny-refact", "refact", 512, 64, 2, 4, 1, 16, 160, 256, 10000.0f, 1e-5f, false},
+      // Nemotron-Mini-4B (nemotron: LayerNorms with biases, half of each head rotated, the ungated ReLU-squared FFN)
+      with(ModelShape{"nemotron-mini-4b", "nemotron", 256000, 3072, 32, 24, 8, 128, 9216, 4096, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 64; }),
+      with(ModelShape{"tiny-nemotron", "nemotron", 512, 64, 2, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false},
+           [](ModelShape& m) { m.n_rot = 8; }),
   };
 }
 
@@ -770,13 +775,17 @@ std::vector<ModelShape> classic_shapes() {
 // E2B's FFN twice as wide on those), 31B (K = V on the full layers, 16 K/V heads sliding and 4 full), 26B-A4B
 // (128 experts, 8 per token, beside each layer's dense FFN), as their published configs read; the tiny forms
 // have every piece of the small ones at once (tiny-gemma4), the 31B's (tiny-gemma4-dense) or the 26B's
-// (tiny-gemma4-moe).
+// (tiny-gemma4-moe); and deci's tiny forms (DeciLM / Nemotron NAS: every kind of layer).
 std::vector<ModelShape> gemma4_shapes() {
   auto g4 = [](ModelShape m, int64_t window, int64_t pattern, int64_t hd_full, int64_t kv_full, int64_t pl,
                int64_t shared, bool wide, bool k_eq_v) {
     m.n_swa = window, m.swa_pattern = pattern, m.head_dim_full = hd_full, m.n_head_kv_full = kv_full;
     m.n_embd_per_layer = pl, m.n_kv_shared = shared, m.double_wide_ffn = wide, m.k_eq_v = k_eq_v;
     m.rope_theta_swa = 10000.0f, m.partial_rotary_full = 0.25f, m.final_softcap = 30.0f;
+    return m;
+  };
+  auto deci = [](ModelShape m, std::vector<int32_t> heads, std::vector<int32_t> kv, std::vector<int32_t> ff) {
+    m.layer_heads = std::move(heads), m.layer_kv_heads = std::move(kv), m.layer_ff = std::move(ff);
     return m;
   };
   auto moe = [](ModelShape m, int64_t n, int64_t used, int64_t ff) {
@@ -798,6 +807,11 @@ std::vector<ModelShape> gemma4_shapes() {
          false, true),
       moe(g4({"gemma-4-26b-a4b", "gemma4", 262144, 2816, 30, 16, 8, 256, 2112, 262144, 1000000.0f, 1e-6f, true}, 1024,
              6, 512, 2, 0, 0, false, true), 128, 8, 704),
+      deci({"tiny-deci", "deci", 512, 64, 8, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, {4, 4, 4, 0, 2, 0, 4, 4},
+           {2, 1, 0, 0, 2, 0, 4, 2}, {160, 96, 160, 128, 160, 0, 64, 160}),
+      // (a layer with attention and no FFN: llama.cpp's graph drops such a layer's attention, tokenmill adds it)
+      deci({"tiny-deci-noffn", "deci", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, {4, 4, 0, 4},
+           {2, 2, 0, 1}, {160, 0, 96, 160}),
       moe(g4({"tiny-gemma4-moe", "gemma4", 512, 64, 6, 4, 4, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 3, 64, 1, 0, 0,
              false, true), 8, 2, 48),
   };

@@ -170,6 +170,12 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
         c.ssm_layer[static_cast<size_t>(l)] = 1;
         continue;
       }
+      if (n == 0 && c.arch.variable_layers) {  // deci: no attention (ffn_only), or linear attention
+        if (!c.has_mixer(l)) continue;
+        c.linear_attn.resize(static_cast<size_t>(c.n_layer), 0);
+        c.linear_attn[static_cast<size_t>(l)] = 1;
+        continue;
+      }
       if (n > 0 && c.arch.layer_geometry) {  // gemma4: the full layers' count, the sliding layers' count
         c.layer_shape.resize(static_cast<size_t>(c.n_layer), ModelConfig::LayerShape{0, 0, 0, 0});
         c.layer_shape[static_cast<size_t>(l)].n_head_kv = n;
@@ -181,7 +187,8 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
                                  c.arch.name)};
       c.n_head_kv = n;
     }
-    if (c.n_head_kv == 0) return Error{fmt::format("{}: no layer has attention", key)};
+    if (c.n_head_kv == 0 && !c.arch.variable_layers) return Error{fmt::format("{}: no layer has attention", key)};
+    if (c.n_head_kv == 0) c.n_head_kv = 1;  // (deci without attention layers: a placeholder, no K/V is cached)
     if (c.n_conv_layers() == 0) c.conv_layer.clear();
     if (c.n_ssm_layers() == 0) c.ssm_layer.clear();
   } else {
@@ -196,11 +203,32 @@ Status read_head_count_kv(const GgufFile& f, const std::string& a, ModelConfig& 
   int32_t kv = 0, conv = 0, ssm = 0;
   for (int64_t l = 0; l < c.n_layer; ++l)
     c.cache_slot[static_cast<size_t>(l)] =
-        !c.has_mixer(l) ? -1 : c.is_conv(l) ? conv++ : c.is_ssm(l) && !c.arch.parallel_ssm ? ssm++ : kv++;  // (falcon-h1: l for both)
+        !c.has_mixer(l) || c.is_linear_attn(l) ? -1 : c.is_conv(l) ? conv++ : c.is_ssm(l) && !c.arch.parallel_ssm ? ssm++ : kv++;  // (falcon-h1: l for both)
   if (c.arch.shortconv) {  // the kernel's length: this token and shortconv_l - 1 before it
     TM_ASSIGN_OR_RETURN(c.shortconv_l, req_int(f, a + "shortconv.l_cache", 2, 64));
   }
   if (c.arch.ssm) TM_TRY(c.arch.mamba1 ? read_mamba1_config(f, a, c) : read_ssm_config(f, a, c));
+  return {};
+}
+
+// attention.head_count as one count per layer (ArchSpec::variable_layers): into ModelConfig::layer_shape,
+// n_head the largest; 0 marks a layer without attention (ModelConfig::ffn_only).
+Status read_layer_heads(const GgufValue& v, const std::string& a, ModelConfig& c) {
+  const auto heads = v.as_int_array();
+  if (!heads || heads->size() != static_cast<size_t>(c.n_layer))
+    return Error{fmt::format("{}attention.head_count must hold one count per layer ({} layers)", a, c.n_layer)};
+  c.layer_shape.resize(static_cast<size_t>(c.n_layer), ModelConfig::LayerShape{0, 0, 0, 0});
+  c.ffn_only.assign(static_cast<size_t>(c.n_layer), 0);
+  c.n_head = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const int64_t n = (*heads)[static_cast<size_t>(l)];
+    if (n < 0 || n > 4096) return Error{fmt::format("{}attention.head_count[{}] = {} is out of range", a, l, n)};
+    c.layer_shape[static_cast<size_t>(l)].n_head = n;
+    c.ffn_only[static_cast<size_t>(l)] = n == 0;
+    c.n_head = std::max(c.n_head, n);
+  }
+  if (c.n_head == 0) return Error{fmt::format("{}attention.head_count: no layer has attention", a)};
+  if (c.n_ffn_only_layers() == 0) c.ffn_only.clear();
   return {};
 }
 
@@ -214,7 +242,12 @@ Status read_layer_ff(const GgufValue& v, const std::string& a, ModelConfig& c) {
   c.n_ff = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const int64_t n = (*ff)[static_cast<size_t>(l)];
-    if (n < 1 || n > (1 << 22)) return Error{fmt::format("{}feed_forward_length[{}] = {} is out of range", a, l, n)};
+    if (n < (c.arch.variable_layers ? 0 : 1) || n > (1 << 22))
+      return Error{fmt::format("{}feed_forward_length[{}] = {} is out of range", a, l, n)};
+    if (n == 0) {  // deci: a layer without an FFN
+      c.no_ffn.resize(static_cast<size_t>(c.n_layer), 0);
+      c.no_ffn[static_cast<size_t>(l)] = 1;
+    }
     c.layer_shape[static_cast<size_t>(l)].n_ff = n;
     c.n_ff = std::max(c.n_ff, n);
   }
@@ -359,6 +392,8 @@ ArchSpec arch_jais2();
 ArchSpec arch_jais();
 ArchSpec arch_plamo();
 ArchSpec arch_gemma4();
+ArchSpec arch_nemotron();
+ArchSpec arch_deci();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -379,7 +414,7 @@ void register_builtin_archs() {
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
                                arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo(),
-                               arch_gemma4()})
+                               arch_gemma4(), arch_nemotron(), arch_deci()})
       registry()[s.name] = s;
   });
 }
@@ -581,7 +616,12 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.arch.attention_free) {
     TM_TRY(read_attention_free(f, a, c));
   } else {
-    TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
+    const GgufValue* hv = f.find(a + "attention.head_count");
+    if (c.arch.variable_layers && hv && hv->type == GgufType::ARRAY) {  // deci: a count per layer
+      TM_TRY(read_layer_heads(*hv, a, c));
+    } else {
+      TM_ASSIGN_OR_RETURN(c.n_head, req_int(f, a + "attention.head_count", 1, 4096));
+    }
     TM_TRY(read_head_count_kv(f, a, c));
     const GgufValue* ffv = f.find(a + "feed_forward_length");
     if (c.arch.layer_geometry && ffv && ffv->type == GgufType::ARRAY) {  // gemma4: a width per layer
@@ -591,9 +631,11 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     }
   }
   TM_ASSIGN_OR_RETURN(c.n_ctx_train, opt_int(f, a + "context_length", 2048, 1, 1ll << 32));
-  if (c.n_head % c.n_head_kv != 0)
+  if (c.n_head % c.n_head_kv != 0 && !c.arch.variable_layers)  // (deci: checked per layer below)
     return Error{fmt::format("attention.head_count {} is not a multiple of head_count_kv {}", c.n_head, c.n_head_kv)};
-  const int64_t def_hd = c.arch.attention_free ? 2 : c.n_embd / c.n_head;
+  // (deci: llama.cpp divides by the first layer's head count)
+  const int64_t first_heads = !c.layer_shape.empty() && c.layer_shape[0].n_head > 0 ? c.layer_shape[0].n_head : c.n_head;
+  const int64_t def_hd = c.arch.attention_free ? 2 : c.n_embd / first_heads;
   TM_ASSIGN_OR_RETURN(c.head_dim, opt_int(f, a + "attention.key_length", def_hd, 1, 4096));
   TM_ASSIGN_OR_RETURN(int64_t vdim, opt_int(f, a + "attention.value_length", c.head_dim, 1, 4096));
   if (vdim != c.head_dim && !c.arch.mla) return Error{"attention.value_length != key_length is not supported"};
@@ -662,10 +704,12 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.arch.read_family) TM_TRY(c.arch.read_family(f, c));
   for (size_t l = 0; l < c.layer_shape.size(); ++l) {  // (the family filled what the file left per layer)
     const ModelConfig::LayerShape& g = c.layer_shape[l];
-    if (g.head_dim <= 0 || g.n_head_kv <= 0 || g.n_rot <= 0 || g.n_ff <= 0 || c.n_head % g.n_head_kv != 0 ||
-        g.head_dim % 2 != 0 || g.n_rot > g.head_dim)
+    const auto li = static_cast<int64_t>(l);
+    const bool attn = c.has_attention(li), ffn = c.has_ffn(li);  // (deci's layers may lack either)
+    if (g.head_dim <= 0 || (attn && g.n_head_kv <= 0) || g.n_rot <= 0 || (ffn && g.n_ff <= 0) ||
+        (attn && c.n_head_of(li) % g.n_head_kv != 0) || g.head_dim % 2 != 0 || g.n_rot > g.head_dim)
       return Error{fmt::format("{}: layer {}'s geometry (head size {}, {} K/V heads of {} query heads, {} RoPE dims, "
-                               "FFN {}) is invalid", c.arch.name, l, g.head_dim, g.n_head_kv, c.n_head, g.n_rot, g.n_ff)};
+                               "FFN {}) is invalid", c.arch.name, l, g.head_dim, g.n_head_kv, c.n_head_of(li), g.n_rot, g.n_ff)};
   }
   return c;
 }

@@ -129,6 +129,10 @@ struct ArchSpec {
   // feed_forward_length may hold a value per layer, the sliding layers have their own head size
   // (attention.key_length_swa) and RoPE dimensions (rope.dimension_count_swa).
   bool layer_geometry = false;
+  // deci (Llama-3.1-Nemotron-51B / -Ultra-253B, Nemotron Super 49B): attention.head_count is per layer too,
+  // and zeros mark layer kinds -- head_count 0: no attention (the layer is its FFN), head_count_kv 0 with
+  // heads: "linear attention" (attn_output over the normed input, no K/V), feed_forward_length 0: no FFN.
+  bool variable_layers = false;
   // gemma4: each V head RMS-normalized without a weight before it is cached; attn_v.weight may be absent
   // (the layer's V is then its K projection, before K's norm and RoPE).
   bool v_norm = false;
@@ -379,11 +383,14 @@ struct ModelConfig {
   // A layer with attention (K/V in the cache): not a convolution, a mixer in its place or an FFN alone --
   // falcon-h1's layers have both attention and a mixer.
   bool has_attention(int64_t layer) const {
-    return has_mixer(layer) && !is_conv(layer) && (!is_ssm(layer) || arch.parallel_ssm);
+    return has_mixer(layer) && !is_conv(layer) && !is_linear_attn(layer) && (!is_ssm(layer) || arch.parallel_ssm);
   }
   int64_t n_kv_layers() const {
     if (arch.parallel_ssm) return n_layer;
-    return n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers() - (kv_shared_from > 0 ? n_layer - kv_shared_from : 0);
+    int64_t linear = 0;
+    for (uint8_t v : linear_attn) linear += v;
+    return n_layer - n_conv_layers() - n_ssm_layers() - n_ffn_only_layers() - linear -
+           (kv_shared_from > 0 ? n_layer - kv_shared_from : 0);
   }
   int64_t slot(int64_t layer) const { return cache_slot.empty() ? layer : cache_slot[static_cast<size_t>(layer)]; }
   // gemma4's shared K/V: the layers from kv_shared_from on (0: none) compute no K/V; each reads the
@@ -397,6 +404,7 @@ struct ModelConfig {
   // scratch's sizes) and each layer's own come from the accessors below.
   struct LayerShape {
     int64_t head_dim, n_head_kv, n_rot, n_ff;
+    int64_t n_head = 0;  // (0: ModelConfig::n_head; deci's attention-free layers are marked in ffn_only)
   };
   std::vector<LayerShape> layer_shape;
   int64_t head_dim_of(int64_t l) const { return layer_shape.empty() ? head_dim : layer_shape[static_cast<size_t>(l)].head_dim; }
@@ -405,9 +413,16 @@ struct ModelConfig {
   }
   int64_t n_rot_of(int64_t l) const { return layer_shape.empty() ? n_rot : layer_shape[static_cast<size_t>(l)].n_rot; }
   int64_t n_ff_of(int64_t l) const { return layer_shape.empty() ? n_ff : layer_shape[static_cast<size_t>(l)].n_ff; }
-  int64_t q_dim_of(int64_t l) const { return n_head * head_dim_of(l); }
+  int64_t n_head_of(int64_t l) const {
+    return layer_shape.empty() || layer_shape[static_cast<size_t>(l)].n_head == 0 ? n_head
+                                                                                  : layer_shape[static_cast<size_t>(l)].n_head;
+  }
+  int64_t q_dim_of(int64_t l) const { return n_head_of(l) * head_dim_of(l); }
   int64_t kv_dim_of(int64_t l) const { return n_head_kv_of(l) * head_dim_of(l); }
-  int64_t gqa_group_of(int64_t l) const { return n_head / n_head_kv_of(l); }
+  int64_t gqa_group_of(int64_t l) const { return n_head_of(l) / n_head_kv_of(l); }
+  // deci's "linear attention" layers: attn_output over the normed input, no K/V
+  std::vector<uint8_t> linear_attn;
+  bool is_linear_attn(int64_t l) const { return !linear_attn.empty() && linear_attn[static_cast<size_t>(l)] != 0; }
   // gemma4's per-layer embeddings (per_layer_token_embd and friends; 0: none): each layer's input width
   int64_t n_embd_per_layer = 0;
 

@@ -42,7 +42,9 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       if (c.is_ssm(static_cast<int64_t>(l))) P.conv_kernel_t = ssm_conv_kernel_t(c, L);
       if (c.arch.mamba1) jobs.insert(jobs.end(), {{&L.ssm_x, &P.mamba_x}, {&L.ssm_dt, &P.mamba_dt}});
     }
-    if (!c.has_attention(static_cast<int64_t>(l))) {
+    if (c.is_linear_attn(static_cast<int64_t>(l))) {  // deci
+      jobs.emplace_back(&L.wo, &P.wo);
+    } else if (!c.has_attention(static_cast<int64_t>(l))) {
     } else if (c.is_mla()) {
       jobs.emplace_back(&L.wo, &P.wo);
       P.mla.collect(L, jobs);
@@ -260,7 +262,7 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
   // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
   // (~3 us on a busy 2-core machine) costs about what the second core would save.
   int64_t macs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1 - la.first(pos_[t])) * c.n_head * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1 - la.first(pos_[t])) * c.n_head_of(layer) * hd;
   if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * runs, 1, body);
   else body(0, n_tokens * runs, 0);
 }
@@ -334,6 +336,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       else if (c.is_gdn(l)) gdn_block(batch, kv, l);
       else if (c.is_ssm(l) && c.arch.mamba1) mamba1_block(batch, kv, l);
       else if (c.is_ssm(l) && !c.arch.parallel_ssm) ssm_block(batch, kv, l);
+      else if (c.is_linear_attn(l)) linear_block(l, N);
       else attention_block(batch, kv, l, lora);
       if (c.arch.parallel_ssm) {  // falcon-h1: + the Mamba-2 mixer of the same normed input
         xs_.assign(xb_.begin(), xb_.begin() + N * E);
@@ -346,7 +349,8 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     // feed-forward block (SwiGLU or GeGLU, or the experts: model/moe.h); the parallel block adds the
     // attention's output and runs the FFN on the layer's normed input
     if (ffn) {
-      if (!mixer) {
+      if (!mixer) {  // (deci's layers without attention: the FFN on its own norm of the input)
+        if (!L.ffn_norm.empty()) residual_norm(false, &L.ffn_norm, N, &L.ffn_norm_b);
       } else if (parallel_block) {
         residual_norm(true, nullptr, N);
         std::copy(xn_.begin(), xn_.begin() + N * E, xb_.begin());
@@ -365,7 +369,9 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
     }
     const std::vector<float>* next_norm = l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm : nullptr;
     const std::vector<float>* next_bias = l + 1 < c.n_layer ? &w.layers[l + 1].attn_norm_b : nullptr;
-    if (c.n_embd_per_layer > 0 || L.out_scale != 1.0f) {  // gemma4: the per-layer embedding, the layer's scale
+    if (!mixer && !ffn) {  // (deci: a layer with neither -- the stream passes on, normed for the next layer)
+      residual_norm(false, next_norm, N, next_bias);
+    } else if (c.n_embd_per_layer > 0 || L.out_scale != 1.0f) {  // gemma4: the per-layer embedding, the layer's scale
       residual_norm(true, nullptr, N);
       if (c.n_embd_per_layer > 0) per_layer_block(l, N);
       if (L.out_scale != 1.0f)
@@ -408,7 +414,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
   const int64_t N = static_cast<int64_t>(batch.tokens.size());
   // (gemma4: each layer its own head size, K/V heads and RoPE dimensions)
   const int64_t E = c.n_embd, QD = c.q_dim_of(l), KD = c.kv_dim_of(l), hd = c.head_dim_of(l), n_kv = c.n_head_kv_of(l);
-  const int64_t rot = c.n_rot_of(l), half = rope_half_;
+  const int64_t rot = c.n_rot_of(l), half = rope_half_, nq = c.n_head_of(l);  // (deci: query heads per layer)
   const bool neox = c.arch.rope_layout == RopeLayout::NeoX;
   const PagedKvView view = kv.view(c.slot(l));
   const int64_t rope_off = c.has_rope(l) ? static_cast<int64_t>(c.layer_attn[static_cast<size_t>(l)].rope) * N * half : -1;
@@ -457,7 +463,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
       prefetch_store(t + 1);
       float* q = q_.data() + t * QD;
       if (gated)  // per head: hd queries, then hd gates
-        for (int64_t h = 0; h < c.n_head; ++h) {
+        for (int64_t h = 0; h < nq; ++h) {
           const float* src = qg_.data() + t * 2 * QD + h * 2 * hd;
           std::copy(src, src + hd, q + h * hd);
           std::copy(src + hd, src + 2 * hd, gate_.data() + t * QD + h * hd);
@@ -481,7 +487,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
           rmsnorm_rows(q, QD, L.q_norm.data(), q, QD, 1, QD, c.rms_eps);
           rmsnorm_rows(k, KD, L.k_norm.data(), k, KD, 1, KD, c.rms_eps);
         } else {
-          rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, c.n_head, hd, c.rms_eps);
+          rmsnorm_rows(q, hd, L.q_norm.data(), q, hd, nq, hd, c.rms_eps);
           if (stores) rmsnorm_rows(k, hd, L.k_norm.data(), k, hd, n_kv, hd, c.rms_eps);
         }
         if (c.arch.v_norm && stores) rmsnorm_rows(v, hd, ones_.data(), v, hd, n_kv, hd, c.rms_eps);  // gemma4
@@ -490,7 +496,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
       if (rope_off >= 0 && !mla) {  // (smollm3's NoPE layers rotate nothing; MLA's RoPE is done)
         const float* cs = rope_cos_.data() + rope_off + t * half;
         const float* sn = rope_sin_.data() + rope_off + t * half;
-        rope_heads_cs(q, c.n_head, hd, rot, cs, sn, neox);
+        rope_heads_cs(q, nq, hd, rot, cs, sn, neox);
         if (stores) rope_heads_cs(k, n_kv, hd, rot, cs, sn, neox);
       }
       if (c.arch.qk_norm_after_rope) qk_norm();  // (hunyuan-dense)
@@ -500,7 +506,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
           for (int64_t i = 0; i < QD; ++i) q[i] *= tq;
       }
       if (c.kq_l2_norm && rope_off >= 0) {  // llama4: q and k heads RMS-normalized, no weight
-        rmsnorm_rows(q, hd, ones_.data(), q, hd, c.n_head, hd, c.rms_eps);
+        rmsnorm_rows(q, hd, ones_.data(), q, hd, nq, hd, c.rms_eps);
         rmsnorm_rows(k, hd, ones_.data(), k, hd, n_kv, hd, c.rms_eps);
       }
       const SeqSlice& s = batch.seqs[seq_of_[t]];
@@ -594,6 +600,17 @@ void Forward::gdn_block(const ForwardBatch& batch, KvStorage& kv, int64_t l) {
   gated_delta_net_mix(c, L, batch, kv, c.slot(l), ssm_step(l), zx_.data(), att_.data(), N, pool_);
   observe(P.conv_out, att_.data(), N);
   matmul(P.conv_out, att_.data(), DI, xb_.data(), E, N, pool_);
+}
+
+void Forward::linear_block(int64_t l, int64_t N) {
+  const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd;
+  xn_.assign(xb_.begin(), xb_.begin() + N * E);
+  observe(layers_[static_cast<size_t>(l)].wo, xn_.data(), N);
+  matmul(layers_[static_cast<size_t>(l)].wo, xn_.data(), E, xb_.data(), E, N, pool_);
+  if (!L.bo.empty())
+    for (int64_t t = 0; t < N; ++t) add_inplace(xb_.data() + t * E, L.bo.data(), E);
 }
 
 void Forward::gemma4_moe_ffn(int64_t l, int64_t N, bool lora) {

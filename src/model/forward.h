@@ -107,6 +107,8 @@ class Forward {
   // scaled embeddings in x; and layer l's per-layer embedding block on x (residual included).
   void per_layer_inputs(const ForwardBatch& batch, int64_t n);
   void per_layer_block(int64_t l, int64_t n);
+  // deci's "linear attention" layer on xb into xb: attn_output (+ its bias)
+  void linear_block(int64_t l, int64_t n);
   // gemma4's expert layer (26B-A4B) on xb (ffn_norm's norm) and x into xb: the dense FFN normed by
   // post_ffw_norm_1 plus the experts' sum normed by post_ffw_norm_2
   void gemma4_moe_ffn(int64_t l, int64_t n, bool lora);

@@ -38,8 +38,9 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return no("expert weights on the experts' inputs, weightless q/k norms, chunked attention (llama4)");
   for (const LayerAttention& la : c.layer_attn)
     if (la.chunk > 0) return no("chunked attention (llama4)");
-  if (!c.layer_shape.empty() || c.kv_shared_from > 0 || c.n_embd_per_layer > 0 || c.arch.v_norm)
-    return no("per-layer head sizes, shared K/V, per-layer embeddings or V norms (gemma4)");
+  if (!c.layer_shape.empty() || c.kv_shared_from > 0 || c.n_embd_per_layer > 0 || c.arch.v_norm || !c.linear_attn.empty())
+    return no("per-layer head sizes or counts, shared K/V, per-layer embeddings, V norms (gemma4), layers without "
+              "attention or FFN (deci)");
   if (c.is_moe() && c.moe_groups > 64) return no(fmt::format("{} expert groups (at most 64)", c.moe_groups));
   if (c.head_dim > 256 || c.head_dim % 2 != 0) return no(fmt::format("head_dim {} (even, at most 256)", c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) return no(fmt::format("n_rot {}", c.n_rot));

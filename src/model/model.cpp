@@ -338,7 +338,7 @@ Status load_layer_geometry_attention(Loader& ld, const ModelConfig& c, int64_t l
                                      LayerWeights& L) {
   const int64_t qd = c.q_dim_of(l), kvd = c.kv_dim_of(l), hd = c.head_dim_of(l);
   TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", qd, c.n_embd));
-  TM_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", hd));
+  TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", hd, c.arch.qk_norm));  // (gemma4's; deci none)
   if (c.stores_kv(l)) {
     TM_ASSIGN_OR_RETURN(L.wk, ld.matrix(p + "attn_k.weight", kvd, c.n_embd));
     if (c.arch.v_optional && !ld.has(p + "attn_v.weight")) {
@@ -346,7 +346,7 @@ Status load_layer_geometry_attention(Loader& ld, const ModelConfig& c, int64_t l
     } else {
       TM_ASSIGN_OR_RETURN(L.wv, ld.matrix(p + "attn_v.weight", kvd, c.n_embd));
     }
-    TM_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", hd));
+    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", hd, c.arch.qk_norm));
   } else {
     for (const char* t : {"attn_k.weight", "attn_v.weight"})
       if (ld.has(p + t)) TM_TRY(ld.matrix(p + t, kvd, c.n_embd));
@@ -354,6 +354,7 @@ Status load_layer_geometry_attention(Loader& ld, const ModelConfig& c, int64_t l
     (void)unused;
   }
   TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, qd));
+  TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, false));  // (deci's, when present)
   return {};
 }
 
@@ -473,7 +474,8 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
-    if (c.arch.pre_norms) {  // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty)
+    // (olmo2 has none: L.attn_norm / L.ffn_norm stay empty; nor have deci's layers without attention)
+    if (c.arch.pre_norms && !(c.arch.variable_layers && !c.has_mixer(l))) {
       TM_ASSIGN_OR_RETURN(L.attn_norm, norm(p + "attn_norm.weight"));
       TM_ASSIGN_OR_RETURN(L.attn_norm_b, norm_bias(p + "attn_norm"));
     }
@@ -502,7 +504,10 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     } else if (c.is_ssm(l)) {  // granitehybrid: a Mamba-2 mixer in place of attention (falcon-h1: beside it)
       TM_TRY(load_ssm_layer(ld, c, p, L));
     }
-    if (c.has_attention(l) && c.arch.layer_geometry) {
+    if (c.is_linear_attn(l)) {  // deci's "linear attention": attn_output over the normed input
+      TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, false));
+    } else if (c.has_attention(l) && c.arch.layer_geometry) {
       TM_TRY(load_layer_geometry_attention(ld, c, l, p, L));
     } else if (c.has_attention(l)) {
       TM_TRY(load_attention_layer(ld, *file, c, p, L));

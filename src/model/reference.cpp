@@ -419,6 +419,11 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         mamba1(L, c.slot(l), pos);
       } else if (c.is_ssm(l) && !c.arch.parallel_ssm) {  // granitehybrid: a Mamba-2 mixer instead of attention
         mamba2(L, c.slot(l), pos);
+      } else if (c.is_linear_attn(l)) {  // deci's "linear attention": attn_output over the normed input
+        ref::matvec(L.wo, xb_.data(), att_out_.data(), row_);
+        std::copy(att_out_.begin(), att_out_.begin() + c.n_embd, xb_.begin());
+        if (!L.bo.empty())
+          for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += L.bo[i];
       } else {
         const bool roped = c.has_rope(l);  // (smollm3's NoPE layers rotate nothing)
         const RopeParams& rope = c.ropes[roped ? static_cast<size_t>(c.layer_attn[l].rope) : 0];
@@ -426,6 +431,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
         // (gemma4: each layer its own head size, K/V heads and RoPE dims; the full layers' RoPE alone
         // takes the frequency factors; the shared-K/V layers compute no K/V, the K = V layers no V)
         const int64_t hd = c.head_dim_of(l), kv_dim = c.kv_dim_of(l), n_kv = c.n_head_kv_of(l), n_rot = c.n_rot_of(l);
+        const int64_t nq = c.n_head_of(l);  // (deci: query heads per layer)
         const float* factors = rope.freq_factors ? freq_factors : nullptr;
         const bool stores = c.stores_kv(l);
         if (c.is_mla()) {  // deepseek2: the latent K (= V) and the absorbed queries
@@ -440,7 +446,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
           }
           lora_add(adapted(l, LoraSlot::Q), xb_.data(), gated ? qg_.data() : q_.data());
           if (gated)
-            for (int64_t h = 0; h < c.n_head; ++h)
+            for (int64_t h = 0; h < nq; ++h)
               for (int64_t i = 0; i < hd; ++i) {
                 q_[h * hd + i] = qg_[h * 2 * hd + i];
                 gate_[h * hd + i] = qg_[h * 2 * hd + hd + i];
@@ -465,7 +471,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
             ref::rmsnorm(k_.data(), k_.data(), L.k_norm.data(), kv_dim, c.rms_eps);
           }
           const bool after = c.arch.qk_norm_after_rope;  // hunyuan-dense: RoPE, then the norm
-          for (int64_t h = 0; h < c.n_head; ++h) {
+          for (int64_t h = 0; h < nq; ++h) {
             float* qh = q_.data() + h * hd;
             if (!L.q_norm.empty() && !full && !after) ref::rmsnorm(qh, qh, L.q_norm.data(), hd, c.rms_eps);
             if (roped) ref::rope(qh, n_rot, pos, rope, c.arch.rope_layout, factors);
@@ -481,7 +487,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
           }
           if (c.kq_l2_norm && roped) {  // llama4: each q and k head RMS-normalized after RoPE, no weight
             const std::vector<float> ones(static_cast<size_t>(hd), 1.0f);
-            for (int64_t h = 0; h < c.n_head; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
+            for (int64_t h = 0; h < nq; ++h) ref::rmsnorm(q_.data() + h * hd, q_.data() + h * hd, ones.data(), hd, c.rms_eps);
             for (int64_t h = 0; h < c.n_head_kv; ++h) ref::rmsnorm(k_.data() + h * hd, k_.data() + h * hd, ones.data(), hd, c.rms_eps);
           }
           if (c.arch.v_norm && stores) {  // gemma4: each V head RMS-normalized, no weight
@@ -522,7 +528,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
     // ffn rmsnorm, SwiGLU, residual
     if (c.arch.parallel_block) std::copy(xn_.begin(), xn_.end(), xb_.begin());  // cohere: the layer's normed input
-    else if (c.has_mixer(l)) pre_norm(L.ffn_norm, L.ffn_norm_b);  // (an FFN-only layer reads attn_norm's)
+    // (an FFN-only layer reads attn_norm's -- nemotron_h -- or its own ffn_norm's: deci)
+    else if (c.has_mixer(l) || !L.ffn_norm.empty()) pre_norm(L.ffn_norm, L.ffn_norm_b);
     std::vector<float> experts;  // gemma4's expert layers: the experts' sum beside the dense FFN below
     if (c.layer_is_moe(l) && c.arch.layer_geometry) {
       const std::vector<float> dense_in(xb_);
@@ -645,7 +652,7 @@ void ReferenceForward::attention(int64_t l, int64_t pos) {
   const LayerWeights& L = model_->weights().layers[static_cast<size_t>(l)];
   const int64_t first = c.layer_attn[static_cast<size_t>(l)].first(pos);  // its window or chunk (llama4)
   const int64_t n = pos + 1 - first;
-  for (int64_t h = 0; h < c.n_head; ++h) {
+  for (int64_t h = 0; h < c.n_head_of(l); ++h) {
     const float* qh = q_.data() + h * hd;
     const int64_t kvh = h / group;
     for (int64_t t = first; t <= pos; ++t) {

@@ -253,6 +253,8 @@ try {
     'gemma4 (E2B form)': ['--shape', 'tiny-gemma4'],
     'gemma4 (31B form)': ['--shape', 'tiny-gemma4-dense'],
     'gemma4 (26B-A4B form)': ['--shape', 'tiny-gemma4-moe'],
+    nemotron: ['--shape', 'tiny-nemotron', '--head-dim', '64', '--n-rot', '32'],
+    deci: ['--shape', 'tiny-deci', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on

@@ -116,11 +116,15 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
                     (long long)c.n_layer,
                     c.ropes.size() > 1 ? fmt::format(" (their rope theta {})", c.ropes[1].theta).c_str() : "");
       }
-      if (!c.layer_shape.empty()) {  // gemma4: each kind of layer's geometry, in order of first appearance
+      if (!c.layer_shape.empty()) {  // gemma4, deci: each kind of layer's geometry, in order of first appearance
         std::vector<std::pair<std::string, int64_t>> kinds;
         for (int64_t l = 0; l < c.n_layer; ++l) {
-          const std::string k = fmt::format("head_dim {}, kv {}, {} RoPE dims, ffn {}", c.head_dim_of(l),
-                                            c.n_head_kv_of(l), c.n_rot_of(l), c.n_ff_of(l));
+          const std::string attn =
+              !c.has_mixer(l) ? "no attention"
+              : c.is_linear_attn(l) ? "linear attention"  // (deci)
+                                    : fmt::format("{} heads of {} (kv {}), {} RoPE dims", c.n_head_of(l), c.head_dim_of(l),
+                                                  c.n_head_kv_of(l), c.n_rot_of(l));
+          const std::string k = attn + (c.has_ffn(l) ? fmt::format(", ffn {}", c.n_ff_of(l)) : ", no FFN");
           auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == k; });
           if (it == kinds.end()) kinds.emplace_back(k, 1);
           else ++it->second;

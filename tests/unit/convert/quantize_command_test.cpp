@@ -510,10 +510,13 @@ TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
       {"tiny-olmo", {"attention:     q, k, v clamped to +-0.2"}},
       // gemma4: each kind of layer's geometry, the shared K/V, the per-layer embeddings, proportional RoPE
       {"tiny-gemma4",
-       {"layers:        3 layers with head_dim 32, kv 2, 32 RoPE dims, ffn 96",
-        "               1 layers with head_dim 64, kv 1, 64 RoPE dims, ffn 96",
+       {"layers:        3 layers with 4 heads of 32 (kv 2), 32 RoPE dims, ffn 96",
+        "               1 layers with 4 heads of 64 (kv 1), 64 RoPE dims, ffn 96",
         "K/V:           layers 4-7 read earlier layers' K/V (4 layers hold a cache)",
         "embeddings:    + per-layer inputs, 16 per layer", "proportional on the full layers (rope_freqs)"}},
+      // deci: its layers' heads and kinds
+      {"tiny-deci", {"1 layers with linear attention, ffn 160", "1 layers with no attention, ffn 128",
+                     "1 layers with no attention, no FFN", "1 layers with 2 heads of 16 (kv 2), 16 RoPE dims, ffn 160"}},
   };
   for (const Case& c : cases) {
     const std::string f = test::temp_dir() + "/inspect-" + c.shape + ".gguf";

@@ -672,7 +672,8 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto l4s = gpu_forward_supports(*l4, gpu_host_ops());
     ASSERT_FALSE(l4s.ok());
     EXPECT_NE(l4s.error().find("llama4"), std::string::npos) << l4s.error();
-    for (const char* shape : {"tiny-bloom", "tiny-baichuan-13b", "tiny-gpt2", "tiny-olmo", "tiny-plamo"}) {
+    for (const char* shape : {"tiny-bloom", "tiny-baichuan-13b", "tiny-gpt2", "tiny-olmo", "tiny-plamo", "tiny-nemotron",
+                              "tiny-deci"}) {
       // ALiBi, learned positions, the q/k/v clamp (and the LayerNorm families): CPU only
       auto cl = dummy(shape, DType::F32);
       ASSERT_NE(cl, nullptr);

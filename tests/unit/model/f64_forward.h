@@ -73,8 +73,15 @@ class F64Forward {
         ffn(L, l, x, rs);
         continue;
       }
-      if (!c_.has_mixer(l)) {  // nemotron_h: an FFN alone, on the layer's attn_norm
-        ffn(L, l, x, rs, &xb);
+      if (!c_.has_mixer(l)) {  // nemotron_h: an FFN alone, on the layer's attn_norm (deci: on its own ffn_norm)
+        ffn(L, l, x, rs, L.ffn_norm.empty() ? &xb : nullptr);
+        continue;
+      }
+      if (c_.is_linear_attn(l)) {  // deci's "linear attention": attn_output over the normed input
+        auto o = mv(L.wo, xb);
+        for (size_t i = 0; i < o.size() && !L.bo.empty(); ++i) o[i] += L.bo[i];
+        for (size_t i = 0; i < x.size(); ++i) x[i] += rs * o[i];
+        ffn(L, l, x, rs);
         continue;
       }
       if (c_.is_gdn(l)) {  // qwen35: a gated delta net
@@ -130,7 +137,8 @@ class F64Forward {
         k = norm(k, L.k_norm);
       }
       const std::vector<float> none;
-      for (int64_t h = 0; h < c_.n_head; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp, roped);
+      const int64_t nq = c_.n_head_of(l);  // (deci: query heads per layer)
+      for (int64_t h = 0; h < nq; ++h) head_norm_rope(q, h, c_.arch.qk_norm_full ? none : L.q_norm, pos, rp, roped);
       // mistral3: 1 + s ln(floor(pos / n_orig) + 1); llama4: on the NoPE layers, pos + 1
       if (c_.attn_temp_scale != 0 && !(c_.attn_temp_nope_only && roped))
         for (double& e : q)
@@ -158,8 +166,8 @@ class F64Forward {
       }
       std::vector<double> att(c_.q_dim(), 0.0);
       const int64_t hd = hd_;
-      for (int64_t h = 0; h < c_.n_head; ++h) {
-        const int64_t kvh = h / (c_.n_head / c_.n_head_kv_of(l));
+      for (int64_t h = 0; h < nq; ++h) {
+        const int64_t kvh = h / (nq / c_.n_head_kv_of(l));
         // sinks (gpt-oss): an extra logit in the denominator
         std::vector<double> s(pos + 1 - first);
         double mx = L.attn_sinks.empty() ? -1e300 : L.attn_sinks[h];

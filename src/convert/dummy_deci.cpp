@@ -1,0 +1,90 @@
+// Random-weight DeciLM / Nemotron NAS models (GGUF "deci") with the keys, tensor names and shapes
+// llama.cpp's converter writes: attention.head_count, head_count_kv and feed_forward_length as one value
+// per layer; a layer without attention has no attn_norm / q / k / v / output, a "linear attention" layer
+// only attn_norm and a square attn_output, a layer without an FFN no ffn_norm / gate / up / down.
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "convert/dummy.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
+
+namespace tmill {
+
+Status write_dummy_deci(const DummyOptions& o, const std::string& out_path) {
+  ModelShape s = o.shape;
+  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
+      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
+    return Error{fmt::format("--dtype {}: deci dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix "
+                             "in it)", dtype_name(o.dtype))};
+  const int64_t E = s.n_embd, L = s.n_layer, hd = s.head_dim;
+  auto per = [&](const std::vector<int32_t>& v, int64_t def) {
+    std::vector<int32_t> out(static_cast<size_t>(L), static_cast<int32_t>(def));
+    for (size_t l = 0; l < out.size() && l < v.size(); ++l) out[l] = v[l];
+    return out;
+  };
+  const auto heads = per(s.layer_heads, s.n_head), kv = per(s.layer_kv_heads, s.n_head_kv), ff = per(s.layer_ff, s.n_ff);
+  if (E <= 0 || L <= 0 || hd <= 0 || hd % 2 != 0 || s.n_vocab <= 0 || heads[0] <= 0 || E % heads[0] != 0)
+    return Error{"invalid model dimensions (deci: layer 0 needs attention; llama.cpp sizes heads by its count)"};
+  for (int64_t l = 0; l < L; ++l) {
+    const auto i = static_cast<size_t>(l);
+    if (heads[i] < 0 || kv[i] < 0 || ff[i] < 0 || (heads[i] > 0 && kv[i] > 0 && heads[i] % kv[i] != 0))
+      return Error{fmt::format("layer {}: {} heads, {} K/V heads, FFN {}", l, heads[i], kv[i], ff[i])};
+  }
+
+  GgufWriter w;
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
+  const std::string a = "deci.";
+  w.set_string("general.architecture", "deci");
+  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
+  w.set_u32("general.file_type", dummy_file_type(o.dtype));
+  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(L));
+  w.set(a + "attention.head_count", GgufValue::i32_array(heads));
+  w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
+  w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
+  w.set_u32(a + "attention.key_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + "attention.value_length", static_cast<uint32_t>(hd));
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+  w.set_f32(a + "rope.freq_base", s.rope_theta);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else dummy_synthetic_vocab(w, s.n_vocab);
+
+  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
+  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
+  const DummyTensors t{w, pool, o.seed, o.dtype};
+  TM_TRY(t.matrix("token_embd.weight", s.n_vocab, E, e_spread));
+  TM_TRY(t.f32("output_norm.weight", E, 1.0f, 0.1f));
+  if (!s.tied) TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    const int64_t h = heads[static_cast<size_t>(l)], k = kv[static_cast<size_t>(l)], f = ff[static_cast<size_t>(l)];
+    if (h > 0) {
+      TM_TRY(t.f32(p + "attn_norm.weight", E, 1.0f, 0.1f));
+      if (k > 0) {
+        TM_TRY(t.matrix(p + "attn_q.weight", h * hd, E, spread));
+        TM_TRY(t.matrix(p + "attn_k.weight", k * hd, E, spread));
+        TM_TRY(t.matrix(p + "attn_v.weight", k * hd, E, spread));
+        TM_TRY(t.matrix(p + "attn_output.weight", E, h * hd, spread));
+      } else {  // "linear attention"
+        TM_TRY(t.matrix(p + "attn_output.weight", E, E, spread));
+      }
+    }
+    if (f > 0) {
+      TM_TRY(t.f32(p + "ffn_norm.weight", E, 1.0f, 0.1f));
+      TM_TRY(t.matrix(p + "ffn_gate.weight", f, E, spread));
+      TM_TRY(t.matrix(p + "ffn_up.weight", f, E, spread));
+      TM_TRY(t.matrix(p + "ffn_down.weight", E, f, spread));
+    }
+  }
+  return w.write(out_path);
+}
+
+}  // namespace tmill

@@ -1,0 +1,113 @@
+// DeciLM / Nemotron NAS (deci) and Nemotron (nemotron) read from their files. deci: each layer's query
+// heads, K/V heads and FFN width, and the layer kinds their zeros mark -- no attention, "linear
+// attention" (attn_output over the normed input, no K/V), no FFN --, the cache holding K/V for the
+// attention layers only, each at its own width. nemotron: LayerNorms with biases, a part of each head
+// rotated, the ungated ReLU-squared FFN. And each matters: the same weights without it give other logits.
+// (Both tiny forms also run FamilyTest's float64 and batched checks; llama.cpp's logits: families.mjs.)
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "convert/dummy.h"
+#include "model/kv_storage.h"
+#include "model/model.h"
+#include "model/reference.h"
+#include "test_support.h"
+
+using namespace tmill;
+
+namespace {
+
+std::shared_ptr<Model> tiny(const std::string& shape) {
+  DummyOptions o;
+  o.shape = *find_shape(shape);
+  o.seed = 9;
+  o.dtype = DType::F32;
+  const std::string path = test::temp_dir() + "/deci-" + shape + ".gguf";
+  EXPECT_TRUE(write_dummy_model(o, path).ok());
+  auto m = Model::load(path);
+  EXPECT_TRUE(m.ok()) << m.error();
+  return m.ok() ? *m : nullptr;
+}
+
+std::vector<float> logits_of(const std::shared_ptr<Model>& m,
+                             const std::function<void(ModelConfig&, ModelWeights&)>& edit = nullptr) {
+  auto copy = std::make_shared<Model>(*m);
+  if (edit) edit(const_cast<ModelConfig&>(copy->config()), const_cast<ModelWeights&>(copy->weights()));
+  ReferenceForward ref(copy, 8);
+  std::vector<float> out;
+  for (int64_t p = 0; p < 6; ++p) out = ref.forward(static_cast<int32_t>(p * 29 + 5), p);
+  return out;
+}
+
+}  // namespace
+
+TEST(Deci, EachLayerIsOfItsKind) {
+  auto m = tiny("tiny-deci");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  // heads {4, 4, 4, 0, 2, 0, 4, 4}, K/V {2, 1, 0, 0, 2, 0, 4, 2}, FFN {160, 96, 160, 128, 160, 0, 64, 160}
+  const bool attention[] = {true, true, false, false, true, false, true, true};
+  const bool linear[] = {false, false, true, false, false, false, false, false};
+  const bool mixer[] = {true, true, true, false, true, false, true, true};
+  const int64_t heads[] = {4, 4, 4, 0, 2, 0, 4, 4}, kv[] = {2, 1, 0, 0, 2, 0, 4, 2}, ff[] = {160, 96, 160, 128, 160, 0, 64, 160};
+  for (int64_t l = 0; l < 8; ++l) {
+    SCOPED_TRACE(l);
+    EXPECT_EQ(c.has_attention(l), attention[l]);
+    EXPECT_EQ(c.is_linear_attn(l), linear[l]);
+    EXPECT_EQ(c.has_mixer(l), mixer[l]);
+    EXPECT_EQ(c.has_ffn(l), ff[l] > 0);
+    if (attention[l]) {
+      EXPECT_EQ(c.n_head_of(l), heads[l]);
+      EXPECT_EQ(c.n_head_kv_of(l), kv[l]);
+      EXPECT_EQ(m->weights().layers[static_cast<size_t>(l)].wq.rows, heads[l] * 16);
+    }
+    if (ff[l] > 0) EXPECT_EQ(c.n_ff_of(l), ff[l]);
+    EXPECT_EQ(m->weights().layers[static_cast<size_t>(l)].attn_norm.empty(), !mixer[l]);
+  }
+  // K/V for the five attention layers only, each slot its layer's heads
+  EXPECT_EQ(c.n_kv_layers(), 5);
+  const KvLayout lay = KvLayout::for_model(c, 16, 4, DType::F32);
+  ASSERT_EQ(lay.n_layer, 5);
+  EXPECT_EQ(lay.n_head_kv_of(c.slot(1)), 1);
+  EXPECT_EQ(lay.n_head_kv_of(c.slot(6)), 4);
+  EXPECT_EQ(lay.bytes_per_block(), 2u * 16 * 16 * 4 * (2 + 1 + 2 + 4 + 2));
+}
+
+TEST(Deci, EveryKindOfLayerChangesTheLogits) {
+  auto d = tiny("tiny-deci");
+  ASSERT_NE(d, nullptr);
+  const auto base = logits_of(d);
+  EXPECT_NE(base, logits_of(d, [](ModelConfig&, ModelWeights& w) {  // layer 2: linear attention on its norm
+    for (float& v : w.layers[2].attn_norm) v *= 0.5f;
+  }));
+  EXPECT_NE(base, logits_of(d, [](ModelConfig&, ModelWeights& w) {  // layer 3: no attention, the FFN on ffn_norm's
+    for (float& v : w.layers[3].ffn_norm) v *= 0.5f;
+  }));
+  // a layer with attention and no FFN: its attention output joins the residual stream (llama.cpp's graph
+  // skips the layer whole)
+  auto m = tiny("tiny-deci-noffn");
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(m->config().has_ffn(1));
+  EXPECT_TRUE(m->config().has_attention(1));
+  EXPECT_NE(logits_of(m), logits_of(m, [](ModelConfig&, ModelWeights& w) {
+    for (float& v : w.layers[1].attn_norm) v *= 0.5f;
+  }));
+}
+
+TEST(Nemotron, LayerNormsPartialRopeReluSquared) {
+  auto m = tiny("tiny-nemotron");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  EXPECT_TRUE(c.arch.layer_norm);
+  EXPECT_EQ(c.arch.ffn_act, FfnActivation::ReluSqr);
+  EXPECT_EQ(c.n_rot, 8);  // half of each 16-wide head
+  EXPECT_FALSE(c.tied_output);
+  const LayerWeights& L = m->weights().layers[1];
+  EXPECT_EQ(L.attn_norm_b.size(), 64u);
+  EXPECT_EQ(L.ffn_up_b.size(), 160u);
+  EXPECT_EQ(L.bo.size(), 64u);
+  EXPECT_FALSE(L.w_gate.valid());
+  const auto base = logits_of(m);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.arch.ffn_act = FfnActivation::GeluTanh; }));
+}
