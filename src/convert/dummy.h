@@ -132,7 +132,7 @@ struct ModelShape {
 // "tiny-starcoder", "tiny-gptneox", "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b", "tiny-bloom", "tiny-mpt",
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
 // "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
-// "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn").
+// "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -200,6 +200,8 @@ Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path
 Status write_dummy_gemma4(const DummyOptions& opts, const std::string& out_path);
 // DeciLM / Nemotron NAS models (convert/dummy_deci.cpp).
 Status write_dummy_deci(const DummyOptions& opts, const std::string& out_path);
+// Phi-3.5-MoE (convert/dummy_phimoe.cpp).
+Status write_dummy_phimoe(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
 // tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
 Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);

@@ -394,6 +394,7 @@ ArchSpec arch_plamo();
 ArchSpec arch_gemma4();
 ArchSpec arch_nemotron();
 ArchSpec arch_deci();
+ArchSpec arch_phimoe();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -414,7 +415,7 @@ void register_builtin_archs() {
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
                                arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo(),
-                               arch_gemma4(), arch_nemotron(), arch_deci()})
+                               arch_gemma4(), arch_nemotron(), arch_deci(), arch_phimoe()})
       registry()[s.name] = s;
   });
 }

@@ -64,7 +64,8 @@ struct ArchSpec {
   // both read the layer's one normed input, and both outputs are added to the residual stream.
   bool layer_norm = false;
   bool parallel_block = false;
-  // starcoder2: the LayerNorms have biases (attn_norm.bias, ffn_norm.bias, output_norm.bias); the FFN
+  // starcoder2: the LayerNorms have biases (attn_norm.bias, ffn_norm.bias, output_norm.bias; phimoe: its RMS
+  // norms have them, added after the weight); the FFN
   // is ungated -- down(act(up x + up_b)) + down_b -- with those biases (ffn_act: its activation).
   bool norm_bias = false;
   bool ffn_ungated = false;

@@ -208,7 +208,10 @@ void Forward::residual_norm(bool add, const std::vector<float>* norm, int64_t n,
       if (norm->empty()) std::copy(x, x + E, xb);  // olmo2: no pre-norm, the block reads the stream as it is
       else if (c.arch.layer_norm)  // cohere, starcoder2 (with a bias)
         layernorm_rows(x, E, norm->data(), bias && !bias->empty() ? bias->data() : nullptr, xb, E, 1, E, c.rms_eps);
-      else rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
+      else {
+        rmsnorm_rows(x, E, norm->data(), xb, E, 1, E, c.rms_eps);
+        if (bias && !bias->empty()) add_inplace(xb, bias->data(), E);  // phimoe: RMS norms with biases
+      }
     }
   });
 }
@@ -392,6 +395,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       layernorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(),
                      w.output_norm_b.empty() ? nullptr : w.output_norm_b.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
     else rmsnorm_rows(x_.data() + rows[r] * E, E, w.output_norm.data(), xb_.data() + r * E, E, 1, E, c.rms_eps);
+    if (!c.arch.layer_norm && !w.output_norm_b.empty()) add_inplace(xb_.data() + r * E, w.output_norm_b.data(), E);
   }
   if (batch.hidden) {  // embeddings: the normed hidden states are the output
     logits.assign(xb_.begin(), xb_.begin() + R * E);

@@ -30,6 +30,7 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
   if (c.n_conv_layers() > 0) return no("short convolution layers (lfm2)");
   if (c.n_ssm_layers() > 0) return no("recurrent layers (Mamba-1 and Mamba-2 mixers: mamba, mamba2, jamba, granitehybrid, nemotron_h, falcon-h1; gated delta nets: qwen35, qwen3next)");
   if (c.arch.qk_norm_after_rope) return no("q/k norms after RoPE (hunyuan-dense)");
+  if (c.arch.norm_bias && !c.arch.layer_norm) return no("RMS norms with biases (phimoe)");
   if (c.arch.layer_norm || c.arch.parallel_block || c.arch.ffn_ungated)
     return no("LayerNorm, the parallel attention / FFN block (cohere) or the ungated FFN with biases (starcoder2)");
   if (!c.alibi.empty() || c.n_pos_embd > 0 || c.clamp_kqv > 0.0f || c.arch.embd_norm)

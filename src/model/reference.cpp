@@ -590,6 +590,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     layernorm_rows(x_.data(), c.n_embd, w.output_norm.data(), w.output_norm_b.empty() ? nullptr : w.output_norm_b.data(),
                    x_.data(), c.n_embd, 1, c.n_embd, c.rms_eps);
   else ref::rmsnorm(x_.data(), x_.data(), w.output_norm.data(), c.n_embd, c.rms_eps);
+  if (!c.arch.layer_norm && !w.output_norm_b.empty())  // phimoe
+    for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += w.output_norm_b[static_cast<size_t>(i)];
   ref::matvec(w.output, x_.data(), logits_.data(), row_);
   if (lora) lora_add(lora->output(), x_.data(), logits_.data());
   if (!w.output_b.empty())  // phi2
@@ -638,6 +640,8 @@ void ReferenceForward::pre_norm(const std::vector<float>& norm, const std::vecto
     layernorm_rows(x_.data(), c.n_embd, norm.data(), bias.empty() ? nullptr : bias.data(), xb_.data(), c.n_embd, 1,
                    c.n_embd, c.rms_eps);
   else ref::rmsnorm(xb_.data(), x_.data(), norm.data(), c.n_embd, c.rms_eps);
+  if (!c.arch.layer_norm && !norm.empty() && !bias.empty())  // phimoe: RMS norms with biases
+    for (int64_t i = 0; i < c.n_embd; ++i) xb_[i] += bias[static_cast<size_t>(i)];
 }
 
 // Multi-head attention of q_ over layer l's cached positions up to pos (those within the layer's

@@ -255,6 +255,7 @@ try {
     'gemma4 (26B-A4B form)': ['--shape', 'tiny-gemma4-moe'],
     nemotron: ['--shape', 'tiny-nemotron', '--head-dim', '64', '--n-rot', '32'],
     deci: ['--shape', 'tiny-deci', '--head-dim', '64'],
+    phimoe: ['--shape', 'tiny-phimoe', '--head-dim', '64'],
   };
   for (const [name, rest] of Object.entries(models)) {
     // (the 64-layer model: F32 and F16 only -- 64 layers of both sides' activation rounding on
@@ -296,7 +297,7 @@ try {
     const shape = deep ? narrow : dims;
     const base = kv ? shape.map((v, i) => (shape[i - 1] === '--n-head-kv' ? kv : v)) : shape;
     await checkDummyFamily(llama, check, dir, name, [...base, ...rest], seq, types,
-      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)', 'jamba', 'deepseek'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
+      { routingOutliers: ['glm4moe', 'ernie4_5-moe', 'minimax-m2', 'dots1', 'llama4', 'lfm2moe', 'bailingmoe2', 'hunyuan-moe', 'exaone-moe', 'qwen35moe', 'nemotron_h_moe', 'qwen3vlmoe', 'glm4moe (GLM-4.5V: M-RoPE)', 'minicpm (experts)', 'jamba', 'deepseek', 'phimoe'].includes(name) || name.startsWith('qwen3next') || name.startsWith('deepseek2') ? 8 : 0 });
   }
   // llama4 past its first chunk: 8300 positions (the stories sequence repeated) of a 128-wide F32
   // tiny-llama4, so positions 8192.. attend within their own chunk of 8192 and the NoPE layers'

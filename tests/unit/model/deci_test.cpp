@@ -2,7 +2,8 @@
 // heads, K/V heads and FFN width, and the layer kinds their zeros mark -- no attention, "linear
 // attention" (attn_output over the normed input, no K/V), no FFN --, the cache holding K/V for the
 // attention layers only, each at its own width. nemotron: LayerNorms with biases, a part of each head
-// rotated, the ungated ReLU-squared FFN. And each matters: the same weights without it give other logits.
+// rotated, the ungated ReLU-squared FFN. phimoe: RMS norms with biases around phi3's attention and softmax
+// experts. And each matters: the same weights without it give other logits.
 // (Both tiny forms also run FamilyTest's float64 and batched checks; llama.cpp's logits: families.mjs.)
 #include <gtest/gtest.h>
 
@@ -110,4 +111,23 @@ TEST(Nemotron, LayerNormsPartialRopeReluSquared) {
   EXPECT_FALSE(L.w_gate.valid());
   const auto base = logits_of(m);
   EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.arch.ffn_act = FfnActivation::GeluTanh; }));
+}
+
+TEST(Phimoe, RmsNormsWithBiasesAndExperts) {
+  auto m = tiny("tiny-phimoe");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  EXPECT_FALSE(c.arch.layer_norm);
+  EXPECT_EQ(c.n_expert, 8);
+  EXPECT_EQ(c.n_expert_used, 2);
+  EXPECT_EQ(c.n_ff_exp, 96);
+  EXPECT_TRUE(c.arch.moe_norm_topk);
+  const LayerWeights& L = m->weights().layers[1];
+  EXPECT_EQ(L.attn_norm_b.size(), 64u);
+  EXPECT_EQ(L.ffn_norm_b.size(), 64u);
+  EXPECT_EQ(L.bq.size(), 64u);  // attn_qkv.bias split with the weight
+  EXPECT_EQ(m->weights().output_b.size(), 512u);
+  const auto base = logits_of(m);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.layers[1].attn_norm_b.assign(64, 0.0f); }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.output_norm_b.assign(64, 0.0f); }));
 }

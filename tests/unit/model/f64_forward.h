@@ -450,7 +450,9 @@ class F64Forward {
       for (size_t i = 0; i < x.size(); ++i) o[i] = w[i] * (x[i] - mean) * s + (b.empty() ? 0.0 : b[i]);
       return o;
     }
-    return rms(x, w);
+    auto o = rms(x, w);
+    for (size_t i = 0; i < b.size() && i < o.size(); ++i) o[i] += b[i];  // phimoe: RMS norms with biases
+    return o;
   }
   void head_norm_rope(std::vector<double>& v, int64_t h, const std::vector<float>& nw, int64_t pos, const RopeParams& rp,
                       bool roped = true) {

@@ -1,0 +1,78 @@
+// Random-weight Phi-3.5-MoE models (GGUF "phimoe") with the keys, tensor names and shapes llama.cpp's
+// converter writes: q/k/v in one attn_qkv with its bias, attn_output with a bias, RMS norms with biases,
+// softmax experts of feed_forward_length rows (the router F32, as llama.cpp's quantize leaves it), an
+// untied output with a bias.
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "convert/dummy.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "quant/quant.h"
+
+namespace tmill {
+
+Status write_dummy_phimoe(const DummyOptions& o, const std::string& out_path) {
+  ModelShape s = o.shape;
+  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
+      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
+    return Error{fmt::format("--dtype {}: phimoe dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix "
+                             "in it)", dtype_name(o.dtype))};
+  const int64_t E = s.n_embd, hd = s.head_dim, QD = s.n_head * hd, KD = s.n_head_kv * hd, F = s.n_ff;
+  if (E <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0 || hd % 2 != 0 ||
+      F <= 0 || s.n_vocab <= 0 || s.n_expert < 2 || s.n_expert_used < 1 || s.n_expert_used > s.n_expert || QD != E)
+    return Error{"invalid model dimensions (phimoe: n_head * head_dim == n_embd, experts)"};
+  GgufWriter w;
+  TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
+  if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
+  const std::string a = "phimoe.";
+  w.set_string("general.architecture", "phimoe");
+  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
+  w.set_u32("general.file_type", dummy_file_type(o.dtype));
+  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(F));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_theta);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_rot > 0 ? s.n_rot : hd));
+  w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+  w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+  if (vocab) copy_tokenizer_keys(*vocab, w);
+  else dummy_synthetic_vocab(w, s.n_vocab);
+
+  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
+  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
+  const DummyTensors t{w, pool, o.seed, o.dtype};
+  const DummyTensors router{w, pool, o.seed, DType::F32};
+  auto norm = [&](const std::string& name) -> Status {
+    TM_TRY(t.f32(name + ".weight", E, 1.0f, 0.1f));
+    return t.f32(name + ".bias", E, 0.0f, 0.1f);
+  };
+  TM_TRY(t.matrix("token_embd.weight", s.n_vocab, E, e_spread));
+  TM_TRY(norm("output_norm"));
+  TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));
+  TM_TRY(t.f32("output.bias", s.n_vocab, 0.0f, 0.1f));
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    TM_TRY(norm(p + "attn_norm"));
+    TM_TRY(t.matrix(p + "attn_qkv.weight", QD + 2 * KD, E, spread));
+    TM_TRY(t.f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
+    TM_TRY(t.matrix(p + "attn_output.weight", E, QD, spread));
+    TM_TRY(t.f32(p + "attn_output.bias", E, 0.0f, 0.05f));
+    TM_TRY(norm(p + "ffn_norm"));
+    // (a wider router, so that routing is not a near tie)
+    TM_TRY(router.matrix(p + "ffn_gate_inp.weight", s.n_expert, E, 4 * spread));
+    TM_TRY(t.experts(p + "ffn_gate_exps.weight", s.n_expert, F, E, spread));
+    TM_TRY(t.experts(p + "ffn_up_exps.weight", s.n_expert, F, E, spread));
+    TM_TRY(t.experts(p + "ffn_down_exps.weight", s.n_expert, E, F, spread));
+  }
+  return w.write(out_path);
+}
+
+}  // namespace tmill
