@@ -226,6 +226,31 @@ Status DummyTensors::matrix(const std::string& name, int64_t rows, int64_t cols,
   return w.add_tensor(name, t, {cols, rows}, dummy_rows(pool, seed, name, rows, cols, t, spread));
 }
 
+DummyTensors DummyTensors::for_options(GgufWriter& w, const DummyOptions& o) {
+  DummyTensors t{w, std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count()), o.seed, o.dtype};
+  if (o.std > 0) t.spread = t.e_spread = o.std * std::sqrt(3.0f);
+  return t;
+}
+
+Status dummy_whole_file_dtype(DType t, const std::string& arch) {
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::Q8_0 && t != DType::Q4_0 &&
+      t != DType::IQ4_NL && t != DType::MXFP4)
+    return Error{fmt::format("--dtype {}: {} dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix in "
+                             "it)", dtype_name(t), arch)};
+  return {};
+}
+
+void dummy_header(GgufWriter& w, const ModelShape& s, DType dtype) {
+  const std::string a = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(dtype)));
+  w.set_u32("general.file_type", dummy_file_type(dtype));
+  if (dtype_info(dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+}
+
 Status DummyTensors::experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const {
   const DType t = cols % dtype_info(type).block_size != 0 ? DType::F16 : type;
   return w.add_tensor(name, t, {cols, rows, n}, dummy_rows(pool, seed, name, rows * n, cols, t, spread));

@@ -177,11 +177,22 @@ struct DummyTensors {
   std::shared_ptr<ThreadPool> pool;
   uint64_t seed;
   DType type;
+  // the options' spreads: matrices (default +-0.035) and the embedding / output (+-0.05); a pool of
+  // o.threads (0: all cores)
+  static DummyTensors for_options(GgufWriter& w, const DummyOptions& o);
+  float spread = 0.035f, e_spread = 0.05f;
   Status matrix(const std::string& name, int64_t rows, int64_t cols, float spread) const;
   Status f32(const std::string& name, int64_t n, float center, float spread) const;
   // n experts' matrices of rows x cols as one 3-D tensor (GGUF's ffn_*_exps)
   Status experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const;
 };
+
+// The family writers that write every matrix in --dtype (classic, mamba, gemma4, deci, phimoe): an error
+// naming the arch unless dtype is F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4.
+Status dummy_whole_file_dtype(DType dtype, const std::string& arch);
+// The family writers' common keys: general.architecture, name, file_type (and quantization_version for
+// block types), and {arch}.context_length / embedding_length / block_count.
+void dummy_header(GgufWriter& w, const ModelShape& s, DType dtype);
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);

@@ -27,10 +27,7 @@ bool is_classic_dummy_arch(const std::string& a) {
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   const std::string& arch = s.arch;
-  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {}: {} dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix in "
-                             "it)", dtype_name(o.dtype), arch)};
+  TM_TRY(dummy_whole_file_dtype(o.dtype, s.arch));
   const int64_t E = s.n_embd, hd = s.head_dim, QD = s.n_head * hd, KD = s.n_head_kv * hd, F = s.n_ff;
   if (E <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0 || hd % 2 != 0 ||
       F <= 0 || s.n_vocab <= 0)
@@ -59,14 +56,8 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
   if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = arch + ".";
-  w.set_string("general.architecture", arch);
-  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
-  w.set_u32("general.file_type", dummy_file_type(o.dtype));
-  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
+  dummy_header(w, s, o.dtype);
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(F));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   if (rms) w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
@@ -82,10 +73,8 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
 
-  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
-  const uint64_t seed = o.seed;
-  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
-  const DummyTensors t{w, pool, seed, o.dtype};
+  const DummyTensors t = DummyTensors::for_options(w, o);
+  const float spread = t.spread, e_spread = t.e_spread;
   // a norm: weight around 1 (olmo: none), bias around 0 where the family has one (baichuan: RMS, none)
   const bool norm_bias = !olmo && !rms && (!mpt || s.mpt_biases);
   auto add_norm = [&](const std::string& name) -> Status {

@@ -16,10 +16,7 @@ namespace tmill {
 
 Status write_dummy_deci(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
-  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {}: deci dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix "
-                             "in it)", dtype_name(o.dtype))};
+  TM_TRY(dummy_whole_file_dtype(o.dtype, s.arch));
   const int64_t E = s.n_embd, L = s.n_layer, hd = s.head_dim;
   auto per = [&](const std::vector<int32_t>& v, int64_t def) {
     std::vector<int32_t> out(static_cast<size_t>(L), static_cast<int32_t>(def));
@@ -39,13 +36,7 @@ Status write_dummy_deci(const DummyOptions& o, const std::string& out_path) {
   TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
   if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = "deci.";
-  w.set_string("general.architecture", "deci");
-  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
-  w.set_u32("general.file_type", dummy_file_type(o.dtype));
-  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(L));
+  dummy_header(w, s, o.dtype);
   w.set(a + "attention.head_count", GgufValue::i32_array(heads));
   w.set(a + "attention.head_count_kv", GgufValue::i32_array(kv));
   w.set(a + "feed_forward_length", GgufValue::i32_array(ff));
@@ -57,9 +48,8 @@ Status write_dummy_deci(const DummyOptions& o, const std::string& out_path) {
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
 
-  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
-  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
-  const DummyTensors t{w, pool, o.seed, o.dtype};
+  const DummyTensors t = DummyTensors::for_options(w, o);
+  const float spread = t.spread, e_spread = t.e_spread;
   TM_TRY(t.matrix("token_embd.weight", s.n_vocab, E, e_spread));
   TM_TRY(t.f32("output_norm.weight", E, 1.0f, 0.1f));
   if (!s.tied) TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));

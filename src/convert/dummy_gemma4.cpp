@@ -20,10 +20,7 @@ namespace tmill {
 
 Status write_dummy_gemma4(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
-  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {}: gemma4 dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix "
-                             "in it)", dtype_name(o.dtype))};
+  TM_TRY(dummy_whole_file_dtype(o.dtype, s.arch));
   const int64_t E = s.n_embd, F = s.n_ff, L = s.n_layer, PL = s.n_embd_per_layer;
   const int64_t hd_swa = s.head_dim, hd_full = s.head_dim_full > 0 ? s.head_dim_full : s.head_dim;
   const int64_t kv_swa = s.n_head_kv, kv_full = s.n_head_kv_full > 0 ? s.n_head_kv_full : s.n_head_kv;
@@ -42,13 +39,7 @@ Status write_dummy_gemma4(const DummyOptions& o, const std::string& out_path) {
   TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
   if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = "gemma4.";
-  w.set_string("general.architecture", "gemma4");
-  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
-  w.set_u32("general.file_type", dummy_file_type(o.dtype));
-  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(L));
+  dummy_header(w, s, o.dtype);
   auto ff_of = [&](int64_t l) { return s.double_wide_ffn && s.n_kv_shared > 0 && l >= from ? 2 * F : F; };
   if (s.double_wide_ffn) {
     std::vector<int32_t> ff;
@@ -89,10 +80,8 @@ Status write_dummy_gemma4(const DummyOptions& o, const std::string& out_path) {
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
 
-  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
-  const uint64_t seed = o.seed;
-  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
-  const DummyTensors t{w, pool, seed, o.dtype};
+  const DummyTensors t = DummyTensors::for_options(w, o);
+  const float spread = t.spread, e_spread = t.e_spread;
   TM_TRY(t.matrix("token_embd.weight", s.n_vocab, E, e_spread));
   TM_TRY(t.f32("output_norm.weight", E, 1.0f, 0.1f));
   if (!s.tied) TM_TRY(t.matrix("output.weight", s.n_vocab, E, e_spread));

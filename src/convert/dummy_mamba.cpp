@@ -20,11 +20,7 @@ bool is_mamba_dummy_arch(const std::string& arch) { return arch == "mamba" || ar
 Status write_dummy_mamba(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
   const bool m1 = s.arch == "mamba";
-  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {}: mamba dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every "
-                             "matrix in it)",
-                             dtype_name(o.dtype))};
+  TM_TRY(dummy_whole_file_dtype(o.dtype, s.arch));
   const int64_t E = s.n_embd, DI = s.ssm_d_inner > 0 ? s.ssm_d_inner : 2 * E;
   const int64_t DS = s.ssm_d_state > 0 ? s.ssm_d_state : (m1 ? 16 : 128), K = s.ssm_d_conv > 0 ? s.ssm_d_conv : 4;
   const int64_t R = s.ssm_dt_rank > 0 ? s.ssm_dt_rank : (E + 15) / 16;

@@ -16,10 +16,7 @@ namespace tmill {
 
 Status write_dummy_phimoe(const DummyOptions& o, const std::string& out_path) {
   ModelShape s = o.shape;
-  if (o.dtype != DType::F32 && o.dtype != DType::F16 && o.dtype != DType::BF16 && o.dtype != DType::Q8_0 &&
-      o.dtype != DType::Q4_0 && o.dtype != DType::IQ4_NL && o.dtype != DType::MXFP4)
-    return Error{fmt::format("--dtype {}: phimoe dummies are F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4 (every matrix "
-                             "in it)", dtype_name(o.dtype))};
+  TM_TRY(dummy_whole_file_dtype(o.dtype, s.arch));
   const int64_t E = s.n_embd, hd = s.head_dim, QD = s.n_head * hd, KD = s.n_head_kv * hd, F = s.n_ff;
   if (E <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0 || hd % 2 != 0 ||
       F <= 0 || s.n_vocab <= 0 || s.n_expert < 2 || s.n_expert_used < 1 || s.n_expert_used > s.n_expert || QD != E)
@@ -28,14 +25,8 @@ Status write_dummy_phimoe(const DummyOptions& o, const std::string& out_path) {
   TM_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, open_dummy_vocab(o.vocab_path));
   if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = "phimoe.";
-  w.set_string("general.architecture", "phimoe");
-  w.set_string("general.name", fmt::format("dummy {} ({})", s.name, dtype_name(o.dtype)));
-  w.set_u32("general.file_type", dummy_file_type(o.dtype));
-  if (dtype_info(o.dtype).block_size > 1) w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(E));
+  dummy_header(w, s, o.dtype);
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(F));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
@@ -46,10 +37,9 @@ Status write_dummy_phimoe(const DummyOptions& o, const std::string& out_path) {
   if (vocab) copy_tokenizer_keys(*vocab, w);
   else dummy_synthetic_vocab(w, s.n_vocab);
 
-  auto pool = std::make_shared<ThreadPool>(o.threads > 0 ? o.threads : default_thread_count());
-  const float spread = o.std > 0 ? o.std * std::sqrt(3.0f) : 0.035f, e_spread = o.std > 0 ? spread : 0.05f;
-  const DummyTensors t{w, pool, o.seed, o.dtype};
-  const DummyTensors router{w, pool, o.seed, DType::F32};
+  const DummyTensors t = DummyTensors::for_options(w, o);
+  const float spread = t.spread, e_spread = t.e_spread;
+  const DummyTensors router{w, t.pool, o.seed, DType::F32};
   auto norm = [&](const std::string& name) -> Status {
     TM_TRY(t.f32(name + ".weight", E, 1.0f, 0.1f));
     return t.f32(name + ".bias", E, 0.0f, 0.1f);

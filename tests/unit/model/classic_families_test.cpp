@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "convert/dummy.h"
+#include "family_fixture.h"
 #include "gguf_edit.h"
 #include "model/model.h"
 #include "model/reference.h"
@@ -19,26 +20,11 @@ using namespace tmill;
 
 namespace {
 
-std::shared_ptr<Model> tiny(const std::string& shape) {
-  DummyOptions o;
-  o.shape = *find_shape(shape);
-  o.seed = 7;
-  o.dtype = DType::F32;
-  const std::string path = test::temp_dir() + "/classic-" + shape + ".gguf";
-  EXPECT_TRUE(write_dummy_model(o, path).ok());
-  auto m = Model::load(path);
-  EXPECT_TRUE(m.ok()) << m.error();
-  return m.ok() ? *m : nullptr;
-}
+std::shared_ptr<Model> tiny(const std::string& shape) { return test::family_model(shape); }
 
 // The logits at position 5 of a short sequence, with the model's config or weights edited.
 std::vector<float> logits_of(const std::shared_ptr<Model>& m, const std::function<void(ModelConfig&, ModelWeights&)>& edit) {
-  auto copy = std::make_shared<Model>(*m);
-  if (edit) edit(const_cast<ModelConfig&>(copy->config()), const_cast<ModelWeights&>(copy->weights()));
-  ReferenceForward ref(copy, 8);
-  std::vector<float> out;
-  for (int64_t p = 0; p < 6; ++p) out = ref.forward(static_cast<int32_t>(p * 31 + 2), p);
-  return out;
+  return test::family_logits(m, 6, edit);
 }
 
 std::vector<float> tensor(const Model& m, const std::string& name, int64_t n) {

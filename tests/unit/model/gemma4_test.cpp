@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "convert/dummy.h"
+#include "family_fixture.h"
 #include "gguf_edit.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
@@ -20,31 +21,13 @@ using namespace tmill;
 
 namespace {
 
-std::string tiny_file(const std::string& shape) {
-  DummyOptions o;
-  o.shape = *find_shape(shape);
-  o.seed = 7;
-  o.dtype = DType::F32;
-  const std::string path = test::temp_dir() + "/gemma4-" + shape + ".gguf";
-  EXPECT_TRUE(write_dummy_model(o, path).ok());
-  return path;
-}
-
-std::shared_ptr<Model> tiny(const std::string& shape) {
-  auto m = Model::load(tiny_file(shape));
-  EXPECT_TRUE(m.ok()) << m.error();
-  return m.ok() ? *m : nullptr;
-}
+std::string tiny_file(const std::string& shape) { return test::family_file(shape); }
+std::shared_ptr<Model> tiny(const std::string& shape) { return test::family_model(shape); }
 
 // The logits at position 11 (past the 8-position window) of a short sequence, the model edited.
 std::vector<float> logits_of(const std::shared_ptr<Model>& m,
                              const std::function<void(ModelConfig&, ModelWeights&)>& edit = nullptr) {
-  auto copy = std::make_shared<Model>(*m);
-  if (edit) edit(const_cast<ModelConfig&>(copy->config()), const_cast<ModelWeights&>(copy->weights()));
-  ReferenceForward ref(copy, 16);
-  std::vector<float> out;
-  for (int64_t p = 0; p < 12; ++p) out = ref.forward(static_cast<int32_t>(p * 31 + 2), p);
-  return out;
+  return test::family_logits(m, 12, edit);
 }
 
 }  // namespace
