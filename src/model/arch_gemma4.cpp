@@ -110,6 +110,7 @@ ArchSpec arch_gemma4() {
   s.moe = ArchSpec::Moe::Optional;
   s.moe_expert_ff_key = true;
   s.moe_norm_topk = true;
+  s.moe_beside_dense = true;
   s.read_family = read_gemma4;
   return s;
 }

@@ -153,6 +153,9 @@ struct ArchSpec {
   // nemotron_h_moe: the experts and the shared expert have no gate (ffn_up / ffn_down only) and take
   // the FFN's activation (ffn_act: ReLU squared)
   bool moe_ungated = false;
+  // gemma4 (26B-A4B): an expert layer keeps its dense FFN beside the experts, each part normed on its own
+  // (post_ffw_norm_1 / pre_ffw_norm_2 / post_ffw_norm_2), the router reading its own norm of the input
+  bool moe_beside_dense = false;
   // gpt-oss: attn_output.bias, per-head learned sink logits (attn_sinks) in the attention softmax, the
   // FFN's pre-norm named post_attention_norm.
   bool attn_out_bias = false;

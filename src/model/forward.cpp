@@ -56,9 +56,8 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
     if (L.per_layer_inp_gate.valid())
       jobs.insert(jobs.end(), {{&L.per_layer_inp_gate, &P.pl_gate}, {&L.per_layer_proj, &P.pl_proj}});
     if (!c.has_ffn(static_cast<int64_t>(l))) continue;  // (nemotron_h's mixer and attention layers)
-    const bool beside = c.arch.layer_geometry;  // (gemma4: a dense FFN beside the experts)
     if (c.layer_is_moe(static_cast<int64_t>(l))) P.moe.collect(L, jobs);
-    if (c.layer_is_moe(static_cast<int64_t>(l)) && !beside) {
+    if (c.layer_is_moe(static_cast<int64_t>(l)) && !c.arch.moe_beside_dense) {
     } else if (L.w_gate.valid()) jobs.insert(jobs.end(), {{&L.w_gate, &P.gate}, {&L.w_up, &P.up}, {&L.w_down, &P.down}});
     else jobs.insert(jobs.end(), {{&L.w_up, &P.up}, {&L.w_down, &P.down}});  // starcoder2's ungated FFN
   }
@@ -360,7 +359,7 @@ void Forward::run(const ForwardBatch& batch, KvStorage& kv, std::vector<float>& 
       } else {
         residual_norm(true, &L.ffn_norm, N, &L.ffn_norm_b);
       }
-      if (c.layer_is_moe(l) && c.arch.layer_geometry) {
+      if (c.layer_is_moe(l) && c.arch.moe_beside_dense) {
         gemma4_moe_ffn(l, N, lora);
       } else if (c.layer_is_moe(l)) {
         observe(P.moe.router, xb_.data(), N);

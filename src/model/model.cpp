@@ -526,25 +526,25 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       TM_ASSIGN_OR_RETURN(L.ffn_post_norm, ld.vec(p + "post_ffw_norm.weight", c.n_embd));
     }
     if (!c.has_ffn(l)) continue;  // (nemotron_h's mixer and attention layers)
-    if (c.layer_is_moe(l) && c.arch.layer_geometry) {  // gemma4: the experts beside the dense FFN below
+    if (c.layer_is_moe(l) && c.arch.moe_beside_dense) {  // gemma4: the experts beside the dense FFN below
       TM_TRY(load_gemma4_experts(ld, c, p, L));
     } else if (c.layer_is_moe(l)) {
       TM_TRY(load_moe_layer(ld, *file, c, p, L));
       continue;
     }
+    const int64_t ff = c.n_ff_of(l);  // (gemma4, deci: per layer)
     if (c.arch.ffn_bias) {  // the FFN's biases (mpt: when the file has them; jais: the gate's too)
-      TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", c.n_ff, !c.arch.optional_biases));
+      TM_ASSIGN_OR_RETURN(L.ffn_up_b, ld.opt_vec(p + "ffn_up.bias", ff, !c.arch.optional_biases));
       TM_ASSIGN_OR_RETURN(L.ffn_down_b, ld.opt_vec(p + "ffn_down.bias", c.n_embd, !c.arch.optional_biases));
       if (!c.arch.ffn_ungated) {
-        TM_ASSIGN_OR_RETURN(L.ffn_gate_b, ld.opt_vec(p + "ffn_gate.bias", c.n_ff, !c.arch.optional_biases));
+        TM_ASSIGN_OR_RETURN(L.ffn_gate_b, ld.opt_vec(p + "ffn_gate.bias", ff, !c.arch.optional_biases));
       }
     }
     if (c.arch.ffn_ungated) {  // starcoder2: up, activation, down
-      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
-      TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+      TM_ASSIGN_OR_RETURN(L.w_up, ld.matrix(p + "ffn_up.weight", ff, c.n_embd));
+      TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, ff));
       continue;
     }
-    const int64_t ff = c.n_ff_of(l);  // (gemma4: per layer)
     if (c.arch.fused_qkv_ffn && !file->find_tensor(p + "ffn_gate.weight")) {
       // gate rows first, then up (llama.cpp's swiglu over the fused product takes silu of the first half)
       TM_ASSIGN_OR_RETURN(Matrix gate_up, ld.matrix(p + "ffn_up.weight", 2 * ff, c.n_embd));

@@ -531,7 +531,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
     // (an FFN-only layer reads attn_norm's -- nemotron_h -- or its own ffn_norm's: deci)
     else if (c.has_mixer(l) || !L.ffn_norm.empty()) pre_norm(L.ffn_norm, L.ffn_norm_b);
     std::vector<float> experts;  // gemma4's expert layers: the experts' sum beside the dense FFN below
-    if (c.layer_is_moe(l) && c.arch.layer_geometry) {
+    if (c.layer_is_moe(l) && c.arch.moe_beside_dense) {
       const std::vector<float> dense_in(xb_);
       std::vector<float> xr(static_cast<size_t>(c.n_embd));
       ref::rmsnorm(xb_.data(), x_.data(), L.pre_ffw_norm_2.data(), c.n_embd, c.rms_eps);
@@ -550,7 +550,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       ref::matvec(L.w_up, xb_.data(), hb_.data(), row_);
       lora_add(adapted(l, LoraSlot::Up), xb_.data(), hb_.data());
       const FfnActivation act = c.arch.ffn_act;
-      for (int64_t i = 0; i < c.n_ff; ++i) {
+      for (int64_t i = 0; i < c.n_ff_of(l); ++i) {
         const float v = L.ffn_up_b.empty() ? hb_[i] : hb_[i] + L.ffn_up_b[i];
         hb_[i] = act == FfnActivation::GeluTanh ? ref::gelu_tanh(v)
                  : act == FfnActivation::ReluSqr ? (v > 0.0f ? v * v : 0.0f)  // arcee

@@ -218,7 +218,7 @@ class F64Forward {
            const std::vector<double>* parallel_input = nullptr) {
     if (!c_.has_ffn(l)) return;  // (nemotron_h's mixer and attention layers)
     const auto xb = parallel_input ? *parallel_input : L.ffn_norm.empty() ? x : norm(x, L.ffn_norm, L.ffn_norm_b);
-    if (c_.layer_is_moe(l) && c_.arch.layer_geometry) {  // gemma4 (26B-A4B): experts beside the dense FFN
+    if (c_.layer_is_moe(l) && c_.arch.moe_beside_dense) {  // gemma4 (26B-A4B): experts beside the dense FFN
       auto d = rms(swiglu(L.w_gate, L.w_up, L.w_down, xb), L.post_ffw_norm_1);
       const auto xm = rms(x, L.pre_ffw_norm_2);
       auto xr = rms(x, L.ffn_gate_inp_s);
