@@ -65,7 +65,7 @@ struct KvLayout {
   struct SlotShape {
     int64_t n_head_kv, head_dim;
   };
-  std::vector<SlotShape> slot_shape;
+  std::vector<SlotShape> slot_shape = {};
   int64_t n_head_kv_of(int64_t slot) const {
     return slot_shape.empty() ? n_head_kv : slot_shape[static_cast<size_t>(slot)].n_head_kv;
   }

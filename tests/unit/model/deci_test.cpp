@@ -49,7 +49,9 @@ TEST(Deci, EachLayerIsOfItsKind) {
       EXPECT_EQ(c.n_head_kv_of(l), kv[l]);
       EXPECT_EQ(m->weights().layers[static_cast<size_t>(l)].wq.rows, heads[l] * 16);
     }
-    if (ff[l] > 0) EXPECT_EQ(c.n_ff_of(l), ff[l]);
+    if (ff[l] > 0) {
+      EXPECT_EQ(c.n_ff_of(l), ff[l]);
+    }
     EXPECT_EQ(m->weights().layers[static_cast<size_t>(l)].attn_norm.empty(), !mixer[l]);
   }
   // K/V for the five attention layers only, each slot its layer's heads
