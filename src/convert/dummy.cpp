@@ -298,7 +298,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : s.head_dim;
   if (n_rot % 2 != 0 || n_rot > s.head_dim) return Error{fmt::format("rope dimensions {} must be even and <= head_dim", n_rot)};
   const bool phi3 = s.arch == "phi3";
-  const bool gemma = s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3";
+  const bool gemma_embd = s.arch == "gemma-embedding";  // gemma3's layers, bidirectional; dense_2 / dense_3
+  const bool gemma = s.arch == "gemma" || s.arch == "gemma2" || s.arch == "gemma3" || gemma_embd;
+  if (gemma_embd && s.n_swa <= 0) return Error{"gemma-embedding needs --sliding-window > 0 (llama.cpp requires it)"};
+  if (!gemma_embd && s.n_embd_dense > 0) return Error{"dense projections after pooling are gemma-embedding's"};
   if (gemma) s.tied = true;  // llama.cpp's gemma families read no output.weight: they tie it
   const bool olmo2 = s.arch == "olmo2";  // no pre-norms; post norms; q/k norms over the whole projection
   const bool exaone4 = s.arch == "exaone4";  // no pre-norms; post norms; per-head q/k norms
@@ -314,7 +317,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   const bool exaone_moe = s.arch == "exaone-moe";  // pre-norms, q/k norms, windows with NoPE global layers, experts
   if (exaone_moe && (s.n_swa <= 0 || s.tied))
     return Error{"exaone-moe needs --sliding-window > 0 and an untied output (llama.cpp requires both)"};
-  if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && s.arch != "gpt-oss" && !olmo2 &&
+  if (s.n_swa > 0 && s.arch != "llama" && s.arch != "gemma2" && s.arch != "gemma3" && !gemma_embd && s.arch != "gpt-oss" && !olmo2 &&
       !exaone4 && s.arch != "cohere2" && !exaone_moe)
     return Error{fmt::format("--sliding-window: architecture '{}' has none here (llama, gemma2, gemma3, gpt-oss, olmo2, "
                              "exaone4 with 64 layers)", s.arch)};
@@ -596,6 +599,12 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       w.set_u32(a + "expert_group_used_count", static_cast<uint32_t>(s.n_groups_used));
     }
   }
+  if (s.n_embd_dense > 0) {  // as convert_hf_to_gguf.py writes EmbeddingGemma's 2_Dense / 3_Dense
+    w.set_u32(a + "dense_2_feat_in", static_cast<uint32_t>(s.n_embd));
+    w.set_u32(a + "dense_2_feat_out", static_cast<uint32_t>(s.n_embd_dense));
+    w.set_u32(a + "dense_3_feat_in", static_cast<uint32_t>(s.n_embd_dense));
+    w.set_u32(a + "dense_3_feat_out", static_cast<uint32_t>(s.n_embd));
+  }
   if (s.n_swa > 0) {
     w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.n_swa));
     if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
@@ -706,6 +715,10 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (starcoder2 || stablelm || orion) TM_TRY(add_vector("output_norm.bias", s.n_embd, 0.0f, 0.1f));
   if (phi2) TM_TRY(add_vector("output.bias", s.n_vocab, 0.0f, 0.1f));
   if (!s.tied) TM_TRY(add_matrix("output.weight", s.n_vocab, s.n_embd, out_t, emb_spread));
+  if (s.n_embd_dense > 0) {  // gemma-embedding: [n_embd, dense] then [dense, n_embd], as the converter writes them
+    TM_TRY(add_matrix("dense_2.weight", s.n_embd_dense, s.n_embd, wt, w_spread));
+    TM_TRY(add_matrix("dense_3.weight", s.n_embd, s.n_embd_dense, wt, w_spread));
+  }
   if (rerank) {  // [n_embd, 2]: the output matrix's rows of "yes" and "no", in its type (same bytes)
     const std::string src = s.tied ? "token_embd.weight" : "output.weight";
     DType type = out_t;
@@ -841,7 +854,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(add_vector(p + "attn_k.bias", kv_dim, 0.0f, 0.05f));
       TM_TRY(add_vector(p + "attn_v.bias", kv_dim, 0.0f, 0.05f));
     }
-    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || qwen35 || s.arch == "gemma3" || exaone4 || s.qk_norm || dots1 || lfm2 ||
+    if (attn && (s.arch == "qwen3" || s.arch == "qwen3moe" || qwen35 || s.arch == "gemma3" || gemma_embd || exaone4 || s.qk_norm || dots1 || lfm2 ||
                  bailing || s.arch == "hunyuan-dense" || hunyuan_moe || apertus || exaone_moe)) {
       TM_TRY(add_vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f));
       TM_TRY(add_vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f));

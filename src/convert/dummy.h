@@ -113,6 +113,9 @@ struct ModelShape {
   std::vector<int32_t> layer_heads = {}, layer_kv_heads = {}, layer_ff = {};
   // Embedding models' default --pooling ("last": Qwen3-Embedding; "rank": Qwen3-Reranker); "" = none.
   std::string pooling = {};
+  // gemma-embedding: sentence-transformers' dense projections after pooling, dense_2 to this width and
+  // dense_3 back to n_embd (EmbeddingGemma: 3072); 0: none written
+  int64_t n_embd_dense = 0;
 };
 
 // Known shapes (convert/dummy_shapes.cpp), plus tiny ones for tests ("tiny-llama", "tiny-qwen2", "tiny-qwen3",
@@ -132,7 +135,8 @@ struct ModelShape {
 // "tiny-starcoder", "tiny-gptneox", "tiny-gptneox-seq", "tiny-falcon", "tiny-falcon-40b", "tiny-bloom", "tiny-mpt",
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
 // "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
-// "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe").
+// "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe", "tiny-gemma-embedding",
+// "tiny-gemma-embedding-nodense").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 

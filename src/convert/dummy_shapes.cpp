@@ -72,11 +72,26 @@ std::vector<ModelShape> gemma_shapes() {
   t3.rope_theta_swa = 10000;
   t3.rope_scaling = "linear";
   t3.rope_factor = 2;
+  // EmbeddingGemma (google/embeddinggemma-300m): Gemma 3's layers, bidirectional, mean pooling, then
+  // 768 -> 3072 -> 768. tiny: a window of 8 (4 positions either side), layer 5 global.
+  ModelShape ge{"embeddinggemma-300m", "gemma-embedding", 262144, 768, 24, 3, 1, 256, 1152, 2048, 1000000.0f, 1e-6f, true};
+  ge.n_swa = 512;
+  ge.rope_theta_swa = 10000;
+  ge.pooling = "mean";
+  ge.n_embd_dense = 3072;
+  ModelShape te{"tiny-gemma-embedding", "gemma-embedding", 512, 64, 7, 4, 2, 32, 160, 256, 1000000.0f, 1e-6f, true};
+  te.n_swa = 8;
+  te.rope_theta_swa = 10000;
+  te.pooling = "mean";
+  te.n_embd_dense = 96;
+  ModelShape ten = te;  // as llama.cpp's converter writes it without --sentence-transformers-dense-modules
+  ten.name = "tiny-gemma-embedding-nodense";
+  ten.n_embd_dense = 0;
   // Gemma (the first generation): head_dim 256 on both (wider than n_embd / n_head on the 7B)
   ModelShape g1{"gemma-2b", "gemma", 256000, 2048, 18, 8, 1, 256, 16384, 8192, 10000.0f, 1e-6f, true};
   ModelShape g7{"gemma-7b", "gemma", 256000, 3072, 28, 16, 16, 256, 24576, 8192, 10000.0f, 1e-6f, true};
   ModelShape t1{"tiny-gemma", "gemma", 512, 64, 2, 4, 2, 32, 160, 256, 10000.0f, 1e-6f, true};
-  return {g2, g31, g34, t2, t3, g1, g7, t1};
+  return {g2, g31, g34, t2, t3, ge, te, ten, g1, g7, t1};
 }
 
 // IBM Granite 3.3 (granite: the llama block with embedding / residual / attention / logit scales from

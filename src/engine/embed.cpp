@@ -5,6 +5,7 @@
 // many small requests fast, as continuous batching does for generation.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,21 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
   info.max_model_len = static_cast<int32_t>(
       config.max_model_len > 0 ? std::min<int64_t>(config.max_model_len, ei.n_ctx_train) : ei.n_ctx_train);
   info.n_layer = file->get_int(ei.arch + ".block_count").value_or(0);
+  {  // parameters and the type holding most bytes, over the file's tensors (the heads included)
+    std::map<DType, uint64_t> bytes;
+    for (const GgufTensorInfo& t : file->tensors()) {
+      int64_t n = 1;
+      for (int64_t d : t.ne) n *= d;
+      info.n_params += n;
+      bytes[t.type] += t.nbytes;
+    }
+    uint64_t best = 0;
+    for (const auto& [type, b] : bytes)
+      if (b > best) {
+        best = b;
+        info.weight_type = std::string(dtype_name(type));
+      }
+  }
   info.n_embd = ei.n_embd;
   info.pooling = pooling_name(ei.pooling);
   info.embedding_dim = ei.out_dim;

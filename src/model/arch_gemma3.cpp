@@ -7,6 +7,10 @@
 // file's rope scaling (linear x8 on the 4B+ models). Logits are soft-capped only when the file has
 // final_logit_softcapping. Queries scaled by 1/sqrt(head_dim) (1/sqrt(n_embd/n_head) for the
 // 62-layer 27B, as llama.cpp).
+// EmbeddingGemma (GGUF "gemma-embedding"): the same layers with bidirectional attention
+// (ArchSpec::bidirectional; its sliding layers see window / 2 positions on either side), queries
+// always scaled by 1/sqrt(head_dim), the sliding window required; an embedding model only
+// (model/decoder_embedder.cpp: mean pooling, then the optional dense_2 / dense_3 projections).
 #include <cmath>
 
 #include "model/config.h"
@@ -22,6 +26,15 @@ Status read_gemma3(const GgufFile& f, ModelConfig& c) {
   if (swa) set_sliding_rope(c, theta_swa, 1.0f);
   return {};
 }
+
+Status read_gemma_embedding(const GgufFile& f, ModelConfig& c) {
+  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+  TM_ASSIGN_OR_RETURN(const bool swa, read_sliding_window(f, c, 0, 6));
+  if (!swa) return Error{"gemma-embedding: metadata key 'gemma-embedding.attention.sliding_window' is missing or 0"};
+  TM_ASSIGN_OR_RETURN(const float theta_swa, read_family_float(f, c, "rope.freq_base_swa", 10000.0f));
+  set_sliding_rope(c, theta_swa, 1.0f);
+  return {};
+}
 }  // namespace
 
 ArchSpec arch_gemma3() {
@@ -29,6 +42,14 @@ ArchSpec arch_gemma3() {
   s.ffn_act = FfnActivation::GeluTanh;
   s.post_norms = true;
   s.read_family = read_gemma3;
+  return s;
+}
+
+ArchSpec arch_gemma_embedding() {
+  ArchSpec s = arch_gemma3();
+  s.name = "gemma-embedding";
+  s.bidirectional = true;
+  s.read_family = read_gemma_embedding;
   return s;
 }
 }  // namespace tmill

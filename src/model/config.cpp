@@ -329,6 +329,7 @@ ArchSpec arch_qwen3moe();
 ArchSpec arch_olmoe();
 ArchSpec arch_gemma2();
 ArchSpec arch_gemma3();
+ArchSpec arch_gemma_embedding();
 ArchSpec arch_gptoss();
 ArchSpec arch_gemma();
 ArchSpec arch_granite();
@@ -403,7 +404,7 @@ void register_builtin_archs() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const ArchSpec& s : {arch_llama(), arch_qwen2(), arch_qwen3(), arch_phi3(), arch_qwen2moe(), arch_qwen3moe(), arch_olmoe(),
-                               arch_gemma2(), arch_gemma3(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
+                               arch_gemma2(), arch_gemma3(), arch_gemma_embedding(), arch_gptoss(), arch_gemma(), arch_granite(), arch_smollm3(),
                                arch_olmo2(), arch_exaone(), arch_exaone4(), arch_ernie4_5(), arch_glm4(), arch_granitemoe(), arch_mistral3(),
                                arch_glm4moe(), arch_deepseek2(), arch_ernie4_5_moe(), arch_minimax_m2(), arch_dots1(),
                                arch_seed_oss(), arch_command_r(), arch_cohere2(), arch_llama4(),

@@ -124,6 +124,11 @@ struct ArchSpec {
   bool parallel_ffn_norm = false;
   // olmo: LayerNorms without weights or biases (the loader gives them weights of 1)
   bool norm_weightless = false;
+  // gemma-embedding (EmbeddingGemma): attention is bidirectional -- every position of a sequence sees
+  // the whole sequence (a sliding layer: the positions within window / 2 on either side, llama.cpp's
+  // symmetric window), so the model only embeds (model/embedder.h): it never generates, and only a
+  // forward over whole sequences (pos_begin 0, every K/V stored before attention) computes it.
+  bool bidirectional = false;
   // mpt: the LayerNorms' and the FFN's biases are read when the file has them
   bool optional_biases = false;
   // gemma4: per-layer geometry (ModelConfig::layer_shape): attention.head_count_kv and
@@ -204,6 +209,18 @@ struct LayerAttention {
   int64_t first(int64_t pos) const {
     if (window > 0) return pos + 1 > window ? pos + 1 - window : 0;
     return chunk > 0 ? pos - pos % chunk : 0;
+  }
+  // The keys [first, end) a query at `pos` of a sequence of `len` positions sees: causal, those up to
+  // pos from first(pos); bidirectional (ArchSpec::bidirectional), the whole sequence, or with a window
+  // those within window / 2 on either side (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC).
+  struct Keys {
+    int64_t first, end;
+  };
+  Keys keys(int64_t pos, int64_t len, bool bidirectional) const {
+    if (!bidirectional) return {first(pos), pos + 1};
+    if (window <= 0) return {0, len};
+    const int64_t half = window / 2;
+    return {pos > half ? pos - half : 0, pos + half + 1 < len ? pos + half + 1 : len};
   }
 };
 

@@ -6,6 +6,10 @@
 // cls.output ([n_embd, n_cls_out], the lm_head rows of "yes" and "no" that convert_hf_to_gguf.py
 // stacks), then a softmax over the outputs. With the pooling override rank on a plain qwen3
 // generation file the two rows come from its output matrix (the tokens "yes" and "no").
+// EmbeddingGemma (gemma-embedding): the same forward, bidirectional (every K/V of a sequence is stored
+// before any of its tokens attends: one forward holds whole sequences), mean pooling by default, then
+// the dense projections sentence-transformers adds (llama.cpp's build_dense_out: dense_2, then
+// dense_3) when the file has them.
 #include <algorithm>
 #include <cmath>
 
@@ -35,13 +39,16 @@ class DecoderEmbedder final : public Embedder {
   }
   const EmbedderInfo& info() const override { return info_; }
   uint64_t weight_bytes() const override {
-    return gpu_ ? GpuForward::weight_bytes_of(*model_) : forward_->weight_bytes();
+    return (gpu_ ? GpuForward::weight_bytes_of(*model_) : forward_->weight_bytes()) + dense_bytes_;
   }
   std::string placement() const override { return placement_; }
   void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) override;
 
   EmbedderInfo info_;
   PreparedMatrix head_;            // rank: cls.output, or the yes/no rows copied to F32
+  PreparedMatrix dense_[2];        // gemma-embedding: dense_2, dense_3 after pooling (invalid: absent)
+  int64_t dense_rows_[2] = {0, 0};
+  uint64_t dense_bytes_ = 0;
   std::vector<float> head_f32_;    // storage of the copied rows
   std::string placement_ = "CPU";
 
@@ -136,6 +143,11 @@ void DecoderEmbedder::run_part(const std::vector<std::span<const int32_t>>& seqs
     }
     out[i].resize(static_cast<size_t>(E));
     pool_rows(info_.pooling, rows, n, E, E, out[i].data());
+    for (int d = 0; d < 2 && dense_rows_[d] > 0; ++d) {  // dense_2, then dense_3
+      std::vector<float> y(static_cast<size_t>(dense_rows_[d]));
+      matmul(dense_[d], out[i].data(), static_cast<int64_t>(out[i].size()), y.data(), dense_rows_[d], 1, nullptr);
+      out[i] = std::move(y);
+    }
   }
 }
 
@@ -232,12 +244,43 @@ Status load_rank_head(const GgufFile& f, const Model& model, DecoderEmbedder& e)
   return ok_status();
 }
 
+// sentence-transformers' projections after pooling (gemma-embedding files converted with
+// --sentence-transformers-dense-modules): dense_2.weight [in, mid], then dense_3.weight [mid, out]; either
+// may be absent. The first takes the hidden size, the second what the first gives.
+Status load_dense_layers(const GgufFile& f, const ModelConfig& c, DecoderEmbedder& e) {
+  int64_t width = c.n_embd;
+  int n = 0;
+  for (const char* name : {"dense_2.weight", "dense_3.weight"}) {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) continue;
+    if (t->ne.size() != 2 || t->ne[0] != width || t->ne[1] < 1 || t->ne[1] > (int64_t{1} << 20))
+      return Error{fmt::format("tensor '{}' has the wrong shape (expected [{}, n_out])", name, width)};
+    if (!can_dequantize(t->type)) return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
+    Matrix m;
+    m.type = t->type;
+    m.rows = t->ne[1];
+    m.cols = width;
+    m.data = t->data;
+    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(m.rows));
+    m.name = name;
+    e.dense_[n] = PreparedMatrix(m);
+    e.dense_rows_[n++] = m.rows;
+    e.dense_bytes_ += t->nbytes;
+    width = m.rows;
+  }
+  if (n > 0 && !c.arch.bidirectional)
+    return Error{fmt::format("dense_2 / dense_3 projections are gemma-embedding's, not {}'s", c.arch.name)};
+  e.info_.out_dim = width;
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Embedder>> load_decoder_embedder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
                                                         int64_t max_batch_tokens, std::optional<Pooling> override_pooling,
                                                         const EmbedderDevice& device) {
   TM_ASSIGN_OR_RETURN(auto declared, read_pooling_type(*file));
+  if (!declared && is_embedding_model(*file)) declared = Pooling::Mean;  // gemma-embedding without the key
   const std::optional<Pooling> pooling = override_pooling ? override_pooling : declared;
   if (!pooling || *pooling == Pooling::None)
     return Error{"not an embedding model: the file declares no pooling type (<arch>.pooling_type)"};
@@ -250,10 +293,12 @@ Result<std::unique_ptr<Embedder>> load_decoder_embedder(std::shared_ptr<const Gg
   auto e = std::make_unique<DecoderEmbedder>(model, pool, std::move(gpu));
   e->placement_ = placement;
   const ModelConfig& c = model->config();
-  e->info_ = {c.arch.name, *pooling, c.n_embd, c.n_embd, c.n_ctx_train, c.n_vocab, true};
+  e->info_ = {c.arch.name, *pooling, c.n_embd, c.n_embd, c.n_ctx_train, c.n_vocab, !c.arch.bidirectional};
   if (*pooling == Pooling::Rank) {
     TM_TRY(load_rank_head(*file, *model, *e));
     e->info_.rank_softmax = true;
+  } else {
+    TM_TRY(load_dense_layers(*file, c, *e));
   }
   return std::unique_ptr<Embedder>(std::move(e));
 }

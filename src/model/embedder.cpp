@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "model/config.h"
+
 namespace tmill {
 
 Result<std::unique_ptr<Embedder>> load_bert_encoder(std::shared_ptr<const GgufFile> file, ThreadPool* pool,
@@ -41,7 +43,9 @@ Result<std::optional<Pooling>> read_pooling_type(const GgufFile& f) {
 }
 
 bool is_embedding_model(const GgufFile& f) {
-  if (is_encoder_arch(f.get_string("general.architecture").value_or(""))) return true;
+  const std::string arch = f.get_string("general.architecture").value_or("");
+  if (is_encoder_arch(arch)) return true;
+  if (const ArchSpec* spec = find_arch(arch); spec && spec->bidirectional) return true;  // gemma-embedding
   auto p = read_pooling_type(f);
   return p.ok() && p->has_value() && **p != Pooling::None;
 }

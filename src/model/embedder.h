@@ -7,6 +7,9 @@
 // - Decoders with a pooling type (Qwen3-Embedding, gte-Qwen: last; llama-arch embedders: mean;
 //   model/decoder_embedder.cpp): the ordinary causal forward pass (model/forward.h) over the whole
 //   prompt, pooling the final (output-normed) hidden states instead of computing logits.
+// - EmbeddingGemma (gemma-embedding, model/decoder_embedder.cpp too): gemma3's layers with
+//   bidirectional attention (ArchSpec::bidirectional), mean pooling unless the file says otherwise,
+//   then sentence-transformers' two dense projections when the file has them (dense_2, dense_3).
 // - Qwen3-Reranker style rerankers (model/decoder_embedder.cpp): a qwen3 decoder with pooling rank,
 //   as llama.cpp writes and runs them: the last token's normed hidden state times `cls.output` (the
 //   lm_head rows of "yes" and "no"), then a softmax, so output[0] = P(yes) = sigmoid(yes - no).
@@ -53,7 +56,8 @@ std::optional<Pooling> pooling_from_name(const std::string& name);
 bool is_encoder_arch(const std::string& arch);
 // `<arch>.pooling_type` (absent: nullopt). Errors: not an integer, or not one of 0..4.
 Result<std::optional<Pooling>> read_pooling_type(const GgufFile& f);
-// An embedding model: an encoder architecture, or any file declaring a pooling type other than none.
+// An embedding model: an encoder architecture, a bidirectional one (gemma-embedding), or any file
+// declaring a pooling type other than none.
 bool is_embedding_model(const GgufFile& f);
 
 struct EmbedderInfo {

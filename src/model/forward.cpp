@@ -226,7 +226,8 @@ void Forward::post_norm(const std::vector<float>& norm, int64_t n) {
 
 // Attention of every batch token over its sequence's cached positions: those of the layer's sliding
 // window when it has one (the kernel masks the rest), scores q.k * attn_scale, soft-capped when the
-// model says so (gemma2).
+// model says so (gemma2). Bidirectional models (gemma-embedding) see their whole sequence, every
+// position's K/V stored by attention_block before any token attends.
 void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t layer) {
   const ModelConfig& c = model_->config();
   const PagedKvView view = kv.view(c.slot(layer));
@@ -254,17 +255,21 @@ void Forward::attention(const ForwardBatch& batch, const KvStorage& kv, int64_t 
       const SeqSlice& s = batch.seqs[seq_of_[t]];
       const float* q = q_.data() + t * QD + h * group * hd;
       float* out = att_.data() + t * QD + h * group * hd;
-      const int64_t n_ctx = pos_[t] + 1;
-      const AttnMask mask{la.first(pos_[t]), c.attn_softcap,
+      const LayerAttention::Keys keys = la.keys(pos_[t], s.pos_begin + s.n_tokens, c.arch.bidirectional);
+      const AttnMask mask{keys.first, c.attn_softcap,
                           L.attn_sinks.empty() ? nullptr : L.attn_sinks.data() + h * group,
                           c.alibi.empty() ? nullptr : c.alibi.data() + h * group};
-      paged_attention_heads(q, group, h, nh, view, s.block_table.data(), n_ctx, scale, out, mask);
+      paged_attention_heads(q, group, h, nh, view, s.block_table.data(), keys.end, scale, out, mask);
     }
   };
   // Below ~256K multiply-adds (e.g. one decode token over < ~300 positions of Qwen2.5-0.5B) a fork/join
   // (~3 us on a busy 2-core machine) costs about what the second core would save.
   int64_t macs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) macs += (pos_[t] + 1 - la.first(pos_[t])) * c.n_head_of(layer) * hd;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const SeqSlice& s = batch.seqs[seq_of_[t]];
+    const LayerAttention::Keys keys = la.keys(pos_[t], s.pos_begin + s.n_tokens, c.arch.bidirectional);
+    macs += (keys.end - keys.first) * c.n_head_of(layer) * hd;
+  }
   if (pool_ && macs >= (int64_t{1} << 18)) pool_->parallel_for(n_tokens * runs, 1, body);
   else body(0, n_tokens * runs, 0);
 }

@@ -121,9 +121,11 @@ class Loader {
   // n_layer) and a reranker's cls.* head (model/decoder_embedder.cpp reads it); null if none.
   // llama.cpp refuses such files ("wrong number of tensors"), and so does tokenmill: an extra tensor
   // (a bias, a norm) means the file computes something the loader would leave out.
-  const GgufTensorInfo* unread(int64_t n_layer) const {
+  // (the embedders' heads are theirs: cls.* -- bert, Qwen3-Reranker -- and gemma-embedding's dense_2 / dense_3)
+  const GgufTensorInfo* unread(int64_t n_layer, bool dense_heads) const {
     for (const GgufTensorInfo& t : f_.tensors()) {
       if (names_.count(t.name) || t.name.rfind("cls.", 0) == 0) continue;
+      if (dense_heads && (t.name.rfind("dense_2.", 0) == 0 || t.name.rfind("dense_3.", 0) == 0)) continue;
       if (t.name.rfind("blk.", 0) == 0) {
         const size_t dot = t.name.find('.', 4);
         if (dot != std::string::npos && dot > 4 && std::all_of(t.name.begin() + 4, t.name.begin() + static_cast<long>(dot), ::isdigit) &&
@@ -556,7 +558,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
     TM_ASSIGN_OR_RETURN(L.w_down, ld.matrix(p + "ffn_down.weight", c.n_embd, ff));
   }
-  if (const GgufTensorInfo* t = ld.unread(c.n_layer))
+  if (const GgufTensorInfo* t = ld.unread(c.n_layer, c.arch.bidirectional))
     return Error{fmt::format("tensor '{}' is not part of a {} model as tokenmill (and llama.cpp) computes it; "
                              "the file holds {} tensors",
                              t->name, c.arch.name, file->tensors().size())};

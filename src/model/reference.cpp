@@ -157,6 +157,9 @@ void rope(float* vec, int64_t n_rot, int64_t pos, const RopeParams& r, RopeLayou
 ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t max_seq)
     : model_(std::move(model)), max_seq_(max_seq) {
   const ModelConfig& c = model_->config();
+  // (one token at a time cannot see the positions after it: a bidirectional model's oracle is the
+  // layer-major float64 one of its tests)
+  TM_ASSERT(!c.arch.bidirectional, "the reference forward is causal; bidirectional models only embed");
   x_.resize(c.n_embd);
   xb_.resize(c.n_embd);
   q_.resize(c.q_dim());

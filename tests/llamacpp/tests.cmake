@@ -33,7 +33,7 @@ if(TM_NODE)
                        ENVIRONMENT "TM_BINARY=$<TARGET_FILE:tokenmill>;TM_SOURCE_DIR=${TM_SOURCE_DIR}"
                        LABELS "e2e;slow" TIMEOUT 600 SKIP_RETURN_CODE 77)
 endif()
-# Embedding models written by `tokenmill dummy` (bert, nomic-bert, a bert reranker, a Qwen3-Reranker, qwen3 / llama with a
+# Embedding models written by `tokenmill dummy` (bert, nomic-bert, a bert reranker, a Qwen3-Reranker, gemma-embedding, qwen3 / llama with a
 # pooling type): llama.cpp's embeddings and rerank scores match `tokenmill embed` (tests/llamacpp/embed.mjs).
 if(TM_NODE)
   add_test(NAME e2e_llamacpp_embed COMMAND ${TM_NODE} ${CMAKE_CURRENT_LIST_DIR}/embed.mjs

@@ -109,6 +109,9 @@ TM_COMMAND("inspect", "print a model file's architecture, hyper-parameters and t
       else if (!roped && !c.arch.attention_free && c.n_kv_layers() > 0 && c.n_ssm_layers() == 0)
         std::printf("positions:     none (no RoPE, ALiBi or learned positions)\n");
       if (c.clamp_kqv > 0) std::printf("attention:     q, k, v clamped to +-%g\n", c.clamp_kqv);
+      if (c.arch.bidirectional)  // gemma-embedding
+        std::printf("attention:     bidirectional (an embedding model: it does not generate)%s\n",
+                    c.n_swa > 0 ? fmt::format("; a sliding window sees {} positions either side", c.n_swa / 2).c_str() : "");
       if (c.n_swa > 0) {
         int64_t sliding = 0;
         for (const auto& la : c.layer_attn) sliding += la.window > 0;

@@ -492,7 +492,7 @@ TEST(QuantizeCommand, RefusesToWriteNonFiniteData) {
 
 // `tokenmill inspect` on the recurrent and M-RoPE families: what each recurrent layer is and the
 // state a sequence carries; an attention-free file without the placeholder heads; M-RoPE's still pairs;
-// the classic families' positions (ALiBi, learned) and q/k/v clamp; gemma4's layers.
+// the classic families' positions (ALiBi, learned) and q/k/v clamp; gemma4's layers; gemma-embedding's attention.
 TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
   struct Case {
     const char* shape;
@@ -514,6 +514,11 @@ TEST(InspectCommand, NamesRecurrentLayersAndMropeOnText) {
         "               1 layers with 4 heads of 64 (kv 1), 64 RoPE dims, ffn 96",
         "K/V:           layers 4-7 read earlier layers' K/V (4 layers hold a cache)",
         "embeddings:    + per-layer inputs, 16 per layer", "proportional on the full layers (rope_freqs)"}},
+      // gemma-embedding: bidirectional, its symmetric windows
+      {"tiny-gemma-embedding",
+       {"attention:     bidirectional (an embedding model: it does not generate); a sliding window sees 4 positions "
+        "either side",
+        "attention:     sliding window 8 on 6 of 7 layers (their rope theta 10000)"}},
       // deci: its layers' heads and kinds
       {"tiny-deci", {"1 layers with linear attention, ffn 160", "1 layers with no attention, ffn 128",
                      "1 layers with no attention, no FFN", "1 layers with 2 heads of 16 (kv 2), 16 RoPE dims, ffn 160"}},

@@ -52,6 +52,8 @@ TEST(EmbedEngine, EncoderEmbedsAndDoesNotGenerate) {
   EXPECT_EQ(info.pooling, "mean");
   EXPECT_EQ(info.embedding_dim, 64);
   EXPECT_EQ(info.architecture, "bert");
+  EXPECT_GT(info.n_params, 64 * 64);  // (the start-up log's "params, weights F32")
+  EXPECT_EQ(info.weight_type, "F32");
   EXPECT_EQ(e->max_model_len(), 128);
   auto ids = e->tokenizer()->encode("hello world", true, true);
   ASSERT_GE(ids.size(), 3u);
@@ -74,6 +76,32 @@ TEST(EmbedEngine, EncoderEmbedsAndDoesNotGenerate) {
   e->start();  // harmless: an embedding engine has no step loop
   EXPECT_FALSE(e->step());
   EXPECT_FALSE(e->load_lora("x", "/nonexistent.gguf").ok());
+}
+
+// EmbeddingGemma: an embedding model without being asked (no --pooling), dense_3's width out, no
+// generation, and the GPU backends refuse its bidirectional attention by name.
+TEST(EmbedEngine, GemmaEmbeddingEmbedsOnTheCpuOnly) {
+  auto e = engine_for("tiny-gemma-embedding", "");
+  ASSERT_TRUE(e);
+  const ModelInfo& info = e->model_info();
+  EXPECT_TRUE(info.is_embedding());
+  EXPECT_EQ(info.pooling, "mean");
+  EXPECT_EQ(info.architecture, "gemma-embedding");
+  EXPECT_EQ(info.embedding_dim, 64);
+  auto out = e->embed({{2, 40, 7, 300}, {2, 40, 7, 301}});
+  ASSERT_TRUE(out.ok()) << out.error();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].size(), 64u);
+  EXPECT_NE((*out)[0], (*out)[1]);
+  GenerateRequest r;
+  r.prompt = {2, 40, 7};
+  r.max_tokens = 4;
+  auto problem = e->check(r);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_NE(problem->message.find("embedding model"), std::string::npos) << problem->message;
+  auto gpu = try_engine("tiny-gemma-embedding", "", 200, "gpu-oracle");
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.error().find("bidirectional attention"), std::string::npos) << gpu.error();
 }
 
 TEST(EmbedEngine, InputErrorsNameTheInput) {

@@ -688,6 +688,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto g4s = gpu_forward_supports(*g4, gpu_host_ops());
     ASSERT_FALSE(g4s.ok());
     EXPECT_NE(g4s.error().find("gemma4"), std::string::npos) << g4s.error();
+    auto ge = dummy("tiny-gemma-embedding", DType::F32);  // bidirectional attention: CPU only
+    ASSERT_NE(ge, nullptr);
+    auto ges = gpu_forward_supports(*ge, gpu_host_ops());
+    ASSERT_FALSE(ges.ok());
+    EXPECT_NE(ges.error().find("bidirectional"), std::string::npos) << ges.error();
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());
