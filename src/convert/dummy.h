@@ -136,7 +136,7 @@ struct ModelShape {
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
 // "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
 // "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe", "tiny-gemma-embedding",
-// "tiny-gemma-embedding-nodense").
+// "tiny-gemma-embedding-nodense", "tiny-afmoe", "tiny-afmoe-full").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -191,7 +191,7 @@ struct DummyTensors {
   Status experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const;
 };
 
-// The family writers that write every matrix in --dtype (classic, mamba, gemma4, deci, phimoe): an error
+// The family writers that write every matrix in --dtype (classic, mamba, gemma4, deci, phimoe, afmoe): an error
 // naming the arch unless dtype is F32, F16, BF16, Q8_0, Q4_0, IQ4_NL or MXFP4.
 Status dummy_whole_file_dtype(DType dtype, const std::string& arch);
 // The family writers' common keys: general.architecture, name, file_type (and quantization_version for
@@ -217,6 +217,8 @@ Status write_dummy_gemma4(const DummyOptions& opts, const std::string& out_path)
 Status write_dummy_deci(const DummyOptions& opts, const std::string& out_path);
 // Phi-3.5-MoE (convert/dummy_phimoe.cpp).
 Status write_dummy_phimoe(const DummyOptions& opts, const std::string& out_path);
+// AFMoE, Arcee's Trinity (convert/dummy_afmoe.cpp).
+Status write_dummy_afmoe(const DummyOptions& opts, const std::string& out_path);
 // --vocab: the GGUF whose tokenizer.* keys a dummy copies (null when `path` is empty), refused without
 // tokenizer.ggml.tokens; its token count; and the copy of its tokenizer.* keys into w.
 Result<std::unique_ptr<GgufFile>> open_dummy_vocab(const std::string& path);

@@ -807,6 +807,10 @@ std::vector<ModelShape> gemma4_shapes() {
     m.n_expert = n, m.n_expert_used = used, m.n_ff_exp = ff;
     return m;
   };
+  auto afmoe = [](ModelShape m, int64_t shared, int64_t dense_lead, int64_t swa, float scale) {
+    m.n_expert_shared = shared, m.n_dense_lead = dense_lead, m.n_swa = swa, m.expert_weights_scale = scale;
+    return m;
+  };
   ModelShape tiny = g4({"tiny-gemma4", "gemma4", 512, 64, 8, 4, 2, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 4, 64, 1,
                        16, 4, true, true);
   tiny.layer_out_scale = true;
@@ -832,6 +836,16 @@ std::vector<ModelShape> gemma4_shapes() {
       moe({"tiny-phimoe", "phimoe", 512, 64, 2, 4, 2, 16, 96, 256, 10000.0f, 1e-5f, false}, 8, 2, 96),
       moe(g4({"tiny-gemma4-moe", "gemma4", 512, 64, 6, 4, 4, 32, 96, 256, 1000000.0f, 1e-6f, true}, 8, 3, 64, 1, 0, 0,
              false, true), 8, 2, 48),
+      // Arcee Trinity Mini (afmoe, as public summaries give its config: 128 experts of 1024 rows, 8 per token,
+      // one shared, two dense layers first, windows of 2048 on three layers of four, route scale 2.826) and
+      // tiny forms: with windows (layer 3 global, without RoPE) and an untied output; without windows
+      // (layer 3 still without RoPE), tied, two shared experts
+      afmoe(moe({"trinity-mini", "afmoe", 200192, 2048, 32, 32, 4, 128, 6144, 131072, 10000.0f, 1e-5f, false}, 128, 8,
+                1024), 1, 2, 2048, 2.826f),
+      afmoe(moe({"tiny-afmoe", "afmoe", 512, 64, 6, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, 8, 2, 48), 1, 1, 8,
+            2.5f),
+      afmoe(moe({"tiny-afmoe-full", "afmoe", 512, 64, 5, 4, 1, 16, 128, 256, 10000.0f, 1e-5f, true}, 6, 3, 32), 2, 2, 0,
+            0.0f),
   };
 }
 

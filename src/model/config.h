@@ -98,6 +98,9 @@ struct ArchSpec {
   // qwen35: the q projection is twice as wide, each head's queries followed by as many gate values;
   // the attention's output times sigmoid(gate) goes into attn_output.
   bool attn_output_gate = false;
+  // afmoe: a separate projection of the attention's input, attn_gate.weight (q_dim rows), gates the
+  // attention's output the same way (times sigmoid(attn_gate x), before attn_output).
+  bool attn_gate_proj = false;
   // nemotron_h: each layer is one block behind its attn_norm -- a Mamba-2 mixer (attention.head_count_kv
   // and feed_forward_length entries 0), attention without RoPE (feed_forward_length 0) or an FFN
   // (head_count_kv 0) -- added to the residual stream (ModelConfig::has_mixer / has_ffn).

@@ -52,6 +52,7 @@ Forward::Forward(std::shared_ptr<const Model> model, ThreadPool* pool) : model_(
       jobs.insert(jobs.end(), {{&L.wq, &P.wq}, {&L.wo, &P.wo}});
       if (L.wk.valid()) jobs.emplace_back(&L.wk, &P.wk);  // (gemma4's shared-K/V layers have none)
       if (L.wv.valid() && L.wv.data != L.wk.data) jobs.emplace_back(&L.wv, &P.wv);  // (gemma4's K = V layers: K's)
+      if (L.wq_gate.valid()) jobs.emplace_back(&L.wq_gate, &P.attn_gate);  // (afmoe)
     }
     if (L.per_layer_inp_gate.valid())
       jobs.insert(jobs.end(), {{&L.per_layer_inp_gate, &P.pl_gate}, {&L.per_layer_proj, &P.pl_proj}});
@@ -167,10 +168,8 @@ void Forward::ensure_scratch(int64_t n) {
       m1_dt_.resize(N * c.ssm_d_inner);
     }
   }
-  if (c.arch.attn_output_gate) {
-    qg_.resize(N * 2 * c.q_dim());
-    gate_.resize(N * c.q_dim());
-  }
+  if (c.arch.attn_output_gate) qg_.resize(N * 2 * c.q_dim());
+  if (c.arch.attn_output_gate || c.arch.attn_gate_proj) gate_.resize(N * c.q_dim());
   if (c.is_mla()) ao_.resize(N * c.attn_out_dim());
   if (c.n_conv_layers() > 0) bcx_.resize(N * 3 * c.n_embd);
   hb_.resize(N * c.n_ff);
@@ -430,6 +429,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
   const bool v_is_k = stores && L.wv.data == L.wk.data;  // (gemma4's K = V layers)
   const bool mla = c.is_mla();
   const bool gated = c.arch.attn_output_gate;
+  const bool gate_proj = L.wq_gate.valid();  // afmoe: the gate from its own projection
   if (mla) {  // deepseek2: q and the latent K (= V) with their RoPE parts rotated (model/mla.h)
     mla_.project(c, L, P.mla, xb_.data(), E, N, rope_off >= 0 ? rope_cos_.data() + rope_off : nullptr,
                  rope_off >= 0 ? rope_sin_.data() + rope_off : nullptr, q_.data(), k_.data(), pool_);
@@ -445,6 +445,10 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     const int64_t QY = gated ? 2 * QD : QD;
     const MatmulOutput qkv[] = {{&P.wq, qy, QY}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
     matmul_many(qkv, !stores ? 1 : v_is_k ? 2 : 3, xb_.data(), E, N, pool_);
+    if (gate_proj) {
+      observe(P.attn_gate, xb_.data(), N);
+      matmul(P.attn_gate, xb_.data(), E, gate_.data(), QD, N, pool_);
+    }
     if (v_is_k) std::copy(k_.begin(), k_.begin() + N * KD, v_.begin());
     if (lora) {
       lora_.apply(l, LoraSlot::Q, xb_.data(), E, qy, QY, pool_);
@@ -522,7 +526,7 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     }
   });
   attention(batch, kv, l);
-  if (gated)  // qwen35: the output times sigmoid(gate)
+  if (gated || gate_proj)  // qwen35, afmoe: the output times sigmoid(gate)
     parallel(N, 16, [&](int64_t t0, int64_t t1) {
       for (int64_t i = t0 * QD; i < t1 * QD; ++i)
         att_[static_cast<size_t>(i)] *= 1.0f / (1.0f + std::exp(-gate_[static_cast<size_t>(i)]));

@@ -78,6 +78,7 @@ class Forward {
     PreparedMoe moe;                                 // MoE layers (ModelConfig::layer_is_moe)
     PreparedMla mla;                                 // latent attention (ModelConfig::is_mla; wq/wk/wv empty)
     PreparedMatrix pl_gate, pl_proj;                 // gemma4's per-layer embedding block
+    PreparedMatrix attn_gate;                        // afmoe's attention output gate
   };
   void ensure_scratch(int64_t n_tokens);
   // A layer's attention block on xb (N rows, normed) into xb: q/k/v, their K/V into the cache,

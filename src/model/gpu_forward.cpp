@@ -28,6 +28,7 @@ Status gpu_forward_supports(const Model& model, const gpu::Ops& ops, DType kv_dt
     return no(fmt::format("{} experts, {} per token (at most 256 and 32)", c.n_expert, c.n_expert_used));
   if (c.is_mla()) return no("multi-head latent attention (deepseek2)");
   if (c.arch.bidirectional) return no("bidirectional attention (gemma-embedding)");
+  if (c.arch.attn_gate_proj) return no("an attention output gate of its own projection (afmoe)");
   if (c.n_conv_layers() > 0) return no("short convolution layers (lfm2)");
   if (c.n_ssm_layers() > 0) return no("recurrent layers (Mamba-1 and Mamba-2 mixers: mamba, mamba2, jamba, granitehybrid, nemotron_h, falcon-h1; gated delta nets: qwen35, qwen3next)");
   if (c.arch.qk_norm_after_rope) return no("q/k norms after RoPE (hunyuan-dense)");

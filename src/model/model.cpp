@@ -395,6 +395,9 @@ Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c,
   }
   TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, c.attn_out_dim()));
   TM_ASSIGN_OR_RETURN(L.bo, ld.opt_vec(p + "attn_output.bias", c.n_embd, c.arch.attn_out_bias));
+  if (c.arch.attn_gate_proj) {  // afmoe
+    TM_ASSIGN_OR_RETURN(L.wq_gate, ld.matrix(p + "attn_gate.weight", c.q_dim(), c.n_embd));
+  }
   if (c.arch.attn_sinks) {
     TM_ASSIGN_OR_RETURN(L.attn_sinks, ld.vec(p + "attn_sinks.weight", c.n_head));
   }

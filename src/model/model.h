@@ -27,6 +27,7 @@ struct LayerWeights {
   std::vector<float> q_norm;     // (head_dim) — qwen3 only, else empty
   std::vector<float> k_norm;     // (head_dim) — qwen3 only, else empty
   Matrix wo;                     // (n_embd, n_head*head_dim)
+  Matrix wq_gate;                // (n_head*head_dim, n_embd) afmoe's attn_gate: sigmoid(wq_gate x) gates the output
   // RMSNorm of the attention output and of the FFN output before their residual adds (gemma2/3), else empty
   std::vector<float> attn_post_norm, ffn_post_norm;  // (n_embd)
   std::vector<float> bo;         // (n_embd) attn_output.bias (gpt-oss), else empty

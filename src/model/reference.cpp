@@ -176,10 +176,8 @@ ReferenceForward::ReferenceForward(std::shared_ptr<const Model> model, int64_t m
   logits_.resize(c.n_vocab);
   conv_inputs_.resize(static_cast<size_t>(c.n_conv_layers() * max_seq * c.n_embd));
   conv_bcx_.resize(static_cast<size_t>(3 * c.n_embd));
-  if (c.arch.attn_output_gate) {
-    qg_.resize(static_cast<size_t>(2 * c.q_dim()));
-    gate_.resize(static_cast<size_t>(c.q_dim()));
-  }
+  if (c.arch.attn_output_gate) qg_.resize(static_cast<size_t>(2 * c.q_dim()));
+  if (c.arch.attn_output_gate || c.arch.attn_gate_proj) gate_.resize(static_cast<size_t>(c.q_dim()));
   if (c.n_ssm_layers() > 0) {
     ssm_state_.resize(static_cast<size_t>(c.n_ssm_layers() * c.ssm_state_floats()));
     ssm_zx_.resize(static_cast<size_t>(c.ssm_in_dim()));
@@ -454,6 +452,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
                 q_[h * hd + i] = qg_[h * 2 * hd + i];
                 gate_[h * hd + i] = qg_[h * 2 * hd + hd + i];
               }
+          if (L.wq_gate.valid()) ref::matvec(L.wq_gate, xb_.data(), gate_.data(), row_);  // afmoe: the gate's own projection
           lora_add(adapted(l, LoraSlot::K), xb_.data(), k_.data());
           lora_add(adapted(l, LoraSlot::V), xb_.data(), v_.data());
           if (!L.bq.empty()) {
@@ -506,7 +505,7 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
           std::copy(v_.begin(), v_.begin() + kv_dim, vc + pos * c.kv_dim());
         }
         attention(l, pos);
-        if (c.arch.attn_output_gate)  // qwen35: times sigmoid(gate)
+        if (c.arch.attn_output_gate || L.wq_gate.valid())  // qwen35, afmoe: times sigmoid(gate)
           for (int64_t i = 0; i < c.q_dim(); ++i) att_out_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
         // output projection and residual (MLA: each head's latent output through its attn_v_b first)
         const float* ao = att_out_.data();
@@ -546,6 +545,8 @@ const std::vector<float>& ReferenceForward::forward(int32_t token, int64_t pos) 
       xb_ = dense_in;
     } else if (c.layer_is_moe(l)) {
       moe_ffn(L);
+      if (!L.ffn_post_norm.empty())  // afmoe: the experts' and shared experts' sum, normed
+        ref::rmsnorm(moe_out_.data(), moe_out_.data(), L.ffn_post_norm.data(), c.n_embd, c.rms_eps);
       for (int64_t i = 0; i < c.n_embd; ++i) x_[i] += c.residual_scale * moe_out_[i];
       continue;
     }

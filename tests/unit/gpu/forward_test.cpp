@@ -693,6 +693,11 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     auto ges = gpu_forward_supports(*ge, gpu_host_ops());
     ASSERT_FALSE(ges.ok());
     EXPECT_NE(ges.error().find("bidirectional"), std::string::npos) << ges.error();
+    auto af = dummy("tiny-afmoe", DType::F32);  // the attention gate's own projection: CPU only
+    ASSERT_NE(af, nullptr);
+    auto afs = gpu_forward_supports(*af, gpu_host_ops());
+    ASSERT_FALSE(afs.ok());
+    EXPECT_NE(afs.error().find("afmoe"), std::string::npos) << afs.error();
     auto ds = dummy("tiny-deepseek2", DType::F32);  // latent attention: CPU only
     ASSERT_NE(ds, nullptr);
     auto st = gpu_forward_supports(*ds, gpu_host_ops());

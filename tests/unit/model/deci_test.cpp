@@ -3,7 +3,9 @@
 // attention" (attn_output over the normed input, no K/V), no FFN --, the cache holding K/V for the
 // attention layers only, each at its own width. nemotron: LayerNorms with biases, a part of each head
 // rotated, the ungated ReLU-squared FFN. phimoe: RMS norms with biases around phi3's attention and softmax
-// experts. And each matters: the same weights without it give other logits.
+// experts. afmoe: the attention gate of its own projection, NoPE on every fourth layer (windows on the
+// others), sigmoid-routed experts with a required selection bias after dense layers. And each matters:
+// the same weights without it give other logits.
 // (Both tiny forms also run FamilyTest's float64 and batched checks; llama.cpp's logits: families.mjs.)
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 
 #include "convert/dummy.h"
 #include "family_fixture.h"
+#include "gguf_edit.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/reference.h"
@@ -118,4 +121,41 @@ TEST(Phimoe, RmsNormsWithBiasesAndExperts) {
   const auto base = logits_of(m);
   EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.layers[1].attn_norm_b.assign(64, 0.0f); }));
   EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.output_norm_b.assign(64, 0.0f); }));
+}
+
+TEST(Afmoe, GateNoPeLayersWindowsAndSigmoidExperts) {
+  auto m = tiny("tiny-afmoe");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  EXPECT_TRUE(c.arch.attn_gate_proj);
+  EXPECT_TRUE(c.moe_sigmoid);  // (the file has no expert_gating_func: llama.cpp's afmoe default)
+  EXPECT_EQ(c.n_layer_dense_lead, 1);
+  EXPECT_EQ(c.n_ff_shexp, 48);
+  EXPECT_FLOAT_EQ(c.moe_weights_scale, 2.5f);
+  EXPECT_FLOAT_EQ(c.embd_scale, 8.0f);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const bool global = l % 4 == 3;
+    EXPECT_EQ(c.layer_attn[static_cast<size_t>(l)].window, global ? 0 : 8) << l;
+    EXPECT_EQ(c.has_rope(l), !global) << l;
+  }
+  const LayerWeights& L = m->weights().layers[2];
+  EXPECT_EQ(L.wq_gate.rows, 64);
+  EXPECT_EQ(L.exp_probs_b.size(), 8u);
+  EXPECT_FALSE(m->weights().layers[0].exp_probs_b.size());  // the dense layer
+  const auto base = logits_of(m);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.layers[2].wq_gate = Matrix{}; }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.layer_attn[3].rope = 0; }));
+  EXPECT_NE(base, logits_of(m, [](ModelConfig& c, ModelWeights&) { c.moe_sigmoid = false; }));
+  // without windows the fourth layers still have no RoPE
+  auto full = tiny("tiny-afmoe-full");
+  ASSERT_NE(full, nullptr);
+  EXPECT_EQ(full->config().n_swa, 0);
+  EXPECT_FALSE(full->config().has_rope(3));
+  EXPECT_TRUE(full->config().has_rope(4));
+  EXPECT_EQ(full->config().n_ff_shexp, 64);  // two shared experts of 32 rows
+  // the selection bias is required, as llama.cpp requires it
+  auto no_bias = test::load_edited(test::family_file("tiny-afmoe"), [](GgufWriter&) {},
+                                   [](const std::string& name) { return name == "blk.2.exp_probs_b.bias"; });
+  ASSERT_FALSE(no_bias.ok());
+  EXPECT_NE(no_bias.error().find("exp_probs_b"), std::string::npos) << no_bias.error();
 }

@@ -115,7 +115,8 @@ class F64Forward {
       auto q = mv(L.wq, xb);
       std::vector<double> k, v;
       if (own_kv) k = mv(L.wk, xb), v = mv(L.wv, xb);
-      std::vector<double> gate;  // qwen35: per head, the queries then as many gates
+      std::vector<double> gate;  // qwen35: per head, the queries then as many gates; afmoe: attn_gate x
+      if (L.wq_gate.valid()) gate = mv(L.wq_gate, xb);
       if (c_.arch.attn_output_gate) {
         const int64_t hd = c_.head_dim;
         std::vector<double> qq;
@@ -185,7 +186,7 @@ class F64Forward {
         for (int64_t t = first; t <= pos; ++t)
           for (int64_t i = 0; i < hd; ++i) att[h * hd + i] += s[t - first] / sum * vc_[kvl][t][kvh * hd + i];
       }
-      for (size_t i = 0; i < gate.size(); ++i) att[i] /= 1 + std::exp(-gate[i]);  // qwen35: times sigmoid(gate)
+      for (size_t i = 0; i < gate.size(); ++i) att[i] /= 1 + std::exp(-gate[i]);  // qwen35, afmoe: times sigmoid(gate)
       auto o = mv(L.wo, att);
       if (!L.bo.empty())  // attn_output.bias (gpt-oss)
         for (size_t i = 0; i < o.size(); ++i) o[i] += L.bo[i];
@@ -289,6 +290,8 @@ class F64Forward {
       }
       double wsum = 0;
       for (int64_t j = 0; j < K; ++j) wsum += p[idx[j]];
+      // the experts' (and shared experts') sum, RMS-normed by ffn_post_norm when the layer has one (afmoe)
+      const std::vector<double> x_in = x;
       for (int64_t j = 0; j < K; ++j) {
         const int64_t e = idx[j];
         const double wt = (c_.arch.moe_norm_topk ? p[e] / wsum : p[e]) * c_.moe_weights_scale;
@@ -311,6 +314,12 @@ class F64Forward {
         }
         auto d = swiglu(L.gate_shexp, L.up_shexp, L.down_shexp, xb);
         for (size_t i = 0; i < x.size(); ++i) x[i] += rs * g * d[i];
+      }
+      if (!L.ffn_post_norm.empty()) {
+        std::vector<double> sum(x.size());
+        for (size_t i = 0; i < x.size(); ++i) sum[i] = (x[i] - x_in[i]) / rs;
+        sum = norm(sum, L.ffn_post_norm);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = x_in[i] + rs * sum[i];
       }
       return;
     }
