@@ -251,6 +251,16 @@ void dummy_header(GgufWriter& w, const ModelShape& s, DType dtype) {
   w.set_u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
 }
 
+void dummy_uniform_layer_keys(GgufWriter& w, const ModelShape& s) {
+  const std::string a = s.arch + ".";
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_theta);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_rot > 0 ? s.n_rot : s.head_dim));
+}
+
 Status DummyTensors::experts(const std::string& name, int64_t n, int64_t rows, int64_t cols, float spread) const {
   const DType t = cols % dtype_info(type).block_size != 0 ? DType::F16 : type;
   return w.add_tensor(name, t, {cols, rows, n}, dummy_rows(pool, seed, name, rows * n, cols, t, spread));

@@ -197,6 +197,10 @@ Status dummy_whole_file_dtype(DType dtype, const std::string& arch);
 // The family writers' common keys: general.architecture, name, file_type (and quantization_version for
 // block types), and {arch}.context_length / embedding_length / block_count.
 void dummy_header(GgufWriter& w, const ModelShape& s, DType dtype);
+// ... and the keys of a model whose layers are all alike (phimoe, afmoe): {arch}.feed_forward_length,
+// attention.head_count / head_count_kv / layer_norm_rms_epsilon, rope.freq_base and rope.dimension_count
+// (n_rot, or head_dim when 0).
+void dummy_uniform_layer_keys(GgufWriter& w, const ModelShape& s);
 
 // Writes a GGUF that tokenmill and llama.cpp load. Same options and seed => identical bytes.
 Status write_dummy_model(const DummyOptions& opts, const std::string& out_path);

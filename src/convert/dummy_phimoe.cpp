@@ -26,12 +26,7 @@ Status write_dummy_phimoe(const DummyOptions& o, const std::string& out_path) {
   if (vocab) s.n_vocab = dummy_vocab_size(*vocab);
   const std::string a = "phimoe.";
   dummy_header(w, s, o.dtype);
-  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(F));
-  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.set_f32(a + "rope.freq_base", s.rope_theta);
-  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_rot > 0 ? s.n_rot : hd));
+  dummy_uniform_layer_keys(w, s);
   w.set_u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
   w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
   if (vocab) copy_tokenizer_keys(*vocab, w);

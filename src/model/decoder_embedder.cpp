@@ -214,15 +214,8 @@ Status load_rank_head(const GgufFile& f, const Model& model, DecoderEmbedder& e)
     if (la && static_cast<int64_t>(la->size()) != t->ne[1])
       return Error{fmt::format("cls.output.weight has {} rows but {}.classifier.output_labels {} labels", t->ne[1],
                                c.arch.name, la->size())};
-    Matrix m;
-    m.type = t->type;
-    m.rows = t->ne[1];
-    m.cols = E;
-    m.data = t->data;
-    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(m.rows));
-    m.name = "cls.output.weight";
-    e.head_ = PreparedMatrix(m);
-    e.info_.out_dim = m.rows;
+    e.head_ = PreparedMatrix(matrix_of(*t, "cls.output.weight"));
+    e.info_.out_dim = t->ne[1];
     return ok_status();
   }
   const Matrix& out = model.weights().output;
@@ -256,17 +249,10 @@ Status load_dense_layers(const GgufFile& f, const ModelConfig& c, DecoderEmbedde
     if (t->ne.size() != 2 || t->ne[0] != width || t->ne[1] < 1 || t->ne[1] > (int64_t{1} << 20))
       return Error{fmt::format("tensor '{}' has the wrong shape (expected [{}, n_out])", name, width)};
     if (!can_dequantize(t->type)) return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
-    Matrix m;
-    m.type = t->type;
-    m.rows = t->ne[1];
-    m.cols = width;
-    m.data = t->data;
-    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(m.rows));
-    m.name = name;
-    e.dense_[n] = PreparedMatrix(m);
-    e.dense_rows_[n++] = m.rows;
+    e.dense_[n] = PreparedMatrix(matrix_of(*t, name));
+    e.dense_rows_[n++] = t->ne[1];
     e.dense_bytes_ += t->nbytes;
-    width = m.rows;
+    width = t->ne[1];
   }
   if (n > 0 && !c.arch.bidirectional)
     return Error{fmt::format("dense_2 / dense_3 projections are gemma-embedding's, not {}'s", c.arch.name)};

@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/embedder.h"
+#include "model/model.h"
 #include "quant/quant.h"
 
 namespace tmill {
@@ -38,15 +39,8 @@ class TensorReader {
     if (t->ne.size() != 2 || t->ne[0] != cols || (rows >= 0 && t->ne[1] != rows))
       return Error{fmt::format("tensor '{}' has the wrong shape (expected [{}, {}])", name, cols, rows)};
     if (!can_dequantize(t->type)) return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
-    Matrix m;
-    m.type = t->type;
-    m.rows = t->ne[1];
-    m.cols = cols;
-    m.data = t->data;
-    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(m.rows));
-    m.name = name;
     bytes += t->nbytes;
-    return m;
+    return matrix_of(*t, name);
   }
   Result<std::vector<float>> vec(const std::string& name, int64_t n, bool required = true) {
     const GgufTensorInfo* t = f_.find_tensor(name);

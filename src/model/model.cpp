@@ -25,15 +25,8 @@ class Loader {
     if (!can_dequantize(t->type))
       return Error{fmt::format("tensor '{}' has type {}, which tokenmill cannot compute with yet", name,
                                dtype_name(t->type))};
-    Matrix m;
-    m.type = t->type;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t->data;
-    m.row_bytes = static_cast<size_t>(t->nbytes / static_cast<uint64_t>(rows));
-    m.name = name;
     used(*t);
-    return m;
+    return matrix_of(*t, name);
   }
 
   // A 3-D tensor [cols, rows, n] (one matrix per expert, GGUF's ffn_*_exps): n row views into it.
@@ -405,6 +398,17 @@ Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c,
 }
 
 }  // namespace
+
+Matrix matrix_of(const GgufTensorInfo& t, std::string name) {
+  Matrix m;
+  m.type = t.type;
+  m.rows = t.ne[1];
+  m.cols = t.ne[0];
+  m.data = t.data;
+  m.row_bytes = static_cast<size_t>(t.nbytes / static_cast<uint64_t>(m.rows));
+  m.name = std::move(name);
+  return m;
+}
 
 const float* ModelWeights::rope_freq_factors(const ModelConfig& c, int64_t n_ctx) const {
   if (!rope_freqs.empty()) return rope_freqs.data();

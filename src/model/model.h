@@ -111,6 +111,10 @@ struct ModelWeights {
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> owned;
 };
 
+// A 2-D GGUF tensor ([cols, rows]) as a Matrix over the file's bytes, named `name`; the caller has checked
+// its shape and that its type can be computed with.
+Matrix matrix_of(const GgufTensorInfo& t, std::string name);
+
 class Model {
  public:
   // Loads a GGUF model file (mmap; weights are used in place).
