@@ -136,7 +136,7 @@ struct ModelShape {
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
 // "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
 // "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe", "tiny-gemma-embedding",
-// "tiny-gemma-embedding-nodense", "tiny-afmoe", "tiny-afmoe-full").
+// "tiny-gemma-embedding-nodense", "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -212,7 +212,7 @@ Status write_dummy_encoder(const DummyOptions& opts, const std::string& out_path
 bool is_mamba_dummy_arch(const std::string& arch);
 Status write_dummy_mamba(const DummyOptions& opts, const std::string& out_path);
 // The classic families (convert/dummy_classic.cpp): gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo, baichuan,
-// chatglm, codeshell, jais, jais2, plamo, refact, nemotron.
+// chatglm, codeshell, jais, jais2, plamo, refact, nemotron, qwen.
 bool is_classic_dummy_arch(const std::string& arch);
 Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
 // Gemma 4 (convert/dummy_gemma4.cpp).

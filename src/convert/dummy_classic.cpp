@@ -1,5 +1,5 @@
 // Random-weight models of the classic families -- gpt2, starcoder, gptneox, falcon, bloom, mpt, olmo,
-// baichuan, chatglm, codeshell, jais, jais2, plamo, refact, nemotron -- with the keys, tensor names and shapes llama.cpp's
+// baichuan, chatglm, codeshell, jais, jais2, plamo, refact, nemotron, qwen -- with the keys, tensor names and shapes llama.cpp's
 // converter writes for them: one attn_qkv (q, k, v rows), but q/k/v apart for baichuan, olmo, plamo and
 // refact; LayerNorms with their biases (olmo's have none; baichuan's, chatglm's, plamo's and refact's are
 // RMS norms);
@@ -21,7 +21,7 @@ namespace tmill {
 bool is_classic_dummy_arch(const std::string& a) {
   return a == "gpt2" || a == "starcoder" || a == "gptneox" || a == "falcon" || a == "bloom" || a == "mpt" ||
          a == "olmo" || a == "baichuan" || a == "chatglm" || a == "codeshell" || a == "refact" || a == "jais2" ||
-         a == "jais" || a == "plamo" || a == "nemotron";
+         a == "jais" || a == "plamo" || a == "nemotron" || a == "qwen";
 }
 
 Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
@@ -40,13 +40,16 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   const bool jais = arch == "jais";    // (gpt2's layer with a gated FFN, ALiBi)
   const bool plamo = arch == "plamo";  // (the llama layer in the parallel block)
   const bool nemotron = arch == "nemotron";  // (q/k/v apart, LayerNorms, the ungated ReLU-squared FFN, biases)
-  const bool rms = baichuan || chatglm || refact || plamo;  // (the others: LayerNorms)
+  const bool qwen = arch == "qwen";  // (Qwen-1: attn_qkv with its bias, NeoX, FFN rows half feed_forward_length)
+  const bool rms = baichuan || chatglm || refact || plamo || qwen;  // (the others: LayerNorms)
+  if (qwen && (s.n_head_kv != s.n_head || F % 2 != 0))
+    return Error{"qwen has as many K/V heads as query heads and an even feed_forward_length (twice the FFN's rows)"};
   if (s.sequential_block && !neox) return Error{"a sequential block (use_parallel_residual false) is gptneox's"};
   if (s.attn_norm_2 && !falcon) return Error{"attn_norm_2 is falcon's (40B / 180B)"};
   if ((s.mpt_biases || s.mpt_pos_embd) && !mpt) return Error{"optional biases and positions are mpt's"};
   if (s.max_alibi_bias > 0 && !mpt && !jais) return Error{"the ALiBi bias key is mpt's and jais's"};
   if (s.clamp_kqv > 0 && !mpt && !olmo) return Error{"attention.clamp_kqv is mpt's and olmo's"};
-  if ((neox || baichuan || jais || plamo || nemotron || arch == "codeshell") && s.tied)
+  if ((neox || baichuan || jais || plamo || nemotron || qwen || arch == "codeshell") && s.tied)
     return Error{fmt::format("{} has an untied output (llama.cpp requires it)", arch)};
   const int64_t n_rot = s.n_rot > 0 ? s.n_rot : hd;
   if ((falcon || codeshell || plamo) && n_rot != hd)
@@ -62,9 +65,9 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   if (rms) w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   else w.set_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
-  if (neox || falcon || olmo || baichuan || chatglm || codeshell || plamo || nemotron)
+  if (neox || falcon || olmo || baichuan || chatglm || codeshell || plamo || nemotron || qwen)
     w.set_f32(a + "rope.freq_base", s.rope_theta);
-  if (neox || chatglm || nemotron) w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
+  if (neox || chatglm || nemotron || qwen) w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(n_rot));
   if (neox) {
     w.set_bool(a + "use_parallel_residual", !s.sequential_block);
   }
@@ -100,15 +103,16 @@ Status write_dummy_classic(const DummyOptions& o, const std::string& out_path) {
       TM_TRY(t.matrix(p + "attn_v.weight", KD, E, spread));
     } else {
       TM_TRY(t.matrix(p + "attn_qkv.weight", QD + 2 * KD, E, spread));
-      if (biased || chatglm) TM_TRY(t.f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
+      if (biased || chatglm || qwen) TM_TRY(t.f32(p + "attn_qkv.bias", QD + 2 * KD, 0.0f, 0.1f));
     }
     TM_TRY(t.matrix(p + "attn_output.weight", E, QD, spread));
     if (biased) TM_TRY(t.f32(p + "attn_output.bias", E, 0.0f, 0.05f));
     if (!falcon && !plamo) TM_TRY(add_norm(p + "ffn_norm"));  // (their FFN reads attn_norm's output)
-    if (olmo || baichuan || refact || jais || plamo) {  // SwiGLU (jais: with biases)
-      TM_TRY(t.matrix(p + "ffn_gate.weight", F, E, spread));
-      TM_TRY(t.matrix(p + "ffn_up.weight", F, E, spread));
-      TM_TRY(t.matrix(p + "ffn_down.weight", E, F, spread));
+    if (olmo || baichuan || refact || jais || plamo || qwen) {  // SwiGLU (jais: with biases; qwen: F / 2 rows)
+      const int64_t rows = qwen ? F / 2 : F;
+      TM_TRY(t.matrix(p + "ffn_gate.weight", rows, E, spread));
+      TM_TRY(t.matrix(p + "ffn_up.weight", rows, E, spread));
+      TM_TRY(t.matrix(p + "ffn_down.weight", E, rows, spread));
       if (jais) {
         TM_TRY(t.f32(p + "ffn_gate.bias", F, 0.0f, 0.1f));
         TM_TRY(t.f32(p + "ffn_up.bias", F, 0.0f, 0.1f));

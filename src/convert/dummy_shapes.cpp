@@ -778,6 +778,10 @@ std::vector<ModelShape> classic_shapes() {
       // Refact-1.6B (refact: the llama block with ALiBi, one K/V head)
       {"refact-1.6b", "refact", 49216, 2048, 32, 32, 1, 64, 5632, 4096, 10000.0f, 1e-5f, false},
       {"tiny-refact", "refact", 512, 64, 2, 4, 1, 16, 160, 256, 10000.0f, 1e-5f, false},
+      // Qwen-7B and Qwen-1.8B (qwen, the first generation: feed_forward_length is twice the FFN's rows) and a tiny form
+      {"qwen-7b", "qwen", 151936, 4096, 32, 32, 32, 128, 22016, 8192, 10000.0f, 1e-6f, false},
+      {"qwen-1.8b", "qwen", 151936, 2048, 24, 16, 16, 128, 11008, 8192, 10000.0f, 1e-6f, false},
+      {"tiny-qwen", "qwen", 512, 64, 2, 4, 4, 16, 320, 256, 10000.0f, 1e-6f, false},
       // Nemotron-Mini-4B (nemotron: LayerNorms with biases, half of each head rotated, the ungated ReLU-squared FFN)
       with(ModelShape{"nemotron-mini-4b", "nemotron", 256000, 3072, 32, 24, 8, 128, 9216, 4096, 10000.0f, 1e-5f, false},
            [](ModelShape& m) { m.n_rot = 64; }),

@@ -247,6 +247,7 @@ try {
     codeshell: ['--shape', 'tiny-codeshell', '--head-dim', '64'],
     deepseek: ['--shape', 'tiny-deepseek-moe', '--head-dim', '64'],
     refact: ['--shape', 'tiny-refact', '--head-dim', '64'],
+    'qwen (Qwen-1)': ['--shape', 'tiny-qwen', '--head-dim', '64'],
     jais2: ['--shape', 'tiny-jais2', '--head-dim', '64'],
     jais: ['--shape', 'tiny-jais', '--head-dim', '64'],
     plamo: ['--shape', 'tiny-plamo', '--head-dim', '64'],
@@ -300,7 +301,7 @@ try {
     // (gpt2, gptneox, bloom, mpt, olmo have no GQA either; starcoder, Falcon-7B and refact one K/V head; baichuan's narrow
     // layers two heads, both K/V)
     const mha = ['dots1', 'phi2', 'stablelm', 'gpt2', 'bloom', 'olmo', 'jais'].includes(name) || name.startsWith('gptneox') ||
-      name.startsWith('mpt');
+      name.startsWith('mpt') || name.startsWith('qwen (');
     const kv = name.startsWith('deepseek2') || ['starcoder', 'falcon', 'refact'].includes(name) ? '1' : mha ? '4'
       : name.startsWith('baichuan') ? '2' : null;
     const shape = deep ? narrow : dims;

@@ -76,7 +76,8 @@ TEST_P(FamilyTest, DummyLoadsWithTheShapeItWasWrittenWith) {
     EXPECT_EQ(c.n_head, shape.n_head);
     EXPECT_EQ(c.n_head_kv_of(0), shape.n_head_kv);  // (gemma4: the shape's are the sliding layers', as layer 0)
     EXPECT_EQ(c.head_dim_of(0), shape.head_dim);
-    EXPECT_EQ(c.n_ff_of(0), shape.n_ff);
+    // (qwen: feed_forward_length is twice the FFN's rows, as Qwen-1's converter writes intermediate_size)
+    EXPECT_EQ(c.n_ff_of(0), shape.arch == "qwen" ? shape.n_ff / 2 : shape.n_ff);
     EXPECT_EQ(c.tied_output, shape.tied);
     if (c.n_kv_layers() == 0) {  // (mamba, mamba2: no attention; their mixers' in-projections instead)
       const Matrix& in = m->weights().layers[0].conv_in;
@@ -215,7 +216,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4",
                                                               "tiny-gemma4-dense", "tiny-gemma4-moe", "tiny-nemotron",
                                                               "tiny-deci", "tiny-deci-noffn", "tiny-phimoe",
-                                                              "tiny-afmoe", "tiny-afmoe-full"));
+                                                              "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
