@@ -21,6 +21,9 @@ Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<const M
 }
 
 Result<std::unique_ptr<LogitStream>> LogitStream::create(std::shared_ptr<Forward> forward, const LogitStreamOptions& opt) {
+  if (forward->model().config().arch.bidirectional)  // (gemma-embedding: every position sees the positions after it)
+    return Error{fmt::format("{} attends both ways: an embedding model has no next-token logits to evaluate",
+                             forward->model().config().arch.name)};
   if (opt.max_ctx < 1) return Error{"context length must be at least 1"};
   if (opt.batch < 1) return Error{"batch must be at least 1"};
   if (opt.block_size < 1) return Error{"block size must be at least 1"};

@@ -136,6 +136,16 @@ TEST(LogitStream, Phi3LongRopeFactorsFollowTheStreamContext) {
 }
 
 // PPL = exp(mean NLL) where the NLLs come from ReferenceForward, summed here in float64.
+// A bidirectional embedding model (gemma-embedding) has no next-token logits: the stream refuses it rather
+// than compute chunk-dependent numbers (each chunk would see only the positions fed so far).
+TEST(LogitStream, RefusesABidirectionalModel) {
+  auto m = load(test::dummy_model("tiny-gemma-embedding"));
+  LogitStreamOptions o;
+  auto s = LogitStream::create(m, o, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("embedding model"), std::string::npos) << s.error();
+}
+
 TEST(Perplexity, EqualsHandComputedReferenceOnStories260K) {
   auto m = load(test::stories_path());
   const int64_t ctx = 48;
