@@ -276,7 +276,7 @@ Status write_dummy_model(const DummyOptions& o, const std::string& out_path) {
   if (is_mamba_dummy_arch(s.arch)) return write_dummy_mamba(o, out_path);
   if (is_classic_dummy_arch(s.arch)) return write_dummy_classic(o, out_path);
   if (s.arch == "gemma4") return write_dummy_gemma4(o, out_path);
-  if (s.arch == "deci") return write_dummy_deci(o, out_path);
+  if (s.arch == "deci" || s.arch == "openelm") return write_dummy_deci(o, out_path);
   if (s.arch == "phimoe") return write_dummy_phimoe(o, out_path);
   if (s.arch == "afmoe") return write_dummy_afmoe(o, out_path);
   // Qwen's vision-language language models are their text family's tensors under another name, with

@@ -136,7 +136,7 @@ struct ModelShape {
 // "tiny-mpt-biased", "tiny-olmo", "tiny-baichuan", "tiny-baichuan-13b", "tiny-chatglm", "tiny-codeshell",
 // "tiny-deepseek-moe", "tiny-refact", "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4", "tiny-gemma4-dense",
 // "tiny-gemma4-moe", "tiny-nemotron", "tiny-deci", "tiny-deci-noffn", "tiny-phimoe", "tiny-gemma-embedding",
-// "tiny-gemma-embedding-nodense", "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen").
+// "tiny-gemma-embedding-nodense", "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen", "tiny-openelm").
 std::vector<ModelShape> known_shapes();
 std::optional<ModelShape> find_shape(const std::string& name);
 
@@ -217,7 +217,7 @@ bool is_classic_dummy_arch(const std::string& arch);
 Status write_dummy_classic(const DummyOptions& opts, const std::string& out_path);
 // Gemma 4 (convert/dummy_gemma4.cpp).
 Status write_dummy_gemma4(const DummyOptions& opts, const std::string& out_path);
-// DeciLM / Nemotron NAS models (convert/dummy_deci.cpp).
+// DeciLM / Nemotron NAS models and OpenELM (convert/dummy_deci.cpp).
 Status write_dummy_deci(const DummyOptions& opts, const std::string& out_path);
 // Phi-3.5-MoE (convert/dummy_phimoe.cpp).
 Status write_dummy_phimoe(const DummyOptions& opts, const std::string& out_path);

@@ -835,6 +835,9 @@ std::vector<ModelShape> gemma4_shapes() {
       // (a layer with attention and no FFN: llama.cpp's graph drops such a layer's attention, tokenmill adds it)
       deci({"tiny-deci-noffn", "deci", 512, 64, 4, 4, 2, 16, 160, 256, 10000.0f, 1e-5f, false}, {4, 4, 0, 4},
            {2, 2, 0, 1}, {160, 0, 96, 160}),
+      // OpenELM's layers (openelm: heads, K/V heads and FFN widths growing layer by layer, one attn_qkv each), tiny
+      deci({"tiny-openelm", "openelm", 512, 64, 4, 6, 1, 16, 96, 256, 10000.0f, 1e-6f, true}, {2, 4, 4, 6}, {1, 2, 1, 3},
+           {96, 128, 160, 192}),
       // Phi-3.5-MoE-instruct (phimoe: 16 experts of 6400 rows, 2 per token) and a tiny form
       moe({"phi-3.5-moe", "phimoe", 32064, 4096, 32, 32, 8, 128, 6400, 131072, 10000.0f, 1e-5f, false}, 16, 2, 6400),
       moe({"tiny-phimoe", "phimoe", 512, 64, 2, 4, 2, 16, 96, 256, 10000.0f, 1e-5f, false}, 8, 2, 96),

@@ -398,6 +398,7 @@ ArchSpec arch_deci();
 ArchSpec arch_phimoe();
 ArchSpec arch_afmoe();
 ArchSpec arch_qwen();
+ArchSpec arch_openelm();
 ArchSpec arch_qwen3vl();
 ArchSpec arch_qwen3vlmoe();
 
@@ -414,7 +415,7 @@ void register_builtin_archs() {
                                arch_bailingmoe2(), arch_hunyuan_dense(), arch_hunyuan_moe(), arch_mistral4(), arch_arcee(), arch_apertus(), arch_exaone_moe(),
                                arch_granitehybrid(), arch_qwen35(), arch_qwen35moe(),
                                arch_nemotron_h(), arch_nemotron_h_moe(), arch_qwen2vl(), arch_qwen3vl(), arch_qwen3vlmoe(), arch_qwen3next(),
-                               arch_falcon_h1(), arch_minicpm(), arch_internlm2(), arch_afmoe(), arch_qwen(),
+                               arch_falcon_h1(), arch_minicpm(), arch_internlm2(), arch_afmoe(), arch_qwen(), arch_openelm(),
                                arch_mamba(), arch_mamba2(), arch_jamba(), arch_orion(), arch_xverse(),
                                arch_gpt2(), arch_starcoder(), arch_gptneox(), arch_falcon(), arch_bloom(), arch_mpt(),
                                arch_olmo(), arch_baichuan(), arch_chatglm(), arch_codeshell(), arch_deepseek(), arch_refact(), arch_jais2(), arch_jais(), arch_plamo(),

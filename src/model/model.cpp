@@ -328,10 +328,20 @@ Status load_gdn_layer(Loader& ld, const ModelConfig& c, const std::string& p, La
 // gemma4's layers (ArchSpec::layer_geometry): each its own head size and K/V heads; the layers that
 // share another's K/V (ModelConfig::stores_kv false) have none of their own -- llama.cpp loads attn_k /
 // attn_v / attn_k_norm there when a file has them and never uses them, as here; attn_v absent on the
-// K = V layers (ArchSpec::v_optional).
+// K = V layers (ArchSpec::v_optional). openelm: q, k and v in one attn_qkv of the layer's widths.
 Status load_layer_geometry_attention(Loader& ld, const ModelConfig& c, int64_t l, const std::string& p,
                                      LayerWeights& L) {
   const int64_t qd = c.q_dim_of(l), kvd = c.kv_dim_of(l), hd = c.head_dim_of(l);
+  if (c.arch.fused_qkv_ffn) {  // openelm: the layer's q, k, v rows in one attn_qkv
+    TM_ASSIGN_OR_RETURN(Matrix qkv, ld.matrix(p + "attn_qkv.weight", qd + 2 * kvd, c.n_embd));
+    L.wq = Loader::rows_of(qkv, 0, qd);
+    L.wk = Loader::rows_of(qkv, qd, kvd);
+    L.wv = Loader::rows_of(qkv, qd + kvd, kvd);
+    TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", hd, c.arch.qk_norm));
+    TM_ASSIGN_OR_RETURN(L.k_norm, ld.opt_vec(p + "attn_k_norm.weight", hd, c.arch.qk_norm));
+    TM_ASSIGN_OR_RETURN(L.wo, ld.matrix(p + "attn_output.weight", c.n_embd, qd));
+    return {};
+  }
   TM_ASSIGN_OR_RETURN(L.wq, ld.matrix(p + "attn_q.weight", qd, c.n_embd));
   TM_ASSIGN_OR_RETURN(L.q_norm, ld.opt_vec(p + "attn_q_norm.weight", hd, c.arch.qk_norm));  // (gemma4's; deci none)
   if (c.stores_kv(l)) {

@@ -256,6 +256,7 @@ try {
     'gemma4 (26B-A4B form)': ['--shape', 'tiny-gemma4-moe'],
     nemotron: ['--shape', 'tiny-nemotron', '--head-dim', '64', '--n-rot', '32'],
     deci: ['--shape', 'tiny-deci', '--head-dim', '64'],
+    openelm: ['--shape', 'tiny-openelm', '--head-dim', '64'],
     phimoe: ['--shape', 'tiny-phimoe', '--head-dim', '64'],
     afmoe: ['--shape', 'tiny-afmoe', '--head-dim', '64'],
     // (tiny-afmoe-full's own form has no windows, which llama.cpp's afmoe graph cannot run -- it builds an

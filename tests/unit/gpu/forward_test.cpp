@@ -673,7 +673,7 @@ TEST(GpuForward, WhatItDoesNotRunIsAClearError) {
     ASSERT_FALSE(l4s.ok());
     EXPECT_NE(l4s.error().find("llama4"), std::string::npos) << l4s.error();
     for (const char* shape : {"tiny-bloom", "tiny-baichuan-13b", "tiny-gpt2", "tiny-olmo", "tiny-plamo", "tiny-nemotron",
-                              "tiny-deci", "tiny-phimoe"}) {
+                              "tiny-deci", "tiny-phimoe", "tiny-openelm"}) {
       // ALiBi, learned positions, the q/k/v clamp (and the LayerNorm families): CPU only
       auto cl = dummy(shape, DType::F32);
       ASSERT_NE(cl, nullptr);

@@ -159,3 +159,31 @@ TEST(Afmoe, GateNoPeLayersWindowsAndSigmoidExperts) {
   ASSERT_FALSE(no_bias.ok());
   EXPECT_NE(no_bias.error().find("exp_probs_b"), std::string::npos) << no_bias.error();
 }
+
+// OpenELM: each layer's heads, K/V heads and FFN width from the per-layer keys, q / k / v split out of the
+// layer's own attn_qkv, per-head q/k norms; a layer without attention is refused (llama.cpp has none).
+TEST(Openelm, PerLayerWidthsFromOneQkvEach) {
+  auto m = tiny("tiny-openelm");
+  ASSERT_NE(m, nullptr);
+  const ModelConfig& c = m->config();
+  const int64_t heads[] = {2, 4, 4, 6}, kv[] = {1, 2, 1, 3}, ff[] = {96, 128, 160, 192};
+  for (int64_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(c.n_head_of(l), heads[l]);
+    EXPECT_EQ(c.n_head_kv_of(l), kv[l]);
+    EXPECT_EQ(c.n_ff_of(l), ff[l]);
+    const LayerWeights& L = m->weights().layers[static_cast<size_t>(l)];
+    EXPECT_EQ(L.wq.rows, heads[l] * 16);
+    EXPECT_EQ(L.wk.rows, kv[l] * 16);
+    EXPECT_EQ(L.wv.rows, kv[l] * 16);
+    EXPECT_EQ(static_cast<const uint8_t*>(L.wk.data), static_cast<const uint8_t*>(L.wq.data) + L.wq.bytes());
+    EXPECT_EQ(L.q_norm.size(), 16u);
+  }
+  EXPECT_TRUE(c.tied_output);
+  const auto base = logits_of(m);
+  EXPECT_NE(base, logits_of(m, [](ModelConfig&, ModelWeights& w) { w.layers[3].k_norm.assign(16, 1.0f); }));
+  auto zero = test::load_edited(test::family_file("tiny-openelm"), [](GgufWriter& w) {
+    w.set("openelm.attention.head_count", GgufValue::i32_array({2, 4, 0, 6}));
+  });
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().find("every layer has attention"), std::string::npos) << zero.error();
+}

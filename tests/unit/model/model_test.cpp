@@ -216,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyTest, ::testing::Values("tiny-llama", "tiny
                                                               "tiny-jais2", "tiny-jais", "tiny-plamo", "tiny-gemma4",
                                                               "tiny-gemma4-dense", "tiny-gemma4-moe", "tiny-nemotron",
                                                               "tiny-deci", "tiny-deci-noffn", "tiny-phimoe",
-                                                              "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen"));
+                                                              "tiny-afmoe", "tiny-afmoe-full", "tiny-qwen",
+                                                              "tiny-openelm"));
 
 // What distinguishes the llama-block families read from their files: Gemma's embedding scale and
 // tied output; Granite's four scalars; SmolLM3's NoPE layers (every fourth); OLMo 2's absent pre-norms
