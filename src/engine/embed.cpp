@@ -13,6 +13,7 @@
 #include "engine/embed_worker.h"
 #include "engine/engine_impl.h"
 #include "model/embedder.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tmill {
@@ -60,17 +61,10 @@ Status create_embedding_engine(Engine::Impl& im, std::shared_ptr<const GgufFile>
   {  // parameters and the type holding most bytes, over the file's tensors (the heads included)
     std::map<DType, uint64_t> bytes;
     for (const GgufTensorInfo& t : file->tensors()) {
-      int64_t n = 1;
-      for (int64_t d : t.ne) n *= d;
-      info.n_params += n;
+      info.n_params += t.n_elements;
       bytes[t.type] += t.nbytes;
     }
-    uint64_t best = 0;
-    for (const auto& [type, b] : bytes)
-      if (b > best) {
-        best = b;
-        info.weight_type = std::string(dtype_name(type));
-      }
+    info.weight_type = std::string(dtype_name(type_with_most_bytes(bytes)));
   }
   info.n_embd = ei.n_embd;
   info.pooling = pooling_name(ei.pooling);

@@ -17,22 +17,27 @@
 
 namespace tmill {
 namespace {
-Status read_gemma3(const GgufFile& f, ModelConfig& c) {
+// What gemma3 and gemma-embedding share: the embedding scale, the windows (five of six layers) and the
+// sliding layers' RoPE base. Returns whether the file has windows.
+Result<bool> read_gemma3_layers(const GgufFile& f, ModelConfig& c) {
   c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-  TM_ASSIGN_OR_RETURN(c.final_softcap, read_family_float(f, c, "final_logit_softcapping", 0.0f));
-  if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   TM_ASSIGN_OR_RETURN(const bool swa, read_sliding_window(f, c, 0, 6));
   TM_ASSIGN_OR_RETURN(const float theta_swa, read_family_float(f, c, "rope.freq_base_swa", 10000.0f));
   if (swa) set_sliding_rope(c, theta_swa, 1.0f);
+  return swa;
+}
+
+Status read_gemma3(const GgufFile& f, ModelConfig& c) {
+  TM_ASSIGN_OR_RETURN(c.final_softcap, read_family_float(f, c, "final_logit_softcapping", 0.0f));
+  if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  TM_ASSIGN_OR_RETURN(const bool swa, read_gemma3_layers(f, c));
+  (void)swa;  // (gemma3: windows are optional)
   return {};
 }
 
 Status read_gemma_embedding(const GgufFile& f, ModelConfig& c) {
-  c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-  TM_ASSIGN_OR_RETURN(const bool swa, read_sliding_window(f, c, 0, 6));
+  TM_ASSIGN_OR_RETURN(const bool swa, read_gemma3_layers(f, c));
   if (!swa) return Error{"gemma-embedding: metadata key 'gemma-embedding.attention.sliding_window' is missing or 0"};
-  TM_ASSIGN_OR_RETURN(const float theta_swa, read_family_float(f, c, "rope.freq_base_swa", 10000.0f));
-  set_sliding_rope(c, theta_swa, 1.0f);
   return {};
 }
 }  // namespace

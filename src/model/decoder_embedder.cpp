@@ -39,16 +39,16 @@ class DecoderEmbedder final : public Embedder {
   }
   const EmbedderInfo& info() const override { return info_; }
   uint64_t weight_bytes() const override {
-    return (gpu_ ? GpuForward::weight_bytes_of(*model_) : forward_->weight_bytes()) + dense_bytes_;
+    uint64_t bytes = gpu_ ? GpuForward::weight_bytes_of(*model_) : forward_->weight_bytes();
+    for (const PreparedMatrix& d : dense_) bytes += d.source().bytes();
+    return bytes;
   }
   std::string placement() const override { return placement_; }
   void run(const std::vector<std::span<const int32_t>>& seqs, std::vector<std::vector<float>>& out) override;
 
   EmbedderInfo info_;
   PreparedMatrix head_;            // rank: cls.output, or the yes/no rows copied to F32
-  PreparedMatrix dense_[2];        // gemma-embedding: dense_2, dense_3 after pooling (invalid: absent)
-  int64_t dense_rows_[2] = {0, 0};
-  uint64_t dense_bytes_ = 0;
+  std::vector<PreparedMatrix> dense_;  // gemma-embedding: dense_2 then dense_3 after pooling, those present
   std::vector<float> head_f32_;    // storage of the copied rows
   std::string placement_ = "CPU";
 
@@ -143,9 +143,9 @@ void DecoderEmbedder::run_part(const std::vector<std::span<const int32_t>>& seqs
     }
     out[i].resize(static_cast<size_t>(E));
     pool_rows(info_.pooling, rows, n, E, E, out[i].data());
-    for (int d = 0; d < 2 && dense_rows_[d] > 0; ++d) {  // dense_2, then dense_3
-      std::vector<float> y(static_cast<size_t>(dense_rows_[d]));
-      matmul(dense_[d], out[i].data(), static_cast<int64_t>(out[i].size()), y.data(), dense_rows_[d], 1, nullptr);
+    for (const PreparedMatrix& d : dense_) {  // dense_2, then dense_3
+      std::vector<float> y(static_cast<size_t>(d.rows()));
+      matmul(d, out[i].data(), static_cast<int64_t>(out[i].size()), y.data(), d.rows(), 1, nullptr);
       out[i] = std::move(y);
     }
   }
@@ -242,19 +242,16 @@ Status load_rank_head(const GgufFile& f, const Model& model, DecoderEmbedder& e)
 // may be absent. The first takes the hidden size, the second what the first gives.
 Status load_dense_layers(const GgufFile& f, const ModelConfig& c, DecoderEmbedder& e) {
   int64_t width = c.n_embd;
-  int n = 0;
   for (const char* name : {"dense_2.weight", "dense_3.weight"}) {
     const GgufTensorInfo* t = f.find_tensor(name);
     if (!t) continue;
     if (t->ne.size() != 2 || t->ne[0] != width || t->ne[1] < 1 || t->ne[1] > (int64_t{1} << 20))
       return Error{fmt::format("tensor '{}' has the wrong shape (expected [{}, n_out])", name, width)};
     if (!can_dequantize(t->type)) return Error{fmt::format("tensor '{}' has unsupported type {}", name, dtype_name(t->type))};
-    e.dense_[n] = PreparedMatrix(matrix_of(*t, name));
-    e.dense_rows_[n++] = t->ne[1];
-    e.dense_bytes_ += t->nbytes;
+    e.dense_.emplace_back(matrix_of(*t, name));
     width = t->ne[1];
   }
-  if (n > 0 && !c.arch.bidirectional)
+  if (!e.dense_.empty() && !c.arch.bidirectional)
     return Error{fmt::format("dense_2 / dense_3 projections are gemma-embedding's, not {}'s", c.arch.name)};
   e.info_.out_dim = width;
   return ok_status();

@@ -443,12 +443,16 @@ void Forward::attention_block(const ForwardBatch& batch, KvStorage& kv, int64_t 
     // (qwen35: the q projection holds each head's queries and gates, split below)
     float* qy = gated ? qg_.data() : q_.data();
     const int64_t QY = gated ? 2 * QD : QD;
-    const MatmulOutput qkv[] = {{&P.wq, qy, QY}, {&P.wk, k_.data(), KD}, {&P.wv, v_.data(), KD}};
-    matmul_many(qkv, !stores ? 1 : v_is_k ? 2 : 3, xb_.data(), E, N, pool_);
+    // (afmoe: its gate's projection of the same input goes with them, the input converted once)
+    MatmulOutput qkv[4] = {{&P.wq, qy, QY}};
+    int n_out = 1;
+    if (stores) qkv[n_out++] = {&P.wk, k_.data(), KD};
+    if (stores && !v_is_k) qkv[n_out++] = {&P.wv, v_.data(), KD};
     if (gate_proj) {
       observe(P.attn_gate, xb_.data(), N);
-      matmul(P.attn_gate, xb_.data(), E, gate_.data(), QD, N, pool_);
+      qkv[n_out++] = {&P.attn_gate, gate_.data(), QD};
     }
+    matmul_many(qkv, n_out, xb_.data(), E, N, pool_);
     if (v_is_k) std::copy(k_.begin(), k_.begin() + N * KD, v_.begin());
     if (lora) {
       lora_.apply(l, LoraSlot::Q, xb_.data(), E, qy, QY, pool_);

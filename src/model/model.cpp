@@ -409,6 +409,17 @@ Status load_attention_layer(Loader& ld, const GgufFile& f, const ModelConfig& c,
 
 }  // namespace
 
+DType type_with_most_bytes(const std::map<DType, uint64_t>& bytes_by_type) {
+  DType best = DType::F32;
+  uint64_t most = 0;
+  for (const auto& [t, b] : bytes_by_type)
+    if (b > most) {
+      most = b;
+      best = t;
+    }
+  return best;
+}
+
 Matrix matrix_of(const GgufTensorInfo& t, std::string name) {
   Matrix m;
   m.type = t.type;
@@ -581,12 +592,7 @@ Result<std::shared_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
                              t->name, c.arch.name, file->tensors().size())};
   model->weight_bytes_ = ld.bytes;
   model->n_params_ = ld.params;
-  uint64_t best = 0;
-  for (auto& [t, b] : ld.bytes_by_type)
-    if (b > best) {
-      best = b;
-      model->main_type_ = t;
-    }
+  model->main_type_ = type_with_most_bytes(ld.bytes_by_type);
   return model;
 }
 

@@ -1,6 +1,7 @@
 // A loaded model: hyper-parameters plus weight views into the mapped GGUF file.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,8 @@ struct ModelWeights {
 // A 2-D GGUF tensor ([cols, rows]) as a Matrix over the file's bytes, named `name`; the caller has checked
 // its shape and that its type can be computed with.
 Matrix matrix_of(const GgufTensorInfo& t, std::string name);
+// The weight type of a model: the type holding the most bytes (the first such on a tie; F32 when empty).
+DType type_with_most_bytes(const std::map<DType, uint64_t>& bytes_by_type);
 
 class Model {
  public:
